@@ -1,0 +1,21 @@
+// Hosts are DNS names (DESIGN §2). Nothing built from an invalid host is
+// ever used as a path: every path helper checks first.
+
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
+
+/** Why host is not a valid hostname, or null when it is. */
+export function hostError(host: string): string | null {
+  if (host.length === 0) return 'hostname is empty'
+  if (Buffer.byteLength(host) > 253) return `hostname is ${Buffer.byteLength(host)} bytes, over 253`
+  if (host !== host.toLowerCase()) return 'hostname must be lower case'
+  for (const label of host.split('.')) {
+    if (label.length === 0) return 'hostname has an empty label'
+    if (label.length > 63) return `hostname label ${JSON.stringify(label.slice(0, 16))}… is over 63 bytes`
+    if (!LABEL.test(label)) return `hostname label ${JSON.stringify(label)} is not a-z, 0-9 and inner hyphens`
+  }
+  return null
+}
+
+export function validHost(host: string): boolean {
+  return hostError(host) === null
+}

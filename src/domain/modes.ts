@@ -1,0 +1,55 @@
+// The words of the layout: what an intent asks for, what a box reports, and
+// what a row is classified as. DESIGN §1.
+
+/** What a layout intent asks for. */
+export type Mode = 'flat' | 'nested'
+
+export const MODES: readonly Mode[] = ['flat', 'nested']
+
+/**
+ * The intent a run of the pass works under. `none`: no intent addresses this
+ * box (the default may stand in). `unreadable`: the intent could not be read
+ * or names a mode this build does not know; fail closed.
+ */
+export type IntentMode = Mode | 'none' | 'unreadable'
+
+/** The `mode` of the status report: the intent mode, or `unmanaged` with no activator armed. */
+export type ReportMode = IntentMode | 'unmanaged'
+
+export function validMode(m: unknown): m is Mode {
+  return m === 'flat' || m === 'nested'
+}
+
+/** What Classify answers for an instance-kind row, in order of precedence. */
+export type RowLayout = 'fenced' | 'conflict' | 'foreign' | 'nested' | 'flat' | 'external'
+
+/** The outcomes of one host's run through the pass (DESIGN §3). */
+export type Outcome =
+  | 'unchanged'
+  | 'moved'
+  | 'deferred'
+  | 'held'
+  | 'refused'
+  | 'failed'
+  | 'recovered'
+  | 'released'
+
+export const OUTCOMES: readonly Outcome[] = [
+  'unchanged',
+  'moved',
+  'deferred',
+  'held',
+  'refused',
+  'failed',
+  'recovered',
+  'released',
+]
+
+/** One host's result of a pass run. `host` is empty for a result about the whole run. */
+export interface Result {
+  host: string
+  outcome: Outcome
+  reason: string
+  /** The mode the move went toward, when there was one. */
+  to?: Mode
+}

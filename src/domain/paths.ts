@@ -1,0 +1,93 @@
+// Where a host's files live in each layout (DESIGN §2). Pure path
+// arithmetic; every function refuses an invalid host rather than build a
+// path from it.
+import path from 'node:path'
+import { hostError } from './hostname.js'
+import type { Mode } from './modes.js'
+import type { Route, RowPaths } from './schemas.js'
+
+/** A nested socket path longer than this cannot be bound (sun_path is 108 bytes with its NUL). */
+export const MAX_SOCKET_PATH = 107
+
+export interface Dirs {
+  dataDir: string
+  runDir: string
+}
+
+export class InvalidHostError extends Error {
+  override name = 'InvalidHostError'
+  constructor(readonly host: string, readonly why: string) {
+    super(`${JSON.stringify(host)}: ${why}`)
+  }
+}
+
+function checked(host: string): string {
+  const why = hostError(host)
+  if (why !== null) throw new InvalidHostError(host, why)
+  return host
+}
+
+export function flatPaths(d: Dirs, host: string): RowPaths {
+  const h = checked(host)
+  return { dir: path.join(d.dataDir, 'apps', h), socket: path.join(d.runDir, `${h}.sock`), db: '' }
+}
+
+/** The host's own nested root, `D/nested/<host>` (mode 0750). */
+export function nestedRoot(d: Dirs, host: string): string {
+  return path.join(d.dataDir, 'nested', checked(host))
+}
+
+export function nestedPaths(d: Dirs, host: string): RowPaths {
+  const root = nestedRoot(d, host)
+  return { dir: path.join(root, 'data'), socket: path.join(root, 'run', 'app.sock'), db: '' }
+}
+
+export function pathsFor(d: Dirs, host: string, mode: Mode): RowPaths {
+  return mode === 'nested' ? nestedPaths(d, host) : flatPaths(d, host)
+}
+
+/** The row's db carried from one dir to another: the same path relative to dir. Empty stays empty. */
+export function carryDb(db: string, fromDir: string, toDir: string): string {
+  if (db === '') return ''
+  const rel = path.relative(fromDir, db)
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+    throw new Error(`db ${JSON.stringify(db)} is not inside dir ${JSON.stringify(fromDir)}`)
+  }
+  return path.join(toDir, rel)
+}
+
+/** Whether the row's dir and socket have the given shape (its db, if any, inside dir). */
+export function hasShape(d: Dirs, rt: Route, mode: Mode): boolean {
+  if (hostError(rt.host) !== null) return false
+  const want = pathsFor(d, rt.host, mode)
+  if (rt.dir !== want.dir || rt.socket !== want.socket) return false
+  if (rt.db === '') return true
+  const rel = path.relative(rt.dir, rt.db)
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
+}
+
+/** seed provision.NestedPaths: the row is at the nested paths. */
+export function isNested(d: Dirs, rt: Route): boolean {
+  return hasShape(d, rt, 'nested')
+}
+
+export function isFlat(d: Dirs, rt: Route): boolean {
+  return hasShape(d, rt, 'flat')
+}
+
+/** The row words that the activator contract uses (seed activator.ActivatorManaged). */
+export function activatorManaged(rt: Route): boolean {
+  return rt.kind === 'instance' && rt.hibernate && rt.socket !== ''
+}
+
+export function external(rt: Route): boolean {
+  return rt.kind === 'instance' && !rt.hibernate && rt.socket !== ''
+}
+
+export function journalPath(d: Dirs, host: string): string {
+  return path.join(d.dataDir, 'layout', `${checked(host)}.journal`)
+}
+
+export function holdPath(d: Dirs, host: string): string {
+  return path.join(d.dataDir, 'layout', `${checked(host)}.hold`)
+}

@@ -1,0 +1,88 @@
+// Every interface the domain needs from the outside. infra/ implements them;
+// tests implement them with real adapters on temp directories, or with small
+// fakes where the outside thing is the subject (a store that fails, a clock).
+import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
+import type { IntentRecord, Route, RowPaths } from './schemas.js'
+
+/** The seed's log.Printf, structured: `msg` is the seed's line; fields say the same as data. */
+export interface Logger {
+  info(fields: Record<string, unknown>, msg: string): void
+  warn(fields: Record<string, unknown>, msg: string): void
+  error(fields: Record<string, unknown>, msg: string): void
+}
+
+/** Wall time and timers, injectable so grace and retry can be tested on a fake clock. */
+export interface Clock {
+  now(): number
+  /** Runs fn after ms; the returned function cancels it. */
+  setTimer(ms: number, fn: () => void): () => void
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(ms, fn) {
+    const t = setTimeout(fn, ms)
+    t.unref()
+    return () => clearTimeout(t)
+  },
+}
+
+/** The box's registry (SQLite). Synchronous: it is a local database file. */
+export interface RouteStore {
+  list(): Route[]
+  get(host: string): Route | undefined
+  /** Inserts a row; throws a coded error when the host exists. */
+  add(route: Route): void
+  /** Removes a row; false when there was none. */
+  remove(host: string): boolean
+  /** Rewrites the paths of many rows in one transaction (the move's commit point). */
+  setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void
+  /** The next fence generation from the registry's counter; strictly increasing across restarts. */
+  nextGeneration(): number
+}
+
+/** The deploy store where the fleet records layout intents (DESIGN §7). */
+export interface DeployStore {
+  /** Every record, sorted by id (newest last). Throws when the store cannot be read or a record is malformed. */
+  list(signal: AbortSignal): Promise<IntentRecord[]>
+  /** Records an intent durably. */
+  record(intent: IntentRecord, signal: AbortSignal): Promise<void>
+  /** Where the store is, for logs and errors. */
+  describe(): string
+  close(): Promise<void>
+}
+
+/** The isolation gate (`nestedOK`): null when nested instances may wake, else why not. */
+export interface IsolationGate {
+  /** The last verdict, without I/O: what a wake or the status report sees. */
+  check(): string | null
+}
+
+/** What the status report needs to know about one host from the pass. */
+export interface Classification {
+  layout: RowLayout
+  reason: string
+}
+
+/**
+ * The layout pass (seed `layout.Pass`). The leg is its only caller of
+ * Converge; Recover and RestoreHolds run once at start-up. Classify, Held
+ * and Note read in-memory state only, so the status report and a wake
+ * never wait on the disk.
+ */
+export interface LayoutPass {
+  converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]>
+  recover(intent: IntentMode): Promise<Result[]>
+  restoreHolds(intent: IntentMode): Promise<Result[]>
+  classify(route: Route, routes: readonly Route[]): Classification
+  /** The hold's reason when the host is held down after a refused move. */
+  held(host: string): string | undefined
+  /** The row's note (what was set aside, and when), or ''. */
+  note(host: string): string
+}
+
+/** What `<data>/layout` holds, listed at start and by the unmanaged report. */
+export interface LayoutDirectory {
+  journalHosts(): Promise<string[]>
+  holdHosts(): Promise<string[]>
+}

@@ -1,0 +1,120 @@
+// The shapes the domain shares with the registry, the deploy stores, the CLI
+// and the HTTP API. Each is written once, as a TypeBox schema; its type is
+// derived from it.
+import Type, { type Static } from 'typebox'
+
+export const RouteKind = Type.Union(
+  [Type.Literal('instance'), Type.Literal('sidecar'), Type.Literal('static'), Type.Literal('service')],
+  { description: 'What the row serves. Only `instance` rows are ever classified or moved.' },
+)
+export type RouteKind = Static<typeof RouteKind>
+
+export const ROUTE_KINDS: readonly RouteKind[] = ['instance', 'sidecar', 'static', 'service']
+
+/** A row of the box's registry: one hostname the box serves (DESIGN §2). */
+export const Route = Type.Object(
+  {
+    host: Type.String({ description: 'The hostname the row serves; a valid DNS name.' }),
+    kind: RouteKind,
+    socket: Type.String({ description: 'The unix socket the instance listens on; empty when none.' }),
+    dir: Type.String({ description: "The instance's directory; empty when none." }),
+    db: Type.String({ description: "The instance's database file, inside `dir`; empty when none." }),
+    hibernate: Type.Boolean({ description: 'Whether the activator wakes and sleeps the instance.' }),
+  },
+  { additionalProperties: false },
+)
+export type Route = Static<typeof Route>
+
+/** The paths of one row that a move rewrites. */
+export const RowPaths = Type.Object(
+  {
+    dir: Type.String({ description: 'Instance directory.' }),
+    socket: Type.String({ description: 'Unix socket path.' }),
+    db: Type.String({ description: 'Database file path; empty when none.' }),
+  },
+  { additionalProperties: false },
+)
+export type RowPaths = Static<typeof RowPaths>
+
+/**
+ * A layout intent as the deploy store keeps it (DESIGN §1, §7). `mode` is
+ * kept as any string here: a record naming a mode this build does not know
+ * is still a record, and it makes the intent unreadable only when it is the
+ * one that addresses this box.
+ */
+export const IntentRecord = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$', description: 'Sorts by time; newest last.' }),
+    mode: Type.String({ description: '`flat` or `nested`; any other value makes the intent unreadable.' }),
+    force: Type.Boolean({ description: 'Skip the awake grace: stop awake instances at once.' }),
+    box: Type.Optional(Type.String({ description: 'The box label the intent addresses; absent for the whole fleet.' })),
+    recordedAt: Type.String({ description: 'When the intent was recorded (RFC 3339, UTC).' }),
+    by: Type.String({ description: 'Who recorded it.' }),
+  },
+  { additionalProperties: false },
+)
+export type IntentRecord = Static<typeof IntentRecord>
+
+const Outcome = Type.Union(
+  ['unchanged', 'moved', 'deferred', 'held', 'refused', 'failed', 'recovered', 'released'].map((o) => Type.Literal(o)),
+  { description: "One host's outcome of a pass run." },
+)
+
+export const ResultSchema = Type.Object(
+  {
+    host: Type.String({ description: 'The host; empty for a result about the whole run.' }),
+    outcome: Outcome,
+    reason: Type.String({ description: 'Why, when the outcome withheld or failed something.' }),
+    to: Type.Optional(Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the move went toward.' })),
+  },
+  { additionalProperties: false },
+)
+
+export const LegRun = Type.Object(
+  {
+    startedAt: Type.String({ description: 'When the run started (RFC 3339).' }),
+    finishedAt: Type.Union([Type.String(), Type.Null()], { description: 'When it finished; null while it runs.' }),
+    results: Type.Array(ResultSchema, { description: 'Every host the run reached, in order.' }),
+  },
+  { additionalProperties: false },
+)
+export type LegRun = Static<typeof LegRun>
+
+export const LegState = Type.Object(
+  {
+    running: Type.Boolean({ description: 'A run of the pass is under way.' }),
+    pending: Type.Boolean({ description: 'Another run is due after the current one.' }),
+    lastRun: Type.Union([LegRun, Type.Null()], { description: 'The last run that finished, or the one under way; null before any.' }),
+    retryAt: Type.Union([Type.String(), Type.Null()], { description: 'When the retry timer kicks the leg again; null when none is pending.' }),
+  },
+  { additionalProperties: false },
+)
+export type LegState = Static<typeof LegState>
+
+export const RowReport = Type.Object(
+  {
+    layout: Type.String({ description: 'fenced, conflict, foreign, nested, flat or external.' }),
+    reason: Type.String({ description: 'Why the row is where it is, or why it did not move.' }),
+    note: Type.String({ description: 'What the pass set aside for this host, and when.' }),
+  },
+  { additionalProperties: false },
+)
+export type RowReport = Static<typeof RowReport>
+
+/** The status report (seed status.LayoutReport), DESIGN §6. */
+export const LayoutReport = Type.Object(
+  {
+    box: Type.String({ description: "The box's label." }),
+    mode: Type.Union(
+      ['flat', 'nested', 'none', 'unreadable', 'unmanaged'].map((m) => Type.Literal(m)),
+      { description: 'The intent this box last converged to: flat, nested, none, unreadable or unmanaged.' },
+    ),
+    default: Type.Boolean({ description: 'The box is nested by default rather than by a recorded intent.' }),
+    defaultBlocked: Type.String({ description: 'Why the nested default does not apply on this box; empty when it does or is not asked.' }),
+    rows: Type.Record(Type.String(), RowReport, { description: 'Every instance-kind row, by host.' }),
+    leg: LegState,
+    warnings: Type.Array(Type.String(), { description: 'What an operator should know about the box as a whole.' }),
+  },
+  { additionalProperties: false },
+)
+export type LayoutReport = Static<typeof LayoutReport>
