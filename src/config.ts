@@ -32,7 +32,15 @@ export const EnvSchema = Type.Object({
   CARLOS_DEPLOYMENT_DIR: Type.String({ minLength: 1, default: './deploy', description: 'The directory deploy store.' }),
   CARLOS_DEPLOYMENT_ETCD: Type.String({ default: '', description: 'Comma-separated etcd endpoints; when set, the deploy store.' }),
   CARLOS_LOG_LEVEL: Type.Union(
-    ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map((l) => Type.Literal(l)),
+    [
+      Type.Literal('trace'),
+      Type.Literal('debug'),
+      Type.Literal('info'),
+      Type.Literal('warn'),
+      Type.Literal('error'),
+      Type.Literal('fatal'),
+      Type.Literal('silent'),
+    ],
     { default: 'info', description: 'pino log level.' },
   ),
   CARLOS_FAILPOINT: Type.String({ default: '', description: 'Tests only: exit abruptly at the named step of a move.' }),

@@ -42,9 +42,13 @@ export async function loadLayoutIntent(
  */
 export function newIntentId(now: Date, existing: readonly string[], rand: () => string): string {
   const stamp = now.toISOString().replace(/[-:]/g, '') // 20261130T080102.123Z
-  let id = `${stamp}-${rand()}`
+  const id = `${stamp}-${rand()}`
   const newest = existing.reduce((a, b) => (b > a ? b : a), '')
-  if (id <= newest) id = `${newest.split('-')[0]}-${rand()}`
-  while (id <= newest) id = `${id}0`
-  return id
+  if (id > newest) return id
+  // The newest id with a counter: `.000001` after it, then the counter
+  // bumped. A string sorts after every string it extends, so the first is
+  // later than the newest, and a same-width bump keeps the order after that.
+  const m = /^(.*)\.([0-9]{6})$/.exec(newest)
+  const bumped = m ? `${m[1]}.${String(Number(m[2]) + 1).padStart(6, '0')}` : ''
+  return bumped > newest ? bumped : `${newest}.000001`
 }

@@ -56,7 +56,16 @@ export const IntentRecord = Type.Object(
 export type IntentRecord = Static<typeof IntentRecord>
 
 const Outcome = Type.Union(
-  ['unchanged', 'moved', 'deferred', 'held', 'refused', 'failed', 'recovered', 'released'].map((o) => Type.Literal(o)),
+  [
+    Type.Literal('unchanged'),
+    Type.Literal('moved'),
+    Type.Literal('deferred'),
+    Type.Literal('held'),
+    Type.Literal('refused'),
+    Type.Literal('failed'),
+    Type.Literal('recovered'),
+    Type.Literal('released'),
+  ],
   { description: "One host's outcome of a pass run." },
 )
 
@@ -106,7 +115,7 @@ export const LayoutReport = Type.Object(
   {
     box: Type.String({ description: "The box's label." }),
     mode: Type.Union(
-      ['flat', 'nested', 'none', 'unreadable', 'unmanaged'].map((m) => Type.Literal(m)),
+      [Type.Literal('flat'), Type.Literal('nested'), Type.Literal('none'), Type.Literal('unreadable'), Type.Literal('unmanaged')],
       { description: 'The intent this box last converged to: flat, nested, none, unreadable or unmanaged.' },
     ),
     default: Type.Boolean({ description: 'The box is nested by default rather than by a recorded intent.' }),

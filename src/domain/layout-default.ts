@@ -1,0 +1,66 @@
+// The deployment's default layout: what stands in for an intent when none
+// is recorded (DESIGN §5, seed layoutDefault / defaultLayoutIntent).
+import type { Mode } from './modes.js'
+import type { IsolationGate } from './ports.js'
+import { belowFloor, LAYOUT_FLOOR } from './release.js'
+
+/** The variable the default is read from; named in the reason an invalid value gives. */
+export const LAYOUT_DEFAULT_ENV = 'CARLOS_LAYOUT_DEFAULT'
+
+/**
+ * Reads CARLOS_LAYOUT_DEFAULT: '' and `nested` are nested, `flat` is flat.
+ * Anything else is flat with the value (trimmed, lower-cased, as compared)
+ * returned as invalid: an operator who typed the variable meant to choose,
+ * and leaving the box as it was (flat) while saying so is the reading that
+ * cannot surprise them.
+ */
+export function layoutDefault(raw: string): { mode: Mode; invalid: string } {
+  const v = raw.trim().toLowerCase()
+  if (v === '' || v === 'nested') return { mode: 'nested', invalid: '' }
+  if (v === 'flat') return { mode: 'flat', invalid: '' }
+  return { mode: 'flat', invalid: v }
+}
+
+/** The deployment asks for nested by default, with a value that is valid. */
+export function nestedByDefault(raw: string): boolean {
+  const d = layoutDefault(raw)
+  return d.mode === 'nested' && d.invalid === ''
+}
+
+export interface DefaultInputs {
+  /** The raw CARLOS_LAYOUT_DEFAULT. */
+  layoutDefault: string
+  /** The running build (CARLOS_BUILD). */
+  build: string
+  /** The isolation gate; null when no activator is armed. */
+  gate: IsolationGate | null
+}
+
+/**
+ * The effective intent when none is recorded. Nested only on a box that is
+ * READY: the default is nested, the build is not placed below the layout
+ * floor, and the isolation gate answers. Anything else is `none` (flat, as
+ * before the default) with the reason, recorded for status so an operator
+ * can see why a box has not moved on its own. The flat opt-out has no
+ * reason: nothing is being waited on. The default never forces: an awake
+ * host keeps its grace as under a recorded intent.
+ */
+export function defaultLayoutIntent(d: DefaultInputs): { mode: 'nested' | 'none'; reason: string } {
+  const { mode, invalid } = layoutDefault(d.layoutDefault)
+  if (invalid !== '') {
+    return { mode: 'none', reason: `${LAYOUT_DEFAULT_ENV}=${invalid} is not nested or flat; staying flat` }
+  }
+  if (mode !== 'nested') return { mode: 'none', reason: '' }
+  if (belowFloor(d.build, LAYOUT_FLOOR)) {
+    return {
+      mode: 'none',
+      reason: `this box runs ${d.build}, below ${LAYOUT_FLOOR}, the first release on which nested instances wake`,
+    }
+  }
+  if (d.gate === null) {
+    return { mode: 'none', reason: 'no activator is armed on this box, so nothing could wake nested' }
+  }
+  const why = d.gate.check()
+  if (why !== null) return { mode: 'none', reason: `isolation not ready: ${why}` }
+  return { mode: 'nested', reason: '' }
+}

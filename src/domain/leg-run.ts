@@ -1,0 +1,128 @@
+// One run of the leg: what the box's intent is, and whether and how to
+// converge to it (seed layoutLegWith, logLayoutResults).
+import type { DefaultInputs } from './layout-default.js'
+import { defaultLayoutIntent, LAYOUT_DEFAULT_ENV, nestedByDefault } from './layout-default.js'
+import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
+import type { IntentState } from './intent-state.js'
+import { validMode, type Mode, type Result } from './modes.js'
+import type { DeployStore, Logger } from './ports.js'
+import type { LegOutcome } from './leg.js'
+
+export interface LegRunDeps extends DefaultInputs {
+  store: DeployStore
+  /** This box's label. */
+  box: string
+  state: IntentState
+  logger: Logger
+  /**
+   * The armed pass's Converge. force stops awake hosts now; without it they
+   * get the pass's awake grace. The leg is single-flight, so flipping the
+   * pass's deferral for one run races nothing.
+   */
+  converge: (mode: Mode, force: boolean, signal: AbortSignal) => Promise<Result[]>
+  /** The intent read timeout; default 30 s. */
+  timeoutMs?: number
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+/**
+ * The leg's decision: read the intent, and converge only when a request
+ * addresses this box with a mode this build knows. An intent that cannot be
+ * read moves nothing and is noted `unreadable`, overwriting whatever mode
+ * was seen before (a read that just failed is not proof the fleet still
+ * wants it); the next serial move reads it again.
+ *
+ * retry says whether the leg should come back on its own: a host deferred
+ * for being awake or held has a reason that clears in wall time, and so does
+ * a nested default waiting on the isolation gate.
+ */
+export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new AbortController().signal): Promise<LegOutcome> {
+  const { logger, state } = deps
+  let read: IntentRead
+  try {
+    read = await loadLayoutIntent(deps.store, deps.box, signal, deps.timeoutMs ?? INTENT_TIMEOUT_MS)
+  } catch (error) {
+    // Stopping the agent is not news about the intent: status keeps what it knew.
+    if (signal.aborted) throw error
+    const err = message(error)
+    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
+    state.noteIntent('unreadable', err)
+    return { results: [], retry: false }
+  }
+  if (!read.found) {
+    // The deployment's default stands in, on a box that is ready for it.
+    // It never forces, so an awake host keeps its grace; a box that is not
+    // ready converges nothing and status says why. Logged once per change
+    // of answer, not on every serial move.
+    const d = defaultLayoutIntent(deps)
+    const prev = state.lastDefault()
+    if (prev.blocked !== d.reason || prev.applied !== (d.mode === 'nested')) {
+      if (d.mode === 'nested') {
+        logger.info(
+          { intent: 'none', default: 'nested' },
+          `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; record \`layoutd intent revert\` to opt out)`,
+        )
+      } else if (d.reason !== '') {
+        logger.info({ intent: 'none', blocked: d.reason }, `layout: no intent recorded; nested by default is not in force -> ${d.reason}`)
+      }
+    }
+    state.noteDefault(d.mode, d.reason)
+    if (d.mode !== 'nested') {
+      // A box the default has not reached yet is retried on the leg's timer,
+      // as an awake host is: the probe that gates it answers in wall time,
+      // and a quiet fleet would otherwise never come back to ask. The
+      // opt-out and a typo are not waiting on anything.
+      return { results: [], retry: nestedByDefault(deps.layoutDefault) }
+    }
+    const results = await deps.converge('nested', false, signal)
+    return { results, retry: logLayoutResults(results, logger) }
+  }
+  const { id, mode, force } = read.intent
+  if (!validMode(mode)) {
+    logger.info(
+      { intent: 'unreadable', id, mode },
+      `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested; not converging this move`,
+    )
+    state.noteIntent('unreadable', `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`)
+    return { results: [], retry: false }
+  }
+  state.noteIntent(mode)
+  const results = await deps.converge(mode, force, signal)
+  return { results, retry: logLayoutResults(results, logger) }
+}
+
+/**
+ * Logs every result that changed or withheld something, and answers whether
+ * the leg should run again on its own: a host deferred for being awake has
+ * a grace that runs out in wall time, and a held host should come back
+ * within the retry interval of an operator clearing its reason, quiet fleet
+ * or not. Awake hosts share one line: under a standing intent every serial
+ * move meets them until they sleep or their grace runs out.
+ */
+export function logLayoutResults(results: readonly Result[], logger: Logger): boolean {
+  let retry = false
+  const awake: string[] = []
+  for (const r of results) {
+    const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
+    if (r.outcome === 'unchanged') continue
+    if (r.outcome === 'held') {
+      retry = true
+      logger.info(fields, `layout: ${r.host}: ${r.outcome} -> ${r.reason}`)
+    } else if (r.outcome === 'deferred' && r.reason.startsWith('awake')) {
+      awake.push(`${r.host} (${r.reason})`)
+    } else if (r.host === '') {
+      logger.info(fields, `layout: ${r.outcome} -> ${r.reason}`)
+    } else if (r.reason === '') {
+      logger.info(fields, `layout: ${r.host}: ${r.outcome}`)
+    } else {
+      logger.info(fields, `layout: ${r.host}: ${r.outcome} -> ${r.reason}`)
+    }
+  }
+  if (awake.length > 0) {
+    logger.info({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
+  }
+  return retry || awake.length > 0
+}

@@ -1,0 +1,188 @@
+// The leg: the single-flight runner of the layout pass (seed layoutLeg).
+// A pass can wait up to a minute per host for a stop, and nothing else the
+// agent does (the poller, the HTTP API, wakes) may wait behind it. One run
+// at a time; moves that land while one runs ask for exactly one more run,
+// however many there were, since that run re-evaluates every host.
+import type { Result } from './modes.js'
+import type { Clock, Logger } from './ports.js'
+import type { LegRun, LegState } from './schemas.js'
+
+/** What one run of the leg answers: its results, and whether the leg should come back on its own. */
+export interface LegOutcome {
+  results: Result[]
+  retry: boolean
+}
+
+export interface LegOptions {
+  /** One run. signal is aborted by stop(); the run should give up at the next host. */
+  run: (signal: AbortSignal) => Promise<LegOutcome>
+  clock: Clock
+  logger: Logger
+  /** How long after a run that asked for it the leg runs again on its own (CARLOS_LAYOUT_RETRY). */
+  retryMs: number
+  onRunStart?: (run: LegRun) => void
+  onRunEnd?: (run: LegRun, seconds: number) => void
+}
+
+interface Waiter {
+  /** How many runs had started when the kick was made: the run it waits for is the next one. */
+  after: number
+  resolve: (run: LegRun | null) => void
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+function copyRun(run: LegRun): LegRun {
+  return { startedAt: run.startedAt, finishedAt: run.finishedAt, results: run.results.map((r) => ({ ...r })) }
+}
+
+export class Leg {
+  readonly #opts: LegOptions
+  readonly #abort = new AbortController()
+  #running = false
+  #pending = false
+  #stopped = false
+  #idle: Promise<void> = Promise.resolve()
+  #started = 0
+  #lastRun: LegRun | null = null
+  #cancelRetry: (() => void) | null = null
+  #retryAt: string | null = null
+  readonly #waiters = new Set<Waiter>()
+
+  constructor(opts: LegOptions) {
+    this.#opts = opts
+  }
+
+  /** Asks for a run and returns at once. A no-op after stop(). */
+  kick(): void {
+    if (this.#stopped) return
+    if (this.#running) {
+      this.#pending = true
+      return
+    }
+    this.#running = true
+    this.#idle = this.#drain()
+  }
+
+  /**
+   * Kicks the leg and resolves with the first run that STARTS after the
+   * kick, once it has finished: a run already under way began before the
+   * move that asked, so its answer is not this kick's. null when no such run
+   * finishes within timeoutMs, or the leg is stopped first.
+   */
+  kickAndWait(timeoutMs: number): Promise<LegRun | null> {
+    if (this.#stopped) return Promise.resolve(null)
+    return new Promise((resolve) => {
+      let cancel = (): void => {}
+      const w: Waiter = {
+        after: this.#started,
+        resolve: (run) => {
+          cancel()
+          this.#waiters.delete(w)
+          resolve(run)
+        },
+      }
+      this.#waiters.add(w)
+      cancel = this.#opts.clock.setTimer(timeoutMs, () => w.resolve(null))
+      this.kick()
+    })
+  }
+
+  /** Resolves when no run is running or pending. */
+  wait(): Promise<void> {
+    return this.#idle
+  }
+
+  /**
+   * Arms one timer to kick the leg again. A timer already armed is enough:
+   * the run it starts re-evaluates every host.
+   */
+  retryLater(ms: number): void {
+    if (this.#stopped || this.#cancelRetry !== null) return
+    this.#retryAt = new Date(this.#opts.clock.now() + ms).toISOString()
+    this.#cancelRetry = this.#opts.clock.setTimer(ms, () => {
+      this.#cancelRetry = null
+      this.#retryAt = null
+      this.kick()
+    })
+  }
+
+  /**
+   * Cancels the retry timer, aborts the run under way (it finishes its
+   * current host) and makes every later kick a no-op. wait() tells when the
+   * run has ended.
+   */
+  stop(): void {
+    if (this.#stopped) return
+    this.#stopped = true
+    this.#pending = false
+    this.#cancelRetry?.()
+    this.#cancelRetry = null
+    this.#retryAt = null
+    this.#abort.abort(new Error('layout leg stopped'))
+    if (!this.#running) this.#settleWaiters()
+  }
+
+  state(): LegState {
+    return {
+      running: this.#running,
+      pending: this.#pending,
+      lastRun: this.#lastRun === null ? null : copyRun(this.#lastRun),
+      retryAt: this.#retryAt,
+    }
+  }
+
+  async #drain(): Promise<void> {
+    // The run starts off the kicker's stack: kick() is called from the
+    // poller and request handlers, which must not carry a pass's first steps.
+    await Promise.resolve()
+    do {
+      this.#pending = false
+      await this.#runOnce()
+    } while (this.#pending && !this.#stopped)
+    this.#running = false
+    if (this.#stopped) this.#settleWaiters()
+  }
+
+  async #runOnce(): Promise<void> {
+    const { clock, logger } = this.#opts
+    const seq = ++this.#started
+    const startMs = clock.now()
+    const run: LegRun = { startedAt: new Date(startMs).toISOString(), finishedAt: null, results: [] }
+    this.#lastRun = run
+    this.#hook('onRunStart', () => this.#opts.onRunStart?.(copyRun(run)))
+    let outcome: LegOutcome
+    try {
+      outcome = await this.#opts.run(this.#abort.signal)
+    } catch (err) {
+      // A run that throws must not wedge the leg. It is recorded as the
+      // run's one result, and retried on the timer like a held host: the
+      // fault may be passing, and a quiet fleet would never come back for it.
+      const reason = message(err)
+      logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
+      outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: true }
+    }
+    const endMs = clock.now()
+    const done: LegRun = { startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results }
+    this.#lastRun = done
+    if (outcome.retry) this.retryLater(this.#opts.retryMs)
+    this.#hook('onRunEnd', () => this.#opts.onRunEnd?.(copyRun(done), (endMs - startMs) / 1000))
+    for (const w of this.#waiters) if (w.after < seq) w.resolve(copyRun(done))
+  }
+
+  /** A metrics hook that throws is logged; it never stops the leg. */
+  #hook(name: string, fn: () => void): void {
+    try {
+      fn()
+    } catch (err) {
+      const reason = message(err)
+      this.#opts.logger.error({ hook: name, err: reason }, `layout: leg ${name} hook failed: ${reason}`)
+    }
+  }
+
+  #settleWaiters(): void {
+    for (const w of this.#waiters) w.resolve(null)
+  }
+}

@@ -1,0 +1,130 @@
+// The box's layout report for the console (DESIGN §6, seed
+// layoutStatusReport / unmanagedLayoutReport). No I/O: the caller hands in
+// the rows it read, the leg's state and, with no pass armed, what
+// <data>/layout holds.
+import { validHost } from './hostname.js'
+import type { IntentState } from './intent-state.js'
+import type { ReportMode } from './modes.js'
+import { activatorManaged, external, isNested, journalPath, type Dirs } from './paths.js'
+import type { LayoutPass } from './ports.js'
+import type { LayoutReport, LegState, Route, RowReport } from './schemas.js'
+
+/** The leg of a box that has none (no activator armed): never ran, never will. */
+export const IDLE_LEG: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
+
+export const MIXED_WARNING = 'nested instances share this box with flat ones: they are not isolated until none remains'
+
+interface CommonInput {
+  /** This box's label. */
+  box: string
+  /** The registry's rows: the list the caller already read for its other probes. */
+  routes: readonly Route[]
+}
+
+export interface ManagedReportInput extends CommonInput {
+  pass: LayoutPass
+  state: IntentState
+  leg: LegState
+}
+
+export interface UnmanagedReportInput extends CommonInput {
+  pass: null
+  dirs: Dirs
+  /** Hosts a journal in <data>/layout names. */
+  journalHosts: ReadonlySet<string>
+  /** Hosts a hold marker in <data>/layout names. */
+  holdHosts: ReadonlySet<string>
+  /** The leg, if the caller has one; idle otherwise. */
+  leg?: LegState
+}
+
+function row(layout: string, reason = '', note = ''): RowReport {
+  return { layout, reason, note }
+}
+
+/**
+ * The report: the mode this box last converged to, and every instance-kind
+ * row's word from the armed pass's own classify, the same word a wake would
+ * see, so status never says something different from what the activator
+ * does. With no pass armed, the unmanaged report.
+ */
+export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportInput): LayoutReport {
+  if (input.pass === null) return unmanagedLayoutReport(input)
+  const { pass, state, routes } = input
+  const def = state.lastDefault()
+  const rows: Record<string, RowReport> = {}
+  for (const rt of routes) {
+    // Only instance-kind rows: sidecars, static and service rows are outside the pass.
+    if (rt.kind !== 'instance') continue
+    if (activatorManaged(rt)) {
+      let { layout, reason } = pass.classify(rt, routes)
+      // A host the pass keeps down after a refused nested move classifies
+      // flat (no journal), but it does not wake: say so, with the refusal.
+      const why = pass.held(rt.host)
+      if (why !== undefined && layout === 'flat') {
+        layout = 'fenced'
+        reason = `held down after a refused move to nested: ${why}`
+      }
+      rows[rt.host] = row(layout, reason, pass.note(rt.host))
+    } else if (external(rt)) {
+      // Run by another supervisor: nobody's to migrate or isolate.
+      rows[rt.host] = row('external')
+    }
+  }
+  const mode: ReportMode = state.lastIntent()
+  const warnings = mixedWarning(rows)
+  if (mode === 'unreadable') {
+    const why = state.unreadableWhy()
+    warnings.push(
+      `the layout intent cannot be read${why === '' ? '' : ` (${why})`}: nothing moves and nothing is released flat until it can`,
+    )
+  }
+  if (def.blocked !== '') warnings.push(`nested by default is not in force: ${def.blocked}`)
+  return { box: input.box, mode, default: def.applied, defaultBlocked: def.blocked, rows, leg: input.leg, warnings }
+}
+
+/**
+ * The report of a box with no activator armed. There is no pass to ask, but
+ * the box is not silent: the one thing a reader needs from it is whether a
+ * downgrade would strand a nested instance, and that is a fact about paths,
+ * not about wakes. Silence from such a box would block its fleet's rollback
+ * for good. Fenced comes first, as in classify: a mid-move host's row can
+ * still carry flat paths while its files are between two directories.
+ */
+export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>): LayoutReport {
+  const { dirs, journalHosts, holdHosts } = input
+  const rows: Record<string, RowReport> = {}
+  for (const rt of input.routes) {
+    if (rt.kind !== 'instance') continue
+    // An invalid host names no journal or hold marker: none is ever written for one.
+    const valid = validHost(rt.host)
+    if (valid && journalHosts.has(rt.host)) {
+      rows[rt.host] = row(
+        'fenced',
+        `layout migration in flight; see ${journalPath(dirs, rt.host)} (no activator on this box to recover it)`,
+      )
+    } else if (valid && holdHosts.has(rt.host)) {
+      rows[rt.host] = row('fenced', 'held down after a refused move to nested (no activator on this box to retry it)')
+    } else if (isNested(dirs, rt)) {
+      rows[rt.host] = row('nested', 'no activator on this box; judged by path shape')
+    } else if (external(rt)) {
+      rows[rt.host] = row('external')
+    } else if (rt.hibernate && rt.socket !== '') {
+      rows[rt.host] = row('flat')
+    }
+  }
+  return {
+    box: input.box,
+    mode: 'unmanaged',
+    default: false,
+    defaultBlocked: '',
+    rows,
+    leg: input.leg ?? IDLE_LEG,
+    warnings: mixedWarning(rows),
+  }
+}
+
+function mixedWarning(rows: Record<string, RowReport>): string[] {
+  const words = new Set(Object.values(rows).map((r) => r.layout))
+  return words.has('nested') && words.has('flat') ? [MIXED_WARNING] : []
+}

@@ -1,0 +1,127 @@
+// The intent start-up recovery runs under (DESIGN §4, seed
+// startupRecoveryIntent / startupLayoutIntent). The activator's start waits
+// on this, so it reads only when there is something to recover, and it is
+// bounded by the intent read timeout.
+import type { DefaultInputs } from './layout-default.js'
+import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'
+import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
+import type { IntentState } from './intent-state.js'
+import { validMode, type IntentMode } from './modes.js'
+import type { DeployStore, LayoutDirectory, Logger } from './ports.js'
+
+export interface StartupDeps extends DefaultInputs {
+  layoutDir: LayoutDirectory
+  /**
+   * Opens the deploy store, bounded by signal. The store it answers stays
+   * the caller's: this never closes it (the agent keeps one store for the
+   * poller; an opener that makes a new one per call must close it itself).
+   */
+  openStore: (signal: AbortSignal) => Promise<DeployStore>
+  /** This box's label. */
+  box: string
+  state: IntentState
+  logger: Logger
+  /** Bounds the store's open and the read together; default the intent read timeout (30 s). */
+  timeoutMs?: number
+  /** The agent's lifetime: aborting it abandons the read. */
+  signal?: AbortSignal
+}
+
+/** What opening the store came to, as startupLayoutIntent takes it. */
+export type OpenedStore = { ok: true; store: DeployStore } | { ok: false; error: unknown }
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+/**
+ * The intent start-up recovery runs under. The intent only matters to a
+ * journal or a hold marker (RestoreHolds acts on those), so with neither in
+ * <data>/layout it is `none` and the deploy store is not opened: the
+ * activator's start does not wait on a read it has no use for, and the
+ * published intent is left for the first serial move to set. A layout
+ * directory that cannot be listed may hold journals, so it is read as usual.
+ */
+export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMode> {
+  const [journals, holds] = await Promise.allSettled([deps.layoutDir.journalHosts(), deps.layoutDir.holdHosts()])
+  if (journals.status === 'fulfilled' && holds.status === 'fulfilled' && journals.value.length === 0 && holds.value.length === 0) {
+    return 'none'
+  }
+  if (holds.status === 'rejected') {
+    const err = message(holds.reason)
+    deps.logger.info({ err }, `layout: list hold markers at start: ${err}; reading the intent anyway`)
+  }
+  if (journals.status === 'rejected') {
+    const err = message(journals.reason)
+    deps.logger.info({ err }, `layout: list journals at start: ${err}; reading the intent anyway`)
+  }
+  const timeoutMs = deps.timeoutMs ?? INTENT_TIMEOUT_MS
+  const timeout = AbortSignal.timeout(timeoutMs)
+  const signal = deps.signal ? AbortSignal.any([deps.signal, timeout]) : timeout
+  let opened: OpenedStore
+  try {
+    opened = { ok: true, store: await deps.openStore(signal) }
+  } catch (error) {
+    opened = { ok: false, error }
+  }
+  return startupLayoutIntent({ ...deps, signal, timeoutMs }, opened)
+}
+
+/**
+ * Reads the intent for start-up recovery. `none` when no intent addresses
+ * this box and the default is not nested; `unreadable` when the box cannot
+ * be sure: no deploy store, a failed read, or a mode this build does not
+ * know. Under `unreadable` recovery keeps a completed revert fenced rather
+ * than release flat a host the fleet may want nested.
+ */
+export async function startupLayoutIntent(
+  deps: Pick<StartupDeps, 'box' | 'state' | 'logger' | 'timeoutMs' | 'signal'> & DefaultInputs,
+  opened: OpenedStore,
+): Promise<IntentMode> {
+  const { logger, state } = deps
+  if (!opened.ok) {
+    const err = message(opened.error)
+    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: deploy store: ${err}`)
+    state.noteIntent('unreadable', `deploy store: ${err}`)
+    return 'unreadable'
+  }
+  let read: IntentRead
+  try {
+    read = await loadLayoutIntent(opened.store, deps.box, deps.signal, deps.timeoutMs ?? INTENT_TIMEOUT_MS)
+  } catch (error) {
+    const err = message(error)
+    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}`)
+    state.noteIntent('unreadable', err)
+    return 'unreadable'
+  }
+  if (!read.found) {
+    // The default is not asked its gate here: at start the isolation probe
+    // has not answered yet, so the gate would say "not ready" on every
+    // start, and recovery under `none` drops every hold marker and releases
+    // a completed revert, handing a tenant whose move was refused a fresh
+    // run flat. So with a nested default recovery runs fail-closed, under
+    // `unreadable`: holds and journals are kept, nothing is released flat,
+    // and the first serial move asks the gate for its real answer. The
+    // opt-out (flat) keeps dropping holds, as a recorded flat does.
+    if (nestedByDefault(deps.layoutDefault)) {
+      logger.info(
+        { intent: 'unreadable', default: 'nested' },
+        'layout: no intent recorded at start -> holds and journals kept until the first serial move asks the isolation gate (nested by default)',
+      )
+      state.noteDefault('none', 'agent starting: holds and journals kept until the first serial move asks the isolation gate')
+      return 'unreadable'
+    }
+    const d = defaultLayoutIntent(deps)
+    state.noteDefault(d.mode, d.reason)
+    return d.mode
+  }
+  const { id, mode } = read.intent
+  if (!validMode(mode)) {
+    const why = `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`
+    logger.info({ intent: 'unreadable', id, mode }, `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested`)
+    state.noteIntent('unreadable', why)
+    return 'unreadable'
+  }
+  state.noteIntent(mode)
+  return mode
+}

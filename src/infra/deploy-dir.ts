@@ -1,0 +1,188 @@
+// The directory deploy store (DESIGN §7): one JSON file per intent under
+// <deploymentDir>/layout/intents/<id>.json. It serves one box, development,
+// or a fleet sharing a filesystem, so every write is whole or absent and a
+// reader never sees half a record.
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import Value from 'typebox/value'
+import type { DeployStore } from '../domain/ports.js'
+import { IntentRecord } from '../domain/schemas.js'
+
+/** A record is a few hundred bytes; anything this large is not one of ours. */
+export const MAX_RECORD_BYTES = 64 * 1024
+
+/** How many records are read at once: enough to hide latency, few enough to stay clear of EMFILE. */
+const READ_CONCURRENCY = 16
+
+/** A writer's temp file, `<id>.json.tmp-<pid>-<rand>`, possibly left by a crash before its rename. */
+const TEMP_MARK = '.tmp-'
+
+const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err))
+
+/** What the schema refused, in words an operator can act on. */
+function schemaErrors(value: unknown): string {
+  const why: string[] = []
+  for (const e of Value.Errors(IntentRecord, value)) {
+    // additionalProperties: false reports each extra key twice; the keyword error names them all.
+    if (e.keyword === 'boolean') continue
+    if (e.keyword === 'additionalProperties') {
+      why.push(`unknown field(s) ${e.params.additionalProperties.join(', ')}`)
+      continue
+    }
+    why.push(`${e.instancePath === '' ? 'record' : e.instancePath.slice(1)} ${e.message}`)
+  }
+  return why.join('; ')
+}
+
+/** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
+async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
+  const fh = await fs.open(file, 'r')
+  try {
+    const { size } = await fh.stat()
+    if (size > MAX_RECORD_BYTES) return { size, text: '' }
+    const text = await fh.readFile({ encoding: 'utf8', signal })
+    // The file may have grown between stat and read.
+    return { size: Math.max(size, Buffer.byteLength(text)), text }
+  } finally {
+    await fh.close()
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fs.open(dir, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+export class DirDeployStore implements DeployStore {
+  /** Where the records live: `<deploymentDir>/layout/intents`. */
+  readonly intentsDir: string
+
+  constructor(readonly deploymentDir: string) {
+    this.intentsDir = path.join(deploymentDir, 'layout', 'intents')
+  }
+
+  describe(): string {
+    return `dir ${this.deploymentDir}`
+  }
+
+  async close(): Promise<void> {
+    // Nothing is held open between calls.
+  }
+
+  async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    signal.throwIfAborted()
+    let names: string[]
+    try {
+      names = await fs.readdir(this.intentsDir)
+    } catch (err) {
+      // No directory is a store where nothing was ever recorded. Any other
+      // failure (a file where the directory should be, no permission) must
+      // not read as "no intent": the caller fails closed on a throw.
+      if (errnoCode(err) === 'ENOENT') return []
+      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${messageOf(err)}`, { cause: err })
+    }
+    signal.throwIfAborted()
+    const files = names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK))
+    const records: IntentRecord[] = []
+    for (let i = 0; i < files.length; i += READ_CONCURRENCY) {
+      const batch = files.slice(i, i + READ_CONCURRENCY)
+      records.push(...(await Promise.all(batch.map((name) => this.readRecord(name, signal)))))
+    }
+    // Plain code-unit order, the order newIntentId compares ids in.
+    return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  /** Reads one record; any fault of the file throws naming it, so the caller can say what to fix. */
+  private async readRecord(name: string, signal: AbortSignal): Promise<IntentRecord> {
+    const file = path.join(this.intentsDir, name)
+    const bad = (why: string, cause?: unknown) => new Error(`intent record ${file}: ${why}`, { cause })
+    const read = await readSmall(file, signal).catch((err: unknown) => {
+      if (signal.aborted) throw err
+      throw bad(`cannot read: ${messageOf(err)}`, err)
+    })
+    if (read.size > MAX_RECORD_BYTES) throw bad(`${read.size} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
+    let value: unknown
+    try {
+      value = JSON.parse(read.text)
+    } catch (err) {
+      throw bad(`not JSON: ${messageOf(err)}`, err)
+    }
+    if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(value)}`)
+    // The name is the id, so two files can never claim one id and a copied
+    // file cannot pose as another record.
+    if (name !== `${value.id}.json`) throw bad(`holds id ${JSON.stringify(value.id)}, so it must be named ${value.id}.json`)
+    return value
+  }
+
+  async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
+    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(intent)}`)
+    // list() skips temp-looking names; a record it would skip must not be written.
+    if (intent.id.includes(TEMP_MARK)) throw new Error(`refusing to record intent ${intent.id}: an id may not contain ${JSON.stringify(TEMP_MARK)}`)
+    await this.ensureDir()
+    const final = path.join(this.intentsDir, `${intent.id}.json`)
+    const tmp = `${final}${TEMP_MARK}${process.pid}-${randomBytes(4).toString('hex')}`
+    try {
+      const fh = await fs.open(tmp, 'wx', 0o644)
+      try {
+        await fh.writeFile(`${JSON.stringify(intent, null, 2)}\n`, { signal })
+        await fh.sync()
+      } finally {
+        await fh.close()
+      }
+      signal.throwIfAborted()
+      await placeNoReplace(tmp, final, intent.id)
+    } catch (err) {
+      await fs.rm(tmp, { force: true }).catch((rmErr: unknown) => {
+        throw new Error(`${messageOf(err)} (and the temp file ${tmp} could not be removed: ${messageOf(rmErr)})`, { cause: err })
+      })
+      throw err
+    }
+    // The rename is durable only once the directory entry is.
+    await fsyncDir(this.intentsDir)
+  }
+
+  /** mkdir -p, then fsync the parent of every directory it created so the path itself survives a crash. */
+  private async ensureDir(): Promise<void> {
+    const first = await fs.mkdir(this.intentsDir, { recursive: true })
+    if (first === undefined) return
+    for (let d = this.intentsDir; ; d = path.dirname(d)) {
+      await fsyncDir(path.dirname(d))
+      if (d === first || path.dirname(d) === d) break
+    }
+  }
+}
+
+/**
+ * Moves tmp to final unless final exists. link(2) refuses an existing name
+ * atomically, where a check before rename(2) would race another recorder;
+ * a filesystem without hard links gets the check and the rename.
+ */
+async function placeNoReplace(tmp: string, final: string, id: string): Promise<void> {
+  const exists = () => new Error(`intent ${id} is already recorded (${final}); refusing to overwrite it`)
+  try {
+    await fs.link(tmp, final)
+  } catch (err) {
+    const code = errnoCode(err)
+    if (code === 'EEXIST') throw exists()
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err
+    const taken = await fs.lstat(final).then(
+      () => true,
+      (statErr: unknown) => {
+        if (errnoCode(statErr) === 'ENOENT') return false
+        throw statErr
+      },
+    )
+    if (taken) throw exists()
+    await fs.rename(tmp, final)
+    return
+  }
+  await fs.unlink(tmp)
+}

@@ -1,0 +1,221 @@
+// The box's registry, `<data>/registry.db` (DESIGN §2): the routes the box
+// serves, the wake claims the activator holds, and the fence generation
+// counter. SQLite through better-sqlite3: synchronous, which is fine for a
+// local file and is what lets a move's row rewrite be one transaction.
+import fs from 'node:fs'
+import path from 'node:path'
+import Database from 'better-sqlite3'
+import { errors, type AppError } from '../errors.js'
+import { hostError } from '../domain/hostname.js'
+import type { RouteStore } from '../domain/ports.js'
+import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
+import { migrate } from './migrations.js'
+
+export const REGISTRY_FILE = 'registry.db'
+
+/** How long a statement waits for another process's write lock (the CLI beside the agent). */
+const BUSY_TIMEOUT_MS = 5000
+
+interface RouteRow {
+  host: string
+  kind: string
+  socket: string
+  dir: string
+  db: string
+  hibernate: number
+}
+
+export interface RegistryOptions {
+  /** The clock rows and claims are stamped with; tests pin it. */
+  now?: () => Date
+}
+
+function insidePath(child: string, parent: string): boolean {
+  const rel = path.relative(parent, child)
+  return rel !== '' && rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel)
+}
+
+/**
+ * Why the row's paths cannot be stored, or null. Paths are compared as
+ * strings by every rule of the pass, so a relative one would mean a
+ * different directory to each process that reads it; a db outside its dir
+ * would be left behind when the dir moves.
+ */
+function pathsError(p: RowPaths, what: string): AppError | null {
+  for (const field of ['dir', 'socket', 'db'] as const) {
+    const v = p[field]
+    if (v !== '' && !path.isAbsolute(v)) return errors.badRequest(`${what}: ${field} ${JSON.stringify(v)} is not an absolute path`)
+  }
+  if (p.db !== '' && (p.dir === '' || !insidePath(p.db, p.dir))) {
+    return errors.badRequest(`${what}: db ${JSON.stringify(p.db)} is not inside dir ${JSON.stringify(p.dir)}`)
+  }
+  return null
+}
+
+/**
+ * Throws the coded error `add` would refuse the route with (duplicates
+ * aside), so a caller can check before it creates anything for the row.
+ */
+export function validateRoute(route: Route): void {
+  const why = hostError(route.host)
+  if (why !== null) throw errors.invalidHost(route.host, why)
+  if (!ROUTE_KINDS.includes(route.kind)) {
+    throw errors.badRequest(`${route.host}: kind ${JSON.stringify(route.kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
+  }
+  const bad = pathsError(route, route.host)
+  if (bad !== null) throw bad
+}
+
+function toRoute(r: RouteRow): Route {
+  // The table's CHECK constraints hold kind to the four kinds and hibernate to 0/1.
+  return { host: r.host, kind: r.kind as RouteKind, socket: r.socket, dir: r.dir, db: r.db, hibernate: r.hibernate === 1 }
+}
+
+// Prepared once per Registry: the pass runs these per host, and a statement
+// parsed once is a statement that cannot fail to parse mid-move.
+function prepare(db: Database.Database) {
+  const cols = 'host, kind, socket, dir, db, hibernate'
+  return {
+    list: db.prepare<[], RouteRow>(`SELECT ${cols} FROM routes ORDER BY host`),
+    get: db.prepare<[string], RouteRow>(`SELECT ${cols} FROM routes WHERE host = ?`),
+    insert: db.prepare<[string, string, string, string, string, number, string, string]>(
+      'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+    remove: db.prepare<[string]>('DELETE FROM routes WHERE host = ?'),
+    setPaths: db.prepare<[string, string, string, string, string]>(
+      'UPDATE routes SET dir = ?, socket = ?, db = ?, updated_at = ? WHERE host = ?',
+    ),
+    nextGeneration: db.prepare<[], { generation: number }>(
+      "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' RETURNING CAST(value AS INTEGER) AS generation",
+    ),
+    wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
+    claimWake: db.prepare<[string, string]>(
+      // A repeated claim keeps the first time: the instance has been awake since then.
+      'INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING',
+    ),
+    releaseWake: db.prepare<[string]>('DELETE FROM wakes WHERE host = ?'),
+  }
+}
+
+export class Registry implements RouteStore {
+  readonly file: string
+  readonly #db: Database.Database
+  readonly #now: () => Date
+  readonly #stmt: ReturnType<typeof prepare>
+
+  private constructor(file: string, db: Database.Database, now: () => Date) {
+    this.file = file
+    this.#db = db
+    this.#now = now
+    this.#stmt = prepare(db)
+  }
+
+  /** Opens (creating when absent) `<dataDir>/registry.db` and brings its schema up to date. */
+  static open(dataDir: string, opts: RegistryOptions = {}): Registry {
+    fs.mkdirSync(dataDir, { recursive: true })
+    const file = path.join(dataDir, REGISTRY_FILE)
+    const db = new Database(file)
+    try {
+      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+      // WAL lets the agent read while the CLI writes, and the reverse.
+      const mode = db.pragma('journal_mode = WAL', { simple: true })
+      if (mode !== 'wal') throw new Error(`${file}: could not switch to WAL mode (journal_mode is ${String(mode)})`)
+      // A row rewrite is a move's commit point: it must be on disk when the
+      // transaction returns, or a power cut could undo a move whose files
+      // have already been renamed.
+      db.pragma('synchronous = FULL')
+      migrate(db)
+      return new Registry(file, db, opts.now ?? (() => new Date()))
+    } catch (err) {
+      db.close()
+      throw err
+    }
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close()
+  }
+
+  list(): Route[] {
+    return this.#stmt.list.all().map(toRoute)
+  }
+
+  get(host: string): Route | undefined {
+    const r = this.#stmt.get.get(host)
+    return r === undefined ? undefined : toRoute(r)
+  }
+
+  add(route: Route): void {
+    validateRoute(route)
+    const at = this.#now().toISOString()
+    try {
+      this.#stmt.insert.run(route.host, route.kind, route.socket, route.dir, route.db, route.hibernate ? 1 : 0, at, at)
+    } catch (err) {
+      // The insert itself detects the duplicate, so two writers cannot both pass a check made before it.
+      if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw errors.hostExists(route.host)
+      throw err
+    }
+  }
+
+  remove(host: string): boolean {
+    return this.#stmt.remove.run(host).changes > 0
+  }
+
+  setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
+    const at = this.#now().toISOString()
+    this.#db
+      .transaction(() => {
+        for (const r of rows) {
+          const bad = pathsError(r, r.host)
+          if (bad !== null) throw bad
+          if (this.#stmt.setPaths.run(r.dir, r.socket, r.db, at, r.host).changes === 0) {
+            throw errors.notFound(`setPaths: host ${r.host} is not in the registry; no row was rewritten`)
+          }
+        }
+      })
+      .immediate()
+  }
+
+  nextGeneration(): number {
+    const row = this.#stmt.nextGeneration.get()
+    if (row === undefined) throw new Error(`${this.file}: the generation counter is missing from meta`)
+    return row.generation
+  }
+
+  /** Every host holding a wake claim, sorted. */
+  wakes(): string[] {
+    return this.#stmt.wakes.all()
+  }
+
+  /** Records that host is awake; a host already claimed keeps its first claim time. */
+  claimWake(host: string, at: Date): void {
+    const why = hostError(host)
+    if (why !== null) throw errors.invalidHost(host, why)
+    this.#stmt.claimWake.run(host, at.toISOString())
+  }
+
+  /** The host is asleep; false when it held no claim. */
+  releaseWake(host: string): boolean {
+    return this.#stmt.releaseWake.run(host).changes > 0
+  }
+
+  /**
+   * Makes hosts the whole claim set (the activator's `PUT /wakes` at its
+   * start). Hosts that were already claimed keep their claim time; new ones
+   * are stamped at. An invalid host changes nothing.
+   */
+  replaceWakes(hosts: readonly string[], at: Date = this.#now()): void {
+    for (const h of hosts) {
+      const why = hostError(h)
+      if (why !== null) throw errors.invalidHost(h, why)
+    }
+    const keep = new Set(hosts)
+    const stamp = at.toISOString()
+    this.#db
+      .transaction(() => {
+        for (const h of this.#stmt.wakes.all()) if (!keep.has(h)) this.#stmt.releaseWake.run(h)
+        for (const h of keep) this.#stmt.claimWake.run(h, stamp)
+      })
+      .immediate()
+  }
+}

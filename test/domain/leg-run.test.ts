@@ -1,0 +1,212 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { IntentState } from '../../src/domain/intent-state.js'
+import { layoutLegWith, logLayoutResults, type LegRunDeps } from '../../src/domain/leg-run.js'
+import type { Mode, Result } from '../../src/domain/modes.js'
+import { FakeGate, FakeLogger, FakeStore, intent } from './fakes.js'
+
+function setup(over: Partial<LegRunDeps> = {}, answer: Result[] = []) {
+  const logger = new FakeLogger()
+  const state = new IntentState()
+  const gate = new FakeGate(null)
+  const converged: Array<[Mode, boolean]> = []
+  const deps: LegRunDeps = {
+    store: new FakeStore([]),
+    box: 'kass-1',
+    layoutDefault: '',
+    build: 'v0.25.0',
+    gate,
+    state,
+    logger,
+    converge: (mode, force) => {
+      converged.push([mode, force])
+      return Promise.resolve(answer)
+    },
+    ...over,
+  }
+  return { deps, logger, state, gate, converged }
+}
+
+const NESTED_BY_DEFAULT =
+  'layout: no intent recorded -> nested by default (CARLOS_LAYOUT_DEFAULT unset or nested; record `layoutd intent revert` to opt out)'
+
+void describe('layoutLegWith', () => {
+  void it('converges nothing when the intent is unreadable, and notes it', async () => {
+    const t = setup({ store: new FakeStore(new Error('etcd: deadline exceeded')) })
+    t.state.noteIntent('nested')
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(t.converged, [])
+    assert.equal(t.state.lastIntent(), 'unreadable', 'a failed read overwrites the mode seen before')
+    assert.deepEqual(t.logger.msgs(), ['layout: intent -> unreadable: etcd: deadline exceeded; not converging this move'])
+  })
+
+  void it('converges nothing when the intent names an unknown mode', async () => {
+    const t = setup({ store: new FakeStore([intent({ id: 'i-7', mode: 'inside-out' })]) })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(t.converged, [])
+    assert.equal(t.state.lastIntent(), 'unreadable')
+    assert.deepEqual(t.logger.msgs(), ['layout: intent i-7 -> unreadable: mode "inside-out" is not flat or nested; not converging this move'])
+  })
+
+  void it('converges to a recorded intent with its force, and notes it', async () => {
+    const held: Result = { host: 'a.example.com', outcome: 'held', reason: 'a file of its has a second name' }
+    const t = setup({ store: new FakeStore([intent({ mode: 'nested', force: true, box: 'kass-1' })]) }, [held])
+    const out = await layoutLegWith(t.deps)
+    assert.deepEqual(t.converged, [['nested', true]])
+    assert.deepEqual(out, { results: [held], retry: true })
+    assert.equal(t.state.lastIntent(), 'nested')
+    assert.equal(t.gate.asked, 0, 'a recorded intent does not consult the default')
+  })
+
+  void it('converges to a recorded flat without force', async () => {
+    const t = setup({ store: new FakeStore([intent({ mode: 'flat' })]) }, [{ host: 'a.example.com', outcome: 'moved', reason: '' }])
+    assert.deepEqual((await layoutLegWith(t.deps)).retry, false)
+    assert.deepEqual(t.converged, [['flat', false]])
+    assert.equal(t.state.lastIntent(), 'flat')
+  })
+
+  void it('ignores an intent for another box', async () => {
+    const t = setup({ store: new FakeStore([intent({ mode: 'flat', box: 'kass-2' })]) })
+    await layoutLegWith(t.deps)
+    assert.deepEqual(t.converged, [['nested', false]])
+  })
+
+  void it('with no intent on a ready box, converges nested by default without force, logging once per change', async () => {
+    const t = setup()
+    await layoutLegWith(t.deps)
+    await layoutLegWith(t.deps)
+    assert.deepEqual(t.converged, [['nested', false], ['nested', false]])
+    assert.equal(t.state.lastIntent(), 'nested')
+    assert.deepEqual(t.state.lastDefault(), { applied: true, blocked: '' })
+    assert.deepEqual(t.logger.msgs(), [NESTED_BY_DEFAULT])
+  })
+
+  void it('with no intent on a box that is not ready, converges nothing, notes why and retries', async () => {
+    const t = setup()
+    t.gate.verdict = 'probe: not yet run'
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
+    assert.deepEqual(t.converged, [])
+    assert.equal(t.state.lastIntent(), 'none')
+    assert.deepEqual(t.state.lastDefault(), { applied: false, blocked: 'isolation not ready: probe: not yet run' })
+    t.gate.verdict = 'probe: ready: false'
+    await layoutLegWith(t.deps)
+    t.gate.verdict = null
+    await layoutLegWith(t.deps)
+    assert.deepEqual(t.logger.msgs(), [
+      'layout: no intent recorded; nested by default is not in force -> isolation not ready: probe: not yet run',
+      'layout: no intent recorded; nested by default is not in force -> isolation not ready: probe: ready: false',
+      NESTED_BY_DEFAULT,
+    ])
+    assert.deepEqual(t.converged, [['nested', false]])
+  })
+
+  void it('logs the default again after a recorded intent came and went', async () => {
+    const store = new FakeStore([])
+    const t = setup({ store })
+    await layoutLegWith(t.deps)
+    t.state.noteIntent('flat')
+    await layoutLegWith(t.deps)
+    assert.deepEqual(t.logger.msgs(), [NESTED_BY_DEFAULT, NESTED_BY_DEFAULT])
+  })
+
+  void it('with the flat opt-out, converges nothing, logs nothing and does not retry', async () => {
+    const t = setup({ layoutDefault: 'flat' })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(t.converged, [])
+    assert.deepEqual(t.logger.lines, [])
+    assert.equal(t.state.lastIntent(), 'none')
+  })
+
+  void it('with an invalid default, converges nothing, says why once and does not retry', async () => {
+    const t = setup({ layoutDefault: 'nestd' })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(t.logger.msgs(), [
+      'layout: no intent recorded; nested by default is not in force -> CARLOS_LAYOUT_DEFAULT=nestd is not nested or flat; staying flat',
+    ])
+  })
+
+  void it('below the floor, converges nothing and retries (the default is still asked for)', async () => {
+    const t = setup({ build: 'v0.24.9' })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
+    assert.equal(t.state.lastDefault().blocked, 'this box runs v0.24.9, below v0.25.0, the first release on which nested instances wake')
+  })
+
+  void it('a stopped leg does not publish unreadable', async () => {
+    const t = setup({ store: new FakeStore([], true) })
+    t.state.noteIntent('nested')
+    const ac = new AbortController()
+    const run = layoutLegWith(t.deps, ac.signal)
+    ac.abort(new Error('layout leg stopped'))
+    await assert.rejects(run, /layout leg stopped/)
+    assert.equal(t.state.lastIntent(), 'nested')
+    assert.deepEqual(t.converged, [])
+  })
+})
+
+void describe('logLayoutResults', () => {
+  const log = (rs: Result[]) => {
+    const logger = new FakeLogger()
+    const retry = logLayoutResults(rs, logger)
+    return { retry, msgs: logger.msgs() }
+  }
+
+  void it('is silent on unchanged hosts and asks for no retry', () => {
+    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'unchanged', reason: '' }]), { retry: false, msgs: [] })
+  })
+
+  void it('logs a held host and asks for a retry', () => {
+    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'held', reason: 'a file of its has a second name' }]), {
+      retry: true,
+      msgs: ['layout: a.example.com: held -> a file of its has a second name'],
+    })
+  })
+
+  void it('gathers awake deferrals into one line and asks for a retry', () => {
+    assert.deepEqual(
+      log([
+        { host: 'a.example.com', outcome: 'deferred', reason: 'awake: 42m of grace left' },
+        { host: 'b.example.com', outcome: 'moved', reason: '' },
+        { host: 'c.example.com', outcome: 'deferred', reason: 'awake: 3m of grace left' },
+      ]),
+      {
+        retry: true,
+        msgs: [
+          'layout: b.example.com: moved',
+          'layout: deferred until asleep -> a.example.com (awake: 42m of grace left), c.example.com (awake: 3m of grace left)',
+        ],
+      },
+    )
+  })
+
+  void it('logs a deferral for any other reason on its own, without a retry', () => {
+    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'deferred', reason: 'socket path too long' }]), {
+      retry: false,
+      msgs: ['layout: a.example.com: deferred -> socket path too long'],
+    })
+  })
+
+  void it('logs a result about the whole run without a host', () => {
+    assert.deepEqual(log([{ host: '', outcome: 'failed', reason: 'registry is locked' }]), {
+      retry: false,
+      msgs: ['layout: failed -> registry is locked'],
+    })
+  })
+
+  void it('logs host and outcome alone when there is no reason, and the reason when there is', () => {
+    assert.deepEqual(
+      log([
+        { host: 'a.example.com', outcome: 'moved', reason: '' },
+        { host: 'b.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run' },
+      ]).msgs,
+      ['layout: a.example.com: moved', 'layout: b.example.com: refused -> isolation not ready: probe: not yet run'],
+    )
+  })
+
+  void it('carries the result as structured fields', () => {
+    const logger = new FakeLogger()
+    logLayoutResults([{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }], logger)
+    assert.deepEqual(logger.lines[0]?.fields, { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' })
+  })
+})

@@ -1,0 +1,300 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { Leg, type LegOptions, type LegOutcome } from '../../src/domain/leg.js'
+import type { Result } from '../../src/domain/modes.js'
+import type { LegRun } from '../../src/domain/schemas.js'
+import { deferred, FakeClock, FakeLogger } from './fakes.js'
+
+interface Call {
+  signal: AbortSignal
+  finish: (o: LegOutcome) => void
+}
+
+/** Runs the leg makes, each blocked until the test finishes it. */
+class Runs {
+  readonly calls: Call[] = []
+  inFlight = 0
+  maxInFlight = 0
+  #waiters: Array<{ n: number; resolve: () => void }> = []
+
+  readonly run = (signal: AbortSignal): Promise<LegOutcome> => {
+    const d = deferred<LegOutcome>()
+    this.inFlight++
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight)
+    this.calls.push({
+      signal,
+      finish: (o) => {
+        this.inFlight--
+        d.resolve(o)
+      },
+    })
+    for (const w of this.#waiters.filter((w) => this.calls.length >= w.n)) w.resolve()
+    return d.promise
+  }
+
+  /** Resolves once n runs have started. */
+  started(n: number): Promise<void> {
+    if (this.calls.length >= n) return Promise.resolve()
+    const d = deferred()
+    this.#waiters.push({ n, resolve: d.resolve })
+    return d.promise
+  }
+
+  finish(i: number, results: Result[] = [], retry = false): void {
+    const c = this.calls[i]
+    assert.ok(c, `run ${i} has started`)
+    c.finish({ results, retry })
+  }
+}
+
+function setup(over: Partial<LegOptions> = {}) {
+  const clock = new FakeClock()
+  const logger = new FakeLogger()
+  const runs = new Runs()
+  const leg = new Leg({ run: runs.run, clock, logger, retryMs: 600_000, ...over })
+  return { clock, logger, runs, leg }
+}
+
+const moved = (host: string): Result => ({ host, outcome: 'moved', reason: '', to: 'nested' })
+
+void describe('layoutLeg.kick', () => {
+  void it('runs one pass at a time, and once more for any number of kicks during a run', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    await runs.started(1)
+    assert.deepEqual([leg.state().running, leg.state().pending], [true, false])
+    leg.kick()
+    leg.kick()
+    leg.kick()
+    assert.equal(leg.state().pending, true)
+    assert.equal(runs.calls.length, 1)
+    runs.finish(0)
+    await runs.started(2)
+    assert.equal(leg.state().pending, false)
+    runs.finish(1)
+    await leg.wait()
+    assert.equal(runs.calls.length, 2)
+    assert.equal(runs.maxInFlight, 1)
+    assert.deepEqual([leg.state().running, leg.state().pending], [false, false])
+  })
+
+  void it('starts the run off the kicker\'s stack', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    assert.equal(runs.calls.length, 0)
+    assert.equal(leg.state().running, true)
+    await runs.started(1)
+    runs.finish(0)
+    await leg.wait()
+  })
+
+  void it('records the run under way, then the finished run', async () => {
+    const { leg, runs, clock } = setup()
+    leg.kick()
+    await runs.started(1)
+    const under = leg.state().lastRun
+    assert.deepEqual(under, { startedAt: new Date(clock.now()).toISOString(), finishedAt: null, results: [] })
+    clock.advance(1500)
+    runs.finish(0, [moved('a.example.com')])
+    await leg.wait()
+    assert.deepEqual(leg.state().lastRun, {
+      startedAt: under?.startedAt,
+      finishedAt: new Date(clock.now()).toISOString(),
+      results: [moved('a.example.com')],
+    })
+  })
+})
+
+void describe('layoutLeg.wait', () => {
+  void it('resolves at once when the leg has never run', async () => {
+    const { leg, runs } = setup()
+    await leg.wait()
+    assert.equal(runs.calls.length, 0)
+  })
+
+  void it('resolves only when no run is running or pending', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    await runs.started(1)
+    leg.kick()
+    let idle = false
+    void leg.wait().then(() => {
+      idle = true
+    })
+    runs.finish(0)
+    await runs.started(2)
+    assert.equal(idle, false, 'the pending run was still due')
+    runs.finish(1)
+    await leg.wait()
+    assert.equal(idle, true)
+  })
+})
+
+void describe('layoutLeg.retryLater', () => {
+  void it('arms at most one timer, which kicks the leg when it falls due', async () => {
+    const { leg, runs, clock } = setup()
+    leg.retryLater(60_000)
+    leg.retryLater(1_000)
+    assert.equal(clock.pending(), 1)
+    assert.equal(leg.state().retryAt, new Date(clock.now() + 60_000).toISOString())
+    clock.advance(59_999)
+    await leg.wait()
+    assert.equal(runs.calls.length, 0)
+    clock.advance(1)
+    assert.equal(leg.state().retryAt, null)
+    await runs.started(1)
+    runs.finish(0)
+    await leg.wait()
+    assert.equal(runs.calls.length, 1)
+    leg.retryLater(1_000)
+    assert.equal(clock.pending(), 1, 'a fired timer can be armed again')
+  })
+
+  void it('is armed by a run that asks for it, after retryMs', async () => {
+    const { leg, runs, clock } = setup({ retryMs: 600_000 })
+    leg.kick()
+    await runs.started(1)
+    runs.finish(0, [], true)
+    await leg.wait()
+    assert.equal(clock.pending(), 1)
+    assert.equal(leg.state().retryAt, new Date(clock.now() + 600_000).toISOString())
+    clock.advance(600_000)
+    await runs.started(2)
+    runs.finish(1, [], false)
+    await leg.wait()
+    assert.equal(clock.pending(), 0, 'a run that does not ask arms nothing')
+  })
+})
+
+void describe('layoutLeg.stop', () => {
+  void it('cancels the retry timer and makes later kicks no-ops', async () => {
+    const { leg, runs, clock } = setup()
+    leg.retryLater(1_000)
+    leg.stop()
+    assert.equal(clock.pending(), 0)
+    assert.equal(leg.state().retryAt, null)
+    clock.advance(1_000)
+    leg.kick()
+    leg.retryLater(1_000)
+    assert.equal(clock.pending(), 0)
+    await leg.wait()
+    assert.equal(runs.calls.length, 0)
+    assert.equal(await leg.kickAndWait(1_000), null)
+  })
+
+  void it('aborts the run under way and drops the pending one', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    await runs.started(1)
+    leg.kick()
+    const signal = runs.calls[0]?.signal
+    assert.equal(signal?.aborted, false)
+    leg.stop()
+    assert.equal(signal?.aborted, true)
+    runs.finish(0)
+    await leg.wait()
+    assert.equal(runs.calls.length, 1)
+    assert.equal(leg.state().running, false)
+  })
+})
+
+void describe('layoutLeg.kickAndWait', () => {
+  void it('answers the first run that starts after the kick, not the one under way', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    await runs.started(1)
+    const answer = leg.kickAndWait(60_000)
+    runs.finish(0, [moved('under-way.example.com')])
+    await runs.started(2)
+    runs.finish(1, [moved('asked.example.com')])
+    const run = await answer
+    assert.deepEqual(run?.results, [moved('asked.example.com')])
+    assert.notEqual(run?.finishedAt, null)
+  })
+
+  void it('answers the run it started on an idle leg, and cancels its timer', async () => {
+    const { leg, runs, clock } = setup()
+    const answer = leg.kickAndWait(60_000)
+    await runs.started(1)
+    runs.finish(0, [moved('a.example.com')])
+    assert.deepEqual((await answer)?.results, [moved('a.example.com')])
+    assert.equal(clock.pending(), 0)
+  })
+
+  void it('answers null when the run has not finished in time', async () => {
+    const { leg, runs, clock } = setup()
+    const answer = leg.kickAndWait(5_000)
+    await runs.started(1)
+    clock.advance(5_000)
+    assert.equal(await answer, null)
+    runs.finish(0)
+    await leg.wait()
+  })
+
+  void it('answers null when the leg stops before the run it waits for starts', async () => {
+    const { leg, runs } = setup()
+    leg.kick()
+    await runs.started(1)
+    const answer = leg.kickAndWait(60_000)
+    leg.stop()
+    runs.finish(0)
+    assert.equal(await answer, null)
+    assert.equal(runs.calls.length, 1)
+  })
+})
+
+void describe('layoutLeg (a run that throws)', () => {
+  void it('is logged, recorded as one failed result, retried on the timer, and does not wedge the leg', async () => {
+    const clock = new FakeClock()
+    const logger = new FakeLogger()
+    let calls = 0
+    const leg = new Leg({
+      clock,
+      logger,
+      retryMs: 1_000,
+      run: () => {
+        calls++
+        if (calls === 1) return Promise.reject(new Error('registry is locked'))
+        if (calls === 2) throw new Error('thrown before any await')
+        return Promise.resolve({ results: [moved('a.example.com')], retry: false })
+      },
+    })
+    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'registry is locked' }])
+    assert.deepEqual(logger.lines.map((l) => [l.level, l.msg]), [['error', 'layout: leg run failed: registry is locked']])
+    assert.equal(clock.pending(), 1)
+    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'thrown before any await' }])
+    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [moved('a.example.com')])
+    assert.equal(calls, 3)
+  })
+})
+
+void describe('layoutLeg (metrics hooks)', () => {
+  void it('calls onRunStart with the run under way and onRunEnd with the finished run and its seconds', async () => {
+    const starts: LegRun[] = []
+    const ends: Array<[LegRun, number]> = []
+    const { leg, runs, clock } = setup({ onRunStart: (r) => starts.push(r), onRunEnd: (r, s) => ends.push([r, s]) })
+    leg.kick()
+    await runs.started(1)
+    assert.equal(starts.length, 1)
+    assert.equal(starts[0]?.finishedAt, null)
+    clock.advance(2_500)
+    runs.finish(0, [moved('a.example.com')])
+    await leg.wait()
+    assert.equal(ends.length, 1)
+    assert.deepEqual(ends[0]?.[0].results, [moved('a.example.com')])
+    assert.equal(ends[0]?.[1], 2.5)
+  })
+
+  void it('logs a hook that throws and carries on', async () => {
+    const { leg, runs, logger } = setup({
+      onRunStart: () => {
+        throw new Error('gauge gone')
+      },
+    })
+    const answer = leg.kickAndWait(60_000)
+    await runs.started(1)
+    runs.finish(0, [moved('a.example.com')])
+    assert.deepEqual((await answer)?.results, [moved('a.example.com')])
+    assert.deepEqual(logger.msgs(), ['layout: leg onRunStart hook failed: gauge gone'])
+  })
+})

@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import { test, type TestContext } from 'node:test'
+import Database from 'better-sqlite3'
+import { AppError } from '../../src/errors.js'
+import type { Route } from '../../src/domain/schemas.js'
+import { MIGRATIONS, migrate, type Migration } from '../../src/infra/migrations.js'
+import { Registry, REGISTRY_FILE } from '../../src/infra/registry.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+function openIn(t: TestContext, dataDir: string, now?: () => Date): Registry {
+  const reg = Registry.open(dataDir, now ? { now } : {})
+  t.after(() => reg.close())
+  return reg
+}
+
+/** A second, raw connection: what the file holds, not what the Registry says. */
+function raw(t: TestContext, dataDir: string): Database.Database {
+  const db = new Database(path.join(dataDir, REGISTRY_FILE))
+  t.after(() => db.close())
+  return db
+}
+
+function route(host: string, over: Partial<Route> = {}): Route {
+  const dir = `/data/apps/${host}`
+  return { host, kind: 'instance', socket: `/data/run/${host}.sock`, dir, db: '', hibernate: true, ...over }
+}
+
+function code(err: unknown): string {
+  assert.ok(err instanceof AppError, `expected an AppError, got ${String(err)}`)
+  return err.code
+}
+
+void test('open creates the data dir, migrates, and reopens cleanly', async (t) => {
+  const dataDir = path.join(await tmpDir(t), 'nested', 'data')
+  const reg = Registry.open(dataDir)
+  reg.add(route('a.example.com'))
+  reg.close()
+  const again = openIn(t, dataDir)
+  assert.deepEqual(again.list().map((r) => r.host), ['a.example.com'])
+  const db = raw(t, dataDir)
+  assert.equal(db.pragma('user_version', { simple: true }), MIGRATIONS.length)
+  assert.equal(db.pragma('journal_mode', { simple: true }), 'wal')
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all()
+  assert.deepEqual(tables, ['meta', 'routes', 'wakes'])
+})
+
+void test('a registry migrated by a newer build is refused', async (t) => {
+  const dataDir = await tmpDir(t)
+  Registry.open(dataDir).close()
+  const db = new Database(path.join(dataDir, REGISTRY_FILE))
+  db.pragma(`user_version = ${MIGRATIONS.length + 1}`)
+  db.close()
+  assert.throws(() => Registry.open(dataDir), /schema version 2, newer than this build knows \(1\)/)
+})
+
+void test('migrate applies each step once, and a failed step leaves the version at the step before', async (t) => {
+  const db = raw(t, await tmpDir(t))
+  const ran: string[] = []
+  const step = (name: string, fail = false): Migration => ({
+    name,
+    up(d) {
+      ran.push(name)
+      d.exec(`CREATE TABLE ${name} (x INTEGER)`)
+      if (fail) throw new Error('boom')
+    },
+  })
+  assert.throws(() => migrate(db, [step('one'), step('two', true)]), /migration 2 \(two\) failed: boom/)
+  assert.equal(db.pragma('user_version', { simple: true }), 1)
+  assert.equal(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'two'").pluck().get(), 0)
+  assert.equal(migrate(db, [step('one'), step('two')]), 2)
+  assert.deepEqual(ran, ['one', 'two', 'two'])
+  assert.equal(migrate(db, [step('one'), step('two')]), 2)
+  assert.equal(ran.length, 3)
+})
+
+void test('add, get, list sorted by host, remove', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  const b = route('b.example.com', { db: '/data/apps/b.example.com/app.db' })
+  const a = route('a.example.com', { kind: 'static', hibernate: false, socket: '', dir: '' })
+  reg.add(b)
+  reg.add(a)
+  assert.deepEqual(reg.get('b.example.com'), b)
+  assert.equal(reg.get('c.example.com'), undefined)
+  assert.deepEqual(reg.list(), [a, b])
+  assert.equal(reg.remove('a.example.com'), true)
+  assert.equal(reg.remove('a.example.com'), false)
+  assert.deepEqual(reg.list(), [b])
+})
+
+void test('invalid hosts are refused and nothing is stored', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  const bad = [
+    'A.example.com',
+    '..',
+    'a..example.com',
+    'a/b',
+    '-a.example.com',
+    `${'a'.repeat(64)}.example.com`,
+    `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`,
+    '',
+  ]
+  assert.equal(Buffer.byteLength(bad[6] ?? ''), 254)
+  for (const host of bad) {
+    assert.throws(() => reg.add(route(host, { dir: '/data/x', socket: '' })), (err) => code(err) === 'invalid_host', host)
+  }
+  assert.deepEqual(reg.list(), [])
+})
+
+void test('a duplicate host is refused and the first row stands', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  const first = route('a.example.com')
+  reg.add(first)
+  assert.throws(() => reg.add(route('a.example.com', { dir: '/elsewhere' })), (err) => code(err) === 'host_exists')
+  assert.deepEqual(reg.list(), [first])
+})
+
+void test('paths must be absolute and db must lie inside dir', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  const cases: Array<[Partial<Route>, RegExp]> = [
+    [{ dir: 'apps/a' }, /dir "apps\/a" is not an absolute path/],
+    [{ socket: 'run/a.sock' }, /socket "run\/a.sock" is not an absolute path/],
+    [{ db: 'app.db' }, /db "app.db" is not an absolute path/],
+    [{ db: '/data/other/app.db' }, /db "\/data\/other\/app.db" is not inside dir/],
+    [{ db: '/data/apps/a.example.com/../b/app.db' }, /is not inside dir/],
+    [{ db: '/data/apps/a.example.com' }, /is not inside dir/],
+    [{ dir: '', db: '/data/apps/a.example.com/app.db' }, /is not inside dir ""/],
+  ]
+  for (const [over, msg] of cases) {
+    assert.throws(() => reg.add(route('a.example.com', over)), (err) => code(err) === 'bad_request' && msg.test((err as Error).message))
+  }
+  assert.deepEqual(reg.list(), [])
+})
+
+void test('setPaths rewrites many rows in one transaction and bumps updated_at', async (t) => {
+  const dataDir = await tmpDir(t)
+  let now = new Date('2026-01-01T00:00:00.000Z')
+  const reg = openIn(t, dataDir, () => now)
+  reg.add(route('a.example.com', { db: '/data/apps/a.example.com/app.db' }))
+  reg.add(route('b.example.com'))
+  now = new Date('2026-01-02T00:00:00.000Z')
+  reg.setPaths([
+    { host: 'a.example.com', dir: '/data/nested/a.example.com/data', socket: '/data/nested/a.example.com/run/app.sock', db: '/data/nested/a.example.com/data/app.db' },
+    { host: 'b.example.com', dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock', db: '' },
+  ])
+  assert.equal(reg.get('a.example.com')?.db, '/data/nested/a.example.com/data/app.db')
+  assert.equal(reg.get('b.example.com')?.socket, '/data/nested/b.example.com/run/app.sock')
+  const stamps = raw(t, dataDir).prepare('SELECT created_at, updated_at FROM routes WHERE host = ?').get('a.example.com')
+  assert.deepEqual(stamps, { created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-02T00:00:00.000Z' })
+})
+
+void test('setPaths with one unknown host changes nothing', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  reg.add(route('a.example.com'))
+  const before = reg.list()
+  assert.throws(
+    () =>
+      reg.setPaths([
+        { host: 'a.example.com', dir: '/data/nested/a.example.com/data', socket: '/data/nested/a.example.com/run/app.sock', db: '' },
+        { host: 'gone.example.com', dir: '/data/nested/gone.example.com/data', socket: '', db: '' },
+      ]),
+    (err) => code(err) === 'not_found' && /gone\.example\.com/.test((err as Error).message),
+  )
+  assert.deepEqual(reg.list(), before)
+  assert.throws(
+    () => reg.setPaths([{ host: 'a.example.com', dir: 'relative', socket: '', db: '' }]),
+    (err) => code(err) === 'bad_request',
+  )
+  assert.deepEqual(reg.list(), before)
+})
+
+void test('the generation is strictly increasing across close and reopen', async (t) => {
+  const dataDir = await tmpDir(t)
+  const reg = Registry.open(dataDir)
+  const first = [reg.nextGeneration(), reg.nextGeneration(), reg.nextGeneration()]
+  reg.close()
+  assert.deepEqual(first, [1, 2, 3])
+  const again = openIn(t, dataDir)
+  assert.equal(again.nextGeneration(), 4)
+})
+
+void test('wake claims round-trip, keep their first time, and are replaced as a set', async (t) => {
+  const dataDir = await tmpDir(t)
+  const reg = Registry.open(dataDir)
+  const t0 = new Date('2026-01-01T00:00:00.000Z')
+  const t1 = new Date('2026-01-01T01:00:00.000Z')
+  reg.claimWake('b.example.com', t0)
+  reg.claimWake('a.example.com', t0)
+  reg.claimWake('a.example.com', t1)
+  assert.deepEqual(reg.wakes(), ['a.example.com', 'b.example.com'])
+  assert.equal(reg.releaseWake('b.example.com'), true)
+  assert.equal(reg.releaseWake('b.example.com'), false)
+  assert.throws(() => reg.claimWake('Bad.example.com', t0), (err) => code(err) === 'invalid_host')
+  reg.close()
+
+  const again = openIn(t, dataDir)
+  assert.deepEqual(again.wakes(), ['a.example.com'])
+  again.replaceWakes(['c.example.com', 'a.example.com', 'c.example.com'], t1)
+  assert.deepEqual(again.wakes(), ['a.example.com', 'c.example.com'])
+  const claimedAt = raw(t, dataDir).prepare('SELECT host, claimed_at AS at FROM wakes ORDER BY host').all()
+  assert.deepEqual(claimedAt, [
+    { host: 'a.example.com', at: t0.toISOString() },
+    { host: 'c.example.com', at: t1.toISOString() },
+  ])
+  assert.throws(() => again.replaceWakes(['d.example.com', 'a/b']), (err) => code(err) === 'invalid_host')
+  assert.deepEqual(again.wakes(), ['a.example.com', 'c.example.com'])
+  again.replaceWakes([])
+  assert.deepEqual(again.wakes(), [])
+})
