@@ -1,6 +1,9 @@
 // The one catalogue of coded errors. A route throws one; the app's one
-// error handler answers {"error": {"code", "message"}} with its status. A
-// 5xx message never reaches the client: it is logged with the request.
+// error handler answers {"error": {"code", "message"}} with its status.
+// Fastify's own client errors (payload_too_large, unsupported_media_type)
+// are mapped to the same envelope in app.ts. A 500's message never reaches
+// the client: it is logged with the request. A 503 or 504 from this
+// catalogue is written for the client, and is sent as it is.
 
 export class AppError extends Error {
   override name = 'AppError'
@@ -23,5 +26,7 @@ export const errors = {
   invalidHost: (host: string, why: string) => new AppError('invalid_host', 400, `${JSON.stringify(host)} is not a valid hostname: ${why}`),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
+  convergeTimeout: (seconds: number) =>
+    new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
   internal: () => new AppError('internal', 500, 'internal error'),
 } as const

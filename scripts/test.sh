@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command (`npm test`): makes sure the tools the suite runs for
+# real are on this machine, builds, and runs every test. A tool that cannot
+# be had fails the run with the reason; no test is skipped for want of it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_debs=()
+command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
+if [ ${#need_debs[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "test: missing ${need_debs[*]} (Debian); install as root: apt-get install -y ${need_debs[*]}" >&2
+    exit 1
+  fi
+  echo "test: installing ${need_debs[*]} from Debian" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${need_debs[@]}" >&2
+fi
+
+npm run --silent build
+exec node --test --test-concurrency=2 dist/test/

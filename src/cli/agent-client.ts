@@ -1,0 +1,63 @@
+// The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
+// converge`): undici requests with the token the agent reads, and errors
+// that say which agent could not be reached.
+import { request } from 'undici'
+import type { Config } from '../config.js'
+import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+
+export class AgentUnreachable extends Error {
+  override name = 'AgentUnreachable'
+}
+
+export function agentUrl(config: Config, flag: string | undefined): string {
+  if (flag !== undefined) return flag.replace(/\/+$/, '')
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+  return `http://${host}:${config.listen.port}`
+}
+
+export class AgentClient {
+  constructor(
+    private readonly base: string,
+    private readonly token: string,
+  ) {}
+
+  async status(): Promise<LayoutReport> {
+    return (await this.call('GET', '/layout/status')) as LayoutReport
+  }
+
+  async kick(): Promise<LegState> {
+    return ((await this.call('POST', '/layout/converge')) as { leg: LegState }).leg
+  }
+
+  /** Kicks the leg and waits for the run that kick asked for. */
+  async waitRun(): Promise<LegRun> {
+    return ((await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun }).run
+  }
+
+  async leg(): Promise<LegState> {
+    return (await this.status()).leg
+  }
+
+  private async call(method: 'GET' | 'POST', path: string, timeoutMs = 30_000): Promise<unknown> {
+    const headers: Record<string, string> = {}
+    if (this.token !== '') headers.authorization = `Bearer ${this.token}`
+    let res
+    try {
+      res = await request(this.base + path, { method, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+    } catch (err) {
+      throw new AgentUnreachable(`cannot reach layoutd at ${this.base}: ${(err as Error).message}`)
+    }
+    const text = await res.body.text()
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw new AgentUnreachable(`${method} ${this.base}${path}: answered ${res.statusCode} with a body that is not JSON`)
+    }
+    if (res.statusCode >= 400) {
+      const e = (body as { error?: { code?: string; message?: string } }).error
+      throw new AgentUnreachable(`${method} ${path}: ${res.statusCode} ${e?.code ?? ''}: ${e?.message ?? text}`)
+    }
+    return body
+  }
+}

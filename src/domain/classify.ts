@@ -1,0 +1,131 @@
+// What a row is, for a wake and for the status report (DESIGN §1 "Row
+// words"): fenced > conflict > foreign > nested > flat, and external for a
+// socket some other supervisor runs. Pure: the pass answers `fenced` from
+// its in-memory journals and holds, so a wake never waits on the disk.
+import path from 'node:path'
+import { hostError } from './hostname.js'
+import type { RowLayout } from './modes.js'
+import { external, isFlat, isNested, type Dirs } from './paths.js'
+import type { Classification } from './ports.js'
+import type { Route } from './schemas.js'
+
+export interface ClassifyContext {
+  dirs: Dirs
+  /** Why the host is fenced (a journal names it, or it is held), or undefined. */
+  fenced: (host: string) => string | undefined
+}
+
+/** A row that claims a directory or socket another row also claims, and how. */
+export interface Claimant {
+  host: string
+  reason: string
+}
+
+// Paths are compared as resolved strings: the registry only stores absolute
+// paths, and resolve() on an absolute path is string arithmetic (no cwd, no
+// filesystem), so "/data/apps/a/" and "/data/apps/a" are one directory.
+function norm(p: string): string {
+  return path.resolve(p)
+}
+
+function ancestors(dir: string): string[] {
+  const out: string[] = []
+  let cur = path.dirname(dir)
+  while (cur !== dir) {
+    out.push(cur)
+    dir = cur
+    cur = path.dirname(cur)
+  }
+  return out
+}
+
+function push(m: Map<string, string[]>, key: string, host: string): void {
+  const list = m.get(key)
+  if (list === undefined) m.set(key, [host])
+  else list.push(host)
+}
+
+/**
+ * Every directory and socket the rows claim, indexed so that "who else
+ * claims this directory, or one inside or around it" costs the depth of the
+ * path rather than the number of rows: the status report classifies every
+ * row of a box that may serve thousands.
+ */
+export class PathClaims {
+  readonly #dirs = new Map<string, string[]>()
+  /** An ancestor directory -> the hosts whose dir lies under it. */
+  readonly #under = new Map<string, string[]>()
+  readonly #sockets = new Map<string, string[]>()
+  readonly #dirOf = new Map<string, string>()
+
+  constructor(routes: readonly Route[]) {
+    for (const rt of routes) {
+      if (rt.dir !== '') {
+        const d = norm(rt.dir)
+        this.#dirOf.set(rt.host, d)
+        push(this.#dirs, d, rt.host)
+        for (const a of ancestors(d)) push(this.#under, a, rt.host)
+      }
+      if (rt.socket !== '') push(this.#sockets, norm(rt.socket), rt.host)
+    }
+  }
+
+  /** Another row (not host) whose dir is dir, lies inside it, or contains it. */
+  dirClaimant(dir: string, host: string): Claimant | undefined {
+    const d = norm(dir)
+    const same = this.#dirs.get(d)?.find((h) => h !== host)
+    if (same !== undefined) return { host: same, reason: `dir ${d} is also claimed by ${same}` }
+    const inner = this.#under.get(d)?.find((h) => h !== host)
+    if (inner !== undefined) return { host: inner, reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}` }
+    for (const a of ancestors(d)) {
+      const outer = this.#dirs.get(a)?.find((h) => h !== host)
+      if (outer !== undefined) return { host: outer, reason: `dir ${d} is inside ${outer}'s dir ${a}` }
+    }
+    return undefined
+  }
+
+  socketClaimant(socket: string, host: string): Claimant | undefined {
+    const s = norm(socket)
+    const other = this.#sockets.get(s)?.find((h) => h !== host)
+    return other === undefined ? undefined : { host: other, reason: `socket ${s} is also ${other}'s` }
+  }
+}
+
+function word(layout: RowLayout, reason = ''): Classification {
+  return { layout, reason }
+}
+
+/** classify with the claims index already built (what the pass and the report use for many rows). */
+export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyContext): Classification {
+  // An unflagged socket is run by another supervisor: nobody's to fence,
+  // move or judge, whatever its paths say.
+  if (external(route)) return word('external')
+  const fenced = ctx.fenced(route.host)
+  if (fenced !== undefined) return word('fenced', fenced)
+  const c =
+    (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
+    (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
+  if (c !== undefined) return word('conflict', c.reason)
+  const bad = hostError(route.host)
+  if (bad !== null) return word('foreign', `not a valid hostname: ${bad}`)
+  if (isNested(ctx.dirs, route)) return word('nested')
+  if (isFlat(ctx.dirs, route)) return word('flat')
+  if (route.socket === '') return word('foreign', 'no socket: the activator does not manage it')
+  return word('foreign', `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`)
+}
+
+/**
+ * The word for one row among routes (routes may include the row itself).
+ * O(rows); use classifyAll or PathClaims for many rows.
+ */
+export function classify(route: Route, routes: readonly Route[], ctx: ClassifyContext): Classification {
+  return classifyWith(route, new PathClaims(routes), ctx)
+}
+
+/** Every row's word, by host, with one index. */
+export function classifyAll(routes: readonly Route[], ctx: ClassifyContext): Map<string, Classification> {
+  const claims = new PathClaims(routes)
+  const out = new Map<string, Classification>()
+  for (const rt of routes) out.set(rt.host, classifyWith(rt, claims, ctx))
+  return out
+}

@@ -1,0 +1,178 @@
+// The pass's decisions, without I/O: what to do with one row under a mode
+// (DESIGN §3 step 1), what recovery does with one journal given where the
+// files are (the §4 table), and whether a hold marker stands or drops.
+// The infra pass gathers the facts and carries the decisions out.
+import type { PathClaims } from './classify.js'
+import type { IntentMode, Mode } from './modes.js'
+import { carryDb, MAX_SOCKET_PATH, nestedRoot, pathsFor, type Dirs } from './paths.js'
+import type { Classification } from './ports.js'
+import type { Route, RowPaths } from './schemas.js'
+
+/** What a journal records about one move (its durable part is infra's; this is the shape the rules read). */
+export interface MoveRecord {
+  host: string
+  to: Mode
+  from: RowPaths
+  dest: RowPaths
+}
+
+export function otherMode(m: Mode): Mode {
+  return m === 'nested' ? 'flat' : 'nested'
+}
+
+export type RowPlan =
+  | { kind: 'unchanged' }
+  | { kind: 'refused'; reason: string }
+  /** The row is already where the mode wants it; its hold marker is moot. */
+  | { kind: 'release'; reason: string }
+  | { kind: 'move'; from: RowPaths; dest: RowPaths }
+
+export interface PlanContext {
+  dirs: Dirs
+  /** The row's word with fences left out: the pass decides about held hosts itself. */
+  word: Classification
+  /** The mode a hold marker on the host was refused toward, if it is held. */
+  hold: Mode | undefined
+  /** The isolation gate's answer (null: nested may wake). */
+  gate: string | null
+  claims: PathClaims
+}
+
+/**
+ * Step 1, Decide: skip a row already in the target shape, refuse what must
+ * not be stopped for nothing (a gate that says no, a socket that cannot be
+ * bound, a destination another row claims), and never move a row the pass
+ * does not recognise.
+ */
+export function planRow(rt: Route, mode: Mode, ctx: PlanContext): RowPlan {
+  const { layout, reason } = ctx.word
+  if (layout === 'conflict' || layout === 'foreign' || layout === 'external') {
+    return { kind: 'refused', reason: reason === '' ? layout : `${layout}: ${reason}` }
+  }
+  if (layout === 'fenced') return { kind: 'refused', reason: `fenced: ${reason}` }
+  if (layout === mode) {
+    return ctx.hold === undefined
+      ? { kind: 'unchanged' }
+      : { kind: 'release', reason: `hold dropped: the host is ${mode} already, as the intent wants` }
+  }
+  const dest = pathsFor(ctx.dirs, rt.host, mode)
+  if (mode === 'nested') {
+    if (ctx.gate !== null) return { kind: 'refused', reason: `isolation not ready: ${ctx.gate}` }
+    const n = Buffer.byteLength(dest.socket)
+    if (n > MAX_SOCKET_PATH) {
+      return { kind: 'refused', reason: `nested socket path ${dest.socket} is ${n} bytes, over ${MAX_SOCKET_PATH}: it could not be bound` }
+    }
+  }
+  // The move sets aside whatever it finds at its destination, so a
+  // destination another row owns would hand that row's files to aside/.
+  const destDir = mode === 'nested' ? nestedRoot(ctx.dirs, rt.host) : dest.dir
+  const c = ctx.claims.dirClaimant(destDir, rt.host) ?? ctx.claims.socketClaimant(dest.socket, rt.host)
+  if (c !== undefined) return { kind: 'refused', reason: `destination taken: ${c.reason}` }
+  return { kind: 'move', from: { dir: rt.dir, socket: rt.socket, db: rt.db }, dest: { ...dest, db: carryDb(rt.db, rt.dir, dest.dir) } }
+}
+
+/**
+ * The mode an intent wants rows in, or undefined when it wants none in
+ * particular: `unreadable` fails closed, and `none` means flat only when
+ * the deployment opted out of the nested default (the host wakes flat).
+ */
+export function wantedMode(intent: IntentMode, defaultOptedOut: boolean): Mode | undefined {
+  if (intent === 'flat' || intent === 'nested') return intent
+  if (intent === 'none' && defaultOptedOut) return 'flat'
+  return undefined
+}
+
+/** Where a row stands relative to a journal. */
+export type RowAt = 'from' | 'dest' | 'other' | 'missing'
+
+export function samePaths(a: RowPaths, b: RowPaths): boolean {
+  return a.dir === b.dir && a.socket === b.socket && a.db === b.db
+}
+
+export function rowAt(rt: Route | undefined, j: MoveRecord): RowAt {
+  if (rt === undefined) return 'missing'
+  if (samePaths(rt, j.from)) return 'from'
+  if (samePaths(rt, j.dest)) return 'dest'
+  return 'other'
+}
+
+export interface RecoveryFacts {
+  fromExists: boolean
+  destExists: boolean
+  row: RowAt
+}
+
+export type RecoveryAction =
+  /** Files at from, row at from: redo steps 5–9. */
+  | { kind: 'redo-move' }
+  /** Files at from, row at from, and the intent now wants from's shape: drop the journal. */
+  | { kind: 'rollback' }
+  /** Files at dest, row at from: redo steps 8 and 9. */
+  | { kind: 'redo-row' }
+  /** Files at dest, row at dest: redo step 9. */
+  | { kind: 'redo-finish' }
+  /** Anything else: the host stays fenced, and the reason names what was found. */
+  | { kind: 'keep'; reason: string }
+
+/** The DESIGN §4 table. `wants` is wantedMode of the intent recovery runs under. */
+export function recoveryAction(j: MoveRecord, f: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
+  if (f.fromExists && f.destExists) {
+    return { kind: 'keep', reason: `ambiguous: files at both ${j.from.dir} and ${j.dest.dir}; an operator decides which to keep` }
+  }
+  if (!f.fromExists && !f.destExists) {
+    return { kind: 'keep', reason: `files missing: neither ${j.from.dir} nor ${j.dest.dir} exists; nothing is invented` }
+  }
+  if (f.row === 'missing') {
+    return { kind: 'keep', reason: `the row is gone from the registry while its files are at ${f.fromExists ? j.from.dir : j.dest.dir}` }
+  }
+  if (f.row === 'other') {
+    return { kind: 'keep', reason: `the row's paths are neither the journal's from (${j.from.dir}) nor its dest (${j.dest.dir})` }
+  }
+  if (f.fromExists) {
+    if (f.row === 'dest') return { kind: 'keep', reason: `files are at ${j.from.dir} but the row already says ${j.dest.dir}` }
+    return wants === otherMode(j.to) ? { kind: 'rollback' } : { kind: 'redo-move' }
+  }
+  return f.row === 'from' ? { kind: 'redo-row' } : { kind: 'redo-finish' }
+}
+
+/**
+ * Whether a hold marker stands under an intent (DESIGN §4 RestoreHolds).
+ * `rowShape` is the shape the row has now (undefined: neither).
+ */
+export function holdStands(
+  holdTo: Mode,
+  rowShape: Mode | undefined,
+  intent: IntentMode,
+  defaultOptedOut: boolean,
+): { stands: true } | { stands: false; reason: string } {
+  // A move the hold refused has happened since (a crash between the move's
+  // end and the marker's removal): nothing is held any more.
+  if (rowShape === holdTo) return { stands: false, reason: `its move to ${holdTo} is done` }
+  const wants = wantedMode(intent, defaultOptedOut)
+  if (wants === undefined || wants === holdTo) return { stands: true }
+  // The fleet no longer wants the move that was refused, and the host is
+  // already where it wants it: it wakes as it is.
+  if (rowShape === wants) return { stands: false, reason: `the intent is ${intent === 'none' ? 'none (default opted out)' : intent}; the host is ${wants} already` }
+  return { stands: true }
+}
+
+/** Why a journal's paths are not the two shapes of its host, or null. A journal outside them is never acted on. */
+export function recordShapeError(j: MoveRecord, dirs: Dirs): string | null {
+  const want = pathsFor(dirs, j.host, j.to)
+  const was = pathsFor(dirs, j.host, otherMode(j.to))
+  if (j.dest.dir !== want.dir || j.dest.socket !== want.socket) return `dest is not the ${j.to} paths of ${j.host}`
+  if (j.from.dir !== was.dir || j.from.socket !== was.socket) return `from is not the ${otherMode(j.to)} paths of ${j.host}`
+  if (j.from.db === '' && j.dest.db === '') return null
+  let carried: string
+  try {
+    carried = carryDb(j.from.db, j.from.dir, j.dest.dir)
+  } catch (err) {
+    return (err as Error).message
+  }
+  return carried === j.dest.db ? null : `dest.db ${j.dest.db} is not from.db carried to ${j.dest.dir}`
+}
+
+/** The deferral reason of an awake host (DESIGN §3 step 2). */
+export function awakeReason(leftMs: number): string {
+  return `awake: ${Math.max(1, Math.ceil(leftMs / 60_000))}m of grace left`
+}

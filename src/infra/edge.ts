@@ -1,0 +1,18 @@
+// The edge's reload (CARLOS_EDGE_RELOAD_URL): asked after rows change so it
+// routes to the new sockets at once. Optional: the edge polls the registry
+// on its own, so a failed reload only delays it, and never fails a move.
+import { request } from 'undici'
+import type { Logger } from '../domain/ports.js'
+
+export function edgeReloader(url: string, logger: Logger): (() => Promise<void>) | undefined {
+  if (url === '') return undefined
+  return async () => {
+    try {
+      const res = await request(url, { method: 'POST', headersTimeout: 10_000, bodyTimeout: 10_000 })
+      await res.body.dump()
+      if (res.statusCode >= 300) logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
+    }
+  }
+}

@@ -1,0 +1,160 @@
+// The few filesystem moves the layout pass is built from. None of them
+// follows a symlink: a tenant controls what is inside its directory, and a
+// link it planted must never turn a chmod, an fsync or a write of ours
+// into one on a file it could not otherwise reach.
+import { constants, type Stats } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_DIRECTORY } = constants
+
+function code(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code
+}
+
+export function isNotFound(err: unknown): boolean {
+  return code(err) === 'ENOENT'
+}
+
+/** lstat, or undefined when nothing is there. */
+export async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
+  try {
+    return await fs.lstat(p)
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
+}
+
+/** Whether anything (a file, a directory, a dangling symlink) is at p. */
+export async function present(p: string): Promise<boolean> {
+  return (await lstatOrUndefined(p)) !== undefined
+}
+
+/** Runs fn over items, at most limit at a time, keeping order in the answer. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length)
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++
+      out[i] = await fn(items[i] as T, i)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return out
+}
+
+/** How many fsyncs run at once: the kernel folds concurrent ones into one journal commit. */
+const SYNC_CONCURRENCY = 16
+
+/** fsync a directory, so the entries created, renamed or removed in it are on disk. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fs.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+/** fsync each distinct directory once. */
+export async function fsyncDirs(dirs: Iterable<string>): Promise<void> {
+  await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, fsyncDir)
+}
+
+/** Writes data to file (created or truncated, never through a symlink) and fsyncs it. */
+export async function writeDurable(file: string, data: string, mode = 0o600): Promise<void> {
+  const fh = await fs.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode)
+  try {
+    await fh.writeFile(data)
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+export interface NamedData {
+  /** The file's name inside the directory. */
+  name: string
+  data: string
+}
+
+/** The temporary name a file is written under before it is renamed into place. */
+export function tmpName(name: string): string {
+  return `${name}.tmp`
+}
+
+/**
+ * Writes many files into dir atomically with one directory fsync (group
+ * commit): each is written to its temporary name and fsynced, then all are
+ * renamed into place, then dir is fsynced once. A crash leaves every file
+ * either absent, or whole; never half-written under its real name.
+ */
+export async function atomicWriteMany(dir: string, files: readonly NamedData[], mode = 0o600): Promise<void> {
+  if (files.length === 0) return
+  await mapLimit(files, SYNC_CONCURRENCY, (f) => writeDurable(path.join(dir, tmpName(f.name)), f.data, mode))
+  for (const f of files) await fs.rename(path.join(dir, tmpName(f.name)), path.join(dir, f.name))
+  await fsyncDir(dir)
+}
+
+/** atomicWriteMany for one file. */
+export async function atomicWrite(file: string, data: string, mode = 0o600): Promise<void> {
+  await atomicWriteMany(path.dirname(file), [{ name: path.basename(file), data }], mode)
+}
+
+/** Removes names from dir (absent ones are fine) with one directory fsync. */
+export async function unlinkMany(dir: string, names: Iterable<string>): Promise<void> {
+  let any = false
+  for (const n of names) {
+    try {
+      await fs.unlink(path.join(dir, n))
+      any = true
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+    }
+  }
+  if (any) await fsyncDir(dir)
+}
+
+/**
+ * Makes dir (one level) with mode when absent. Answers whether it made it,
+ * so the caller knows the parent needs an fsync. Throws when something
+ * other than a directory is there: a symlink in its place is never used.
+ */
+export async function ensureDir(dir: string, mode: number): Promise<boolean> {
+  try {
+    await fs.mkdir(dir, { mode })
+    return true
+  } catch (err) {
+    if (code(err) !== 'EEXIST') throw err
+  }
+  const st = await fs.lstat(dir)
+  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  return false
+}
+
+/**
+ * Sets a directory's mode (and group, unless gid is -1) through a handle
+ * opened without following a symlink: chmod(2) by path would follow one.
+ */
+export async function setDirMode(dir: string, mode: number, gid = -1): Promise<void> {
+  const fh = await fs.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  try {
+    if (gid >= 0) await fh.chown(-1, gid)
+    // After the chown: changing a group clears setgid on some systems.
+    await fh.chmod(mode)
+  } finally {
+    await fh.close()
+  }
+}
+
+/** Reads a file as UTF-8 without following a symlink in its place. */
+export async function readNoFollow(file: string): Promise<string> {
+  const fh = await fs.open(file, O_RDONLY | O_NOFOLLOW)
+  try {
+    return await fh.readFile('utf8')
+  } finally {
+    await fh.close()
+  }
+}

@@ -1,0 +1,102 @@
+// The awake grace (DESIGN §3 step 2), `<data>/layout/grace.json`: when each
+// awake host was first deferred, and toward which mode. Persisted so a
+// restart does not hand every awake tenant a fresh hour. An entry ends when
+// its host reaches that mode or the intent's mode changes.
+import path from 'node:path'
+import Type, { type Static } from 'typebox'
+import Value from 'typebox/value'
+import type { Mode } from '../domain/modes.js'
+import type { Dirs } from '../domain/paths.js'
+import type { Logger } from '../domain/ports.js'
+import { atomicWrite, isNotFound, readNoFollow } from './fsutil.js'
+import { ensureLayoutDir, layoutDir } from './journal.js'
+
+const GraceFile = Type.Object(
+  {
+    v: Type.Literal(1),
+    hosts: Type.Record(
+      Type.String(),
+      Type.Object(
+        {
+          mode: Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the host was deferred toward.' }),
+          since: Type.Integer({ description: 'When it was first deferred (ms since the epoch).' }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+)
+type GraceFile = Static<typeof GraceFile>
+
+export const GRACE_FILE = 'grace.json'
+
+export class GraceBook {
+  readonly #dirs: Dirs
+  readonly #hosts: Map<string, { mode: Mode; since: number }>
+  #dirty = false
+
+  private constructor(dirs: Dirs, hosts: GraceFile['hosts']) {
+    this.#dirs = dirs
+    this.#hosts = new Map(Object.entries(hosts))
+  }
+
+  /**
+   * Reads the book. One that cannot be read starts empty, which only ever
+   * lengthens a grace: every awake host's hour starts again.
+   */
+  static async load(dirs: Dirs, logger: Logger): Promise<GraceBook> {
+    const file = path.join(layoutDir(dirs), GRACE_FILE)
+    let raw: unknown
+    try {
+      raw = JSON.parse(await readNoFollow(file))
+    } catch (err) {
+      if (!isNotFound(err)) {
+        const msg = (err as Error).message
+        logger.warn({ file, err: msg }, `layout: ${file} cannot be read (${msg}); every awake host's grace starts again`)
+      }
+      return new GraceBook(dirs, {})
+    }
+    if (!Value.Check(GraceFile, raw)) {
+      logger.warn({ file }, `layout: ${file} is not a grace book; every awake host's grace starts again`)
+      return new GraceBook(dirs, {})
+    }
+    return new GraceBook(dirs, raw.hosts)
+  }
+
+  /** The grace host has left toward mode, starting its clock now when it has none. */
+  left(host: string, mode: Mode, nowMs: number, graceMs: number): number {
+    let e = this.#hosts.get(host)
+    if (e === undefined || e.mode !== mode) {
+      e = { mode, since: nowMs }
+      this.#hosts.set(host, e)
+      this.#dirty = true
+    }
+    return graceMs - (nowMs - e.since)
+  }
+
+  /** The host reached the mode (or left the registry): its entry ends. */
+  end(host: string): void {
+    if (this.#hosts.delete(host)) this.#dirty = true
+  }
+
+  /** Ends every entry toward another mode (the intent changed) or for a host not in hosts. */
+  retain(mode: Mode, hosts: ReadonlySet<string>): void {
+    for (const [h, e] of this.#hosts) if (e.mode !== mode || !hosts.has(h)) this.end(h)
+  }
+
+  /** When host was first deferred toward mode, or undefined. */
+  since(host: string, mode: Mode): number | undefined {
+    const e = this.#hosts.get(host)
+    return e?.mode === mode ? e.since : undefined
+  }
+
+  /** Writes the book when it changed. */
+  async save(): Promise<void> {
+    if (!this.#dirty) return
+    const dir = await ensureLayoutDir(this.#dirs)
+    const body: GraceFile = { v: 1, hosts: Object.fromEntries([...this.#hosts].sort(([a], [b]) => (a < b ? -1 : 1))) }
+    await atomicWrite(path.join(dir, GRACE_FILE), `${JSON.stringify(body)}\n`)
+    this.#dirty = false
+  }
+}

@@ -1,0 +1,132 @@
+// Move journals, `<data>/layout/<host>.journal` (DESIGN §3 step 4): written
+// and fsynced before any file of a host moves, removed once the move is
+// complete. Its presence means "fenced, recover me", so a journal is only
+// ever acted on when it reads back whole and names exactly the two shapes
+// of its host; anything else is reported and left for an operator.
+import path from 'node:path'
+import Type, { type Static } from 'typebox'
+import Value from 'typebox/value'
+import { validHost } from '../domain/hostname.js'
+import { recordShapeError } from '../domain/pass-plan.js'
+import type { Dirs } from '../domain/paths.js'
+import { RowPaths } from '../domain/schemas.js'
+import { atomicWriteMany, ensureDir, fsyncDir, isNotFound, readNoFollow, tmpName, unlinkMany } from './fsutil.js'
+import fs from 'node:fs/promises'
+
+export const JOURNAL_SUFFIX = '.journal'
+export const HOLD_SUFFIX = '.hold'
+
+export const Journal = Type.Object(
+  {
+    v: Type.Literal(1, { description: 'Format version.' }),
+    host: Type.String({ description: 'The host being moved; equals the file name.' }),
+    to: Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The layout the move goes to.' }),
+    from: RowPaths,
+    dest: RowPaths,
+    generation: Type.Integer({ minimum: 0, description: 'The fence generation the move runs under.' }),
+    startedAt: Type.String({ description: 'When the move was journaled (RFC 3339).' }),
+  },
+  { additionalProperties: false },
+)
+export type Journal = Static<typeof Journal>
+
+/** `<data>/layout`. */
+export function layoutDir(dirs: Dirs): string {
+  return path.join(dirs.dataDir, 'layout')
+}
+
+/** Makes `<data>/layout` when absent, durably (its entry in the data dir is fsynced). */
+export async function ensureLayoutDir(dirs: Dirs): Promise<string> {
+  const dir = layoutDir(dirs)
+  if (await ensureDir(dir, 0o700)) await fsyncDir(dirs.dataDir)
+  return dir
+}
+
+/**
+ * Writes journals with one directory fsync for all of them (DESIGN §3
+ * "Many hosts"). When it returns, every journal is on disk; when it throws,
+ * some may be, and each that is names a move not yet begun (its files are
+ * still at from), which recovery finishes or rolls back exactly.
+ */
+export async function writeJournals(dirs: Dirs, journals: readonly Journal[]): Promise<void> {
+  const dir = await ensureLayoutDir(dirs)
+  await atomicWriteMany(
+    dir,
+    journals.map((j) => ({ name: `${j.host}${JOURNAL_SUFFIX}`, data: `${JSON.stringify(j)}\n` })),
+  )
+}
+
+/** Removes the journals of hosts with one directory fsync. */
+export async function removeJournals(dirs: Dirs, hosts: Iterable<string>): Promise<void> {
+  await unlinkMany(layoutDir(dirs), [...hosts].map((h) => `${h}${JOURNAL_SUFFIX}`))
+}
+
+export type JournalRead = { ok: true; journal: Journal } | { ok: false; reason: string }
+
+/** Checks a parsed journal: its schema, its host against its file name, its paths against the host's shapes. */
+export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRead {
+  if (!Value.Check(Journal, raw)) {
+    const first = Value.Errors(Journal, raw)[0]
+    const where = first?.instancePath === '' || first === undefined ? '' : `${first.instancePath}: `
+    return { ok: false, reason: `not a journal: ${where}${first?.message ?? 'does not match the journal format'}` }
+  }
+  const j = raw
+  if (j.host !== host) return { ok: false, reason: `names host ${JSON.stringify(j.host)}, not ${host}` }
+  const bad = recordShapeError(j, dirs)
+  if (bad !== null) return { ok: false, reason: bad }
+  return { ok: true, journal: j }
+}
+
+/** Reads and checks host's journal. A missing file throws (ENOENT); anything unreadable is an answer. */
+export async function readJournal(dirs: Dirs, host: string): Promise<JournalRead> {
+  const file = path.join(layoutDir(dirs), `${host}${JOURNAL_SUFFIX}`)
+  let text: string
+  try {
+    text = await readNoFollow(file)
+  } catch (err) {
+    if (isNotFound(err)) throw err
+    return { ok: false, reason: `cannot be read: ${(err as Error).message}` }
+  }
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch (err) {
+    return { ok: false, reason: `is not JSON (${(err as Error).message})` }
+  }
+  return checkJournal(raw, host, dirs)
+}
+
+/** What `<data>/layout` holds, as the pass sorts it. */
+export interface LayoutListing {
+  journals: string[]
+  holds: string[]
+  /** Temporary files a crash left before their rename: never acted on, removed at recovery. */
+  temps: string[]
+  /** Journal or hold names that are not a valid host: reported, never used as a path. */
+  strays: string[]
+}
+
+export async function listLayout(dirs: Dirs): Promise<LayoutListing> {
+  const out: LayoutListing = { journals: [], holds: [], temps: [], strays: [] }
+  let names: string[]
+  try {
+    names = await fs.readdir(layoutDir(dirs))
+  } catch (err) {
+    if (isNotFound(err)) return out
+    throw err
+  }
+  for (const n of names.sort()) {
+    for (const [suffix, list] of [
+      [JOURNAL_SUFFIX, out.journals],
+      [HOLD_SUFFIX, out.holds],
+    ] as const) {
+      if (n.endsWith(tmpName(suffix))) out.temps.push(n)
+      else if (n.endsWith(suffix)) {
+        const host = n.slice(0, -suffix.length)
+        if (validHost(host)) list.push(host)
+        else out.strays.push(n)
+      }
+    }
+  }
+  return out
+}

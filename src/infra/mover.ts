@@ -1,0 +1,185 @@
+// The file half of one move (DESIGN §3 steps 5–7): preflight the source,
+// set aside what is in the way, prepare the destination's parents, rename.
+// Nothing here follows a symlink, and nothing here decides: the pass says
+// what to move, these say what they found and did.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { Mode } from '../domain/modes.js'
+import { nestedRoot, type Dirs } from '../domain/paths.js'
+import type { RowPaths } from '../domain/schemas.js'
+import { ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode } from './fsutil.js'
+import { asideHostDir, asideNote, asideStamp } from './holds.js'
+import { ensureLayoutDir } from './journal.js'
+
+/** What preflight found. `held`: a reason the tenant could have caused. */
+export type Preflight = { kind: 'ok' } | { kind: 'held'; reason: string } | { kind: 'missing' }
+
+const LSTAT_CONCURRENCY = 16
+
+/**
+ * Checks the source of a move without following a symlink: the directory
+ * itself must be a directory, not a link to one (renaming a link would move
+ * the link and leave the files where the tenant pointed it), and no regular
+ * file under it may have a second name. A hard link made while flat could
+ * name a neighbour's file; moved into an isolated directory it would carry
+ * that file along, out of reach of the isolation meant to protect it.
+ * Throws on an I/O error: that is a failure, not a tenant's doing.
+ */
+export async function preflight(dir: string): Promise<Preflight> {
+  const st = await lstatOrUndefined(dir)
+  if (st === undefined) return { kind: 'missing' }
+  if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
+  if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
+  const queue = [dir]
+  for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
+    const entries = await fs.readdir(d, { withFileTypes: true })
+    const files: string[] = []
+    for (const e of entries) {
+      const p = path.join(d, e.name)
+      if (e.isDirectory()) queue.push(p)
+      else if (e.isFile()) files.push(p)
+    }
+    const links = await mapLimit(files, LSTAT_CONCURRENCY, async (p) => (await fs.lstat(p)).nlink)
+    const i = links.findIndex((n) => n > 1)
+    if (i >= 0) {
+      const rel = path.relative(dir, files[i] ?? '')
+      return { kind: 'held', reason: `a file of its has a second name: ${rel} has ${links[i]} links` }
+    }
+  }
+  return { kind: 'ok' }
+}
+
+export interface Aside {
+  /** Where the items went. */
+  dir: string
+  names: string[]
+  note: string
+}
+
+async function uniqueDir(base: string): Promise<string> {
+  for (let i = 0; ; i++) {
+    const dir = i === 0 ? base : `${base}-${i}`
+    try {
+      await fs.mkdir(dir, { mode: 0o700 })
+      return dir
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
+}
+
+/**
+ * Moves every item that exists into `aside/<host>/<stamp>/`, durably (the
+ * aside directory and each item's old parent are fsynced), and answers what
+ * it moved; undefined when nothing was there.
+ */
+export async function setAside(dirs: Dirs, host: string, items: readonly string[], nowMs: number): Promise<Aside | undefined> {
+  const found: string[] = []
+  for (const p of items) if ((await lstatOrUndefined(p)) !== undefined) found.push(p)
+  if (found.length === 0) return undefined
+  const layout = await ensureLayoutDir(dirs)
+  const asideRoot = path.join(layout, 'aside')
+  const hostDir = asideHostDir(dirs, host)
+  const made: string[] = []
+  if (await ensureDir(asideRoot, 0o700)) made.push(layout)
+  if (await ensureDir(hostDir, 0o700)) made.push(asideRoot)
+  const stamp = asideStamp(nowMs)
+  const dir = await uniqueDir(path.join(hostDir, stamp))
+  const names: string[] = []
+  for (const p of found) {
+    let name = path.basename(p)
+    for (let i = 1; names.includes(name); i++) name = `${path.basename(p)}-${i}`
+    await fs.rename(p, path.join(dir, name))
+    names.push(name)
+  }
+  await fsyncDirs([...made, hostDir, dir, ...found.map((p) => path.dirname(p))])
+  return { dir, names, note: asideNote(dir, names, path.basename(dir)) }
+}
+
+/**
+ * The things at a move's destination that the move did not put there:
+ * the destination directory itself, a nested root or run directory that
+ * is not a directory, and whatever is at the socket path. A stale socket of
+ * the stopped instance is returned apart: it holds no data, and is removed.
+ */
+export async function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): Promise<{ aside: string[]; staleSockets: string[] }> {
+  const aside: string[] = []
+  const staleSockets: string[] = []
+  if (to === 'nested') {
+    const root = nestedRoot(dirs, host)
+    const rootSt = await lstatOrUndefined(root)
+    if (rootSt === undefined) return { aside, staleSockets }
+    if (!rootSt.isDirectory()) return { aside: [root], staleSockets }
+    const run = path.dirname(dest.socket)
+    const runSt = await lstatOrUndefined(run)
+    if (runSt !== undefined && !runSt.isDirectory()) aside.push(run)
+  }
+  if ((await lstatOrUndefined(dest.dir)) !== undefined) aside.push(dest.dir)
+  const sock = await lstatOrUndefined(dest.socket).catch((err: unknown) => {
+    // ENOTDIR: the socket's parent is a file, already in `aside`.
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined
+    throw err
+  })
+  if (sock?.isSocket() === true) staleSockets.push(dest.socket)
+  else if (sock !== undefined) aside.push(dest.socket)
+  return { aside, staleSockets }
+}
+
+/** Clears a move's destination (inTheWay), answering what was set aside. */
+export async function clearDestination(dirs: Dirs, host: string, to: Mode, dest: RowPaths, nowMs: number): Promise<Aside | undefined> {
+  const found = await inTheWay(dirs, host, to, dest)
+  for (const s of found.staleSockets) {
+    try {
+      await fs.unlink(s)
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+    }
+  }
+  return setAside(dirs, host, found.aside, nowMs)
+}
+
+/** Modes of the nested tree (DESIGN §2). */
+export const NESTED_ROOT_MODE = 0o750
+export const NESTED_RUN_MODE = 0o2770
+const SHARED_PARENT_MODE = 0o755
+
+/**
+ * Makes the destination's parents: `D/nested/<host>` 0750 with its `run/`
+ * 2770 (group gid unless -1) for nested, `D/apps` for flat. Answers the
+ * directories that must be fsynced before the rename: those that gained an
+ * entry on the way down to the destination's parent, so a power cut cannot
+ * keep a renamed directory whose parent it lost. `run/` is not on that
+ * path: the fsync of the destination's parent after the rename covers it.
+ */
+export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
+  const sync: string[] = []
+  if (to === 'flat') {
+    const apps = path.dirname(dest.dir)
+    if (await ensureDir(apps, SHARED_PARENT_MODE)) sync.push(path.dirname(apps))
+    return sync
+  }
+  const root = nestedRoot(dirs, host)
+  const base = path.dirname(root)
+  if (await ensureDir(base, SHARED_PARENT_MODE)) sync.push(path.dirname(base))
+  if (await ensureDir(root, NESTED_ROOT_MODE)) sync.push(base)
+  await setDirMode(root, NESTED_ROOT_MODE)
+  const run = path.dirname(dest.socket)
+  await ensureDir(run, NESTED_RUN_MODE)
+  await setDirMode(run, NESTED_RUN_MODE, gid)
+  return sync
+}
+
+/**
+ * rename(2) a directory to a destination that must not exist. rename
+ * would silently replace an empty directory there, and that would be a
+ * thing the move did not put there, lost rather than set aside.
+ */
+export async function renameDir(from: string, to: string): Promise<void> {
+  if ((await lstatOrUndefined(to)) !== undefined) throw new Error(`${to} appeared after it was cleared; not renaming over it`)
+  await fs.rename(from, to)
+}
+
+/** fsync the parents of a batch's renames, each once. */
+export async function syncParents(pairs: ReadonlyArray<{ from: string; to: string }>): Promise<void> {
+  await fsyncDirs(pairs.flatMap((p) => [path.dirname(p.from), path.dirname(p.to)]))
+}

@@ -1,0 +1,75 @@
+// openapi.yaml is generated from the route schemas, never written by hand:
+// `npm run openapi` prints it, and a test fails when the committed file
+// drifts from what the routes say.
+import { readFile } from 'node:fs/promises'
+import { pathToFileURL } from 'node:url'
+import type { AgentApi } from './agent-api.js'
+import { buildApp } from './app.js'
+import { createLogger } from './logger.js'
+import { Metrics } from './metrics.js'
+
+// Schema-only stand-in: the document needs the routes registered, never
+// called. The app built around it is never listened on.
+function schemaOnly(): never {
+  throw new Error('openapi.ts builds the app for its schemas only; nothing may call the agent')
+}
+const schemaOnlyApi: AgentApi = {
+  readiness: schemaOnly,
+  report: schemaOnly,
+  kick: schemaOnly,
+  converge: schemaOnly,
+  legState: schemaOnly,
+  mint: schemaOnly,
+}
+
+async function packageVersion(): Promise<string> {
+  // Compiled to <outDir>/src/openapi.js, two levels under the repository root.
+  const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown }
+  if (typeof pkg.version !== 'string') throw new Error('package.json has no version')
+  return pkg.version
+}
+
+export async function generateOpenApi(): Promise<string> {
+  const app = await buildApp({
+    api: schemaOnlyApi,
+    metrics: new Metrics(),
+    logger: createLogger('silent'),
+    token: '',
+    swagger: {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'layoutd',
+          version: await packageVersion(),
+          description:
+            'The layout agent of one box: moves sleeping tenant instances between the flat and nested layouts and converges to the recorded intent. ' +
+            'Errors are `{"error": {"code", "message"}}`.',
+        },
+        tags: [
+          { name: 'layout', description: 'The status report, converge and mint.' },
+          { name: 'activator', description: 'What the activator asks before it wakes an instance.' },
+          { name: 'health', description: 'Liveness and metrics.' },
+        ],
+        components: {
+          securitySchemes: {
+            bearer: {
+              type: 'http',
+              scheme: 'bearer',
+              description: 'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
+            },
+          },
+        },
+      },
+    },
+  })
+  try {
+    await app.ready()
+    return app.swagger({ yaml: true })
+  } finally {
+    await app.close()
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.stdout.write(await generateOpenApi())
+}

@@ -1,0 +1,52 @@
+// Who may mutate (DESIGN §6). With a token set, every POST/PUT/DELETE must
+// carry it; without one, layoutd listens on loopback only and takes
+// mutations from loopback peers only, so a box with no token configured is
+// never open to the network by a second listener or a proxy.
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { isIPv4 } from 'node:net'
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { type AppError, errors } from '../errors.js'
+
+const MUTATING = new Set(['POST', 'PUT', 'DELETE', 'PATCH'])
+
+// Hashing both sides first gives timingSafeEqual equal lengths, so the
+// comparison leaks neither the token's bytes nor its length.
+function sameToken(given: string, token: string): boolean {
+  const a = createHash('sha256').update(given).digest()
+  const b = createHash('sha256').update(token).digest()
+  return timingSafeEqual(a, b)
+}
+
+export function isLoopback(address: string | undefined): boolean {
+  if (address === undefined) return false
+  const a = address.toLowerCase()
+  if (a === '::1') return true
+  const v4 = a.startsWith('::ffff:') ? a.slice('::ffff:'.length) : a
+  return isIPv4(v4) && v4.startsWith('127.')
+}
+
+/**
+ * The onRequest hook. It runs before the body is read, so an unauthorised
+ * client cannot make the agent buffer or parse anything. The peer address is
+ * the socket's, never a forwarded header: no proxy is trusted.
+ */
+export function authHook(token: string) {
+  return function requireAuth(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    done(refusal(request, reply, token))
+  }
+}
+
+function refusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
+  if (!MUTATING.has(request.method)) return undefined
+  if (token === '') {
+    if (isLoopback(request.socket.remoteAddress)) return undefined
+    return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only')
+  }
+  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
+  const given = m?.[1]
+  if (given !== undefined && sameToken(given, token)) return undefined
+  void reply.header('www-authenticate', 'Bearer realm="layoutd"')
+  return errors.unauthorized(
+    given === undefined ? 'this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN>' : 'the bearer token is not the one configured',
+  )
+}

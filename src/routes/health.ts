@@ -1,0 +1,27 @@
+// Liveness for the supervisor: answers while the process serves, whatever
+// the agent's phase, so a long recovery is never mistaken for a hang.
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type from 'typebox'
+import { commonErrors } from './error-envelope.js'
+
+export const healthRoutes: FastifyPluginCallbackTypebox = (app, _opts, done) => {
+  app.get(
+    '/livez',
+    {
+      schema: {
+        summary: 'Is the process alive',
+        description: '`200` while the process serves HTTP, from its first moment; readiness is `GET /ready`.',
+        tags: ['health'],
+        response: {
+          200: Type.Object(
+            { status: Type.Literal('ok', { description: 'Always `ok`.' }) },
+            { additionalProperties: false, description: 'The process serves.' },
+          ),
+          500: commonErrors[500],
+        },
+      },
+    },
+    () => ({ status: 'ok' as const }),
+  )
+  done()
+}

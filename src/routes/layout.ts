@@ -1,0 +1,160 @@
+// The layout family: the status report the console reads, the converge an
+// operator asks for, and the mode the provisioner mints a new row in.
+import { createHash } from 'node:crypto'
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type, { type TObject, type TProperties } from 'typebox'
+import type { AgentApi } from '../agent-api.js'
+import { errors } from '../errors.js'
+import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+import { commonErrors, errorEnvelope, mutationErrors } from './error-envelope.js'
+
+/** The longest a `converge?wait=1` holds its request, in seconds. */
+export const MAX_WAIT_S = 600
+
+export interface LayoutRoutesOptions {
+  api: AgentApi
+}
+
+const ConvergeQuery = Type.Object({
+  wait: Type.Optional(
+    Type.Union([Type.Literal('1'), Type.Literal('true'), Type.Literal('0'), Type.Literal('false')], {
+      description: '`1` or `true`: wait for the run this request asks for and answer with its results. Absent, `0` or `false`: answer at once.',
+    }),
+  ),
+  timeout: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_WAIT_S,
+      description: `With \`wait\`: the most seconds to wait (default and cap ${MAX_WAIT_S}). The run goes on when the wait ends.`,
+    }),
+  ),
+})
+
+const Mint = Type.Object(
+  {
+    mode: Type.Union([Type.Literal('nested'), Type.Literal('flat')], { description: 'The layout a new row of this box is created in.' }),
+  },
+  { additionalProperties: false, description: 'The mode to mint a new row in.' },
+)
+
+// The domain's schemas describe their fields; where one is used as a whole
+// (a field of an answer, or the answer itself) it needs a description of
+// its own there.
+function described<P extends TProperties>(schema: TObject<P>, description: string): TObject<P> {
+  return Type.Object(schema.properties, { additionalProperties: false, description })
+}
+
+// A strong validator of the exact bytes sent, so a console polling the
+// report gets 304 until anything in it changes.
+function etagOf(body: string): string {
+  return `"${createHash('sha256').update(body).digest('base64url')}"`
+}
+
+// If-None-Match compares weakly (RFC 9110 §13.1.2), so a W/ prefix the
+// client or a proxy added still matches.
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false
+  if (header.trim() === '*') return true
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)
+}
+
+export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
+  app.get(
+    '/layout/status',
+    {
+      schema: {
+        summary: 'The status report',
+        description:
+          'Every instance-kind row with its layout and why, the intent the box works under, the leg and the warnings an operator should see. ' +
+          'Answers with a strong `ETag`; a request whose `If-None-Match` carries it gets `304` with no body.',
+        tags: ['layout'],
+        headers: Type.Object({
+          'if-none-match': Type.Optional(Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' })),
+        }),
+        response: {
+          200: Type.Object(
+            { ...LayoutReport.properties, leg: described(LegState, 'The leg: whether a run is under way or due, and the last run.') },
+            { additionalProperties: false, description: 'The report, with its ETag.' },
+          ),
+          304: Type.Null({ description: 'Not modified: the report is still the one with this ETag.' }),
+          500: commonErrors[500],
+        },
+      },
+      // The ETag is taken of the serialized body, after the response schema
+      // shaped it, so it is a validator of the bytes a client holds.
+      onSend: async (request, reply, payload) => {
+        if (reply.statusCode !== 200 || typeof payload !== 'string') return payload
+        const etag = etagOf(payload)
+        void reply.header('etag', etag).header('cache-control', 'no-cache')
+        if (!etagMatches(request.headers['if-none-match'], etag)) return payload
+        void reply.code(304).removeHeader('content-type')
+        return null
+      },
+    },
+    () => api.report(),
+  )
+
+  app.post(
+    '/layout/converge',
+    {
+      schema: {
+        summary: 'Run the layout pass now',
+        description:
+          'Kicks the leg (a serial move) and answers `202` with its state right after the kick. ' +
+          'With `wait=1` the answer waits, at most `timeout` seconds, for the run this kick asked for and carries its results; ' +
+          '`504` when that run has not finished by then (it goes on; `GET /layout/status` shows it).',
+        tags: ['layout'],
+        security: [{ bearer: [] }],
+        querystring: ConvergeQuery,
+        response: {
+          200: Type.Object(
+            { leg: described(LegState, 'The leg after the run.'), run: described(LegRun, 'The run this request asked for, with every result.') },
+            { additionalProperties: false, description: 'The run finished: the leg now and the results of the run.' },
+          ),
+          202: Type.Object(
+            { leg: described(LegState, 'The leg right after the kick: running, or pending behind the run under way.') },
+            { additionalProperties: false, description: 'Kicked.' },
+          ),
+          ...commonErrors,
+          ...mutationErrors,
+          504: errorEnvelope('`wait` was asked and the run did not finish within `timeout` seconds; it goes on.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { wait, timeout } = request.query
+      if (wait !== '1' && wait !== 'true') return reply.code(202).send({ leg: api.kick() })
+      const seconds = timeout ?? MAX_WAIT_S
+      // The connection is silent while the run goes on; without this the
+      // server's idle timeout would cut a legitimate wait short.
+      // (An injected request has a stand-in socket without timers.)
+      const socket = request.raw.socket
+      if (typeof socket.setTimeout === 'function') socket.setTimeout((seconds + 5) * 1000)
+      const run = await api.converge(seconds * 1000)
+      if (run === null) {
+        throw errors.convergeTimeout(seconds)
+      }
+      return reply.code(200).send({ leg: api.legState(), run })
+    },
+  )
+
+  app.get(
+    '/layout/mint',
+    {
+      schema: {
+        summary: 'The mode to create a new row in',
+        description:
+          'What the provisioner asks before it adds a row: the layout the intent (or the default) wants for this box. ' +
+          '`503` while the intent is unreadable: the agent fails closed rather than guess a layout.',
+        tags: ['layout'],
+        response: {
+          200: Mint,
+          500: commonErrors[500],
+          503: errorEnvelope('The layout intent is unreadable (`intent_unreadable`): no mode can be promised until it is read.'),
+        },
+      },
+    },
+    async () => ({ mode: await api.mint() }),
+  )
+  done()
+}

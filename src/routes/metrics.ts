@@ -1,0 +1,32 @@
+// The Prometheus scrape endpoint: the agent's own registry, never the
+// process-global one.
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type from 'typebox'
+import type { Metrics } from '../metrics.js'
+import { commonErrors } from './error-envelope.js'
+
+export interface MetricsRoutesOptions {
+  metrics: Metrics
+}
+
+export const metricsRoutes: FastifyPluginCallbackTypebox<MetricsRoutesOptions> = (app, { metrics }, done) => {
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        summary: 'Prometheus metrics',
+        description: 'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, in the Prometheus text format.',
+        tags: ['health'],
+        response: {
+          200: {
+            description: 'The exposition text.',
+            content: { 'text/plain': { schema: Type.String({ description: 'Prometheus text exposition format 0.0.4.' }) } },
+          },
+          500: commonErrors[500],
+        },
+      },
+    },
+    async (_request, reply) => reply.type(metrics.contentType).send(await metrics.text()),
+  )
+  done()
+}

@@ -1,0 +1,93 @@
+// The activator's gate: it wakes nothing until this answers 200. The plain
+// text form is the Kubernetes readyz one, for a person at a terminal.
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type, { type Static } from 'typebox'
+import type { AgentApi, Readiness } from '../agent-api.js'
+import { commonErrors } from './error-envelope.js'
+
+export interface ReadyRoutesOptions {
+  api: AgentApi
+}
+
+export const ReadyBody = Type.Object(
+  {
+    ready: Type.Boolean({ description: 'Start-up recovery is done and the activator may wake instances.' }),
+    phase: Type.Union([Type.Literal('starting'), Type.Literal('recovering'), Type.Literal('ready'), Type.Literal('stopping')], {
+      description: 'Where the agent is in its life: starting, recovering, ready or stopping.',
+    }),
+    checks: Type.Array(
+      Type.Object(
+        {
+          name: Type.String({ description: 'What was checked.' }),
+          ok: Type.Boolean({ description: 'Whether it passed.' }),
+          detail: Type.String({ description: 'Why it failed; empty when it passed.' }),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'Every readiness check, in order.' },
+    ),
+    nested: Type.Object(
+      {
+        allowed: Type.Boolean({ description: 'The isolation gate lets nested instances wake.' }),
+        reason: Type.String({ description: 'Why nested instances may not wake; empty when they may.' }),
+      },
+      { additionalProperties: false, description: 'The isolation gate, as a wake would see it.' },
+    ),
+  },
+  { additionalProperties: false },
+)
+
+// agent-api.ts writes Readiness by hand; this fails the build the day it
+// and the schema part ways.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const readinessMatchesSchema: Same<Static<typeof ReadyBody>, Readiness> = true
+void readinessMatchesSchema
+
+const ReadyQuery = Type.Object({
+  verbose: Type.Optional(Type.String({ description: 'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.' })),
+})
+
+function verboseText(r: Readiness): string {
+  const lines = r.checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.detail}`))
+  lines.push(r.ready ? 'readyz check passed' : 'readyz check failed')
+  return lines.join('\n') + '\n'
+}
+
+function readyResponse(description: string) {
+  return {
+    description,
+    content: {
+      'application/json': { schema: { ...ReadyBody, description } },
+      'text/plain': { schema: Type.String({ description: 'With `verbose`: one line per check, then `readyz check passed` or `readyz check failed`.' }) },
+    },
+  }
+}
+
+export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (app, { api }, done) => {
+  app.get(
+    '/ready',
+    {
+      schema: {
+        summary: 'May the activator wake instances',
+        description:
+          '`200` once start-up recovery is done, else `503` with the phase; both carry every check and the isolation gate. ' +
+          'The activator wakes nothing until this answers `200`.',
+        tags: ['activator'],
+        querystring: ReadyQuery,
+        response: {
+          200: readyResponse('Ready: the activator may wake instances.'),
+          503: readyResponse('Not ready: recovery has not finished, or the agent is stopping.'),
+          500: commonErrors[500],
+        },
+      },
+    },
+    (request, reply) => {
+      const r = api.readiness()
+      void reply.code(r.ready ? 200 : 503).header('cache-control', 'no-store')
+      if (request.query.verbose === undefined) return r
+      void reply.type('text/plain; charset=utf-8')
+      return verboseText(r)
+    },
+  )
+  done()
+}

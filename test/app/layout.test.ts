@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { errors } from '../../src/errors.js'
+import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
+
+void test('GET /layout/status answers the report with a strong ETag, and 304 while it is unchanged', async (t) => {
+  const { app, agent } = await build(t)
+  const first = await app.inject({ method: 'GET', url: '/layout/status' })
+  assert.equal(first.statusCode, 200)
+  assert.deepEqual(first.json(), sampleReport())
+  const etag = first.headers.etag
+  assert.ok(typeof etag === 'string' && /^"[A-Za-z0-9_-]{20,}"$/.test(etag), `strong etag, got ${String(etag)}`)
+
+  const again = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': etag } })
+  assert.equal(again.statusCode, 304)
+  assert.equal(again.body, '')
+  assert.equal(again.headers.etag, etag)
+
+  // A proxy may weaken the tag and a client may send a list: both still match.
+  const listed = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': `"other", W/${etag}` } })
+  assert.equal(listed.statusCode, 304)
+
+  agent.reportValue = { ...sampleReport(), warnings: ['something changed'] }
+  const changed = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': etag } })
+  assert.equal(changed.statusCode, 200)
+  assert.notEqual(changed.headers.etag, etag)
+  assert.deepEqual(changed.json<{ warnings: string[] }>().warnings, ['something changed'])
+})
+
+void test('POST /layout/converge kicks the leg and answers 202 with its state', async (t) => {
+  const { app, agent } = await build(t)
+  const res = await app.inject({ method: 'POST', url: '/layout/converge' })
+  assert.equal(res.statusCode, 202)
+  assert.deepEqual(res.json(), { leg: { running: true, pending: false, lastRun: null, retryAt: null } })
+  assert.equal(agent.kicks, 1)
+
+  const zero = await app.inject({ method: 'POST', url: '/layout/converge?wait=0' })
+  assert.equal(zero.statusCode, 202)
+  assert.equal(agent.kicks, 2)
+})
+
+void test('POST /layout/converge?wait=1 waits for the run and answers its results', async (t) => {
+  const { app, agent } = await build(t)
+  // inject() is lazy until awaited; start the request now.
+  const pending = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
+  const call = await agent.nextConverge()
+  assert.equal(call.timeoutMs, 600_000, 'without timeout the wait is the cap')
+  agent.legValue = { running: false, pending: false, lastRun: sampleRun(), retryAt: null }
+  call.finish(sampleRun())
+  const res = await pending
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(res.json(), { leg: agent.legValue, run: sampleRun() })
+})
+
+void test('POST /layout/converge?wait=true&timeout=N bounds the wait and answers 504 when the run outlasts it', async (t) => {
+  const { app, agent } = await build(t)
+  const pending = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=true&timeout=2' }))
+  const call = await agent.nextConverge()
+  assert.equal(call.timeoutMs, 2000)
+  call.finish(null)
+  const res = await pending
+  assert.equal(res.statusCode, 504)
+  const err = errorOf(res.body)
+  assert.equal(err.code, 'converge_timeout')
+  assert.match(err.message, /within 2s/)
+})
+
+void test('POST /layout/converge refuses a timeout above the cap and an unknown wait, naming the field', async (t) => {
+  const { app, agent } = await build(t)
+  const tooLong = await app.inject({ method: 'POST', url: '/layout/converge?wait=1&timeout=601' })
+  assert.equal(tooLong.statusCode, 400)
+  assert.equal(errorOf(tooLong.body).code, 'bad_request')
+  assert.match(errorOf(tooLong.body).message, /timeout/)
+
+  const odd = await app.inject({ method: 'POST', url: '/layout/converge?wait=yes' })
+  assert.equal(odd.statusCode, 400)
+  assert.match(errorOf(odd.body).message, /wait/)
+  assert.equal(agent.kicks, 0, 'a refused request kicks nothing')
+})
+
+void test('GET /layout/mint answers the mode, and 503 intent_unreadable while the intent cannot be read', async (t) => {
+  const { app, agent } = await build(t)
+  const ok = await app.inject({ method: 'GET', url: '/layout/mint' })
+  assert.equal(ok.statusCode, 200)
+  assert.deepEqual(ok.json(), { mode: 'nested' })
+
+  agent.mintValue = 'flat'
+  assert.deepEqual((await app.inject({ method: 'GET', url: '/layout/mint' })).json(), { mode: 'flat' })
+
+  agent.mintValue = errors.intentUnreadable('deploy store timed out')
+  const down = await app.inject({ method: 'GET', url: '/layout/mint' })
+  assert.equal(down.statusCode, 503)
+  assert.deepEqual(errorOf(down.body), { code: 'intent_unreadable', message: 'the layout intent is unreadable: deploy store timed out' })
+})

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { classify, classifyAll, PathClaims } from '../../src/domain/classify.js'
+import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
+import type { Route } from '../../src/domain/schemas.js'
+
+const dirs: Dirs = { dataDir: '/data', runDir: '/data/run' }
+
+function flat(host: string, over: Partial<Route> = {}): Route {
+  return { host, kind: 'instance', hibernate: true, ...flatPaths(dirs, host), ...over }
+}
+function nested(host: string, over: Partial<Route> = {}): Route {
+  return { host, kind: 'instance', hibernate: true, ...nestedPaths(dirs, host), ...over }
+}
+
+const none = { dirs, fenced: () => undefined }
+
+void test('the row words, in order of precedence', () => {
+  const cases: Array<[string, Route, Route[], string, RegExp | string]> = [
+    ['flat shape', flat('a.example.com'), [], 'flat', ''],
+    ['flat with a db inside', flat('a.example.com', { db: '/data/apps/a.example.com/db/app.db' }), [], 'flat', ''],
+    ['nested shape', nested('a.example.com'), [], 'nested', ''],
+    ['external: unflagged socket', flat('a.example.com', { hibernate: false }), [], 'external', ''],
+    ['foreign: neither shape', flat('a.example.com', { dir: '/srv/a' }), [], 'foreign', /^paths are neither the flat nor the nested shape/],
+    ['foreign: mixed shapes', flat('a.example.com', { socket: nestedPaths(dirs, 'a.example.com').socket }), [], 'foreign', /neither/],
+    ['foreign: db outside dir', flat('a.example.com', { db: '/data/other.db' }), [], 'foreign', /neither/],
+    ['foreign: invalid host', flat('a.example.com', { host: 'A_B.example.com' }), [], 'foreign', /^not a valid hostname: /],
+    ['foreign: no socket', flat('a.example.com', { socket: '' }), [], 'foreign', /^no socket/],
+    ['conflict: same dir', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps/a.example.com' })], 'conflict', 'dir /data/apps/a.example.com is also claimed by b.example.com'],
+    ['conflict: dir inside', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps' })], 'conflict', "dir /data/apps/a.example.com is inside b.example.com's dir /data/apps"],
+    [
+      'conflict: dir contains',
+      flat('a.example.com'),
+      [flat('b.example.com', { dir: '/data/apps/a.example.com/x' })],
+      'conflict',
+      "dir /data/apps/a.example.com contains b.example.com's dir /data/apps/a.example.com/x",
+    ],
+    ['conflict: trailing slash is the same dir', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps/a.example.com/' })], 'conflict', /also claimed by b/],
+    ['conflict: same socket', flat('a.example.com'), [flat('b.example.com', { socket: '/data/run/a.example.com.sock' })], 'conflict', /^socket .* is also b.example.com's$/],
+    ['conflict: a sidecar counts', nested('a.example.com'), [{ ...nested('a.example.com'), host: 's.example.com', kind: 'sidecar' }], 'conflict', /s\.example\.com/],
+    ['conflict beats foreign', flat('a.example.com', { dir: '/srv/x' }), [flat('b.example.com', { dir: '/srv/x' })], 'conflict', /b\.example\.com/],
+    ['a sibling with a longer name is no conflict', flat('a.example.com'), [flat('a.example.com-2', { dir: '/data/apps/a.example.com-2' })], 'flat', ''],
+  ]
+  for (const [name, rt, others, layout, reason] of cases) {
+    const c = classify(rt, [rt, ...others], none)
+    assert.equal(c.layout, layout, name)
+    if (typeof reason === 'string') assert.equal(c.reason, reason, name)
+    else assert.match(c.reason, reason, name)
+  }
+})
+
+void test('fenced comes first, with the reason the pass gives', () => {
+  const rt = flat('a.example.com')
+  const ctx = { dirs, fenced: (h: string) => (h === 'a.example.com' ? 'layout move to nested in flight' : undefined) }
+  assert.deepEqual(classify(rt, [rt, flat('b.example.com', { dir: rt.dir })], ctx), { layout: 'fenced', reason: 'layout move to nested in flight' })
+  // Even over a conflict; but an external row is never ours to fence.
+  assert.equal(classify({ ...rt, hibernate: false }, [rt], ctx).layout, 'external')
+})
+
+void test('classifyAll answers every row with one index', () => {
+  const rows = [flat('a.example.com'), nested('b.example.com'), flat('c.example.com', { dir: nestedPaths(dirs, 'b.example.com').dir })]
+  const all = classifyAll(rows, none)
+  assert.deepEqual([...all.values()].map((c) => c.layout), ['flat', 'conflict', 'conflict'])
+})
+
+void test('PathClaims finds claimants of any directory', () => {
+  const claims = new PathClaims([flat('a.example.com'), flat('b.example.com', { dir: '/data/nested/x.example.com/data/in' })])
+  assert.equal(claims.dirClaimant('/data/nested/x.example.com', 'x.example.com')?.host, 'b.example.com')
+  assert.equal(claims.dirClaimant('/data/nested/y.example.com', 'y.example.com'), undefined)
+  assert.equal(claims.dirClaimant('/data/apps/a.example.com', 'a.example.com'), undefined, 'a row is not its own claimant')
+  assert.equal(claims.socketClaimant('/data/run/a.example.com.sock', 'z.example.com')?.host, 'a.example.com')
+})

@@ -1,0 +1,147 @@
+// A small AgentApi the HTTP tests steer by hand, and the app built around
+// it. The routes are the subject here, so the agent's answers are whatever
+// a test sets; the real Agent is tested on a temp data dir elsewhere.
+import { Writable } from 'node:stream'
+import type { TestContext } from 'node:test'
+import type { AgentApi, Readiness } from '../../src/agent-api.js'
+import { buildApp, type App, type Timeouts } from '../../src/app.js'
+import type { Mode } from '../../src/domain/modes.js'
+import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
+import { createLogger } from '../../src/logger.js'
+import { Metrics } from '../../src/metrics.js'
+
+export const HOST = 'a.example.com'
+
+export function sampleRun(): LegRun {
+  return {
+    startedAt: '2025-01-01T00:00:00.000Z',
+    finishedAt: '2025-01-01T00:00:01.000Z',
+    results: [{ host: HOST, outcome: 'moved', reason: '', to: 'nested' }],
+  }
+}
+
+export function sampleReport(): LayoutReport {
+  return {
+    box: 'kass-1',
+    mode: 'nested',
+    default: false,
+    defaultBlocked: '',
+    rows: { [HOST]: { layout: 'nested', reason: '', note: '' } },
+    leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null },
+    warnings: [],
+  }
+}
+
+/** A converge call the test has not answered yet. */
+export interface PendingConverge {
+  timeoutMs: number
+  finish(run: LegRun | null): void
+}
+
+export class FakeAgent implements AgentApi {
+  readinessValue: Readiness = {
+    ready: false,
+    phase: 'recovering',
+    checks: [
+      { name: 'registry', ok: true, detail: '' },
+      { name: 'recovery', ok: false, detail: 'recovering 2 journals' },
+    ],
+    nested: { allowed: false, reason: 'isolation probe: not yet run' },
+  }
+  reportValue: LayoutReport = sampleReport()
+  legValue: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
+  /** What mint() answers: a mode, or an error it throws. */
+  mintValue: Mode | Error = 'nested'
+  /** When set, report() throws it. */
+  reportError: Error | undefined
+  kicks = 0
+
+  private readonly calls: PendingConverge[] = []
+  private readonly callWaiters: Array<(c: PendingConverge) => void> = []
+
+  readiness(): Readiness {
+    return this.readinessValue
+  }
+
+  report(): LayoutReport {
+    if (this.reportError !== undefined) throw this.reportError
+    return this.reportValue
+  }
+
+  kick(): LegState {
+    this.kicks++
+    return { ...this.legValue, running: true }
+  }
+
+  converge(timeoutMs: number): Promise<LegRun | null> {
+    this.kicks++
+    return new Promise((resolve) => {
+      const call: PendingConverge = { timeoutMs, finish: resolve }
+      const waiter = this.callWaiters.shift()
+      if (waiter !== undefined) waiter(call)
+      else this.calls.push(call)
+    })
+  }
+
+  /** The next converge call, as soon as a request makes it. */
+  nextConverge(): Promise<PendingConverge> {
+    const call = this.calls.shift()
+    if (call !== undefined) return Promise.resolve(call)
+    return new Promise((resolve) => this.callWaiters.push(resolve))
+  }
+
+  legState(): LegState {
+    return this.legValue
+  }
+
+  async mint(): Promise<Mode> {
+    await Promise.resolve()
+    if (this.mintValue instanceof Error) throw this.mintValue
+    return this.mintValue
+  }
+}
+
+export interface Built {
+  app: App
+  agent: FakeAgent
+  metrics: Metrics
+  /** Every log line the app wrote, as written. */
+  logs: string[]
+}
+
+export interface BuildOptions {
+  token?: string
+  bodyLimit?: number
+  timeouts?: Partial<Timeouts>
+}
+
+/** The app around a FakeAgent, closed when the test ends. */
+export async function build(t: TestContext, opts: BuildOptions = {}): Promise<Built> {
+  const logs: string[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString('utf8'))
+      done()
+    },
+  })
+  const agent = new FakeAgent()
+  const metrics = new Metrics()
+  const app = await buildApp({
+    api: agent,
+    metrics,
+    logger: createLogger('info', sink),
+    token: opts.token ?? '',
+    bodyLimit: opts.bodyLimit,
+    timeouts: opts.timeouts,
+  })
+  t.after(() => app.close())
+  return { app, agent, metrics, logs }
+}
+
+/** The error envelope of a response, checked for its shape. */
+export function errorOf(body: string): { code: string; message: string } {
+  const parsed = JSON.parse(body) as { error?: { code?: unknown; message?: unknown } }
+  const { code, message } = parsed.error ?? {}
+  if (typeof code !== 'string' || typeof message !== 'string') throw new Error(`not an error envelope: ${body}`)
+  return { code, message }
+}

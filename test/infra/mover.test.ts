@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../../src/domain/paths.js'
+import { clearDestination, inTheWay, preflight, prepareParents, renameDir, setAside } from '../../src/infra/mover.js'
+import { makeTenantTree } from '../helpers/tenants.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+const H = 'a.example.com'
+
+async function dirsFor(t: TestContext): Promise<Dirs> {
+  const dataDir = await tmpDir(t)
+  return { dataDir, runDir: path.join(dataDir, 'run') }
+}
+
+void test('preflight: a plain tree passes, symlinks inside it included', async (t) => {
+  const d = await dirsFor(t)
+  const dir = flatPaths(d, H).dir
+  makeTenantTree(dir, 5)
+  assert.deepEqual(await preflight(dir), { kind: 'ok' })
+})
+
+void test('preflight: what the tenant could have caused holds the host', async (t) => {
+  const d = await dirsFor(t)
+  const dir = flatPaths(d, H).dir
+  const elsewhere = path.join(d.dataDir, 'elsewhere')
+  makeTenantTree(elsewhere)
+  fs.mkdirSync(path.dirname(dir), { recursive: true })
+  fs.symlinkSync(elsewhere, dir)
+  assert.deepEqual(await preflight(dir), { kind: 'held', reason: `${dir} is a symlink` })
+  fs.unlinkSync(dir)
+  fs.writeFileSync(dir, 'a file, not a dir')
+  assert.deepEqual(await preflight(dir), { kind: 'held', reason: `${dir} is not a directory` })
+  fs.unlinkSync(dir)
+  assert.deepEqual(await preflight(dir), { kind: 'missing' })
+
+  makeTenantTree(dir)
+  // A hard link deep in the tree, even one whose other name is inside the tree too.
+  fs.linkSync(path.join(dir, 'sub', 'ünï dir', '-x'), path.join(dir, 'sub', 'second name'))
+  const r = await preflight(dir)
+  assert.equal(r.kind, 'held')
+  assert.match((r as { reason: string }).reason, /^a file of its has a second name: sub\/(ünï dir\/-x|second name) has 2 links$/)
+})
+
+void test('preflight does not follow a symlink to a directory inside the tree', async (t) => {
+  const d = await dirsFor(t)
+  const dir = flatPaths(d, H).dir
+  makeTenantTree(dir)
+  const outside = path.join(d.dataDir, 'outside')
+  fs.mkdirSync(outside)
+  fs.writeFileSync(path.join(outside, 'f'), '')
+  fs.linkSync(path.join(outside, 'f'), path.join(outside, 'g'))
+  fs.symlinkSync(outside, path.join(dir, 'to-outside'))
+  assert.deepEqual(await preflight(dir), { kind: 'ok' })
+})
+
+void test('inTheWay and clearDestination: set aside what is there, drop a stale socket', async (t) => {
+  const d = await dirsFor(t)
+  const dest = nestedPaths(d, H)
+  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [], staleSockets: [] })
+  fs.mkdirSync(path.dirname(dest.socket), { recursive: true })
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(dest.socket, resolve))
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  // close() unlinks the socket file; leave one behind as a crashed instance would.
+  if (!fs.existsSync(dest.socket)) {
+    const s2 = net.createServer()
+    await new Promise<void>((resolve) => s2.listen(dest.socket, resolve))
+    s2.unref()
+    t.after(() => s2.close())
+  }
+  fs.mkdirSync(dest.dir)
+  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [dest.dir], staleSockets: [dest.socket] })
+  const aside = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
+  assert.deepEqual(aside?.names, ['data'])
+  assert.equal(fs.existsSync(dest.socket), false)
+  assert.equal(fs.existsSync(dest.dir), false)
+
+  // A nested root that is a symlink goes aside whole, without following it.
+  fs.rmSync(nestedRoot(d, H), { recursive: true })
+  const target = path.join(d.dataDir, 'target')
+  fs.mkdirSync(target)
+  fs.writeFileSync(path.join(target, 'keep'), 'x')
+  fs.symlinkSync(target, nestedRoot(d, H))
+  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [nestedRoot(d, H)], staleSockets: [] })
+  const second = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
+  assert.deepEqual(second?.names, [H])
+  assert.notEqual(second?.dir, aside?.dir, 'a second aside in the same millisecond gets its own directory')
+  assert.ok(fs.lstatSync(path.join(second?.dir ?? '', H)).isSymbolicLink())
+  assert.equal(fs.readFileSync(path.join(target, 'keep'), 'utf8'), 'x')
+})
+
+void test('setAside of nothing is nothing', async (t) => {
+  const d = await dirsFor(t)
+  assert.equal(await setAside(d, H, [path.join(d.dataDir, 'nope')], 0), undefined)
+  assert.equal(fs.existsSync(path.join(d.dataDir, 'layout')), false)
+})
+
+void test('prepareParents: nested root 0750, run 2770 with the sockets group', async (t) => {
+  const d = await dirsFor(t)
+  const dest = nestedPaths(d, H)
+  const canChown = process.getuid?.() === 0
+  const gid = canChown ? 4242 : -1
+  const sync = await prepareParents(d, H, 'nested', dest, gid)
+  assert.deepEqual(sync, [d.dataDir, path.join(d.dataDir, 'nested')])
+  assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
+  const run = fs.statSync(path.dirname(dest.socket))
+  assert.equal(run.mode & 0o7777, 0o2770)
+  if (canChown) assert.equal(run.gid, 4242)
+  // Again: nothing new to sync, modes repaired.
+  fs.chmodSync(nestedRoot(d, H), 0o777)
+  assert.deepEqual(await prepareParents(d, H, 'nested', dest, -1), [])
+  assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
+
+  assert.deepEqual(await prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
+  assert.ok(fs.statSync(path.join(d.dataDir, 'apps')).isDirectory())
+})
+
+void test('renameDir never renames over something', async (t) => {
+  const d = await dirsFor(t)
+  fs.mkdirSync(path.join(d.dataDir, 'a'))
+  fs.mkdirSync(path.join(d.dataDir, 'b'))
+  await assert.rejects(renameDir(path.join(d.dataDir, 'a'), path.join(d.dataDir, 'b')), /appeared after it was cleared/)
+  await renameDir(path.join(d.dataDir, 'a'), path.join(d.dataDir, 'c'))
+  assert.deepEqual(fs.readdirSync(d.dataDir).sort(), ['b', 'c'])
+})

@@ -1,0 +1,370 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { test } from 'node:test'
+import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../src/domain/paths.js'
+import { GRACE_FILE } from '../../src/infra/grace.js'
+import { Pass } from '../../src/infra/pass.js'
+import { hashTree } from '../helpers/tenants.js'
+import { GRACE_MS, harness, outcomes } from './pass-harness.js'
+
+const host = (i: number) => `t${i}.example.com`
+
+function layoutFiles(dataDir: string): string[] {
+  const dir = path.join(dataDir, 'layout')
+  return fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => n !== 'aside' && n !== GRACE_FILE).sort() : []
+}
+
+void test('migrates and reverts many hosts in batches, every tree byte-identical', async (t) => {
+  const h = await harness(t, { batchSize: 4 })
+  const hosts = Array.from({ length: 10 }, (_, i) => host(i))
+  const before = new Map(hosts.map((x, i) => [x, hashTree(h.addFlat(x, i + 1).dir)]))
+  const moves: string[] = []
+  h.pass = h.newPass({ batchSize: 4, onMove: (to, outcome) => moves.push(`${to}/${outcome}`) })
+
+  const res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), Object.fromEntries(hosts.map((x) => [x, 'moved'])))
+  assert.deepEqual(res.map((r) => r.host), hosts, 'results in row order')
+  for (const x of hosts) {
+    const rt = h.reg.get(x)
+    assert.ok(rt && isNested(h.dirs, rt), `${x} row is nested`)
+    assert.equal(rt.db, path.join(nestedPaths(h.dirs, x).dir, 'data', 'app.db'))
+    assert.equal(hashTree(rt.dir), before.get(x), `${x} tree unchanged by the move`)
+    assert.equal(fs.existsSync(flatPaths(h.dirs, x).dir), false)
+    assert.equal(fs.statSync(nestedRoot(h.dirs, x)).mode & 0o7777, 0o750)
+    assert.equal(fs.statSync(path.join(nestedRoot(h.dirs, x), 'run')).mode & 0o7777, 0o2770)
+    assert.equal(h.fence.fenced(x), undefined, 'fence lifted')
+    assert.equal(h.pass.classify(rt, h.reg.list()).layout, 'nested')
+  }
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [], 'no journal or hold left')
+  assert.equal(moves.filter((m) => m === 'nested/moved').length, 10)
+  // Batches of 4: the journals of a batch share their commit.
+  assert.equal(h.steps.filter((s) => s === 'after-journal').length, 3)
+
+  assert.deepEqual(outcomes(await h.converge('nested')), Object.fromEntries(hosts.map((x) => [x, 'unchanged'])))
+
+  const back = await h.converge('flat')
+  assert.deepEqual(outcomes(back), Object.fromEntries(hosts.map((x) => [x, 'moved'])))
+  for (const x of hosts) {
+    const rt = h.reg.get(x)
+    assert.ok(rt && isFlat(h.dirs, rt), `${x} row is flat`)
+    assert.equal(hashTree(rt.dir), before.get(x), `${x} tree unchanged by the revert`)
+  }
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+void test('the steps of a move run in order', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  await h.converge('nested')
+  const plain = h.steps.filter((s) => !s.includes(':'))
+  assert.deepEqual(plain, [
+    'after-fence',
+    'after-aside',
+    'after-journal',
+    'after-preflight',
+    'after-prepare',
+    'after-rename',
+    'after-row',
+    'after-journal-remove',
+    'after-lift',
+  ])
+  assert.ok(h.steps.includes('after-rename:a.example.com'))
+})
+
+void test('a symlinked dir is held, stays fenced across a restart, and moves once fixed', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const real = path.join(h.dirs.dataDir, 'elsewhere')
+  fs.renameSync(rt.dir, real)
+  fs.symlinkSync(real, rt.dir)
+  const sum = hashTree(real)
+
+  const [r] = await h.converge('nested')
+  assert.equal(r?.outcome, 'held')
+  assert.match(r?.reason ?? '', /is a symlink/)
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), ['a.example.com.hold'])
+  assert.notEqual(h.fence.fenced('a.example.com'), undefined, 'held hosts stay fenced')
+  assert.match(h.pass.held('a.example.com') ?? '', /is a symlink/)
+  const c = h.pass.classify(rt, h.reg.list())
+  assert.equal(c.layout, 'fenced')
+  assert.match(c.reason, /held down after a refused move to nested: .*is a symlink/)
+  assert.ok(fs.lstatSync(rt.dir).isSymbolicLink(), 'nothing moved')
+  assert.equal(hashTree(real), sum)
+
+  // A restart: the hold marker is what keeps the host down.
+  h.fence.lift(h.fence.hosts())
+  h.pass = h.newPass()
+  await h.pass.recover('nested')
+  assert.deepEqual(outcomes(await h.pass.restoreHolds('nested')), { 'a.example.com': 'held' })
+  assert.notEqual(h.fence.fenced('a.example.com'), undefined)
+
+  // The operator puts the files back in place; the next run moves it.
+  fs.unlinkSync(rt.dir)
+  fs.renameSync(real, rt.dir)
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.equal(h.pass.held('a.example.com'), undefined)
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+  assert.equal(hashTree(nestedPaths(h.dirs, 'a.example.com').dir), sum)
+})
+
+void test('a file with a second name holds the host; removing the link clears it', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const outside = path.join(h.dirs.dataDir, 'neighbour-file')
+  fs.linkSync(path.join(rt.dir, 'sub', 'dir', 'deep', 'blob.bin'), outside)
+  const [r] = await h.converge('nested')
+  assert.equal(r?.outcome, 'held')
+  assert.equal(r?.reason, 'a file of its has a second name: sub/dir/deep/blob.bin has 2 links')
+  assert.ok(fs.existsSync(rt.dir))
+  fs.unlinkSync(outside)
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+})
+
+void test('a held host is released when the intent turns flat', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  fs.linkSync(path.join(rt.dir, 'empty'), path.join(h.dirs.dataDir, 'x'))
+  await h.converge('nested')
+  assert.ok(h.pass.held('a.example.com'))
+  const [r] = await h.converge('flat')
+  assert.equal(r?.outcome, 'released')
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+void test('what is at the destination is set aside, noted, and the move goes on', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const sum = hashTree(rt.dir)
+  const dest = nestedPaths(h.dirs, 'a.example.com')
+  fs.mkdirSync(dest.dir, { recursive: true })
+  fs.writeFileSync(path.join(dest.dir, 'planted'), 'not the tenant’s')
+  fs.mkdirSync(path.dirname(dest.socket), { recursive: true })
+  fs.writeFileSync(dest.socket, 'a regular file where the socket goes')
+
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+  assert.equal(hashTree(dest.dir), sum, 'only the tenant’s files at the destination')
+  assert.equal(fs.existsSync(dest.socket), false)
+  const asideHost = path.join(h.dirs.dataDir, 'layout', 'aside', 'a.example.com')
+  const [stamp] = fs.readdirSync(asideHost)
+  assert.match(stamp ?? '', /^20261130T080000\.000Z$/)
+  const asideDir = path.join(asideHost, stamp ?? '')
+  assert.deepEqual(fs.readdirSync(asideDir).sort(), ['app.sock', 'data'])
+  assert.equal(fs.readFileSync(path.join(asideDir, 'data', 'planted'), 'utf8'), 'not the tenant’s')
+  const note = h.pass.note('a.example.com')
+  assert.equal(note, `set aside at 2026-11-30T08:00:00.000Z: app.sock, data (in ${asideDir})`)
+  assert.ok(h.logger.lines.some((l) => l.level === 'warn' && l.msg.includes('set aside')))
+
+  // A new Pass learns the note from aside/ at recovery.
+  const again = h.newPass()
+  await again.recover('nested')
+  assert.equal(again.note('a.example.com'), note)
+})
+
+void test('nested is refused before anything is stopped when the gate says no', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.claims.awake.add('a.example.com')
+  h.gate.why = 'probe: not yet run'
+  const res = await h.converge('nested', { deferAwake: false })
+  assert.deepEqual(res, [{ host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' }])
+  assert.deepEqual(h.claims.stops, [])
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.deepEqual(h.steps, [])
+  // The gate does not stand in the way of a revert.
+  h.addNested('b.example.com')
+  assert.deepEqual(outcomes(await h.converge('flat')), { 'a.example.com': 'unchanged', 'b.example.com': 'moved' })
+})
+
+void test('a nested socket path over 107 bytes is refused before the host is stopped', async (t) => {
+  const h = await harness(t)
+  const long = `${'a'.repeat(60)}.${'b'.repeat(60)}.example.com`
+  h.addFlat(long)
+  h.claims.awake.add(long)
+  const [r] = await h.converge('nested', { deferAwake: false })
+  assert.equal(r?.outcome, 'refused')
+  assert.match(r?.reason ?? '', /^nested socket path .*app\.sock is \d+ bytes, over 107: it could not be bound$/)
+  assert.deepEqual(h.claims.stops, [])
+  assert.equal(h.fence.fenced(long), undefined)
+})
+
+void test('an awake host is deferred with its grace, which survives a restart, then stopped', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.addFlat('b.example.com', 2)
+  h.claims.awake.add('a.example.com')
+
+  let res = await h.converge('nested')
+  assert.deepEqual(res.map((r) => [r.host, r.outcome, r.reason]), [
+    ['a.example.com', 'deferred', 'awake: 60m of grace left'],
+    ['b.example.com', 'moved', ''],
+  ])
+  assert.equal(h.fence.fenced('a.example.com'), undefined, 'a deferred host is not fenced')
+  h.clock.advance(18 * 60_000)
+  res = await h.converge('nested')
+  assert.equal(res[0]?.reason, 'awake: 42m of grace left')
+
+  // A new Pass reads grace.json: the hour does not start again.
+  h.pass = h.newPass()
+  await h.pass.recover('nested')
+  res = await h.converge('nested')
+  assert.equal(res[0]?.reason, 'awake: 42m of grace left')
+  assert.deepEqual(h.claims.stops, [])
+
+  h.clock.advance(GRACE_MS)
+  res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), { 'a.example.com': 'moved', 'b.example.com': 'unchanged' })
+  assert.deepEqual(h.claims.stops, ['a.example.com'])
+  const book = JSON.parse(fs.readFileSync(path.join(h.dirs.dataDir, 'layout', GRACE_FILE), 'utf8')) as { hosts: object }
+  assert.deepEqual(book.hosts, {}, 'the entry ends when the host reaches the mode')
+})
+
+void test('a grace entry ends when the intent changes mode', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.addNested('b.example.com')
+  h.claims.awake.add('a.example.com')
+  h.claims.awake.add('b.example.com')
+  await h.converge('nested')
+  h.clock.advance(30 * 60_000)
+  let res = await h.converge('flat')
+  assert.equal(res.find((r) => r.host === 'b.example.com')?.reason, 'awake: 60m of grace left')
+  res = await h.converge('nested')
+  assert.equal(res.find((r) => r.host === 'a.example.com')?.reason, 'awake: 60m of grace left', 'a fresh hour after the mode changed')
+})
+
+void test('a forced intent stops an awake host at once', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const sum = hashTree(rt.dir)
+  h.claims.awake.add('a.example.com')
+  assert.deepEqual(outcomes(await h.converge('nested', { deferAwake: false })), { 'a.example.com': 'moved' })
+  assert.deepEqual(h.claims.stops, ['a.example.com'])
+  assert.equal(hashTree(nestedPaths(h.dirs, 'a.example.com').dir), sum)
+  assert.ok(h.steps.indexOf('after-stop') > h.steps.indexOf('after-fence'))
+})
+
+void test('a stop that times out fails the host, lifts its fence, and moves nothing', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  h.claims.awake.add('a.example.com')
+  h.claims.behaviour = 'hang'
+  const asked = h.claims.stopAsked()
+  const run = h.converge('nested', { deferAwake: false })
+  await asked
+  assert.notEqual(h.fence.fenced('a.example.com'), undefined, 'fenced while it is being stopped')
+  assert.equal(h.pass.classify(rt, h.reg.list()).layout, 'fenced')
+  h.clock.advance(59_999)
+  assert.equal(h.clock.pending(), 1, 'still waiting just before 60 s')
+  h.clock.advance(1)
+  const [r] = await run
+  assert.equal(r?.outcome, 'failed')
+  assert.match(r?.reason ?? '', /^stop timed out: still awake after 60s/)
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.ok(isFlat(h.dirs, h.reg.get('a.example.com') ?? rt))
+  assert.ok(fs.existsSync(rt.dir))
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+void test('conflict, foreign and external rows are never moved', async (t) => {
+  const h = await harness(t)
+  const a = h.addFlat('a.example.com')
+  h.reg.add({ host: 'b.example.com', kind: 'instance', hibernate: true, dir: path.join(a.dir, 'sub'), socket: '/tmp/b.sock', db: '' })
+  h.reg.add({ host: 'c.example.com', kind: 'instance', hibernate: true, dir: '/srv/c', socket: '/srv/c.sock', db: '' })
+  h.reg.add({ host: 'd.example.com', kind: 'instance', hibernate: false, ...flatPaths(h.dirs, 'd.example.com') })
+  h.reg.add({ host: 'e.example.com', kind: 'sidecar', hibernate: true, ...flatPaths(h.dirs, 'e.example.com') })
+  const res = await h.converge('nested')
+  assert.deepEqual(res.map((r) => [r.host, r.outcome]), [
+    ['a.example.com', 'refused'],
+    ['b.example.com', 'refused'],
+    ['c.example.com', 'refused'],
+  ])
+  assert.match(res[0]?.reason ?? '', /^conflict: dir .* contains b\.example\.com's dir/)
+  assert.match(res[2]?.reason ?? '', /^foreign: paths are neither/)
+  assert.ok(fs.existsSync(a.dir))
+  assert.deepEqual(h.steps, [])
+})
+
+void test('a destination another row claims is refused', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.reg.add({ host: 'z.example.com', kind: 'static', hibernate: false, dir: nestedPaths(h.dirs, 'a.example.com').dir, socket: '', db: '' })
+  const [r] = await h.converge('nested')
+  assert.equal(r?.outcome, 'refused')
+  assert.match(r?.reason ?? '', /^destination taken: dir .* contains z\.example\.com's dir/)
+})
+
+void test('a run cancelled between batches stops before the next batch', async (t) => {
+  const h = await harness(t, { batchSize: 1 })
+  h.addFlat('a.example.com')
+  h.addFlat('b.example.com')
+  const ac = new AbortController()
+  h.pass = h.newPass({ failpoint: (s) => s === 'after-lift' && ac.abort() })
+  const res = await h.converge('nested', { signal: ac.signal })
+  assert.deepEqual(outcomes(res), { 'a.example.com': 'moved' })
+  assert.ok(isFlat(h.dirs, h.reg.get('b.example.com') ?? ({} as never)))
+})
+
+void test('a registry that refuses the rows puts the files back', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const sum = hashTree(rt.dir)
+  const reg = h.reg
+  const failing = new Proxy(reg, {
+    get(target, prop, recv) {
+      if (prop === 'setPaths') return () => { throw new Error('disk I/O error') }
+      const v: unknown = Reflect.get(target, prop, recv)
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+    },
+  })
+  const pass = new Pass({ ...passDepsOf(h), registry: failing })
+  const [r] = await pass.converge('nested', { deferAwake: true, signal: new AbortController().signal })
+  assert.equal(r?.outcome, 'failed')
+  assert.match(r?.reason ?? '', /registry not updated: disk I\/O error; the files were moved back/)
+  assert.equal(hashTree(rt.dir), sum)
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+function passDepsOf(h: Awaited<ReturnType<typeof harness>>) {
+  return {
+    dirs: h.dirs,
+    registry: h.reg,
+    fence: h.fence,
+    claims: h.claims,
+    gate: h.gate,
+    logger: h.logger,
+    clock: h.clock,
+    graceMs: GRACE_MS,
+    socketsGid: -1,
+  }
+}
+
+void test('a gate that shuts during a run refuses the hosts not yet stopped', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.addFlat('b.example.com')
+  h.pass = h.newPass({ batchSize: 1, failpoint: (s) => s === 'after-lift' && (h.gate.why = 'probe: ready: false') })
+  const res = await h.converge('nested')
+  assert.deepEqual(res.map((r) => [r.host, r.outcome, r.reason]), [
+    ['a.example.com', 'moved', ''],
+    ['b.example.com', 'refused', 'isolation not ready: probe: ready: false'],
+  ])
+  assert.equal(h.fence.fenced('b.example.com'), undefined)
+})
+
+void test('a row removed while its host moved fails that host alone', async (t) => {
+  const h = await harness(t)
+  const a = h.addFlat('a.example.com')
+  h.addFlat('b.example.com', 2)
+  const sum = hashTree(a.dir)
+  h.pass = h.newPass({ failpoint: (s) => s === 'after-rename' && h.reg.remove('a.example.com') })
+  const res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), { 'b.example.com': 'moved', 'a.example.com': 'failed' })
+  assert.match(res.find((r) => r.host === 'a.example.com')?.reason ?? '', /^registry not updated: .*not in the registry.*; the files were moved back$/)
+  assert.equal(hashTree(a.dir), sum, 'its files are back where they were')
+  assert.ok(isNested(h.dirs, h.reg.get('b.example.com') ?? ({} as never)))
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
