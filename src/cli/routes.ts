@@ -7,13 +7,14 @@ import type { Config } from '../config.js'
 import { AppError, errors } from '../errors.js'
 import { hostError } from '../domain/hostname.js'
 import type { Mode } from '../domain/modes.js'
-import { MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../domain/paths.js'
+import { holdPath, journalPath, MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../domain/paths.js'
 import type { RouteStore } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind } from '../domain/schemas.js'
 import { setDirMode } from '../infra/fsutil.js'
 import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../infra/mover.js'
 import { validateRoute } from '../infra/registry.js'
 import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
+import { layoutDirectory } from '../infra/layout-dir.js'
 import { parseCommandArgs, UsageError } from './args.js'
 
 export const ROUTES_USAGE = `usage:
@@ -52,7 +53,7 @@ export async function routesCommand(argv: string[], io: RoutesIo): Promise<numbe
         list(rest, io)
         return 0
       case 'rm':
-        rm(rest, io)
+        await rm(rest, io)
         return 0
       case undefined:
         throw new UsageError('routes needs a command: add, list or rm')
@@ -224,10 +225,17 @@ function table(header: string[], rows: string[][]): string {
   return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd() + '\n').join('')
 }
 
-function rm(argv: string[], io: RoutesIo): void {
+async function rm(argv: string[], io: RoutesIo): Promise<void> {
   const { positionals } = parseCommandArgs(argv, {}, ['HOST'])
   const [host = ''] = positionals
   checkHost(host)
+  // A journal or hold marker names the row recovery will act on: removing
+  // it would strand the files between two directories with nothing to say
+  // where they belong.
+  const layout = layoutDirectory(io.config.dataDir)
+  const [journals, holds] = await Promise.all([layout.journalHosts(), layout.holdHosts()])
+  if (journals.includes(host)) throw errors.conflict(`${host} is mid-move (${journalPath(io.config, host)}); let the agent recover it first`)
+  if (holds.includes(host)) throw errors.conflict(`${host} is held down after a refused move (${holdPath(io.config, host)}); clear the hold or revert first`)
   if (!io.registry.remove(host)) throw errors.notFound(`no route for host ${host}`)
   io.stdout.write(`removed ${host} (its files, if any, are left where they are)\n`)
 }

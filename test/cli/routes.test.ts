@@ -208,6 +208,20 @@ void test('rm removes a row and refuses a host that is not there', async (t) => 
   assert.match(s.err.text, /not a valid hostname/)
 })
 
+void test('rm refuses a host a journal or hold marker names, and keeps its row', async (t) => {
+  const s = await setup(t)
+  assert.equal(await s.run('add', 'a.example.com', '--dir', '/srv/a'), 0)
+  assert.equal(await s.run('add', 'b.example.com', '--dir', '/srv/b'), 0)
+  await fs.mkdir(path.join(s.dataDir, 'layout'), { recursive: true })
+  await fs.writeFile(path.join(s.dataDir, 'layout', 'a.example.com.journal'), '{}')
+  await fs.writeFile(path.join(s.dataDir, 'layout', 'b.example.com.hold'), '{}')
+  assert.equal(await s.run('rm', 'a.example.com'), 1)
+  assert.match(s.err.text, /a\.example\.com is mid-move/)
+  assert.equal(await s.run('rm', 'b.example.com'), 1)
+  assert.match(s.err.text, /b\.example\.com is held down/)
+  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com', 'b.example.com'])
+})
+
 void test('usage errors exit 2 with the usage and change nothing', async (t) => {
   const s = await setup(t)
   const cases = [
