@@ -72,8 +72,10 @@ export interface Classification {
  */
 export interface LayoutPass {
   converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]>
-  recover(intent: IntentMode): Promise<Result[]>
-  restoreHolds(intent: IntentMode): Promise<Result[]>
+  /** defaultOptedOut: under `none`, the default is flat, so a half-done move to nested is rolled back. */
+  recover(intent: IntentMode, opts?: { defaultOptedOut?: boolean }): Promise<Result[]>
+  /** Holds are dropped under `flat`, and under `none` when the default is opted out. */
+  restoreHolds(intent: IntentMode, defaultOptedOut?: boolean): Promise<Result[]>
   classify(route: Route, routes: readonly Route[]): Classification
   /** The hold's reason when the host is held down after a refused move. */
   held(host: string): string | undefined

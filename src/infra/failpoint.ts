@@ -1,7 +1,7 @@
 // Crash points for the crash suite (tests only): CARLOS_FAILPOINT names a
-// step of a move (`after-rename`), optionally one host's (`after-rename:
-// a.example.com`), optionally its nth arrival (`after-journal@2`); several
-// are separated by commas. When the pass reaches a named one, the process
+// step of a move (`after-rename`, reached once per batch), or one host's
+// rename inside a batch (`after-rename:a.example.com`), optionally its nth
+// arrival (`after-journal@2`); several are separated by commas. When the pass reaches a named one, the process
 // is killed with SIGKILL, the nearest a test can come to a power cut: no
 // exit handler, no flush, no finally block runs.
 

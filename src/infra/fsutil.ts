@@ -105,16 +105,16 @@ export async function atomicWrite(file: string, data: string, mode = 0o600): Pro
 
 /** Removes names from dir (absent ones are fine) with one directory fsync. */
 export async function unlinkMany(dir: string, names: Iterable<string>): Promise<void> {
-  let any = false
-  for (const n of names) {
+  const removed = await mapLimit([...names], SYNC_CONCURRENCY, async (n) => {
     try {
       await fs.unlink(path.join(dir, n))
-      any = true
+      return true
     } catch (err) {
-      if (!isNotFound(err)) throw err
+      if (isNotFound(err)) return false
+      throw err
     }
-  }
-  if (any) await fsyncDir(dir)
+  })
+  if (removed.includes(true)) await fsyncDir(dir)
 }
 
 /**

@@ -3,6 +3,7 @@
 // complete. Its presence means "fenced, recover me", so a journal is only
 // ever acted on when it reads back whole and names exactly the two shapes
 // of its host; anything else is reported and left for an operator.
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import Type, { type Static } from 'typebox'
 import Value from 'typebox/value'
@@ -11,7 +12,6 @@ import { recordShapeError } from '../domain/pass-plan.js'
 import type { Dirs } from '../domain/paths.js'
 import { RowPaths } from '../domain/schemas.js'
 import { atomicWriteMany, ensureDir, fsyncDir, isNotFound, readNoFollow, tmpName, unlinkMany } from './fsutil.js'
-import fs from 'node:fs/promises'
 
 export const JOURNAL_SUFFIX = '.journal'
 export const HOLD_SUFFIX = '.hold'

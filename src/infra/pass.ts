@@ -27,7 +27,7 @@ import {
 import { activatorManaged, isFlat, isNested, journalPath, type Dirs } from '../domain/paths.js'
 import type { Classification, Clock, IsolationGate, LayoutPass, Logger, RouteStore } from '../domain/ports.js'
 import type { Route } from '../domain/schemas.js'
-import { fsyncDirs, present, unlinkMany } from './fsutil.js'
+import { fsyncDirs, mapLimit, present, unlinkMany } from './fsutil.js'
 import { GraceBook } from './grace.js'
 import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
 import { layoutDir, listLayout, readJournal, removeJournals, writeJournals, type Journal } from './journal.js'
@@ -38,6 +38,9 @@ export const STOP_TIMEOUT_MS = 60_000
 
 /** Sleeping hosts per group commit: large enough to amortise the fsyncs, small enough that few hosts wait fenced at once. */
 export const BATCH_SIZE = 128
+
+/** Hosts of a batch whose independent file work (checks, preflight, parents) runs at once. */
+const HOST_CONCURRENCY = 8
 
 export interface PassDeps {
   dirs: Dirs
@@ -51,7 +54,7 @@ export interface PassDeps {
   graceMs: number
   /** The carlos-sockets group's id for nested run/ directories; -1 leaves the group alone. */
   socketsGid: number
-  /** Called at each step of a move (FAILPOINT_STEPS, and `<step>:<host>` inside per-host loops); tests kill the process there. */
+  /** Called at each step of a move (FAILPOINT_STEPS, once per batch; and `after-rename:<host>` after each rename); the crash suite kills the process there. */
   failpoint?: (step: string) => void
   /**
    * Called for every result that names a mode, except `unchanged`.
@@ -360,16 +363,25 @@ export class Pass implements LayoutPass {
   async #move(flights: Flight[]): Promise<Result[]> {
     const results: Result[] = []
     const ready: Flight[] = []
-    for (const f of flights) {
+    const cleared = await mapLimit(flights, HOST_CONCURRENCY, async (f) => {
       try {
+        // No source, nothing to move: and what is at the destination may
+        // then be the very files an operator is looking for, so it stays.
+        if (!(await present(f.j.from.dir))) return this.#missing(f)
         await this.#clear(f)
+        return null
       } catch (err) {
-        this.#release([f])
-        results.push(this.#result(f.j.host, 'failed', `destination not cleared: ${message(err)}`, f.j.to, this.#since(f.t0)))
+        return `destination not cleared: ${message(err)}`
+      }
+    })
+    for (const [i, f] of flights.entries()) {
+      const why = cleared[i]
+      if (why === null || why === undefined) {
+        ready.push(f)
         continue
       }
-      ready.push(f)
-      this.#fp(`after-aside:${f.j.host}`)
+      this.#release([f])
+      results.push(this.#result(f.j.host, 'failed', why, f.j.to, this.#since(f.t0)))
     }
     this.#fp('after-aside')
     if (ready.length === 0) return results
@@ -422,15 +434,19 @@ export class Pass implements LayoutPass {
     const go: Flight[] = []
     const held: Array<{ f: Flight; reason: string }> = []
     const failed: Array<{ f: Flight; reason: string }> = []
-    for (const f of flights) {
+    const found = await mapLimit(flights, HOST_CONCURRENCY, async (f) => {
       try {
         const p = await preflight(f.j.from.dir)
-        if (p.kind === 'ok') go.push(f)
-        else if (p.kind === 'held') held.push({ f, reason: p.reason })
-        else failed.push({ f, reason: `files missing: ${f.j.from.dir} does not exist${(await present(f.j.dest.dir)) ? ` (${f.j.dest.dir} does; an operator decides)` : ''}` })
+        return p.kind === 'missing' ? { kind: 'failed' as const, reason: await this.#missing(f) } : p
       } catch (err) {
-        failed.push({ f, reason: `preflight: ${message(err)}` })
+        return { kind: 'failed' as const, reason: `preflight: ${message(err)}` }
       }
+    })
+    for (const [i, f] of flights.entries()) {
+      const p = found[i]
+      if (p?.kind === 'ok') go.push(f)
+      else if (p?.kind === 'held') held.push({ f, reason: p.reason })
+      else failed.push({ f, reason: p?.reason ?? 'preflight: no answer' })
     }
     this.#fp('after-preflight')
     if (held.length > 0) results.push(...(await this.#hold(held)))
@@ -456,13 +472,21 @@ export class Pass implements LayoutPass {
   async #prepare(flights: Flight[], results: Result[]): Promise<Flight[]> {
     const go: Flight[] = []
     const sync: string[] = []
-    for (const f of flights) {
+    const prepared = await mapLimit(flights, HOST_CONCURRENCY, async (f) => {
       try {
         await this.#clear(f)
-        sync.push(...(await prepareParents(this.#d.dirs, f.j.host, f.j.to, f.j.dest, this.#d.socketsGid)))
-        go.push(f)
+        return { ok: true as const, sync: await prepareParents(this.#d.dirs, f.j.host, f.j.to, f.j.dest, this.#d.socketsGid) }
       } catch (err) {
-        results.push(...(await this.#abandon([f], `destination not prepared: ${message(err)}`)))
+        return { ok: false as const, why: `destination not prepared: ${message(err)}` }
+      }
+    })
+    for (const [i, f] of flights.entries()) {
+      const p = prepared[i]
+      if (p?.ok === true) {
+        go.push(f)
+        sync.push(...p.sync)
+      } else {
+        results.push(...(await this.#abandon([f], p?.why ?? 'destination not prepared')))
       }
     }
     await fsyncDirs(sync)
@@ -557,6 +581,11 @@ export class Pass implements LayoutPass {
       ...lift.map((f) => this.#result(f.j.host, outcome, outcome === 'recovered' ? `finished the move to ${f.j.to}` : '', f.j.to, this.#since(f.t0))),
       ...keep.map((f) => this.#result(f.j.host, 'held', HOLD_AFTER_REVERT, f.j.to, this.#since(f.t0))),
     ]
+  }
+
+  async #missing(f: Flight): Promise<string> {
+    const there = await present(f.j.dest.dir)
+    return `files missing: ${f.j.from.dir} does not exist${there ? ` (${f.j.dest.dir} does; an operator decides)` : ''}`
   }
 
   /** Sets aside what is at a flight's destination, and notes it. */

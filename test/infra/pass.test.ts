@@ -368,3 +368,18 @@ void test('a row removed while its host moved fails that host alone', async (t) 
   assert.ok(isNested(h.dirs, h.reg.get('b.example.com') ?? ({} as never)))
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
 })
+
+void test('a row whose files are missing is not moved, and nothing is set aside for it', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  const dest = nestedPaths(h.dirs, 'a.example.com').dir
+  fs.mkdirSync(path.dirname(dest), { recursive: true })
+  fs.renameSync(rt.dir, dest)
+  const [r] = await h.converge('nested')
+  assert.equal(r?.outcome, 'failed')
+  assert.equal(r?.reason, `files missing: ${rt.dir} does not exist (${dest} does; an operator decides)`)
+  assert.ok(fs.existsSync(dest), 'left where it is')
+  assert.equal(h.pass.note('a.example.com'), '')
+  assert.equal(h.fence.fenced('a.example.com'), undefined)
+  assert.deepEqual(h.steps.filter((s) => s === 'after-journal'), [])
+})
