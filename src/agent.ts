@@ -11,7 +11,7 @@ import { loadLayoutIntent } from './domain/intent.js'
 import { IntentState } from './domain/intent-state.js'
 import { Leg } from './domain/leg.js'
 import { layoutLegWith, logLayoutResults } from './domain/leg-run.js'
-import { layoutDefault } from './domain/layout-default.js'
+import { layoutDefault, type DefaultInputs } from './domain/layout-default.js'
 import { mintLayoutIntentWith } from './domain/mint.js'
 import type { Mode, Result, RowLayout } from './domain/modes.js'
 import type { Clock, DeployStore, Logger } from './domain/ports.js'
@@ -117,12 +117,9 @@ export class Agent implements AgentApi {
     const intent = await startupRecoveryIntent({
       layoutDir: this.#layoutDir,
       openStore: () => Promise.resolve(this.#deps.store),
-      box: config.box,
+      ...this.#intentInputs(),
       state: this.#state,
       logger,
-      layoutDefault: config.layoutDefault,
-      build: config.build,
-      gate: this.#gate,
       signal: this.#life.signal,
     })
     const pass = new Pass({
@@ -183,19 +180,16 @@ export class Agent implements AgentApi {
   async #runLeg(signal: AbortSignal): Promise<{ results: Result[]; retry: boolean }> {
     const pass = this.#pass
     if (pass === null) return { results: [], retry: false }
-    const { config, logger, metrics } = this.#deps
+    const { logger, metrics } = this.#deps
     // The gate's self-check and mounts are evaluated fresh for every run;
     // the probe keeps its own schedule.
     await this.#gate?.refresh({ probe: false })
     const outcome = await layoutLegWith(
       {
         store: this.#deps.store,
-        box: config.box,
+        ...this.#intentInputs(),
         state: this.#state,
         logger,
-        layoutDefault: config.layoutDefault,
-        build: config.build,
-        gate: this.#gate,
         converge: (mode: Mode, force: boolean, s: AbortSignal) => pass.converge(mode, { deferAwake: !force, signal: s }),
       },
       signal,
@@ -308,14 +302,12 @@ export class Agent implements AgentApi {
 
   mint(): Promise<Mode> {
     const { config, registry, store } = this.#deps
-    return mintLayoutIntentWith({
-      store,
-      box: config.box,
-      dirs: config,
-      routes: () => registry.list(),
-      layoutDefault: config.layoutDefault,
-      build: config.build,
-      gate: this.#gate,
-    })
+    return mintLayoutIntentWith({ store, dirs: config, routes: () => registry.list(), ...this.#intentInputs() })
+  }
+
+  /** What every reading of the intent needs: whose it is, and what stands in when none is recorded. */
+  #intentInputs(): { box: string } & DefaultInputs {
+    const { box, layoutDefault, build } = this.#deps.config
+    return { box, layoutDefault, build, gate: this.#gate }
   }
 }
