@@ -52,6 +52,8 @@ export class Agent implements AgentApi {
   readonly #layoutDir
   #pass: Pass | null = null
   #pollTimer: (() => void) | null = null
+  #polling = false
+  #pollAgain = false
   #lastPolled = ''
   #unmanagedFenced = { journals: new Set<string>(), holds: new Set<string>() }
   readonly #life = new AbortController()
@@ -162,6 +164,34 @@ export class Agent implements AgentApi {
     }
     this.#leg.kick()
     this.#schedulePoll()
+    // A store that pushes makes the poll come at once; the poll still
+    // decides whether anything changed.
+    this.#deps.store.watch?.(() => this.#pollNow(), this.#life.signal)
+  }
+
+  /** Reads the intent now rather than at the next tick; the tick after it is rescheduled. */
+  #pollNow(): void {
+    if (this.#life.signal.aborted) return
+    // A push during a read may be about a record the read missed: read again
+    // straight after it.
+    if (this.#polling) {
+      this.#pollAgain = true
+      return
+    }
+    this.#pollTimer?.()
+    this.#pollTimer = null
+    this.#polling = true
+    this.#poll()
+      .catch((err: unknown) => this.#deps.logger.error({ err }, 'layout: intent poll failed'))
+      .finally(() => {
+        this.#polling = false
+        if (this.#pollAgain) {
+          this.#pollAgain = false
+          this.#pollNow()
+        } else {
+          this.#schedulePoll()
+        }
+      })
   }
 
   /** Stops accepting work; a run of the leg finishes its current host. */
@@ -214,11 +244,8 @@ export class Agent implements AgentApi {
   /** Reads the intent every pollMs, each read scheduled after the last ends; a change is a serial move. */
   #schedulePoll(): void {
     if (this.#life.signal.aborted) return
-    this.#pollTimer = this.#clock.setTimer(this.#deps.config.pollMs, () => {
-      this.#poll()
-        .catch((err: unknown) => this.#deps.logger.error({ err }, 'layout: intent poll failed'))
-        .finally(() => this.#schedulePoll())
-    })
+    this.#pollTimer?.()
+    this.#pollTimer = this.#clock.setTimer(this.#deps.config.pollMs, () => this.#pollNow())
   }
 
   async #poll(): Promise<void> {

@@ -47,6 +47,12 @@ export interface DeployStore {
   list(signal: AbortSignal): Promise<IntentRecord[]>
   /** Records an intent durably. */
   record(intent: IntentRecord, signal: AbortSignal): Promise<void>
+  /**
+   * Calls onChange soon after a record lands (a store that can push, like
+   * etcd's watch), until signal aborts. Absent: the agent polls only. A
+   * watch is a hint that makes the next read sooner, never a read itself.
+   */
+  watch?(onChange: () => void, signal: AbortSignal): void
   /** Where the store is, for logs and errors. */
   describe(): string
   close(): Promise<void>
