@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { IsolationGate, Logger } from '../domain/ports.js'
+import { setDirMode } from './fsutil.js'
 
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
@@ -152,7 +153,7 @@ export class Isolation implements IsolationGate {
       if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', `${nested} is not a directory (a symlink is refused)`)
       await fs.mkdir(probe, { mode: 0o750 })
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
-      await fs.chmod(path.join(probe, 'run'), 0o2770)
+      await setDirMode(path.join(probe, 'run'), 0o2770)
       const run = await fs.lstat(path.join(probe, 'run'))
       if (!run.isDirectory() || (run.mode & 0o7777) !== 0o2770) {
         return fail('selfcheck', `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${(run.mode & 0o7777).toString(8)})`)

@@ -313,12 +313,17 @@ for (const step of [...FAILPOINT_STEPS.filter((s) => s !== 'after-stop' && s !==
       const hosts = ['t0.example.com', 't1.example.com', 't2.example.com']
       const sums = new Map(hosts.map((x, i) => [x, hashTree(h.addFlat(x, i + 3).dir)]))
       const crash = new Error(`crash ${step}`)
+      let fired = false
       h.pass = h.newPass({
         failpoint: (s) => {
-          if (s === step) throw crash
+          if (s !== step) return
+          fired = true
+          throw crash
         },
       })
       await h.converge('nested').catch((err: unknown) => assert.equal(err, crash))
+      // A step the pass never reaches would make this test pass on nothing.
+      assert.ok(fired, `the failpoint ${step} fired`)
 
       const fence = new FenceTable()
       const pass = h.newPass({ fence, failpoint: () => {} })

@@ -1,0 +1,82 @@
+// The isolation gate: each check on real files (a mountinfo text the test
+// writes, a probe verdict file), the first failing check named, and a
+// change of answer reported.
+import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { test } from 'node:test'
+import { Isolation, mountsVerdict, parseMountinfo, probeVerdict } from '../../src/infra/isolation.js'
+import { FakeLogger } from '../domain/fakes.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+const MOUNTINFO = [
+  '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw',
+  '40 22 8:2 / /data/nested rw,nosuid,nodev,nosymfollow shared:2 - ext4 /dev/sda2 rw',
+  '41 22 8:3 / /data/with\\040space rw,nosymfollow shared:3 - ext4 /dev/sda3 rw',
+  '42 22 8:4 / /data/plain rw,nosuid shared:4 - ext4 /dev/sda4 rw',
+].join('\n')
+
+void test('parseMountinfo reads mount points with their escapes and per-mount options', () => {
+  const m = parseMountinfo(MOUNTINFO)
+  assert.deepEqual(m.get('/data/nested'), ['rw', 'nosuid', 'nodev', 'nosymfollow'])
+  assert.ok(m.has('/data/with space'))
+})
+
+void test('a later mount on the same point wins', () => {
+  const over = `${MOUNTINFO}\n50 40 8:5 / /data/nested rw,nosuid - tmpfs tmpfs rw`
+  assert.equal(mountsVerdict(over, ['/data/nested']), '/data/nested is mounted without nosymfollow')
+})
+
+void test('mountsVerdict names the first required mount that does not isolate', () => {
+  assert.equal(mountsVerdict(MOUNTINFO, ['/data/nested', '/data/with space']), '')
+  assert.equal(mountsVerdict(MOUNTINFO, ['/data/nested', '/data/plain']), '/data/plain is mounted without nosymfollow')
+  assert.equal(mountsVerdict(MOUNTINFO, ['/data/other']), '/data/other is not a mount point')
+})
+
+void test('probeVerdict wants `ready: true` and reports what it says otherwise', () => {
+  assert.equal(probeVerdict('checked: 2026-11-30\nready: true\n'), '')
+  assert.equal(probeVerdict('ready: false\nreason: landlock unavailable\n'), 'the probe says ready: false (landlock unavailable)')
+  assert.equal(probeVerdict('hello'), 'the probe verdict has no `ready:` line')
+  assert.equal(probeVerdict('ready: truthy'), 'the probe says ready: truthy')
+})
+
+void test('the gate is shut until its first read, opens when every check passes, and reports each change', async (t) => {
+  const dir = await tmpDir(t)
+  const dataDir = path.join(dir, 'data')
+  const mountinfo = path.join(dir, 'mountinfo')
+  const probeFile = path.join(dir, 'probe.out')
+  const nested = path.join(dataDir, 'nested')
+  await fs.writeFile(mountinfo, `40 22 8:2 / ${nested} rw,nosymfollow - ext4 /dev/x rw\n`)
+  await fs.writeFile(probeFile, 'ready: false\n')
+  const changes: Array<string | null> = []
+  const gate = new Isolation({ dataDir, nestedMounts: [nested], mountinfo, probeFile, probeEveryMs: 60_000 }, new FakeLogger(), (v) => changes.push(v))
+
+  assert.equal(gate.check(), 'selfcheck: not yet run')
+  assert.equal(await gate.refresh({ probe: true }), 'probe: the probe says ready: false')
+  await fs.writeFile(probeFile, 'ready: true\n')
+  // Without reading the probe the cached verdict stands.
+  assert.equal(await gate.refresh({ probe: false }), 'probe: the probe says ready: false')
+  assert.equal(await gate.refresh({ probe: true }), null)
+  assert.deepEqual(gate.report().map((c) => c.ok), [true, true, true])
+
+  // A remount without nosymfollow is seen at the next refresh.
+  await fs.writeFile(mountinfo, `40 22 8:2 / ${nested} rw - ext4 /dev/x rw\n`)
+  assert.equal(await gate.refresh({ probe: false }), `mounts: ${nested} is mounted without nosymfollow`)
+  assert.deepEqual(changes, ['probe: the probe says ready: false', null, `mounts: ${nested} is mounted without nosymfollow`])
+  // The self-check leaves nothing behind under D/nested.
+  assert.deepEqual(await fs.readdir(nested), [])
+})
+
+void test('the self-check refuses a D/nested that is a symlink', async (t) => {
+  const dir = await tmpDir(t)
+  const dataDir = path.join(dir, 'data')
+  await fs.mkdir(path.join(dir, 'elsewhere'), { recursive: true })
+  await fs.mkdir(dataDir)
+  await fs.symlink(path.join(dir, 'elsewhere'), path.join(dataDir, 'nested'))
+  const gate = new Isolation(
+    { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000 },
+    new FakeLogger(),
+  )
+  assert.match((await gate.refresh({ probe: true })) ?? '', /^selfcheck: .*nested is not a directory \(a symlink is refused\)/)
+  assert.deepEqual(await fs.readdir(path.join(dir, 'elsewhere')), [], 'nothing was created through the symlink')
+})
