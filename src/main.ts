@@ -23,6 +23,9 @@ const USAGE = `usage:
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
+/** How long `routes add` waits for the running agent's mint before applying the rule itself. */
+const MINT_ASK_MS = 5_000
+
 /** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 90_000
 
@@ -92,17 +95,25 @@ async function dispatch(argv: string[], config: Config): Promise<number> {
     case 'converge':
       return (await import('./cli/converge.js')).convergeCommand(rest, io)
     case 'routes': {
-      const [{ routesCommand }, { mintLayoutIntentWith }, { openDeployStore }] = await Promise.all([
+      const [{ routesCommand }, { mintLayoutIntentWith }, { openDeployStore }, { AgentClient, agentUrl }] = await Promise.all([
         import('./cli/routes.js'),
         import('./domain/mint.js'),
         import('./infra/deploy-store.js'),
+        import('./cli/agent-client.js'),
       ])
       return withRegistry(config, (registry) => {
         const store = openDeployStore(config)
-        // The CLI has no gate: with no intent, a nested default mints nested
+        // The running agent mints with its isolation gate's real answer.
+        // Only when no agent answers does the CLI apply the rule itself,
+        // without a gate: with no intent, a nested default then mints nested
         // only where the box has evidently moved (nested rows present).
-        const mint = () =>
-          mintLayoutIntentWith({
+        const mint = async () => {
+          try {
+            return await new AgentClient(agentUrl(config, undefined), config.token).mint(MINT_ASK_MS)
+          } catch (err) {
+            if (!(err instanceof AgentUnreachable)) throw err
+          }
+          return mintLayoutIntentWith({
             store,
             box: config.box,
             dirs: config,
@@ -111,6 +122,7 @@ async function dispatch(argv: string[], config: Config): Promise<number> {
             build: config.build,
             gate: null,
           })
+        }
         return routesCommand(rest, { ...io, registry, mint }).finally(() => store.close())
       })
     }

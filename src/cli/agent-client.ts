@@ -3,6 +3,8 @@
 // that say which agent could not be reached.
 import { request } from 'undici'
 import type { Config } from '../config.js'
+import { AppError } from '../errors.js'
+import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
 export class AgentUnreachable extends Error {
@@ -34,6 +36,11 @@ export class AgentClient {
     return ((await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun }).run
   }
 
+  /** The mode the agent mints a new row in (its gate's real answer). */
+  async mint(timeoutMs: number): Promise<Mode> {
+    return ((await this.call('GET', '/layout/mint', timeoutMs)) as { mode: Mode }).mode
+  }
+
   async leg(): Promise<LegState> {
     return (await this.status()).leg
   }
@@ -56,7 +63,8 @@ export class AgentClient {
     }
     if (res.statusCode >= 400) {
       const e = (body as { error?: { code?: string; message?: string } }).error
-      throw new AgentUnreachable(`${method} ${path}: ${res.statusCode} ${e?.code ?? ''}: ${e?.message ?? text}`)
+      // The agent answered from its catalogue: the same coded error, here.
+      throw new AppError(e?.code ?? 'unknown', res.statusCode, `${method} ${path}: ${res.statusCode} ${e?.code ?? ''}: ${e?.message ?? text}`)
     }
     return body
   }
