@@ -49,7 +49,7 @@ async function serve(config: Config): Promise<number> {
   }
   const metrics = new Metrics()
   const registry = Registry.open(config.dataDir)
-  const store = openDeployStore(config)
+  const store = openDeployStore(config, logger)
   const agent = new Agent({ config, logger, metrics, registry, store, reload: edgeReloader(config.edgeReloadUrl, logger) })
   const app = await buildApp({ api: agent, metrics, logger, token: config.token })
   app.addHook('onClose', async () => {

@@ -8,6 +8,7 @@ import path from 'node:path'
 import Value from 'typebox/value'
 import type { DeployStore } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
+import { schemaErrors } from './schema-errors.js'
 
 /** A record is a few hundred bytes; anything this large is not one of ours. */
 export const MAX_RECORD_BYTES = 64 * 1024
@@ -21,21 +22,6 @@ const TEMP_MARK = '.tmp-'
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err))
-
-/** What the schema refused, in words an operator can act on. */
-function schemaErrors(value: unknown): string {
-  const why: string[] = []
-  for (const e of Value.Errors(IntentRecord, value)) {
-    // additionalProperties: false reports each extra key twice; the keyword error names them all.
-    if (e.keyword === 'boolean') continue
-    if (e.keyword === 'additionalProperties') {
-      why.push(`unknown field(s) ${e.params.additionalProperties.join(', ')}`)
-      continue
-    }
-    why.push(`${e.instancePath === '' ? 'record' : e.instancePath.slice(1)} ${e.message}`)
-  }
-  return why.join('; ')
-}
 
 /** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
 async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
@@ -114,7 +100,7 @@ export class DirDeployStore implements DeployStore {
     } catch (err) {
       throw bad(`not JSON: ${messageOf(err)}`, err)
     }
-    if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(value)}`)
+    if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
     // The name is the id, so two files can never claim one id and a copied
     // file cannot pose as another record.
     if (name !== `${value.id}.json`) throw bad(`holds id ${JSON.stringify(value.id)}, so it must be named ${value.id}.json`)
@@ -123,7 +109,7 @@ export class DirDeployStore implements DeployStore {
 
   async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted()
-    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(intent)}`)
+    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
     // list() skips temp-looking names; a record it would skip must not be written.
     if (intent.id.includes(TEMP_MARK)) throw new Error(`refusing to record intent ${intent.id}: an id may not contain ${JSON.stringify(TEMP_MARK)}`)
     await this.ensureDir()

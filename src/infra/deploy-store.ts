@@ -1,14 +1,16 @@
 // Opens the deployment's deploy store (DESIGN §7). When etcd is named it is
 // the store and the directory is not read: a fleet must never fall back to a
-// local directory that no other box sees, so an etcd deployment on a build
-// without the etcd store fails loudly instead of reading the wrong place.
+// local directory that no other box sees.
 import type { Config } from '../config.js'
-import type { DeployStore } from '../domain/ports.js'
+import type { DeployStore, Logger } from '../domain/ports.js'
+import { createLogger } from '../logger.js'
 import { DirDeployStore } from './deploy-dir.js'
+import { EtcdDeployStore } from './deploy-etcd.js'
 
-export function openDeployStore(config: Config): DeployStore {
+/** logger: where the etcd store reports its watch; default a logger of its own at the configured level. */
+export function openDeployStore(config: Config, logger?: Logger): DeployStore {
   if (config.etcdEndpoints.length > 0) {
-    throw new Error('CARLOS_DEPLOYMENT_ETCD is set, but this build has no etcd deploy store yet')
+    return new EtcdDeployStore(config.etcdEndpoints, { logger: logger ?? createLogger(config.logLevel) })
   }
   return new DirDeployStore(config.deploymentDir)
 }

@@ -1,0 +1,115 @@
+// The operator's first session, against the real agent process on a real
+// socket: routes added and intents recorded with the CLI, the report read
+// with the CLI and over HTTP, the box converging without a restart.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { test } from 'node:test'
+import { request } from 'undici'
+import type { LayoutReport } from '../../src/domain/schemas.js'
+import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+async function cli(sb: Sandbox, ...args: string[]): Promise<string> {
+  const r = await runCli(sb, args)
+  assert.equal(r.exit.code, 0, `layoutd ${args.join(' ')}: ${r.stderr}`)
+  return r.stdout
+}
+
+async function statusJson(sb: Sandbox, agent: AgentProcess): Promise<LayoutReport> {
+  return JSON.parse(await cli(sb, 'status', '--json', '--url', agent.url)) as LayoutReport
+}
+
+void test('routes add, intent migrate --box, status: the rows and the mode change without a restart', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t), 'kass-1')
+  const agent = await AgentProcess.start(sb)
+  t.after(() => agent.stop())
+  await agent.waitReady()
+
+  const live = await request(`${agent.url}/livez`)
+  assert.equal(live.statusCode, 200)
+  await live.body.dump()
+
+  for (const h of ['a.example.com', 'b.example.com']) assert.match(await cli(sb, 'routes', 'add', h, '--hibernate'), /minted flat/)
+  await fs.writeFile(path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db'), 'rows')
+  const before = await statusJson(sb, agent)
+  assert.equal(before.rows['a.example.com']?.layout, 'flat')
+
+  assert.match(await cli(sb, 'intent', 'migrate', '--box', 'kass-1'), /nested for box kass-1/)
+  const nested = await agent.waitFor(
+    'the box to converge nested',
+    async () => {
+      const r = await statusJson(sb, agent)
+      return r.mode === 'nested' && Object.values(r.rows).every((row) => row.layout === 'nested') ? r : undefined
+    },
+    30_000,
+  )
+  assert.deepEqual(Object.keys(nested.rows).sort(), ['a.example.com', 'b.example.com'])
+  assert.equal(await fs.readFile(path.join(sb.dataDir, 'nested', 'a.example.com', 'data', 'tenant.db'), 'utf8'), 'rows')
+
+  // The table, and HTTP agreeing with it.
+  const table = await cli(sb, 'status', '--url', agent.url)
+  assert.match(table, /^HOST\s+LAYOUT\s+REASON\s+NOTE$/m)
+  assert.match(table, /^a\.example\.com\s+nested$/m)
+  const http = await request(`${agent.url}/layout/status`)
+  assert.equal(((await http.body.json()) as LayoutReport).rows['b.example.com']?.layout, 'nested')
+
+  // routes list agrees with where the files are.
+  const rows = JSON.parse(await cli(sb, 'routes', 'list', '--json')) as Array<{ host: string; dir: string }>
+  assert.equal(rows.find((r) => r.host === 'a.example.com')?.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
+
+  // And back, fleet-wide.
+  await cli(sb, 'intent', 'revert')
+  await agent.waitFor(
+    'the box to converge flat',
+    async () => {
+      const r = await statusJson(sb, agent)
+      return r.mode === 'flat' && Object.values(r.rows).every((row) => row.layout === 'flat') ? r : undefined
+    },
+    30_000,
+  )
+  assert.equal(await fs.readFile(path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db'), 'utf8'), 'rows')
+})
+
+void test('routes add mints in the shape the running agent answers, gate and all', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t), 'kass-1')
+  const agent = await AgentProcess.start(sb)
+  t.after(() => agent.stop())
+  await agent.waitReady()
+  // No intent recorded, the default nested, the gate open once the probe is read.
+  await agent.waitFor('the gate to open', async () => ((await agent.status()).defaultBlocked === '' ? true : undefined), 20_000)
+  const listen = new URL(agent.url).host
+  const child = spawn(process.execPath, [MAIN_JS, 'routes', 'add', 'n.example.com', '--hibernate'], {
+    env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: listen }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  const [code] = (await once(child, 'close')) as [number]
+  assert.equal(code, 0)
+  assert.match(out, /minted nested/)
+  const st = await fs.stat(path.join(sb.dataDir, 'nested', 'n.example.com', 'run'))
+  assert.equal(st.mode & 0o7777, 0o2770)
+})
+
+void test('a bad value stops the agent at boot, naming the variable and the value', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t))
+  const r = await runCli({ ...sb }, ['serve', '--bogus'])
+  assert.equal(r.exit.code, 2, 'serve takes no arguments: usage')
+  const bad = await AgentProcess.start(sb, { env: { CARLOS_LAYOUT_POLL: 'soon' } }).then(
+    () => assert.fail('the agent started with CARLOS_LAYOUT_POLL=soon'),
+    (err: Error) => err,
+  )
+  assert.match(bad.message, /CARLOS_LAYOUT_POLL="soon"/)
+})
+
+void test('without a token the agent refuses to listen beyond loopback', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t))
+  const err = await AgentProcess.start(sb, { env: { CARLOS_AGENT_LISTEN: '0.0.0.0:9' } }).then(
+    () => assert.fail('the agent listened on 0.0.0.0 without a token'),
+    (e: Error) => e,
+  )
+  assert.match(err.message, /beyond loopback; set CARLOS_AGENT_TOKEN/)
+})

@@ -1,0 +1,229 @@
+// A real etcd (Debian's etcd-server) for the tests: one member, or a small
+// cluster, on free loopback ports and a temp data dir. A member can be
+// SIGKILLed and started again on the same data dir and ports (the records
+// survive, the clients' URLs stay right), and stopped with SIGSTOP to stand
+// for a slow one; killing one of two leaves the other cut off from its
+// quorum, as a partition does. Start-up waits for etcd's own "ready to serve" line
+// and then for an answer, never on a blind sleep. No etcd on the machine is
+// a failure that says how to get one: the suite never skips these tests.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { TestContext } from 'node:test'
+import { request } from 'undici'
+import { freePort } from './agent-process.js'
+
+/** What etcd 3.4 says once it serves clients: zap's line, or capnslog's. */
+const READY_LINES = ['serving client traffic', 'ready to serve client requests']
+const START_TIMEOUT_MS = 20_000
+const START_ATTEMPTS = 4
+const TAIL_LINES = 40
+
+/** The etcd binary: $ETCD_BIN, else `etcd` on PATH. Throws, saying how to install it, when there is none. */
+export function etcdBinary(): string {
+  const bin = process.env.ETCD_BIN ?? 'etcd'
+  const r = spawnSync(bin, ['--version'], { encoding: 'utf8' })
+  if (r.error !== undefined || r.status !== 0) {
+    throw new Error(
+      `no etcd to test against (${bin}: ${r.error?.message ?? `exit ${String(r.status)}: ${r.stderr}`}); ` +
+        'install Debian\'s etcd-server (apt-get install -y etcd-server, as root; scripts/test.sh does it) or set ETCD_BIN',
+    )
+  }
+  return bin
+}
+
+const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64')
+
+export class EtcdServer {
+  readonly url: string
+  readonly peerUrl: string
+  readonly dataDir: string
+  #child: ChildProcess | undefined
+  #exited: Promise<void> = Promise.resolve()
+  #tail: string[] = []
+
+  /** `name=peerUrl,...` of every member, set once the cluster's members are made. */
+  #initialCluster = ''
+
+  private constructor(
+    readonly bin: string,
+    dir: string,
+    readonly name: string,
+    readonly clientPort: number,
+    readonly peerPort: number,
+  ) {
+    this.url = `http://127.0.0.1:${clientPort}`
+    this.peerUrl = `http://127.0.0.1:${peerPort}`
+    this.dataDir = path.join(dir, `etcd-${name}`)
+  }
+
+  /** Starts one member under dir (which the caller removes). */
+  static async start(dir: string): Promise<EtcdServer> {
+    const [e] = await EtcdServer.startCluster(dir, 1)
+    if (e === undefined) throw new Error('no member started')
+    return e
+  }
+
+  /**
+   * Starts a cluster of n members under dir, all at once (a member answers
+   * only once the cluster has its quorum). A port lost to a race is retried
+   * on new ones.
+   */
+  static async startCluster(dir: string, n: number): Promise<EtcdServer[]> {
+    const bin = etcdBinary()
+    for (let attempt = 1; ; attempt++) {
+      const members: EtcdServer[] = []
+      for (let i = 0; i < n; i++) members.push(new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort()))
+      const initial = members.map((m) => `${m.name}=${m.peerUrl}`).join(',')
+      for (const m of members) m.#initialCluster = initial
+      await fs.mkdir(path.join(dir, `try-${attempt}`), { recursive: true })
+      const started = await Promise.allSettled(members.map((m) => m.#run()))
+      const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+      if (failed === undefined) return members
+      await Promise.all(members.map((m) => m.kill()))
+      if (attempt < START_ATTEMPTS && members.some((m) => m.tail().includes('address already in use'))) continue
+      throw failed.reason
+    }
+  }
+
+  /** A member for one test, on a temp dir, killed when the test ends. */
+  static async forTest(t: TestContext): Promise<EtcdServer> {
+    const [e] = await EtcdServer.clusterForTest(t, 1)
+    if (e === undefined) throw new Error('no member started')
+    return e
+  }
+
+  /** A cluster of n members for one test, on a temp dir, killed when the test ends. */
+  static async clusterForTest(t: TestContext, n: number): Promise<EtcdServer[]> {
+    // Killed before their directory goes (after-hooks run in the order they are added).
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-etcd-'))
+    const held: { members: EtcdServer[] } = { members: [] }
+    t.after(async () => {
+      await Promise.all(held.members.map((m) => m.kill()))
+      await fs.rm(dir, { recursive: true, force: true })
+    })
+    held.members = await EtcdServer.startCluster(dir, n)
+    return held.members
+  }
+
+  get pid(): number {
+    return this.#child?.pid ?? -1
+  }
+
+  tail(): string {
+    return this.#tail.join('\n')
+  }
+
+  async #run(): Promise<void> {
+    const child = spawn(
+      this.bin,
+      [
+        '--name', this.name,
+        '--data-dir', this.dataDir,
+        '--listen-client-urls', this.url,
+        '--advertise-client-urls', this.url,
+        '--listen-peer-urls', this.peerUrl,
+        '--initial-advertise-peer-urls', this.peerUrl,
+        '--initial-cluster', this.#initialCluster,
+        '--logger', 'zap',
+        // A member elects after one election timeout: keep it short, so a start or restart is quick.
+        '--heartbeat-interval', '10',
+        '--election-timeout', '100',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    this.#child = child
+    let ready: () => void = () => undefined
+    const readyLine = new Promise<void>((resolve) => (ready = resolve))
+    const exited = new Promise<string>((resolve) => child.once('exit', (code, sig) => resolve(`exit ${String(code)}, signal ${String(sig)}`)))
+    this.#exited = exited.then(() => undefined)
+    let partial = ''
+    const onData = (s: string): void => {
+      const lines = (partial + s).split('\n')
+      partial = lines.pop() ?? ''
+      for (const line of lines) {
+        this.#tail.push(line)
+        if (this.#tail.length > TAIL_LINES) this.#tail.shift()
+        if (READY_LINES.some((l) => line.includes(l))) ready()
+      }
+    }
+    child.stdout?.setEncoding('utf8').on('data', onData)
+    child.stderr?.setEncoding('utf8').on('data', onData)
+    const timeout = new AbortController()
+    try {
+      const r = await Promise.race([
+        readyLine.then(() => 'ready' as const),
+        exited,
+        delay(START_TIMEOUT_MS, 'timeout' as const, { signal: timeout.signal }),
+      ])
+      if (r !== 'ready') throw new Error(`etcd did not start (${r}); its last output:\n${this.tail()}`)
+    } finally {
+      timeout.abort()
+    }
+    // Serving is not yet answering: ask until a read comes back.
+    const deadline = performance.now() + START_TIMEOUT_MS
+    for (;;) {
+      try {
+        await this.range('/')
+        return
+      } catch (err) {
+        if (performance.now() > deadline) throw new Error(`etcd started but does not answer: ${(err as Error).message}\n${this.tail()}`)
+      }
+      await delay(25)
+    }
+  }
+
+  /** SIGKILL, and the exit. */
+  async kill(): Promise<void> {
+    this.#child?.kill('SIGKILL')
+    await this.#exited
+  }
+
+  /** Starts the member again on the same data dir and ports (after kill). */
+  async restart(): Promise<void> {
+    await this.kill()
+    await this.#run()
+  }
+
+  /** SIGSTOP: the member holds its connections and answers nothing, as a slow or cut-off one does. */
+  pause(): void {
+    this.#child?.kill('SIGSTOP')
+  }
+
+  resume(): void {
+    this.#child?.kill('SIGCONT')
+  }
+
+  async #post(pathname: string, body: unknown): Promise<unknown> {
+    const res = await request(`${this.url}${pathname}`, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+      signal: AbortSignal.timeout(5000),
+    })
+    const text = await res.body.text()
+    if (res.statusCode !== 200) throw new Error(`etcd ${pathname}: HTTP ${res.statusCode}: ${text}`)
+    return JSON.parse(text) as unknown
+  }
+
+  /** Writes any bytes at key, bypassing the store: how a garbage record gets there. */
+  async put(key: string, value: string | Buffer): Promise<void> {
+    await this.#post('/v3/kv/put', { key: b64(key), value: b64(value) })
+  }
+
+  async del(key: string): Promise<void> {
+    await this.#post('/v3/kv/deleterange', { key: b64(key) })
+  }
+
+  /** Every key under prefix with its value, as text. */
+  async range(prefix: string): Promise<Map<string, string>> {
+    const end = Buffer.from(prefix)
+    end[end.length - 1] = (end.at(-1) ?? 0) + 1
+    const r = (await this.#post('/v3/kv/range', { key: b64(prefix), range_end: end.toString('base64') })) as {
+      kvs?: Array<{ key: string; value?: string }>
+    }
+    return new Map((r.kvs ?? []).map((kv) => [Buffer.from(kv.key, 'base64').toString(), Buffer.from(kv.value ?? '', 'base64').toString()]))
+  }
+}
