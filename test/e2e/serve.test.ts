@@ -71,6 +71,12 @@ void test('routes add, intent migrate --box, status: the rows and the mode chang
     30_000,
   )
   assert.equal(await fs.readFile(path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db'), 'utf8'), 'rows')
+
+  // SIGTERM: a clean exit, the registry closed (SQLite folds its WAL back
+  // in and removes it when the last connection closes).
+  const exit = await agent.stop()
+  assert.deepEqual(exit, { code: 0, signal: null })
+  await assert.rejects(fs.stat(path.join(sb.dataDir, 'registry.db-wal')), { code: 'ENOENT' })
 })
 
 void test('routes add mints in the shape the running agent answers, gate and all', async (t) => {
