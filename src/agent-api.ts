@@ -1,5 +1,6 @@
 // What the HTTP routes ask of the agent. The routes know nothing else of
 // it, so a test can build the app around a real Agent on a temp data dir.
+import Type, { type Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
 
@@ -16,7 +17,102 @@ export interface Readiness {
   phase: Phase
   checks: ReadyCheck[]
   nested: { allowed: boolean; reason: string }
+  /**
+   * The isolation gate's own checks (selfcheck, mounts, probe), for a
+   * person: they decide whether nested instances may wake, never whether
+   * the agent is ready. Absent where no activator is armed (no gate).
+   */
+  isolation?: ReadyCheck[]
 }
+
+// ---- wake claims (DESIGN §6) ----------------------------------------------
+
+const host = Type.String({ description: 'The hostname the claim is about.' })
+
+/**
+ * What the answer's `layout` can be: a row word of DESIGN §1, or one of two
+ * that say the agent cannot place the host: `unknown` (no such row, or
+ * start-up recovery has not finished) and `unmanaged` (the row is not an
+ * activator-managed instance, or no activator is armed on this box).
+ */
+const layout = Type.String({
+  description:
+    'The row word: `fenced`, `conflict`, `foreign`, `nested`, `flat` or `external`; ' +
+    '`unknown` when there is no such row or the agent is not ready to say, `unmanaged` when the activator does not manage the row here.',
+})
+
+export const WakeGrant = Type.Object(
+  {
+    host,
+    layout,
+    dir: Type.String({ description: "The instance's directory, where its files are now; they do not move while the claim stands." }),
+    socket: Type.String({ description: 'The unix socket the instance must listen on.' }),
+    db: Type.String({ description: "The instance's database file, inside `dir`; empty when none." }),
+  },
+  { additionalProperties: false, description: 'The host may wake, at these paths.' },
+)
+export type WakeGrant = Static<typeof WakeGrant>
+
+export const WakeRefusal = Type.Object(
+  {
+    host,
+    layout,
+    reason: Type.String({
+      description:
+        'Why it may not wake, starting with what stands in the way: `fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
+        '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut).',
+    }),
+  },
+  { additionalProperties: false, description: 'The host may not wake now, and why.' },
+)
+export type WakeRefusal = Static<typeof WakeRefusal>
+
+/** A claim's answer: granted with the paths, or refused with the reason. */
+export type WakeAnswer = { granted: true; grant: WakeGrant } | { granted: false; refusal: WakeRefusal }
+
+export const WakeSetBody = Type.Object(
+  {
+    awake: Type.Array(Type.String({ description: 'A hostname the activator has awake.' }), {
+      description: "Every host the activator has awake now: the whole set; every claim not named here ends.",
+    }),
+  },
+  { additionalProperties: false, description: "The activator's awake set, sent at its own start." },
+)
+
+export const WakeSet = Type.Object(
+  {
+    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), { description: 'Every host now claimed, sorted.' }),
+    stop: Type.Array(
+      Type.Object(
+        {
+          host: Type.String({ description: 'A host the activator has awake that may not be.' }),
+          reason: Type.String({ description: 'Why it may not be awake, as a claim for it would be refused now.' }),
+        },
+        { additionalProperties: false, description: 'A host to stop.' },
+      ),
+      {
+        description:
+          'The hosts of the set the activator must stop: a claim for them would be refused now. They stay claimed until it releases them, ' +
+          'so nothing moves their files while they run.',
+      },
+    ),
+  },
+  { additionalProperties: false, description: 'The claim set as recorded, and what must be stopped.' },
+)
+export type WakeSet = Static<typeof WakeSet>
+
+export const WakeList = Type.Object(
+  {
+    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), { description: 'Every host holding a wake claim, sorted.' }),
+    swept: Type.Boolean({
+      description:
+        'The claims persisted in the registry were read at start (or the activator has since sent its whole set). ' +
+        'When false, the pass counts every host as awake.',
+    }),
+  },
+  { additionalProperties: false, description: 'The wake claims.' },
+)
+export type WakeList = Static<typeof WakeList>
 
 export interface AgentApi {
   readiness(): Readiness
@@ -28,4 +124,20 @@ export interface AgentApi {
   legState(): LegState
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
+  /**
+   * Claims a wake (`POST /wakes/:host`): refused while the host is fenced,
+   * held, in conflict, unknown, nested behind a shut gate, or the agent is
+   * not ready; else recorded, in the same tick as the fence check, and
+   * granted with the paths. Waits while the host's preparation slot is
+   * taken (its instance key being minted). Throws `invalid_host`.
+   */
+  claimWake(host: string): Promise<WakeAnswer>
+  /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
+  readyFor(host: string): WakeAnswer
+  /** The host is asleep (`DELETE /wakes/:host`); a no-op for a host with no claim. Throws `invalid_host`. */
+  releaseWake(host: string): void
+  /** The activator's whole awake set (`PUT /wakes`). Throws `not_ready`, `invalid_host`, or `conflict` with no activator armed. */
+  replaceWakes(awake: readonly string[]): WakeSet
+  /** Every claim (`GET /wakes`). */
+  wakes(): WakeList
 }

@@ -1,32 +1,36 @@
 // The background worker: the start-up order of DESIGN §4 (seed
-// startActivator / activatorStart.Run), the poller that turns a new intent
-// into a serial move, the leg, and shutdown. One object owns what the seed
+// startActivator / activatorStart.Run, instance keys included), the poller
+// that turns a new intent into a serial move, the leg, the activator's wake
+// claims (DESIGN §6), and shutdown. One object owns what the seed
 // kept in package-level atomics: the armed pass, the intent seen, the
 // default's state, the gate.
-import type { AgentApi, Phase, Readiness, ReadyCheck } from './agent-api.js'
+import type { AgentApi, Phase, Readiness, ReadyCheck, WakeAnswer, WakeGrant, WakeList, WakeRefusal, WakeSet } from './agent-api.js'
 import type { Config } from './config.js'
-import { errors } from './errors.js'
+import { AppError, errors } from './errors.js'
 import { FenceTable } from './domain/fence.js'
+import { hostError } from './domain/hostname.js'
 import { loadLayoutIntent } from './domain/intent.js'
 import { IntentState } from './domain/intent-state.js'
 import { Leg } from './domain/leg.js'
 import { layoutLegWith, logLayoutResults } from './domain/leg-run.js'
 import { layoutDefault, type DefaultInputs } from './domain/layout-default.js'
 import { mintLayoutIntentWith } from './domain/mint.js'
-import type { Mode, Result, RowLayout } from './domain/modes.js'
+import type { Mode, Outcome, Result, RowLayout } from './domain/modes.js'
+import { activatorManaged, external } from './domain/paths.js'
 import type { Clock, DeployStore, Logger } from './domain/ports.js'
 import { systemClock } from './domain/ports.js'
 import { layoutStatusReport, unmanagedLayoutReport } from './domain/report.js'
-import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
+import type { LayoutReport, LegRun, LegState, Route } from './domain/schemas.js'
 import { startupRecoveryIntent } from './domain/startup.js'
 import { groupId, SOCKETS_GROUP } from './infra/groups.js'
 import { failpointFrom } from './infra/failpoint.js'
+import { backfillInstanceKeys, HostSlots } from './infra/instance-keys.js'
 import { Isolation } from './infra/isolation.js'
 import { layoutDirectory } from './infra/layout-dir.js'
 import { Pass } from './infra/pass.js'
 import type { Registry } from './infra/registry.js'
-import { WakeClaims } from './infra/wake-claims.js'
-import type { Metrics } from './metrics.js'
+import { SqliteClaimStore, WakeClaims } from './infra/wake-claims.js'
+import type { Metrics, WakeClaimResult } from './metrics.js'
 
 export interface AgentDeps {
   config: Config
@@ -38,6 +42,66 @@ export interface AgentDeps {
   clock?: Clock
   /** Asks the edge to reload its routes; optional (CARLOS_EDGE_RELOAD_URL). */
   reload?: () => Promise<void>
+  /** How long a move waits for an awake host's release after asking for its stop; 60 s unless a test shortens it. */
+  stopTimeoutMs?: number
+}
+
+/** The registry's rows as last listed, and the data_version they were listed at. */
+interface RowsView {
+  version: number
+  routes: Route[]
+  byHost: Map<string, Route>
+}
+
+/** What a claim for a host would get now, and how the claim metric counts a refusal. */
+type Judgement = { ok: true; grant: WakeGrant } | { ok: false; refusal: WakeRefusal; result: WakeClaimResult }
+
+function refused(host: string, layout: string, reason: string, result: WakeClaimResult): Judgement {
+  return { ok: false, refusal: { host, layout, reason }, result }
+}
+
+const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
+
+function checkHost(host: string): void {
+  const why = hostError(host)
+  if (why !== null) throw errors.invalidHost(host, why)
+}
+
+function unmanagedWhy(rt: Route): string {
+  if (rt.kind !== 'instance') return `a ${rt.kind} row is not the activator's to wake`
+  if (rt.socket === '') return 'the row has no socket'
+  return 'the row does not hibernate: another supervisor runs it'
+}
+
+/** Outcomes whose reason says why a row is not where the intent wants it. */
+const WITHHELD: ReadonlySet<Outcome> = new Set(['deferred', 'refused', 'failed', 'held'])
+
+function withheldBy(run: LegRun): Map<string, Result> {
+  const out = new Map<string, Result>()
+  for (const r of run.results) if (r.host !== '' && WITHHELD.has(r.outcome)) out.set(r.host, r)
+  return out
+}
+
+/**
+ * The report's rows say why they did not move, not only what they are: a
+ * row whose word carries no reason of its own takes the reason the last
+ * finished run withheld it for (`awake: 42m of grace left`, a refusal, a
+ * failed stop), while it is still short of where that run wanted it; and a
+ * nested row says it cannot wake while the isolation gate is shut, naming
+ * the check that failed. The last finished run, not the one under way: a
+ * run that has not reached a host yet has nothing to say about it.
+ */
+function withheldReasons(report: LayoutReport, last: ReadonlyMap<string, Result>, gate: string | null): LayoutReport {
+  for (const [host, row] of Object.entries(report.rows)) {
+    if (row.reason !== '') continue
+    if (row.layout === 'nested' && gate !== null) {
+      row.reason = `isolation not ready: ${gate}`
+      continue
+    }
+    const r = last.get(host)
+    if (r !== undefined && (row.layout === 'flat' || row.layout === 'nested') && r.to !== row.layout) row.reason = r.reason
+  }
+  return report
 }
 
 export class Agent implements AgentApi {
@@ -46,7 +110,15 @@ export class Agent implements AgentApi {
   readonly #clock: Clock
   readonly #state = new IntentState()
   readonly #fence = new FenceTable()
+  readonly #claimStore: SqliteClaimStore
   readonly #claims: WakeClaims
+  /** Each host's preparation slot: its instance key is minted in it, and a wake claim waits for it. */
+  readonly #slots = new HostSlots()
+  /** The instance-key backfill after start; the leg moves nothing before it ends. */
+  #keys: Promise<void> = Promise.resolve()
+  #view: RowsView | undefined
+  /** The last finished run's results that withheld a host, by host: the report's row reasons. */
+  #withheld = new Map<string, Result>()
   readonly #gate: Isolation | null
   readonly #leg: Leg
   readonly #layoutDir
@@ -63,7 +135,8 @@ export class Agent implements AgentApi {
     this.#clock = deps.clock ?? systemClock
     const { config, logger } = deps
     this.#layoutDir = layoutDirectory(config.dataDir)
-    this.#claims = new WakeClaims(deps.registry, config.activatorUrl, logger)
+    this.#claimStore = SqliteClaimStore.open(deps.registry.file)
+    this.#claims = new WakeClaims({ store: this.#claimStore, activatorUrl: config.activatorUrl, logger, now: () => new Date(this.#clock.now()) })
     // The gate exists only where an activator is armed: with none, nothing
     // could wake nested and the default does not apply (seed layoutDefaultGate).
     this.#gate =
@@ -82,6 +155,7 @@ export class Agent implements AgentApi {
       onRunEnd: (run, seconds) => {
         deps.metrics.setLegRunning(false)
         deps.metrics.legRun(seconds)
+        this.#withheld = withheldBy(run)
         this.#updateGauges(run)
       },
     })
@@ -115,6 +189,10 @@ export class Agent implements AgentApi {
     if (gate === null) throw new Error('an armed activator has a gate')
     gate.start()
     this.#phase = 'recovering'
+    // Until the pass is published the report judges rows by what
+    // <data>/layout holds, so a host a journal names reads fenced while
+    // recovery runs, never flat.
+    await this.#listUnmanaged().catch((err: unknown) => logger.error({ err }, 'layout: list <data>/layout at start failed; recovery reads it again'))
     const swept = this.#claims.sweep()
     const intent = await startupRecoveryIntent({
       layoutDir: this.#layoutDir,
@@ -137,6 +215,7 @@ export class Agent implements AgentApi {
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => this.#deps.metrics.observeMove(to, outcome, seconds),
       reload: this.#deps.reload,
+      stopTimeoutMs: this.#deps.stopTimeoutMs,
     })
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
     const recovered = await pass.recover(intent, { defaultOptedOut })
@@ -147,7 +226,53 @@ export class Agent implements AgentApi {
     this.#pass = pass
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
+    // Seed activatorStart.Run: Start (the activator may wake), then the
+    // instance keys, each in its host's preparation slot.
+    this.#keys = this.#backfillKeys(pass).catch((err: unknown) => {
+      logger.error({ err }, `agent: instance keys: ${(err as Error).message} (each host's next start mints its key)`)
+    })
     void this.#firstPoll()
+  }
+
+  /**
+   * Gives every activator-managed tenant without an instance key its key.
+   * The leg waits for this before its first run (#runLeg), so no key is
+   * ever written into a directory the pass is renaming; a wake claim for a
+   * host waits only for that host's own mint.
+   */
+  async #backfillKeys(pass: Pass): Promise<void> {
+    const { logger } = this.#deps
+    let hosts: string[]
+    try {
+      hosts = this.#rows()
+        .routes.filter((r) => activatorManaged(r) && r.dir !== '' && hostError(r.host) === null)
+        .map((r) => r.host)
+    } catch (err) {
+      logger.error({ err }, `agent: instance keys: list routes: ${(err as Error).message} (each host's next start mints its key)`)
+      return
+    }
+    const counts = await backfillInstanceKeys({
+      hosts,
+      slots: this.#slots,
+      target: (host) => {
+        // Read again in the slot: the row may have changed since the list.
+        const rt = this.#deps.registry.get(host)
+        if (rt === undefined || !activatorManaged(rt) || rt.dir === '') return { skip: 'no longer an activator-managed row with a directory' }
+        const word = pass.classify(rt, this.#rows().routes)
+        // A fenced host's files may be between two directories, and a
+        // conflicting row's directory is not its own alone.
+        if (word.layout === 'fenced' || word.layout === 'conflict') return { skip: `${word.layout}: ${word.reason}` }
+        return { dir: rt.dir }
+      },
+      logger,
+      signal: this.#life.signal,
+    })
+    if (counts.minted + counts.skipped + counts.failed > 0) {
+      logger.info(
+        { ...counts },
+        `agent: instance keys: ${counts.minted} minted, ${counts.present} present, ${counts.skipped} skipped, ${counts.failed} failed`,
+      )
+    }
   }
 
   /**
@@ -203,6 +328,8 @@ export class Agent implements AgentApi {
     this.#gate?.stop()
     this.#leg.stop()
     await this.#leg.wait()
+    await this.#keys
+    this.#claimStore.close()
   }
 
   // ---- the leg ----------------------------------------------------------
@@ -210,6 +337,7 @@ export class Agent implements AgentApi {
   async #runLeg(signal: AbortSignal): Promise<{ results: Result[]; retry: boolean }> {
     const pass = this.#pass
     if (pass === null) return { results: [], retry: false }
+    await this.#keys
     const { logger, metrics } = this.#deps
     // The gate's self-check and mounts are evaluated fresh for every run;
     // the probe keeps its own schedule.
@@ -286,7 +414,7 @@ export class Agent implements AgentApi {
       { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase },
     ]
     const gate = this.#gate?.check() ?? 'no activator is armed on this box'
-    return {
+    const readiness: Readiness = {
       // Wake claims that could not be read do not hold the box down: the
       // pass treats every host as awake, and flat wakes go on.
       ready: phase === 'ready',
@@ -294,11 +422,13 @@ export class Agent implements AgentApi {
       checks,
       nested: { allowed: this.#gate !== null && this.#gate.check() === null, reason: this.#gate?.check() === null ? '' : gate },
     }
+    if (this.#gate !== null) readiness.isolation = this.#gate.report()
+    return readiness
   }
 
   report(): LayoutReport {
-    const { config, registry } = this.#deps
-    const routes = registry.list()
+    const { config } = this.#deps
+    const { routes } = this.#rows()
     if (this.#pass === null) {
       return unmanagedLayoutReport({
         box: config.box,
@@ -309,7 +439,122 @@ export class Agent implements AgentApi {
         leg: this.#leg.state(),
       })
     }
-    return layoutStatusReport({ box: config.box, routes, pass: this.#pass, state: this.#state, leg: this.#leg.state() })
+    const leg = this.#leg.state()
+    const report = layoutStatusReport({ box: config.box, routes, pass: this.#pass, state: this.#state, leg })
+    return withheldReasons(report, this.#withheld, this.#gate?.check() ?? null)
+  }
+
+  /**
+   * The registry's rows, listed again only when someone has committed to
+   * it since the last look (the claim store's data_version): a claim is
+   * answered from the rows as they are at that tick without listing a
+   * registry of thousands of rows for each one, and the report and the
+   * claims share one path index in the pass.
+   */
+  #rows(): RowsView {
+    const version = this.#claimStore.dataVersion()
+    if (this.#view?.version !== version) {
+      const routes = this.#deps.registry.list()
+      this.#view = { version, routes, byHost: new Map(routes.map((r) => [r.host, r])) }
+    }
+    return this.#view
+  }
+
+  // ---- wake claims --------------------------------------------------------
+
+  async claimWake(host: string): Promise<WakeAnswer> {
+    const { metrics } = this.#deps
+    try {
+      checkHost(host)
+      // The host's preparation slot (its key being minted): a claim never
+      // starts an instance whose key is half made.
+      for (let busy = this.#slots.busy(host); busy !== undefined; busy = this.#slots.busy(host)) await busy
+      // From here to the claim's record, one synchronous stretch: no fence
+      // can be raised between the judgement, the fence check and the record.
+      const j = this.#judge(host)
+      if (!j.ok) {
+        metrics.wakeClaim(j.result)
+        return { granted: false, refusal: j.refusal }
+      }
+      const admitted = this.#fence.admit(host, () => this.#claims.claim(host))
+      if (!admitted.admitted) {
+        metrics.wakeClaim('fenced')
+        return { granted: false, refusal: { host, layout: 'fenced', reason: `fenced: fenced for its move (generation ${admitted.generation})` } }
+      }
+      metrics.wakeClaim('granted')
+      return { granted: true, grant: j.grant }
+    } catch (err) {
+      metrics.wakeClaim(err instanceof AppError && err.code === 'invalid_host' ? 'unknown_host' : 'error')
+      throw err
+    }
+  }
+
+  readyFor(host: string): WakeAnswer {
+    checkHost(host)
+    const j = this.#judge(host)
+    return j.ok ? { granted: true, grant: j.grant } : { granted: false, refusal: j.refusal }
+  }
+
+  releaseWake(host: string): void {
+    checkHost(host)
+    this.#claims.release(host)
+  }
+
+  replaceWakes(awake: readonly string[]): WakeSet {
+    if (this.#deps.config.activator === 'none') throw errors.conflict(NO_ACTIVATOR)
+    if (this.#phase !== 'ready') throw errors.notReady(this.#phase)
+    for (const h of awake) checkHost(h)
+    const hosts = [...new Set(awake)].sort()
+    // Recorded as they are: a host the activator has awake is awake, and
+    // the pass must not move its files whatever a claim for it would get.
+    this.#claims.replace(hosts)
+    const stop: WakeSet['stop'] = []
+    for (const h of hosts) {
+      const j = this.#judge(h)
+      if (!j.ok) stop.push({ host: h, reason: j.refusal.reason })
+    }
+    return { awake: this.#claims.list(), stop }
+  }
+
+  wakes(): WakeList {
+    return { awake: this.#claims.list(), swept: this.#claims.swept }
+  }
+
+  /**
+   * What a claim for host gets now, without recording it: refused while
+   * the agent cannot say (no activator, not ready), for a row it does not
+   * know or manage, and for the row words that do not wake (DESIGN §1):
+   * fenced, held, conflict, and nested while the isolation gate is shut.
+   * Flat and foreign rows wake as they are, gate or no gate.
+   */
+  #judge(host: string): Judgement {
+    if (this.#deps.config.activator === 'none') return refused(host, 'unmanaged', NO_ACTIVATOR, 'not_ready')
+    const pass = this.#pass
+    if (this.#phase !== 'ready' || pass === null) return refused(host, 'unknown', `not ready: layoutd is ${this.#phase}`, 'not_ready')
+    const { routes, byHost } = this.#rows()
+    const rt = byHost.get(host)
+    if (rt === undefined) return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
+    if (!activatorManaged(rt)) return refused(host, external(rt) ? 'external' : 'unmanaged', `not activator-managed: ${unmanagedWhy(rt)}`, 'unknown_host')
+    const { layout, reason } = pass.classify(rt, routes)
+    const held = pass.held(host)
+    if (held !== undefined) return refused(host, 'fenced', layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`, 'held')
+    switch (layout) {
+      case 'fenced':
+        return refused(host, layout, `fenced: ${reason}`, 'fenced')
+      case 'conflict':
+        return refused(host, layout, `conflict: ${reason}`, 'conflict')
+      case 'external':
+        return refused(host, layout, `not activator-managed: ${unmanagedWhy(rt)}`, 'unknown_host')
+      case 'nested': {
+        const shut = this.#gate?.check() ?? null
+        if (shut !== null) return refused(host, layout, `isolation not ready: ${shut}`, 'gate_shut')
+        break
+      }
+      case 'flat':
+      case 'foreign':
+        break
+    }
+    return { ok: true, grant: { host, layout, dir: rt.dir, socket: rt.socket, db: rt.db } }
   }
 
   kick(): LegState {

@@ -14,6 +14,7 @@ import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
 import { metricsRoutes } from './routes/metrics.js'
 import { readyRoutes } from './routes/ready.js'
+import { wakesRoutes } from './routes/wakes.js'
 
 export type App = FastifyInstance<Server, IncomingMessage, ServerResponse, AppLogger, TypeBoxTypeProvider>
 
@@ -144,6 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(healthRoutes)
   await app.register(readyRoutes, { api: deps.api })
   await app.register(layoutRoutes, { api: deps.api })
+  await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
 
   return app

@@ -20,6 +20,11 @@ const schemaOnlyApi: AgentApi = {
   converge: schemaOnly,
   legState: schemaOnly,
   mint: schemaOnly,
+  claimWake: schemaOnly,
+  readyFor: schemaOnly,
+  releaseWake: schemaOnly,
+  replaceWakes: schemaOnly,
+  wakes: schemaOnly,
 }
 
 async function packageVersion(): Promise<string> {

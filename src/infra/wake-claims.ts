@@ -1,31 +1,139 @@
-// The wake claims the pass consults (DESIGN §4 "the sweep"): loaded from the
-// registry at start, so a tenant that was awake when layoutd stopped stays
-// claimed until the activator releases it. When they cannot be read the
-// sweep failed, and every host counts as awake: the pass trusts no stop it
+// The wake claims (DESIGN §4 "the sweep", §6): which hosts the activator has
+// awake. They are kept in the registry's `wakes` table, so a tenant that was
+// awake when layoutd stopped stays claimed until the activator releases it
+// or replaces the whole set; and mirrored in memory, so the pass and a wake
+// read them without I/O. When the table cannot be read at start the sweep
+// failed, and every host counts as awake: the pass trusts no stop it
 // cannot prove.
+import Database from 'better-sqlite3'
 import { request } from 'undici'
+import { errors } from '../errors.js'
 import type { Claims } from '../domain/fence.js'
+import { hostError } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
-import type { Registry } from './registry.js'
+
+/** Where claims are persisted: the registry's `wakes` table (Registry has these four methods). */
+export interface ClaimStore {
+  /** Every claimed host, sorted. */
+  wakes(): string[]
+  /** Records host as awake; a host already claimed keeps its first claim time. */
+  claimWake(host: string, at: Date): void
+  /** false when host held no claim. */
+  releaseWake(host: string): boolean
+  /** Makes hosts the whole claim set, in one transaction. */
+  replaceWakes(hosts: readonly string[], at: Date): void
+}
+
+/** How long a claim's write waits for another writer (the CLI, or the registry's own connection). */
+const BUSY_TIMEOUT_MS = 5000
+
+/**
+ * The `wakes` table on a connection of its own. The registry's connection
+ * commits with `synchronous = FULL`, because a row rewrite is a move's
+ * commit point and must survive a power cut. A claim need not: it must
+ * outlive layoutd, and a committed WAL frame survives the process being
+ * killed; a power cut stops every instance too, and the activator's
+ * `PUT /wakes` at its next start names what is awake. So claims commit
+ * with `synchronous = NORMAL` and cost no fsync each, which is what lets
+ * a claim be answered in well under a millisecond while a converge runs.
+ *
+ * The connection also tells, through `PRAGMA data_version`, whether anyone
+ * else (the agent's registry connection, the CLI) has committed since it
+ * last looked: what lets the agent keep its view of the rows between
+ * changes instead of listing the registry on every claim.
+ */
+export class SqliteClaimStore implements ClaimStore {
+  readonly #db: Database.Database
+  readonly #stmt
+
+  private constructor(db: Database.Database) {
+    this.#db = db
+    this.#stmt = {
+      wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
+      claim: db.prepare<[string, string]>('INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING'),
+      release: db.prepare<[string]>('DELETE FROM wakes WHERE host = ?'),
+      version: db.prepare<[], number>('PRAGMA data_version').pluck(),
+    }
+  }
+
+  /** Opens a second connection to the registry file, which Registry.open has created and migrated. */
+  static open(file: string): SqliteClaimStore {
+    const db = new Database(file, { fileMustExist: true })
+    try {
+      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+      db.pragma('synchronous = NORMAL')
+      return new SqliteClaimStore(db)
+    } catch (err) {
+      db.close()
+      throw err
+    }
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close()
+  }
+
+  /** Changes whenever another connection has committed to the registry since the last call. */
+  dataVersion(): number {
+    return this.#stmt.version.get() ?? 0
+  }
+
+  wakes(): string[] {
+    return this.#stmt.wakes.all()
+  }
+
+  claimWake(host: string, at: Date): void {
+    checkHost(host)
+    this.#stmt.claim.run(host, at.toISOString())
+  }
+
+  releaseWake(host: string): boolean {
+    return this.#stmt.release.run(host).changes > 0
+  }
+
+  replaceWakes(hosts: readonly string[], at: Date): void {
+    for (const h of hosts) checkHost(h)
+    const keep = new Set(hosts)
+    const stamp = at.toISOString()
+    this.#db
+      .transaction(() => {
+        for (const h of this.#stmt.wakes.all()) if (!keep.has(h)) this.#stmt.release.run(h)
+        for (const h of keep) this.#stmt.claim.run(h, stamp)
+      })
+      .immediate()
+  }
+}
+
+function checkHost(host: string): void {
+  const why = hostError(host)
+  if (why !== null) throw errors.invalidHost(host, why)
+}
+
+export interface WakeClaimsOptions {
+  store: ClaimStore
+  /** CARLOS_ACTIVATOR_URL: asked to stop an instance; empty: nobody to ask, the release is waited for. */
+  activatorUrl: string
+  logger: Logger
+  now?: () => Date
+}
 
 export class WakeClaims implements Claims {
   readonly #awake = new Set<string>()
   readonly #released = new Map<string, Set<() => void>>()
+  readonly #o: WakeClaimsOptions
   #swept = false
 
-  constructor(
-    private readonly registry: Registry,
-    private readonly activatorUrl: string,
-    private readonly logger: Logger,
-  ) {}
+  constructor(opts: WakeClaimsOptions) {
+    this.#o = opts
+  }
 
   /** Loads the persisted claims; reports whether it could (the sweep's answer). */
   sweep(): boolean {
     try {
-      for (const h of this.registry.wakes()) this.#awake.add(h)
+      for (const h of this.#o.store.wakes()) this.#awake.add(h)
       this.#swept = true
     } catch (err) {
-      this.logger.error({ err }, 'layout: wake claims unreadable at start; every host counts as awake')
+      this.#o.logger.error({ err }, 'layout: wake claims unreadable at start; every host counts as awake')
       this.#swept = false
     }
     return this.#swept
@@ -39,37 +147,79 @@ export class WakeClaims implements Claims {
     return !this.#swept || this.#awake.has(host)
   }
 
-  /** The host is asleep: its claim is gone, in the registry and here, and a stop waiting on it ends. */
+  /** Every host holding a claim, sorted. */
+  list(): string[] {
+    return [...this.#awake].sort()
+  }
+
+  /**
+   * Records host as awake: on disk first, so a claim layoutd answered is
+   * never one a restart forgets. Synchronous, so the wake API can make it
+   * inside FenceTable.admit, in the same tick as the fence check.
+   */
+  claim(host: string): void {
+    this.#o.store.claimWake(host, this.#now())
+    this.#awake.add(host)
+  }
+
+  /** The host is asleep: its claim is gone, on disk and here, and a stop waiting on it ends. */
   release(host: string): boolean {
-    const had = this.registry.releaseWake(host)
+    const had = this.#o.store.releaseWake(host)
+    this.#forget(host)
+    return had
+  }
+
+  /** The activator's whole awake set (`PUT /wakes`): every other claim ends. */
+  replace(hosts: readonly string[]): void {
+    this.#o.store.replaceWakes(hosts, this.#now())
+    const keep = new Set(hosts)
+    for (const h of [...this.#awake]) if (!keep.has(h)) this.#forget(h)
+    for (const h of keep) this.#awake.add(h)
+    // The set is now known whole, whatever the sweep could read.
+    this.#swept = true
+  }
+
+  #forget(host: string): void {
     this.#awake.delete(host)
     for (const done of this.#released.get(host) ?? []) done()
     this.#released.delete(host)
-    return had
+  }
+
+  #now(): Date {
+    return this.#o.now?.() ?? new Date()
   }
 
   async stop(host: string, signal: AbortSignal): Promise<boolean> {
     if (!this.claimed(host)) return true
     const released = new Promise<boolean>((resolve) => {
+      if (signal.aborted) {
+        resolve(false)
+        return
+      }
       const done = () => resolve(true)
       const waiters = this.#released.get(host) ?? new Set()
       waiters.add(done)
       this.#released.set(host, waiters)
-      signal.addEventListener('abort', () => {
-        waiters.delete(done)
-        resolve(false)
-      }, { once: true })
+      signal.addEventListener(
+        'abort',
+        () => {
+          waiters.delete(done)
+          resolve(false)
+        },
+        { once: true },
+      )
     })
-    if (this.activatorUrl === '') {
-      this.logger.warn({ host }, `layout: ${host}: awake, and no CARLOS_ACTIVATOR_URL to ask for a stop; waiting for its release`)
+    const { activatorUrl, logger } = this.#o
+    if (activatorUrl === '') {
+      logger.warn({ host }, `layout: ${host}: awake, and no CARLOS_ACTIVATOR_URL to ask for a stop; waiting for its release`)
     } else {
-      const url = `${this.activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
+      const url = `${activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
       try {
         const res = await request(url, { method: 'POST', signal, headersTimeout: 10_000, bodyTimeout: 10_000 })
         await res.body.dump()
-        if (res.statusCode >= 300) this.logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)
+        if (res.statusCode >= 300) logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)
       } catch (err) {
-        if (!signal.aborted) this.logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${(err as Error).message}`)
+        if (!signal.aborted) logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${(err as Error).message}`)
       }
     }
     return released

@@ -2,8 +2,9 @@
 // text form is the Kubernetes readyz one, for a person at a terminal.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import Type, { type Static } from 'typebox'
-import type { AgentApi, Readiness } from '../agent-api.js'
-import { commonErrors } from './error-envelope.js'
+import { type AgentApi, type Readiness, WakeGrant, WakeRefusal } from '../agent-api.js'
+import { commonErrors, errorEnvelope } from './error-envelope.js'
+import { HostParams } from './wakes.js'
 
 export interface ReadyRoutesOptions {
   api: AgentApi
@@ -33,6 +34,23 @@ export const ReadyBody = Type.Object(
       },
       { additionalProperties: false, description: 'The isolation gate, as a wake would see it.' },
     ),
+    isolation: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ description: '`selfcheck`, `mounts` or `probe`.' }),
+            ok: Type.Boolean({ description: 'Whether it passed.' }),
+            detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            "The isolation gate's checks, in order; the first that failed is the gate's reason. They decide whether nested instances wake, " +
+            'never whether the agent is ready. Absent where no activator is armed.',
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 )
@@ -49,6 +67,12 @@ const ReadyQuery = Type.Object({
 
 function verboseText(r: Readiness): string {
   const lines = r.checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.detail}`))
+  // The gate's checks are for a person reading why nested instances do not
+  // wake: they never fail readiness (flat wakes go on), so they are marked
+  // as information rather than as checks of their own.
+  for (const c of r.isolation ?? []) {
+    lines.push(c.ok ? `[+]isolation/${c.name} ok (informational)` : `[-]isolation/${c.name} failed: ${c.detail} (informational: nested wakes and moves wait)`)
+  }
   lines.push(r.ready ? 'readyz check passed' : 'readyz check failed')
   return lines.join('\n') + '\n'
 }
@@ -87,6 +111,32 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
       if (request.query.verbose === undefined) return r
       void reply.type('text/plain; charset=utf-8')
       return verboseText(r)
+    },
+  )
+
+  app.get(
+    '/ready/:host',
+    {
+      schema: {
+        summary: 'May this host wake now, and where',
+        description:
+          'What `POST /wakes/:host` would answer now, without claiming anything: `200` with the paths the instance would wake at, ' +
+          'or `409` with the reason it would be refused.',
+        tags: ['activator'],
+        params: HostParams,
+        response: {
+          200: WakeGrant,
+          409: WakeRefusal,
+          ...commonErrors,
+          400: errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const answer = api.readyFor(request.params.host)
+      void reply.header('cache-control', 'no-store')
+      if (answer.granted) return reply.code(200).send(answer.grant)
+      return reply.code(409).send(answer.refusal)
     },
   )
   done()

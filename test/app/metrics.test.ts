@@ -52,7 +52,7 @@ void test('GET /metrics serves every metric of DESIGN §9 with the registry cont
 void test('the HTTP histogram is labelled by route pattern, "unmatched" for 404s, and no label carries a hostname', async (t) => {
   const { app, metrics } = await build(t)
   assert.equal((await app.inject({ method: 'GET', url: '/layout/status' })).statusCode, 200)
-  assert.equal((await app.inject({ method: 'GET', url: `/ready/${HOST}` })).statusCode, 404)
+  assert.equal((await app.inject({ method: 'GET', url: `/nowhere/${HOST}` })).statusCode, 404)
   assert.equal((await app.inject({ method: 'POST', url: '/layout/converge', remoteAddress: '192.0.2.1' })).statusCode, 403)
   const text = await metrics.text()
   assert.equal(sample(text, 'carlos_layout_http_request_duration_seconds_count{method="GET",route="/layout/status",status="200"}'), 1)

@@ -5,12 +5,35 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs/promises'
+import os from 'node:os'
 import path from 'node:path'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import type { LayoutReport } from '../../src/domain/schemas.js'
-import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
-import { tmpDir } from '../helpers/tmp.js'
+import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox, type StartOptions } from '../helpers/agent-process.js'
+
+/**
+ * A sandbox whose directory is removed only after every agent started in it
+ * has stopped: t.after hooks run in the order they were added, so one hook
+ * does both, in that order.
+ */
+async function sandbox(t: TestContext, box?: string): Promise<{ sb: Sandbox; start: (opts?: StartOptions) => Promise<AgentProcess> }> {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-e2e-'))
+  const agents: AgentProcess[] = []
+  t.after(async () => {
+    await Promise.all(agents.map((a) => a.stop()))
+    await fs.rm(root, { recursive: true, force: true })
+  })
+  const sb = await makeSandbox(root, box)
+  return {
+    sb,
+    start: async (opts) => {
+      const a = await AgentProcess.start(sb, opts)
+      agents.push(a)
+      return a
+    },
+  }
+}
 
 async function cli(sb: Sandbox, ...args: string[]): Promise<string> {
   const r = await runCli(sb, args)
@@ -23,9 +46,8 @@ async function statusJson(sb: Sandbox, agent: AgentProcess): Promise<LayoutRepor
 }
 
 void test('routes add, intent migrate --box, status: the rows and the mode change without a restart', async (t) => {
-  const sb = await makeSandbox(await tmpDir(t), 'kass-1')
-  const agent = await AgentProcess.start(sb)
-  t.after(() => agent.stop())
+  const { sb, start } = await sandbox(t, 'kass-1')
+  const agent = await start()
   await agent.waitReady()
 
   const live = await request(`${agent.url}/livez`)
@@ -80,9 +102,8 @@ void test('routes add, intent migrate --box, status: the rows and the mode chang
 })
 
 void test('routes add mints in the shape the running agent answers, gate and all', async (t) => {
-  const sb = await makeSandbox(await tmpDir(t), 'kass-1')
-  const agent = await AgentProcess.start(sb)
-  t.after(() => agent.stop())
+  const { sb, start } = await sandbox(t, 'kass-1')
+  const agent = await start()
   await agent.waitReady()
   // No intent recorded, the default nested, the gate open once the probe is read.
   await agent.waitFor('the gate to open', async () => ((await agent.status()).defaultBlocked === '' ? true : undefined), 20_000)
@@ -101,10 +122,10 @@ void test('routes add mints in the shape the running agent answers, gate and all
 })
 
 void test('a bad value stops the agent at boot, naming the variable and the value', async (t) => {
-  const sb = await makeSandbox(await tmpDir(t))
-  const r = await runCli({ ...sb }, ['serve', '--bogus'])
+  const { sb, start } = await sandbox(t)
+  const r = await runCli(sb, ['serve', '--bogus'])
   assert.equal(r.exit.code, 2, 'serve takes no arguments: usage')
-  const bad = await AgentProcess.start(sb, { env: { CARLOS_LAYOUT_POLL: 'soon' } }).then(
+  const bad = await start({ env: { CARLOS_LAYOUT_POLL: 'soon' } }).then(
     () => assert.fail('the agent started with CARLOS_LAYOUT_POLL=soon'),
     (err: Error) => err,
   )
@@ -112,8 +133,8 @@ void test('a bad value stops the agent at boot, naming the variable and the valu
 })
 
 void test('without a token the agent refuses to listen beyond loopback', async (t) => {
-  const sb = await makeSandbox(await tmpDir(t))
-  const err = await AgentProcess.start(sb, { env: { CARLOS_AGENT_LISTEN: '0.0.0.0:9' } }).then(
+  const { start } = await sandbox(t)
+  const err = await start({ env: { CARLOS_AGENT_LISTEN: '0.0.0.0:9' } }).then(
     () => assert.fail('the agent listened on 0.0.0.0 without a token'),
     (e: Error) => e,
   )

@@ -3,7 +3,7 @@
 // a test sets; the real Agent is tested on a temp data dir elsewhere.
 import { Writable } from 'node:stream'
 import type { TestContext } from 'node:test'
-import type { AgentApi, Readiness } from '../../src/agent-api.js'
+import type { AgentApi, Readiness, WakeAnswer, WakeList, WakeSet } from '../../src/agent-api.js'
 import { buildApp, type App, type Timeouts } from '../../src/app.js'
 import type { Mode } from '../../src/domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
@@ -47,6 +47,7 @@ export class FakeAgent implements AgentApi {
       { name: 'recovery', ok: false, detail: 'recovering 2 journals' },
     ],
     nested: { allowed: false, reason: 'isolation probe: not yet run' },
+    isolation: [],
   }
   reportValue: LayoutReport = sampleReport()
   legValue: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
@@ -98,6 +99,52 @@ export class FakeAgent implements AgentApi {
     await Promise.resolve()
     if (this.mintValue instanceof Error) throw this.mintValue
     return this.mintValue
+  }
+
+  /** What claimWake and readyFor answer for a host; a host not here is refused as unknown. An Error is thrown. */
+  readonly wakeAnswers = new Map<string, WakeAnswer | Error>()
+  /** Hosts claimed, released, and the sets replaced, in the order asked. */
+  readonly claims: string[] = []
+  readonly releases: string[] = []
+  readonly replaced: string[][] = []
+  /** What replaceWakes answers about stopping (an Error is thrown). */
+  stopValue: WakeSet['stop'] | Error = []
+  awake = new Set<string>()
+
+  #answer(host: string): WakeAnswer {
+    const a = this.wakeAnswers.get(host)
+    if (a instanceof Error) throw a
+    return a ?? { granted: false, refusal: { host, layout: 'unknown', reason: `unknown host: ${host} is not in the registry` } }
+  }
+
+  async claimWake(host: string): Promise<WakeAnswer> {
+    await Promise.resolve()
+    this.claims.push(host)
+    const a = this.#answer(host)
+    if (a.granted) this.awake.add(host)
+    return a
+  }
+
+  readyFor(host: string): WakeAnswer {
+    return this.#answer(host)
+  }
+
+  releaseWake(host: string): void {
+    const a = this.wakeAnswers.get(host)
+    if (a instanceof Error) throw a
+    this.releases.push(host)
+    this.awake.delete(host)
+  }
+
+  replaceWakes(awake: readonly string[]): WakeSet {
+    if (this.stopValue instanceof Error) throw this.stopValue
+    this.replaced.push([...awake])
+    this.awake = new Set(awake)
+    return { awake: [...this.awake].sort(), stop: this.stopValue }
+  }
+
+  wakes(): WakeList {
+    return { awake: [...this.awake].sort(), swept: true }
   }
 }
 

@@ -1,0 +1,263 @@
+// A fleet on one etcd (DESIGN §7): N real agent processes (default 20), each
+// with its own data dir, box label and sleeping tenants, sharing one real
+// etcd. A fleet-wide `intent migrate` is recorded, then `intent revert
+// --box` for one box; every box must converge to what addresses it, and
+// no other box may move on the revert. Prints JSON: per box, the time
+// from the record to its last tenant moved (the agent's own log stamp),
+// with the median and the max.
+//
+// The agents poll once a minute, so a box that converges in less is the
+// watch's doing, not the poll's.
+//
+//   node dist/bench/fleet.js [--boxes 20] [--hosts 2] [--dir D] [--keep]
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { PassThrough } from 'node:stream'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import { intentCommand } from '../src/cli/intent.js'
+import { routesCommand } from '../src/cli/routes.js'
+import { loadConfig } from '../src/config.js'
+import type { Mode } from '../src/domain/modes.js'
+import { EtcdDeployStore } from '../src/infra/deploy-etcd.js'
+import { Registry } from '../src/infra/registry.js'
+import { AgentProcess, makeSandbox, sandboxEnv, type Sandbox } from '../test/helpers/agent-process.js'
+import { EtcdServer } from '../test/helpers/etcd.js'
+
+export interface FleetOptions {
+  root: string
+  boxes: number
+  hostsPerBox: number
+  log?: (line: string) => void
+}
+
+export interface LegFigures {
+  /** How many boxes this record addressed (and converged). */
+  boxes: number
+  /** Record to converged (the box's last tenant moved), per box label, in ms. */
+  perBox: Record<string, number>
+  medianMs: number
+  maxMs: number
+  /** Record to the box's watch seeing it (the agent reads at once, and a change kicks its leg), over the same boxes. */
+  watch: { medianMs: number; maxMs: number }
+}
+
+export interface FleetFigures {
+  agents: number
+  hostsPerBox: number
+  pollMs: number
+  /** Spawn of the first agent to the last one ready and watching. */
+  startSeconds: number
+  migrate: LegFigures
+  revert: LegFigures & { box: string }
+  machine: { cpus: number; loadavg: number[] }
+}
+
+const POLL = '60s'
+/** How many agents start at once: enough to overlap their start-up, few enough for a small machine. */
+const START_BATCH = 5
+
+interface Box {
+  sb: Sandbox
+  env: Record<string, string>
+  hosts: string[]
+  logFile: string
+  agent?: AgentProcess
+}
+
+function quiet(): NodeJS.WritableStream {
+  const s = new PassThrough()
+  s.resume()
+  return s
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? (s[m] ?? NaN) : ((s[m - 1] ?? NaN) + (s[m] ?? NaN)) / 2
+}
+
+/** Adds the box's sleeping tenants, flat (no intent is recorded yet, and the fleet's default is flat). */
+async function addTenants(box: Box): Promise<void> {
+  const config = loadConfig(sandboxEnv(box.sb, box.env))
+  const registry = Registry.open(config.dataDir)
+  const errors = new PassThrough().setEncoding('utf8')
+  let err = ''
+  errors.on('data', (s: string) => (err += s))
+  try {
+    for (const host of box.hosts) {
+      const code = await routesCommand(['add', host, '--hibernate'], { config, registry, stdout: quiet(), stderr: errors, mint: () => Promise.resolve('flat') })
+      if (code !== 0) throw new Error(`routes add ${host} on ${box.sb.box}: exit ${code}: ${err}`)
+    }
+  } finally {
+    registry.close()
+  }
+}
+
+/** Records an intent with the CLI's own command, in this process. */
+async function record(store: EtcdDeployStore, box: Box, argv: string[]): Promise<void> {
+  const config = loadConfig(sandboxEnv(box.sb, box.env))
+  const errors = new PassThrough().setEncoding('utf8')
+  let err = ''
+  errors.on('data', (s: string) => (err += s))
+  const code = await intentCommand(argv, { config, store, stdout: quiet(), stderr: errors })
+  if (code !== 0) throw new Error(`layoutd intent ${argv.join(' ')}: exit ${code}: ${err}`)
+}
+
+/**
+ * When, after t0 (epoch ms), the box's watch saw a record and its last
+ * tenant moved to mode, from the agent's log: the agent stamps each line as
+ * it logs it, so no poll's interval is in the figures.
+ */
+async function timeline(box: Box, mode: Mode, t0: number): Promise<{ seen: number; moved: number }> {
+  const text = await fs.readFile(box.logFile, 'utf8')
+  const last = new Map<string, number>()
+  let seen: number | undefined
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue
+    const v = JSON.parse(line) as { time?: number; host?: string; outcome?: string; to?: string; revision?: string }
+    if (v.time === undefined || v.time < t0) continue
+    if (v.revision !== undefined && seen === undefined) seen = v.time
+    if (v.outcome === 'moved' && v.to === mode && v.host !== undefined) last.set(v.host, v.time)
+  }
+  const missing = box.hosts.filter((h) => !last.has(h))
+  if (missing.length > 0) throw new Error(`${box.sb.box}: no move of ${missing.join(', ')} to ${mode} logged after the record`)
+  if (seen === undefined) throw new Error(`${box.sb.box}: its watch logged no record after the one made`)
+  return { seen, moved: Math.max(...last.values()) }
+}
+
+/**
+ * Waits until the box's watch is up (its log says so): /ready comes before
+ * the agent's first read and its watch, and a record made before the watch
+ * is found by the read the watch makes when it begins, which is not the
+ * path being timed.
+ */
+async function watching(box: Box): Promise<void> {
+  await agentOf(box).waitFor(
+    `${box.sb.box}'s watch`,
+    async () => ((await fs.readFile(box.logFile, 'utf8')).includes('etcd deploy store: watching') ? true : undefined),
+    60_000,
+  )
+}
+
+function agentOf(box: Box): AgentProcess {
+  if (box.agent === undefined) throw new Error(`${box.sb.box} has no agent`)
+  return box.agent
+}
+
+/** Waits for every box to converge to mode, then answers record-to-converged per box. */
+async function converged(boxes: Box[], mode: Mode, t0: number): Promise<LegFigures> {
+  // A slow poll of the report, so the agents being timed are not kept busy answering.
+  await Promise.all(
+    boxes.map(async (b) => {
+      const r = await agentOf(b).waitConverged(b.hosts, mode, 120_000, 200)
+      if (r.mode !== mode) throw new Error(`${b.sb.box}: converged rows, but status says ${r.mode}`)
+    }),
+  )
+  const perBox: Record<string, number> = {}
+  const seen: number[] = []
+  for (const b of boxes) {
+    const tl = await timeline(b, mode, t0)
+    perBox[b.sb.box] = tl.moved - t0
+    seen.push(tl.seen - t0)
+  }
+  const ms = Object.values(perBox)
+  return { boxes: boxes.length, perBox, medianMs: median(ms), maxMs: Math.max(...ms), watch: { medianMs: median(seen), maxMs: Math.max(...seen) } }
+}
+
+export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
+  const log = opts.log ?? (() => undefined)
+  const etcd = await EtcdServer.start(path.join(opts.root, 'etcd'))
+  const store = new EtcdDeployStore([etcd.url])
+  const boxes: Box[] = []
+  try {
+    for (let i = 0; i < opts.boxes; i++) {
+      const label = `box-${String(i).padStart(2, '0')}`
+      const sb = await makeSandbox(path.join(opts.root, label), label)
+      const hosts = Array.from({ length: opts.hostsPerBox }, (_, j) => `t${j}.${label}.example.com`)
+      const box: Box = {
+        sb,
+        hosts,
+        logFile: path.join(sb.root, 'agent.log'),
+        env: { CARLOS_DEPLOYMENT_ETCD: etcd.url, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL },
+      }
+      await addTenants(box)
+      boxes.push(box)
+    }
+    log(`fleet: starting ${boxes.length} agents against ${etcd.url}`)
+    const s0 = performance.now()
+    for (let i = 0; i < boxes.length; i += START_BATCH) {
+      await Promise.all(
+        boxes.slice(i, i + START_BATCH).map(async (b) => {
+          b.agent = await AgentProcess.start(b.sb, { env: b.env, logFile: b.logFile })
+          await b.agent.waitReady(60_000)
+          await watching(b)
+        }),
+      )
+    }
+    const startSeconds = (performance.now() - s0) / 1000
+
+    log('fleet: migrate, fleet-wide')
+    const first = boxes[0]
+    if (first === undefined) throw new Error('a fleet needs a box')
+    const m0 = Date.now()
+    await record(store, first, ['migrate'])
+    const migrate = await converged(boxes, 'nested', m0)
+
+    const target = boxes[Math.floor(boxes.length / 2)] ?? first
+    log(`fleet: revert --box ${target.sb.box}`)
+    const r0 = Date.now()
+    await record(store, target, ['revert', '--box', target.sb.box])
+    const revert = await converged([target], 'flat', r0)
+    // Every other box read the record (the watch woke each) and stays nested.
+    for (const b of boxes) {
+      if (b === target) continue
+      const s = await agentOf(b).status()
+      const moved = b.hosts.filter((h) => s.rows[h]?.layout !== 'nested')
+      if (s.mode !== 'nested' || moved.length > 0) throw new Error(`${b.sb.box} left nested on another box's revert: mode ${s.mode}, rows ${JSON.stringify(s.rows)}`)
+    }
+    return {
+      agents: boxes.length,
+      hostsPerBox: opts.hostsPerBox,
+      pollMs: 60_000,
+      startSeconds,
+      migrate,
+      revert: { ...revert, box: target.sb.box },
+      machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
+    }
+  } finally {
+    await Promise.all(boxes.flatMap((b) => (b.agent === undefined ? [] : [b.agent.stop(10_000)])))
+    await store.close()
+    await etcd.kill()
+  }
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      boxes: { type: 'string', default: '20' },
+      hosts: { type: 'string', default: '2' },
+      dir: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+    },
+  })
+  const boxes = Number(values.boxes)
+  const hostsPerBox = Number(values.hosts)
+  if (!Number.isInteger(boxes) || boxes < 1 || !Number.isInteger(hostsPerBox) || hostsPerBox < 1) {
+    process.stderr.write('usage: node dist/bench/fleet.js [--boxes N] [--hosts N] [--dir D] [--keep]\n')
+    return 2
+  }
+  const root = values.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-fleet-')))
+  try {
+    const r = await runFleet({ root, boxes, hostsPerBox, log: (l) => process.stderr.write(`${l}\n`) })
+    process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
+    return 0
+  } finally {
+    if (!values.keep) await fs.rm(root, { recursive: true, force: true })
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main()
+}

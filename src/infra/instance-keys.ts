@@ -1,0 +1,179 @@
+// Instance keys (seed activatorStart.Run, backfillInstanceKeys): after the
+// activator may wake, every activator-managed tenant that has no key gets
+// `instance.env` in its directory, holding `CARLOS_INSTANCE_KEY=<64 hex>`,
+// mode 0600. A key is never overwritten: whatever is at that name already
+// (a key, a file the tenant put there, a symlink) stays as it is.
+//
+// Each key is minted in its host's preparation slot, the slot a wake claim
+// for that host waits on, so an instance never starts while its key is half
+// made; and the agent runs no move until the backfill is over, so no key is
+// written into a directory that is being renamed away.
+import { randomBytes } from 'node:crypto'
+import { constants } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { Logger } from '../domain/ports.js'
+import { fsyncDir, isNotFound, lstatOrUndefined, mapLimit } from './fsutil.js'
+
+export const INSTANCE_ENV = 'instance.env'
+export const INSTANCE_KEY_VAR = 'CARLOS_INSTANCE_KEY'
+
+/**
+ * The key is written under this name first and linked into place. A fixed
+ * name, so a temporary file a crash left behind is found (and removed) by
+ * the next mint without listing the tenant's directory: left there it
+ * would be a second name of instance.env, and the pass's preflight holds a
+ * host with a file of two names.
+ */
+const TEMP = '.instance.env.tmp'
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants
+
+/** Tenants minted at once: each mint is a few syscalls and two fsyncs. */
+const MINT_CONCURRENCY = 8
+
+export type MintResult = { kind: 'minted' } | { kind: 'present' } | { kind: 'skipped'; reason: string }
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+/** The file's contents for a fresh key: 32 random bytes, as hex. */
+export function instanceEnv(key = randomBytes(32).toString('hex')): string {
+  return `${INSTANCE_KEY_VAR}=${key}\n`
+}
+
+/**
+ * Mints dir's instance key unless it has one. The key is written whole to
+ * a temporary file (created with O_EXCL | O_NOFOLLOW, mode 0600, fsynced)
+ * and then given its name with link(2), which is as exclusive as O_EXCL on
+ * the name itself (it fails with EEXIST on anything there, a dangling
+ * symlink included, and never follows one) and makes the file appear
+ * complete: a reader, or a crash, never meets a half-written key, which
+ * "never overwritten" would otherwise keep for good.
+ *
+ * Run as root, the key is given to the directory's owner: an instance runs
+ * as the owner of its directory, and a key it cannot read is no key.
+ * Throws on an I/O error it does not expect.
+ */
+export async function mintInstanceKey(dir: string): Promise<MintResult> {
+  const st = await lstatOrUndefined(dir)
+  if (st === undefined) return { kind: 'skipped', reason: `${dir} does not exist` }
+  if (st.isSymbolicLink() || !st.isDirectory()) return { kind: 'skipped', reason: `${dir} is not a directory (a symlink is refused)` }
+  const temp = path.join(dir, TEMP)
+  const target = path.join(dir, INSTANCE_ENV)
+  await unlinkIfThere(temp)
+  if ((await lstatOrUndefined(target)) !== undefined) return { kind: 'present' }
+  let fh
+  try {
+    fh = await fs.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+  } catch (err) {
+    // Something appeared at the temporary name since it was removed: only
+    // the tenant writes in its directory besides us.
+    return { kind: 'skipped', reason: `${temp} could not be created: ${message(err)}` }
+  }
+  try {
+    // The mode given to open() is masked by the umask; this one is not.
+    await fh.chmod(0o600)
+    if (process.getuid?.() === 0) await fh.chown(st.uid, st.gid)
+    await fh.writeFile(instanceEnv())
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+  let result: MintResult = { kind: 'minted' }
+  try {
+    await fs.link(temp, target)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+      await unlinkIfThere(temp)
+      throw err
+    }
+    result = { kind: 'present' }
+  }
+  await unlinkIfThere(temp)
+  await fsyncDir(dir)
+  return result
+}
+
+async function unlinkIfThere(p: string): Promise<void> {
+  try {
+    await fs.unlink(p)
+  } catch (err) {
+    if (!isNotFound(err)) throw err
+  }
+}
+
+/**
+ * One host's preparation slot: what runs in it for a host runs alone, in
+ * the order it asked. The key backfill takes it for each host it mints
+ * for; a wake claim waits until it is free (seed hostPreparationSlot).
+ */
+export class HostSlots {
+  readonly #tail = new Map<string, Promise<void>>()
+
+  async run<T>(host: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.#tail.get(host) ?? Promise.resolve()
+    let free = (): void => {}
+    const mine = new Promise<void>((resolve) => (free = resolve))
+    const tail = before.then(() => mine)
+    this.#tail.set(host, tail)
+    try {
+      await before
+      return await fn()
+    } finally {
+      free()
+      if (this.#tail.get(host) === tail) this.#tail.delete(host)
+    }
+  }
+
+  /** Resolves when host's slot is free; undefined when it is free now, so a caller need not wait a tick. */
+  busy(host: string): Promise<void> | undefined {
+    return this.#tail.get(host)
+  }
+}
+
+export interface BackfillDeps {
+  /** The candidates: activator-managed hosts with a directory, as listed before the backfill. */
+  hosts: readonly string[]
+  slots: HostSlots
+  /**
+   * Read in the host's slot (seed: each row is read again there): the
+   * directory to mint in now, or why this host gets no key this time.
+   */
+  target: (host: string) => { dir: string } | { skip: string }
+  logger: Logger
+  signal: AbortSignal
+}
+
+export interface BackfillCounts {
+  minted: number
+  present: number
+  skipped: number
+  failed: number
+}
+
+/** Mints the key of every host that has none; a host that fails is logged, and its next start mints its key. */
+export async function backfillInstanceKeys(deps: BackfillDeps): Promise<BackfillCounts> {
+  const counts: BackfillCounts = { minted: 0, present: 0, skipped: 0, failed: 0 }
+  await mapLimit(deps.hosts, MINT_CONCURRENCY, async (host) => {
+    if (deps.signal.aborted) return
+    await deps.slots.run(host, async () => {
+      const t = deps.target(host)
+      if ('skip' in t) {
+        counts.skipped++
+        deps.logger.info({ host, reason: t.skip }, `agent: instance keys: ${host}: not minted: ${t.skip}`)
+        return
+      }
+      try {
+        const r = await mintInstanceKey(t.dir)
+        counts[r.kind]++
+        if (r.kind === 'skipped') deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
+      } catch (err) {
+        counts.failed++
+        deps.logger.error({ host, err: message(err) }, `agent: instance keys: ${host}: ${message(err)} (its next start mints its key)`)
+      }
+    })
+  })
+  return counts
+}

@@ -1,0 +1,127 @@
+// The activator's wake claims (DESIGN §6): it claims every wake before it
+// starts an instance and releases it when the instance sleeps; at its own
+// start it sends its whole awake set. A claim is granted only while the
+// host's files stay where the answer says, and the pass never moves a
+// claimed host's files: that is the whole contract between the two.
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type from 'typebox'
+import { type AgentApi, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
+import { commonErrors, errorEnvelope, mutationErrors } from './error-envelope.js'
+
+export interface WakesRoutesOptions {
+  api: AgentApi
+}
+
+export const HostParams = Type.Object({
+  host: Type.String({ description: 'The hostname (a valid DNS name, lower case).' }),
+})
+
+/**
+ * The awake set names every instance the activator runs; a box of a few
+ * thousand instances of long hostnames must fit, which the app's default
+ * limit (sized for small bodies) would refuse.
+ */
+const WAKE_SET_BODY_LIMIT = 1024 * 1024
+
+const invalidHost = errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.')
+
+export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
+  app.post(
+    '/wakes/:host',
+    {
+      schema: {
+        summary: 'Claim a wake',
+        description:
+          'The activator asks before it starts an instance. Refused (`409`, with the reason) while the host is fenced (its files are moving), ' +
+          'held down, in conflict with another row, unknown, not activator-managed, nested while the isolation gate is shut, or while layoutd is not ready. ' +
+          'Otherwise the claim is recorded (it survives a restart of layoutd) and the answer carries the paths the instance must use: ' +
+          'they do not change, and its files do not move, until the claim is released.',
+        tags: ['activator'],
+        security: [{ bearer: [] }],
+        params: HostParams,
+        response: {
+          200: WakeGrant,
+          409: WakeRefusal,
+          ...commonErrors,
+          400: invalidHost,
+          ...mutationErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const answer = await api.claimWake(request.params.host)
+      if (answer.granted) return reply.code(200).send(answer.grant)
+      return reply.code(409).send(answer.refusal)
+    },
+  )
+
+  app.delete(
+    '/wakes/:host',
+    {
+      schema: {
+        summary: 'Release a wake',
+        description:
+          'The instance is asleep: its claim ends, and a move waiting to stop it goes on. `204` whether or not the host held a claim, ' +
+          'so a release can be repeated safely.',
+        tags: ['activator'],
+        security: [{ bearer: [] }],
+        params: HostParams,
+        response: {
+          204: Type.Null({ description: 'Released (or there was nothing to release).' }),
+          ...commonErrors,
+          400: invalidHost,
+          ...mutationErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      api.releaseWake(request.params.host)
+      return reply.code(204).send(null)
+    },
+  )
+
+  app.put(
+    '/wakes',
+    {
+      bodyLimit: WAKE_SET_BODY_LIMIT,
+      schema: {
+        summary: "Replace the claim set with the activator's awake set",
+        description:
+          'Sent by the activator at its own start: the hosts it has awake become the whole claim set, every other claim ends. ' +
+          'Every host named is recorded as claimed, as it is awake; the answer names those it must stop, because a claim for them would be refused now.',
+        tags: ['activator'],
+        security: [{ bearer: [] }],
+        body: WakeSetBody,
+        response: {
+          200: WakeSet,
+          ...commonErrors,
+          400: errorEnvelope('The body is malformed, or names a hostname that is not a valid DNS name (`invalid_host`).'),
+          ...mutationErrors,
+          409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
+          503: errorEnvelope('Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`.'),
+        },
+      },
+    },
+    (request) => api.replaceWakes(request.body.awake),
+  )
+
+  app.get(
+    '/wakes',
+    {
+      schema: {
+        summary: 'The wake claims',
+        description: 'Every host holding a wake claim, and whether the claims persisted in the registry could be read at start.',
+        tags: ['activator'],
+        response: {
+          200: WakeList,
+          500: commonErrors[500],
+        },
+      },
+    },
+    (_request, reply) => {
+      void reply.header('cache-control', 'no-store')
+      return api.wakes()
+    },
+  )
+  done()
+}
