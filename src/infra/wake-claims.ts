@@ -119,6 +119,12 @@ export interface WakeClaimsOptions {
 
 export class WakeClaims implements Claims {
   readonly #awake = new Set<string>()
+  /**
+   * While the sweep has failed every host counts as awake, except those the
+   * activator has since released: a release is proof of sleep, and without
+   * this a host could never be moved (nor its stop succeed) until PUT /wakes.
+   */
+  readonly #provenAsleep = new Set<string>()
   readonly #released = new Map<string, Set<() => void>>()
   readonly #o: WakeClaimsOptions
   #swept = false
@@ -144,7 +150,7 @@ export class WakeClaims implements Claims {
   }
 
   claimed(host: string): boolean {
-    return !this.#swept || this.#awake.has(host)
+    return this.#awake.has(host) || (!this.#swept && !this.#provenAsleep.has(host))
   }
 
   /** Every host holding a claim, sorted. */
@@ -160,6 +166,7 @@ export class WakeClaims implements Claims {
   claim(host: string): void {
     this.#o.store.claimWake(host, this.#now())
     this.#awake.add(host)
+    this.#provenAsleep.delete(host)
   }
 
   /** The host is asleep: its claim is gone, on disk and here, and a stop waiting on it ends. */
@@ -181,6 +188,7 @@ export class WakeClaims implements Claims {
 
   #forget(host: string): void {
     this.#awake.delete(host)
+    this.#provenAsleep.add(host)
     for (const done of this.#released.get(host) ?? []) done()
     this.#released.delete(host)
   }
