@@ -30,7 +30,8 @@ import { layoutDirectory } from './infra/layout-dir.js'
 import { Pass } from './infra/pass.js'
 import type { Registry } from './infra/registry.js'
 import { SqliteClaimStore, WakeClaims } from './infra/wake-claims.js'
-import type { Metrics, WakeClaimResult } from './metrics.js'
+import type { Metrics, RecoveryAction as MetricRecoveryAction, WakeClaimResult } from './metrics.js'
+import type { RecoveryAction } from './domain/pass-plan.js'
 
 export interface AgentDeps {
   config: Config
@@ -102,6 +103,15 @@ function withheldReasons(report: LayoutReport, last: ReadonlyMap<string, Result>
     if (r !== undefined && (row.layout === 'flat' || row.layout === 'nested') && r.to !== row.layout) row.reason = r.reason
   }
   return report
+}
+
+/** The recovered_journals_total label of each DESIGN §4 action. */
+const RECOVERY_LABEL: Record<RecoveryAction['kind'], MetricRecoveryAction> = {
+  'redo-move': 'redone',
+  rollback: 'rolled_back',
+  'redo-row': 'committed',
+  'redo-finish': 'finished',
+  keep: 'kept_fenced',
 }
 
 export class Agent implements AgentApi {
@@ -214,12 +224,12 @@ export class Agent implements AgentApi {
       socketsGid: await groupId(SOCKETS_GROUP),
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => this.#deps.metrics.observeMove(to, outcome, seconds),
+      onRecover: (action) => this.#deps.metrics.recoveredJournal(RECOVERY_LABEL[action]),
       reload: this.#deps.reload,
       stopTimeoutMs: this.#deps.stopTimeoutMs,
     })
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
     const recovered = await pass.recover(intent, { defaultOptedOut })
-    for (const r of recovered) this.#deps.metrics.recoveredJournal(r.outcome === 'recovered' ? 'finished' : r.outcome === 'released' ? 'rolled_back' : 'kept_fenced')
     logLayoutResults(recovered, logger)
     logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger)
     logger.info({ intent, swept }, `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`)

@@ -21,6 +21,7 @@ interface Box {
   registry: Registry
   store: DeployStore
   agent: Agent
+  metrics: Metrics
 }
 
 /** A store that counts its reads and can be made to hold them until released. */
@@ -67,14 +68,15 @@ async function box(t: TestContext, env: Record<string, string> = {}, wrap?: (s: 
   const registry = Registry.open(config.dataDir)
   const dirStore = new DirDeployStore(config.deploymentDir)
   const store = wrap ? wrap(dirStore) : dirStore
-  const agent = new Agent({ config, logger: pino({ level: 'silent' }), metrics: new Metrics(), registry, store })
+  const metrics = new Metrics()
+  const agent = new Agent({ config, logger: pino({ level: 'silent' }), metrics, registry, store })
   // One cleanup, in order: the agent writes under dir until it has stopped.
   t.after(async () => {
     await agent.stop()
     registry.close()
     await fs.rm(dir, { recursive: true, force: true })
   })
-  return { config, registry, store, agent }
+  return { config, registry, store, agent, metrics }
 }
 
 async function addFlat(b: Box, host: string): Promise<void> {
@@ -192,4 +194,32 @@ void test('CARLOS_ACTIVATOR=none: the unmanaged report, and nothing moves', asyn
   assert.equal(report.rows['a.example.com']?.layout, 'flat')
   assert.equal(b.agent.readiness().nested.allowed, false)
   assert.equal((await fs.stat(flatPaths(b.config, 'a.example.com').dir)).isDirectory(), true)
+})
+
+void test('recovery counts each journal by the action the DESIGN §4 table took', async (t) => {
+  const b = await box(t, { CARLOS_LAYOUT_DEFAULT: 'flat' })
+  // a: files already at dest, row still at from (a crash after the rename): the row is committed.
+  // b: no files anywhere: kept fenced.
+  for (const host of ['a.example.com', 'b.example.com']) {
+    const from = flatPaths(b.config, host)
+    const dest = nestedPaths(b.config, host)
+    b.registry.add({ host, kind: 'instance', hibernate: true, ...from })
+    await fs.mkdir(path.join(b.config.dataDir, 'layout'), { recursive: true })
+    await fs.writeFile(
+      path.join(b.config.dataDir, 'layout', `${host}.journal`),
+      JSON.stringify({ v: 1, host, to: 'nested', from, dest, generation: 1, startedAt: new Date().toISOString() }),
+    )
+    if (host === 'a.example.com') {
+      await fs.mkdir(dest.dir, { recursive: true })
+      await fs.writeFile(path.join(dest.dir, 'db.sqlite'), host)
+    }
+  }
+  await b.agent.start()
+  const text = await b.metrics.text()
+  const count = (action: string) => Number(new RegExp(`^carlos_layout_recovered_journals_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(text)?.[1])
+  assert.equal(count('committed'), 1)
+  assert.equal(count('kept_fenced'), 1)
+  assert.equal(count('finished'), 0)
+  assert.equal(count('rolled_back'), 0)
+  assert.equal(b.registry.get('a.example.com')?.dir, nestedPaths(b.config, 'a.example.com').dir)
 })

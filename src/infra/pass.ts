@@ -61,6 +61,8 @@ export interface PassDeps {
    * seconds is how long the host was fenced for the move (0 when nothing was fenced).
    */
   onMove?: (to: Mode, outcome: Outcome, seconds: number) => void
+  /** Called once per journal recovery acts on, and once per change of a kept journal's reason. */
+  onRecover?: (action: RecoveryAction['kind']) => void
   /** Asks the edge to reload its routes after rows were rewritten or released. */
   reload?: () => Promise<void>
   stopTimeoutMs?: number
@@ -670,7 +672,10 @@ export class Pass implements LayoutPass {
       if (!read.ok) {
         const why = `journal ${journalPath(this.#d.dirs, host)} ${read.reason}; the host stays fenced and nothing is changed`
         this.#d.fence.fence([host], this.#d.fence.fenced(host) ?? this.#d.registry.nextGeneration())
-        if (this.#kept.get(host) !== why) this.#d.logger.error({ host }, `layout: ${host}: ${why}`)
+        if (this.#kept.get(host) !== why) {
+          this.#d.logger.error({ host }, `layout: ${host}: ${why}`)
+          this.#d.onRecover?.('keep')
+        }
         this.#kept.set(host, why)
         results.push(this.#result(host, 'held', why))
         continue
@@ -691,12 +696,14 @@ export class Pass implements LayoutPass {
       if (action.kind === 'keep') {
         if (this.#kept.get(host) !== action.reason) {
           this.#d.logger.warn({ host, to: j.to, ...facts }, `layout: ${host}: journal to ${j.to} kept -> ${action.reason}`)
+          this.#d.onRecover?.('keep')
         }
         this.#kept.set(host, action.reason)
         results.push(this.#result(host, 'held', action.reason, j.to))
         continue
       }
       this.#d.logger.info({ host, to: j.to, action: action.kind, ...facts }, `layout: ${host}: journal to ${j.to} -> ${action.kind}`)
+      this.#d.onRecover?.(action.kind)
       this.#kept.delete(host)
       this.#open.set(host, j)
       buckets[action.kind].push({ j, wasHeld: this.#holds.has(host), t0 })
