@@ -20,7 +20,9 @@ export const EnvSchema = Type.Object({
   CARLOS_LAYOUT_POLL: duration('5s', 'How often the deploy store is read for a new intent.'),
   CARLOS_LAYOUT_RETRY: duration('10m', 'When the leg runs again on its own after deferring or holding a host.'),
   CARLOS_LAYOUT_AWAKE_GRACE: duration('1h', 'How long an awake instance is waited for before it is stopped for its move.'),
-  CARLOS_NESTED_MOUNTS: Type.Optional(Type.String({ description: 'Comma-separated mounts that must carry nosymfollow; default <data>/nested.' })),
+  CARLOS_NESTED_MOUNTS: Type.Optional(
+    Type.String({ description: 'Comma-separated mounts that must carry nosymfollow; default <data>/nested; `none` on a machine without them.' }),
+  ),
   CARLOS_MOUNTINFO: Type.String({ default: '/proc/self/mountinfo', description: 'The mount table the gate reads.' }),
   CARLOS_PROBE_FILE: Type.String({ default: '/run/carlos-control/probe.out', description: "The isolation probe's verdict file." }),
   CARLOS_PROBE_EVERY: duration('5m', 'How often the probe verdict is read.'),
@@ -110,6 +112,19 @@ function parseEndpoints(v: string): string[] {
   return eps
 }
 
+/**
+ * The mounts the gate wants nosymfollow on. Empty counts as unset, as for
+ * every variable (an env file's `CARLOS_NESTED_MOUNTS=` must not switch the
+ * check off); only the word `none` says no mount is required.
+ */
+function nestedMounts(v: string | undefined, dataDir: string): string[] {
+  if (v === undefined) return [path.join(dataDir, 'nested')]
+  if (v.trim() === 'none') return []
+  const mounts = v.split(',').map((s) => s.trim()).filter(Boolean)
+  if (mounts.includes('none')) throw new ConfigError(`CARLOS_NESTED_MOUNTS=${JSON.stringify(v)}: none stands alone`)
+  return mounts.map((p) => path.resolve(p))
+}
+
 function checkUrl(name: string, v: string): string {
   if (v === '') return v
   try {
@@ -148,11 +163,7 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
     pollMs: parseDuration('CARLOS_LAYOUT_POLL', e.CARLOS_LAYOUT_POLL),
     retryMs: parseDuration('CARLOS_LAYOUT_RETRY', e.CARLOS_LAYOUT_RETRY),
     graceMs: parseDuration('CARLOS_LAYOUT_AWAKE_GRACE', e.CARLOS_LAYOUT_AWAKE_GRACE),
-    // Set but empty means no mount is required; unset means <data>/nested.
-    nestedMounts:
-      environ.CARLOS_NESTED_MOUNTS === undefined
-        ? [path.join(dataDir, 'nested')]
-        : environ.CARLOS_NESTED_MOUNTS.split(',').map((s) => s.trim()).filter(Boolean).map((p) => path.resolve(p)),
+    nestedMounts: nestedMounts(e.CARLOS_NESTED_MOUNTS, dataDir),
     mountinfo: e.CARLOS_MOUNTINFO,
     probeFile: e.CARLOS_PROBE_FILE,
     probeEveryMs: parseDuration('CARLOS_PROBE_EVERY', e.CARLOS_PROBE_EVERY),

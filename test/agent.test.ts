@@ -60,7 +60,7 @@ async function box(t: TestContext, env: Record<string, string> = {}, wrap?: (s: 
     CARLOS_BOX: 'kass-1',
     CARLOS_DATA_DIR: path.join(dir, 'data'),
     CARLOS_DEPLOYMENT_DIR: path.join(dir, 'deploy'),
-    CARLOS_NESTED_MOUNTS: '',
+    CARLOS_NESTED_MOUNTS: 'none',
     CARLOS_PROBE_FILE: probe,
     CARLOS_LAYOUT_POLL: '50ms',
     ...env,

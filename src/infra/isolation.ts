@@ -169,7 +169,7 @@ export class Isolation implements IsolationGate {
   }
 
   private async mounts(): Promise<GateCheck> {
-    if (this.cfg.nestedMounts.length === 0) return { name: 'mounts', ok: true, detail: 'no mount required (CARLOS_NESTED_MOUNTS is empty)' }
+    if (this.cfg.nestedMounts.length === 0) return { name: 'mounts', ok: true, detail: 'no mount required (CARLOS_NESTED_MOUNTS=none)' }
     let text: string
     try {
       text = await fs.readFile(this.cfg.mountinfo, 'utf8')

@@ -199,7 +199,7 @@ async function realBox(
     CARLOS_BOX: 'kass-1',
     CARLOS_DATA_DIR: path.join(dir, 'data'),
     CARLOS_DEPLOYMENT_DIR: path.join(dir, 'deploy'),
-    CARLOS_NESTED_MOUNTS: '',
+    CARLOS_NESTED_MOUNTS: 'none',
     CARLOS_PROBE_FILE: probe,
     CARLOS_LAYOUT_POLL: '50ms',
     CARLOS_LAYOUT_DEFAULT: 'flat',

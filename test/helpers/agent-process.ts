@@ -48,7 +48,7 @@ export async function makeSandbox(root: string, box = 'crash-box'): Promise<Sand
 
 /**
  * The environment every command of the sandbox runs with. No mount is
- * required (CARLOS_NESTED_MOUNTS empty): a temp dir is not a nosymfollow
+ * required (CARLOS_NESTED_MOUNTS=none): a temp dir is not a nosymfollow
  * mount, and the gate's other checks still run.
  */
 export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -60,7 +60,7 @@ export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): Nod
     CARLOS_DATA_DIR: sb.dataDir,
     CARLOS_DEPLOYMENT_DIR: sb.deployDir,
     CARLOS_BOX: sb.box,
-    CARLOS_NESTED_MOUNTS: '',
+    CARLOS_NESTED_MOUNTS: 'none',
     CARLOS_PROBE_FILE: sb.probeFile,
     CARLOS_LAYOUT_POLL: '200ms',
     CARLOS_ACTIVATOR_URL: '',
