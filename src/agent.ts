@@ -225,6 +225,7 @@ export class Agent implements AgentApi {
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => this.#deps.metrics.observeMove(to, outcome, seconds),
       onRecover: (action) => this.#deps.metrics.recoveredJournal(RECOVERY_LABEL[action]),
+      onResult: (r) => this.#leg.progress(r),
       reload: this.#deps.reload,
       stopTimeoutMs: this.#deps.stopTimeoutMs,
     })

@@ -2,7 +2,7 @@
 // --wait it follows the run that kick asked for, printing progress as hosts
 // finish, and exits 1 when any host failed.
 import type { Result } from '../domain/modes.js'
-import type { LegRun } from '../domain/schemas.js'
+import { AppError } from '../errors.js'
 import { AgentClient, agentUrl } from './agent-client.js'
 import { parseCommandArgs } from './args.js'
 import type { CliIo } from './status.js'
@@ -39,9 +39,19 @@ export async function convergeCommand(argv: string[], io: CliIo): Promise<number
       shown = n
     }
   }
-  const finished: LegRun = await run
+  const finished = await run.catch(async (err: unknown) => {
+    // The agent bounds a wait (10 minutes); a longer run goes on, and so
+    // does this command, following the leg until it is idle.
+    if (!(err instanceof AppError && err.code === 'converge_timeout')) throw err
+    for (;;) {
+      const leg = await client.leg()
+      if (!leg.running && !leg.pending && leg.lastRun !== null) return leg.lastRun
+      await new Promise((r) => setTimeout(r, PROGRESS_EVERY_MS))
+    }
+  })
   for (const r of finished.results) {
-    if (r.outcome !== 'unchanged') io.stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
+    // A thousand 'moved' lines would hide the few that need an operator.
+    if (r.outcome !== 'unchanged' && r.outcome !== 'moved') io.stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
   }
   io.stdout.write(`done: ${summarize(finished.results)}\n`)
   return finished.results.some((r) => r.outcome === 'failed') ? 1 : 0

@@ -125,6 +125,15 @@ export class Leg {
     if (!this.#running) this.#settleWaiters()
   }
 
+  /**
+   * A result of the run under way, as it is decided: the run's record grows
+   * while it goes on, so `converge --wait` can show progress. The run's own
+   * answer replaces these when it ends.
+   */
+  progress(result: Result): void {
+    if (this.#running && this.#lastRun !== null && this.#lastRun.finishedAt === null) this.#lastRun.results.push(result)
+  }
+
   state(): LegState {
     return {
       running: this.#running,

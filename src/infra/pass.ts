@@ -61,6 +61,8 @@ export interface PassDeps {
    * seconds is how long the host was fenced for the move (0 when nothing was fenced).
    */
   onMove?: (to: Mode, outcome: Outcome, seconds: number) => void
+  /** Called with every result as it is decided, so a run's progress can be shown while it goes on. */
+  onResult?: (r: Result) => void
   /** Called once per journal recovery acts on, and once per change of a kept journal's reason. */
   onRecover?: (action: RecoveryAction['kind']) => void
   /** Asks the edge to reload its routes after rows were rewritten or released. */
@@ -765,7 +767,9 @@ export class Pass implements LayoutPass {
 
   #result(host: string, outcome: Outcome, reason: string, to?: Mode, seconds = 0): Result {
     if (to !== undefined && outcome !== 'unchanged') this.#d.onMove?.(to, outcome, seconds)
-    return to === undefined ? { host, outcome, reason } : { host, outcome, reason, to }
+    const r: Result = to === undefined ? { host, outcome, reason } : { host, outcome, reason, to }
+    this.#d.onResult?.(r)
+    return r
   }
 
   #since(t0: number): number {

@@ -298,3 +298,22 @@ void describe('layoutLeg (metrics hooks)', () => {
     assert.deepEqual(logger.msgs(), ['layout: leg onRunStart hook failed: gauge gone'])
   })
 })
+
+void describe('layoutLeg.progress', () => {
+  void it('grows the record of the run under way; the run answer replaces it; nothing lands outside a run', async () => {
+    const { runs, leg } = setup()
+    leg.progress(moved('early.example.com'))
+    leg.kick()
+    await runs.started(1)
+    leg.progress(moved('a.example.com'))
+    leg.progress(moved('b.example.com'))
+    const during = leg.state()
+    assert.equal(during.running, true)
+    assert.deepEqual(during.lastRun?.results.map((r) => r.host), ['a.example.com', 'b.example.com'])
+    runs.finish(0, [moved('a.example.com'), moved('b.example.com'), moved('c.example.com')])
+    await leg.wait()
+    assert.deepEqual(leg.state().lastRun?.results.map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com'])
+    leg.progress(moved('late.example.com'))
+    assert.equal(leg.state().lastRun?.results.length, 3)
+  })
+})
