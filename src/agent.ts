@@ -441,7 +441,7 @@ export class Agent implements AgentApi {
     const { config } = this.#deps
     const { routes } = this.#rows()
     if (this.#pass === null) {
-      return unmanagedLayoutReport({
+      const report = unmanagedLayoutReport({
         box: config.box,
         routes,
         dirs: config,
@@ -449,6 +449,14 @@ export class Agent implements AgentApi {
         holdHosts: this.#unmanagedFenced.holds,
         leg: this.#leg.state(),
       })
+      if (config.activator === 'none') return report
+      // An armed box still recovering: rows judged as the unmanaged report
+      // judges them (journals and holds first), under the intent seen so far.
+      return {
+        ...report,
+        mode: this.#state.lastIntent(),
+        warnings: [`start-up recovery is running (${this.#phase}): nothing may wake until it is done`, ...report.warnings],
+      }
     }
     const leg = this.#leg.state()
     const report = layoutStatusReport({ box: config.box, routes, pass: this.#pass, state: this.#state, leg })

@@ -170,8 +170,14 @@ export class Leg {
       // run's one result, and retried on the timer like a held host: the
       // fault may be passing, and a quiet fleet would never come back for it.
       const reason = message(err)
-      logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
-      outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: true }
+      if (this.#stopped) {
+        // Stopping the agent is not a fault of the run.
+        logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
+        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false }
+      } else {
+        logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
+        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: true }
+      }
     }
     const endMs = clock.now()
     const done: LegRun = { startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results }

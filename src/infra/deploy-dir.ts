@@ -25,9 +25,13 @@ const messageOf = (err: unknown): string => (err instanceof Error ? err.message 
 
 /** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
 async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
-  const fh = await fs.open(file, 'r')
+  // O_NONBLOCK: a FIFO planted under a record's name must not hold a read
+  // (and a libuv worker) forever; it is refused below as not a regular file.
+  const fh = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW)
   try {
-    const { size } = await fh.stat()
+    const st = await fh.stat()
+    if (!st.isFile()) throw new Error('is not a regular file')
+    const { size } = st
     if (size > MAX_RECORD_BYTES) return { size, text: '' }
     const text = await fh.readFile({ encoding: 'utf8', signal })
     // The file may have grown between stat and read.

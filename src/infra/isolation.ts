@@ -151,6 +151,7 @@ export class Isolation implements IsolationGate {
       await fs.mkdir(nested, { recursive: true, mode: 0o755 })
       const st = await fs.lstat(nested)
       if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', `${nested} is not a directory (a symlink is refused)`)
+      await this.removeStaleProbes(nested)
       await fs.mkdir(probe, { mode: 0o750 })
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
       await setDirMode(path.join(probe, 'run'), 0o2770)
@@ -165,6 +166,18 @@ export class Isolation implements IsolationGate {
       await fs.rm(probe, { recursive: true, force: true }).catch((err: unknown) => {
         this.logger.warn({ err, path: probe }, 'layout: isolation self-check could not remove its tree')
       })
+    }
+  }
+
+  /**
+   * A self-check killed half-way leaves its tree behind. Its name starts
+   * with a dot, so it is never a host's; one agent runs per box, so any
+   * such tree but the one being made now is a leftover.
+   */
+  private async removeStaleProbes(nested: string): Promise<void> {
+    for (const name of await fs.readdir(nested)) {
+      if (!name.startsWith('.selfcheck-')) continue
+      await fs.rm(path.join(nested, name), { recursive: true, force: true })
     }
   }
 

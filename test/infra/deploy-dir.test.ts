@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
@@ -155,4 +156,11 @@ void test('openDeployStore: the directory store when etcd is not named', async (
   const store = openDeployStore(loadConfig({ CARLOS_DEPLOYMENT_DIR: root }))
   assert.ok(store instanceof DirDeployStore)
   assert.equal(store.describe(), `dir ${root}`)
+})
+
+void test('a FIFO planted under a record name is refused at once, not waited on', async (t) => {
+  const { store, dir } = await setup(t)
+  await fs.mkdir(dir, { recursive: true })
+  execFileSync('mkfifo', [path.join(dir, '20261130T080000.000Z-ffffff.json')])
+  await assert.rejects(store.list(AbortSignal.timeout(5_000)), /20261130T080000\.000Z-ffffff\.json: cannot read: is not a regular file/)
 })

@@ -80,3 +80,15 @@ void test('the self-check refuses a D/nested that is a symlink', async (t) => {
   assert.match((await gate.refresh({ probe: true })) ?? '', /^selfcheck: .*nested is not a directory \(a symlink is refused\)/)
   assert.deepEqual(await fs.readdir(path.join(dir, 'elsewhere')), [], 'nothing was created through the symlink')
 })
+
+void test('the self-check removes the tree a killed self-check left behind', async (t) => {
+  const dir = await tmpDir(t)
+  const dataDir = path.join(dir, 'data')
+  const nested = path.join(dataDir, 'nested')
+  await fs.mkdir(path.join(nested, '.selfcheck-123-abcd', 'run'), { recursive: true })
+  await fs.mkdir(path.join(nested, 'a.example.com'))
+  const gate = new Isolation({ dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000 }, new FakeLogger())
+  await gate.refresh({ probe: false })
+  assert.equal(gate.report()[0]?.ok, true)
+  assert.deepEqual(await fs.readdir(nested), ['a.example.com'])
+})
