@@ -88,12 +88,6 @@ function prepare(db: Database.Database) {
     nextGeneration: db.prepare<[], { generation: number }>(
       "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' RETURNING CAST(value AS INTEGER) AS generation",
     ),
-    wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
-    claimWake: db.prepare<[string, string]>(
-      // A repeated claim keeps the first time: the instance has been awake since then.
-      'INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING',
-    ),
-    releaseWake: db.prepare<[string]>('DELETE FROM wakes WHERE host = ?'),
   }
 }
 
@@ -180,42 +174,5 @@ export class Registry implements RouteStore {
     const row = this.#stmt.nextGeneration.get()
     if (row === undefined) throw new Error(`${this.file}: the generation counter is missing from meta`)
     return row.generation
-  }
-
-  /** Every host holding a wake claim, sorted. */
-  wakes(): string[] {
-    return this.#stmt.wakes.all()
-  }
-
-  /** Records that host is awake; a host already claimed keeps its first claim time. */
-  claimWake(host: string, at: Date): void {
-    const why = hostError(host)
-    if (why !== null) throw errors.invalidHost(host, why)
-    this.#stmt.claimWake.run(host, at.toISOString())
-  }
-
-  /** The host is asleep; false when it held no claim. */
-  releaseWake(host: string): boolean {
-    return this.#stmt.releaseWake.run(host).changes > 0
-  }
-
-  /**
-   * Makes hosts the whole claim set (the activator's `PUT /wakes` at its
-   * start). Hosts that were already claimed keep their claim time; new ones
-   * are stamped at. An invalid host changes nothing.
-   */
-  replaceWakes(hosts: readonly string[], at: Date = this.#now()): void {
-    for (const h of hosts) {
-      const why = hostError(h)
-      if (why !== null) throw errors.invalidHost(h, why)
-    }
-    const keep = new Set(hosts)
-    const stamp = at.toISOString()
-    this.#db
-      .transaction(() => {
-        for (const h of this.#stmt.wakes.all()) if (!keep.has(h)) this.#stmt.releaseWake.run(h)
-        for (const h of keep) this.#stmt.claimWake.run(h, stamp)
-      })
-      .immediate()
   }
 }

@@ -18,6 +18,16 @@ import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
 import { build, errorOf, HOST } from '../helpers/fake-agent.js'
+import { SqliteClaimStore } from '../../src/infra/wake-claims.js'
+/** The claims on disk, read through a connection of the test's own (what a restart would load). */
+function persistedWakes(registry: Registry): string[] {
+  const store = SqliteClaimStore.open(registry.file)
+  try {
+    return store.wakes()
+  } finally {
+    store.close()
+  }
+}
 
 const GRANT: WakeGrant = { host: HOST, layout: 'flat', dir: '/data/apps/a.example.com', socket: '/data/run/a.example.com.sock', db: '' }
 
@@ -277,13 +287,13 @@ void test('a flat tenant is granted with its paths, the claim is kept in the reg
   const got = await claim(b, 'a.example.com')
   assert.equal(got.status, 200)
   assert.deepEqual(got.body, { host: 'a.example.com', layout: 'flat', ...p })
-  assert.deepEqual(b.registry.wakes(), ['a.example.com'])
+  assert.deepEqual(persistedWakes(b.registry), ['a.example.com'])
   // A second claim of an awake host is granted again and keeps one claim.
   assert.equal((await claim(b, 'a.example.com')).status, 200)
   assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), { awake: ['a.example.com'], swept: true })
 
   assert.equal((await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode, 204)
-  assert.deepEqual(b.registry.wakes(), [])
+  assert.deepEqual(persistedWakes(b.registry), [])
   assert.equal((await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode, 204, 'a release repeats safely')
 
   const text = await b.metrics.text()
@@ -319,7 +329,7 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
   const invalid = await b.app.inject({ method: 'POST', url: '/wakes/Not_A_Host' })
   assert.equal(invalid.statusCode, 400)
   assert.equal(errorOf(invalid.body).code, 'invalid_host')
-  assert.deepEqual(b.registry.wakes(), [], 'no refusal recorded a claim')
+  assert.deepEqual(persistedWakes(b.registry), [], 'no refusal recorded a claim')
 
   const text = await b.metrics.text()
   assert.equal(sample(text, 'carlos_layout_wake_claims_total{result="not_ready"}'), 1)
@@ -430,11 +440,11 @@ void test('PUT /wakes records the whole set as claimed and names what must stop'
   )
   assert.match(set.stop[0]?.reason ?? '', /^conflict: /)
   assert.match(set.stop[1]?.reason ?? '', /^unknown host: /)
-  assert.deepEqual(b.registry.wakes(), ['a.example.com', 'd.example.com', 'z.example.com'], 'b was not named: its claim ended')
+  assert.deepEqual(persistedWakes(b.registry), ['a.example.com', 'd.example.com', 'z.example.com'], 'b was not named: its claim ended')
 
   const bad = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['ok.example.com', '-bad'] } })
   assert.equal(bad.statusCode, 400)
-  assert.deepEqual(b.registry.wakes(), ['a.example.com', 'd.example.com', 'z.example.com'], 'an invalid host changes nothing')
+  assert.deepEqual(persistedWakes(b.registry), ['a.example.com', 'd.example.com', 'z.example.com'], 'an invalid host changes nothing')
 })
 
 void test('no window: from the moment its move fences it, a claimed host is refused; it moves only after its release', async (t) => {
@@ -553,7 +563,7 @@ void test('a release that does not come in time: the move fails, the fence is li
   const again = await b.app.inject({ method: 'GET', url: '/ready/a.example.com' })
   assert.equal(again.statusCode, 200)
   assert.deepEqual(again.json(), first.body)
-  assert.deepEqual(b.registry.wakes(), ['a.example.com'])
+  assert.deepEqual(persistedWakes(b.registry), ['a.example.com'])
   assert.equal(await fs.readFile(path.join(first.body.dir, 'host.txt'), 'utf8'), 'a.example.com')
   await assert.rejects(fs.lstat(path.join(b.config.dataDir, 'layout', 'a.example.com.journal')), { code: 'ENOENT' })
   assert.equal(b.agent.report().rows['a.example.com']?.reason, a?.reason, 'the row says why it did not move')

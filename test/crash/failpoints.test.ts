@@ -18,6 +18,7 @@ import { flatPaths, nestedPaths, nestedRoot, pathsFor } from '../../src/domain/p
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { FAILPOINT_STEPS } from '../../src/infra/failpoint.js'
 import { Registry } from '../../src/infra/registry.js'
+import { SqliteClaimStore } from '../../src/infra/wake-claims.js'
 import { AgentProcess, recordIntent, type Exit } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -279,8 +280,11 @@ void describe('a crash at each step of a move finishes exactly after a restart',
   void it('after-stop: a host awake at its move is stopped, and a crash right after is recovered', async (t) => {
     const s = await setup(t, 'nested', { force: true })
     const { w, subject, bystander } = s
+    // A claim persisted before the agent starts: the tenant was awake when layoutd stopped.
     const reg = Registry.open(w.sb.dataDir)
-    reg.claimWake(subject, new Date())
+    const claims = SqliteClaimStore.open(reg.file)
+    claims.claimWake(subject, new Date())
+    claims.close()
     reg.close()
     // The activator: asked to stop the instance, it releases the claim as the activator contract says.
     let agentUrl = ''

@@ -179,31 +179,3 @@ void test('the generation is strictly increasing across close and reopen', async
   assert.equal(again.nextGeneration(), 4)
 })
 
-void test('wake claims round-trip, keep their first time, and are replaced as a set', async (t) => {
-  const dataDir = await tmpDir(t)
-  const reg = Registry.open(dataDir)
-  const t0 = new Date('2026-01-01T00:00:00.000Z')
-  const t1 = new Date('2026-01-01T01:00:00.000Z')
-  reg.claimWake('b.example.com', t0)
-  reg.claimWake('a.example.com', t0)
-  reg.claimWake('a.example.com', t1)
-  assert.deepEqual(reg.wakes(), ['a.example.com', 'b.example.com'])
-  assert.equal(reg.releaseWake('b.example.com'), true)
-  assert.equal(reg.releaseWake('b.example.com'), false)
-  assert.throws(() => reg.claimWake('Bad.example.com', t0), (err) => code(err) === 'invalid_host')
-  reg.close()
-
-  const again = openIn(t, dataDir)
-  assert.deepEqual(again.wakes(), ['a.example.com'])
-  again.replaceWakes(['c.example.com', 'a.example.com', 'c.example.com'], t1)
-  assert.deepEqual(again.wakes(), ['a.example.com', 'c.example.com'])
-  const claimedAt = raw(t, dataDir).prepare('SELECT host, claimed_at AS at FROM wakes ORDER BY host').all()
-  assert.deepEqual(claimedAt, [
-    { host: 'a.example.com', at: t0.toISOString() },
-    { host: 'c.example.com', at: t1.toISOString() },
-  ])
-  assert.throws(() => again.replaceWakes(['d.example.com', 'a/b']), (err) => code(err) === 'invalid_host')
-  assert.deepEqual(again.wakes(), ['a.example.com', 'c.example.com'])
-  again.replaceWakes([])
-  assert.deepEqual(again.wakes(), [])
-})
