@@ -375,7 +375,8 @@ export class Agent implements AgentApi {
     for (const row of Object.values(report.rows)) counts[row.layout as RowLayout] = (counts[row.layout as RowLayout] ?? 0) + 1
     metrics.setRows(counts)
     metrics.setDeferredHosts(run.results.filter((r) => r.outcome === 'deferred').length)
-    metrics.setHeldHosts(Object.values(report.rows).filter((r) => r.reason.startsWith('held')).length)
+    const pass = this.#pass
+    metrics.setHeldHosts(pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length)
   }
 
   // ---- the poller ---------------------------------------------------------

@@ -223,3 +223,20 @@ void test('recovery counts each journal by the action the DESIGN §4 table took'
   assert.equal(count('rolled_back'), 0)
   assert.equal(b.registry.get('a.example.com')?.dir, nestedPaths(b.config, 'a.example.com').dir)
 })
+
+void test('a host held for a second name on one of its files is counted in held_hosts and reported fenced', async (t) => {
+  const b = await box(t, { CARLOS_LAYOUT_DEFAULT: 'flat' })
+  await addFlat(b, 'a.example.com')
+  await addFlat(b, 'b.example.com')
+  const dir = flatPaths(b.config, 'a.example.com').dir
+  await fs.link(path.join(dir, 'db.sqlite'), path.join(dir, 'second-name'))
+  await b.agent.start()
+  await until(() => b.agent.readiness().nested.allowed, 'the isolation gate to open')
+  await record(b, '20261130T090000.000Z-eeeeee', 'nested')
+  const run = await b.agent.converge(10_000)
+  assert.ok(run)
+  assert.equal(run.results.find((r) => r.host === 'a.example.com')?.outcome, 'held')
+  assert.equal(b.agent.report().rows['a.example.com']?.layout, 'fenced')
+  assert.equal(b.agent.report().rows['b.example.com']?.layout, 'nested')
+  assert.match(await b.metrics.text(), /^carlos_layout_held_hosts 1$/m)
+})
