@@ -35,13 +35,23 @@ export async function present(p: string): Promise<boolean> {
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length)
   let next = 0
+  let failed = false
   const worker = async (): Promise<void> => {
-    while (next < items.length) {
+    while (next < items.length && !failed) {
       const i = next++
-      out[i] = await fn(items[i] as T, i)
+      try {
+        out[i] = await fn(items[i] as T, i)
+      } catch (err) {
+        failed = true
+        throw err
+      }
     }
   }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  // Every worker is waited for before the first error is thrown: a caller
+  // that goes on after a failure must not do so while calls are in flight.
+  const settled = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker))
+  const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+  if (rejected !== undefined) throw rejected.reason
   return out
 }
 

@@ -159,13 +159,16 @@ export async function backfillInstanceKeys(deps: BackfillDeps): Promise<Backfill
   await mapLimit(deps.hosts, MINT_CONCURRENCY, async (host) => {
     if (deps.signal.aborted) return
     await deps.slots.run(host, async () => {
-      const t = deps.target(host)
-      if ('skip' in t) {
-        counts.skipped++
-        deps.logger.info({ host, reason: t.skip }, `agent: instance keys: ${host}: not minted: ${t.skip}`)
-        return
-      }
+      // Everything that can throw stays inside the try: one host's failure
+      // must not settle the backfill while other hosts' keys are still being
+      // written, or the leg would start moving directories under them.
       try {
+        const t = deps.target(host)
+        if ('skip' in t) {
+          counts.skipped++
+          deps.logger.info({ host, reason: t.skip }, `agent: instance keys: ${host}: not minted: ${t.skip}`)
+          return
+        }
         const r = await mintInstanceKey(t.dir)
         counts[r.kind]++
         if (r.kind === 'skipped') deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)

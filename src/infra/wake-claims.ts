@@ -182,6 +182,9 @@ export class WakeClaims implements Claims {
     const keep = new Set(hosts)
     for (const h of [...this.#awake]) if (!keep.has(h)) this.#forget(h)
     for (const h of keep) this.#awake.add(h)
+    // A stop waiting on a host that counted as awake only because the sweep
+    // failed is answered too: the activator has just said it is asleep.
+    for (const h of [...this.#released.keys()]) if (!keep.has(h)) this.#forget(h)
     // The set is now known whole, whatever the sweep could read.
     this.#swept = true
   }

@@ -68,3 +68,19 @@ void test('mapLimit keeps order and the limit', async () => {
   assert.deepEqual(out, [50, 10, 40, 20, 30])
   assert.equal(peak, 2)
 })
+
+void test('mapLimit throws the first error only after every call in flight has ended, and starts no new one', async () => {
+  const ended: number[] = []
+  const started: number[] = []
+  await assert.rejects(
+    mapLimit([0, 1, 2, 3, 4, 5, 6, 7], 3, async (n) => {
+      started.push(n)
+      if (n === 0) throw new Error('boom')
+      await new Promise((r) => setTimeout(r, 30))
+      ended.push(n)
+    }),
+    /boom/,
+  )
+  assert.deepEqual(ended.sort(), [1, 2], 'the two calls in flight finished before the rejection')
+  assert.deepEqual(started.sort(), [0, 1, 2], 'nothing started after the failure')
+})

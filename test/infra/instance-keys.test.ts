@@ -151,3 +151,25 @@ void test('the backfill mints in each host slot, skips what the slot read says t
   const again = await backfillInstanceKeys({ hosts: ['a.example.com'], slots, target: () => ({ dir: a }), logger: collectingLogger(lines), signal: new AbortController().signal })
   assert.deepEqual(again, { minted: 0, present: 1, skipped: 0, failed: 0 })
 })
+
+void test('a row that cannot be read is a failed host, and the backfill ends only when every key is written', async (t) => {
+  const root = await tmpDir(t)
+  const hosts = Array.from({ length: 24 }, (_, i) => `h${i}.example.com`)
+  const dirs = new Map<string, string>()
+  for (const h of hosts) dirs.set(h, await tenant(root, h.split('.')[0] ?? h))
+  const lines: string[] = []
+  const counts = await backfillInstanceKeys({
+    hosts,
+    slots: new HostSlots(),
+    target: (h) => {
+      if (h === 'h0.example.com') throw new Error('SQLITE_BUSY: database is locked')
+      return { dir: dirs.get(h) ?? '' }
+    },
+    logger: collectingLogger(lines),
+    signal: new AbortController().signal,
+  })
+  assert.deepEqual(counts, { minted: 23, present: 0, skipped: 0, failed: 1 })
+  // Resolved means done: every other host's key is on disk now, not later.
+  for (const h of hosts.slice(1)) assert.match(await fs.readFile(path.join(dirs.get(h) ?? '', INSTANCE_ENV), 'utf8'), KEY_FILE)
+  assert.ok(lines.some((l) => l.includes('h0.example.com') && l.includes('SQLITE_BUSY')), lines.join('\n'))
+})

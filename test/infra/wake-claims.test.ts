@@ -88,3 +88,11 @@ void test('the claim store: claims round-trip across a reopen, keep their first 
   again.replaceWakes([], t1)
   assert.deepEqual(again.wakes(), [])
 })
+
+void test('with the sweep unread, PUT /wakes answers a stop waiting on a host it leaves out', async () => {
+  const claims = new WakeClaims({ store: unreadableStore(), activatorUrl: '', logger: new FakeLogger() })
+  claims.sweep()
+  const stopped = claims.stop('x.example.com', AbortSignal.timeout(10_000))
+  claims.replace(['y.example.com'])
+  assert.equal(await stopped, true)
+})
