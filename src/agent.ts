@@ -8,14 +8,14 @@ import type { AgentApi, Phase, Readiness, ReadyCheck, WakeAnswer, WakeGrant, Wak
 import type { Config } from './config.js'
 import { AppError, errors } from './errors.js'
 import { FenceTable } from './domain/fence.js'
-import { hostError } from './domain/hostname.js'
+import { hostError, requireValidHost } from './domain/hostname.js'
 import { loadLayoutIntent } from './domain/intent.js'
 import { IntentState } from './domain/intent-state.js'
 import { Leg } from './domain/leg.js'
 import { layoutLegWith, logLayoutResults } from './domain/leg-run.js'
 import { layoutDefault, type DefaultInputs } from './domain/layout-default.js'
 import { mintLayoutIntentWith } from './domain/mint.js'
-import type { Mode, Outcome, Result, RowLayout } from './domain/modes.js'
+import { validMode, type Mode, type Outcome, type Result, type RowLayout } from './domain/modes.js'
 import { activatorManaged, external } from './domain/paths.js'
 import type { Clock, DeployStore, Logger } from './domain/ports.js'
 import { systemClock } from './domain/ports.js'
@@ -62,11 +62,6 @@ function refused(host: string, layout: string, reason: string, result: WakeClaim
 }
 
 const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
-
-function checkHost(host: string): void {
-  const why = hostError(host)
-  if (why !== null) throw errors.invalidHost(host, why)
-}
 
 function unmanagedWhy(rt: Route): string {
   if (rt.kind !== 'instance') return `a ${rt.kind} row is not the activator's to wake`
@@ -393,12 +388,15 @@ export class Agent implements AgentApi {
       await this.#listUnmanaged()
       return
     }
+    const { metrics } = this.#deps
     let seen: string
     try {
       const read = await loadLayoutIntent(this.#deps.store, this.#deps.config.box, this.#life.signal)
       seen = read.found ? `${read.intent.id}/${read.intent.mode}/${String(read.intent.force)}` : 'none'
+      metrics.intentRead(!read.found ? 'none' : validMode(read.intent.mode) ? 'recorded' : 'unreadable')
     } catch (err) {
       seen = `unreadable: ${(err as Error).message}`
+      metrics.intentRead('unreadable')
     }
     if (seen !== this.#lastPolled) {
       // The first read only learns what the leg's first run acts on.
@@ -417,7 +415,7 @@ export class Agent implements AgentApi {
   readiness(): Readiness {
     const phase = this.#phase
     const checks: ReadyCheck[] = [
-      { name: 'registry', ok: true, detail: this.#deps.registry.file },
+      this.#registryCheck(),
       {
         name: 'wake-claims',
         ok: phase === 'ready' && (this.#deps.config.activator === 'none' || this.#claims.swept),
@@ -425,17 +423,28 @@ export class Agent implements AgentApi {
       },
       { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase },
     ]
-    const gate = this.#gate?.check() ?? 'no activator is armed on this box'
+    const shut = this.#gate === null ? 'no activator is armed on this box' : this.#gate.check()
     const readiness: Readiness = {
       // Wake claims that could not be read do not hold the box down: the
-      // pass treats every host as awake, and flat wakes go on.
-      ready: phase === 'ready',
+      // pass treats every host as awake, and flat wakes go on. A registry
+      // that cannot answer does: no claim could be judged.
+      ready: phase === 'ready' && checks[0]?.ok === true,
       phase,
       checks,
-      nested: { allowed: this.#gate !== null && this.#gate.check() === null, reason: this.#gate?.check() === null ? '' : gate },
+      nested: { allowed: shut === null, reason: shut ?? '' },
     }
     if (this.#gate !== null) readiness.isolation = this.#gate.report()
     return readiness
+  }
+
+  /** The registry answers a query (its data_version: no rows read). */
+  #registryCheck(): ReadyCheck {
+    try {
+      this.#claimStore.dataVersion()
+      return { name: 'registry', ok: true, detail: this.#deps.registry.file }
+    } catch (err) {
+      return { name: 'registry', ok: false, detail: `${this.#deps.registry.file}: ${(err as Error).message}` }
+    }
   }
 
   report(): LayoutReport {
@@ -485,7 +494,7 @@ export class Agent implements AgentApi {
   async claimWake(host: string): Promise<WakeAnswer> {
     const { metrics } = this.#deps
     try {
-      checkHost(host)
+      requireValidHost(host)
       // The host's preparation slot (its key being minted): a claim never
       // starts an instance whose key is half made.
       for (let busy = this.#slots.busy(host); busy !== undefined; busy = this.#slots.busy(host)) await busy
@@ -510,20 +519,20 @@ export class Agent implements AgentApi {
   }
 
   readyFor(host: string): WakeAnswer {
-    checkHost(host)
+    requireValidHost(host)
     const j = this.#judge(host)
     return j.ok ? { granted: true, grant: j.grant } : { granted: false, refusal: j.refusal }
   }
 
   releaseWake(host: string): void {
-    checkHost(host)
+    requireValidHost(host)
     this.#claims.release(host)
   }
 
   replaceWakes(awake: readonly string[]): WakeSet {
     if (this.#deps.config.activator === 'none') throw errors.conflict(NO_ACTIVATOR)
     if (this.#phase !== 'ready') throw errors.notReady(this.#phase)
-    for (const h of awake) checkHost(h)
+    for (const h of awake) requireValidHost(h)
     const hosts = [...new Set(awake)].sort()
     // Recorded as they are: a host the activator has awake is awake, and
     // the pass must not move its files whatever a claim for it would get.
@@ -593,8 +602,8 @@ export class Agent implements AgentApi {
   }
 
   mint(): Promise<Mode> {
-    const { config, registry, store } = this.#deps
-    return mintLayoutIntentWith({ store, dirs: config, routes: () => registry.list(), ...this.#intentInputs() })
+    const { config, store } = this.#deps
+    return mintLayoutIntentWith({ store, dirs: config, routes: () => this.#rows().routes, ...this.#intentInputs() })
   }
 
   /** What every reading of the intent needs: whose it is, and what stands in when none is recorded. */

@@ -240,3 +240,14 @@ void test('a host held for a second name on one of its files is counted in held_
   assert.equal(b.agent.report().rows['b.example.com']?.layout, 'nested')
   assert.match(await b.metrics.text(), /^carlos_layout_held_hosts 1$/m)
 })
+
+void test('the registry readiness check asks the database: a closed connection fails it', async (t) => {
+  const b = await box(t)
+  await b.agent.start()
+  assert.deepEqual(b.agent.readiness().checks[0], { name: 'registry', ok: true, detail: b.registry.file })
+  await b.agent.stop() // closes the agent's own connection to the registry file
+  const r = b.agent.readiness()
+  assert.equal(r.checks[0]?.ok, false)
+  assert.match(r.checks[0]?.detail ?? '', /not open/)
+  assert.equal(r.ready, false)
+})

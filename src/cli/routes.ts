@@ -5,7 +5,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Config } from '../config.js'
 import { AppError, errors } from '../errors.js'
-import { hostError } from '../domain/hostname.js'
+import { requireValidHost } from '../domain/hostname.js'
 import type { Mode } from '../domain/modes.js'
 import { holdPath, journalPath, MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../domain/paths.js'
 import type { RouteStore } from '../domain/ports.js'
@@ -74,11 +74,6 @@ function isKind(k: string): k is RouteKind {
   return (ROUTE_KINDS as readonly string[]).includes(k)
 }
 
-function checkHost(host: string): void {
-  const why = hostError(host)
-  if (why !== null) throw errors.invalidHost(host, why)
-}
-
 /** A path as given, made absolute: every process must read the same directory from the row. */
 function absolute(p: string | undefined): string | undefined {
   return p === undefined || p === '' ? undefined : path.resolve(p)
@@ -101,7 +96,7 @@ async function add(argv: string[], io: RoutesIo): Promise<void> {
   if (!isKind(kind)) throw new UsageError(`--kind ${JSON.stringify(kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
   // Everything that can refuse the row is asked before a directory is
   // made: a refused add changes nothing.
-  checkHost(host)
+  requireValidHost(host)
   if (io.registry.get(host) !== undefined) throw errors.hostExists(host)
 
   const dir = absolute(values.dir)
@@ -228,7 +223,7 @@ function table(header: string[], rows: string[][]): string {
 async function rm(argv: string[], io: RoutesIo): Promise<void> {
   const { positionals } = parseCommandArgs(argv, {}, ['HOST'])
   const [host = ''] = positionals
-  checkHost(host)
+  requireValidHost(host)
   // A journal or hold marker names the row recovery will act on: removing
   // it would strand the files between two directories with nothing to say
   // where they belong.

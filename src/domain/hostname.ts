@@ -1,5 +1,6 @@
 // Hosts are DNS names (DESIGN §2). Nothing built from an invalid host is
 // ever used as a path: every path helper checks first.
+import { errors } from '../errors.js'
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
 
@@ -18,4 +19,10 @@ export function hostError(host: string): string | null {
 
 export function validHost(host: string): boolean {
   return hostError(host) === null
+}
+
+/** Throws the coded `invalid_host` error, naming why, when host is not a valid hostname. */
+export function requireValidHost(host: string): void {
+  const why = hostError(host)
+  if (why !== null) throw errors.invalidHost(host, why)
 }

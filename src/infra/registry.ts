@@ -6,7 +6,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
-import { hostError } from '../domain/hostname.js'
+import { requireValidHost } from '../domain/hostname.js'
 import type { RouteStore } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { migrate } from './migrations.js'
@@ -57,8 +57,7 @@ function pathsError(p: RowPaths, what: string): AppError | null {
  * aside), so a caller can check before it creates anything for the row.
  */
 export function validateRoute(route: Route): void {
-  const why = hostError(route.host)
-  if (why !== null) throw errors.invalidHost(route.host, why)
+  requireValidHost(route.host)
   if (!ROUTE_KINDS.includes(route.kind)) {
     throw errors.badRequest(`${route.host}: kind ${JSON.stringify(route.kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
   }

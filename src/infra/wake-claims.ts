@@ -7,9 +7,8 @@
 // cannot prove.
 import Database from 'better-sqlite3'
 import { request } from 'undici'
-import { errors } from '../errors.js'
 import type { Claims } from '../domain/fence.js'
-import { hostError } from '../domain/hostname.js'
+import { requireValidHost } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
 
 /** Where claims are persisted: the registry's `wakes` table (Registry has these four methods). */
@@ -83,7 +82,7 @@ export class SqliteClaimStore implements ClaimStore {
   }
 
   claimWake(host: string, at: Date): void {
-    checkHost(host)
+    requireValidHost(host)
     this.#stmt.claim.run(host, at.toISOString())
   }
 
@@ -92,7 +91,7 @@ export class SqliteClaimStore implements ClaimStore {
   }
 
   replaceWakes(hosts: readonly string[], at: Date): void {
-    for (const h of hosts) checkHost(h)
+    for (const h of hosts) requireValidHost(h)
     const keep = new Set(hosts)
     const stamp = at.toISOString()
     this.#db
@@ -102,11 +101,6 @@ export class SqliteClaimStore implements ClaimStore {
       })
       .immediate()
   }
-}
-
-function checkHost(host: string): void {
-  const why = hostError(host)
-  if (why !== null) throw errors.invalidHost(host, why)
 }
 
 export interface WakeClaimsOptions {
