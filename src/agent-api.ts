@@ -4,26 +4,53 @@ import Type, { type Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
 
-export type Phase = 'starting' | 'recovering' | 'ready' | 'stopping'
+const ReadyCheck = Type.Object(
+  {
+    name: Type.String({ description: 'What was checked.' }),
+    ok: Type.Boolean({ description: 'Whether it passed.' }),
+    detail: Type.String({ description: 'What it found, or why it failed.' }),
+  },
+  { additionalProperties: false },
+)
+export type ReadyCheck = Static<typeof ReadyCheck>
 
-export interface ReadyCheck {
-  name: string
-  ok: boolean
-  detail: string
-}
-
-export interface Readiness {
-  ready: boolean
-  phase: Phase
-  checks: ReadyCheck[]
-  nested: { allowed: boolean; reason: string }
-  /**
-   * The isolation gate's own checks (selfcheck, mounts, probe), for a
-   * person: they decide whether nested instances may wake, never whether
-   * the agent is ready. Absent where no activator is armed (no gate).
-   */
-  isolation?: ReadyCheck[]
-}
+/** GET /ready's body: the one shape the agent answers and the route serves. */
+export const ReadyBody = Type.Object(
+  {
+    ready: Type.Boolean({ description: 'Start-up recovery is done and the activator may wake instances.' }),
+    phase: Type.Union([Type.Literal('starting'), Type.Literal('recovering'), Type.Literal('ready'), Type.Literal('stopping')], {
+      description: 'Where the agent is in its life: starting, recovering, ready or stopping.',
+    }),
+    checks: Type.Array(ReadyCheck, { description: 'Every readiness check, in order.' }),
+    nested: Type.Object(
+      {
+        allowed: Type.Boolean({ description: 'The isolation gate lets nested instances wake.' }),
+        reason: Type.String({ description: 'Why nested instances may not wake; empty when they may.' }),
+      },
+      { additionalProperties: false, description: 'The isolation gate, as a wake would see it.' },
+    ),
+    isolation: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ description: '`selfcheck`, `mounts` or `probe`.' }),
+            ok: Type.Boolean({ description: 'Whether it passed.' }),
+            detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            "The isolation gate's checks, in order; the first that failed is the gate's reason. They decide whether nested instances wake, " +
+            'never whether the agent is ready. Absent where no activator is armed.',
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+)
+export type Readiness = Static<typeof ReadyBody>
+export type Phase = Readiness['phase']
 
 // ---- wake claims (DESIGN §6) ----------------------------------------------
 

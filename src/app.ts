@@ -1,6 +1,6 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
 // listening: main.ts listens, tests inject, openapi.ts reads the schemas.
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
@@ -102,7 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // The activator polls /ready and Prometheus scrapes /metrics: a line per
     // request would drown the layout lines. Errors are still logged, and
     // the HTTP histogram counts every request.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,

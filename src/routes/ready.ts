@@ -1,65 +1,14 @@
 // The activator's gate: it wakes nothing until this answers 200. The plain
 // text form is the Kubernetes readyz one, for a person at a terminal.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type, { type Static } from 'typebox'
-import { type AgentApi, type Readiness, WakeGrant, WakeRefusal } from '../agent-api.js'
+import Type from 'typebox'
+import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
 import { commonErrors, errorEnvelope } from './error-envelope.js'
 import { HostParams } from './wakes.js'
 
 export interface ReadyRoutesOptions {
   api: AgentApi
 }
-
-export const ReadyBody = Type.Object(
-  {
-    ready: Type.Boolean({ description: 'Start-up recovery is done and the activator may wake instances.' }),
-    phase: Type.Union([Type.Literal('starting'), Type.Literal('recovering'), Type.Literal('ready'), Type.Literal('stopping')], {
-      description: 'Where the agent is in its life: starting, recovering, ready or stopping.',
-    }),
-    checks: Type.Array(
-      Type.Object(
-        {
-          name: Type.String({ description: 'What was checked.' }),
-          ok: Type.Boolean({ description: 'Whether it passed.' }),
-          detail: Type.String({ description: 'Why it failed; empty when it passed.' }),
-        },
-        { additionalProperties: false },
-      ),
-      { description: 'Every readiness check, in order.' },
-    ),
-    nested: Type.Object(
-      {
-        allowed: Type.Boolean({ description: 'The isolation gate lets nested instances wake.' }),
-        reason: Type.String({ description: 'Why nested instances may not wake; empty when they may.' }),
-      },
-      { additionalProperties: false, description: 'The isolation gate, as a wake would see it.' },
-    ),
-    isolation: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            name: Type.String({ description: '`selfcheck`, `mounts` or `probe`.' }),
-            ok: Type.Boolean({ description: 'Whether it passed.' }),
-            detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
-          },
-          { additionalProperties: false },
-        ),
-        {
-          description:
-            "The isolation gate's checks, in order; the first that failed is the gate's reason. They decide whether nested instances wake, " +
-            'never whether the agent is ready. Absent where no activator is armed.',
-        },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-)
-
-// agent-api.ts writes Readiness by hand; this fails the build the day it
-// and the schema part ways.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
-const readinessMatchesSchema: Same<Static<typeof ReadyBody>, Readiness> = true
-void readinessMatchesSchema
 
 const ReadyQuery = Type.Object({
   verbose: Type.Optional(Type.String({ description: 'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.' })),
