@@ -7,42 +7,14 @@ import type { TestContext } from 'node:test'
 import { FenceTable, type Claims } from '../../src/domain/fence.js'
 import type { Mode, Result } from '../../src/domain/modes.js'
 import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
-import type { Clock, Logger } from '../../src/domain/ports.js'
+import type { Logger } from '../../src/domain/ports.js'
+// The domain tests' fake clock: grace and the stop timeout are its subject here too.
+import { FakeClock } from '../domain/fakes.js'
 import type { Route } from '../../src/domain/schemas.js'
 import { Pass, type PassDeps } from '../../src/infra/pass.js'
 import { Registry } from '../../src/infra/registry.js'
 import { makeTenantTree } from '../helpers/tenants.js'
 import { tmpDir } from '../helpers/tmp.js'
-
-export class FakeClock implements Clock {
-  ms = Date.UTC(2026, 10, 30, 8, 0, 0)
-  readonly #timers = new Set<{ at: number; fn: () => void }>()
-
-  now(): number {
-    return this.ms
-  }
-
-  setTimer(ms: number, fn: () => void): () => void {
-    const t = { at: this.ms + ms, fn }
-    this.#timers.add(t)
-    return () => this.#timers.delete(t)
-  }
-
-  /** Moves time on and fires the timers that fall due. */
-  advance(ms: number): void {
-    this.ms += ms
-    for (const t of [...this.#timers]) {
-      if (t.at <= this.ms) {
-        this.#timers.delete(t)
-        t.fn()
-      }
-    }
-  }
-
-  pending(): number {
-    return this.#timers.size
-  }
-}
 
 /**
  * The activator's claims. A stop either releases the claim at once
