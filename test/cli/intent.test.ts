@@ -1,24 +1,13 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { Writable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import { intentCommand } from '../../src/cli/intent.js'
 import { loadConfig } from '../../src/config.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import { tmpDir } from '../helpers/tmp.js'
-
-function sink() {
-  const chunks: string[] = []
-  const stream = new Writable({
-    write(chunk: Buffer | string, _enc, cb) {
-      chunks.push(chunk.toString())
-      cb()
-    },
-  })
-  return { stream, text: () => chunks.join('') }
-}
+import { sink } from '../helpers/sink.js'
 
 interface Run {
   code: number

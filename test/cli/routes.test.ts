@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { Writable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import { errors } from '../../src/errors.js'
@@ -12,17 +11,7 @@ import { Registry } from '../../src/infra/registry.js'
 import { routesCommand, type RoutesIo } from '../../src/cli/routes.js'
 import { groupId } from '../../src/infra/groups.js'
 import { tmpDir } from '../helpers/tmp.js'
-
-class Sink extends Writable {
-  readonly chunks: string[] = []
-  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: (err?: Error | null) => void): void {
-    this.chunks.push(String(chunk))
-    done()
-  }
-  get text(): string {
-    return this.chunks.join('')
-  }
-}
+import { Sink } from '../helpers/sink.js'
 
 interface Setup {
   dataDir: string

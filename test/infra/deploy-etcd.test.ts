@@ -6,7 +6,6 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import { Writable } from 'node:stream'
 import { after, before, test, type TestContext } from 'node:test'
 import { intentCommand } from '../../src/cli/intent.js'
 import { loadConfig } from '../../src/config.js'
@@ -19,6 +18,7 @@ import { openDeployStore } from '../../src/infra/deploy-store.js'
 import { freePort } from '../helpers/agent-process.js'
 import { EtcdServer } from '../helpers/etcd.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { sink } from '../helpers/sink.js'
 
 const live = () => new AbortController().signal
 
@@ -350,17 +350,6 @@ void test('openDeployStore: etcd when CARLOS_DEPLOYMENT_ETCD names endpoints, an
   assert.ok((await shared.range(INTENT_PREFIX)).has(`${INTENT_PREFIX}${r.id}`))
   await shared.del(`${INTENT_PREFIX}${r.id}`)
 })
-
-function sink() {
-  const chunks: string[] = []
-  const stream = new Writable({
-    write(chunk: Buffer | string, _enc, cb) {
-      chunks.push(chunk.toString())
-      cb()
-    },
-  })
-  return { stream, text: () => chunks.join('') }
-}
 
 void test('layoutd intent migrate|revert|status record into etcd and read from it; status says unreadable when etcd is gone', async (t) => {
   const etcd = await EtcdServer.forTest(t)
