@@ -30,3 +30,8 @@ export const errors = {
     new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
   internal: () => new AppError('internal', 500, 'internal error'),
 } as const
+
+/** The message of anything thrown: an Error's message, or the value as text. */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
