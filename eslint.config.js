@@ -1,8 +1,77 @@
 // Typed linting: the rules that matter most here (a promise nobody awaits,
 // a misused async callback) need the type checker, which is why the build
 // stays on TypeScript 5 rather than the native TypeScript 7 compiler.
+//
+// The layering of docs/architecture.md is checked here too, with ESLint's
+// own no-restricted-imports (static imports and `export … from`) and
+// no-restricted-syntax (dynamic `import()`), one block per layer. Both match
+// the import string, not the resolved file, so every pattern allows any
+// number of `../` in front: '../infra/x.js' and '../../infra/x.js' are both
+// caught, from src/domain/x.ts and from a file a folder deeper.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
+
+/** Any relative way up, then one of names as a folder (`infra/…`) or as a module (`agent.js`). */
+function reaching(folders, modules) {
+  const alternatives = []
+  if (folders.length > 0) alternatives.push(`(?:${folders.join('|')})(?:/|\\.js$)`)
+  if (modules.length > 0) alternatives.push(`(?:${modules.join('|')})\\.js$`)
+  return `^(?:\\.\\./)+(?:${alternatives.join('|')})`
+}
+
+/**
+ * One layer's rule: the files it covers, the import strings they may not
+ * use, and the message a break prints (it names the rule, so the reader
+ * knows which line of docs/architecture.md was crossed).
+ */
+function layer({ files, forbidden, packages = [], message }) {
+  // esquery's regex literal cannot hold a `/`, even escaped: \x2F is one.
+  const dynamic = forbidden.map((source) => ({
+    selector: `ImportExpression[source.value=/${source.replaceAll('/', '\\x2F')}/]`,
+    message,
+  }))
+  return {
+    files,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: packages.map((name) => ({ name, message })),
+          patterns: forbidden.map((regex) => ({ regex, message })),
+        },
+      ],
+      'no-restricted-syntax': ['error', ...dynamic],
+    },
+  }
+}
+
+const layering = [
+  layer({
+    files: ['src/domain/**/*.ts'],
+    forbidden: [
+      reaching(['infra', 'routes', 'agent', 'cli'], ['server', 'app', 'main', 'config', 'metrics', 'agent-api', 'logger', 'openapi']),
+    ],
+    // The rules do no I/O: a file, a socket or a database is an adapter's.
+    packages: ['node:fs', 'node:fs/promises', 'fs', 'fs/promises', 'node:net', 'node:http', 'node:child_process', 'better-sqlite3', 'undici', 'fastify'],
+    message:
+      'layering (docs/architecture.md): src/domain imports nothing from src/infra, src/routes, src/agent, src/cli or the ' +
+      'entry points, of the top-level files only src/errors.ts, and does no I/O; name what it needs in src/domain/ports.ts.',
+  }),
+  layer({
+    files: ['src/routes/**/*.ts'],
+    forbidden: [reaching(['infra', 'agent', 'cli'], ['server', 'main'])],
+    message:
+      'layering (docs/architecture.md): src/routes imports no adapter from src/infra and no part of the agent; ' +
+      'a route asks the agent through src/agent-api.ts.',
+  }),
+  layer({
+    files: ['src/infra/**/*.ts'],
+    forbidden: [reaching(['routes', 'agent', 'cli'], ['server', 'app', 'main'])],
+    message:
+      'layering (docs/architecture.md): src/infra knows no route, no part of the agent and no command; ' +
+      'an adapter implements a port of src/domain/ports.ts and is handed in by src/server.ts.',
+  }),
+]
 
 export default tseslint.config(
   { ignores: ['dist/**', 'dist-*/**', 'node_modules/**', 'data/**', 'deploy/**'] },
@@ -20,6 +89,7 @@ export default tseslint.config(
       'no-empty': ['error', { allowEmptyCatch: false }],
     },
   },
+  ...layering,
   {
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
