@@ -1,11 +1,11 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
-// listening: main.ts listens, tests inject, openapi.ts reads the schemas.
+// listening: server.ts listens, tests inject, openapi.ts reads the schemas.
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { AgentApi } from './agent-api.js'
-import { AppError } from './errors.js'
+import { AppError, errors, httpStatusOf } from './errors.js'
 import type { AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
 import { authHook } from './routes/auth.js'
@@ -47,19 +47,13 @@ const DEFAULT_BODY_LIMIT = 64 * 1024
 
 const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
 
-// Fastify's own client errors, answered with a code of the catalogue's kind
-// instead of Fastify's FST_* names, and a message that says what to change.
-const FRAMEWORK_ERRORS: Record<string, { code: string; message: (request: FastifyRequest) => string }> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: {
-    code: 'payload_too_large',
-    message: (r) => `the request body is larger than the limit of ${r.routeOptions.bodyLimit} bytes`,
-  },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
-    code: 'unsupported_media_type',
-    message: (r) => `content type ${JSON.stringify(r.headers['content-type'] ?? '')} is not accepted; send application/json`,
-  },
-  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'bad_request', message: () => 'the request body is not valid JSON' },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'bad_request', message: () => 'the request body is empty but its content type is application/json' },
+// Fastify's own client errors, answered with the catalogue's codes instead
+// of Fastify's FST_* names, and a message that says what to change.
+const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: (r) => errors.payloadTooLarge(r.routeOptions.bodyLimit),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: (r) => errors.unsupportedMediaType(r.headers['content-type'] ?? ''),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => errors.invalidJson(),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => errors.emptyJson(),
 }
 
 interface Answer {
@@ -67,25 +61,24 @@ interface Answer {
   body: ErrorEnvelope
 }
 
-function answerFor(err: FastifyError | null | undefined, request: FastifyRequest): Answer {
-  // Anything can be thrown; only what is recognised below is ever shown.
-  if (typeof err !== 'object' || err === null) return { status: 500, body: envelope('internal', 'internal error') }
-  if (err instanceof AppError) {
-    // The catalogue's 500 carries no detail; its other codes are written to be read.
-    const message = err.statusCode === 500 ? 'internal error' : err.message
-    return { status: err.statusCode, body: envelope(err.code, message) }
-  }
-  if (err.validation !== undefined) {
-    // Fastify's message names the part and the field: `querystring/timeout must be <= 600`.
-    return { status: 400, body: envelope('bad_request', err.message) }
-  }
+/** The catalogue's error for anything a route or Fastify threw: only what is recognised is ever shown. */
+function catalogued(err: FastifyError | null | undefined, request: FastifyRequest): AppError {
+  if (err instanceof AppError) return err
+  if (typeof err !== 'object' || err === null) return errors.internal()
+  // Fastify's message names the part and the field: `querystring/timeout must be <= 600`.
+  if (err.validation !== undefined) return errors.badRequest(err.message)
   const status = err.statusCode
   if (typeof err.code === 'string' && err.code.startsWith('FST_') && status !== undefined && status >= 400 && status < 500) {
-    const known = FRAMEWORK_ERRORS[err.code]
-    if (known !== undefined) return { status, body: envelope(known.code, known.message(request)) }
-    return { status, body: envelope(status === 400 ? 'bad_request' : 'client_error', err.message) }
+    return FRAMEWORK_ERRORS[err.code]?.(request) ?? errors.clientError(status, err.message)
   }
-  return { status: 500, body: envelope('internal', 'internal error') }
+  return errors.internal()
+}
+
+function answerFor(err: FastifyError | null | undefined, request: FastifyRequest): Answer {
+  const known = catalogued(err, request)
+  const status = httpStatusOf(known)
+  // The catalogue's 500 carries no detail; its other codes are written to be read.
+  return { status, body: envelope(known.code, status === 500 ? 'internal error' : known.message) }
 }
 
 // The path without its query: a query string may carry anything, and a
@@ -112,8 +105,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ajv: { customOptions: { removeAdditional: false } },
     // A URL Fastify cannot even route (bad percent-encoding) still gets the envelope.
     frameworkErrors: (err, _request, reply: FastifyReply) => {
-      const status = err.statusCode ?? 400
-      void reply.code(status).send(envelope(status === 400 ? 'bad_request' : 'client_error', err.message))
+      const known = errors.clientError(err.statusCode ?? 400, err.message)
+      void reply.code(known.statusCode).send(envelope(known.code, known.message))
     },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -128,9 +121,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     return reply.code(status).send(body)
   })
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(envelope('not_found', `no route for ${request.method} ${pathOf(request.url)}`)),
-  )
+  app.setNotFoundHandler((request, reply) => {
+    const known = errors.noRoute(request.method, pathOf(request.url))
+    return reply.code(known.statusCode).send(envelope(known.code, known.message))
+  })
 
   app.addHook('onRequest', authHook(deps.token))
 

@@ -1,9 +1,10 @@
-// The one catalogue of coded errors. A route throws one; the app's one
-// error handler answers {"error": {"code", "message"}} with its status.
-// Fastify's own client errors (payload_too_large, unsupported_media_type)
-// are mapped to the same envelope in app.ts. A 500's message never reaches
-// the client: it is logged with the request. A 503 or 504 from this
-// catalogue is written for the client, and is sent as it is.
+// The one catalogue of coded errors: every error layoutd raises on purpose
+// has an entry here, grouped by area, with its code, its HTTP status and its
+// message. The app's one error handler answers {"error": {"code", "message"}}
+// with the status (design §6); the CLI prints the message and exits with
+// exitStatusOf (design §8). A 500's message never reaches the client: it is
+// logged with the request. A 503 or 504 of this catalogue is written for the
+// client, and is sent as it is.
 
 export class AppError extends Error {
   override name = 'AppError'
@@ -11,27 +12,105 @@ export class AppError extends Error {
     readonly code: string,
     readonly statusCode: number,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message)
+    super(message, options)
+  }
+}
+
+/** A host that is not a valid DNS name (design §2); `why` says which rule it broke. */
+export class InvalidHostError extends AppError {
+  override name = 'InvalidHostError'
+  constructor(
+    readonly host: string,
+    readonly why: string,
+  ) {
+    super('invalid_host', 400, `${JSON.stringify(host)} is not a valid hostname: ${why}`)
+  }
+}
+
+/** The command line was wrong: the CLI exits 2 with the message and the usage. */
+export class UsageError extends AppError {
+  override name = 'UsageError'
+  constructor(message: string, options?: ErrorOptions) {
+    super('usage', 400, message, options)
+  }
+}
+
+/** No answer from the agent a command talks to (refused, timed out, not HTTP JSON). */
+export class AgentUnreachable extends AppError {
+  override name = 'AgentUnreachable'
+  constructor(message: string, options?: ErrorOptions) {
+    super('agent_unreachable', 502, message, options)
+  }
+}
+
+/** The environment holds a value layoutd refuses; the message names the variable and the value. */
+export class ConfigError extends AppError {
+  override name = 'ConfigError'
+  constructor(message: string) {
+    super('config_invalid', 500, message)
   }
 }
 
 export const errors = {
+  // A request the API refuses (design §6).
   badRequest: (message: string) => new AppError('bad_request', 400, message),
   unauthorized: (message: string) => new AppError('unauthorized', 401, message),
   forbidden: (message: string) => new AppError('forbidden', 403, message),
   notFound: (message: string) => new AppError('not_found', 404, message),
+  noRoute: (method: string, path: string) => new AppError('not_found', 404, `no route for ${method} ${path}`),
   conflict: (message: string) => new AppError('conflict', 409, message),
+  payloadTooLarge: (limit: number | undefined) =>
+    new AppError('payload_too_large', 413, `the request body is larger than the limit of ${limit} bytes`),
+  unsupportedMediaType: (contentType: string) =>
+    new AppError('unsupported_media_type', 415, `content type ${JSON.stringify(contentType)} is not accepted; send application/json`),
+  invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
+  emptyJson: () => new AppError('bad_request', 400, 'the request body is empty but its content type is application/json'),
+  /** A client error of Fastify's that the catalogue has no better word for; it keeps Fastify's status. */
+  clientError: (status: number, message: string) => new AppError(status === 400 ? 'bad_request' : 'client_error', status, message),
+
+  // Hosts and the registry (design §2).
+  invalidHost: (host: string, why: string) => new InvalidHostError(host, why),
   hostExists: (host: string) => new AppError('host_exists', 409, `host ${host} is already in the registry`),
-  invalidHost: (host: string, why: string) => new AppError('invalid_host', 400, `${JSON.stringify(host)} is not a valid hostname: ${why}`),
+
+  // The layout: intent, readiness, the leg (design §5, §6).
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
   convergeTimeout: (seconds: number) =>
     new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
   internal: () => new AppError('internal', 500, 'internal error'),
+
+  // The command line (design §8).
+  usage: (message: string, options?: ErrorOptions) => new UsageError(message, options),
+  agentUnreachable: (message: string, options?: ErrorOptions) => new AgentUnreachable(message, options),
+  /** The agent answered with an error envelope: the same code and status, here. */
+  agentAnswered: (request: string, status: number, code: string | undefined, message: string) =>
+    new AppError(code ?? 'unknown', status, `${request}: ${status} ${code ?? ''}: ${message}`),
+  /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
+  mintRefused: (host: string, cause: unknown) =>
+    new AppError(
+      cause instanceof AppError ? cause.code : 'mint_failed',
+      503,
+      `refused to mint paths for ${host}: ${errorMessage(cause)}; give --dir and --socket, or retry once the intent can be read`,
+      { cause },
+    ),
+
+  // The environment (design §8: durations; every CARLOS_* variable).
+  config: (message: string) => new ConfigError(message),
 } as const
 
 /** The message of anything thrown: an Error's message, or the value as text. */
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
+}
+
+/** The CLI's exit status for a failure: 2 for a usage error, 1 for anything else (design §8). */
+export function exitStatusOf(err: unknown): 1 | 2 {
+  return err instanceof UsageError ? 2 : 1
+}
+
+/** The HTTP status of a failure: a catalogue error's own, 500 for anything else. */
+export function httpStatusOf(err: unknown): number {
+  return err instanceof AppError ? err.statusCode : 500
 }

@@ -1,6 +1,10 @@
-// Hosts are DNS names (DESIGN §2). Nothing built from an invalid host is
-// ever used as a path: every path helper checks first.
+// Hosts are DNS names (design §2): the rule, and the one coded error a
+// refused host raises (the catalogue's `invalid_host`, InvalidHostError).
+// Nothing built from an invalid host is ever used as a path: every path
+// helper checks first.
 import { errors } from '../errors.js'
+
+export { InvalidHostError } from '../errors.js'
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
 
@@ -21,7 +25,7 @@ export function validHost(host: string): boolean {
   return hostError(host) === null
 }
 
-/** Throws the coded `invalid_host` error, naming why, when host is not a valid hostname. */
+/** Throws InvalidHostError (`invalid_host`), naming why, when host is not a valid hostname. */
 export function requireValidHost(host: string): void {
   const why = hostError(host)
   if (why !== null) throw errors.invalidHost(host, why)
