@@ -1,114 +1,91 @@
-// The environment, as one TypeBox schema. Every CARLOS_* variable of DESIGN
-// is here; a value the schema refuses stops the agent at boot with a
-// message that names the variable and the value.
+// The environment (design §8): every CARLOS_* variable layoutd reads, in one
+// table with its default, what it means, and the one rule that turns its
+// text into a value. `Config`, what the agent and the CLI read, is derived
+// from the table, so the two cannot drift apart. A refused value stops the
+// command with one message shape, naming the variable, the value and what is
+// wanted: `CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h`.
+//
+// Plain functions rather than a schema checker: every command loads this
+// file, and `layoutd status` should not pay for a validator it never needs.
 import os from 'node:os'
 import path from 'node:path'
-import Type, { type Static } from 'typebox'
-import Value from 'typebox/value'
+import { errors } from './errors.js'
 
-const DURATION = '^[0-9]+(ms|s|m|h)$'
-const duration = (dflt: string, description: string) =>
-  Type.String({ pattern: DURATION, default: dflt, description: `${description} Written 500ms, 5s, 10m, 1h.` })
-
-export const EnvSchema = Type.Object({
-  CARLOS_BOX: Type.Optional(Type.String({ minLength: 1, description: "The box's label; default the hostname." })),
-  CARLOS_DATA_DIR: Type.String({ minLength: 1, default: './data', description: "The box's data root." }),
-  CARLOS_RUN_DIR: Type.Optional(Type.String({ minLength: 1, description: 'Where flat sockets live; default <data>/run.' })),
-  CARLOS_BUILD: Type.String({ default: '', description: 'The running platform build, stamped by the deployment.' }),
-  // Not validated: an invalid value is reported, not refused (seed layoutDefault).
-  CARLOS_LAYOUT_DEFAULT: Type.String({ default: '', description: 'nested (default) or flat: the layout when no intent is recorded.' }),
-  CARLOS_LAYOUT_POLL: duration('5s', 'How often the deploy store is read for a new intent.'),
-  CARLOS_LAYOUT_RETRY: duration('10m', 'When the leg runs again on its own after deferring or holding a host.'),
-  CARLOS_LAYOUT_AWAKE_GRACE: duration('1h', 'How long an awake instance is waited for before it is stopped for its move.'),
-  CARLOS_NESTED_MOUNTS: Type.Optional(
-    Type.String({ description: 'Comma-separated mounts that must carry nosymfollow; default <data>/nested; `none` on a machine without them.' }),
-  ),
-  CARLOS_MOUNTINFO: Type.String({ default: '/proc/self/mountinfo', description: 'The mount table the gate reads.' }),
-  CARLOS_PROBE_FILE: Type.String({ default: '/run/carlos-control/probe.out', description: "The isolation probe's verdict file." }),
-  CARLOS_PROBE_EVERY: duration('5m', 'How often the probe verdict is read.'),
-  CARLOS_AGENT_LISTEN: Type.String({ pattern: '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$', default: '127.0.0.1:9740', description: 'host:port the HTTP API listens on.' }),
-  CARLOS_AGENT_TOKEN: Type.String({ default: '', description: 'Bearer token mutating endpoints require; empty: loopback only.' }),
-  CARLOS_ACTIVATOR: Type.Union([Type.Literal('claims'), Type.Literal('none')], { default: 'claims', description: 'claims: the wake-claim contract; none: no pass, nothing moves.' }),
-  CARLOS_ACTIVATOR_URL: Type.String({ default: '', description: 'The activator, asked to stop instances.' }),
-  CARLOS_EDGE_RELOAD_URL: Type.String({ default: '', description: 'POSTed after moves so the edge reloads its routes; optional.' }),
-  CARLOS_DEPLOYMENT_DIR: Type.String({ minLength: 1, default: './deploy', description: 'The directory deploy store.' }),
-  CARLOS_DEPLOYMENT_ETCD: Type.String({ default: '', description: 'Comma-separated etcd endpoints; when set, the deploy store.' }),
-  CARLOS_LOG_LEVEL: Type.Union(
-    [
-      Type.Literal('trace'),
-      Type.Literal('debug'),
-      Type.Literal('info'),
-      Type.Literal('warn'),
-      Type.Literal('error'),
-      Type.Literal('fatal'),
-      Type.Literal('silent'),
-    ],
-    { default: 'info', description: 'pino log level.' },
-  ),
-  CARLOS_FAILPOINT: Type.String({ default: '', description: 'Tests only: exit abruptly at the named step of a move.' }),
-})
-export type Env = Static<typeof EnvSchema>
-
-/** The agent's configuration, resolved from the environment. */
-export interface Config {
-  box: string
-  dataDir: string
-  runDir: string
-  build: string
-  layoutDefault: string
-  pollMs: number
-  retryMs: number
-  graceMs: number
-  nestedMounts: string[]
-  mountinfo: string
-  probeFile: string
-  probeEveryMs: number
-  listen: { host: string; port: number }
-  token: string
-  activator: 'claims' | 'none'
-  activatorUrl: string
-  edgeReloadUrl: string
-  deploymentDir: string
-  etcdEndpoints: string[]
-  logLevel: string
-  failpoint: string
+/** One variable: where it comes from, its default, and how its text becomes a value. */
+interface Variable<T> {
+  env: string
+  description: string
+  /** Used when the variable is unset or empty; a function where the default lives under the data dir. */
+  fallback: string | ((dataDir: string) => string)
+  /** Turns the text into the value, or throws the ConfigError refused() builds. */
+  decode: (text: string, env: string) => T
 }
 
-export class ConfigError extends Error {
-  override name = 'ConfigError'
+function variable<T>(env: string, fallback: Variable<T>['fallback'], description: string, decode: Variable<T>['decode']): Variable<T> {
+  return { env, fallback, description, decode }
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+/** The value as the user wrote it, quoted only where it would not read on its own. */
+function shown(text: string): string {
+  return /^[\x21-\x7e]+$/.test(text) && !/["'\\]/.test(text) ? text : JSON.stringify(text)
+}
 
-/** Parses `500ms`, `5s`, `10m`, `1h`; throws naming the variable. */
-export function parseDuration(name: string, v: string): number {
-  const m = /^([0-9]+)(ms|s|m|h)$/.exec(v)
-  const unit = m?.[2]
-  if (!m || unit === undefined) throw new ConfigError(`${name}=${JSON.stringify(v)} is not a duration (write 500ms, 5s, 10m, 1h)`)
-  const ms = Number(m[1]) * (UNIT_MS[unit] ?? 1)
-  if (!Number.isSafeInteger(ms) || ms <= 0) throw new ConfigError(`${name}=${JSON.stringify(v)} must be a positive duration`)
+/** The one refusal: `NAME=value: what is wanted`. */
+export function refused(env: string, text: string, wanted: string) {
+  return errors.config(`${env}=${shown(text)}: ${wanted}`)
+}
+
+const text = (v: string): string => v
+const absolute = (v: string): string => path.resolve(v)
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
+const DURATION = /^([0-9]+)(ms|s|m|h)$/
+
+/** The one duration rule: `500ms`, `5s`, `10m`, `1h`, above zero; in milliseconds. */
+export function parseDuration(v: string, env: string): number {
+  const m = DURATION.exec(v)
+  if (m === null) throw refused(env, v, 'a duration like 500ms, 5s, 10m, 1h')
+  const ms = Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS]
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw refused(env, v, 'a duration above zero, like 500ms, 5s, 10m, 1h')
   return ms
 }
 
-function parseListen(v: string): { host: string; port: number } {
-  const i = v.lastIndexOf(':')
-  const host = v.slice(0, i).replace(/^\[(.*)\]$/, '$1')
-  const port = Number(v.slice(i + 1))
-  if (port < 1 || port > 65535) throw new ConfigError(`CARLOS_AGENT_LISTEN=${JSON.stringify(v)}: port ${port} is out of range`)
-  return { host, port }
+function oneOf<const T extends string>(...allowed: T[]) {
+  return (v: string, env: string): T => {
+    if ((allowed as string[]).includes(v)) return v as T
+    throw refused(env, v, `one of ${allowed.join(', ')}`)
+  }
 }
 
-function parseEndpoints(v: string): string[] {
-  const eps = v.split(',').map((s) => s.trim()).filter(Boolean)
-  for (const ep of eps) {
-    let u: URL
-    try {
-      u = new URL(ep)
-    } catch {
-      throw new ConfigError(`CARLOS_DEPLOYMENT_ETCD: ${JSON.stringify(ep)} is not a URL`)
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`CARLOS_DEPLOYMENT_ETCD: ${JSON.stringify(ep)} is not http(s)`)
+function listenAddress(v: string, env: string): { host: string; port: number } {
+  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$/.test(v)) throw refused(env, v, 'host:port, like 127.0.0.1:9740 or [::1]:9740')
+  const i = v.lastIndexOf(':')
+  const port = Number(v.slice(i + 1))
+  if (port < 1 || port > 65535) throw refused(env, v, `port ${port} is out of range`)
+  return { host: v.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port }
+}
+
+function isHttp(v: string): boolean {
+  try {
+    const u = new URL(v)
+    return u.protocol === 'http:' || u.protocol === 'https:'
+  } catch {
+    // not a URL at all: not http either
+    return false
   }
+}
+
+/** An http(s) URL, or empty: not set. */
+function httpUrl(v: string, env: string): string {
+  if (v !== '' && !isHttp(v)) throw refused(env, v, 'an http(s) URL')
+  return v
+}
+
+/** Comma-separated http(s) endpoints; empty: none. */
+function endpoints(v: string, env: string): string[] {
+  const eps = v.split(',').map((s) => s.trim()).filter(Boolean)
+  const bad = eps.find((ep) => !isHttp(ep))
+  if (bad !== undefined) throw refused(env, v, `${JSON.stringify(bad)} is not an http(s) URL`)
   return eps
 }
 
@@ -117,64 +94,66 @@ function parseEndpoints(v: string): string[] {
  * every variable (an env file's `CARLOS_NESTED_MOUNTS=` must not switch the
  * check off); only the word `none` says no mount is required.
  */
-function nestedMounts(v: string | undefined, dataDir: string): string[] {
-  if (v === undefined) return [path.join(dataDir, 'nested')]
+function mounts(v: string, env: string): string[] {
   if (v.trim() === 'none') return []
-  const mounts = v.split(',').map((s) => s.trim()).filter(Boolean)
-  if (mounts.includes('none')) throw new ConfigError(`CARLOS_NESTED_MOUNTS=${JSON.stringify(v)}: none stands alone`)
-  return mounts.map((p) => path.resolve(p))
+  const list = v.split(',').map((s) => s.trim()).filter(Boolean)
+  if (list.includes('none')) throw refused(env, v, 'none stands alone')
+  return list.map((p) => path.resolve(p))
 }
 
-function checkUrl(name: string, v: string): string {
-  if (v === '') return v
-  try {
-    const u = new URL(v)
-    if (u.protocol === 'http:' || u.protocol === 'https:') return v
-  } catch {
-    // reported below
-  }
-  throw new ConfigError(`${name}=${JSON.stringify(v)} is not an http(s) URL`)
+const LOG_LEVELS = oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent')
+
+/** Every variable, by the Config field it resolves to. The data dir comes first: other defaults live under it. */
+export const ENVIRONMENT = {
+  dataDir: variable('CARLOS_DATA_DIR', './data', "The box's data root.", absolute),
+  box: variable('CARLOS_BOX', () => os.hostname(), "The box's label; default the hostname.", text),
+  runDir: variable('CARLOS_RUN_DIR', (d) => path.join(d, 'run'), 'Where flat sockets live; default <data>/run.', absolute),
+  build: variable('CARLOS_BUILD', '', 'The running platform build, stamped by the deployment.', text),
+  // Not refused here: an invalid value is reported by the layout default's rule (design §5).
+  layoutDefault: variable('CARLOS_LAYOUT_DEFAULT', '', 'nested (default) or flat: the layout when no intent is recorded.', text),
+  pollMs: variable('CARLOS_LAYOUT_POLL', '5s', 'How often the deploy store is read for a new intent.', parseDuration),
+  retryMs: variable('CARLOS_LAYOUT_RETRY', '10m', 'When the leg runs again on its own after deferring or holding a host.', parseDuration),
+  graceMs: variable('CARLOS_LAYOUT_AWAKE_GRACE', '1h', 'How long an awake instance is waited for before it is stopped for its move.', parseDuration),
+  nestedMounts: variable(
+    'CARLOS_NESTED_MOUNTS',
+    (d) => path.join(d, 'nested'),
+    'Comma-separated mounts that must carry nosymfollow; default <data>/nested; `none` on a machine without them.',
+    mounts,
+  ),
+  mountinfo: variable('CARLOS_MOUNTINFO', '/proc/self/mountinfo', 'The mount table the gate reads.', text),
+  probeFile: variable('CARLOS_PROBE_FILE', '/run/carlos-control/probe.out', "The isolation probe's verdict file.", text),
+  probeEveryMs: variable('CARLOS_PROBE_EVERY', '5m', 'How often the probe verdict is read.', parseDuration),
+  listen: variable('CARLOS_AGENT_LISTEN', '127.0.0.1:9740', 'host:port the HTTP API listens on.', listenAddress),
+  token: variable('CARLOS_AGENT_TOKEN', '', 'Bearer token mutating endpoints require; empty: loopback only.', text),
+  activator: variable('CARLOS_ACTIVATOR', 'claims', 'claims: the wake-claim contract; none: no pass, nothing moves.', oneOf('claims', 'none')),
+  activatorUrl: variable('CARLOS_ACTIVATOR_URL', '', 'The activator, asked to stop instances.', httpUrl),
+  edgeReloadUrl: variable('CARLOS_EDGE_RELOAD_URL', '', 'POSTed after moves so the edge reloads its routes; optional.', httpUrl),
+  deploymentDir: variable('CARLOS_DEPLOYMENT_DIR', './deploy', 'The directory deploy store.', absolute),
+  etcdEndpoints: variable('CARLOS_DEPLOYMENT_ETCD', '', 'Comma-separated etcd endpoints; when set, the deploy store.', endpoints),
+  logLevel: variable('CARLOS_LOG_LEVEL', 'info', 'pino log level.', LOG_LEVELS),
+  failpoint: variable('CARLOS_FAILPOINT', '', 'Tests only: exit abruptly at the named step of a move.', text),
 }
+
+type Environment = typeof ENVIRONMENT
+
+/** The agent's configuration, resolved from the environment: one field per variable of ENVIRONMENT. */
+export type Config = { [K in keyof Environment]: ReturnType<Environment[K]['decode']> }
 
 /**
- * Reads the configuration from an environment. Only CARLOS_* keys are read;
- * an empty variable counts as unset. Throws ConfigError naming the first
- * variable it refuses.
+ * Reads the configuration from an environment. Only the variables of
+ * ENVIRONMENT are read; an empty variable counts as unset. Throws
+ * ConfigError naming the first variable it refuses, in the table's order.
  */
 export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
-  const raw: Record<string, string> = {}
-  for (const key of Object.keys(EnvSchema.properties)) {
-    const v = environ[key]
-    if (v !== undefined && v !== '') raw[key] = v
+  const textOf = (v: Variable<unknown>, dataDir: string): string => {
+    const set = environ[v.env]
+    if (set !== undefined && set !== '') return set
+    return typeof v.fallback === 'string' ? v.fallback : v.fallback(dataDir)
   }
-  const env = Value.Default(EnvSchema, raw) as Record<string, unknown>
-  for (const err of Value.Errors(EnvSchema, env)) {
-    const name = err.instancePath.replace(/^\//, '')
-    throw new ConfigError(`${name}=${JSON.stringify(raw[name] ?? '')} is refused: ${err.message}`)
+  const dataDir = ENVIRONMENT.dataDir.decode(textOf(ENVIRONMENT.dataDir, ''), ENVIRONMENT.dataDir.env)
+  const config: Record<string, unknown> = {}
+  for (const [field, v] of Object.entries(ENVIRONMENT) as Array<[keyof Environment, Variable<unknown>]>) {
+    config[field] = v.decode(textOf(v, dataDir), v.env)
   }
-  const e = env as Env
-  const dataDir = path.resolve(e.CARLOS_DATA_DIR)
-  return {
-    box: e.CARLOS_BOX ?? os.hostname(),
-    dataDir,
-    runDir: path.resolve(e.CARLOS_RUN_DIR ?? path.join(dataDir, 'run')),
-    build: e.CARLOS_BUILD,
-    layoutDefault: e.CARLOS_LAYOUT_DEFAULT,
-    pollMs: parseDuration('CARLOS_LAYOUT_POLL', e.CARLOS_LAYOUT_POLL),
-    retryMs: parseDuration('CARLOS_LAYOUT_RETRY', e.CARLOS_LAYOUT_RETRY),
-    graceMs: parseDuration('CARLOS_LAYOUT_AWAKE_GRACE', e.CARLOS_LAYOUT_AWAKE_GRACE),
-    nestedMounts: nestedMounts(e.CARLOS_NESTED_MOUNTS, dataDir),
-    mountinfo: e.CARLOS_MOUNTINFO,
-    probeFile: e.CARLOS_PROBE_FILE,
-    probeEveryMs: parseDuration('CARLOS_PROBE_EVERY', e.CARLOS_PROBE_EVERY),
-    listen: parseListen(e.CARLOS_AGENT_LISTEN),
-    token: e.CARLOS_AGENT_TOKEN,
-    activator: e.CARLOS_ACTIVATOR,
-    activatorUrl: checkUrl('CARLOS_ACTIVATOR_URL', e.CARLOS_ACTIVATOR_URL),
-    edgeReloadUrl: checkUrl('CARLOS_EDGE_RELOAD_URL', e.CARLOS_EDGE_RELOAD_URL),
-    deploymentDir: path.resolve(e.CARLOS_DEPLOYMENT_DIR),
-    etcdEndpoints: parseEndpoints(e.CARLOS_DEPLOYMENT_ETCD),
-    logLevel: e.CARLOS_LOG_LEVEL,
-    failpoint: e.CARLOS_FAILPOINT,
-  }
+  return config as Config
 }

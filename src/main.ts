@@ -4,7 +4,8 @@
 import { AgentUnreachable } from './cli/agent-client.js'
 import { UsageError } from './cli/args.js'
 import type { CliIo } from './cli/status.js'
-import { ConfigError, loadConfig, type Config } from './config.js'
+import { loadConfig, type Config } from './config.js'
+import { ConfigError } from './errors.js'
 import { AppError } from './errors.js'
 import type { Registry } from './infra/registry.js'
 

@@ -1,9 +1,10 @@
-// The environment as one schema: defaults, durations, and a refusal that
-// names the variable and the value.
+// The environment as one table: defaults, durations, and a refusal that
+// names the variable, the value and what is wanted.
 import assert from 'node:assert/strict'
 import path from 'node:path'
 import { test } from 'node:test'
-import { ConfigError, loadConfig, parseDuration } from '../src/config.js'
+import { ENVIRONMENT, loadConfig, parseDuration } from '../src/config.js'
+import { ConfigError, exitStatusOf } from '../src/errors.js'
 
 void test('the embedded defaults: ./data, ./deploy, loopback, claims, the seed durations', () => {
   const c = loadConfig({})
@@ -21,25 +22,52 @@ void test('the embedded defaults: ./data, ./deploy, loopback, claims, the seed d
 })
 
 void test('durations are 500ms, 5s, 10m, 1h', () => {
-  assert.equal(parseDuration('X', '500ms'), 500)
-  assert.equal(parseDuration('X', '5s'), 5_000)
-  assert.equal(parseDuration('X', '10m'), 600_000)
-  assert.equal(parseDuration('X', '1h'), 3_600_000)
-  assert.throws(() => parseDuration('X', '0s'), /X="0s" must be a positive duration/)
+  assert.equal(parseDuration('500ms', 'X'), 500)
+  assert.equal(parseDuration('5s', 'X'), 5_000)
+  assert.equal(parseDuration('10m', 'X'), 600_000)
+  assert.equal(parseDuration('1h', 'X'), 3_600_000)
+  assert.throws(() => parseDuration('0s', 'X'), { message: 'X=0s: a duration above zero, like 500ms, 5s, 10m, 1h' })
+})
+
+void test('one duration rule: every duration variable refuses with the same friendly message, and nothing else comes first', () => {
+  for (const env of ['CARLOS_LAYOUT_POLL', 'CARLOS_LAYOUT_RETRY', 'CARLOS_LAYOUT_AWAKE_GRACE', 'CARLOS_PROBE_EVERY']) {
+    assert.throws(() => loadConfig({ [env]: '5' }), { name: 'ConfigError', message: `${env}=5: a duration like 500ms, 5s, 10m, 1h` })
+    assert.throws(() => loadConfig({ [env]: '1.5s' }), { message: `${env}=1.5s: a duration like 500ms, 5s, 10m, 1h` })
+    assert.throws(() => loadConfig({ [env]: '0ms' }), { message: `${env}=0ms: a duration above zero, like 500ms, 5s, 10m, 1h` })
+  }
+})
+
+void test('a refused environment is a coded error of the catalogue: config_invalid, exit status 1', () => {
+  assert.throws(
+    () => loadConfig({ CARLOS_LAYOUT_POLL: '5' }),
+    (err: unknown) => err instanceof ConfigError && err.code === 'config_invalid' && exitStatusOf(err) === 1,
+  )
+})
+
+void test('every variable of the table is a CARLOS_* variable with a description, read once', () => {
+  const names = Object.values(ENVIRONMENT).map((v) => v.env)
+  assert.equal(new Set(names).size, names.length)
+  for (const v of Object.values(ENVIRONMENT)) {
+    assert.match(v.env, /^CARLOS_[A-Z_]+$/)
+    assert.ok(v.description.length > 0, v.env)
+  }
 })
 
 void test('a refused value names the variable and the value', () => {
-  const cases: Array<[Record<string, string>, RegExp]> = [
-    [{ CARLOS_LAYOUT_POLL: '5' }, /^CARLOS_LAYOUT_POLL="5" is refused/],
-    [{ CARLOS_LAYOUT_AWAKE_GRACE: 'an hour' }, /^CARLOS_LAYOUT_AWAKE_GRACE="an hour" is refused/],
-    [{ CARLOS_ACTIVATOR: 'systemd' }, /^CARLOS_ACTIVATOR="systemd" is refused/],
-    [{ CARLOS_AGENT_LISTEN: 'localhost' }, /^CARLOS_AGENT_LISTEN="localhost" is refused/],
-    [{ CARLOS_AGENT_LISTEN: '127.0.0.1:70000' }, /CARLOS_AGENT_LISTEN="127.0.0.1:70000": port 70000 is out of range/],
-    [{ CARLOS_DEPLOYMENT_ETCD: 'etcd-1:2379' }, /CARLOS_DEPLOYMENT_ETCD: "etcd-1:2379" is not http\(s\)/],
-    [{ CARLOS_ACTIVATOR_URL: 'not a url' }, /CARLOS_ACTIVATOR_URL="not a url" is not an http\(s\) URL/],
-    [{ CARLOS_NESTED_MOUNTS: '/a,none' }, /CARLOS_NESTED_MOUNTS="\/a,none": none stands alone/],
+  // One shape, NAME=value: what is wanted; the value is quoted only where it would not read on its own.
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ CARLOS_LAYOUT_POLL: '5' }, 'CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h'],
+    [{ CARLOS_LAYOUT_AWAKE_GRACE: 'an hour' }, 'CARLOS_LAYOUT_AWAKE_GRACE="an hour": a duration like 500ms, 5s, 10m, 1h'],
+    [{ CARLOS_ACTIVATOR: 'systemd' }, 'CARLOS_ACTIVATOR=systemd: one of claims, none'],
+    [{ CARLOS_LOG_LEVEL: 'loud' }, 'CARLOS_LOG_LEVEL=loud: one of trace, debug, info, warn, error, fatal, silent'],
+    [{ CARLOS_AGENT_LISTEN: 'localhost' }, 'CARLOS_AGENT_LISTEN=localhost: host:port, like 127.0.0.1:9740 or [::1]:9740'],
+    [{ CARLOS_AGENT_LISTEN: '127.0.0.1:70000' }, 'CARLOS_AGENT_LISTEN=127.0.0.1:70000: port 70000 is out of range'],
+    [{ CARLOS_DEPLOYMENT_ETCD: 'http://a:2379,etcd-1:2379' }, 'CARLOS_DEPLOYMENT_ETCD=http://a:2379,etcd-1:2379: "etcd-1:2379" is not an http(s) URL'],
+    [{ CARLOS_ACTIVATOR_URL: 'not a url' }, 'CARLOS_ACTIVATOR_URL="not a url": an http(s) URL'],
+    [{ CARLOS_EDGE_RELOAD_URL: 'ftp://edge' }, 'CARLOS_EDGE_RELOAD_URL=ftp://edge: an http(s) URL'],
+    [{ CARLOS_NESTED_MOUNTS: '/a,none' }, 'CARLOS_NESTED_MOUNTS=/a,none: none stands alone'],
   ]
-  for (const [env, want] of cases) assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && want.test(err.message), JSON.stringify(env))
+  for (const [env, message] of cases) assert.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })
 
 void test('an empty variable counts as unset; CARLOS_NESTED_MOUNTS=none is the only way to require no mount', () => {
@@ -52,6 +80,13 @@ void test('an empty variable counts as unset; CARLOS_NESTED_MOUNTS=none is the o
 
 void test('CARLOS_LAYOUT_DEFAULT is not refused at boot: an invalid value is reported by the rule', () => {
   assert.equal(loadConfig({ CARLOS_LAYOUT_DEFAULT: 'nestd' }).layoutDefault, 'nestd')
+})
+
+void test('listen takes a bracketed IPv6 address; the log level and activator keep their words', () => {
+  assert.deepEqual(loadConfig({ CARLOS_AGENT_LISTEN: '[::1]:9741' }).listen, { host: '::1', port: 9741 })
+  const c = loadConfig({ CARLOS_LOG_LEVEL: 'debug', CARLOS_ACTIVATOR: 'none' })
+  assert.equal(c.logLevel, 'debug')
+  assert.equal(c.activator, 'none')
 })
 
 void test('etcd endpoints are a comma-separated list', () => {
