@@ -73,6 +73,8 @@ export const errors = {
   // Hosts and the registry (design §2).
   invalidHost: (host: string, why: string) => new InvalidHostError(host, why),
   hostExists: (host: string) => new AppError('host_exists', 409, `host ${host} is already in the registry`),
+  /** A box label follows the hostname rule (design §1). */
+  invalidBoxLabel: (box: string, why: string) => new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
 
   // The layout: intent, readiness, the leg (design §5, §6).
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),

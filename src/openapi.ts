@@ -1,12 +1,12 @@
 // openapi.yaml is generated from the route schemas, never written by hand:
 // `npm run openapi` prints it, and a test fails when the committed file
 // drifts from what the routes say.
-import { readFile } from 'node:fs/promises'
 import { pathToFileURL } from 'node:url'
 import type { AgentApi } from './agent-api.js'
 import { buildApp } from './app.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics.js'
+import { packageVersion } from './package-version.js'
 
 // Schema-only stand-in: the document needs the routes registered, never
 // called. The app built around it is never listened on.
@@ -25,13 +25,6 @@ const schemaOnlyApi: AgentApi = {
   releaseWake: schemaOnly,
   replaceWakes: schemaOnly,
   wakes: schemaOnly,
-}
-
-async function packageVersion(): Promise<string> {
-  // Compiled to <outDir>/src/openapi.js, two levels under the repository root.
-  const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown }
-  if (typeof pkg.version !== 'string') throw new Error('package.json has no version')
-  return pkg.version
 }
 
 export async function generateOpenApi(): Promise<string> {

@@ -1,16 +1,15 @@
 // The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
-// converge`): undici requests with the token the agent reads, and errors
-// that say which agent could not be reached.
+// converge`, the mint of `routes add`): undici requests with the token the
+// agent reads. An agent that does not answer is the catalogue's
+// AgentUnreachable, naming which agent; an error the agent answers (design
+// §6) becomes the same coded error here, with the agent's status.
 import { request } from 'undici'
 import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
+import { errorMessage, errors } from '../errors.js'
 import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
-export class AgentUnreachable extends Error {
-  override name = 'AgentUnreachable'
-}
-
+/** The agent a command talks to: --url as given, or the address the agent listens on. */
 export function agentUrl(config: Config, flag: string | undefined): string {
   if (flag !== undefined) return flag.replace(/\/+$/, '')
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
@@ -52,19 +51,18 @@ export class AgentClient {
     try {
       res = await request(this.base + path, { method, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
     } catch (err) {
-      throw new AgentUnreachable(`cannot reach layoutd at ${this.base}: ${(err as Error).message}`)
+      throw errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}`, { cause: err })
     }
     const text = await res.body.text()
     let body: unknown
     try {
       body = JSON.parse(text)
     } catch {
-      throw new AgentUnreachable(`${method} ${this.base}${path}: answered ${res.statusCode} with a body that is not JSON`)
+      throw errors.agentUnreachable(`${method} ${this.base}${path}: answered ${res.statusCode} with a body that is not JSON`)
     }
     if (res.statusCode >= 400) {
       const e = (body as { error?: { code?: string; message?: string } }).error
-      // The agent answered from its catalogue: the same coded error, here.
-      throw new AppError(e?.code ?? 'unknown', res.statusCode, `${method} ${path}: ${res.statusCode} ${e?.code ?? ''}: ${e?.message ?? text}`)
+      throw errors.agentAnswered(`${method} ${path}`, res.statusCode, e?.code, e?.message ?? text)
     }
     return body
   }

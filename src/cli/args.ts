@@ -1,22 +1,25 @@
-// The argv helper every command shares: node:util parseArgs, strict, with
-// its errors turned into a UsageError the CLI answers with exit status 2.
+// The argv rule every command shares: node:util parseArgs, strict, with
+// `--help`/`-h` accepted by every command, and its errors turned into the
+// catalogue's UsageError (exit status 2).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-
-/** The command line was wrong: exit 2 with the message (and the usage). */
-export class UsageError extends Error {
-  override name = 'UsageError'
-}
+import { errors } from '../errors.js'
 
 export type OptionsConfig = NonNullable<ParseArgsConfig['options']>
 
-type Strict<O extends OptionsConfig> = { args: string[]; options: O; strict: true; allowPositionals: true }
+/** The option every command takes on top of its own. */
+export const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
+
+type WithHelp<O extends OptionsConfig> = O & typeof HELP_OPTION
+
+type Strict<O extends OptionsConfig> = { args: string[]; options: WithHelp<O>; strict: true; allowPositionals: true }
 
 export type ParsedArgs<O extends OptionsConfig> = ReturnType<typeof parseArgs<Strict<O>>>
 
 /**
- * Parses argv against options. `positionals` names the positional
- * arguments the command takes, in order; fewer or more is a UsageError,
- * as is an unknown option or an option given the wrong kind of value.
+ * Parses argv against options (and --help). `positionals` names the
+ * positional arguments the command takes, in order; fewer or more is a
+ * UsageError, as is an unknown option or an option given the wrong kind of
+ * value. With --help the positionals are not counted: help is always given.
  */
 export function parseCommandArgs<const O extends OptionsConfig>(
   argv: readonly string[],
@@ -25,16 +28,22 @@ export function parseCommandArgs<const O extends OptionsConfig>(
 ): ParsedArgs<O> {
   let parsed: ParsedArgs<O>
   try {
-    parsed = parseArgs<Strict<O>>({ args: [...argv], options, strict: true, allowPositionals: true })
+    parsed = parseArgs<Strict<O>>({ args: [...argv], options: { ...options, ...HELP_OPTION }, strict: true, allowPositionals: true })
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((err as Error).message, { cause: err })
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_') && err instanceof Error) throw errors.usage(err.message, { cause: err })
     throw err
   }
+  if (asksForHelp(parsed)) return parsed
   const got = parsed.positionals
   const missing = positionals.slice(got.length)
-  if (missing.length > 0) throw new UsageError(`missing ${missing.join(' ')}`)
+  if (missing.length > 0) throw errors.usage(`missing ${missing.join(' ')}`)
   const extra = got.slice(positionals.length)
-  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`)
+  if (extra.length > 0) throw errors.usage(`unexpected argument ${JSON.stringify(extra[0])}`)
   return parsed
+}
+
+/** Whether the command line asked for the command's help (--help or -h). */
+export function asksForHelp(parsed: { values: object }): boolean {
+  return (parsed.values as { help?: unknown }).help === true
 }

@@ -2,12 +2,12 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { intentCommand } from '../../src/cli/intent.js'
-import { loadConfig } from '../../src/config.js'
-import type { IntentRecord } from '../../src/domain/schemas.js'
-import { DirDeployStore } from '../../src/infra/deploy-dir.js'
-import { tmpDir } from '../helpers/tmp.js'
-import { sink } from '../helpers/sink.js'
+import { intentCommand } from '../../../src/cli/commands/intent.js'
+import { loadConfig } from '../../../src/config.js'
+import type { IntentRecord } from '../../../src/domain/schemas.js'
+import { DirDeployStore } from '../../../src/infra/deploy-dir.js'
+import { tmpDir } from '../../helpers/tmp.js'
+import { sink } from '../../helpers/sink.js'
 
 interface Run {
   code: number

@@ -1,0 +1,105 @@
+// What a command of the CLI is (usage, options, run), and the one path from
+// its argv to its exit status (design §8): --help prints its usage and exits
+// 0; otherwise what it needs is opened, it runs, and a failure is printed and
+// mapped by the catalogue's rule: 1 refused or failed (the reason on
+// stderr), 2 usage (the message, then the usage).
+import { loadConfig, type Config } from '../config.js'
+import { ConfigError, errorMessage, exitStatusOf } from '../errors.js'
+import { asksForHelp, parseCommandArgs, type OptionsConfig, type ParsedArgs } from './args.js'
+
+export interface Output {
+  stdout: NodeJS.WritableStream
+  stderr: NodeJS.WritableStream
+}
+
+/** What the process hands a command: the environment and the streams. */
+export interface Cli extends Output {
+  environ: NodeJS.ProcessEnv
+}
+
+/** What most commands run with: the configuration, and where to write. */
+export interface CommandContext extends Output {
+  config: Config
+}
+
+/** How a command signs its lines on stderr. */
+export interface Signature {
+  /** Before a failure's reason: `layoutd`, `layoutd routes add`. */
+  failures: string
+  /** Before a usage error's message: `layoutd`, `layoutd routes`. */
+  usageErrors: string
+}
+
+/** The program's own signature: a refused environment is no one command's failure. */
+export const PROGRAM: Signature = { failures: 'layoutd', usageErrors: 'layoutd' }
+
+/** One command, or one subcommand of a group. C is what it runs with. */
+export interface Command<O extends OptionsConfig = OptionsConfig, C = CommandContext> {
+  usage: string
+  options: O
+  /** The positional arguments it takes, in order (named in usage errors). */
+  positionals?: readonly string[]
+  signature: Signature
+  run(args: ParsedArgs<O>, context: C): Promise<number>
+}
+
+/** A command made of subcommands (`routes add|list|rm`). */
+export interface CommandGroup<C> {
+  usage: string
+  signature: Signature
+  /** The subcommand of that name; a missing or unknown one is a UsageError in the group's words. */
+  subcommand(name: string | undefined): Command<OptionsConfig, C>
+}
+
+/** Opens what a command runs with, hands it over, and closes it after the command, whatever happened. */
+export type Scope<C> = (use: (context: C) => Promise<number>) => Promise<number>
+
+/** The scope of a command that needs only the configuration, loaded now: help never loads it. */
+export function withConfig(cli: Cli): Scope<CommandContext> {
+  return (use) => use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr })
+}
+
+/**
+ * Something went wrong: print it and answer the exit status. A program's bug
+ * (a TypeError and the like) shows its stack, since nothing else would say
+ * where; every other failure is a reason, shown as its message.
+ */
+export function failed(err: unknown, out: Output, signature: Signature, usage: string): number {
+  const status = exitStatusOf(err)
+  if (status === 2) {
+    out.stderr.write(`${signature.usageErrors}: ${errorMessage(err)}\n${usage}`)
+    return status
+  }
+  const who = err instanceof ConfigError ? PROGRAM : signature
+  const bug = err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
+  out.stderr.write(`${who.failures}: ${bug ? (err.stack ?? err.message) : errorMessage(err)}\n`)
+  return status
+}
+
+export async function runCommand<O extends OptionsConfig, C>(command: Command<O, C>, argv: readonly string[], out: Output, scope: Scope<C>): Promise<number> {
+  try {
+    const args = parseCommandArgs(argv, command.options, command.positionals)
+    if (asksForHelp(args)) {
+      out.stdout.write(command.usage)
+      return 0
+    }
+    return await scope((context) => command.run(args, context))
+  } catch (err) {
+    return failed(err, out, command.signature, command.usage)
+  }
+}
+
+export async function runGroup<C>(group: CommandGroup<C>, argv: readonly string[], out: Output, scope: Scope<C>): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === '--help' || name === '-h') {
+    out.stdout.write(group.usage)
+    return 0
+  }
+  let command: Command<OptionsConfig, C>
+  try {
+    command = group.subcommand(name)
+  } catch (err) {
+    return failed(err, out, group.signature, group.usage)
+  }
+  return runCommand(command, rest, out, scope)
+}

@@ -1,0 +1,75 @@
+// `layoutd converge [--url URL] [--wait]` (design §8): kicks the agent's
+// leg. With --wait it follows the run that kick asked for, printing progress
+// as hosts finish, and exits 1 when any host failed.
+import type { Result } from '../../domain/modes.js'
+import { AppError } from '../../errors.js'
+import { AgentClient, agentUrl } from '../agent-client.js'
+import type { ParsedArgs } from '../args.js'
+import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
+
+export const usage = `usage:
+  layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
+
+  --url URL   the agent to ask; default http:// + CARLOS_AGENT_LISTEN
+  --wait      show progress until the run ends; exit 1 when a host failed
+`
+
+export const options = { url: { type: 'string' }, wait: { type: 'boolean' } } as const
+
+export const signature = PROGRAM
+
+/** How often --wait asks the agent how far the run is. */
+export const PROGRESS_EVERY_MS = 500
+
+export function summarize(results: readonly Result[]): string {
+  const counts = new Map<string, number>()
+  for (const r of results) counts.set(r.outcome, (counts.get(r.outcome) ?? 0) + 1)
+  if (counts.size === 0) return 'no host to move'
+  return [...counts].map(([outcome, n]) => `${n} ${outcome}`).join(', ')
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
+  const client = new AgentClient(agentUrl(config, args.values.url), config.token)
+  if (args.values.wait !== true) {
+    const leg = await client.kick()
+    stdout.write(`converge requested (leg ${leg.running ? 'running' : 'idle'}${leg.pending ? ', another run pending' : ''})\n`)
+    return 0
+  }
+  let done = false
+  const runDone = client.waitRun().finally(() => {
+    done = true
+  })
+  let shown = -1
+  while (!done) {
+    await Promise.race([runDone.catch(() => undefined), pause(PROGRESS_EVERY_MS)])
+    if (done) break
+    const leg = await client.leg()
+    const hostsDone = leg.running ? (leg.lastRun?.results.length ?? 0) : -1
+    if (hostsDone >= 0 && hostsDone !== shown) {
+      stdout.write(`running: ${hostsDone} host${hostsDone === 1 ? '' : 's'} done\n`)
+      shown = hostsDone
+    }
+  }
+  const finished = await runDone.catch(async (err: unknown) => {
+    // The agent bounds a wait (10 minutes); a longer run goes on, and so
+    // does this command, following the leg until it is idle.
+    if (!(err instanceof AppError && err.code === 'converge_timeout')) throw err
+    for (;;) {
+      const leg = await client.leg()
+      if (!leg.running && !leg.pending && leg.lastRun !== null) return leg.lastRun
+      await pause(PROGRESS_EVERY_MS)
+    }
+  })
+  for (const r of finished.results) {
+    // A thousand 'moved' lines would hide the few that need an operator.
+    if (r.outcome !== 'unchanged' && r.outcome !== 'moved') stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
+  }
+  stdout.write(`done: ${summarize(finished.results)}\n`)
+  return finished.results.some((r) => r.outcome === 'failed') ? 1 : 0
+}
+
+export function main(argv: readonly string[], cli: Cli): Promise<number> {
+  return runCommand({ usage, options, signature, run }, argv, cli, withConfig(cli))
+}

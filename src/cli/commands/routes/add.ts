@@ -1,0 +1,151 @@
+// `layoutd routes add HOST …` (design §8): a row added to the registry. A
+// hibernating instance added without paths gets them minted in the shape
+// the mint rule answers (design §5), and its directories made with their
+// modes (design §2); a refused add changes nothing.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { requireValidHost } from '../../../domain/hostname.js'
+import type { Mode } from '../../../domain/modes.js'
+import { MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../../../domain/paths.js'
+import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas.js'
+import { errorMessage, errors } from '../../../errors.js'
+import { setDirMode } from '../../../infra/fsutil.js'
+import { groupId, SOCKETS_GROUP } from '../../../infra/groups.js'
+import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/mover.js'
+import { validateRoute } from '../../../infra/registry.js'
+import type { ParsedArgs } from '../../args.js'
+import type { Signature } from '../../command.js'
+import type { RoutesIo } from './index.js'
+
+export const usage = `usage:
+  layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
+                          [--socket PATH] [--dir PATH] [--db PATH]
+
+  --kind KIND     the row's kind; default instance
+  --hibernate     the activator manages it (wakes it, lets it sleep)
+  --dir, --socket, --db PATH
+                  the row's paths; a hibernating instance given neither
+                  --dir nor --socket gets them minted (nested or flat)
+`
+
+export const options = {
+  kind: { type: 'string', default: 'instance' },
+  hibernate: { type: 'boolean', default: false },
+  socket: { type: 'string' },
+  dir: { type: 'string' },
+  db: { type: 'string' },
+} as const
+
+export const positionals = ['HOST'] as const
+
+export const signature: Signature = { failures: 'layoutd routes add', usageErrors: 'layoutd routes' }
+
+function isKind(k: string): k is RouteKind {
+  return (ROUTE_KINDS as readonly string[]).includes(k)
+}
+
+/** A path as given, made absolute: every process must read the same directory from the row. */
+function absolute(p: string | undefined): string | undefined {
+  return p === undefined || p === '' ? undefined : path.resolve(p)
+}
+
+export async function run({ values, positionals: [host = ''] }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
+  const kind = values.kind
+  if (!isKind(kind)) throw errors.usage(`--kind ${JSON.stringify(kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
+  // Everything that can refuse the row is asked before a directory is
+  // made: a refused add changes nothing.
+  requireValidHost(host)
+  if (io.registry.get(host) !== undefined) throw errors.hostExists(host)
+
+  const dir = absolute(values.dir)
+  const socket = absolute(values.socket)
+  const db = absolute(values.db) ?? ''
+  let mode: Mode | undefined
+  let route: Route = { host, kind, hibernate: values.hibernate, dir: dir ?? '', socket: socket ?? '', db }
+  // Only a hibernating instance given no paths at all is minted: one path
+  // given is the operator placing the row, and half a minted row would
+  // match neither shape.
+  if (kind === 'instance' && values.hibernate && dir === undefined && socket === undefined) {
+    mode = await mintMode(io, host)
+    route = { ...route, ...pathsFor(io.config, host, mode), db }
+    if (mode === 'nested' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
+      throw errors.badRequest(
+        `refused: ${host}'s nested socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, over the ${MAX_SOCKET_PATH} a unix socket can bind`,
+      )
+    }
+  }
+  validateRoute(route)
+
+  const made: string[] = []
+  try {
+    if (mode !== undefined) await makeDirs(io, host, mode, made)
+    io.registry.add(route)
+  } catch (err) {
+    await undoDirs(made, io)
+    throw err
+  }
+  const shape = mode === undefined ? '' : ` (minted ${mode})`
+  io.stdout.write(`added ${host}${shape}: ${describe(route)}\n`)
+  return 0
+}
+
+async function mintMode(io: RoutesIo, host: string): Promise<Mode> {
+  try {
+    return await io.mint()
+  } catch (err) {
+    // Minting flat while the intent cannot be read would put a row beside
+    // nested ones that the fleet may want nested: refuse, never guess.
+    throw errors.mintRefused(host, err)
+  }
+}
+
+/** mkdir -p that records every directory it created, so a failed add can remove exactly those. */
+async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> {
+  const first = await fs.mkdir(dir, { recursive: true, mode })
+  if (first === undefined) return
+  for (let d = dir; ; d = path.dirname(d)) {
+    made.push(d)
+    if (d === first || d === path.dirname(d)) break
+  }
+}
+
+async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
+  const { config } = io
+  const paths = pathsFor(config, host, mode)
+  if (mode === 'flat') {
+    await mkdirp(paths.dir, 0o750, made)
+    await mkdirp(config.runDir, 0o755, made)
+    return
+  }
+  const root = nestedRoot(config, host)
+  const runDir = path.dirname(paths.socket)
+  // D/nested stays traversable; each host's own root is what is closed.
+  await mkdirp(path.dirname(root), 0o755, made)
+  await mkdirp(root, NESTED_ROOT_MODE, made)
+  await mkdirp(paths.dir, 0o750, made)
+  await mkdirp(runDir, NESTED_RUN_MODE, made)
+  // Explicit modes: mkdir's mode passes through the umask, and the umask
+  // never lets the setgid bit through. setDirMode does not follow a symlink.
+  // The run directory gets the sockets group, so the edge can reach the socket.
+  await setDirMode(root, NESTED_ROOT_MODE)
+  await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, io.groupFile))
+}
+
+async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
+  // Deepest first; rmdir, never rm -r: a directory holding anything is not ours to remove.
+  for (const d of [...made].sort((a, b) => b.length - a.length)) {
+    try {
+      await fs.rmdir(d)
+    } catch (err) {
+      io.stderr.write(`${signature.failures}: could not remove ${d} after the failed add: ${errorMessage(err)}\n`)
+    }
+  }
+}
+
+function describe(r: Route): string {
+  const parts = [r.kind, r.hibernate ? 'hibernate' : 'no hibernate']
+  if (r.dir !== '') parts.push(`dir ${r.dir}`)
+  if (r.socket !== '') parts.push(`socket ${r.socket}`)
+  if (r.db !== '') parts.push(`db ${r.db}`)
+  return parts.join(', ')
+}

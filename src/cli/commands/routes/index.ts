@@ -1,0 +1,97 @@
+// `layoutd routes add|list|rm` (design §8): the registry, edited directly;
+// the agent need not run. This module is the group: its usage, which
+// subcommand runs, and what they run with (the registry, and the mint rule
+// for `add`), opened for the command and closed after it.
+import { loadConfig } from '../../../config.js'
+import type { Mode } from '../../../domain/modes.js'
+import type { RouteStore } from '../../../domain/ports.js'
+import { AgentUnreachable, errors } from '../../../errors.js'
+import type { OptionsConfig } from '../../args.js'
+import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../../command.js'
+import * as add from './add.js'
+import * as list from './list.js'
+import * as rm from './rm.js'
+
+export const usage = `usage:
+  layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
+                          [--socket PATH] [--dir PATH] [--db PATH]
+  layoutd routes list [--json]
+  layoutd routes rm HOST
+`
+
+export const signature: Signature = { failures: 'layoutd routes', usageErrors: 'layoutd routes' }
+
+/** What a routes subcommand runs with. */
+export interface RoutesIo extends CommandContext {
+  /** Opened (and closed) by the caller. */
+  registry: RouteStore
+  /** The mint rule: the mode of a new row; rejects with `intent_unreadable` while the intent cannot be read. */
+  mint: () => Promise<Mode>
+  /** Where groups are looked up; /etc/group unless a test says otherwise. */
+  groupFile?: string
+}
+
+/** How long `routes add` waits for the running agent's mint before applying the rule itself. */
+const MINT_ASK_MS = 5_000
+
+const SUBCOMMANDS: Record<string, Command<OptionsConfig, RoutesIo>> = { add, list, rm }
+
+export const group: CommandGroup<RoutesIo> = {
+  usage,
+  signature,
+  subcommand(name) {
+    if (name === undefined) throw errors.usage('routes needs a command: add, list or rm')
+    const command = Object.hasOwn(SUBCOMMANDS, name) ? SUBCOMMANDS[name] : undefined
+    if (command === undefined) throw errors.usage(`unknown routes command ${JSON.stringify(name)}`)
+    return command
+  },
+}
+
+/**
+ * Runs `routes <argv>` (argv is what follows `routes`) with a registry and
+ * mint the caller opened (tests, benchmarks). Resolves to the exit status.
+ */
+export function routesCommand(argv: readonly string[], io: RoutesIo): Promise<number> {
+  return runGroup(group, argv, io, (use) => use(io))
+}
+
+/** `layoutd routes …` from the command line: opens the registry and the deploy store for the command. */
+export function main(argv: readonly string[], cli: Cli): Promise<number> {
+  return runGroup(group, argv, cli, async (use) => {
+    const config = loadConfig(cli.environ)
+    const [{ Registry }, { openDeployStore }, { mintLayoutIntentWith }, { AgentClient, agentUrl }] = await Promise.all([
+      import('../../../infra/registry.js'),
+      import('../../../infra/deploy-store.js'),
+      import('../../../domain/mint.js'),
+      import('../../agent-client.js'),
+    ])
+    const registry = Registry.open(config.dataDir)
+    const store = openDeployStore(config)
+    // The running agent mints with its isolation gate's real answer. Only
+    // when no agent answers does the CLI apply the rule itself, without a
+    // gate: with no intent, a nested default then mints nested only where
+    // the box has evidently moved (nested rows present).
+    const mint = async (): Promise<Mode> => {
+      try {
+        return await new AgentClient(agentUrl(config, undefined), config.token).mint(MINT_ASK_MS)
+      } catch (err) {
+        if (!(err instanceof AgentUnreachable)) throw err
+      }
+      return mintLayoutIntentWith({
+        store,
+        box: config.box,
+        dirs: config,
+        routes: () => registry.list(),
+        layoutDefault: config.layoutDefault,
+        build: config.build,
+        gate: null,
+      })
+    }
+    try {
+      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, registry, mint })
+    } finally {
+      await store.close()
+      registry.close()
+    }
+  })
+}

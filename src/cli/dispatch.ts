@@ -1,0 +1,55 @@
+// The command line's dispatcher (design §8): names each command, imports
+// its module only when that command runs (so `layoutd status` loads an HTTP
+// client, not the agent, Fastify or SQLite), and answers --help and
+// --version itself. Every command reads the same environment as the agent,
+// loaded by the command that needs it, so help works whatever it holds.
+import { errors } from '../errors.js'
+import { failed, PROGRAM, type Cli } from './command.js'
+
+export const USAGE = `usage:
+  layoutd serve                                   the agent
+  layoutd status [--url URL] [--json]             the report, as a table or JSON
+  layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
+  layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
+                          [--socket PATH] [--dir PATH] [--db PATH]
+  layoutd routes list [--json] | routes rm HOST
+  layoutd intent migrate|revert [--box LABEL] [--force]
+  layoutd intent status [--json]
+  layoutd --version | <command> --help
+`
+
+/** A command module, as the dispatcher runs it: the rest of argv, and the process's environment and streams. */
+interface CommandModule {
+  main(argv: readonly string[], cli: Cli): Promise<number>
+}
+
+const COMMANDS: Record<string, () => Promise<CommandModule>> = {
+  serve: () => import('./commands/serve.js'),
+  status: () => import('./commands/status.js'),
+  converge: () => import('./commands/converge.js'),
+  routes: () => import('./commands/routes/index.js'),
+  intent: () => import('./commands/intent.js'),
+}
+
+/** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */
+export async function dispatch(argv: readonly string[], cli: Cli): Promise<number> {
+  const [name, ...rest] = argv
+  switch (name) {
+    case undefined:
+      cli.stdout.write(USAGE)
+      return 2
+    case 'help':
+    case '--help':
+    case '-h':
+      cli.stdout.write(USAGE)
+      return 0
+    case '--version': {
+      const { packageVersion } = await import('../package-version.js')
+      cli.stdout.write(`${await packageVersion()}\n`)
+      return 0
+    }
+  }
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
+  if (load === undefined) return failed(errors.usage(`unknown command ${JSON.stringify(name)}`), cli, PROGRAM, USAGE)
+  return (await load()).main(rest, cli)
+}
