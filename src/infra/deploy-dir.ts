@@ -1,4 +1,4 @@
-// The directory deploy store (DESIGN §7): one JSON file per intent under
+// The directory deploy store (design §7): one JSON file per intent under
 // <deploymentDir>/layout/intents/<id>.json. It serves one box, development,
 // or a fleet sharing a filesystem, so every write is whole or absent and a
 // reader never sees half a record.
@@ -8,6 +8,7 @@ import path from 'node:path'
 import Value from 'typebox/value'
 import type { DeployStore } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
+import { errorMessage } from '../errors.js'
 import { schemaErrors } from './schema-errors.js'
 
 /** A record is a few hundred bytes; anything this large is not one of ours. */
@@ -21,7 +22,6 @@ const TEMP_MARK = '.tmp-'
 
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err))
 
 /** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
 async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
@@ -76,7 +76,7 @@ export class DirDeployStore implements DeployStore {
       // failure (a file where the directory should be, no permission) must
       // not read as "no intent": the caller fails closed on a throw.
       if (errnoCode(err) === 'ENOENT') return []
-      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${messageOf(err)}`, { cause: err })
+      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
     }
     signal.throwIfAborted()
     const files = names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK))
@@ -95,14 +95,14 @@ export class DirDeployStore implements DeployStore {
     const bad = (why: string, cause?: unknown) => new Error(`intent record ${file}: ${why}`, { cause })
     const read = await readSmall(file, signal).catch((err: unknown) => {
       if (signal.aborted) throw err
-      throw bad(`cannot read: ${messageOf(err)}`, err)
+      throw bad(`cannot read: ${errorMessage(err)}`, err)
     })
     if (read.size > MAX_RECORD_BYTES) throw bad(`${read.size} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
     let value: unknown
     try {
       value = JSON.parse(read.text)
     } catch (err) {
-      throw bad(`not JSON: ${messageOf(err)}`, err)
+      throw bad(`not JSON: ${errorMessage(err)}`, err)
     }
     if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
     // The name is the id, so two files can never claim one id and a copied
@@ -131,7 +131,7 @@ export class DirDeployStore implements DeployStore {
       await placeNoReplace(tmp, final, intent.id)
     } catch (err) {
       await fs.rm(tmp, { force: true }).catch((rmErr: unknown) => {
-        throw new Error(`${messageOf(err)} (and the temp file ${tmp} could not be removed: ${messageOf(rmErr)})`, { cause: err })
+        throw new Error(`${errorMessage(err)} (and the temp file ${tmp} could not be removed: ${errorMessage(rmErr)})`, { cause: err })
       })
       throw err
     }

@@ -3,6 +3,7 @@
 // on its own, so a failed reload only delays it, and never fails a move.
 import { request } from 'undici'
 import type { Logger } from '../domain/ports.js'
+import { errorMessage } from '../errors.js'
 
 export function edgeReloader(url: string, logger: Logger): (() => Promise<void>) | undefined {
   if (url === '') return undefined
@@ -12,7 +13,7 @@ export function edgeReloader(url: string, logger: Logger): (() => Promise<void>)
       await res.body.dump()
       if (res.statusCode >= 300) logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)
     } catch (err) {
-      logger.warn({ err: (err as Error).message }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
+      logger.warn({ err: errorMessage(err) }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
     }
   }
 }

@@ -129,7 +129,7 @@ void test('a bad value stops the agent at boot, naming the variable and the valu
     () => assert.fail('the agent started with CARLOS_LAYOUT_POLL=soon'),
     (err: Error) => err,
   )
-  assert.match(bad.message, /CARLOS_LAYOUT_POLL="soon"/)
+  assert.match(bad.message, /layoutd: CARLOS_LAYOUT_POLL=soon: a duration like 500ms, 5s, 10m, 1h/)
 })
 
 void test('without a token the agent refuses to listen beyond loopback', async (t) => {

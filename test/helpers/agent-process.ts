@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { Client } from 'undici'
 import { intentCommand } from '../../src/cli/commands/intent.js'
 import { loadConfig } from '../../src/config.js'
+import { errorMessage } from '../../src/errors.js'
 import type { Mode } from '../../src/domain/modes.js'
 import { openDeployStore } from '../../src/infra/deploy-store.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
@@ -299,7 +300,7 @@ export class AgentProcess {
         const v = await check()
         if (v !== undefined) return v
       } catch (err) {
-        lastErr = ` (last error: ${(err as Error).message})`
+        lastErr = ` (last error: ${errorMessage(err)})`
       }
       if (performance.now() > deadline) throw new AgentTimeout(`${what}: not within ${timeoutMs} ms${lastErr}; the agent's last output:\n${this.tail()}`)
       const r = await this.#until(delay(POLL_MS), POLL_MS * 10, what)

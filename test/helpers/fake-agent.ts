@@ -56,6 +56,8 @@ export class FakeAgent implements AgentApi {
   /** When set, report() throws it. */
   reportError: Error | undefined
   kicks = 0
+  /** How many times the report was read (a client polling GET /layout/status). */
+  reportReads = 0
 
   private readonly calls: PendingConverge[] = []
   private readonly callWaiters: Array<(c: PendingConverge) => void> = []
@@ -65,6 +67,7 @@ export class FakeAgent implements AgentApi {
   }
 
   report(): LayoutReport {
+    this.reportReads++
     if (this.reportError !== undefined) throw this.reportError
     return this.reportValue
   }
@@ -191,4 +194,11 @@ export function errorOf(body: string): { code: string; message: string } {
   const { code, message } = parsed.error ?? {}
   if (typeof code !== 'string' || typeof message !== 'string') throw new Error(`not an error envelope: ${body}`)
   return { code, message }
+}
+
+/** The app around a FakeAgent listening on a loopback port, for a client that talks HTTP to it; closed when the test ends. */
+export async function listen(t: TestContext, opts: BuildOptions = {}): Promise<Built & { url: string }> {
+  const built = await build(t, opts)
+  const address = await built.app.listen({ host: '127.0.0.1', port: 0 })
+  return { ...built, url: address }
 }

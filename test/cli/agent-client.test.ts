@@ -1,0 +1,73 @@
+// The CLI's HTTP client of the agent: where it finds the agent, the token it
+// sends, an agent's refusal carried as the same coded error, and an agent
+// that is not there or does not answer JSON.
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { test } from 'node:test'
+import { AgentClient, agentUrl } from '../../src/cli/agent-client.js'
+import { loadConfig } from '../../src/config.js'
+import { AgentUnreachable, AppError, errors, exitStatusOf } from '../../src/errors.js'
+import { listen, sampleReport } from '../helpers/fake-agent.js'
+
+void test('agentUrl: --url without trailing slashes, else the listen address, IPv6 bracketed', () => {
+  const config = loadConfig({ CARLOS_AGENT_LISTEN: '[::1]:9741' })
+  assert.equal(agentUrl(config, 'http://agent:1234//'), 'http://agent:1234')
+  assert.equal(agentUrl(config, undefined), 'http://[::1]:9741')
+  assert.equal(agentUrl(loadConfig({}), undefined), 'http://127.0.0.1:9740')
+})
+
+void test('status, kick, waitRun and mint read what the agent answers', async (t) => {
+  const { agent, url } = await listen(t)
+  const client = new AgentClient(url, '')
+  assert.deepEqual(await client.status(), sampleReport())
+  assert.deepEqual(await client.leg(), sampleReport().leg)
+  assert.equal((await client.kick()).running, true)
+  agent.mintValue = 'flat'
+  assert.equal(await client.mint(1_000), 'flat')
+  const waited = client.waitRun()
+  ;(await agent.nextConverge()).finish(sampleReport().leg.lastRun)
+  assert.deepEqual(await waited, sampleReport().leg.lastRun)
+})
+
+void test('the token goes as a bearer; a mutation without the right one is the agent refusing, as a coded error', async (t) => {
+  const { agent, url } = await listen(t, { token: 's3cret' })
+  assert.equal((await new AgentClient(url, 's3cret').kick()).running, true)
+  assert.equal(agent.kicks, 1)
+  await assert.rejects(new AgentClient(url, 'wrong').kick(), (err: unknown) => {
+    assert.ok(err instanceof AppError)
+    assert.equal(err.code, 'unauthorized')
+    assert.equal(err.statusCode, 401)
+    assert.match(err.message, /^POST \/layout\/converge: 401 unauthorized: /)
+    assert.equal(exitStatusOf(err), 1)
+    return true
+  })
+  assert.equal(agent.kicks, 1)
+})
+
+void test("the agent's own code comes through: intent_unreadable on mint", async (t) => {
+  const { agent, url } = await listen(t)
+  agent.mintValue = errors.intentUnreadable('etcd: no endpoint answered')
+  await assert.rejects(new AgentClient(url, '').mint(1_000), {
+    code: 'intent_unreadable',
+    statusCode: 503,
+    message: 'GET /layout/mint: 503 intent_unreadable: the layout intent is unreadable: etcd: no endpoint answered',
+  })
+})
+
+void test('no agent, or something that does not answer JSON: AgentUnreachable, naming the address', async (t) => {
+  await assert.rejects(new AgentClient('http://127.0.0.1:1', '').status(), (err: unknown) => {
+    assert.ok(err instanceof AgentUnreachable)
+    assert.equal(err.code, 'agent_unreachable')
+    assert.match(err.message, /^cannot reach layoutd at http:\/\/127\.0\.0\.1:1: /)
+    return true
+  })
+  const server = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>not an agent</html>'))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  await assert.rejects(new AgentClient(base, '').status(), {
+    name: 'AgentUnreachable',
+    message: `GET ${base}/layout/status: answered 200 with a body that is not JSON`,
+  })
+})

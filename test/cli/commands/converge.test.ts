@@ -1,0 +1,86 @@
+// `layoutd converge` against a fake agent on a real loopback port: the kick,
+// --wait following the run to its results, the agent's bounded wait running
+// out, and the exit status a failed host gives.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { main, summarize } from '../../../src/cli/commands/converge.js'
+import type { LegRun } from '../../../src/domain/schemas.js'
+import { listen, sampleRun } from '../../helpers/fake-agent.js'
+import { Sink } from '../../helpers/sink.js'
+import { until } from '../../helpers/until.js'
+
+function converge(...argv: string[]) {
+  const stdout = new Sink()
+  const stderr = new Sink()
+  const done = main(argv, { environ: {}, stdout, stderr })
+  return { done, stdout, stderr }
+}
+
+const run = (results: LegRun['results']): LegRun => ({ ...sampleRun(), results })
+
+void test('summarize counts the outcomes in the order they came', () => {
+  assert.equal(summarize([]), 'no host to move')
+  assert.equal(
+    summarize([
+      { host: 'a', outcome: 'moved', reason: '', to: 'nested' },
+      { host: 'b', outcome: 'deferred', reason: 'awake', to: 'nested' },
+      { host: 'c', outcome: 'moved', reason: '', to: 'nested' },
+    ]),
+    '2 moved, 1 deferred',
+  )
+})
+
+void test('converge kicks the leg once and says what the leg is doing', async (t) => {
+  const { agent, url } = await listen(t)
+  agent.legValue = { running: false, pending: true, lastRun: null, retryAt: null }
+  const c = converge('--url', url)
+  assert.equal(await c.done, 0, c.stderr.text)
+  assert.equal(c.stdout.text, 'converge requested (leg running, another run pending)\n')
+  assert.equal(agent.kicks, 1)
+})
+
+void test('converge --wait shows progress, then the hosts that need an operator and the summary; a failed host exits 1', async (t) => {
+  const { agent, url } = await listen(t)
+  const c = converge('--wait', '--url', url)
+  const call = await agent.nextConverge()
+  agent.reportValue = {
+    ...agent.reportValue,
+    leg: { running: true, pending: false, lastRun: { ...run([sampleRun().results[0]!]), finishedAt: null }, retryAt: null },
+  }
+  await until('the progress line', () => c.stdout.text.includes('running: 1 host done\n'))
+  call.finish(
+    run([
+      { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
+      { host: 'b.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
+      { host: 'c.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
+    ]),
+  )
+  assert.equal(await c.done, 1, c.stderr.text)
+  assert.equal(c.stdout.text, 'running: 1 host done\nb.example.com: failed -> stop timed out\ndone: 1 moved, 1 failed, 1 unchanged\n')
+  assert.equal(c.stderr.text, '')
+})
+
+void test("when the agent's wait runs out (504), converge --wait follows the leg until it is idle", async (t) => {
+  const { agent, url } = await listen(t)
+  agent.reportValue = { ...agent.reportValue, leg: { running: true, pending: false, lastRun: null, retryAt: null } }
+  const c = converge('--wait', '--url', url)
+  const call = await agent.nextConverge()
+  const readsBefore = agent.reportReads
+  call.finish(null)
+  // The command now polls the report while the leg runs; the run ends while it does.
+  await until('polls after the timeout', () => agent.reportReads >= readsBefore + 2)
+  assert.equal(c.stdout.text.includes('done:'), false, 'still following the running leg')
+  agent.reportValue = { ...agent.reportValue, leg: { running: false, pending: false, lastRun: run([]), retryAt: null } }
+  assert.equal(await c.done, 0, c.stderr.text)
+  assert.match(c.stdout.text, /done: no host to move\n$/)
+})
+
+void test('converge against no agent: exit 1 with the address; --help exits 0 whatever the environment', async () => {
+  const gone = converge('--url', 'http://127.0.0.1:1')
+  assert.equal(await gone.done, 1)
+  assert.match(gone.stderr.text, /^layoutd: cannot reach layoutd at http:\/\/127\.0\.0\.1:1: /)
+  const stdout = new Sink()
+  const stderr = new Sink()
+  assert.equal(await main(['--help'], { environ: { CARLOS_AGENT_LISTEN: 'nowhere' }, stdout, stderr }), 0)
+  assert.match(stdout.text, /^usage:\n {2}layoutd converge \[--url URL\] \[--wait\]/)
+})

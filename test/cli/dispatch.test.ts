@@ -1,0 +1,92 @@
+// The command line as a process (bin/layoutd runs dist/src/main.js): help on
+// every command and subcommand, --version, usage errors, and a command that
+// loads only what it uses.
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { test } from 'node:test'
+import { MAIN_JS } from '../helpers/agent-process.js'
+
+interface Ran {
+  code: number
+  out: string
+  err: string
+}
+
+function layoutd(args: readonly string[], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [...nodeArgs, MAIN_JS, ...args], { env: { PATH: process.env.PATH, ...env } }, (err, out, errText) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
+    })
+  })
+}
+
+const HELPS = [
+  ['serve'],
+  ['status'],
+  ['converge'],
+  ['routes'],
+  ['routes', 'add'],
+  ['routes', 'list'],
+  ['routes', 'rm'],
+  ['intent'],
+  ['intent', 'migrate'],
+  ['intent', 'revert'],
+  ['intent', 'status'],
+]
+
+void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {
+  const bad = { CARLOS_LAYOUT_POLL: '5' }
+  const top = await layoutd(['--help'], bad)
+  assert.equal(top.code, 0, top.err)
+  assert.match(top.out, /^usage:\n {2}layoutd serve/)
+  await Promise.all(
+    HELPS.flatMap((cmd) =>
+      ['--help', '-h'].map(async (flag) => {
+        const r = await layoutd([...cmd, flag], bad)
+        assert.equal(r.code, 0, `${cmd.join(' ')} ${flag}: ${r.err}`)
+        assert.match(r.out, new RegExp(`^usage:\\n {2}layoutd ${cmd[0]}`), `${cmd.join(' ')} ${flag}`)
+        assert.equal(r.err, '')
+      }),
+    ),
+  )
+})
+
+void test('--version prints the version of package.json', async () => {
+  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+  const r = await layoutd(['--version'])
+  assert.equal(r.code, 0)
+  assert.equal(r.out, `${pkg.version}\n`)
+})
+
+void test('no command prints the usage and exits 2; an unknown one is a usage error; a bad environment exits 1', async () => {
+  const none = await layoutd([])
+  assert.equal(none.code, 2)
+  assert.match(none.out, /^usage:\n/)
+  const unknown = await layoutd(['frob'])
+  assert.equal(unknown.code, 2)
+  assert.match(unknown.err, /^layoutd: unknown command "frob"\nusage:\n/)
+  const serve = await layoutd(['serve', 'now'])
+  assert.equal(serve.code, 2)
+  assert.match(serve.err, /^layoutd: serve takes no arguments\nusage:\n/)
+  const env = await layoutd(['routes', 'list'], { CARLOS_LAYOUT_POLL: '5' })
+  assert.equal(env.code, 1)
+  assert.equal(env.err, 'layoutd: CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h\n')
+})
+
+// Records every module the process resolves, on stderr.
+const TRACE = `data:text/javascript,${encodeURIComponent(`
+import { register } from 'node:module'
+register('data:text/javascript,' + encodeURIComponent('export async function resolve(s, c, next) { const r = await next(s, c); process.stderr.write("loaded " + r.url + "\\\\n"); return r }'))
+`)}`
+
+void test('layoutd status loads an HTTP client, not the agent, Fastify, SQLite or TypeBox', async () => {
+  const r = await layoutd(['status', '--url', 'http://127.0.0.1:1'], {}, ['--import', TRACE])
+  assert.equal(r.code, 1)
+  const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
+  assert.ok(loaded.some((l) => l.includes('/cli/commands/status.js')), r.err)
+  assert.ok(loaded.some((l) => l.includes('/node_modules/undici/')), r.err)
+  for (const heavy of ['/node_modules/fastify/', '/node_modules/typebox/', '/node_modules/better-sqlite3/', '/src/agent', '/src/server.js']) {
+    assert.equal(loaded.filter((l) => l.includes(heavy)).length, 0, `status loaded ${heavy}`)
+  }
+})
