@@ -1,9 +1,12 @@
 // The pass's decisions, without I/O: what to do with one row under a mode
-// (DESIGN §3 step 1), what recovery does with one journal given where the
-// files are (the §4 table), and whether a hold marker stands or drops.
-// The infra pass gathers the facts and carries the decisions out.
+// (design §3 step 1), how a run's moves are split into group commits and
+// into sleeping and awake hosts, the order its results are reported in,
+// what recovery does with one journal given where the files are (the §4
+// table), and whether a hold marker stands or drops. The infra pass gathers
+// the facts and carries the decisions out.
+import { errorMessage } from '../errors.js'
 import type { PathClaims } from './classify.js'
-import type { IntentMode, Mode } from './modes.js'
+import type { IntentMode, Mode, Result } from './modes.js'
 import { carryDb, MAX_SOCKET_PATH, nestedRoot, pathsFor, type Dirs } from './paths.js'
 import type { Classification } from './ports.js'
 import type { Route, RowPaths } from './schemas.js'
@@ -29,8 +32,8 @@ export type RowPlan =
 
 export interface PlanContext {
   dirs: Dirs
-  /** The row's word with fences left out: the pass decides about held hosts itself. */
-  word: Classification
+  /** The row's classification with fences left out: the pass decides about held hosts itself. */
+  classification: Classification
   /** The mode a hold marker on the host was refused toward, if it is held. */
   hold: Mode | undefined
   /** The isolation gate's answer (null: nested may wake). */
@@ -45,7 +48,7 @@ export interface PlanContext {
  * does not recognise.
  */
 export function planRow(rt: Route, mode: Mode, ctx: PlanContext): RowPlan {
-  const { layout, reason } = ctx.word
+  const { layout, reason } = ctx.classification
   if (layout === 'conflict' || layout === 'foreign' || layout === 'external') {
     return { kind: 'refused', reason: reason === '' ? layout : `${layout}: ${reason}` }
   }
@@ -114,7 +117,7 @@ export type RecoveryAction =
   /** Anything else: the host stays fenced, and the reason names what was found. */
   | { kind: 'keep'; reason: string }
 
-/** The DESIGN §4 table. `wants` is wantedMode of the intent recovery runs under. */
+/** The design §4 table. `wants` is wantedMode of the intent recovery runs under. */
 export function recoveryAction(j: MoveRecord, f: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
   if (f.fromExists && f.destExists) {
     return { kind: 'keep', reason: `ambiguous: files at both ${j.from.dir} and ${j.dest.dir}; an operator decides which to keep` }
@@ -136,7 +139,7 @@ export function recoveryAction(j: MoveRecord, f: RecoveryFacts, wants: Mode | un
 }
 
 /**
- * Whether a hold marker stands under an intent (DESIGN §4 RestoreHolds).
+ * Whether a hold marker stands under an intent (design §4, restoring holds).
  * `rowShape` is the shape the row has now (undefined: neither).
  */
 export function holdStands(
@@ -167,12 +170,86 @@ export function recordShapeError(j: MoveRecord, dirs: Dirs): string | null {
   try {
     carried = carryDb(j.from.db, j.from.dir, j.dest.dir)
   } catch (err) {
-    return (err as Error).message
+    return errorMessage(err)
   }
   return carried === j.dest.db ? null : `dest.db ${j.dest.db} is not from.db carried to ${j.dest.dir}`
 }
 
-/** The deferral reason of an awake host (DESIGN §3 step 2). */
+/** The deferral reason of an awake host (design §3 step 2). */
 export function awakeReason(leftMs: number): string {
   return `awake: ${Math.max(1, Math.ceil(leftMs / 60_000))}m of grace left`
+}
+
+/** A row the plan moves: its move as the journal will record it, and whether it was held before this run. */
+export interface MoveCandidate {
+  record: MoveRecord
+  /** Held before this run reached it: a failure leaves it fenced and held, as it was. */
+  wasHeld: boolean
+}
+
+/**
+ * The group commits of a run (design §3 "Many hosts"): consecutive slices
+ * of at most size moves, each fenced, journaled and committed together.
+ */
+export function inBatches<T>(items: readonly T[], size: number): T[][] {
+  const step = Math.max(1, size)
+  const batches: T[][] = []
+  for (let i = 0; i < items.length; i += step) batches.push(items.slice(i, i + step))
+  return batches
+}
+
+export interface ClaimSort {
+  /** Hosts holding no wake claim: fenced and moved together. */
+  sleeping: MoveCandidate[]
+  /** Hosts holding a claim whose grace is over (or that were held, or under a forced intent): stopped one at a time. */
+  awake: MoveCandidate[]
+  /** Hosts holding a claim inside their grace: left alone this run (design §3 step 2). */
+  deferred: Array<{ candidate: MoveCandidate; reason: string }>
+}
+
+/**
+ * Sorts a batch by its wake claims (design §3 step 2). graceLeft is asked
+ * only for a claimed host that was not held, and only when awake hosts are
+ * deferred at all (a forced intent stops them at once): asking starts that
+ * host's grace.
+ */
+export function sortByClaim(
+  batch: readonly MoveCandidate[],
+  opts: { claimed: (host: string) => boolean; deferAwake: boolean; graceLeft: (host: string) => number },
+): ClaimSort {
+  const out: ClaimSort = { sleeping: [], awake: [], deferred: [] }
+  for (const candidate of batch) {
+    const host = candidate.record.host
+    if (!opts.claimed(host)) {
+      out.sleeping.push(candidate)
+      continue
+    }
+    if (opts.deferAwake && !candidate.wasHeld) {
+      const left = opts.graceLeft(host)
+      if (left > 0) {
+        out.deferred.push({ candidate, reason: awakeReason(left) })
+        continue
+      }
+    }
+    out.awake.push(candidate)
+  }
+  return out
+}
+
+/**
+ * One result per host, in row order (results about the whole run first).
+ * A host recovery finished and the row loop then reached says what
+ * happened to it last, unless that was only `unchanged`.
+ */
+export function inRowOrder(results: readonly Result[], rows: ReadonlyArray<{ host: string }>): Result[] {
+  const whole = results.filter((r) => r.host === '')
+  const byHost = new Map<string, Result>()
+  for (const r of results) {
+    if (r.host === '') continue
+    if (r.outcome === 'unchanged' && byHost.has(r.host)) continue
+    byHost.set(r.host, r)
+  }
+  const order = new Map(rows.map((r, i) => [r.host, i]))
+  const hosts = [...byHost.values()].sort((a, b) => (order.get(a.host) ?? -1) - (order.get(b.host) ?? -1))
+  return [...whole, ...hosts]
 }

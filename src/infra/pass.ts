@@ -16,6 +16,7 @@ import type { IntentMode, Mode, Outcome, Result } from '../domain/modes.js'
 import {
   awakeReason,
   holdStands,
+  inRowOrder,
   otherMode,
   planRow,
   recoveryAction,
@@ -82,24 +83,6 @@ interface Flight {
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
-}
-
-/**
- * One result per host, in row order (results about the whole run first).
- * A host recovery finished and the row loop then reached says what
- * happened to it last, unless that was only `unchanged`.
- */
-function inRowOrder(results: readonly Result[], rows: readonly Route[]): Result[] {
-  const whole = results.filter((r) => r.host === '')
-  const byHost = new Map<string, Result>()
-  for (const r of results) {
-    if (r.host === '') continue
-    if (r.outcome === 'unchanged' && byHost.has(r.host)) continue
-    byHost.set(r.host, r)
-  }
-  const order = new Map(rows.map((r, i) => [r.host, i]))
-  const hosts = [...byHost.values()].sort((a, b) => (order.get(a.host) ?? -1) - (order.get(b.host) ?? -1))
-  return [...whole, ...hosts]
 }
 
 const HOLD_AFTER_REVERT =
@@ -234,7 +217,7 @@ export class Pass implements LayoutPass {
         continue
       }
       const word = classifyWith(rt, claims, { dirs: this.#d.dirs, fenced: () => undefined })
-      const plan = planRow(rt, mode, { dirs: this.#d.dirs, word, hold: hold?.to, gate, claims })
+      const plan = planRow(rt, mode, { dirs: this.#d.dirs, classification: word, hold: hold?.to, gate, claims })
       switch (plan.kind) {
         case 'unchanged':
           grace.end(rt.host)

@@ -1,15 +1,19 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { classify, PathClaims } from '../../src/domain/classify.js'
-import type { Mode } from '../../src/domain/modes.js'
+import type { Mode, Result } from '../../src/domain/modes.js'
 import {
   awakeReason,
   holdStands,
+  inBatches,
+  inRowOrder,
   planRow,
   recordShapeError,
   recoveryAction,
   rowAt,
+  sortByClaim,
   wantedMode,
+  type MoveCandidate,
   type MoveRecord,
   type RecoveryFacts,
 } from '../../src/domain/pass-plan.js'
@@ -86,7 +90,7 @@ void test('planRow decides before anything is stopped', () => {
     const rows = [rt, ...(over.others ?? [])]
     return planRow(rt, mode, {
       dirs,
-      word: classify(rt, rows, { dirs, fenced: () => undefined }),
+      classification: classify(rt, rows, { dirs, fenced: () => undefined }),
       hold: over.hold,
       gate: over.gate ?? null,
       claims: new PathClaims(rows),
@@ -114,4 +118,71 @@ void test('awakeReason rounds up to whole minutes', () => {
   assert.equal(awakeReason(42 * 60_000), 'awake: 42m of grace left')
   assert.equal(awakeReason(41 * 60_000 + 1), 'awake: 42m of grace left')
   assert.equal(awakeReason(5_000), 'awake: 1m of grace left')
+})
+
+const candidate = (host: string, wasHeld = false): MoveCandidate => ({
+  record: { host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host) },
+  wasHeld,
+})
+
+void test('inBatches cuts a run into group commits of at most the batch size, in order', () => {
+  assert.deepEqual(inBatches([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]])
+  assert.deepEqual(inBatches([1, 2, 3], 3), [[1, 2, 3]])
+  assert.deepEqual(inBatches([], 4), [])
+  assert.deepEqual(inBatches([1, 2], 0), [[1], [2]], 'a batch holds one host at the least')
+})
+
+void test('sortByClaim: asleep moves together, awake inside its grace is deferred, the rest is stopped', () => {
+  const awake = new Set(['b.example.com', 'c.example.com', 'd.example.com'])
+  const left = new Map([
+    ['b.example.com', 42 * 60_000],
+    ['c.example.com', 0],
+    ['d.example.com', 5_000],
+  ])
+  const asked: string[] = []
+  const batch = [candidate('a.example.com'), candidate('b.example.com'), candidate('c.example.com'), candidate('d.example.com', true)]
+  const sorted = sortByClaim(batch, {
+    claimed: (host) => awake.has(host),
+    deferAwake: true,
+    graceLeft: (host) => {
+      asked.push(host)
+      return left.get(host) ?? 0
+    },
+  })
+  assert.deepEqual(sorted.sleeping.map((c) => c.record.host), ['a.example.com'])
+  assert.deepEqual(sorted.deferred.map((d) => [d.candidate.record.host, d.reason]), [['b.example.com', 'awake: 42m of grace left']])
+  assert.deepEqual(sorted.awake.map((c) => c.record.host), ['c.example.com', 'd.example.com'], 'grace over, or held before the run')
+  assert.deepEqual(asked, ['b.example.com', 'c.example.com'], 'the grace of a sleeping or held host is never started')
+})
+
+void test('sortByClaim under a forced intent stops every awake host and starts no grace', () => {
+  const sorted = sortByClaim([candidate('a.example.com'), candidate('b.example.com')], {
+    claimed: (host) => host === 'b.example.com',
+    deferAwake: false,
+    graceLeft: () => assert.fail('no grace is asked for under a forced intent'),
+  })
+  assert.deepEqual(sorted.sleeping.map((c) => c.record.host), ['a.example.com'])
+  assert.deepEqual(sorted.awake.map((c) => c.record.host), ['b.example.com'])
+  assert.deepEqual(sorted.deferred, [])
+})
+
+void test('inRowOrder: whole-run results first, then one per host in row order, the last that is not only unchanged', () => {
+  const rows = [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'c.example.com' }]
+  const results: Result[] = [
+    { host: 'c.example.com', outcome: 'moved', reason: '' },
+    { host: 'b.example.com', outcome: 'recovered', reason: 'finished the move to nested', to: 'nested' },
+    { host: '', outcome: 'failed', reason: 'x.journal: not named for a valid host; left alone' },
+    { host: 'a.example.com', outcome: 'deferred', reason: 'awake: 3m of grace left' },
+    { host: 'b.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
+    { host: 'gone.example.com', outcome: 'released', reason: 'its journal was removed by an operator' },
+  ]
+  assert.deepEqual(
+    inRowOrder(results, rows).map((r) => `${r.host}:${r.outcome}`),
+    [':failed', 'gone.example.com:released', 'a.example.com:deferred', 'b.example.com:recovered', 'c.example.com:moved'],
+  )
+  const later: Result[] = [
+    { host: 'a.example.com', outcome: 'recovered', reason: '' },
+    { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: shut' },
+  ]
+  assert.deepEqual(inRowOrder(later, rows).map((r) => r.outcome), ['refused'], 'a later outcome other than unchanged wins')
 })
