@@ -4,7 +4,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { GRACE_FILE, GraceBook } from '../../src/infra/grace.js'
 import { tmpDir } from '../helpers/tmp.js'
-import { captureLogger } from './pass-harness.js'
+import { captureLogger } from './pass/pass-harness.js'
 
 const HOUR = 3_600_000
 

@@ -4,17 +4,17 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { TestContext } from 'node:test'
-import { FenceTable, type Claims } from '../../src/domain/fence.js'
-import type { Mode, Result } from '../../src/domain/modes.js'
-import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
-import type { Logger } from '../../src/domain/ports.js'
+import { FenceTable, type Claims } from '../../../src/domain/fence.js'
+import type { Mode, Result } from '../../../src/domain/modes.js'
+import { flatPaths, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
+import type { Logger } from '../../../src/domain/ports.js'
 // The domain tests' fake clock: grace and the stop timeout are its subject here too.
-import { FakeClock } from '../domain/fakes.js'
-import type { Route } from '../../src/domain/schemas.js'
-import { Pass, type PassDeps } from '../../src/infra/pass.js'
-import { Registry } from '../../src/infra/registry.js'
-import { makeTenantTree } from '../helpers/tenants.js'
-import { tmpDir } from '../helpers/tmp.js'
+import { FakeClock } from '../../domain/fakes.js'
+import type { Route } from '../../../src/domain/schemas.js'
+import { Pass, type PassDeps } from '../../../src/infra/pass/pass.js'
+import { Registry } from '../../../src/infra/registry.js'
+import { makeTenantTree } from '../../helpers/tenants.js'
+import { tmpDir } from '../../helpers/tmp.js'
 
 /**
  * The activator's claims. A stop either releases the claim at once

@@ -1,13 +1,12 @@
 // The child of pass-crash.test.ts: a converge to nested on the data dir in
 // PASS_CRASH_DATA, with CARLOS_FAILPOINT killing it (SIGKILL) at a step.
-// The test runner also picks this file up as a test file; without the
-// variable it does nothing.
+// Without the variable it does nothing.
 import path from 'node:path'
-import { FenceTable } from '../../src/domain/fence.js'
-import { systemClock } from '../../src/domain/ports.js'
-import { failpointFrom } from '../../src/infra/failpoint.js'
-import { Pass } from '../../src/infra/pass.js'
-import { Registry } from '../../src/infra/registry.js'
+import { FenceTable } from '../../../src/domain/fence.js'
+import { systemClock } from '../../../src/domain/ports.js'
+import { failpointFrom } from '../../../src/infra/failpoint.js'
+import { Pass } from '../../../src/infra/pass/pass.js'
+import { Registry } from '../../../src/infra/registry.js'
 
 const dataDir = process.env.PASS_CRASH_DATA
 if (dataDir !== undefined) {

@@ -6,9 +6,9 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { FenceTable } from '../../src/domain/fence.js'
-import { flatPaths, isNested, nestedPaths } from '../../src/domain/paths.js'
-import { hashTree } from '../helpers/tenants.js'
+import { FenceTable } from '../../../src/domain/fence.js'
+import { flatPaths, isNested, nestedPaths } from '../../../src/domain/paths.js'
+import { hashTree } from '../../helpers/tenants.js'
 import { harness } from './pass-harness.js'
 
 const child = new URL('./pass-crash-child.js', import.meta.url)

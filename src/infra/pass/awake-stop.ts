@@ -1,0 +1,71 @@
+// The stop of an awake host (design §3 step 3): fence it with a new
+// generation, ask the activator to stop it, wait at most the stop timeout
+// for its claim's release, and only then move it. Files never move under a
+// claim; a stop that does not happen leaves the tenant running where it is.
+import { performance } from 'node:perf_hooks'
+import type { Result } from '../../domain/modes.js'
+import type { MoveCandidate } from '../../domain/pass-plan.js'
+import { errorMessage } from '../../errors.js'
+import type { MoveSteps } from './move-steps.js'
+import type { PassContext } from './pass-context.js'
+import type { PassState } from './pass-state.js'
+
+export class AwakeStop {
+  readonly #ctx: PassContext
+  readonly #state: PassState
+  readonly #steps: MoveSteps
+
+  constructor(ctx: PassContext, state: PassState, steps: MoveSteps) {
+    this.#ctx = ctx
+    this.#state = state
+    this.#steps = steps
+  }
+
+  /** Steps 3 (stop) and on for one host that holds a wake claim. */
+  async stopAndMove(candidate: MoveCandidate, signal: AbortSignal): Promise<Result[]> {
+    const ctx = this.#ctx
+    const { registry, claims } = ctx.deps
+    const host = candidate.record.host
+    const generation = registry.nextGeneration()
+    this.#state.fence([host], generation)
+    ctx.failpoint('after-fence')
+    const fencedAt = performance.now()
+    // The claim may have been released since the batch was sorted; then
+    // the host is asleep, and fenced asleep.
+    if (claims.claimed(host)) {
+      if (!(await this.stop(host, signal))) {
+        if (!candidate.wasHeld) this.#state.lift([host])
+        const secs = Math.round(ctx.stopTimeoutMs / 1000)
+        const why = signal.aborted
+          ? 'stop abandoned: the run was cancelled; it keeps running where it is'
+          : `stop timed out: still awake after ${secs}s; it keeps running where it is, and the next run tries again`
+        return [ctx.resultWithMetrics(host, 'failed', why, candidate.record.to, ctx.secondsSince(fencedAt))]
+      }
+      ctx.failpoint('after-stop')
+    }
+    const journal = { v: 1 as const, ...candidate.record, generation, startedAt: ctx.nowIso() }
+    return this.#steps.move([{ journal, wasHeld: candidate.wasHeld, fencedAt }])
+  }
+
+  /**
+   * Asks the activator to stop host and waits, at most the stop timeout, for
+   * its claim's release. True only when the claim is proven gone.
+   */
+  async stop(host: string, signal: AbortSignal): Promise<boolean> {
+    const { clock, claims, logger } = this.#ctx.deps
+    const timeout = new AbortController()
+    const cancel = clock.setTimer(this.#ctx.stopTimeoutMs, () => timeout.abort(new Error('stop timed out')))
+    const onAbort = (): void => timeout.abort(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      const stopped = await claims.stop(host, timeout.signal)
+      return stopped && !claims.claimed(host)
+    } catch (err) {
+      logger.error({ host, err: errorMessage(err) }, `layout: ${host}: stop failed: ${errorMessage(err)}`)
+      return false
+    } finally {
+      cancel()
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+}

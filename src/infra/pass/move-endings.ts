@@ -1,0 +1,145 @@
+// How a journaled move ends (design §3): its rows committed (step 8, the
+// commit point) and then finished (step 9: journal closed, fence lifted,
+// edge reloaded); or held by a marker (step 5, a tenant's doing); or
+// abandoned with nothing moved (journal closed, fence lifted, unless the
+// host was held before the run).
+import type { IntentMode, Result } from '../../domain/modes.js'
+import type { GraceBook } from '../grace.js'
+import type { HoldMarker } from '../holds.js'
+import type { Journal } from '../journal.js'
+import { renameDir, syncParents } from '../mover.js'
+import { errorMessage } from '../../errors.js'
+import type { PassContext } from './pass-context.js'
+import { HOLD_AFTER_REVERT, type PassState } from './pass-state.js'
+
+/** One host between its journal and its journal's removal. */
+export interface MoveInFlight {
+  journal: Journal
+  /** Held before this run reached it: a failure leaves it fenced and held, as it was. */
+  wasHeld: boolean
+  /** performance.now() when it was fenced. */
+  fencedAt: number
+}
+
+export class MoveEndings {
+  readonly #ctx: PassContext
+  readonly #state: PassState
+  readonly #grace: GraceBook
+
+  constructor(ctx: PassContext, state: PassState, grace: GraceBook) {
+    this.#ctx = ctx
+    this.#state = state
+    this.#grace = grace
+  }
+
+  /**
+   * Step 8, the commit point: every row of the batch in one transaction.
+   * Should the batch's transaction fail (a row removed by `routes rm` while
+   * its host moved fails all of it), each row is committed on its own, so
+   * one row does not undo its neighbours' moves.
+   */
+  async commitRows(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+    if (moves.length === 0) return moves
+    const { registry, logger } = this.#ctx.deps
+    const rowOf = (move: MoveInFlight) => ({ host: move.journal.host, ...move.journal.dest })
+    let done = moves
+    try {
+      registry.setPaths(moves.map(rowOf))
+    } catch (batchErr) {
+      logger.warn({ err: errorMessage(batchErr) }, `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`)
+      done = []
+      const failed: Array<{ move: MoveInFlight; err: unknown }> = []
+      for (const move of moves) {
+        try {
+          registry.setPaths([rowOf(move)])
+          done.push(move)
+        } catch (err) {
+          failed.push({ move, err })
+        }
+      }
+      // Those rows still say from: putting the files back there is as exact
+      // as finishing, and needs no registry.
+      for (const { move } of failed) await renameDir(move.journal.dest.dir, move.journal.from.dir)
+      await syncParents(failed.map(({ move }) => ({ from: move.journal.dest.dir, to: move.journal.from.dir })))
+      for (const { move, err } of failed) {
+        const why = `registry not updated: ${errorMessage(err)}`
+        logger.error({ host: move.journal.host, err: errorMessage(err) }, `layout: ${move.journal.host}: ${why}; files moved back`)
+        results.push(...(await this.abandon([move], `${why}; the files were moved back`)))
+      }
+    }
+    this.#ctx.failpoint('after-row')
+    return done
+  }
+
+  /**
+   * Step 9: journals removed, fences lifted, the edge asked to reload. A
+   * revert completed under an unreadable intent is kept down as a hold
+   * instead of being released flat (design §4).
+   */
+  async finish(moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined): Promise<Result[]> {
+    if (moves.length === 0) return []
+    const ctx = this.#ctx
+    const keep = intent === 'unreadable' ? moves.filter((move) => move.journal.to === 'flat') : []
+    const lift = moves.filter((move) => !keep.includes(move))
+    if (keep.length > 0) {
+      const heldAt = ctx.nowIso()
+      await this.#state.writeHolds(keep.map((move): HoldMarker => ({ v: 1, host: move.journal.host, to: 'nested', reason: HOLD_AFTER_REVERT, heldAt })))
+    }
+    // A hold the move has now outgrown goes before the journal: should the
+    // journal outlive it, recovery only redoes this step.
+    await this.#state.dropHolds(lift.filter((move) => this.#state.hold(move.journal.host) !== undefined).map((move) => move.journal.host))
+    await this.#state.closeJournals(moves.map((move) => move.journal.host))
+    ctx.failpoint('after-journal-remove')
+    this.#state.lift(lift.map((move) => move.journal.host))
+    for (const move of lift) this.#grace.end(move.journal.host)
+    ctx.failpoint('after-lift')
+    await ctx.reloadEdge()
+    return [
+      ...lift.map((move) =>
+        ctx.resultWithMetrics(
+          move.journal.host,
+          outcome,
+          outcome === 'recovered' ? `finished the move to ${move.journal.to}` : '',
+          move.journal.to,
+          ctx.secondsSince(move.fencedAt),
+        ),
+      ),
+      ...keep.map((move) => ctx.resultWithMetrics(move.journal.host, 'held', HOLD_AFTER_REVERT, move.journal.to, ctx.secondsSince(move.fencedAt))),
+    ]
+  }
+
+  /** Holds hosts: marker first, then the journal goes; the host stays fenced and stopped. */
+  async hold(held: ReadonlyArray<{ move: MoveInFlight; reason: string }>): Promise<Result[]> {
+    const ctx = this.#ctx
+    const heldAt = ctx.nowIso()
+    await this.#state.writeHolds(held.map(({ move, reason }): HoldMarker => ({ v: 1, host: move.journal.host, to: move.journal.to, reason, heldAt })))
+    ctx.failpoint('after-hold')
+    await this.#state.closeJournals(held.map(({ move }) => move.journal.host))
+    return held.map(({ move, reason }) => ctx.resultWithMetrics(move.journal.host, 'held', reason, move.journal.to, ctx.secondsSince(move.fencedAt)))
+  }
+
+  /**
+   * Gives up on moves whose files have not moved: journals removed, fences
+   * lifted (a host that was held stays held). When even the removal fails
+   * the journal stays, and the host stays fenced for recovery.
+   */
+  async abandon(moves: readonly MoveInFlight[], reason: string): Promise<Result[]> {
+    const ctx = this.#ctx
+    try {
+      await this.#state.closeJournals(moves.map((move) => move.journal.host))
+    } catch (err) {
+      const why = `${reason}; its journal could not be removed (${errorMessage(err)}) and stays for recovery`
+      return moves.map((move) => {
+        this.#state.keepJournal(move.journal.host, why)
+        return ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt))
+      })
+    }
+    this.liftUnheld(moves)
+    return moves.map((move) => ctx.resultWithMetrics(move.journal.host, 'failed', reason, move.journal.to, ctx.secondsSince(move.fencedAt)))
+  }
+
+  /** Lifts the fences of hosts that were not held before the run. */
+  liftUnheld(moves: readonly MoveInFlight[]): void {
+    this.#state.lift(moves.filter((move) => !move.wasHeld).map((move) => move.journal.host))
+  }
+}

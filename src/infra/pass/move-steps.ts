@@ -1,0 +1,199 @@
+// The steps of a move for fenced, stopped hosts (design §3 steps 4–9), a
+// batch at a time: what is in the way set aside, journals written, the
+// source preflighted, the destination prepared, the directories renamed,
+// then the rows committed and the move finished (move-endings.ts). Every
+// host of a batch is always at one of the numbered steps, so a crash
+// anywhere recovers each host exactly as it would a lone move.
+import type { IntentMode, Result } from '../../domain/modes.js'
+import { errorMessage } from '../../errors.js'
+import { fsyncDirs, mapLimit, present } from '../fsutil.js'
+import { clearDestination, prepareParents, preflight, renameDir, syncParents } from '../mover.js'
+import { HOST_CONCURRENCY, type PassContext } from './pass-context.js'
+import type { MoveEndings, MoveInFlight } from './move-endings.js'
+import type { PassState } from './pass-state.js'
+
+/** The step a journaled move is continued from (the design §3 numbers). */
+export enum FromStep {
+  /** Step 5: preflight the source, prepare, rename, then commit and finish. */
+  Preflight = 5,
+  /** Step 8: the files are at dest; commit the row, then finish. */
+  CommitRow = 8,
+  /** Step 9: files and row are at dest; remove the journal, lift the fence. */
+  Finish = 9,
+}
+
+export class MoveSteps {
+  readonly #ctx: PassContext
+  readonly #state: PassState
+  readonly #endings: MoveEndings
+
+  constructor(ctx: PassContext, state: PassState, endings: MoveEndings) {
+    this.#ctx = ctx
+    this.#state = state
+    this.#endings = endings
+  }
+
+  /**
+   * Steps 4–9 for fenced, stopped hosts. What is already at a destination
+   * is set aside before the journal is written, not after: with a journal
+   * on disk, files at both ends read as ambiguous (§4), and a crash between
+   * the journal and the aside must not turn a plain move into a case for an
+   * operator.
+   */
+  async move(moves: MoveInFlight[]): Promise<Result[]> {
+    const ctx = this.#ctx
+    const results: Result[] = []
+    const ready: MoveInFlight[] = []
+    const cleared = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+      try {
+        // No source, nothing to move: and what is at the destination may
+        // then be the very files an operator is looking for, so it stays.
+        if (!(await present(move.journal.from.dir))) return this.#missing(move)
+        await this.#setAsideWhatIsInTheWay(move)
+        return null
+      } catch (err) {
+        return `destination not cleared: ${errorMessage(err)}`
+      }
+    })
+    for (const [i, move] of moves.entries()) {
+      const why = cleared[i]
+      if (why === null || why === undefined) {
+        ready.push(move)
+        continue
+      }
+      this.#endings.liftUnheld([move])
+      results.push(ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+    }
+    ctx.failpoint('after-aside')
+    if (ready.length === 0) return results
+    try {
+      await this.#state.openJournals(ready.map((move) => move.journal))
+    } catch (err) {
+      // Each journal that did reach the disk names a move whose files have
+      // not moved; removing them now (or recovery, if this fails too)
+      // leaves every host exactly where it was.
+      results.push(...(await this.#endings.abandon(ready, `journal not written: ${errorMessage(err)}`)))
+      return results
+    }
+    ctx.failpoint('after-journal')
+    results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined)))
+    return results
+  }
+
+  /**
+   * The rest of journaled moves, from step 5, 8 or 9. Any error this does
+   * not expect leaves its hosts fenced with their journals on disk, for
+   * recovery (or the next run) to finish from where the files are.
+   */
+  async continueFrom(step: FromStep, moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined): Promise<Result[]> {
+    const ctx = this.#ctx
+    const results: Result[] = []
+    try {
+      let going = moves
+      if (step === FromStep.Preflight) {
+        going = await this.#preflight(going, results)
+        going = await this.#prepare(going, results)
+        going = await this.#rename(going, results)
+      }
+      if (step !== FromStep.Finish) going = await this.#endings.commitRows(going, results)
+      results.push(...(await this.#endings.finish(going, outcome, intent)))
+    } catch (err) {
+      for (const move of moves) {
+        if (!this.#state.inFlight(move.journal.host)) continue
+        const why = `move interrupted: ${errorMessage(err)}; its journal stays for recovery`
+        this.#state.keepJournal(move.journal.host, why)
+        results.push(ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+      }
+      ctx.deps.logger.error({ err: errorMessage(err), hosts: moves.map((move) => move.journal.host) }, `layout: move interrupted: ${errorMessage(err)}`)
+    }
+    return results
+  }
+
+  /** Step 5. A tenant's doing holds the host; anything else fails the move with nothing moved. */
+  async #preflight(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+    const going: MoveInFlight[] = []
+    const held: Array<{ move: MoveInFlight; reason: string }> = []
+    const failed: Array<{ move: MoveInFlight; reason: string }> = []
+    const found = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+      try {
+        const checked = await preflight(move.journal.from.dir)
+        return checked.kind === 'missing' ? { kind: 'failed' as const, reason: await this.#missing(move) } : checked
+      } catch (err) {
+        return { kind: 'failed' as const, reason: `preflight: ${errorMessage(err)}` }
+      }
+    })
+    for (const [i, move] of moves.entries()) {
+      const checked = found[i]
+      if (checked?.kind === 'ok') going.push(move)
+      else if (checked?.kind === 'held') held.push({ move, reason: checked.reason })
+      else failed.push({ move, reason: checked?.reason ?? 'preflight: no answer' })
+    }
+    this.#ctx.failpoint('after-preflight')
+    if (held.length > 0) results.push(...(await this.#endings.hold(held)))
+    for (const { move, reason } of failed) results.push(...(await this.#endings.abandon([move], reason)))
+    return going
+  }
+
+  /** Step 6: the destination's parents, and anything that appeared at it since it was cleared. */
+  async #prepare(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+    const { dirs, socketsGid } = this.#ctx.deps
+    const going: MoveInFlight[] = []
+    const sync: string[] = []
+    const prepared = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+      try {
+        await this.#setAsideWhatIsInTheWay(move)
+        const { host, to, dest } = move.journal
+        return { ok: true as const, sync: await prepareParents(dirs, host, to, dest, socketsGid) }
+      } catch (err) {
+        return { ok: false as const, why: `destination not prepared: ${errorMessage(err)}` }
+      }
+    })
+    for (const [i, move] of moves.entries()) {
+      const done = prepared[i]
+      if (done?.ok === true) {
+        going.push(move)
+        sync.push(...done.sync)
+      } else {
+        results.push(...(await this.#endings.abandon([move], done?.why ?? 'destination not prepared')))
+      }
+    }
+    await fsyncDirs(sync)
+    this.#ctx.failpoint('after-prepare')
+    return going
+  }
+
+  /** Step 7: rename(2) each directory, then fsync every parent once. */
+  async #rename(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+    const going: MoveInFlight[] = []
+    for (const move of moves) {
+      try {
+        await renameDir(move.journal.from.dir, move.journal.dest.dir)
+      } catch (err) {
+        // rename(2) is atomic: when it fails, nothing moved.
+        results.push(...(await this.#endings.abandon([move], `rename: ${errorMessage(err)}`)))
+        continue
+      }
+      going.push(move)
+      this.#ctx.failpoint(`after-rename:${move.journal.host}`)
+    }
+    await syncParents(going.map((move) => ({ from: move.journal.from.dir, to: move.journal.dest.dir })))
+    this.#ctx.failpoint('after-rename')
+    return going
+  }
+
+  async #missing(move: MoveInFlight): Promise<string> {
+    const { from, dest } = move.journal
+    const there = await present(dest.dir)
+    return `files missing: ${from.dir} does not exist${there ? ` (${dest.dir} does; an operator decides)` : ''}`
+  }
+
+  /** Sets aside what is at a move's destination, and notes it. */
+  async #setAsideWhatIsInTheWay(move: MoveInFlight): Promise<void> {
+    const { dirs, clock, logger } = this.#ctx.deps
+    const { host, to, dest } = move.journal
+    const aside = await clearDestination(dirs, host, to, dest, clock.now())
+    if (aside === undefined) return
+    this.#state.setNote(host, aside.note)
+    logger.warn({ host, aside: aside.dir, names: aside.names }, `layout: ${host}: ${aside.note}`)
+  }
+}

@@ -1,0 +1,224 @@
+// The layout pass (design §3–§4): moves activator-managed hosts between
+// the flat and nested layouts and finishes every journal exactly after a
+// crash. This file owns what the report and a wake ask (classify, held,
+// note), the start-up entry points (recover, restoreHolds) and the
+// converge loop: plan each row, then move the batches, sleeping hosts
+// together and awake ones one at a time. The steps of a move, the stop of
+// an awake host, recovery and the state kept of `<data>/layout` are parts
+// of their own, in this folder.
+//
+// Many sleeping hosts share each durable write (design §3 "Many hosts"): a
+// batch is fenced together, its journals are written with one directory
+// fsync, its rows are rewritten in one registry transaction, and its
+// journals removed with one fsync.
+import { performance } from 'node:perf_hooks'
+import { classifyWith, PathClaims } from '../../domain/classify.js'
+import type { IntentMode, Mode, Result } from '../../domain/modes.js'
+import { inBatches, inRowOrder, planRow, sortByClaim, type MoveCandidate } from '../../domain/pass-plan.js'
+import { activatorManaged } from '../../domain/paths.js'
+import type { Classification, LayoutPass } from '../../domain/ports.js'
+import type { Route } from '../../domain/schemas.js'
+import { errorMessage } from '../../errors.js'
+import { GraceBook } from '../grace.js'
+import { listLayout } from '../journal.js'
+import { AwakeStop } from './awake-stop.js'
+import { MoveEndings } from './move-endings.js'
+import { MoveSteps } from './move-steps.js'
+import { PassContext, type PassDeps } from './pass-context.js'
+import { PassState } from './pass-state.js'
+import { Recovery, removeUnfinishedTemps } from './recovery.js'
+
+export { BATCH_SIZE, STOP_TIMEOUT_MS, type PassDeps } from './pass-context.js'
+
+/** The parts that need what is on disk: built once it is loaded. */
+interface LoadedParts {
+  grace: GraceBook
+  steps: MoveSteps
+  awake: AwakeStop
+  recovery: Recovery
+}
+
+export class Pass implements LayoutPass {
+  readonly #ctx: PassContext
+  readonly #state: PassState
+  #loaded: Promise<LoadedParts> | undefined
+  #claimsFor: { routes: readonly Route[]; claims: PathClaims } | undefined
+
+  constructor(deps: PassDeps) {
+    this.#ctx = new PassContext(deps)
+    this.#state = new PassState(deps.dirs, deps.fence)
+  }
+
+  // ---- what the report and a wake read: memory only --------------------
+
+  classify(route: Route, routes: readonly Route[]): Classification {
+    // The report classifies every row against the same list: index it once.
+    if (this.#claimsFor?.routes !== routes) this.#claimsFor = { routes, claims: new PathClaims(routes) }
+    return classifyWith(route, this.#claimsFor.claims, { dirs: this.#ctx.deps.dirs, fenced: (host) => this.#state.fencedReason(host) })
+  }
+
+  held(host: string): string | undefined {
+    return this.#state.hold(host)?.reason
+  }
+
+  note(host: string): string {
+    return this.#state.note(host) ?? ''
+  }
+
+  // ---- start-up ---------------------------------------------------------
+
+  /**
+   * Finishes every journal exactly (design §4). defaultOptedOut: the
+   * deployment's default is flat, so intent `none` wants flat (a move to
+   * nested caught mid-way is rolled back rather than finished).
+   */
+  async recover(intent: IntentMode, opts: { defaultOptedOut?: boolean } = {}): Promise<Result[]> {
+    const { recovery } = await this.#load()
+    return recovery.recoverJournals(intent, opts.defaultOptedOut ?? false, true)
+  }
+
+  /** Re-fences every held host whose hold still stands under intent, and drops the others (design §4). */
+  async restoreHolds(intent: IntentMode, defaultOptedOut = false): Promise<Result[]> {
+    const { recovery } = await this.#load()
+    return recovery.restoreHolds(intent, defaultOptedOut)
+  }
+
+  // ---- converge ---------------------------------------------------------
+
+  async converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]> {
+    const parts = await this.#load()
+    const { grace } = parts
+    const { gate, logger, registry } = this.#ctx.deps
+    const results: Result[] = []
+    // A journal recovery kept, or one an operator has since resolved: the
+    // table is asked again under this mode before any row is planned.
+    results.push(...(await parts.recovery.recoverJournals(mode, false, false)))
+
+    const rows = registry.list()
+    const candidates = await this.#planRows(rows, mode, grace, results)
+
+    for (const planned of inBatches(candidates, this.#ctx.batchSize)) {
+      if (opts.signal.aborted) break
+      let batch = planned
+      // The gate can shut while a long run is under way; no host is stopped
+      // for a nested move the box would then refuse to wake.
+      const shut = mode === 'nested' ? gate.check() : null
+      if (shut !== null) {
+        for (const candidate of batch) results.push(this.#ctx.resultWithMetrics(candidate.record.host, 'refused', `isolation not ready: ${shut}`, mode))
+        batch = []
+      }
+      results.push(...(await this.#moveBatch(batch, mode, opts, parts)))
+    }
+    await grace.save().catch((err: unknown) => {
+      logger.error({ err: errorMessage(err) }, `layout: grace book not saved: ${errorMessage(err)}`)
+    })
+    return inRowOrder(results, rows)
+  }
+
+  /**
+   * Step 1 for every managed row no journal governs: the rows to move are
+   * answered, every other row's result is pushed, and the holds of rows
+   * already where the mode wants them are released.
+   */
+  async #planRows(rows: readonly Route[], mode: Mode, grace: GraceBook, results: Result[]): Promise<MoveCandidate[]> {
+    const ctx = this.#ctx
+    const { dirs, gate } = ctx.deps
+    const claims = new PathClaims(rows)
+    const gateAnswer = mode === 'nested' ? gate.check() : null
+    const managed = rows.filter((row) => activatorManaged(row) && !this.#state.journaled(row.host))
+    grace.retain(mode, new Set(managed.map((row) => row.host)))
+
+    const candidates: MoveCandidate[] = []
+    const release: string[] = []
+    for (const row of managed) {
+      const hold = this.#state.hold(row.host)
+      if (hold?.corrupt === true) {
+        results.push(ctx.resultWithMetrics(row.host, 'held', hold.reason, mode))
+        continue
+      }
+      const classification = classifyWith(row, claims, { dirs, fenced: () => undefined })
+      const plan = planRow(row, mode, { dirs, classification, hold: hold?.to, gate: gateAnswer, claims })
+      switch (plan.kind) {
+        case 'unchanged':
+          grace.end(row.host)
+          results.push(ctx.resultWithMetrics(row.host, 'unchanged', '', mode))
+          break
+        case 'refused':
+          results.push(ctx.resultWithMetrics(row.host, 'refused', plan.reason, mode))
+          break
+        case 'release':
+          grace.end(row.host)
+          release.push(row.host)
+          results.push(ctx.resultWithMetrics(row.host, 'released', plan.reason, mode))
+          break
+        case 'move':
+          candidates.push({ record: { host: row.host, to: mode, from: plan.from, dest: plan.dest }, wasHeld: hold !== undefined })
+          break
+      }
+    }
+    if (release.length > 0) {
+      await this.#state.releaseHolds(release)
+      await ctx.reloadEdge()
+    }
+    return candidates
+  }
+
+  /** One batch: its sleeping hosts fenced and moved together, then its awake ones stopped and moved one at a time. */
+  async #moveBatch(batch: readonly MoveCandidate[], mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }, parts: LoadedParts): Promise<Result[]> {
+    const ctx = this.#ctx
+    const { claims, clock, graceMs, registry } = ctx.deps
+    const results: Result[] = []
+    // One tick from the claim checks to the fence: no wake can be granted
+    // between them (FenceTable.admit), so a host found asleep here is
+    // fenced asleep.
+    const now = clock.now()
+    const sorted = sortByClaim(batch, {
+      claimed: (host) => claims.claimed(host),
+      deferAwake: opts.deferAwake,
+      graceLeft: (host) => parts.grace.left(host, mode, now, graceMs),
+    })
+    for (const { candidate, reason } of sorted.deferred) results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', reason, mode))
+    if (sorted.sleeping.length > 0) {
+      const generation = registry.nextGeneration()
+      this.#state.fence(
+        sorted.sleeping.map((candidate) => candidate.record.host),
+        generation,
+      )
+      ctx.failpoint('after-fence')
+      const fencedAt = performance.now()
+      const startedAt = new Date(now).toISOString()
+      const moves = sorted.sleeping.map((candidate) => ({
+        journal: { v: 1 as const, ...candidate.record, generation, startedAt },
+        wasHeld: candidate.wasHeld,
+        fencedAt,
+      }))
+      results.push(...(await parts.steps.move(moves)))
+    }
+    for (const candidate of sorted.awake) {
+      if (opts.signal.aborted) break
+      results.push(...(await parts.awake.stopAndMove(candidate, opts.signal)))
+    }
+    return results
+  }
+
+  // ---- plumbing ---------------------------------------------------------
+
+  /** Loads what the pass keeps in memory (holds, notes, the grace book), once, and builds the parts that use it. */
+  #load(): Promise<LoadedParts> {
+    this.#loaded ??= this.#loadOnce()
+    return this.#loaded
+  }
+
+  async #loadOnce(): Promise<LoadedParts> {
+    const ctx = this.#ctx
+    const listing = await listLayout(ctx.deps.dirs)
+    await removeUnfinishedTemps(ctx, listing)
+    await this.#state.load(listing.holds)
+    const grace = await GraceBook.load(ctx.deps.dirs, ctx.deps.logger)
+    const endings = new MoveEndings(ctx, this.#state, grace)
+    const steps = new MoveSteps(ctx, this.#state, endings)
+    const awake = new AwakeStop(ctx, this.#state, steps)
+    const recovery = new Recovery(ctx, this.#state, { steps, endings, awake })
+    return { grace, steps, awake, recovery }
+  }
+}

@@ -1,0 +1,222 @@
+// Recovery (design §4), apart from the write path: every journal in
+// `<data>/layout` finished exactly from where its files are (the §4 table
+// applied, at start and at the head of each converge), the temporary files
+// a crash left removed, and the holds restored at start. Recovery decides
+// with the domain's table and carries the moves on with the move's own
+// steps; it writes nothing of its own but through the pass state.
+import path from 'node:path'
+import { performance } from 'node:perf_hooks'
+import type { IntentMode, Mode, Result } from '../../domain/modes.js'
+import { holdStands, otherMode, recoveryAction, rowAt, wantedMode, type RecoveryAction, type RecoveryFacts } from '../../domain/pass-plan.js'
+import { isFlat, isNested, journalPath } from '../../domain/paths.js'
+import type { Route } from '../../domain/schemas.js'
+import { errorMessage } from '../../errors.js'
+import { present, unlinkMany } from '../fsutil.js'
+import { layoutDir, listLayout, readJournal, type LayoutListing } from '../journal.js'
+import type { AwakeStop } from './awake-stop.js'
+import type { MoveEndings, MoveInFlight } from './move-endings.js'
+import { FromStep, type MoveSteps } from './move-steps.js'
+import type { PassContext } from './pass-context.js'
+import type { PassState } from './pass-state.js'
+
+type Redo = Exclude<RecoveryAction['kind'], 'keep'>
+
+/**
+ * A temporary file is a write that never reached its rename: the journal or
+ * hold it would have been never existed. Removed before anything is read.
+ */
+export async function removeUnfinishedTemps(ctx: PassContext, listing: LayoutListing): Promise<void> {
+  const { dirs, logger } = ctx.deps
+  if (listing.temps.length === 0) return
+  logger.info({ files: listing.temps }, `layout: removing ${listing.temps.length} unfinished temporary file(s) in ${layoutDir(dirs)}`)
+  await unlinkMany(layoutDir(dirs), listing.temps)
+}
+
+export class Recovery {
+  readonly #ctx: PassContext
+  readonly #state: PassState
+  readonly #steps: MoveSteps
+  readonly #endings: MoveEndings
+  readonly #awake: AwakeStop
+
+  constructor(ctx: PassContext, state: PassState, parts: { steps: MoveSteps; endings: MoveEndings; awake: AwakeStop }) {
+    this.#ctx = ctx
+    this.#state = state
+    this.#steps = parts.steps
+    this.#endings = parts.endings
+    this.#awake = parts.awake
+  }
+
+  /**
+   * Runs the §4 table over every journal in `<data>/layout`: at start-up
+   * (report: strays are reported too), and at the head of each converge for
+   * the journals recovery had to keep, so an operator's fix is picked up
+   * without a restart.
+   */
+  async recoverJournals(intent: IntentMode, defaultOptedOut: boolean, atStart: boolean): Promise<Result[]> {
+    const ctx = this.#ctx
+    const { dirs, logger, registry } = ctx.deps
+    const listing = await listLayout(dirs)
+    const results: Result[] = []
+    if (atStart) {
+      for (const name of listing.strays) {
+        logger.error({ file: name }, `layout: ${name}: not named for a valid host; left alone`)
+        results.push({ host: '', outcome: 'failed', reason: `${path.join(layoutDir(dirs), name)}: not named for a valid host; left alone` })
+      }
+    }
+    const onDisk = new Set(listing.journals)
+    // A kept journal an operator has removed: they decided; the host wakes as its row says.
+    for (const host of this.#state.keptHosts()) {
+      if (onDisk.has(host)) continue
+      this.#state.releaseKept(host)
+      results.push(ctx.resultWithMetrics(host, 'released', 'its journal was removed by an operator'))
+    }
+    if (listing.journals.length === 0) return results
+
+    const rows = new Map(registry.list().map((row) => [row.host, row]))
+    const wants = wantedMode(intent, defaultOptedOut)
+    const fencedAt = performance.now()
+    const redo: Record<Redo, MoveInFlight[]> = { 'redo-move': [], rollback: [], 'redo-row': [], 'redo-finish': [] }
+    for (const host of listing.journals) {
+      const judged = await this.#judge(host, rows.get(host), wants, results)
+      if (judged === undefined) continue
+      this.#state.resumeJournal(judged.move.journal)
+      redo[judged.action].push({ ...judged.move, fencedAt })
+    }
+
+    if (redo.rollback.length > 0) results.push(...(await this.#rollBack(redo.rollback, intent)))
+    results.push(...(await this.#steps.continueFrom(FromStep.Finish, redo['redo-finish'], 'recovered', intent)))
+    results.push(...(await this.#steps.continueFrom(FromStep.CommitRow, redo['redo-row'], 'recovered', intent)))
+    // Files move again only for hosts proven asleep: a claim the activator
+    // kept through our restart is stopped first, like any awake host.
+    const asleep: MoveInFlight[] = []
+    for (const move of redo['redo-move']) {
+      if (!ctx.deps.claims.claimed(move.journal.host) || (await this.#awake.stop(move.journal.host, new AbortController().signal))) {
+        asleep.push(move)
+        continue
+      }
+      const why = 'awake: its claim was not released, so its files were not moved; the journal stays'
+      this.#state.keepJournal(move.journal.host, why)
+      results.push(ctx.resultWithMetrics(move.journal.host, 'held', why, move.journal.to))
+    }
+    results.push(...(await this.#steps.continueFrom(FromStep.Preflight, asleep, 'recovered', intent)))
+    return results
+  }
+
+  /**
+   * Reads host's journal, fences the host, and asks the §4 table what to
+   * do. A journal that cannot be acted on is kept (its result pushed), and
+   * undefined answered; otherwise the redo, with the move it carries on.
+   */
+  async #judge(
+    host: string,
+    row: Route | undefined,
+    wants: Mode | undefined,
+    results: Result[],
+  ): Promise<{ action: Redo; move: Omit<MoveInFlight, 'fencedAt'> } | undefined> {
+    const ctx = this.#ctx
+    const { dirs, logger, registry } = ctx.deps
+    let read
+    try {
+      read = await readJournal(dirs, host)
+    } catch (err) {
+      logger.warn({ host, err: errorMessage(err) }, `layout: ${host}: journal vanished while being read: ${errorMessage(err)}`)
+      return undefined
+    }
+    if (!read.ok) {
+      const why = `journal ${journalPath(dirs, host)} ${read.reason}; the host stays fenced and nothing is changed`
+      this.#state.fence([host], this.#state.fencedUnder(host) ?? registry.nextGeneration())
+      if (this.#state.keptReason(host) !== why) {
+        logger.error({ host }, `layout: ${host}: ${why}`)
+        ctx.deps.onRecover?.('keep')
+      }
+      this.#state.keepJournal(host, why)
+      results.push(ctx.resultWithMetrics(host, 'held', why))
+      return undefined
+    }
+    const journal = read.journal
+    this.#state.fence([host], journal.generation)
+    let facts: RecoveryFacts
+    try {
+      facts = { fromExists: await present(journal.from.dir), destExists: await present(journal.dest.dir), row: rowAt(row, journal) }
+    } catch (err) {
+      const why = `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`
+      logger.error({ host }, `layout: ${host}: ${why}`)
+      this.#state.keepJournal(host, why)
+      results.push(ctx.resultWithMetrics(host, 'held', why, journal.to))
+      return undefined
+    }
+    const action = recoveryAction(journal, facts, wants)
+    if (action.kind === 'keep') {
+      if (this.#state.keptReason(host) !== action.reason) {
+        logger.warn({ host, to: journal.to, ...facts }, `layout: ${host}: journal to ${journal.to} kept -> ${action.reason}`)
+        ctx.deps.onRecover?.('keep')
+      }
+      this.#state.keepJournal(host, action.reason)
+      results.push(ctx.resultWithMetrics(host, 'held', action.reason, journal.to))
+      return undefined
+    }
+    logger.info({ host, to: journal.to, action: action.kind, ...facts }, `layout: ${host}: journal to ${journal.to} -> ${action.kind}`)
+    ctx.deps.onRecover?.(action.kind)
+    return { action: action.kind, move: { journal, wasHeld: this.#state.hold(host) !== undefined } }
+  }
+
+  /** Files and row still at from, and the intent wants from's shape: the journal goes, the host wakes where it is. */
+  async #rollBack(moves: MoveInFlight[], intent: IntentMode): Promise<Result[]> {
+    const ctx = this.#ctx
+    await this.#state.closeJournals(moves.map((move) => move.journal.host))
+    this.#endings.liftUnheld(moves)
+    await ctx.reloadEdge()
+    return moves.map((move) =>
+      ctx.resultWithMetrics(
+        move.journal.host,
+        'recovered',
+        `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`,
+        move.journal.to,
+        ctx.secondsSince(move.fencedAt),
+      ),
+    )
+  }
+
+  /**
+   * Re-fences every held host whose hold still stands under intent, and
+   * drops the others (design §4): a hold stands under nested and
+   * unreadable, and drops under a recorded flat or under none with the
+   * default opted out (the host is flat already; it wakes flat).
+   */
+  async restoreHolds(intent: IntentMode, defaultOptedOut: boolean): Promise<Result[]> {
+    const ctx = this.#ctx
+    const { dirs, registry } = ctx.deps
+    const rows = new Map(registry.list().map((row) => [row.host, row]))
+    const results: Result[] = []
+    const keep: string[] = []
+    const drop: string[] = []
+    for (const hold of this.#state.holds()) {
+      // A journal governs its host; recovery has fenced it already.
+      if (this.#state.journaled(hold.host)) continue
+      const row = rows.get(hold.host)
+      if (hold.corrupt) {
+        keep.push(hold.host)
+        results.push(ctx.resultWithMetrics(hold.host, 'held', hold.reason))
+        continue
+      }
+      if (row === undefined) {
+        drop.push(hold.host)
+        results.push(ctx.resultWithMetrics(hold.host, 'released', 'hold dropped: the row is gone from the registry', hold.to))
+        continue
+      }
+      const shape: Mode | undefined = isNested(dirs, row) ? 'nested' : isFlat(dirs, row) ? 'flat' : undefined
+      const verdict = holdStands(hold.to, shape, intent, defaultOptedOut)
+      if (verdict.stands) {
+        keep.push(hold.host)
+        results.push(ctx.resultWithMetrics(hold.host, 'held', hold.reason, hold.to))
+      } else {
+        drop.push(hold.host)
+        results.push(ctx.resultWithMetrics(hold.host, 'released', `hold dropped: ${verdict.reason}`, hold.to))
+      }
+    }
+    if (keep.length > 0) this.#state.fence(keep, registry.nextGeneration())
+    if (drop.length > 0) await this.#state.releaseHolds(drop)
+    return results
+  }
+}
