@@ -1,0 +1,143 @@
+// The pass state keeps `<data>/layout` and memory together: what it
+// reports fenced is what is on disk, before and after each change, and
+// when a change fails on disk, memory says what the disk says.
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { FenceTable } from '../../../src/domain/fence.js'
+import { flatPaths, journalPath, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
+import type { HoldMarker } from '../../../src/infra/holds.js'
+import type { Journal } from '../../../src/infra/journal.js'
+import { HOLD_AFTER_REVERT, PassState } from '../../../src/infra/pass/pass-state.js'
+import { tmpDir } from '../../helpers/tmp.js'
+
+const A = 'a.example.com'
+const B = 'b.example.com'
+
+async function setup(t: TestContext): Promise<{ dirs: Dirs; fence: FenceTable; state: PassState; layout: string }> {
+  const dataDir = await tmpDir(t, 'layoutd-state-')
+  const dirs: Dirs = { dataDir, runDir: path.join(dataDir, 'run') }
+  const fence = new FenceTable()
+  return { dirs, fence, state: new PassState(dirs, fence), layout: path.join(dataDir, 'layout') }
+}
+
+function journal(dirs: Dirs, host: string): Journal {
+  return { v: 1, host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host), generation: 7, startedAt: '2026-11-30T08:00:00.000Z' }
+}
+
+function marker(host: string, reason = 'a file of its has a second name'): HoldMarker {
+  return { v: 1, host, to: 'nested', reason, heldAt: '2026-11-30T08:00:00.000Z' }
+}
+
+void test('a journal opened is on disk and reported fenced; closing it removes it and un-fences', async (t) => {
+  const { dirs, state } = await setup(t)
+  assert.equal(state.fencedReason(A), undefined)
+  await state.openJournals([journal(dirs, A), journal(dirs, B)])
+  assert.ok(fs.existsSync(journalPath(dirs, A)))
+  assert.equal(state.fencedReason(A), `layout move to nested in flight; see ${journalPath(dirs, A)}`)
+  assert.ok(state.inFlight(A) && state.journaled(A))
+
+  await state.closeJournals([A])
+  assert.equal(fs.existsSync(journalPath(dirs, A)), false)
+  assert.equal(state.fencedReason(A), undefined)
+  assert.equal(state.journaled(A), false)
+  assert.ok(state.inFlight(B), 'the other journal is still open')
+})
+
+void test('a journal that cannot be written is not reported in flight', async (t) => {
+  const { dirs, state, layout } = await setup(t)
+  fs.writeFileSync(layout, 'not a directory')
+  await assert.rejects(state.openJournals([journal(dirs, A)]))
+  assert.equal(state.inFlight(A), false)
+  assert.equal(state.fencedReason(A), undefined)
+})
+
+void test('a journal that cannot be removed stays in flight, as it stays on disk', async (t) => {
+  const { dirs, state } = await setup(t)
+  await state.openJournals([journal(dirs, A)])
+  // A directory with something in it where the journal was: unlink(2) refuses it.
+  fs.rmSync(journalPath(dirs, A))
+  fs.mkdirSync(journalPath(dirs, A))
+  fs.writeFileSync(path.join(journalPath(dirs, A), 'x'), '')
+  await assert.rejects(state.closeJournals([A]))
+  assert.ok(state.inFlight(A))
+  assert.match(state.fencedReason(A) ?? '', /in flight/)
+})
+
+void test('a kept journal is fenced with its reason until an operator removes it; a hold then still holds', async (t) => {
+  const { dirs, fence, state } = await setup(t)
+  await state.openJournals([journal(dirs, A), journal(dirs, B)])
+  fence.fence([A, B], 7)
+  state.keepJournal(A, 'ambiguous: files at both ends')
+  state.keepJournal(B, 'files missing')
+  assert.equal(state.inFlight(A), false)
+  assert.ok(state.journaled(A), 'a kept journal still governs its host')
+  assert.equal(state.fencedReason(A), 'ambiguous: files at both ends')
+  assert.deepEqual(state.keptHosts().sort(), [A, B])
+
+  await state.writeHolds([marker(B)])
+  state.releaseKept(A)
+  state.releaseKept(B)
+  assert.equal(state.keptReason(A), undefined)
+  assert.equal(fence.fenced(A), undefined, 'released: it wakes as its row says')
+  assert.equal(state.fencedReason(A), undefined)
+  assert.equal(fence.fenced(B), 7, 'its hold marker still holds it down')
+  assert.match(state.fencedReason(B) ?? '', /^held down after a refused move to nested: /)
+})
+
+void test('a journal taken up again by recovery is in flight, and no longer kept', async (t) => {
+  const { dirs, state } = await setup(t)
+  state.keepJournal(A, 'awake: its claim was not released')
+  state.resumeJournal(journal(dirs, A))
+  assert.equal(state.keptReason(A), undefined)
+  assert.ok(state.inFlight(A))
+})
+
+void test('a hold lives exactly as long as its marker, across a restart', async (t) => {
+  const { dirs, fence, state, layout } = await setup(t)
+  await state.writeHolds([marker(A), marker(B, HOLD_AFTER_REVERT)])
+  assert.ok(fs.existsSync(path.join(layout, `${A}.hold`)))
+  assert.equal(state.hold(A)?.reason, 'a file of its has a second name')
+  assert.equal(state.fencedReason(A), 'held down after a refused move to nested: a file of its has a second name')
+  assert.equal(state.fencedReason(B), `held down: ${HOLD_AFTER_REVERT}`)
+
+  // What a restart reads back.
+  const again = new PassState(dirs, new FenceTable())
+  await again.load([A, B])
+  assert.deepEqual(again.holds().map((h) => h.host), [A, B])
+  assert.equal(again.fencedReason(A), state.fencedReason(A))
+
+  fence.fence([A, B], 9)
+  await state.dropHolds([A])
+  assert.equal(fs.existsSync(path.join(layout, `${A}.hold`)), false)
+  assert.equal(state.hold(A), undefined)
+  assert.equal(fence.fenced(A), 9, 'dropping a marker leaves the fence to the caller')
+  assert.equal(state.fencedReason(A), 'fenced for its move (generation 9)')
+
+  await state.releaseHolds([B])
+  assert.equal(fs.existsSync(path.join(layout, `${B}.hold`)), false)
+  assert.equal(state.hold(B), undefined)
+  assert.equal(fence.fenced(B), undefined, 'released: it may wake')
+  assert.equal(state.fencedReason(B), undefined)
+})
+
+void test('a marker that does not read back holds, with a reason naming the file', async (t) => {
+  const { state, layout } = await setup(t)
+  fs.mkdirSync(layout)
+  fs.writeFileSync(path.join(layout, `${A}.hold`), '{not json')
+  await state.load([A])
+  assert.equal(state.hold(A)?.corrupt, true)
+  assert.match(state.fencedReason(A) ?? '', /^hold marker .*a\.example\.com\.hold is not JSON/)
+})
+
+void test('notes: an aside found on disk at load, and one set by a move', async (t) => {
+  const { state, layout } = await setup(t)
+  fs.mkdirSync(path.join(layout, 'aside', A, '20261130T080102.123Z'), { recursive: true })
+  fs.writeFileSync(path.join(layout, 'aside', A, '20261130T080102.123Z', 'stray.txt'), '')
+  await state.load([])
+  assert.match(state.note(A) ?? '', /^set aside at 2026-11-30T08:01:02\.123Z: stray\.txt/)
+  state.setNote(B, 'set aside at now: x')
+  assert.equal(state.note(B), 'set aside at now: x')
+  assert.equal(state.fencedReason(A), undefined, 'a note fences nothing')
+})
