@@ -4,10 +4,10 @@
 // abandoned with nothing moved (journal closed, fence lifted, unless the
 // host was held before the run).
 import type { IntentMode, Result } from '../../domain/modes.js'
-import type { GraceBook } from '../grace.js'
-import type { HoldMarker } from '../holds.js'
-import type { Journal } from '../journal.js'
-import { renameDir, syncParents } from '../mover.js'
+import type { GraceBook } from './grace.js'
+import type { HoldMarker } from './holds.js'
+import type { Journal } from './journal.js'
+import { renameDir, syncParents } from './mover.js'
 import { errorMessage } from '../../errors.js'
 import type { PassContext } from './pass-context.js'
 import { HOLD_AFTER_REVERT, type PassState } from './pass-state.js'

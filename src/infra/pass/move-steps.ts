@@ -7,7 +7,7 @@
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncDirs, mapLimit, present } from '../fsutil.js'
-import { clearDestination, prepareParents, preflight, renameDir, syncParents } from '../mover.js'
+import { clearDestination, prepareParents, preflight, renameDir, syncParents } from './mover.js'
 import { HOST_CONCURRENCY, type PassContext } from './pass-context.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'

@@ -7,8 +7,8 @@
 import type { FenceTable } from '../../domain/fence.js'
 import type { Dirs } from '../../domain/paths.js'
 import { journalPath } from '../../domain/paths.js'
-import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from '../holds.js'
-import { removeJournals, writeJournals, type Journal } from '../journal.js'
+import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
+import { removeJournals, writeJournals, type Journal } from './journal.js'
 
 /** The reason of the hold a revert completed under an unreadable intent leaves (design §4). */
 export const HOLD_AFTER_REVERT =

@@ -11,7 +11,7 @@ import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas
 import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
 import { groupId, SOCKETS_GROUP } from '../../../infra/groups.js'
-import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/mover.js'
+import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/pass/mover.js'
 import { validateRoute } from '../../../infra/registry.js'
 import type { ParsedArgs } from '../../args.js'
 import type { Signature } from '../../command.js'

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { GRACE_FILE, GraceBook } from '../../src/infra/grace.js'
-import { tmpDir } from '../helpers/tmp.js'
-import { captureLogger } from './pass/pass-harness.js'
+import { GRACE_FILE, GraceBook } from '../../../src/infra/pass/grace.js'
+import { tmpDir } from '../../helpers/tmp.js'
+import { captureLogger } from './pass-harness.js'
 
 const HOUR = 3_600_000
 

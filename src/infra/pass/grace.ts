@@ -5,10 +5,10 @@
 import path from 'node:path'
 import Type, { type Static } from 'typebox'
 import Value from 'typebox/value'
-import type { Mode } from '../domain/modes.js'
-import type { Dirs } from '../domain/paths.js'
-import type { Logger } from '../domain/ports.js'
-import { atomicWrite, isNotFound, readNoFollow } from './fsutil.js'
+import type { Mode } from '../../domain/modes.js'
+import type { Dirs } from '../../domain/paths.js'
+import type { Logger } from '../../domain/ports.js'
+import { atomicWrite, isNotFound, readNoFollow } from '../fsutil.js'
 import { ensureLayoutDir, layoutDir } from './journal.js'
 
 const GraceFile = Type.Object(

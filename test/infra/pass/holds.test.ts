@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { asideNote, asideStamp, loadAsideNotes, readHold, removeHolds, writeHolds } from '../../src/infra/holds.js'
-import { tmpDir } from '../helpers/tmp.js'
+import { asideNote, asideStamp, loadAsideNotes, readHold, removeHolds, writeHolds } from '../../../src/infra/pass/holds.js'
+import { tmpDir } from '../../helpers/tmp.js'
 
 void test('hold markers carry their reason across a read', async (t) => {
   const dataDir = await tmpDir(t)

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
-import { listLayout, readJournal, removeJournals, writeJournals, type Journal } from '../../src/infra/journal.js'
-import { tmpDir } from '../helpers/tmp.js'
+import { flatPaths, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
+import { listLayout, readJournal, removeJournals, writeJournals, type Journal } from '../../../src/infra/pass/journal.js'
+import { tmpDir } from '../../helpers/tmp.js'
 
 function journal(dirs: Dirs, host: string): Journal {
   return { v: 1, host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host), generation: 3, startedAt: '2026-11-30T08:00:00.000Z' }

@@ -4,10 +4,10 @@
 // what to move, these say what they found and did.
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import type { Mode } from '../domain/modes.js'
-import { nestedRoot, type Dirs } from '../domain/paths.js'
-import type { RowPaths } from '../domain/schemas.js'
-import { ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode } from './fsutil.js'
+import type { Mode } from '../../domain/modes.js'
+import { nestedRoot, type Dirs } from '../../domain/paths.js'
+import type { RowPaths } from '../../domain/schemas.js'
+import { ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
 
