@@ -1,4 +1,4 @@
-// The awake grace (DESIGN §3 step 2), `<data>/layout/grace.json`: when each
+// The awake grace (design §3 step 2), `<data>/layout/grace.json`: when each
 // awake host was first deferred, and toward which mode. Persisted so a
 // restart does not hand every awake tenant a fresh hour. An entry ends when
 // its host reaches that mode or the intent's mode changes.
@@ -8,6 +8,7 @@ import Value from 'typebox/value'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
 import type { Logger } from '../../domain/ports.js'
+import { errorMessage } from '../../errors.js'
 import { atomicWrite, isNotFound, readNoFollow } from '../fsutil.js'
 import { ensureLayoutDir, layoutDir } from './journal.js'
 
@@ -52,7 +53,7 @@ export class GraceBook {
       raw = JSON.parse(await readNoFollow(file))
     } catch (err) {
       if (!isNotFound(err)) {
-        const msg = (err as Error).message
+        const msg = errorMessage(err)
         logger.warn({ file, err: msg }, `layout: ${file} cannot be read (${msg}); every awake host's grace starts again`)
       }
       return new GraceBook(dirs, {})

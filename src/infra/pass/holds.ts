@@ -1,4 +1,4 @@
-// Hold markers, `<data>/layout/<host>.hold` (DESIGN §1): a host stopped for
+// Hold markers, `<data>/layout/<host>.hold` (design §1): a host stopped for
 // its move whose move was then refused for a reason its tenant could have
 // caused. The marker keeps it fenced and down across restarts until the
 // reason is cleared or the layout is reverted. And the notes a move leaves
@@ -10,6 +10,7 @@ import Value from 'typebox/value'
 import { validHost } from '../../domain/hostname.js'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
+import { errorMessage } from '../../errors.js'
 import { atomicWriteMany, isNotFound, readNoFollow, unlinkMany } from '../fsutil.js'
 import { ensureLayoutDir, HOLD_SUFFIX, layoutDir } from './journal.js'
 
@@ -46,13 +47,13 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
     text = await readNoFollow(file)
   } catch (err) {
     if (isNotFound(err)) return undefined
-    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} cannot be read: ${(err as Error).message}` }
+    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} cannot be read: ${errorMessage(err)}` }
   }
   let raw: unknown
   try {
     raw = JSON.parse(text)
   } catch (err) {
-    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} is not JSON (${(err as Error).message}); an operator decides` }
+    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} is not JSON (${errorMessage(err)}); an operator decides` }
   }
   if (!Value.Check(HoldMarker, raw) || raw.host !== host) {
     return { host, to: undefined, corrupt: true, reason: `hold marker ${file} is not a hold marker for ${host}; an operator decides` }

@@ -1,4 +1,4 @@
-// Move journals, `<data>/layout/<host>.journal` (DESIGN §3 step 4): written
+// Move journals, `<data>/layout/<host>.journal` (design §3 step 4): written
 // and fsynced before any file of a host moves, removed once the move is
 // complete. Its presence means "fenced, recover me", so a journal is only
 // ever acted on when it reads back whole and names exactly the two shapes
@@ -11,6 +11,7 @@ import { validHost } from '../../domain/hostname.js'
 import { recordShapeError } from '../../domain/pass-plan.js'
 import type { Dirs } from '../../domain/paths.js'
 import { RowPaths } from '../../domain/schemas.js'
+import { errorMessage } from '../../errors.js'
 import { atomicWriteMany, ensureDir, fsyncDir, isNotFound, readNoFollow, tmpName, unlinkMany } from '../fsutil.js'
 
 export const JOURNAL_SUFFIX = '.journal'
@@ -43,7 +44,7 @@ export async function ensureLayoutDir(dirs: Dirs): Promise<string> {
 }
 
 /**
- * Writes journals with one directory fsync for all of them (DESIGN §3
+ * Writes journals with one directory fsync for all of them (design §3
  * "Many hosts"). When it returns, every journal is on disk; when it throws,
  * some may be, and each that is names a move not yet begun (its files are
  * still at from), which recovery finishes or rolls back exactly.
@@ -85,13 +86,13 @@ export async function readJournal(dirs: Dirs, host: string): Promise<JournalRead
     text = await readNoFollow(file)
   } catch (err) {
     if (isNotFound(err)) throw err
-    return { ok: false, reason: `cannot be read: ${(err as Error).message}` }
+    return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
   }
   let raw: unknown
   try {
     raw = JSON.parse(text)
   } catch (err) {
-    return { ok: false, reason: `is not JSON (${(err as Error).message})` }
+    return { ok: false, reason: `is not JSON (${errorMessage(err)})` }
   }
   return checkJournal(raw, host, dirs)
 }

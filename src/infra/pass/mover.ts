@@ -1,4 +1,4 @@
-// The file half of one move (DESIGN §3 steps 5–7): preflight the source,
+// The file half of one move (design §3 steps 5–7): preflight the source,
 // set aside what is in the way, prepare the destination's parents, rename.
 // Nothing here follows a symlink, and nothing here decides: the pass says
 // what to move, these say what they found and did.
@@ -138,7 +138,7 @@ export async function clearDestination(dirs: Dirs, host: string, to: Mode, dest:
   return setAside(dirs, host, found.aside, nowMs)
 }
 
-/** Modes of the nested tree (DESIGN §2). */
+/** Modes of the nested tree (design §2). */
 export const NESTED_ROOT_MODE = 0o750
 export const NESTED_RUN_MODE = 0o2770
 const SHARED_PARENT_MODE = 0o755

@@ -5,8 +5,7 @@
 // opened and closed here, on disk and in memory together, so the two never
 // drift apart; the rest of the pass only asks and tells.
 import type { FenceTable } from '../../domain/fence.js'
-import type { Dirs } from '../../domain/paths.js'
-import { journalPath } from '../../domain/paths.js'
+import { journalPath, type Dirs } from '../../domain/paths.js'
 import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
 import { removeJournals, writeJournals, type Journal } from './journal.js'
 
