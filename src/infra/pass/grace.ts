@@ -67,13 +67,13 @@ export class GraceBook {
 
   /** The grace host has left toward mode, starting its clock now when it has none. */
   left(host: string, mode: Mode, nowMs: number, graceMs: number): number {
-    let e = this.#hosts.get(host)
-    if (e === undefined || e.mode !== mode) {
-      e = { mode, since: nowMs }
-      this.#hosts.set(host, e)
+    let entry = this.#hosts.get(host)
+    if (entry === undefined || entry.mode !== mode) {
+      entry = { mode, since: nowMs }
+      this.#hosts.set(host, entry)
       this.#dirty = true
     }
-    return graceMs - (nowMs - e.since)
+    return graceMs - (nowMs - entry.since)
   }
 
   /** The host reached the mode (or left the registry): its entry ends. */
@@ -83,13 +83,13 @@ export class GraceBook {
 
   /** Ends every entry toward another mode (the intent changed) or for a host not in hosts. */
   retain(mode: Mode, hosts: ReadonlySet<string>): void {
-    for (const [h, e] of this.#hosts) if (e.mode !== mode || !hosts.has(h)) this.end(h)
+    for (const [host, entry] of this.#hosts) if (entry.mode !== mode || !hosts.has(host)) this.end(host)
   }
 
   /** When host was first deferred toward mode, or undefined. */
   since(host: string, mode: Mode): number | undefined {
-    const e = this.#hosts.get(host)
-    return e?.mode === mode ? e.since : undefined
+    const entry = this.#hosts.get(host)
+    return entry?.mode === mode ? entry.since : undefined
   }
 
   /** Writes the book when it changed. */

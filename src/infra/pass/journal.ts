@@ -53,7 +53,7 @@ export async function writeJournals(dirs: Dirs, journals: readonly Journal[]): P
   const dir = await ensureLayoutDir(dirs)
   await atomicWriteMany(
     dir,
-    journals.map((j) => ({ name: `${j.host}${JOURNAL_SUFFIX}`, data: `${JSON.stringify(j)}\n` })),
+    journals.map((journal) => ({ name: `${journal.host}${JOURNAL_SUFFIX}`, data: `${JSON.stringify(journal)}\n` })),
   )
 }
 
@@ -71,11 +71,10 @@ export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRea
     const where = first?.instancePath === '' || first === undefined ? '' : `${first.instancePath}: `
     return { ok: false, reason: `not a journal: ${where}${first?.message ?? 'does not match the journal format'}` }
   }
-  const j = raw
-  if (j.host !== host) return { ok: false, reason: `names host ${JSON.stringify(j.host)}, not ${host}` }
-  const bad = recordShapeError(j, dirs)
+  if (raw.host !== host) return { ok: false, reason: `names host ${JSON.stringify(raw.host)}, not ${host}` }
+  const bad = recordShapeError(raw, dirs)
   if (bad !== null) return { ok: false, reason: bad }
-  return { ok: true, journal: j }
+  return { ok: true, journal: raw }
 }
 
 /** Reads and checks host's journal. A missing file throws (ENOENT); anything unreadable is an answer. */
