@@ -51,7 +51,8 @@ async function setup(t: TestContext, to: Mode, opts: { force?: boolean } = {}): 
 }
 
 async function start(s: World2, opts: { failpoint?: string; env?: Record<string, string> } = {}): Promise<AgentProcess> {
-  const agent = await AgentProcess.start(s.w.sb, opts)
+  // Node itself can take longer than the helper's default to listen when the box is loaded.
+  const agent = await AgentProcess.start(s.w.sb, { listenTimeoutMs: LIFE_MS, ...opts })
   s.agents.push(agent)
   return agent
 }
