@@ -1,4 +1,4 @@
-// A fleet on one etcd (DESIGN §7): N real agent processes (default 20), each
+// A fleet on one etcd (design §7): N real agent processes (default 20), each
 // with its own data dir, box label and sleeping tenants, sharing one real
 // etcd. A fleet-wide `intent migrate` is recorded, then `intent revert
 // --box` for one box; every box must converge to what addresses it, and
@@ -20,7 +20,7 @@ import { intentCommand } from '../src/cli/commands/intent.js'
 import { routesCommand } from '../src/cli/commands/routes/index.js'
 import { loadConfig } from '../src/config.js'
 import type { Mode } from '../src/domain/modes.js'
-import { EtcdDeployStore } from '../src/infra/deploy-etcd.js'
+import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
 import { Registry } from '../src/infra/registry.js'
 import { AgentProcess, makeSandbox, sandboxEnv, type Sandbox } from '../test/helpers/agent-process.js'
 import { EtcdServer } from '../test/helpers/etcd.js'

@@ -1,0 +1,223 @@
+// The client of etcd's v3 JSON gateway (design §7) over undici, so a box
+// needs no gRPC client: one connection pool per endpoint, every call a
+// POST /v3/... with base64 keys, and failover across the endpoints from the
+// one that answered last. What the calls mean (the intents, the watch) is
+// the store's and the watch's; this file only gets an answer from etcd.
+import type { Dispatcher } from 'undici'
+import { Pool } from 'undici'
+import type { Static, TSchema } from 'typebox'
+import Value from 'typebox/value'
+import { errorMessage } from '../../errors.js'
+import { schemaErrors } from '../schema-errors.js'
+
+/**
+ * One request to one endpoint gets this long before the next endpoint is
+ * asked (etcdctl's --command-timeout). The caller's signal (the 30 s intent
+ * timeout) bounds the whole call; this bound is what leaves time in it for
+ * a second endpoint when the first is stopped or cut off rather than dead.
+ */
+export const REQUEST_TIMEOUT_MS = 5_000
+
+/** A dead host should cost a connect, not the whole budget (etcdctl's --dial-timeout). */
+export const CONNECT_TIMEOUT_MS = 2_000
+
+/** Far more than every record there will ever be; a guard against an endpoint that is not etcd. */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+/**
+ * Sent with every request: the gateway passes `Grpc-Metadata-*` headers on
+ * as gRPC metadata, and this one (etcd's require-leader key) makes a member
+ * that has lost its leader, one cut off from its quorum, answer "no leader"
+ * at once rather than time out, and end a watch rather than hold it open
+ * silently, so the call or the watch moves to another endpoint.
+ */
+const REQUIRE_LEADER = { 'content-type': 'application/json', 'grpc-metadata-hasleader': 'true' }
+
+export interface Endpoint {
+  url: string
+  /** The endpoint's path, without a trailing slash, before /v3/... (a gateway behind a proxy path). */
+  base: string
+  pool: Pool
+}
+
+export interface GatewayOptions {
+  requestTimeoutMs?: number
+  connectTimeoutMs?: number
+}
+
+/** A key or value as the gateway takes it. */
+export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64')
+
+/** The key after every key that starts with prefix, in base64: the prefix with its last byte bumped. */
+export function prefixEnd(prefix: string): string {
+  const bytes = Buffer.from(prefix)
+  const last = bytes.at(-1)
+  if (last === undefined || last === 0xff) throw new Error(`etcd key prefix ${JSON.stringify(prefix)} has no simple range end`)
+  bytes[bytes.length - 1] = last + 1
+  return bytes.toString('base64')
+}
+
+/** The body as text, refusing one larger than max without holding it. */
+export async function readCapped(body: Dispatcher.ResponseData['body'], max: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > max) {
+      body.destroy()
+      throw new Error(`answered more than ${max} bytes`)
+    }
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+/** The gateway's error message from an error body (`{"error", "message", "code"}`), or the body's start. */
+export function gatewayMessage(text: string): string {
+  try {
+    const body = JSON.parse(text) as { message?: unknown; error?: unknown }
+    if (typeof body.message === 'string' && body.message !== '') return body.message
+    if (typeof body.error === 'string' && body.error !== '') return body.error
+  } catch {
+    // Not JSON (a proxy's page, "Not Found"): the text itself says what answered.
+  }
+  return JSON.stringify(text.trim().slice(0, 200))
+}
+
+export class EtcdGateway {
+  readonly endpoints: readonly Endpoint[]
+  readonly requestTimeoutMs: number
+  /** Aborted by close(): ends every watch and wait. */
+  readonly #closing = new AbortController()
+  /** The requests under way, which close() aborts. */
+  readonly #inflight = new Set<AbortController>()
+  /** The endpoint that answered last; every call starts there, so a dead one costs one failover, not one per call. */
+  #preferred = 0
+
+  constructor(urls: readonly string[], opts: GatewayOptions = {}) {
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS
+    const connectTimeout = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS
+    this.endpoints = urls.map((url) => {
+      const u = new URL(url)
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`etcd endpoint ${JSON.stringify(url)} is not http(s)`)
+      // A watch holds one connection for as long as it lasts; reads take the others.
+      const pool = new Pool(u.origin, { connections: 4, connect: { timeout: connectTimeout } })
+      return { url, base: u.pathname.replace(/\/+$/, ''), pool }
+    })
+  }
+
+  describe(): string {
+    return `etcd ${this.endpoints.map((e) => e.url).join(',')}`
+  }
+
+  /** Aborted once the gateway is closed. */
+  get closed(): AbortSignal {
+    return this.#closing.signal
+  }
+
+  /** The index of the endpoint that answered last: where a call or a watch starts. */
+  get preferred(): number {
+    return this.#preferred
+  }
+
+  /** Makes ep the endpoint every next call starts at (it has just answered). */
+  prefer(ep: Endpoint): void {
+    this.#preferred = this.endpoints.indexOf(ep)
+  }
+
+  async close(): Promise<void> {
+    if (this.#closing.signal.aborted) return
+    const closed = new Error('the etcd deploy store is closed')
+    this.#closing.abort(closed)
+    for (const ac of this.#inflight) ac.abort(closed)
+    await Promise.all(this.endpoints.map((e) => e.pool.close()))
+  }
+
+  /**
+   * Asks each endpoint in turn, from the one that answered last, until one
+   * answers: a dead, stopped or cut-off endpoint moves the call to the next.
+   * Throws naming every endpoint's failure when none answers, or the
+   * caller's reason when its signal ends the call.
+   */
+  async call<S extends TSchema>(path: string, body: unknown, schema: S, signal: AbortSignal): Promise<{ value: Static<S>; url: string }> {
+    signal.throwIfAborted()
+    this.#closing.signal.throwIfAborted()
+    const json = JSON.stringify(body)
+    const failures: string[] = []
+    const count = this.endpoints.length
+    const first = this.#preferred
+    for (let k = 0; k < count; k++) {
+      const i = (first + k) % count
+      const ep = this.endpoints[i]
+      if (ep === undefined) continue
+      const attempt = this.#attempt(signal)
+      try {
+        const res = await ep.pool.request({
+          method: 'POST',
+          path: `${ep.base}${path}`,
+          headers: REQUIRE_LEADER,
+          body: json,
+          signal: attempt.signal,
+        })
+        const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+        if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode} to ${path}: ${gatewayMessage(text)}`)
+        let value: unknown
+        try {
+          value = JSON.parse(text)
+        } catch (err) {
+          throw new Error(`answered ${path} with something that is not JSON: ${errorMessage(err)}`, { cause: err })
+        }
+        if (!Value.Check(schema, value)) throw new Error(`answered ${path} with something that is not etcd's: ${schemaErrors(schema, value)}`)
+        this.#preferred = i
+        return { value, url: ep.url }
+      } catch (err) {
+        if (signal.aborted) throw signal.reason
+        this.#closing.signal.throwIfAborted()
+        failures.push(`${ep.url}: ${attempt.signal.aborted ? `no answer within ${this.requestTimeoutMs} ms` : errorMessage(err)}`)
+      } finally {
+        attempt.done()
+      }
+    }
+    throw new Error(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`)
+  }
+
+  /**
+   * Opens a stream on one endpoint (the watch), with no body timeout: the
+   * stream is quiet for as long as nobody records an intent. The caller
+   * reads the status and the body, and its signal ends the stream.
+   */
+  stream(ep: Endpoint, path: string, body: unknown, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+    return ep.pool.request({
+      method: 'POST',
+      path: `${ep.base}${path}`,
+      headers: REQUIRE_LEADER,
+      body: JSON.stringify(body),
+      signal,
+      bodyTimeout: 0,
+    })
+  }
+
+  /**
+   * The signal of one request to one endpoint: aborted by the caller's
+   * signal, by close(), or after the request bound. Built by hand and undone
+   * when the request ends, rather than with AbortSignal.any over the
+   * gateway's long-lived close signal, which would keep every request's
+   * signal alive as long as the gateway.
+   */
+  #attempt(caller: AbortSignal): { signal: AbortSignal; done: () => void } {
+    const ac = new AbortController()
+    const onAbort = () => ac.abort(caller.reason)
+    caller.addEventListener('abort', onAbort, { once: true })
+    const timer = setTimeout(() => ac.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs)
+    timer.unref()
+    this.#inflight.add(ac)
+    return {
+      signal: ac.signal,
+      done: () => {
+        clearTimeout(timer)
+        caller.removeEventListener('abort', onAbort)
+        this.#inflight.delete(ac)
+      },
+    }
+  }
+}

@@ -1,0 +1,131 @@
+// The etcd deploy store (design §7): the DeployStore port over etcd, one
+// key per intent, /carlos/layout/intents/<id>. It serves a fleet: every box
+// reads the same records and picks the newest addressing it with the
+// selection the directory store shares (domain/intent.ts). This file owns
+// what a key holds (reading a record, refusing garbage, recording without
+// overwriting); the gateway client gets the answers and the watch follows
+// the prefix.
+import Value from 'typebox/value'
+import type { Static } from 'typebox'
+import { errorMessage } from '../../errors.js'
+import type { Clock, DeployStore, Logger } from '../../domain/ports.js'
+import { systemClock } from '../../domain/ports.js'
+import { IntentRecord } from '../../domain/schemas.js'
+import { MAX_RECORD_BYTES } from '../deploy-dir.js'
+import { schemaErrors } from '../schema-errors.js'
+import { b64, EtcdGateway, prefixEnd } from './gateway.js'
+import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS } from './watch.js'
+import { type KeyValue, RangeResponse, TxnResponse } from './wire-schemas.js'
+
+export const INTENT_PREFIX = '/carlos/layout/intents/'
+
+export interface EtcdStoreOptions {
+  /** Where watch breaks are logged. */
+  logger?: Logger
+  /** The watch's backoff timers. */
+  clock?: Clock
+  /** Jitter for the watch's backoff, in [0, 1). */
+  random?: () => number
+  requestTimeoutMs?: number
+  connectTimeoutMs?: number
+  watchRetryFirstMs?: number
+  watchRetryMaxMs?: number
+  /** The key prefix; tests give each their own. Must end in `/`. */
+  prefix?: string
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+export class EtcdDeployStore implements DeployStore {
+  readonly prefix: string
+  readonly #rangeEnd: string
+  readonly #gateway: EtcdGateway
+  readonly #watch: PrefixWatch
+
+  constructor(endpoints: readonly string[], opts: EtcdStoreOptions = {}) {
+    if (endpoints.length === 0) throw new Error('the etcd deploy store needs at least one endpoint')
+    this.prefix = opts.prefix ?? INTENT_PREFIX
+    if (!this.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(this.prefix)} must end in "/"`)
+    this.#rangeEnd = prefixEnd(this.prefix)
+    this.#gateway = new EtcdGateway(endpoints, { requestTimeoutMs: opts.requestTimeoutMs, connectTimeoutMs: opts.connectTimeoutMs })
+    this.#watch = new PrefixWatch({
+      gateway: this.#gateway,
+      prefix: this.prefix,
+      rangeEnd: this.#rangeEnd,
+      logger: opts.logger,
+      clock: opts.clock ?? systemClock,
+      random: opts.random ?? Math.random,
+      retryFirstMs: opts.watchRetryFirstMs ?? WATCH_RETRY_FIRST_MS,
+      retryMaxMs: opts.watchRetryMaxMs ?? WATCH_RETRY_MAX_MS,
+    })
+  }
+
+  describe(): string {
+    return this.#gateway.describe()
+  }
+
+  close(): Promise<void> {
+    return this.#gateway.close()
+  }
+
+  async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    // Linearizable (the default): the read goes through the leader, so a
+    // member cut off from its quorum answers an error, never an old intent.
+    const { value, url } = await this.#gateway.call('/v3/kv/range', { key: b64(this.prefix), range_end: this.#rangeEnd }, RangeResponse, signal)
+    if (value.more === true) throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
+    const records = (value.kvs ?? []).map((kv) => this.#decode(kv))
+    // Plain code-unit order, the order newIntentId compares ids in.
+    return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  /** One key-value as a record; any fault of it throws naming the key, so the operator can say what to fix. */
+  #decode(kv: Static<typeof KeyValue>): IntentRecord {
+    const key = Buffer.from(kv.key, 'base64').toString('utf8')
+    const bad = (why: string, cause?: unknown) => new Error(`intent record etcd ${key}: ${why}`, { cause })
+    const id = key.slice(this.prefix.length)
+    if (!Value.Check(IntentRecord.properties.id, id)) throw bad(`the key is not ${this.prefix}<id> (an id is [A-Za-z0-9._-], 1 to 128 long)`)
+    const raw = Buffer.from(kv.value ?? '', 'base64')
+    if (raw.length > MAX_RECORD_BYTES) throw bad(`${raw.length} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
+    let value: unknown
+    try {
+      value = JSON.parse(utf8.decode(raw))
+    } catch (err) {
+      throw bad(`not JSON: ${errorMessage(err)}`, err)
+    }
+    if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
+    // The key is the id, so two keys can never claim one id and a copied
+    // value cannot pose as another record.
+    if (value.id !== id) throw bad(`holds id ${JSON.stringify(value.id)}, so its key must be ${this.prefix}${value.id}`)
+    return value
+  }
+
+  async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
+    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
+    const key = b64(`${this.prefix}${intent.id}`)
+    const value = b64(`${JSON.stringify(intent, null, 2)}\n`)
+    // Put only where the key was never created; otherwise read what is
+    // there. A txn that landed but whose answer was lost is asked again on
+    // the next endpoint, and then finds its own value: that is a success,
+    // not another recorder's intent.
+    const txn = {
+      compare: [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+      success: [{ request_put: { key, value } }],
+      failure: [{ request_range: { key } }],
+    }
+    const { value: res, url } = await this.#gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    if (res.succeeded === true) return
+    const existing = res.responses?.[0]?.response_range?.kvs?.[0]?.value
+    if (existing === value) return
+    throw new Error(`intent ${intent.id} is already recorded (etcd ${url} key ${this.prefix}${intent.id}); refusing to overwrite it`)
+  }
+
+  /**
+   * Calls onChange on every change under the prefix, and whenever the watch
+   * is established or breaks (see PrefixWatch), until signal aborts or the
+   * store closes.
+   */
+  watch(onChange: () => void, signal: AbortSignal): void {
+    this.#watch.watch(onChange, signal)
+  }
+}

@@ -1,0 +1,41 @@
+// The shapes of what etcd's v3 JSON gateway answers, as TypeBox schemas:
+// the range, the txn and a line of the watch stream. The gateway's JSON is
+// protobuf's: keys and values are base64, int64s are strings, and a field
+// at its default is left out (an empty range has no `kvs`, a failed txn no
+// `succeeded`), so nearly every field is optional.
+import Type from 'typebox'
+
+const Header = Type.Object({ revision: Type.Optional(Type.String()) })
+
+export const KeyValue = Type.Object({
+  key: Type.String(),
+  // Absent when the value is empty.
+  value: Type.Optional(Type.String()),
+  create_revision: Type.Optional(Type.String()),
+  mod_revision: Type.Optional(Type.String()),
+})
+
+export const RangeResponse = Type.Object({
+  header: Type.Optional(Header),
+  kvs: Type.Optional(Type.Array(KeyValue)),
+  more: Type.Optional(Type.Boolean()),
+})
+
+export const TxnResponse = Type.Object({
+  header: Type.Optional(Header),
+  succeeded: Type.Optional(Type.Boolean()),
+  responses: Type.Optional(Type.Array(Type.Object({ response_range: Type.Optional(RangeResponse) }))),
+})
+
+export const WatchLine = Type.Object({
+  result: Type.Optional(
+    Type.Object({
+      header: Type.Optional(Header),
+      created: Type.Optional(Type.Boolean()),
+      canceled: Type.Optional(Type.Boolean()),
+      cancel_reason: Type.Optional(Type.String()),
+      events: Type.Optional(Type.Array(Type.Unknown())),
+    }),
+  ),
+  error: Type.Optional(Type.Object({ message: Type.Optional(Type.String()) })),
+})

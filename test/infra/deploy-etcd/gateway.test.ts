@@ -1,0 +1,108 @@
+// The etcd gateway client through the store, against a real etcd
+// (test/helpers/etcd.ts): failover past a dead, a stuck and a wrong
+// endpoint, the request bound against a stopped member, and a member cut
+// off from its quorum refusing at once (the require-leader header), for
+// reads and for the watch.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { loadLayoutIntent } from '../../../src/domain/intent.js'
+import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
+import { freePort } from '../../helpers/agent-process.js'
+import { EtcdServer } from '../../helpers/etcd.js'
+import { blackhole, changes, live, memLogger, rec, useSharedEtcd } from './fixtures.js'
+
+const shared = useSharedEtcd()
+
+void test('a dead endpoint and a stuck one move the call to the next; the one that answered is asked first after', async (t) => {
+  const dead = `http://127.0.0.1:${await freePort()}`
+  const stuck = await blackhole(t)
+  const { store } = shared.storeFor(t, [dead, stuck.url, shared.server.url], { requestTimeoutMs: 300 })
+  const r = rec('20261130T080102.123Z-aaaaaa')
+  const t0 = performance.now()
+  await store.record(r, live())
+  const firstMs = performance.now() - t0
+  assert.ok(firstMs >= 250, `the stuck endpoint was given its request bound (${firstMs} ms)`)
+  assert.equal(stuck.requests(), 1)
+  const t1 = performance.now()
+  assert.deepEqual(await store.list(live()), [r])
+  assert.ok(performance.now() - t1 < 250, 'the second call went straight to the endpoint that answered')
+  assert.equal(stuck.requests(), 1, 'the stuck endpoint was not asked again')
+})
+
+void test('when no endpoint answers, the error names every endpoint and why', async (t) => {
+  const dead = `http://127.0.0.1:${await freePort()}`
+  const stuck = await blackhole(t)
+  const { store } = shared.storeFor(t, [dead, stuck.url], { requestTimeoutMs: 200 })
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.match(err.message, /^deploy store etcd: no endpoint answered: /)
+    assert.match(err.message, new RegExp(`${dead}: .*ECONNREFUSED`))
+    assert.match(err.message, new RegExp(`${stuck.url}: no answer within 200 ms`))
+    return true
+  })
+})
+
+void test('an endpoint that is not etcd is named, and the call moves on', async (t) => {
+  const { store } = shared.storeFor(t, [`${shared.server.url}/not-here`, shared.server.url])
+  await store.record(rec('20261130T080102.123Z-aaaaaa'), live())
+  const { store: only } = shared.storeFor(t, [`${shared.server.url}/not-here`])
+  await assert.rejects(only.list(live()), /not-here: answered HTTP 404 to \/v3\/kv\/range/)
+})
+
+void test('a stopped etcd: the request bound fails the read; the caller signal bounds it too; it reads again once resumed', async (t) => {
+  const etcd = await EtcdServer.forTest(t)
+  const prefix = '/test/paused/'
+  const store = new EtcdDeployStore([etcd.url], { prefix, requestTimeoutMs: 300 })
+  t.after(() => store.close())
+  const patient = new EtcdDeployStore([etcd.url], { prefix, requestTimeoutMs: 60_000 })
+  t.after(() => patient.close())
+  const r = rec('20261130T080102.123Z-aaaaaa')
+  await store.record(r, live())
+  etcd.pause()
+  try {
+    await assert.rejects(store.list(live()), /no endpoint answered: .*no answer within 300 ms/)
+    const t0 = performance.now()
+    await assert.rejects(loadLayoutIntent(patient, 'kass-1', undefined, 300), { name: 'TimeoutError' })
+    assert.ok(performance.now() - t0 < 5000)
+  } finally {
+    etcd.resume()
+  }
+  assert.deepEqual(await store.list(live()), [r])
+})
+
+void test('a member cut off from its quorum answers no old intent: reads and the watch move on, and come back with the quorum', async (t) => {
+  const [a, b] = await EtcdServer.clusterForTest(t, 2)
+  assert.ok(a !== undefined && b !== undefined)
+  const { logger, lines } = memLogger()
+  const prefix = '/test/quorum/'
+  const store = new EtcdDeployStore([a.url, b.url], { prefix, logger, requestTimeoutMs: 2000, watchRetryFirstMs: 50, watchRetryMaxMs: 200 })
+  t.after(() => store.close())
+  const r = rec('20261130T080102.123Z-aaaaaa')
+  await store.record(r, live())
+  const ac = new AbortController()
+  t.after(() => ac.abort())
+  const c = changes()
+  const established = c.next('established')
+  store.watch(c.onChange, ac.signal)
+  await established
+
+  // With b gone, a is up and answering, but has no leader: the partitioned side.
+  const broke = c.next('the watch ended by a member without a leader')
+  await b.kill()
+  await broke
+  assert.ok(lines.some((l) => l.level === 'warn' && l.msg.includes(`watch broke on ${a.url}: etcd: etcdserver: no leader`)), JSON.stringify(lines))
+  const t0 = performance.now()
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.match(err.message, new RegExp(`${a.url}: answered HTTP 503 to /v3/kv/range: etcdserver: no leader`))
+    assert.match(err.message, new RegExp(`${b.url}: .*ECONNREFUSED`))
+    return true
+  })
+  assert.ok(performance.now() - t0 < 1500, 'a member without a leader says so at once rather than time out')
+
+  const back = c.next('re-established with the quorum', 10_000)
+  await b.restart()
+  await back
+  assert.deepEqual(await store.list(live()), [r])
+  const landed = c.next('a record after the quorum came back', 1000)
+  await store.record(rec('20261130T080102.124Z-bbbbbb'), live())
+  await landed
+})
