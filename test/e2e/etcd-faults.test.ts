@@ -102,12 +102,12 @@ void test('etcd SIGKILLed: unreadable at once through the broken watch; restarte
 
 void test('etcd stopped (SIGSTOP, as a slow or cut-off member): reads time out, unreadable; resumed: converges', async (t) => {
   const { etcd, sb, env, agent } = await nestedBox(t, '300ms')
-  etcd.pause()
+  await etcd.pause()
   try {
     // A read is given 5 s per endpoint; the poll's read and then the leg's.
     await assertUnreadableAndStill(agent, sb, 20_000, /no answer within 5000 ms/)
   } finally {
-    etcd.resume()
+    await etcd.resume()
   }
   await waitMode(agent, 'nested', 20_000)
   await cli(sb, env, ['intent', 'revert'])

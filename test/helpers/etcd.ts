@@ -2,10 +2,11 @@
 // cluster, on free loopback ports and a temp data dir. A member can be
 // SIGKILLed and started again on the same data dir and ports (the records
 // survive, the clients' URLs stay right), and stopped with SIGSTOP to stand
-// for a slow one; killing one of two leaves the other cut off from its
-// quorum, as a partition does. Start-up waits for etcd's own "ready to serve" line
-// and then for an answer, never on a blind sleep. No etcd on the machine is
-// a failure that says how to get one: the suite never skips these tests.
+// for a slow one, the pause ending only once the kernel says it is stopped;
+// killing one of two leaves the other cut off from its quorum, as a
+// partition does. Start-up waits for etcd's own "ready to serve" line and
+// then for an answer, never on a blind sleep. No etcd on the machine is a
+// failure that says how to get one: the suite never skips these tests.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
 import os from 'node:os'
@@ -13,7 +14,9 @@ import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { TestContext } from 'node:test'
 import { request } from 'undici'
+import { errorMessage } from '../../src/errors.js'
 import { freePort } from './agent-process.js'
+import { until } from './until.js'
 
 /** What etcd 3.4 says once it serves clients: zap's line, or capnslog's. */
 const READY_LINES = ['serving client traffic', 'ready to serve client requests']
@@ -163,16 +166,19 @@ export class EtcdServer {
       timeout.abort()
     }
     // Serving is not yet answering: ask until a read comes back.
-    const deadline = performance.now() + START_TIMEOUT_MS
-    for (;;) {
+    let lastError = ''
+    const answered = async (): Promise<boolean> => {
       try {
         await this.range('/')
-        return
+        return true
       } catch (err) {
-        if (performance.now() > deadline) throw new Error(`etcd started but does not answer: ${(err as Error).message}\n${this.tail()}`)
+        lastError = errorMessage(err)
+        return false
       }
-      await delay(25)
     }
+    await until('etcd to answer', answered, START_TIMEOUT_MS).catch(() => {
+      throw new Error(`etcd started but does not answer: ${lastError}\n${this.tail()}`)
+    })
   }
 
   /** SIGKILL, and the exit. */
@@ -187,13 +193,29 @@ export class EtcdServer {
     await this.#run()
   }
 
-  /** SIGSTOP: the member holds its connections and answers nothing, as a slow or cut-off one does. */
-  pause(): void {
+  /**
+   * SIGSTOP: the member holds its connections and answers nothing, as a slow
+   * or cut-off one does. Resolves once the kernel has stopped it (its state
+   * is `T`): a signal is delivered when the process is next scheduled, and
+   * on a loaded machine a read sent before that would still be answered.
+   */
+  async pause(): Promise<void> {
     this.#child?.kill('SIGSTOP')
+    await until(`etcd ${this.name} (pid ${this.pid}) stopped`, async () => (await this.#state()) === 'T')
   }
 
-  resume(): void {
+  /** SIGCONT, resolving once the member runs again (its state is no longer `T`). */
+  async resume(): Promise<void> {
     this.#child?.kill('SIGCONT')
+    await until(`etcd ${this.name} (pid ${this.pid}) running again`, async () => (await this.#state()) !== 'T')
+  }
+
+  /** The process state of /proc/<pid>/stat (R, S, T, ...): the field after the command, which is in parentheses and may hold any byte. */
+  async #state(): Promise<string> {
+    const stat = await fs.readFile(`/proc/${this.pid}/stat`, 'utf8')
+    const state = stat.slice(stat.lastIndexOf(')') + 1).trim().charAt(0)
+    if (state === '') throw new Error(`/proc/${this.pid}/stat has no state: ${JSON.stringify(stat)}`)
+    return state
   }
 
   async #post(pathname: string, body: unknown): Promise<unknown> {

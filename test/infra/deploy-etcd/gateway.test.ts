@@ -57,14 +57,14 @@ void test('a stopped etcd: the request bound fails the read; the caller signal b
   t.after(() => patient.close())
   const r = rec('20261130T080102.123Z-aaaaaa')
   await store.record(r, live())
-  etcd.pause()
+  await etcd.pause()
   try {
     await assert.rejects(store.list(live()), /no endpoint answered: .*no answer within 300 ms/)
     const t0 = performance.now()
     await assert.rejects(loadLayoutIntent(patient, 'kass-1', undefined, 300), { name: 'TimeoutError' })
     assert.ok(performance.now() - t0 < 5000)
   } finally {
-    etcd.resume()
+    await etcd.resume()
   }
   assert.deepEqual(await store.list(live()), [r])
 })
