@@ -1,5 +1,6 @@
 // One run of the leg: what the box's intent is, and whether and how to
 // converge to it (seed layoutLegWith, logLayoutResults).
+import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, LAYOUT_DEFAULT_ENV, nestedByDefault } from './layout-default.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
@@ -24,10 +25,6 @@ export interface LegRunDeps extends DefaultInputs {
   timeoutMs?: number
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
-
 /**
  * The leg's decision: read the intent, and converge only when a request
  * addresses this box with a mode this build knows. An intent that cannot be
@@ -47,7 +44,7 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
   } catch (error) {
     // Stopping the agent is not news about the intent: status keeps what it knew.
     if (signal.aborted) throw error
-    const err = message(error)
+    const err = errorMessage(error)
     logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
     state.noteIntent('unreadable', err)
     return { results: [], retry: false }

@@ -3,6 +3,7 @@
 // agent does (the poller, the HTTP API, wakes) may wait behind it. One run
 // at a time; moves that land while one runs ask for exactly one more run,
 // however many there were, since that run re-evaluates every host.
+import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
 import type { Clock, Logger } from './ports.js'
 import type { LegRun, LegState } from './schemas.js'
@@ -28,10 +29,6 @@ interface Waiter {
   /** How many runs had started when the kick was made: the run it waits for is the next one. */
   after: number
   resolve: (run: LegRun | null) => void
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
 }
 
 function copyRun(run: LegRun): LegRun {
@@ -169,7 +166,7 @@ export class Leg {
       // A run that throws must not wedge the leg. It is recorded as the
       // run's one result, and retried on the timer like a held host: the
       // fault may be passing, and a quiet fleet would never come back for it.
-      const reason = message(err)
+      const reason = errorMessage(err)
       if (this.#stopped) {
         // Stopping the agent is not a fault of the run.
         logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
@@ -192,7 +189,7 @@ export class Leg {
     try {
       fn()
     } catch (err) {
-      const reason = message(err)
+      const reason = errorMessage(err)
       this.#opts.logger.error({ hook: name, err: reason }, `layout: leg ${name} hook failed: ${reason}`)
     }
   }

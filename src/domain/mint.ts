@@ -1,7 +1,7 @@
 // The mode a new row is minted in (DESIGN §5, §6 GET /layout/mint; seed
 // mintLayoutIntentWith). The same read the leg makes, so a mint and a pass
 // agree.
-import { errors } from '../errors.js'
+import { errorMessage, errors } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
@@ -19,10 +19,6 @@ export interface MintDeps extends DefaultInputs {
   routes?: () => readonly Route[] | Promise<readonly Route[]>
   /** The intent read timeout; default 30 s. */
   timeoutMs?: number
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
 }
 
 /** Whether any activator-managed row is already at the nested paths (seed nestedRowsPresent). */
@@ -50,7 +46,7 @@ export async function mintLayoutIntentWith(deps: MintDeps, signal?: AbortSignal)
   try {
     read = await loadLayoutIntent(deps.store, deps.box, signal, deps.timeoutMs ?? INTENT_TIMEOUT_MS)
   } catch (err) {
-    throw errors.intentUnreadable(message(err))
+    throw errors.intentUnreadable(errorMessage(err))
   }
   if (read.found) {
     const { id, mode } = read.intent
@@ -65,7 +61,7 @@ export async function mintLayoutIntentWith(deps: MintDeps, signal?: AbortSignal)
     try {
       rows = await deps.routes()
     } catch (err) {
-      throw new Error(`layout default: list routes: ${message(err)}`, { cause: err })
+      throw new Error(`layout default: list routes: ${errorMessage(err)}`, { cause: err })
     }
     if (nestedRowsPresent(deps.dirs, rows)) return 'nested'
   }

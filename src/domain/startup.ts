@@ -2,6 +2,7 @@
 // startupRecoveryIntent / startupLayoutIntent). The activator's start waits
 // on this, so it reads only when there is something to recover, and it is
 // bounded by the intent read timeout.
+import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
@@ -30,10 +31,6 @@ export interface StartupDeps extends DefaultInputs {
 /** What opening the store came to, as startupLayoutIntent takes it. */
 export type OpenedStore = { ok: true; store: DeployStore } | { ok: false; error: unknown }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
-
 /**
  * The intent start-up recovery runs under. The intent only matters to a
  * journal or a hold marker (RestoreHolds acts on those), so with neither in
@@ -48,11 +45,11 @@ export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMo
     return 'none'
   }
   if (holds.status === 'rejected') {
-    const err = message(holds.reason)
+    const err = errorMessage(holds.reason)
     deps.logger.info({ err }, `layout: list hold markers at start: ${err}; reading the intent anyway`)
   }
   if (journals.status === 'rejected') {
-    const err = message(journals.reason)
+    const err = errorMessage(journals.reason)
     deps.logger.info({ err }, `layout: list journals at start: ${err}; reading the intent anyway`)
   }
   const timeoutMs = deps.timeoutMs ?? INTENT_TIMEOUT_MS
@@ -80,7 +77,7 @@ export async function startupLayoutIntent(
 ): Promise<IntentMode> {
   const { logger, state } = deps
   if (!opened.ok) {
-    const err = message(opened.error)
+    const err = errorMessage(opened.error)
     logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: deploy store: ${err}`)
     state.noteIntent('unreadable', `deploy store: ${err}`)
     return 'unreadable'
@@ -89,7 +86,7 @@ export async function startupLayoutIntent(
   try {
     read = await loadLayoutIntent(opened.store, deps.box, deps.signal, deps.timeoutMs ?? INTENT_TIMEOUT_MS)
   } catch (error) {
-    const err = message(error)
+    const err = errorMessage(error)
     logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}`)
     state.noteIntent('unreadable', err)
     return 'unreadable'

@@ -8,6 +8,7 @@
 // for that host waits on, so an instance never starts while its key is half
 // made; and the agent runs no move until the backfill is over, so no key is
 // written into a directory that is being renamed away.
+import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:fs'
 import fs from 'node:fs/promises'
@@ -33,10 +34,6 @@ const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants
 const MINT_CONCURRENCY = 8
 
 export type MintResult = { kind: 'minted' } | { kind: 'present' } | { kind: 'skipped'; reason: string }
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
 
 /** The file's contents for a fresh key: 32 random bytes, as hex. */
 export function instanceEnv(key = randomBytes(32).toString('hex')): string {
@@ -70,7 +67,7 @@ export async function mintInstanceKey(dir: string): Promise<MintResult> {
   } catch (err) {
     // Something appeared at the temporary name since it was removed: only
     // the tenant writes in its directory besides us.
-    return { kind: 'skipped', reason: `${temp} could not be created: ${message(err)}` }
+    return { kind: 'skipped', reason: `${temp} could not be created: ${errorMessage(err)}` }
   }
   try {
     // The mode given to open() is masked by the umask; this one is not.
@@ -174,7 +171,7 @@ export async function backfillInstanceKeys(deps: BackfillDeps): Promise<Backfill
         if (r.kind === 'skipped') deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
       } catch (err) {
         counts.failed++
-        deps.logger.error({ host, err: message(err) }, `agent: instance keys: ${host}: ${message(err)} (its next start mints its key)`)
+        deps.logger.error({ host, err: errorMessage(err) }, `agent: instance keys: ${host}: ${errorMessage(err)} (its next start mints its key)`)
       }
     })
   })

@@ -12,6 +12,7 @@
 // re-evaluated before every leg run (they are cheap and a remount must be
 // seen); the probe file is read at start and every CARLOS_PROBE_EVERY, as
 // the probe itself runs on its own schedule.
+import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -161,7 +162,7 @@ export class Isolation implements IsolationGate {
       }
       return { name: 'selfcheck', ok: true, detail: 'ok' }
     } catch (err) {
-      return fail('selfcheck', (err as Error).message)
+      return fail('selfcheck', errorMessage(err))
     } finally {
       await fs.rm(probe, { recursive: true, force: true }).catch((err: unknown) => {
         this.logger.warn({ err, path: probe }, 'layout: isolation self-check could not remove its tree')
@@ -187,7 +188,7 @@ export class Isolation implements IsolationGate {
     try {
       text = await fs.readFile(this.cfg.mountinfo, 'utf8')
     } catch (err) {
-      return fail('mounts', `cannot read ${this.cfg.mountinfo}: ${(err as Error).message}`)
+      return fail('mounts', `cannot read ${this.cfg.mountinfo}: ${errorMessage(err)}`)
     }
     const why = mountsVerdict(text, this.cfg.nestedMounts)
     return why === '' ? { name: 'mounts', ok: true, detail: 'ok' } : fail('mounts', why)
@@ -204,7 +205,7 @@ export class Isolation implements IsolationGate {
         await fh.close()
       }
     } catch (err) {
-      return fail('probe', `cannot read ${this.cfg.probeFile}: ${(err as Error).message}`)
+      return fail('probe', `cannot read ${this.cfg.probeFile}: ${errorMessage(err)}`)
     }
     const why = probeVerdict(text)
     return why === '' ? { name: 'probe', ok: true, detail: 'ok' } : fail('probe', why)

@@ -3,6 +3,7 @@
 // own transaction together with the version bump, so a crash mid-migration
 // leaves the database at a step boundary, never half-way through one.
 // Append new steps; never edit or reorder a step a released build has run.
+import { errorMessage } from '../errors.js'
 import type Database from 'better-sqlite3'
 
 export interface Migration {
@@ -66,7 +67,7 @@ export function migrate(db: Database.Database, steps: readonly Migration[] = MIG
     try {
       next.up(db)
     } catch (err) {
-      throw new Error(`${db.name}: migration ${version + 1} (${next.name}) failed: ${(err as Error).message}`, { cause: err })
+      throw new Error(`${db.name}: migration ${version + 1} (${next.name}) failed: ${errorMessage(err)}`, { cause: err })
     }
     db.pragma(`user_version = ${version + 1}`)
     return true

@@ -5,6 +5,7 @@
 // read them without I/O. When the table cannot be read at start the sweep
 // failed, and every host counts as awake: the pass trusts no stop it
 // cannot prove.
+import { errorMessage } from '../errors.js'
 import Database from 'better-sqlite3'
 import { request } from 'undici'
 import type { Claims } from '../domain/fence.js'
@@ -224,7 +225,7 @@ export class WakeClaims implements Claims {
         await res.body.dump()
         if (res.statusCode >= 300) logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)
       } catch (err) {
-        if (!signal.aborted) logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${(err as Error).message}`)
+        if (!signal.aborted) logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${errorMessage(err)}`)
       }
     }
     return released
