@@ -1,12 +1,14 @@
-// The leg: the single-flight runner of the layout pass (seed layoutLeg).
-// A pass can wait up to a minute per host for a stop, and nothing else the
-// agent does (the poller, the HTTP API, wakes) may wait behind it. One run
-// at a time; moves that land while one runs ask for exactly one more run,
-// however many there were, since that run re-evaluates every host.
+// The leg (design §1): the single-flight runner of the layout pass, its
+// retry timer, its waiters and the record of its last run. A pass can wait
+// up to a minute per host for a stop, and nothing else the agent does (the
+// poller, the HTTP API, wakes) may wait behind it. One run at a time; moves
+// that land while one runs ask for exactly one more run, however many there
+// were, since that run re-evaluates every host (the SingleFlight rule).
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
 import type { Clock, Logger } from './ports.js'
 import type { LegRun, LegState } from './schemas.js'
+import { SingleFlight } from './single-flight.js'
 
 /** What one run of the leg answers: its results, and whether the leg should come back on its own. */
 export interface LegOutcome {
@@ -38,10 +40,7 @@ function copyRun(run: LegRun): LegRun {
 export class Leg {
   readonly #opts: LegOptions
   readonly #abort = new AbortController()
-  #running = false
-  #pending = false
-  #stopped = false
-  #idle: Promise<void> = Promise.resolve()
+  readonly #flight: SingleFlight
   #started = 0
   #lastRun: LegRun | null = null
   #cancelRetry: (() => void) | null = null
@@ -50,17 +49,17 @@ export class Leg {
 
   constructor(opts: LegOptions) {
     this.#opts = opts
+    this.#flight = new SingleFlight({
+      run: () => this.#runOnce(),
+      onIdle: () => {
+        if (this.#flight.stopped) this.#settleWaiters()
+      },
+    })
   }
 
   /** Asks for a run and returns at once. A no-op after stop(). */
   kick(): void {
-    if (this.#stopped) return
-    if (this.#running) {
-      this.#pending = true
-      return
-    }
-    this.#running = true
-    this.#idle = this.#drain()
+    this.#flight.kick()
   }
 
   /**
@@ -70,7 +69,7 @@ export class Leg {
    * finishes within timeoutMs, or the leg is stopped first.
    */
   kickAndWait(timeoutMs: number): Promise<LegRun | null> {
-    if (this.#stopped) return Promise.resolve(null)
+    if (this.#flight.stopped) return Promise.resolve(null)
     return new Promise((resolve) => {
       let cancel = (): void => {}
       const w: Waiter = {
@@ -89,7 +88,7 @@ export class Leg {
 
   /** Resolves when no run is running or pending. */
   wait(): Promise<void> {
-    return this.#idle
+    return this.#flight.wait()
   }
 
   /**
@@ -97,7 +96,7 @@ export class Leg {
    * the run it starts re-evaluates every host.
    */
   retryLater(ms: number): void {
-    if (this.#stopped || this.#cancelRetry !== null) return
+    if (this.#flight.stopped || this.#cancelRetry !== null) return
     this.#retryAt = new Date(this.#opts.clock.now() + ms).toISOString()
     this.#cancelRetry = this.#opts.clock.setTimer(ms, () => {
       this.#cancelRetry = null
@@ -112,14 +111,13 @@ export class Leg {
    * run has ended.
    */
   stop(): void {
-    if (this.#stopped) return
-    this.#stopped = true
-    this.#pending = false
+    if (this.#flight.stopped) return
+    this.#flight.stop()
     this.#cancelRetry?.()
     this.#cancelRetry = null
     this.#retryAt = null
     this.#abort.abort(new Error('layout leg stopped'))
-    if (!this.#running) this.#settleWaiters()
+    if (!this.#flight.running) this.#settleWaiters()
   }
 
   /**
@@ -128,28 +126,16 @@ export class Leg {
    * answer replaces these when it ends.
    */
   progress(result: Result): void {
-    if (this.#running && this.#lastRun !== null && this.#lastRun.finishedAt === null) this.#lastRun.results.push(result)
+    if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) this.#lastRun.results.push(result)
   }
 
   state(): LegState {
     return {
-      running: this.#running,
-      pending: this.#pending,
+      running: this.#flight.running,
+      pending: this.#flight.pending,
       lastRun: this.#lastRun === null ? null : copyRun(this.#lastRun),
       retryAt: this.#retryAt,
     }
-  }
-
-  async #drain(): Promise<void> {
-    // The run starts off the kicker's stack: kick() is called from the
-    // poller and request handlers, which must not carry a pass's first steps.
-    await Promise.resolve()
-    do {
-      this.#pending = false
-      await this.#runOnce()
-    } while (this.#pending && !this.#stopped)
-    this.#running = false
-    if (this.#stopped) this.#settleWaiters()
   }
 
   async #runOnce(): Promise<void> {
@@ -167,7 +153,7 @@ export class Leg {
       // run's one result, and retried on the timer like a held host: the
       // fault may be passing, and a quiet fleet would never come back for it.
       const reason = errorMessage(err)
-      if (this.#stopped) {
+      if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.
         logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
         outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false }
