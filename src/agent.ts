@@ -4,7 +4,7 @@
 // claims (DESIGN §6), and shutdown. One object owns what the seed
 // kept in package-level atomics: the armed pass, the intent seen, the
 // default's state, the gate.
-import type { AgentApi, Phase, Readiness, ReadyCheck, WakeAnswer, WakeGrant, WakeList, WakeRefusal, WakeSet } from './agent-api.js'
+import type { AgentApi, Phase, Readiness, ReadyCheck, WakeAnswer, WakeList, WakeSet } from './agent-api.js'
 import type { Config } from './config.js'
 import { AppError, errors } from './errors.js'
 import { FenceTable } from './domain/fence.js'
@@ -15,13 +15,15 @@ import { Leg } from './domain/leg.js'
 import { layoutLegWith, logLayoutResults } from './domain/leg-run.js'
 import { layoutDefault, type DefaultInputs } from './domain/layout-default.js'
 import { mintLayoutIntentWith } from './domain/mint.js'
-import { validMode, type Mode, type Outcome, type Result, type RowLayout } from './domain/modes.js'
-import { activatorManaged, external } from './domain/paths.js'
+import { validMode, type Mode, type Result, type RowLayout } from './domain/modes.js'
+import { activatorManaged } from './domain/paths.js'
 import type { Clock, DeployStore, Logger } from './domain/ports.js'
 import { systemClock } from './domain/ports.js'
 import { layoutStatusReport, unmanagedLayoutReport } from './domain/report.js'
 import type { LayoutReport, LegRun, LegState, Route } from './domain/schemas.js'
 import { startupRecoveryIntent } from './domain/startup.js'
+import { judgeWake, NO_ACTIVATOR, type WakeVerdict } from './domain/wake-verdict.js'
+import { withheldBy, withheldReasons } from './domain/withheld-reasons.js'
 import { groupId, SOCKETS_GROUP } from './infra/groups.js'
 import { failpointFrom } from './infra/failpoint.js'
 import { backfillInstanceKeys, HostSlots } from './infra/instance-keys.js'
@@ -30,7 +32,7 @@ import { layoutDirectory } from './infra/layout-dir.js'
 import { Pass } from './infra/pass/pass.js'
 import type { Registry } from './infra/registry.js'
 import { SqliteClaimStore, WakeClaims } from './infra/wake-claims.js'
-import type { Metrics, RecoveryAction as MetricRecoveryAction, WakeClaimResult } from './metrics.js'
+import type { Metrics, RecoveryAction as MetricRecoveryAction } from './metrics.js'
 import type { RecoveryAction } from './domain/pass-plan.js'
 
 export interface AgentDeps {
@@ -52,52 +54,6 @@ interface RowsView {
   version: number
   routes: Route[]
   byHost: Map<string, Route>
-}
-
-/** What a claim for a host would get now, and how the claim metric counts a refusal. */
-type Judgement = { ok: true; grant: WakeGrant } | { ok: false; refusal: WakeRefusal; result: WakeClaimResult }
-
-function refused(host: string, layout: string, reason: string, result: WakeClaimResult): Judgement {
-  return { ok: false, refusal: { host, layout, reason }, result }
-}
-
-const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
-
-function unmanagedWhy(rt: Route): string {
-  if (rt.kind !== 'instance') return `a ${rt.kind} row is not the activator's to wake`
-  if (rt.socket === '') return 'the row has no socket'
-  return 'the row does not hibernate: another supervisor runs it'
-}
-
-/** Outcomes whose reason says why a row is not where the intent wants it. */
-const WITHHELD: ReadonlySet<Outcome> = new Set(['deferred', 'refused', 'failed', 'held'])
-
-function withheldBy(run: LegRun): Map<string, Result> {
-  const out = new Map<string, Result>()
-  for (const r of run.results) if (r.host !== '' && WITHHELD.has(r.outcome)) out.set(r.host, r)
-  return out
-}
-
-/**
- * The report's rows say why they did not move, not only what they are: a
- * row whose word carries no reason of its own takes the reason the last
- * finished run withheld it for (`awake: 42m of grace left`, a refusal, a
- * failed stop), while it is still short of where that run wanted it; and a
- * nested row says it cannot wake while the isolation gate is shut, naming
- * the check that failed. The last finished run, not the one under way: a
- * run that has not reached a host yet has nothing to say about it.
- */
-function withheldReasons(report: LayoutReport, last: ReadonlyMap<string, Result>, gate: string | null): LayoutReport {
-  for (const [host, row] of Object.entries(report.rows)) {
-    if (row.reason !== '') continue
-    if (row.layout === 'nested' && gate !== null) {
-      row.reason = `isolation not ready: ${gate}`
-      continue
-    }
-    const r = last.get(host)
-    if (r !== undefined && (row.layout === 'flat' || row.layout === 'nested') && r.to !== row.layout) row.reason = r.reason
-  }
-  return report
 }
 
 /** The recovered_journals_total label of each DESIGN §4 action. */
@@ -502,7 +458,7 @@ export class Agent implements AgentApi {
       // can be raised between the judgement, the fence check and the record.
       const j = this.#judge(host)
       if (!j.ok) {
-        metrics.wakeClaim(j.result)
+        metrics.wakeClaim(j.kind)
         return { granted: false, refusal: j.refusal }
       }
       const admitted = this.#fence.admit(host, () => this.#claims.claim(host))
@@ -549,41 +505,15 @@ export class Agent implements AgentApi {
     return { awake: this.#claims.list(), swept: this.#claims.swept }
   }
 
-  /**
-   * What a claim for host gets now, without recording it: refused while
-   * the agent cannot say (no activator, not ready), for a row it does not
-   * know or manage, and for the row words that do not wake (DESIGN §1):
-   * fenced, held, conflict, and nested while the isolation gate is shut.
-   * Flat and foreign rows wake as they are, gate or no gate.
-   */
-  #judge(host: string): Judgement {
-    if (this.#deps.config.activator === 'none') return refused(host, 'unmanaged', NO_ACTIVATOR, 'not_ready')
-    const pass = this.#pass
-    if (this.#phase !== 'ready' || pass === null) return refused(host, 'unknown', `not ready: layoutd is ${this.#phase}`, 'not_ready')
-    const { routes, byHost } = this.#rows()
-    const rt = byHost.get(host)
-    if (rt === undefined) return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
-    if (!activatorManaged(rt)) return refused(host, external(rt) ? 'external' : 'unmanaged', `not activator-managed: ${unmanagedWhy(rt)}`, 'unknown_host')
-    const { layout, reason } = pass.classify(rt, routes)
-    const held = pass.held(host)
-    if (held !== undefined) return refused(host, 'fenced', layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`, 'held')
-    switch (layout) {
-      case 'fenced':
-        return refused(host, layout, `fenced: ${reason}`, 'fenced')
-      case 'conflict':
-        return refused(host, layout, `conflict: ${reason}`, 'conflict')
-      case 'external':
-        return refused(host, layout, `not activator-managed: ${unmanagedWhy(rt)}`, 'unknown_host')
-      case 'nested': {
-        const shut = this.#gate?.check() ?? null
-        if (shut !== null) return refused(host, layout, `isolation not ready: ${shut}`, 'gate_shut')
-        break
-      }
-      case 'flat':
-      case 'foreign':
-        break
-    }
-    return { ok: true, grant: { host, layout, dir: rt.dir, socket: rt.socket, db: rt.db } }
+  /** What a claim for host gets now, without recording it (design §6). */
+  #judge(host: string): WakeVerdict {
+    return judgeWake(host, {
+      armed: this.#deps.config.activator !== 'none',
+      phase: this.#phase,
+      pass: this.#pass,
+      rows: () => this.#rows(),
+      gate: this.#gate,
+    })
   }
 
   kick(): LegState {

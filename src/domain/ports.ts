@@ -94,3 +94,9 @@ export interface LayoutDirectory {
   journalHosts(): Promise<string[]>
   holdHosts(): Promise<string[]>
 }
+
+/** The registry's rows at one moment, listed once, and the same rows by host. */
+export interface RowsSnapshot {
+  routes: Route[]
+  byHost: ReadonlyMap<string, Route>
+}

@@ -1,0 +1,91 @@
+// The wake verdict (design §6): what a claim for a host gets now, granted
+// with its paths or refused with the reason, and the kind of refusal the
+// claim metric counts. No I/O: the agent hands in what it knows at this
+// tick (its phase, the armed pass, the rows, the isolation gate).
+import { activatorManaged, external } from './paths.js'
+import type { IsolationGate, LayoutPass, RowsSnapshot } from './ports.js'
+import type { Route } from './schemas.js'
+
+export const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
+
+/** How a refusal is counted (the claim metric's result label). */
+export type WakeRefusalKind = 'not_ready' | 'unknown_host' | 'held' | 'fenced' | 'conflict' | 'gate_shut'
+
+export interface WakeGrantPaths {
+  host: string
+  layout: string
+  dir: string
+  socket: string
+  db: string
+}
+
+export interface WakeRefusalReason {
+  host: string
+  layout: string
+  reason: string
+}
+
+export type WakeVerdict = { ok: true; grant: WakeGrantPaths } | { ok: false; refusal: WakeRefusalReason; kind: WakeRefusalKind }
+
+export interface WakeFacts {
+  /** An activator is armed on this box (CARLOS_ACTIVATOR is not `none`). */
+  armed: boolean
+  /** Where the agent is in its life; claims are judged only once it is `ready`. */
+  phase: string
+  /** The armed pass; null until start-up recovery has published it. */
+  pass: Pick<LayoutPass, 'classify' | 'held'> | null
+  /** The registry's rows now; read only once the agent is ready to judge. */
+  rows: () => RowsSnapshot
+  /** The isolation gate; null where no activator is armed. */
+  gate: IsolationGate | null
+}
+
+function refused(host: string, layout: string, reason: string, kind: WakeRefusalKind): WakeVerdict {
+  return { ok: false, refusal: { host, layout, reason }, kind }
+}
+
+/** Why a row the activator does not manage is not its to wake. */
+export function unmanagedReason(route: Route): string {
+  if (route.kind !== 'instance') return `a ${route.kind} row is not the activator's to wake`
+  if (route.socket === '') return 'the row has no socket'
+  return 'the row does not hibernate: another supervisor runs it'
+}
+
+/**
+ * What a claim for host gets now, without recording it: refused while
+ * the agent cannot say (no activator, not ready), for a row it does not
+ * know or manage, and for the row words that do not wake (design §1):
+ * fenced, held, conflict, and nested while the isolation gate is shut.
+ * Flat and foreign rows wake as they are, gate or no gate.
+ */
+export function judgeWake(host: string, facts: WakeFacts): WakeVerdict {
+  if (!facts.armed) return refused(host, 'unmanaged', NO_ACTIVATOR, 'not_ready')
+  const pass = facts.pass
+  if (facts.phase !== 'ready' || pass === null) return refused(host, 'unknown', `not ready: layoutd is ${facts.phase}`, 'not_ready')
+  const { routes, byHost } = facts.rows()
+  const route = byHost.get(host)
+  if (route === undefined) return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
+  if (!activatorManaged(route)) {
+    return refused(host, external(route) ? 'external' : 'unmanaged', `not activator-managed: ${unmanagedReason(route)}`, 'unknown_host')
+  }
+  const { layout, reason } = pass.classify(route, routes)
+  const held = pass.held(host)
+  if (held !== undefined) return refused(host, 'fenced', layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`, 'held')
+  switch (layout) {
+    case 'fenced':
+      return refused(host, layout, `fenced: ${reason}`, 'fenced')
+    case 'conflict':
+      return refused(host, layout, `conflict: ${reason}`, 'conflict')
+    case 'external':
+      return refused(host, layout, `not activator-managed: ${unmanagedReason(route)}`, 'unknown_host')
+    case 'nested': {
+      const shut = facts.gate?.check() ?? null
+      if (shut !== null) return refused(host, layout, `isolation not ready: ${shut}`, 'gate_shut')
+      break
+    }
+    case 'flat':
+    case 'foreign':
+      break
+  }
+  return { ok: true, grant: { host, layout, dir: route.dir, socket: route.socket, db: route.db } }
+}

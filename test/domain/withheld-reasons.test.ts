@@ -1,0 +1,67 @@
+// The report's withheld reasons, as a pure rule: which results withhold a
+// row, and which rows take their reason. No temp box.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { LayoutReport, LegRun } from '../../src/domain/schemas.js'
+import { withheldBy, withheldReasons } from '../../src/domain/withheld-reasons.js'
+import { IDLE_LEG } from '../../src/domain/report.js'
+
+function report(rows: Record<string, { layout: string; reason?: string }>): LayoutReport {
+  const out: LayoutReport = { box: 'kass-1', mode: 'nested', default: false, defaultBlocked: '', rows: {}, leg: IDLE_LEG, warnings: [] }
+  for (const [host, r] of Object.entries(rows)) out.rows[host] = { layout: r.layout, reason: r.reason ?? '', note: '' }
+  return out
+}
+
+const RUN: LegRun = {
+  startedAt: '2026-11-30T08:00:00.000Z',
+  finishedAt: '2026-11-30T08:00:01.000Z',
+  results: [
+    { host: 'd.example.com', outcome: 'deferred', reason: 'awake: 42m of grace left', to: 'nested' },
+    { host: 'r.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' },
+    { host: 'f.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
+    { host: 'h.example.com', outcome: 'held', reason: 'a file of its has a second name', to: 'nested' },
+    { host: 'm.example.com', outcome: 'moved', reason: '', to: 'nested' },
+    { host: 'u.example.com', outcome: 'unchanged', reason: '' },
+    { host: '', outcome: 'failed', reason: 'the run itself failed' },
+  ],
+}
+
+void test('withheldBy keeps the deferred, refused, failed and held results of a run, by host, and no run-wide one', () => {
+  const withheld = withheldBy(RUN)
+  assert.deepEqual([...withheld.keys()].sort(), ['d.example.com', 'f.example.com', 'h.example.com', 'r.example.com'])
+  assert.equal(withheld.get('d.example.com')?.reason, 'awake: 42m of grace left')
+})
+
+void test('a row short of where the last run wanted it takes the reason that run withheld it for', () => {
+  const out = withheldReasons(
+    report({ 'd.example.com': { layout: 'flat' }, 'f.example.com': { layout: 'flat' }, 'm.example.com': { layout: 'nested' } }),
+    withheldBy(RUN),
+    null,
+  )
+  assert.equal(out.rows['d.example.com']?.reason, 'awake: 42m of grace left')
+  assert.equal(out.rows['f.example.com']?.reason, 'stop timed out')
+  assert.equal(out.rows['m.example.com']?.reason, '', 'a moved row has nothing withheld')
+})
+
+void test('a row that has since reached the mode, a row with a reason of its own, and a fenced row keep what they say', () => {
+  const out = withheldReasons(
+    report({
+      'd.example.com': { layout: 'nested' },
+      'f.example.com': { layout: 'flat', reason: 'awake: 10m of grace left' },
+      'h.example.com': { layout: 'fenced' },
+    }),
+    withheldBy(RUN),
+    null,
+  )
+  assert.deepEqual(
+    Object.values(out.rows).map((r) => r.reason),
+    ['', 'awake: 10m of grace left', ''],
+  )
+})
+
+void test('while the gate is shut a nested row says it cannot wake, naming the check; a flat row still takes its withheld reason', () => {
+  const gate = 'probe: the probe says ready: false'
+  const out = withheldReasons(report({ 'n.example.com': { layout: 'nested' }, 'r.example.com': { layout: 'flat' } }), withheldBy(RUN), gate)
+  assert.equal(out.rows['n.example.com']?.reason, `isolation not ready: ${gate}`)
+  assert.equal(out.rows['r.example.com']?.reason, 'isolation not ready: probe: not yet run')
+})
