@@ -17,10 +17,10 @@ import { layoutDefault, type DefaultInputs } from './domain/layout-default.js'
 import { mintLayoutIntentWith } from './domain/mint.js'
 import { validMode, type Mode, type Result, type RowLayout } from './domain/modes.js'
 import { activatorManaged } from './domain/paths.js'
-import type { Clock, DeployStore, Logger } from './domain/ports.js'
+import type { Clock, DeployStore, Logger, RowsSnapshot } from './domain/ports.js'
 import { systemClock } from './domain/ports.js'
 import { layoutStatusReport, unmanagedLayoutReport } from './domain/report.js'
-import type { LayoutReport, LegRun, LegState, Route } from './domain/schemas.js'
+import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { startupRecoveryIntent } from './domain/startup.js'
 import { judgeWake, NO_ACTIVATOR, type WakeVerdict } from './domain/wake-verdict.js'
 import { withheldBy, withheldReasons } from './domain/withheld-reasons.js'
@@ -31,7 +31,7 @@ import { Isolation } from './infra/isolation.js'
 import { layoutDirectory } from './infra/layout-dir.js'
 import { Pass } from './infra/pass/pass.js'
 import type { Registry } from './infra/registry.js'
-import { SqliteClaimStore, WakeClaims } from './infra/wake-claims.js'
+import { WakeClaims } from './infra/wake-claims.js'
 import type { Metrics, RecoveryAction as MetricRecoveryAction } from './metrics.js'
 import type { RecoveryAction } from './domain/pass-plan.js'
 
@@ -49,13 +49,6 @@ export interface AgentDeps {
   stopTimeoutMs?: number
 }
 
-/** The registry's rows as last listed, and the data_version they were listed at. */
-interface RowsView {
-  version: number
-  routes: Route[]
-  byHost: Map<string, Route>
-}
-
 /** The recovered_journals_total label of each DESIGN §4 action. */
 const RECOVERY_LABEL: Record<RecoveryAction['kind'], MetricRecoveryAction> = {
   'redo-move': 'redone',
@@ -71,13 +64,11 @@ export class Agent implements AgentApi {
   readonly #clock: Clock
   readonly #state = new IntentState()
   readonly #fence = new FenceTable()
-  readonly #claimStore: SqliteClaimStore
   readonly #claims: WakeClaims
   /** Each host's preparation slot: its instance key is minted in it, and a wake claim waits for it. */
   readonly #slots = new HostSlots()
   /** The instance-key backfill after start; the leg moves nothing before it ends. */
   #keys: Promise<void> = Promise.resolve()
-  #view: RowsView | undefined
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
   readonly #gate: Isolation | null
@@ -96,8 +87,7 @@ export class Agent implements AgentApi {
     this.#clock = deps.clock ?? systemClock
     const { config, logger } = deps
     this.#layoutDir = layoutDirectory(config.dataDir)
-    this.#claimStore = SqliteClaimStore.open(deps.registry.file)
-    this.#claims = new WakeClaims({ store: this.#claimStore, activatorUrl: config.activatorUrl, logger, now: () => new Date(this.#clock.now()) })
+    this.#claims = new WakeClaims({ store: deps.registry.claimStore(), activatorUrl: config.activatorUrl, logger, now: () => new Date(this.#clock.now()) })
     // The gate exists only where an activator is armed: with none, nothing
     // could wake nested and the default does not apply (seed layoutDefaultGate).
     this.#gate =
@@ -291,7 +281,6 @@ export class Agent implements AgentApi {
     this.#leg.stop()
     await this.#leg.wait()
     await this.#keys
-    this.#claimStore.close()
   }
 
   // ---- the leg ----------------------------------------------------------
@@ -396,7 +385,7 @@ export class Agent implements AgentApi {
   /** The registry answers a query (its data_version: no rows read). */
   #registryCheck(): ReadyCheck {
     try {
-      this.#claimStore.dataVersion()
+      this.#deps.registry.ping()
       return { name: 'registry', ok: true, detail: this.#deps.registry.file }
     } catch (err) {
       return { name: 'registry', ok: false, detail: `${this.#deps.registry.file}: ${(err as Error).message}` }
@@ -436,13 +425,8 @@ export class Agent implements AgentApi {
    * registry of thousands of rows for each one, and the report and the
    * claims share one path index in the pass.
    */
-  #rows(): RowsView {
-    const version = this.#claimStore.dataVersion()
-    if (this.#view?.version !== version) {
-      const routes = this.#deps.registry.list()
-      this.#view = { version, routes, byHost: new Map(routes.map((r) => [r.host, r])) }
-    }
-    return this.#view
+  #rows(): RowsSnapshot {
+    return this.#deps.registry.snapshot()
   }
 
   // ---- wake claims --------------------------------------------------------

@@ -1,15 +1,18 @@
-// The box's registry, `<data>/registry.db` (DESIGN §2): the routes the box
+// The box's registry, `<data>/registry.db` (design §2): the routes the box
 // serves, the wake claims the activator holds, and the fence generation
-// counter. SQLite through better-sqlite3: synchronous, which is fine for a
-// local file and is what lets a move's row rewrite be one transaction.
+// counter; whether anyone has changed the routes since the last look
+// (snapshot), and whether the database answers (ping). SQLite through
+// better-sqlite3: synchronous, which is fine for a local file and is what
+// lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
 import { requireValidHost } from '../domain/hostname.js'
-import type { RouteStore } from '../domain/ports.js'
+import type { RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { migrate } from './migrations.js'
+import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
 
@@ -87,7 +90,21 @@ function prepare(db: Database.Database) {
     nextGeneration: db.prepare<[], { generation: number }>(
       "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' RETURNING CAST(value AS INTEGER) AS generation",
     ),
+    ping: db.prepare<[], number>('PRAGMA data_version').pluck(),
   }
+}
+
+/**
+ * The registry's second connection: claims commit on it, and it watches
+ * the routes. `PRAGMA data_version` moves whenever another connection has
+ * committed since this one last looked (the routes connection's row
+ * rewrites, the CLI beside the agent), never on its own commits. So a
+ * claim, committed here, never makes the next snapshot list the rows again.
+ */
+interface ClaimsConnection {
+  db: Database.Database
+  dataVersion: Database.Statement<[], number>
+  claims: SqliteClaimStore
 }
 
 export class Registry implements RouteStore {
@@ -95,6 +112,8 @@ export class Registry implements RouteStore {
   readonly #db: Database.Database
   readonly #now: () => Date
   readonly #stmt: ReturnType<typeof prepare>
+  #claimsConnection: ClaimsConnection | undefined
+  #snapshot: { version: number; rows: RowsSnapshot } | undefined
 
   private constructor(file: string, db: Database.Database, now: () => Date) {
     this.file = file
@@ -126,7 +145,40 @@ export class Registry implements RouteStore {
   }
 
   close(): void {
+    if (this.#claimsConnection?.db.open === true) this.#claimsConnection.db.close()
     if (this.#db.open) this.#db.close()
+  }
+
+  /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */
+  claimStore(): SqliteClaimStore {
+    return this.#claimsConnectionOpen().claims
+  }
+
+  /**
+   * The rows, listed again only when someone has committed to the registry
+   * since the last look: a claim is answered from the rows as they are at
+   * that tick without listing a registry of thousands of rows for each one.
+   */
+  snapshot(): RowsSnapshot {
+    const version = this.#claimsConnectionOpen().dataVersion.get() ?? 0
+    if (this.#snapshot?.version !== version) {
+      const routes = this.list()
+      this.#snapshot = { version, rows: { routes, byHost: new Map(routes.map((r) => [r.host, r])) } }
+    }
+    return this.#snapshot.rows
+  }
+
+  /** Throws unless the database answers a query (its data_version: no rows read). */
+  ping(): void {
+    this.#stmt.ping.get()
+  }
+
+  #claimsConnectionOpen(): ClaimsConnection {
+    if (this.#claimsConnection === undefined) {
+      const db = openClaimsConnection(this.file)
+      this.#claimsConnection = { db, dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(), claims: SqliteClaimStore.on(db) }
+    }
+    return this.#claimsConnection
   }
 
   list(): Route[] {

@@ -1,4 +1,4 @@
-// The wake claims (DESIGN §4 "the sweep", §6): which hosts the activator has
+// The wake claims (design §4 "the sweep", §6): which hosts the activator has
 // awake. They are kept in the registry's `wakes` table, so a tenant that was
 // awake when layoutd stopped stays claimed until the activator releases it
 // or replaces the whole set; and mirrored in memory, so the pass and a wake
@@ -12,7 +12,7 @@ import type { Claims } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
 
-/** Where claims are persisted: the registry's `wakes` table (Registry has these four methods). */
+/** Where claims are persisted: the registry's `wakes` table. */
 export interface ClaimStore {
   /** Every claimed host, sorted. */
   wakes(): string[]
@@ -28,20 +28,29 @@ export interface ClaimStore {
 const BUSY_TIMEOUT_MS = 5000
 
 /**
- * The `wakes` table on a connection of its own. The registry's connection
- * commits with `synchronous = FULL`, because a row rewrite is a move's
- * commit point and must survive a power cut. A claim need not: it must
- * outlive layoutd, and a committed WAL frame survives the process being
- * killed; a power cut stops every instance too, and the activator's
+ * Opens the connection claims commit on, a second one to the registry file
+ * (which Registry.open has created and migrated). The registry's routes
+ * connection commits with `synchronous = FULL`, because a row rewrite is a
+ * move's commit point and must survive a power cut. A claim need not: it
+ * must outlive layoutd, and a committed WAL frame survives the process
+ * being killed; a power cut stops every instance too, and the activator's
  * `PUT /wakes` at its next start names what is awake. So claims commit
- * with `synchronous = NORMAL` and cost no fsync each, which is what lets
- * a claim be answered in well under a millisecond while a converge runs.
- *
- * The connection also tells, through `PRAGMA data_version`, whether anyone
- * else (the agent's registry connection, the CLI) has committed since it
- * last looked: what lets the agent keep its view of the rows between
- * changes instead of listing the registry on every claim.
+ * with `synchronous = NORMAL` and cost no fsync each, which is what lets a
+ * claim be answered in well under a millisecond while a converge runs.
  */
+export function openClaimsConnection(file: string): Database.Database {
+  const db = new Database(file, { fileMustExist: true })
+  try {
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+    db.pragma('synchronous = NORMAL')
+    return db
+  } catch (err) {
+    db.close()
+    throw err
+  }
+}
+
+/** The `wakes` table, on a claims connection (openClaimsConnection). */
 export class SqliteClaimStore implements ClaimStore {
   readonly #db: Database.Database
   readonly #stmt
@@ -52,30 +61,21 @@ export class SqliteClaimStore implements ClaimStore {
       wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
       claim: db.prepare<[string, string]>('INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING'),
       release: db.prepare<[string]>('DELETE FROM wakes WHERE host = ?'),
-      version: db.prepare<[], number>('PRAGMA data_version').pluck(),
     }
   }
 
-  /** Opens a second connection to the registry file, which Registry.open has created and migrated. */
+  /** A claim store on a claims connection of its own, which close() closes. */
   static open(file: string): SqliteClaimStore {
-    const db = new Database(file, { fileMustExist: true })
-    try {
-      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
-      db.pragma('synchronous = NORMAL')
-      return new SqliteClaimStore(db)
-    } catch (err) {
-      db.close()
-      throw err
-    }
+    return new SqliteClaimStore(openClaimsConnection(file))
+  }
+
+  /** A claim store on a claims connection its owner (the Registry) opened and closes. */
+  static on(db: Database.Database): SqliteClaimStore {
+    return new SqliteClaimStore(db)
   }
 
   close(): void {
     if (this.#db.open) this.#db.close()
-  }
-
-  /** Changes whenever another connection has committed to the registry since the last call. */
-  dataVersion(): number {
-    return this.#stmt.version.get() ?? 0
   }
 
   wakes(): string[] {

@@ -179,3 +179,41 @@ void test('the generation is strictly increasing across close and reopen', async
   assert.equal(again.nextGeneration(), 4)
 })
 
+
+void test('snapshot lists the rows once, and again only after a commit: its own row rewrite, or another connection’s', async (t) => {
+  const dataDir = await tmpDir(t)
+  const reg = openIn(t, dataDir)
+  reg.add(route('a.example.com'))
+  const first = reg.snapshot()
+  assert.deepEqual(first.routes.map((r) => r.host), ['a.example.com'])
+  assert.equal(first.byHost.get('a.example.com')?.dir, '/data/apps/a.example.com')
+  assert.equal(reg.snapshot(), first, 'nothing committed: the same snapshot, not a new list')
+
+  // A move's row rewrite on the registry's own connection is seen.
+  reg.setPaths([{ host: 'a.example.com', dir: '/data/nested/a.example.com/app', socket: '/data/nested/a.example.com/run/s.sock', db: '' }])
+  const moved = reg.snapshot()
+  assert.notEqual(moved, first)
+  assert.equal(moved.byHost.get('a.example.com')?.dir, '/data/nested/a.example.com/app')
+
+  // So is a row the CLI adds through a connection of its own.
+  const cli = Registry.open(dataDir)
+  cli.add(route('b.example.com'))
+  cli.close()
+  assert.deepEqual(reg.snapshot().routes.map((r) => r.host), ['a.example.com', 'b.example.com'])
+})
+
+void test('a claim committed through the registry’s claim store does not make the next snapshot list the rows again', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  reg.add(route('a.example.com'))
+  const before = reg.snapshot()
+  reg.claimStore().claimWake('a.example.com', new Date())
+  assert.equal(reg.snapshot(), before)
+  assert.deepEqual(reg.claimStore().wakes(), ['a.example.com'])
+})
+
+void test('ping asks the database: it answers while open and throws once closed', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  reg.ping()
+  reg.close()
+  assert.throws(() => reg.ping(), /not open/)
+})
