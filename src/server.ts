@@ -1,6 +1,7 @@
-// The composition root of `layoutd serve`: builds the adapters (registry,
-// deploy store, edge, metrics, logger), hands them to the agent and the
-// HTTP app, listens, and shuts everything down in order on a signal.
+// The composition root of `layoutd serve`: opens the adapters (registry,
+// deploy store, edge, metrics, logger), composes the agent from them
+// (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
+// listens, and shuts everything down in order on a signal.
 import type { Config } from './config.js'
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
@@ -9,11 +10,11 @@ const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 const SHUTDOWN_GRACE_MS = 90_000
 
 export async function serve(config: Config): Promise<number> {
-  const [{ default: closeWithGrace }, { edgeReloader }, { Agent }, { buildApp }, { openDeployStore }, { Registry }, { createLogger }, { Metrics }] =
+  const [{ default: closeWithGrace }, { edgeReloader }, { composeAgent }, { buildApp }, { openDeployStore }, { Registry }, { createLogger }, { Metrics }] =
     await Promise.all([
       import('close-with-grace'),
       import('./infra/edge.js'),
-      import('./agent.js'),
+      import('./agent/compose.js'),
       import('./app.js'),
       import('./infra/deploy-store.js'),
       import('./infra/registry.js'),
@@ -29,7 +30,7 @@ export async function serve(config: Config): Promise<number> {
   const metrics = new Metrics()
   const registry = Registry.open(config.dataDir)
   const store = openDeployStore(config, logger)
-  const agent = new Agent({ config, logger, metrics, registry, store, reload: edgeReloader(config.edgeReloadUrl, logger) })
+  const agent = composeAgent({ config, logger, metrics, registry, store, reload: edgeReloader(config.edgeReloadUrl, logger) })
   const app = await buildApp({ api: agent, metrics, logger, token: config.token })
   app.addHook('onClose', async () => {
     await agent.stop()

@@ -1,24 +1,20 @@
-// The wake-claim API (DESIGN §6): first its shapes against a FakeAgent,
-// then its rules against the real Agent, registry and pass on a temp data
+// The wake-claim API (design §6): first its shapes against a FakeAgent,
+// then its rules against the real agent, registry and pass on a temp data
 // dir, through the app (inject).
 import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
-import os from 'node:os'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { Agent } from '../../src/agent.js'
 import type { WakeGrant, WakeRefusal, WakeSet } from '../../src/agent-api.js'
-import { buildApp, type App } from '../../src/app.js'
-import { loadConfig, type Config } from '../../src/config.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
-import type { IntentRecord, LayoutReport } from '../../src/domain/schemas.js'
+import type { LayoutReport } from '../../src/domain/schemas.js'
 import { errors } from '../../src/errors.js'
-import { DirDeployStore } from '../../src/infra/deploy-dir.js'
-import { Registry } from '../../src/infra/registry.js'
-import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
-import { build, errorOf, HOST } from '../helpers/fake-agent.js'
+import type { Registry } from '../../src/infra/registry.js'
 import { SqliteClaimStore } from '../../src/infra/wake-claims.js'
+import { addFlat, addNested, agentBox, recordIntent, type AgentBox, type AgentBoxOptions } from '../helpers/agent.js'
+import { build, errorOf, HOST } from '../helpers/fake-agent.js'
+import { until } from '../helpers/until.js'
+
 /** The claims on disk, read through a connection of the test's own (what a restart would load). */
 function persistedWakes(registry: Registry): string[] {
   const store = SqliteClaimStore.open(registry.file)
@@ -160,108 +156,11 @@ void test('/ready?verbose lists the isolation checks as information: a failed on
 
 // ---- the rules, against the real agent ---------------------------------------
 
-interface Box {
-  config: Config
-  registry: Registry
-  agent: Agent
-  app: App
-  metrics: Metrics
-  store: DirDeployStore
-  probe: string
-}
+type Box = AgentBox
 
-const cleanups = new WeakMap<TestContext, Array<() => Promise<void> | void>>()
-
-/** Runs fn when the test ends, before whatever was deferred earlier (last in, first out). */
-function defer(t: TestContext, fn: () => Promise<void> | void): void {
-  let fns = cleanups.get(t)
-  if (fns === undefined) {
-    const list: Array<() => Promise<void> | void> = []
-    fns = list
-    cleanups.set(t, list)
-    t.after(async () => {
-      for (const f of list.reverse()) await f()
-    })
-  }
-  fns.push(fn)
-}
-
-/** A temp dir removed when the test ends, after every box in it has stopped. */
-async function boxDir(t: TestContext): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-wakes-'))
-  defer(t, () => fs.rm(dir, { recursive: true, force: true }))
-  return dir
-}
-
-/**
- * A real Agent, registry, pass and app on a temp data dir. `start: false`
- * leaves the agent unstarted (and the test starts it). The leg's first run
- * may be under way when this returns.
- */
-async function realBox(
-  t: TestContext,
-  opts: { env?: Record<string, string>; dir?: string; start?: boolean; probe?: string; stopTimeoutMs?: number } = {},
-): Promise<Box> {
-  const dir = opts.dir ?? (await boxDir(t))
-  const probe = path.join(dir, 'probe.out')
-  await fs.writeFile(probe, opts.probe ?? 'ready: true\n')
-  const config = loadConfig({
-    CARLOS_BOX: 'kass-1',
-    CARLOS_DATA_DIR: path.join(dir, 'data'),
-    CARLOS_DEPLOYMENT_DIR: path.join(dir, 'deploy'),
-    CARLOS_NESTED_MOUNTS: 'none',
-    CARLOS_PROBE_FILE: probe,
-    CARLOS_LAYOUT_POLL: '50ms',
-    CARLOS_LAYOUT_DEFAULT: 'flat',
-    CARLOS_LOG_LEVEL: 'silent',
-    ...opts.env,
-  })
-  const registry = Registry.open(config.dataDir)
-  const store = new DirDeployStore(config.deploymentDir)
-  const metrics = new Metrics()
-  const logger = createLogger('silent')
-  const agent = new Agent({ config, logger, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs })
-  const app = await buildApp({ api: agent, metrics, logger, token: '' })
-  // In order: the agent writes under dir until it has stopped.
-  defer(t, async () => {
-    await app.close()
-    await agent.stop()
-    registry.close()
-  })
-  const b = { config, registry, agent, app, metrics, store, probe }
-  if (opts.start !== false) await b.agent.start()
-  return b
-}
-
-async function addFlat(b: Box, host: string): Promise<void> {
-  const p = flatPaths(b.config, host)
-  await fs.mkdir(p.dir, { recursive: true })
-  await fs.writeFile(path.join(p.dir, 'host.txt'), host)
-  b.registry.add({ host, kind: 'instance', hibernate: true, ...p })
-}
-
-async function addNested(b: Box, host: string): Promise<void> {
-  const p = nestedPaths(b.config, host)
-  await fs.mkdir(p.dir, { recursive: true })
-  await fs.mkdir(path.dirname(p.socket), { recursive: true })
-  await fs.writeFile(path.join(p.dir, 'host.txt'), host)
-  b.registry.add({ host, kind: 'instance', hibernate: true, ...p })
-}
-
-async function record(b: Box, mode: 'flat' | 'nested', force = false): Promise<void> {
-  const id = `${new Date().toISOString().replace(/[-:]/g, '')}-${Math.random().toString(16).slice(2, 8)}`
-  const rec: IntentRecord = { id, mode, force, recordedAt: new Date().toISOString(), by: 'test' }
-  await b.store.record(rec, AbortSignal.timeout(5000))
-}
-
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await check()
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 10))
-  }
+/** A real agent on a temp box whose default is flat unless the test says otherwise, started unless `start: false`. */
+function realBox(t: TestContext, opts: AgentBoxOptions = {}): Promise<Box> {
+  return agentBox(t, { ...opts, start: opts.start ?? true, env: { CARLOS_LAYOUT_DEFAULT: 'flat', ...opts.env } })
 }
 
 async function claim(b: Box, host: string): Promise<{ status: number; body: WakeGrant & WakeRefusal }> {
@@ -403,7 +302,7 @@ void test('a shut isolation gate refuses nested wakes and names its check; flat 
   assert.match(report.defaultBlocked, /^isolation not ready: probe: /)
 
   // Under a recorded nested intent the flat row's move is refused, and its row says why.
-  await record(b, 'nested')
+  await recordIntent(b, 'nested')
   const run = await b.agent.converge(10_000)
   assert.deepEqual(
     run?.results.map((r) => [r.host, r.outcome]),
@@ -454,7 +353,7 @@ void test('no window: from the moment its move fences it, a claimed host is refu
   await b.agent.start()
   assert.equal((await claim(b, 'a.example.com')).status, 200)
 
-  await record(b, 'nested', true)
+  await recordIntent(b, 'nested', { force: true })
   b.agent.kick()
   await until('the forced move to fence the awake host', async () => {
     const res = await b.app.inject({ method: 'GET', url: '/ready/a.example.com' })
@@ -476,18 +375,15 @@ void test('no window: from the moment its move fences it, a claimed host is refu
 })
 
 void test('claims survive a restart of layoutd: the restarted pass defers the host as awake', async (t) => {
-  const dir = await boxDir(t)
-  const first = await realBox(t, { dir, start: false })
+  const first = await realBox(t, { start: false })
   await addFlat(first, 'a.example.com')
   await first.agent.start()
   assert.equal((await claim(first, 'a.example.com')).status, 200)
-  await first.app.close()
-  await first.agent.stop()
-  first.registry.close()
+  await first.close()
 
-  const b = await realBox(t, { dir })
+  const b = await realBox(t, { dir: first.dir })
   assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), { awake: ['a.example.com'], swept: true })
-  await record(b, 'nested')
+  await recordIntent(b, 'nested')
   const run = await b.agent.converge(10_000)
   const a = run?.results.find((r) => r.host === 'a.example.com')
   assert.equal(a?.outcome, 'deferred')
@@ -546,7 +442,7 @@ void test('a release that does not come in time: the move fails, the fence is li
   const first = await claim(b, 'a.example.com')
   assert.equal(first.status, 200)
 
-  await record(b, 'nested', true)
+  await recordIntent(b, 'nested', { force: true })
   // The agent's timers are unref'd (a server keeps the process alive in
   // production); here nothing else would while the move waits for the release.
   const alive = setInterval(() => undefined, 100)

@@ -1,0 +1,190 @@
+// The agent: its phase, the start-up order (design §4), shutdown, and the
+// wiring of its parts: the leg, the intent poller, the wake desk,
+// readiness, the report and the instance keys. It builds no adapter of its
+// own: compose.ts hands them in.
+import type { AgentApi, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
+import { errorMessage, errors } from '../errors.js'
+import { IntentState } from '../domain/intent-state.js'
+import type { Leg } from '../domain/leg.js'
+import { logLayoutResults } from '../domain/leg-run.js'
+import { layoutDefault } from '../domain/layout-default.js'
+import { mintLayoutIntentWith } from '../domain/mint.js'
+import type { Mode, ReportMode } from '../domain/modes.js'
+import type { LayoutPass } from '../domain/ports.js'
+import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+import { startupRecoveryIntent } from '../domain/startup.js'
+import { IntentPoller, POLL_FAILED } from './intent-poller.js'
+import { backfillKeysAtStart } from './instance-key-backfill.js'
+import { buildLeg, intentInputs } from './leg-runner.js'
+import type { AgentParts } from './parts.js'
+import { PeriodicRead } from './periodic-read.js'
+import { readinessOf } from './readiness.js'
+import { ReportView } from './report-view.js'
+import { WakeDesk } from './wake-desk.js'
+
+export class Agent implements AgentApi {
+  #phase: Phase = 'starting'
+  readonly #parts: AgentParts
+  readonly #state = new IntentState()
+  readonly #leg: Leg
+  readonly #view: ReportView
+  readonly #desk: WakeDesk
+  /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
+  #reads: { stop(): void } | null = null
+  #pass: LayoutPass | null = null
+  /** The instance-key backfill after start; the leg moves nothing before it ends. */
+  #keys: Promise<void> = Promise.resolve()
+  readonly #life = new AbortController()
+
+  constructor(parts: AgentParts) {
+    this.#parts = parts
+    const { config, registry, gate, metrics } = parts
+    this.#view = new ReportView({ config, registry, layoutDir: parts.layoutDir, state: this.#state, gate })
+    this.#leg = buildLeg({
+      ...parts,
+      state: this.#state,
+      pass: () => this.#pass,
+      keys: () => this.#keys,
+      onRunEnd: (run) => this.#view.noteFinishedRun(run),
+      report: () => this.report(),
+    })
+    this.#desk = new WakeDesk({
+      claims: parts.claims,
+      fence: parts.fence,
+      metrics,
+      facts: () => ({ armed: gate !== null, phase: this.#phase, pass: this.#pass, rows: () => registry.snapshot(), gate }),
+    })
+    this.#state.onChange((s) => this.#recordIntentMetrics(s.intent, s.default.applied))
+  }
+
+  get phase(): Phase {
+    return this.#phase
+  }
+
+  /**
+   * The start-up order: sweep (the persisted wake claims) → the start-up
+   * intent (read only when a journal or hold marker is there) → Recover →
+   * RestoreHolds → publish the pass → ready (the activator may wake) → the
+   * instance keys, and the poller's first read → kick the leg once. The
+   * HTTP server serves /livez and a 503 /ready throughout.
+   */
+  async start(): Promise<void> {
+    const { config, logger, gate, claims } = this.#parts
+    if (gate === null) {
+      logger.info({ activator: 'none' }, 'layout: no activator armed on this box; the report is unmanaged and nothing moves')
+      await this.#view.listLayoutDir()
+      this.#phase = 'ready'
+      const listing = (this.#reads = new PeriodicRead({ read: () => this.#view.listLayoutDir(), failure: POLL_FAILED, everyMs: config.pollMs, ...this.#parts }))
+      if (!this.#life.signal.aborted) listing.schedule()
+      return
+    }
+    gate.start()
+    this.#phase = 'recovering'
+    // Until the pass is published the report judges rows by what
+    // <data>/layout holds, so a host a journal names reads fenced while
+    // recovery runs, never flat.
+    await this.#view.listLayoutDir().catch((err: unknown) => logger.error({ err }, 'layout: list <data>/layout at start failed; recovery reads it again'))
+    const swept = claims.sweep()
+    const intent = await startupRecoveryIntent({
+      layoutDir: this.#parts.layoutDir,
+      openStore: () => Promise.resolve(this.#parts.store),
+      ...intentInputs(config, gate),
+      state: this.#state,
+      logger,
+      signal: this.#life.signal,
+    })
+    const pass = await this.#parts.makePass((result) => this.#leg.progress(result))
+    const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
+    logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger)
+    logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger)
+    logger.info({ intent, swept }, `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`)
+    this.#pass = pass
+    if (this.#life.signal.aborted) return
+    this.#phase = 'ready'
+    // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
+    this.#keys = backfillKeysAtStart({ ...this.#parts, pass, slots: this.#desk.slots, signal: this.#life.signal }).catch((err: unknown) => {
+      logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (each host's next start mints its key)`)
+    })
+    const poller = (this.#reads = new IntentPoller({ ...this.#parts, box: config.box, pollMs: config.pollMs, signal: this.#life.signal, kickLeg: () => this.#leg.kick() }))
+    void poller.start()
+  }
+
+  /** Stops accepting work; a run of the leg finishes its current host. */
+  async stop(): Promise<void> {
+    this.#phase = 'stopping'
+    this.#life.abort()
+    this.#reads?.stop()
+    this.#parts.gate?.stop()
+    this.#leg.stop()
+    await this.#leg.wait()
+    await this.#keys
+  }
+
+  /** The isolation gate's answer changed: a serial move (design §5), once the agent is ready. */
+  gateChanged(): void {
+    if (this.#phase === 'ready') this.#leg.kick()
+  }
+
+  #recordIntentMetrics(intent: ReportMode, defaultApplied: boolean): void {
+    const { metrics } = this.#parts
+    metrics.setIntentMode(intent)
+    metrics.setDefaultApplied(defaultApplied)
+  }
+
+  // ---- what the HTTP API asks ---------------------------------------------
+
+  readiness(): Readiness {
+    const { registry, claims, gate } = this.#parts
+    return readinessOf({ phase: this.#phase, armed: gate !== null, registry, claims, gate })
+  }
+
+  report(): LayoutReport {
+    return this.#view.report(this.#phase, this.#pass, this.#leg)
+  }
+
+  kick(): LegState {
+    this.#requireReady().kick()
+    return this.#leg.state()
+  }
+
+  async converge(timeoutMs: number): Promise<LegRun | null> {
+    return this.#requireReady().kickAndWait(timeoutMs)
+  }
+
+  /** The leg, once the agent is ready to be asked for a run. */
+  #requireReady(): Leg {
+    if (this.#phase !== 'ready') throw errors.notReady(this.#phase)
+    return this.#leg
+  }
+
+  legState(): LegState {
+    return this.#leg.state()
+  }
+
+  mint(): Promise<Mode> {
+    const { config, store, registry, gate } = this.#parts
+    return mintLayoutIntentWith({ store, dirs: config, routes: () => registry.snapshot().routes, ...intentInputs(config, gate) })
+  }
+
+  // ---- wake claims: the wake desk's ---------------------------------------
+
+  claimWake(host: string): Promise<WakeAnswer> {
+    return this.#desk.claim(host)
+  }
+
+  readyFor(host: string): WakeAnswer {
+    return this.#desk.readyFor(host)
+  }
+
+  releaseWake(host: string): void {
+    this.#desk.release(host)
+  }
+
+  replaceWakes(awake: readonly string[]): WakeSet {
+    return this.#desk.replace(awake)
+  }
+
+  wakes(): WakeList {
+    return this.#desk.list()
+  }
+}

@@ -1,0 +1,81 @@
+// The intent poller: reads this box's intent from the deploy store every
+// CARLOS_LAYOUT_POLL, one read at a time, and turns a change into a serial
+// move (design §1): it kicks the leg. A store that pushes (etcd's watch)
+// makes the next read come at once; the read still decides whether
+// anything changed.
+import { errorMessage } from '../errors.js'
+import { loadLayoutIntent } from '../domain/intent.js'
+import { validMode } from '../domain/modes.js'
+import type { Clock, DeployStore, Logger } from '../domain/ports.js'
+import type { Metrics } from '../metrics.js'
+import { PeriodicRead } from './periodic-read.js'
+
+/** The log line of a read that failed. */
+export const POLL_FAILED = 'layout: intent poll failed'
+
+export interface IntentPollerOptions {
+  store: DeployStore
+  /** This box's label. */
+  box: string
+  pollMs: number
+  clock: Clock
+  logger: Logger
+  metrics: Metrics
+  /** Aborted when the agent stops: a read under way gives up, and the watch ends. */
+  signal: AbortSignal
+  /** A serial move: asks the leg to run. */
+  kickLeg: () => void
+}
+
+export class IntentPoller {
+  readonly #opts: IntentPollerOptions
+  readonly #reads: PeriodicRead
+  /** What the last read saw (id, mode and force of the intent, or why there was none); '' before the first. */
+  #lastSeen = ''
+
+  constructor(opts: IntentPollerOptions) {
+    this.#opts = opts
+    this.#reads = new PeriodicRead({ read: () => this.#read(), failure: POLL_FAILED, everyMs: opts.pollMs, clock: opts.clock, logger: opts.logger })
+  }
+
+  /**
+   * The first read comes before the leg's first run, so that any intent
+   * recorded after it differs from what it saw and kicks the leg: the
+   * other order could see a new intent first and an old one in the run, and
+   * never come back for the new one. Then the timer, then the watch.
+   */
+  async start(): Promise<void> {
+    this.#reads.readNow()
+    await this.#reads.idle()
+    this.#opts.kickLeg()
+    const { store, signal } = this.#opts
+    if (signal.aborted) return
+    store.watch?.(() => this.#reads.readNow(), signal)
+  }
+
+  stop(): void {
+    this.#reads.stop()
+  }
+
+  async #read(): Promise<void> {
+    const { store, box, signal } = this.#opts
+    let seen: string
+    try {
+      const read = await loadLayoutIntent(store, box, signal)
+      seen = read.found ? `${read.intent.id}/${read.intent.mode}/${String(read.intent.force)}` : 'none'
+      this.#recordIntentReadMetric(!read.found ? 'none' : validMode(read.intent.mode) ? 'recorded' : 'unreadable')
+    } catch (err) {
+      seen = `unreadable: ${errorMessage(err)}`
+      this.#recordIntentReadMetric('unreadable')
+    }
+    if (seen !== this.#lastSeen) {
+      // The first read only learns what the leg's first run acts on.
+      if (this.#lastSeen !== '') this.#opts.kickLeg()
+      this.#lastSeen = seen
+    }
+  }
+
+  #recordIntentReadMetric(result: 'recorded' | 'none' | 'unreadable'): void {
+    this.#opts.metrics.intentRead(result)
+  }
+}

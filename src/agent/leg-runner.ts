@@ -1,0 +1,93 @@
+// The agent's leg: one run (wait for the instance keys, refresh the gate,
+// read the intent and converge to it) and the metrics each run updates
+// (leg_running, leg_runs_total, leg_run_seconds, rows, deferred_hosts,
+// held_hosts, intent_reads_total).
+import type { Config } from '../config.js'
+import type { IntentState } from '../domain/intent-state.js'
+import { Leg, type LegOutcome } from '../domain/leg.js'
+import { layoutLegWith } from '../domain/leg-run.js'
+import type { DefaultInputs } from '../domain/layout-default.js'
+import type { Mode, RowLayout } from '../domain/modes.js'
+import type { Clock, DeployStore, LayoutPass, Logger } from '../domain/ports.js'
+import type { LayoutReport, LegRun } from '../domain/schemas.js'
+import type { Isolation } from '../infra/isolation.js'
+import type { Metrics } from '../metrics.js'
+
+/** What every reading of the intent needs: whose it is, and what stands in when none is recorded. */
+export function intentInputs(config: Config, gate: Isolation | null): { box: string } & DefaultInputs {
+  const { box, layoutDefault, build } = config
+  return { box, layoutDefault, build, gate }
+}
+
+export interface LegRunnerDeps {
+  config: Config
+  logger: Logger
+  metrics: Metrics
+  clock: Clock
+  store: DeployStore
+  state: IntentState
+  gate: Isolation | null
+  /** The armed pass; null until start-up publishes it (a run then does nothing). */
+  pass: () => LayoutPass | null
+  /** The instance-key backfill after start: no run moves anything before it ends. */
+  keys: () => Promise<void>
+  /** A run has finished (before its metrics are recorded). */
+  onRunEnd: (run: LegRun) => void
+  /** The report now, for the row gauges. */
+  report: () => LayoutReport
+}
+
+export function buildLeg(deps: LegRunnerDeps): Leg {
+  const { metrics } = deps
+  return new Leg({
+    run: (signal) => runLeg(deps, signal),
+    clock: deps.clock,
+    logger: deps.logger,
+    retryMs: deps.config.retryMs,
+    onRunStart: () => metrics.setLegRunning(true),
+    onRunEnd: (run, seconds) => recordLegRunMetrics(deps, run, seconds),
+  })
+}
+
+async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutcome> {
+  const pass = deps.pass()
+  if (pass === null) return { results: [], retry: false }
+  await deps.keys()
+  const { config, gate, state, logger } = deps
+  // The gate's self-check and mounts are evaluated fresh for every run;
+  // the probe keeps its own schedule.
+  await gate?.refresh({ probe: false })
+  const outcome = await layoutLegWith(
+    {
+      store: deps.store,
+      ...intentInputs(config, gate),
+      state,
+      logger,
+      converge: (mode: Mode, force: boolean, s: AbortSignal) => pass.converge(mode, { deferAwake: !force, signal: s }),
+    },
+    signal,
+  )
+  recordIntentReadMetric(deps)
+  return outcome
+}
+
+/** intent_reads_total, by how the run's read of the intent ended. */
+function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {
+  const s = state.snapshot()
+  metrics.intentRead(s.intent === 'unreadable' ? 'unreadable' : s.intent === 'none' || s.default.applied ? 'none' : 'recorded')
+}
+
+/** A run has finished: the leg's own metrics, then the row gauges from the report as the run left it. */
+function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number): void {
+  const { metrics } = deps
+  metrics.setLegRunning(false)
+  metrics.legRun(seconds)
+  deps.onRunEnd(run)
+  const report = deps.report()
+  const counts: Partial<Record<RowLayout, number>> = {}
+  for (const row of Object.values(report.rows)) counts[row.layout as RowLayout] = (counts[row.layout as RowLayout] ?? 0) + 1
+  metrics.setRows(counts)
+  metrics.setDeferredHosts(run.results.filter((r) => r.outcome === 'deferred').length)
+  const pass = deps.pass()
+  metrics.setHeldHosts(pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length)
+}

@@ -1,0 +1,30 @@
+// What an agent is made of: the adapters and the shared state composeAgent
+// builds and hands in, and the factory of the pass. The agent builds none of
+// them itself.
+import type { Config } from '../config.js'
+import type { FenceTable } from '../domain/fence.js'
+import type { Result } from '../domain/modes.js'
+import type { Clock, DeployStore, LayoutDirectory, LayoutPass, Logger } from '../domain/ports.js'
+import type { Isolation } from '../infra/isolation.js'
+import type { Registry } from '../infra/registry.js'
+import type { WakeClaims } from '../infra/wake-claims.js'
+import type { Metrics } from '../metrics.js'
+
+/** Builds the pass once start-up has swept the claims and read its intent; onResult hears each result as it is decided. */
+export type PassFactory = (onResult: (result: Result) => void) => Promise<LayoutPass>
+
+/** The adapters and shared state the agent works with, built by composeAgent. */
+export interface AgentParts {
+  config: Config
+  logger: Logger
+  metrics: Metrics
+  clock: Clock
+  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'file'>
+  store: DeployStore
+  claims: WakeClaims
+  fence: FenceTable
+  /** null where no activator is armed (CARLOS_ACTIVATOR=none). */
+  gate: Isolation | null
+  layoutDir: LayoutDirectory
+  makePass: PassFactory
+}

@@ -1,0 +1,66 @@
+// A read repeated on a timer, each read scheduled after the last ends
+// (never an interval that could overlap), that can also be asked for at
+// once. Reads run under the leg's single-flight rule: one at a time, and an
+// ask during a read makes exactly one more read after it.
+import type { Clock, Logger } from '../domain/ports.js'
+import { SingleFlight } from '../domain/single-flight.js'
+
+export interface PeriodicReadOptions {
+  /** One read; a throw is logged with failure as the message. */
+  read: () => Promise<void>
+  failure: string
+  everyMs: number
+  clock: Clock
+  logger: Logger
+}
+
+export class PeriodicRead {
+  readonly #opts: PeriodicReadOptions
+  readonly #flight: SingleFlight
+  #cancelTimer: (() => void) | null = null
+  #stopped = false
+
+  constructor(opts: PeriodicReadOptions) {
+    this.#opts = opts
+    this.#flight = new SingleFlight({
+      run: () => this.#readLogged(),
+      onIdle: () => this.schedule(),
+    })
+  }
+
+  /** Arms the timer for the next read, everyMs from now (a timer already armed is replaced). */
+  schedule(): void {
+    if (this.#stopped) return
+    this.#cancelTimer?.()
+    this.#cancelTimer = this.#opts.clock.setTimer(this.#opts.everyMs, () => this.readNow())
+  }
+
+  /** Reads now rather than at the next tick; the tick after it is rescheduled once the reads are over. */
+  readNow(): void {
+    if (this.#stopped) return
+    this.#cancelTimer?.()
+    this.#cancelTimer = null
+    this.#flight.kick()
+  }
+
+  /** Resolves when no read is under way or asked for. */
+  idle(): Promise<void> {
+    return this.#flight.wait()
+  }
+
+  /** No read is asked for or scheduled again; one under way ends on its own. */
+  stop(): void {
+    this.#stopped = true
+    this.#flight.stop()
+    this.#cancelTimer?.()
+    this.#cancelTimer = null
+  }
+
+  async #readLogged(): Promise<void> {
+    try {
+      await this.#opts.read()
+    } catch (err) {
+      this.#opts.logger.error({ err }, this.#opts.failure)
+    }
+  }
+}

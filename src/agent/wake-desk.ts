@@ -1,0 +1,99 @@
+// The wake desk (design §6): the activator's claims, releases and whole-set
+// replacements, and the list of claims, each judged by the wake verdict;
+// and the hosts' preparation slots, which a claim waits for while the
+// host's instance key is being minted.
+import type { WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
+import { AppError, errors } from '../errors.js'
+import type { FenceTable } from '../domain/fence.js'
+import { requireValidHost } from '../domain/hostname.js'
+import { judgeWake, NO_ACTIVATOR, type WakeFacts, type WakeVerdict } from '../domain/wake-verdict.js'
+import { HostSlots } from '../infra/instance-keys.js'
+import type { WakeClaims } from '../infra/wake-claims.js'
+import type { Metrics, WakeClaimResult } from '../metrics.js'
+
+export interface WakeDeskDeps {
+  claims: WakeClaims
+  fence: FenceTable
+  metrics: Metrics
+  /** What the agent knows at this tick: its phase, the armed pass, the rows, the gate. */
+  facts: () => WakeFacts
+}
+
+export class WakeDesk {
+  readonly #deps: WakeDeskDeps
+  /** Each host's preparation slot: its instance key is minted in it, and a wake claim waits for it. */
+  readonly slots = new HostSlots()
+
+  constructor(deps: WakeDeskDeps) {
+    this.#deps = deps
+  }
+
+  /** Claims a wake; every answer, and every throw, is counted in wake_claims_total by its result. */
+  async claim(host: string): Promise<WakeAnswer> {
+    try {
+      requireValidHost(host)
+      // The host's preparation slot (its key being minted): a claim never
+      // starts an instance whose key is half made.
+      for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
+      // From here to the claim's record, one synchronous stretch: no fence
+      // can be raised between the verdict, the fence check and the record.
+      const verdict = this.#judge(host)
+      if (!verdict.ok) {
+        this.#recordClaimMetric(verdict.kind)
+        return { granted: false, refusal: verdict.refusal }
+      }
+      const admitted = this.#deps.fence.admit(host, () => this.#deps.claims.claim(host))
+      if (!admitted.admitted) {
+        this.#recordClaimMetric('fenced')
+        return { granted: false, refusal: { host, layout: 'fenced', reason: `fenced: fenced for its move (generation ${admitted.generation})` } }
+      }
+      this.#recordClaimMetric('granted')
+      return { granted: true, grant: verdict.grant }
+    } catch (err) {
+      this.#recordClaimMetric(err instanceof AppError && err.code === 'invalid_host' ? 'unknown_host' : 'error')
+      throw err
+    }
+  }
+
+  /** What a claim would get now, recording nothing. */
+  readyFor(host: string): WakeAnswer {
+    requireValidHost(host)
+    const verdict = this.#judge(host)
+    return verdict.ok ? { granted: true, grant: verdict.grant } : { granted: false, refusal: verdict.refusal }
+  }
+
+  release(host: string): void {
+    requireValidHost(host)
+    this.#deps.claims.release(host)
+  }
+
+  /** The activator's whole awake set, recorded as it is; answers which of them must stop. */
+  replace(awake: readonly string[]): WakeSet {
+    const facts = this.#deps.facts()
+    if (!facts.armed) throw errors.conflict(NO_ACTIVATOR)
+    if (facts.phase !== 'ready') throw errors.notReady(facts.phase)
+    for (const h of awake) requireValidHost(h)
+    const hosts = [...new Set(awake)].sort()
+    // Recorded as they are: a host the activator has awake is awake, and
+    // the pass must not move its files whatever a claim for it would get.
+    this.#deps.claims.replace(hosts)
+    const stop: WakeSet['stop'] = []
+    for (const h of hosts) {
+      const verdict = this.#judge(h)
+      if (!verdict.ok) stop.push({ host: h, reason: verdict.refusal.reason })
+    }
+    return { awake: this.#deps.claims.list(), stop }
+  }
+
+  list(): WakeList {
+    return { awake: this.#deps.claims.list(), swept: this.#deps.claims.swept }
+  }
+
+  #judge(host: string): WakeVerdict {
+    return judgeWake(host, this.#deps.facts())
+  }
+
+  #recordClaimMetric(result: WakeClaimResult): void {
+    this.#deps.metrics.wakeClaim(result)
+  }
+}

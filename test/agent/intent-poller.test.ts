@@ -1,0 +1,50 @@
+// The intent poller through a real agent: a new intent is a serial move
+// that converges the box without a restart, and an unreadable one moves
+// nothing. Its read rules on their own are in intent-poller-reads.test.ts.
+import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { test } from 'node:test'
+import { nestedPaths } from '../../src/domain/paths.js'
+import { addFlat, agentBox, recordIntent } from '../helpers/agent.js'
+import { until } from '../helpers/until.js'
+
+void test('a newly recorded intent converges the box without a restart', async (t) => {
+  const b = await agentBox(t, { env: { CARLOS_LAYOUT_DEFAULT: 'flat' } })
+  await addFlat(b, 'a.example.com')
+  await addFlat(b, 'b.example.com')
+  await b.agent.start()
+  await until('the first run', () => b.agent.legState().lastRun?.finishedAt != null)
+  assert.equal(b.agent.report().mode, 'none')
+  assert.equal(b.agent.report().rows['a.example.com']?.layout, 'flat')
+
+  await recordIntent(b, 'nested', { id: '20261130T090000.000Z-aaaaaa', box: 'kass-1' })
+  await until('the poller to converge nested', () => b.agent.report().mode === 'nested' && !b.agent.legState().running)
+  const report = b.agent.report()
+  assert.equal(report.rows['a.example.com']?.layout, 'nested')
+  assert.equal(report.rows['b.example.com']?.layout, 'nested')
+  assert.equal(await fs.readFile(path.join(nestedPaths(b.config, 'a.example.com').dir, 'host.txt'), 'utf8'), 'a.example.com')
+
+  // An intent for another box is not this box's: nothing changes.
+  await recordIntent(b, 'flat', { id: '20261130T090001.000Z-bbbbbb', box: 'kass-2' })
+  const run = await b.agent.converge(10_000)
+  assert.ok(run)
+  assert.equal(b.agent.report().mode, 'nested')
+  assert.ok(run.results.every((r) => r.outcome === 'unchanged'))
+})
+
+void test('a malformed intent record makes the intent unreadable: nothing moves', async (t) => {
+  const b = await agentBox(t, { env: { CARLOS_LAYOUT_DEFAULT: 'flat' } })
+  await addFlat(b, 'a.example.com')
+  await b.agent.start()
+  const dir = path.join(b.config.deploymentDir, 'layout', 'intents')
+  await fs.mkdir(dir, { recursive: true })
+  await fs.writeFile(path.join(dir, '20261130T090000.000Z-cccccc.json'), '{"id": "20261130T090000.000Z-cccccc", "mode": ')
+  const run = await b.agent.converge(10_000)
+  assert.ok(run)
+  assert.deepEqual(run.results, [])
+  const report = b.agent.report()
+  assert.equal(report.mode, 'unreadable')
+  assert.equal(report.rows['a.example.com']?.layout, 'flat')
+  assert.ok(report.warnings.some((w) => w.includes('cannot be read')), report.warnings.join('; '))
+})
