@@ -40,7 +40,7 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1))
 }
 
-void test('GET /metrics serves every metric of DESIGN §9 with the registry content type', async (t) => {
+void test('GET /metrics serves every metric of design §9 with the registry content type', async (t) => {
   const { app } = await build(t)
   const res = await app.inject({ method: 'GET', url: '/metrics' })
   assert.equal(res.statusCode, 200)
