@@ -222,7 +222,15 @@ export class AgentProcess {
     for (let attempt = 1; ; attempt++) {
       const a = new AgentProcess(sb, await freePort(), opts)
       const listening = new Promise<void>((resolve) => (a.#listening = resolve))
-      const r = await a.#until(listening, opts.listenTimeoutMs ?? 20_000, 'listen')
+      let r: 'done' | Exit
+      try {
+        r = await a.#until(listening, opts.listenTimeoutMs ?? 20_000, 'listen')
+      } catch (err) {
+        // An agent that never listened is still running: end it, or it
+        // outlives the test and writes into the next one's machine.
+        await a.kill()
+        throw err
+      }
       if (r === 'done') return a
       await a.#closeClient()
       if (attempt < START_ATTEMPTS && a.tail().includes('EADDRINUSE')) continue
