@@ -1,8 +1,8 @@
-// Where a host's files live in each layout (DESIGN §2). Pure path
+// Where a host's files live in each layout (design §2). Pure path
 // arithmetic; every function refuses an invalid host rather than build a
 // path from it.
 import path from 'node:path'
-import { hostError } from './hostname.js'
+import { hostError, requireValidHost } from './hostname.js'
 import type { Mode } from './modes.js'
 import type { Route, RowPaths } from './schemas.js'
 
@@ -14,16 +14,8 @@ export interface Dirs {
   runDir: string
 }
 
-export class InvalidHostError extends Error {
-  override name = 'InvalidHostError'
-  constructor(readonly host: string, readonly why: string) {
-    super(`${JSON.stringify(host)}: ${why}`)
-  }
-}
-
 function checked(host: string): string {
-  const why = hostError(host)
-  if (why !== null) throw new InvalidHostError(host, why)
+  requireValidHost(host)
   return host
 }
 
@@ -66,7 +58,7 @@ export function hasShape(d: Dirs, rt: Route, mode: Mode): boolean {
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
 }
 
-/** seed provision.NestedPaths: the row is at the nested paths. */
+/** The row is at the nested paths (design §2). */
 export function isNested(d: Dirs, rt: Route): boolean {
   return hasShape(d, rt, 'nested')
 }
@@ -75,7 +67,7 @@ export function isFlat(d: Dirs, rt: Route): boolean {
   return hasShape(d, rt, 'flat')
 }
 
-/** The row words that the activator contract uses (seed activator.ActivatorManaged). */
+/** An activator-managed row: an instance that hibernates and has a socket (design §1). */
 export function activatorManaged(rt: Route): boolean {
   return rt.kind === 'instance' && rt.hibernate && rt.socket !== ''
 }
