@@ -55,6 +55,10 @@ export class Agent implements AgentApi {
       facts: () => ({ armed: gate !== null, phase: this.#phase, pass: this.#pass, rows: () => registry.snapshot(), gate }),
     })
     this.#state.onChange((s) => this.#recordIntentMetrics(s.intent, s.default.applied))
+    // The gauge says the mode from the first scrape, not only after a change:
+    // an unarmed box is unmanaged for good, an armed one starts at none.
+    const first = this.#state.snapshot()
+    this.#recordIntentMetrics(gate === null ? 'unmanaged' : first.intent, first.default.applied)
   }
 
   get phase(): Phase {
