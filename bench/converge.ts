@@ -1,4 +1,4 @@
-// How fast the real pass converges a box (DESIGN §3 "Many hosts"): N flat
+// How fast the real pass converges a box (design §3 "Many hosts"): N flat
 // tenants (default 1000) migrated to nested and reverted to flat by the real
 // agent process, against a baseline measured in the same run on the same
 // filesystem: the same number of plain directory moves, each a rename(2)

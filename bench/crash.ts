@@ -1,4 +1,4 @@
-// The random kill -9 harness (DESIGN §3–§4): the real agent, as a child
+// The random kill -9 harness (design §3–§4): the real agent, as a child
 // process on a temp data dir of N flat tenants, is killed with SIGKILL at
 // random moments of its pass, restarted, killed again, ..., and the last
 // run of each direction goes to completion. After every kill the frozen
@@ -270,7 +270,7 @@ export interface StateOptions {
 }
 
 /**
- * The invariants of a state on disk with no agent running (DESIGN §3–§4):
+ * The invariants of a state on disk with no agent running (design §3–§4):
  * every tree in exactly one place and byte-identical (hash); the row at the
  * paths the files are at, or else a journal naming exactly that move; every
  * journal naming its host's two shapes. Hold markers and anything set aside

@@ -1,4 +1,4 @@
-// Wake claims under load while the box converges (DESIGN §3 "no window",
+// Wake claims under load while the box converges (design §3 "no window",
 // §6): the real agent as a child process with N flat tenants (default
 // 1000) migrated and reverted, over and over, for the whole run, while C
 // connections (default 10) claim a random sleeping tenant, check the grant

@@ -52,12 +52,12 @@ export const ReadyBody = Type.Object(
 export type Readiness = Static<typeof ReadyBody>
 export type Phase = Readiness['phase']
 
-// ---- wake claims (DESIGN §6) ----------------------------------------------
+// ---- wake claims (design §6) ----------------------------------------------
 
 const host = Type.String({ description: 'The hostname the claim is about.' })
 
 /**
- * What the answer's `layout` can be: a row word of DESIGN §1, or one of two
+ * What the answer's `layout` can be: a row word of design §1, or one of two
  * that say the agent cannot place the host: `unknown` (no such row, or
  * start-up recovery has not finished) and `unmanaged` (the row is not an
  * activator-managed instance, or no activator is armed on this box).

@@ -1,4 +1,4 @@
-// The agent's Prometheus metrics (DESIGN §9), on a registry of its own: two
+// The agent's Prometheus metrics (design §9), on a registry of its own: two
 // agents in one test process never share a series, and nothing reaches the
 // global default registry. Every label value comes from a closed set, so no
 // label can ever carry a hostname and a bad caller cannot explode the series
@@ -44,7 +44,7 @@ export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = [
   'error',
 ]
 
-/** What start-up recovery did with a journal (DESIGN §4). */
+/** What start-up recovery did with a journal (design §4). */
 export type RecoveryAction = 'redone' | 'rolled_back' | 'committed' | 'finished' | 'kept_fenced'
 export const RECOVERY_ACTIONS: readonly RecoveryAction[] = ['redone', 'rolled_back', 'committed', 'finished', 'kept_fenced']
 

@@ -1,4 +1,4 @@
-// What a row is, for a wake and for the status report (DESIGN §1 "Row
+// What a row is, for a wake and for the status report (design §1 "Row
 // words"): fenced > conflict > foreign > nested > flat, and external for a
 // socket some other supervisor runs. Pure: the pass answers `fenced` from
 // its in-memory journals and holds, so a wake never waits on the disk.

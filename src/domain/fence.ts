@@ -1,4 +1,4 @@
-// The fence (DESIGN §1, §3 step 3): hosts the activator must not wake,
+// The fence (design §1, §3 step 3): hosts the activator must not wake,
 // because their files are moving or a refused move holds them down, and
 // the view of wake claims the pass needs to decide whether a host is awake.
 

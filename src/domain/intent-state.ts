@@ -1,10 +1,10 @@
 // What the box last learned about its intent and its default, for the
-// status report, metrics and the mint (seed layoutIntentSeen,
-// layoutDefaultSeen and their note/last functions). One object the agent
+// status report, metrics and the mint (design §5): the last intent seen
+// and the default's state, with their note and last functions. One object the agent
 // owns and hands to whoever reads or notes it.
 import type { IntentMode } from './modes.js'
 
-/** What status says about the default (seed layoutDefaultState). */
+/** What status says about the default: applied, or blocked and why. */
 export interface DefaultState {
   /** The box is nested by default rather than by a recorded intent. */
   applied: boolean

@@ -1,10 +1,10 @@
 // Which recorded intent addresses this box, shared by every deploy store
-// (seed release.LoadLayoutIntent): the newest record whose box is this
+// (design §1, §7): the newest record whose box is this
 // box's label or absent (the whole fleet).
 import type { DeployStore } from './ports.js'
 import type { IntentRecord } from './schemas.js'
 
-/** The intent read timeout (seed layoutIntentTimeout). */
+/** The intent read timeout (design §5). */
 export const INTENT_TIMEOUT_MS = 30_000
 
 export type IntentRead = { found: false } | { found: true; intent: IntentRecord }

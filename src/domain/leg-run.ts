@@ -1,5 +1,5 @@
 // One run of the leg: what the box's intent is, and whether and how to
-// converge to it (seed layoutLegWith, logLayoutResults).
+// converge to it, and which results are logged and retried (design §5).
 import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, LAYOUT_DEFAULT_ENV, nestedByDefault } from './layout-default.js'

@@ -1,5 +1,5 @@
-// The mode a new row is minted in (DESIGN §5, §6 GET /layout/mint; seed
-// mintLayoutIntentWith). The same read the leg makes, so a mint and a pass
+// The mode a new row is minted in (design §5, §6 GET /layout/mint). The
+// same read the leg makes, so a mint and a pass
 // agree.
 import { errorMessage, errors } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
@@ -21,7 +21,7 @@ export interface MintDeps extends DefaultInputs {
   timeoutMs?: number
 }
 
-/** Whether any activator-managed row is already at the nested paths (seed nestedRowsPresent). */
+/** Whether any activator-managed row is already at the nested paths (the box has evidently moved). */
 export function nestedRowsPresent(dirs: Dirs, rows: readonly Route[]): boolean {
   return rows.some((rt) => activatorManaged(rt) && isNested(dirs, rt))
 }

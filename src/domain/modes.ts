@@ -1,5 +1,5 @@
 // The words of the layout: what an intent asks for, what a box reports, and
-// what a row is classified as. DESIGN §1.
+// what a row is classified as. design §1.
 
 /** What a layout intent asks for. */
 export type Mode = 'flat' | 'nested'
@@ -23,7 +23,7 @@ export function validMode(m: unknown): m is Mode {
 /** What Classify answers for an instance-kind row, in order of precedence. */
 export type RowLayout = 'fenced' | 'conflict' | 'foreign' | 'nested' | 'flat' | 'external'
 
-/** The outcomes of one host's run through the pass (DESIGN §3). */
+/** The outcomes of one host's run through the pass (design §3). */
 export type Outcome =
   | 'unchanged'
   | 'moved'

@@ -4,7 +4,7 @@
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
 
-/** The seed's log.Printf, structured: `msg` is the seed's line; fields say the same as data. */
+/** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
 export interface Logger {
   info(fields: Record<string, unknown>, msg: string): void
   warn(fields: Record<string, unknown>, msg: string): void
@@ -41,7 +41,7 @@ export interface RouteStore {
   nextGeneration(): number
 }
 
-/** The deploy store where the fleet records layout intents (DESIGN §7). */
+/** The deploy store where the fleet records layout intents (design §7). */
 export interface DeployStore {
   /** Every record, sorted by id (newest last). Throws when the store cannot be read or a record is malformed. */
   list(signal: AbortSignal): Promise<IntentRecord[]>
@@ -71,7 +71,7 @@ export interface Classification {
 }
 
 /**
- * The layout pass (seed `layout.Pass`). The leg is its only caller of
+ * The layout pass (design §3, §4). The leg is its only caller of
  * Converge; Recover and RestoreHolds run once at start-up. Classify, Held
  * and Note read in-memory state only, so the status report and a wake
  * never wait on the disk.

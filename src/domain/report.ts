@@ -1,5 +1,5 @@
-// The box's layout report for the console (DESIGN §6, seed
-// layoutStatusReport / unmanagedLayoutReport). No I/O: the caller hands in
+// The box's layout report for the console (design §6.2), armed or
+// unmanaged. No I/O: the caller hands in
 // the rows it read, the leg's state and, with no pass armed, what
 // <data>/layout holds.
 import { validHost } from './hostname.js'

@@ -11,7 +11,7 @@ export type RouteKind = Static<typeof RouteKind>
 
 export const ROUTE_KINDS: readonly RouteKind[] = ['instance', 'sidecar', 'static', 'service']
 
-/** A row of the box's registry: one hostname the box serves (DESIGN §2). */
+/** A row of the box's registry: one hostname the box serves (design §2). */
 export const Route = Type.Object(
   {
     host: Type.String({ description: 'The hostname the row serves; a valid DNS name.' }),
@@ -37,7 +37,7 @@ export const RowPaths = Type.Object(
 export type RowPaths = Static<typeof RowPaths>
 
 /**
- * A layout intent as the deploy store keeps it (DESIGN §1, §7). `mode` is
+ * A layout intent as the deploy store keeps it (design §1, §7). `mode` is
  * kept as any string here: a record naming a mode this build does not know
  * is still a record, and it makes the intent unreadable only when it is the
  * one that addresses this box.
@@ -110,7 +110,7 @@ export const RowReport = Type.Object(
 )
 export type RowReport = Static<typeof RowReport>
 
-/** The status report (seed status.LayoutReport), DESIGN §6. */
+/** The status report, design §6.2. */
 export const LayoutReport = Type.Object(
   {
     box: Type.String({ description: "The box's label." }),

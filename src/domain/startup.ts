@@ -1,5 +1,5 @@
-// The intent start-up recovery runs under (DESIGN §4, seed
-// startupRecoveryIntent / startupLayoutIntent). The activator's start waits
+// The intent start-up recovery runs under (design §4.4,
+// §5). The activator's start waits
 // on this, so it reads only when there is something to recover, and it is
 // bounded by the intent read timeout.
 import { errorMessage } from '../errors.js'

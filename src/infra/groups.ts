@@ -1,5 +1,5 @@
 // Group lookups in the system's group database, for the carlos-sockets group
-// a nested host's run/ directory is given (DESIGN §2).
+// a nested host's run/ directory is given (design §2).
 import fs from 'node:fs/promises'
 
 export const SOCKETS_GROUP = 'carlos-sockets'

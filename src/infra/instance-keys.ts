@@ -1,4 +1,4 @@
-// Instance keys (seed activatorStart.Run, backfillInstanceKeys): after the
+// Instance keys (design §4.5): after the
 // activator may wake, every activator-managed tenant that has no key gets
 // `instance.env` in its directory, holding `CARLOS_INSTANCE_KEY=<64 hex>`,
 // mode 0600. A key is never overwritten: whatever is at that name already
@@ -104,7 +104,7 @@ async function unlinkIfThere(p: string): Promise<void> {
 /**
  * One host's preparation slot: what runs in it for a host runs alone, in
  * the order it asked. The key backfill takes it for each host it mints
- * for; a wake claim waits until it is free (seed hostPreparationSlot).
+ * for; a wake claim waits until it is free.
  */
 export class HostSlots {
   readonly #tail = new Map<string, Promise<void>>()
@@ -135,7 +135,7 @@ export interface BackfillDeps {
   hosts: readonly string[]
   slots: HostSlots
   /**
-   * Read in the host's slot (seed: each row is read again there): the
+   * Read in the host's slot (the row is read again there): the
    * directory to mint in now, or why this host gets no key this time.
    */
   target: (host: string) => { dir: string } | { skip: string }

@@ -1,4 +1,4 @@
-// The isolation gate (`nestedOK`, DESIGN §5): nested instances may wake, and
+// The isolation gate (`nestedOK`, design §5): nested instances may wake, and
 // the pass may move a host nested, only while all three checks pass:
 //
 //   selfcheck  the agent can create, chmod and remove a nested tree under
@@ -89,7 +89,7 @@ export class Isolation implements IsolationGate {
   constructor(
     private readonly cfg: IsolationConfig,
     private readonly logger: Logger,
-    /** Called when the gate's answer changes: a serial move (DESIGN §5). */
+    /** Called when the gate's answer changes: a serial move (design §5). */
     private readonly onChange: (verdict: string | null) => void = () => {},
   ) {}
 

@@ -1,4 +1,4 @@
-// The activator's wake claims (DESIGN §6): it claims every wake before it
+// The activator's wake claims (design §6): it claims every wake before it
 // starts an instance and releases it when the instance sleeps; at its own
 // start it sends its whole awake set. A claim is granted only while the
 // host's files stay where the answer says, and the pass never moves a

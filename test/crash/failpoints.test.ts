@@ -1,4 +1,4 @@
-// A crash at every step of a move (DESIGN §3), both directions: the real
+// A crash at every step of a move (design §3), both directions: the real
 // agent kills itself with SIGKILL at the step (CARLOS_FAILPOINT), the state
 // it leaves is checked against what that step must leave, then the agent is
 // started again and must finish the move exactly (§4): every tree

@@ -24,7 +24,7 @@ const dirs: Dirs = { dataDir: '/data', runDir: '/data/run' }
 const H = 'a.example.com'
 const rec: MoveRecord = { host: H, to: 'nested', from: flatPaths(dirs, H), dest: nestedPaths(dirs, H) }
 
-void test('the recovery table (DESIGN §4), row by row', () => {
+void test('the recovery table (design §4), row by row', () => {
   const cases: Array<[RecoveryFacts, Mode | undefined, string]> = [
     [{ fromExists: true, destExists: false, row: 'from' }, 'nested', 'redo-move'],
     [{ fromExists: true, destExists: false, row: 'from' }, undefined, 'redo-move'],

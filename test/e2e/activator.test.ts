@@ -1,4 +1,4 @@
-// The activator contract end to end (DESIGN §3 steps 2–3, §6): the real
+// The activator contract end to end (design §3 steps 2–3, §6): the real
 // agent as a child process and the reference activator, each on a real
 // loopback socket. An awake tenant is deferred through its grace, then
 // stopped, moved, and woken at its new paths; a forced intent stops at

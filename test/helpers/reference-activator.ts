@@ -1,5 +1,5 @@
 // A reference activator for the end-to-end tests: a small real HTTP server
-// that keeps layoutd's side of the contract (DESIGN §6) the way a real
+// that keeps layoutd's side of the contract (design §6) the way a real
 // activator would. It claims every wake (`POST /wakes/:host`) before it
 // "starts" an instance, releases the claim when the instance sleeps, sends
 // its whole awake set at its start (`PUT /wakes`), and honours layoutd's

@@ -1,4 +1,4 @@
-// DESIGN §4, row by row: each on-disk state is built by hand (journal,
+// design §4, row by row: each on-disk state is built by hand (journal,
 // files, row) and recovery's action asserted from what is left on disk.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
