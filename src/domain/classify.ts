@@ -59,14 +59,14 @@ export class PathClaims {
   readonly #dirOf = new Map<string, string>()
 
   constructor(routes: readonly Route[]) {
-    for (const rt of routes) {
-      if (rt.dir !== '') {
-        const d = norm(rt.dir)
-        this.#dirOf.set(rt.host, d)
-        push(this.#dirs, d, rt.host)
-        for (const a of ancestors(d)) push(this.#under, a, rt.host)
+    for (const row of routes) {
+      if (row.dir !== '') {
+        const dir = norm(row.dir)
+        this.#dirOf.set(row.host, dir)
+        push(this.#dirs, dir, row.host)
+        for (const ancestor of ancestors(dir)) push(this.#under, ancestor, row.host)
       }
-      if (rt.socket !== '') push(this.#sockets, norm(rt.socket), rt.host)
+      if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
     }
   }
 
@@ -126,6 +126,6 @@ export function classify(route: Route, routes: readonly Route[], ctx: ClassifyCo
 export function classifyAll(routes: readonly Route[], ctx: ClassifyContext): Map<string, Classification> {
   const claims = new PathClaims(routes)
   const out = new Map<string, Classification>()
-  for (const rt of routes) out.set(rt.host, classifyWith(rt, claims, ctx))
+  for (const row of routes) out.set(row.host, classifyWith(row, claims, ctx))
   return out
 }

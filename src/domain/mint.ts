@@ -23,7 +23,7 @@ export interface MintDeps extends DefaultInputs {
 
 /** Whether any activator-managed row is already at the nested paths (the box has evidently moved). */
 export function nestedRowsPresent(dirs: Dirs, rows: readonly Route[]): boolean {
-  return rows.some((rt) => activatorManaged(rt) && isNested(dirs, rt))
+  return rows.some((route) => activatorManaged(route) && isNested(dirs, route))
 }
 
 /**

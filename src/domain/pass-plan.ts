@@ -47,7 +47,7 @@ export interface PlanContext {
  * bound, a destination another row claims), and never move a row the pass
  * does not recognise.
  */
-export function planRow(rt: Route, mode: Mode, ctx: PlanContext): RowPlan {
+export function planRow(route: Route, mode: Mode, ctx: PlanContext): RowPlan {
   const { layout, reason } = ctx.classification
   if (layout === 'conflict' || layout === 'foreign' || layout === 'external') {
     return { kind: 'refused', reason: reason === '' ? layout : `${layout}: ${reason}` }
@@ -58,7 +58,7 @@ export function planRow(rt: Route, mode: Mode, ctx: PlanContext): RowPlan {
       ? { kind: 'unchanged' }
       : { kind: 'release', reason: `hold dropped: the host is ${mode} already, as the intent wants` }
   }
-  const dest = pathsFor(ctx.dirs, rt.host, mode)
+  const dest = pathsFor(ctx.dirs, route.host, mode)
   if (mode === 'nested') {
     if (ctx.gate !== null) return { kind: 'refused', reason: `isolation not ready: ${ctx.gate}` }
     const n = Buffer.byteLength(dest.socket)
@@ -68,10 +68,10 @@ export function planRow(rt: Route, mode: Mode, ctx: PlanContext): RowPlan {
   }
   // The move sets aside whatever it finds at its destination, so a
   // destination another row owns would hand that row's files to aside/.
-  const destDir = mode === 'nested' ? nestedRoot(ctx.dirs, rt.host) : dest.dir
-  const c = ctx.claims.dirClaimant(destDir, rt.host) ?? ctx.claims.socketClaimant(dest.socket, rt.host)
-  if (c !== undefined) return { kind: 'refused', reason: `destination taken: ${c.reason}` }
-  return { kind: 'move', from: { dir: rt.dir, socket: rt.socket, db: rt.db }, dest: { ...dest, db: carryDb(rt.db, rt.dir, dest.dir) } }
+  const destDir = mode === 'nested' ? nestedRoot(ctx.dirs, route.host) : dest.dir
+  const claimant = ctx.claims.dirClaimant(destDir, route.host) ?? ctx.claims.socketClaimant(dest.socket, route.host)
+  if (claimant !== undefined) return { kind: 'refused', reason: `destination taken: ${claimant.reason}` }
+  return { kind: 'move', from: { dir: route.dir, socket: route.socket, db: route.db }, dest: { ...dest, db: carryDb(route.db, route.dir, dest.dir) } }
 }
 
 /**
@@ -92,10 +92,10 @@ export function samePaths(a: RowPaths, b: RowPaths): boolean {
   return a.dir === b.dir && a.socket === b.socket && a.db === b.db
 }
 
-export function rowAt(rt: Route | undefined, j: MoveRecord): RowAt {
-  if (rt === undefined) return 'missing'
-  if (samePaths(rt, j.from)) return 'from'
-  if (samePaths(rt, j.dest)) return 'dest'
+export function rowAt(route: Route | undefined, move: MoveRecord): RowAt {
+  if (route === undefined) return 'missing'
+  if (samePaths(route, move.from)) return 'from'
+  if (samePaths(route, move.dest)) return 'dest'
   return 'other'
 }
 
@@ -118,24 +118,24 @@ export type RecoveryAction =
   | { kind: 'keep'; reason: string }
 
 /** The design §4 table. `wants` is wantedMode of the intent recovery runs under. */
-export function recoveryAction(j: MoveRecord, f: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
-  if (f.fromExists && f.destExists) {
-    return { kind: 'keep', reason: `ambiguous: files at both ${j.from.dir} and ${j.dest.dir}; an operator decides which to keep` }
+export function recoveryAction(move: MoveRecord, facts: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
+  if (facts.fromExists && facts.destExists) {
+    return { kind: 'keep', reason: `ambiguous: files at both ${move.from.dir} and ${move.dest.dir}; an operator decides which to keep` }
   }
-  if (!f.fromExists && !f.destExists) {
-    return { kind: 'keep', reason: `files missing: neither ${j.from.dir} nor ${j.dest.dir} exists; nothing is invented` }
+  if (!facts.fromExists && !facts.destExists) {
+    return { kind: 'keep', reason: `files missing: neither ${move.from.dir} nor ${move.dest.dir} exists; nothing is invented` }
   }
-  if (f.row === 'missing') {
-    return { kind: 'keep', reason: `the row is gone from the registry while its files are at ${f.fromExists ? j.from.dir : j.dest.dir}` }
+  if (facts.row === 'missing') {
+    return { kind: 'keep', reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}` }
   }
-  if (f.row === 'other') {
-    return { kind: 'keep', reason: `the row's paths are neither the journal's from (${j.from.dir}) nor its dest (${j.dest.dir})` }
+  if (facts.row === 'other') {
+    return { kind: 'keep', reason: `the row's paths are neither the journal's from (${move.from.dir}) nor its dest (${move.dest.dir})` }
   }
-  if (f.fromExists) {
-    if (f.row === 'dest') return { kind: 'keep', reason: `files are at ${j.from.dir} but the row already says ${j.dest.dir}` }
-    return wants === otherMode(j.to) ? { kind: 'rollback' } : { kind: 'redo-move' }
+  if (facts.fromExists) {
+    if (facts.row === 'dest') return { kind: 'keep', reason: `files are at ${move.from.dir} but the row already says ${move.dest.dir}` }
+    return wants === otherMode(move.to) ? { kind: 'rollback' } : { kind: 'redo-move' }
   }
-  return f.row === 'from' ? { kind: 'redo-row' } : { kind: 'redo-finish' }
+  return facts.row === 'from' ? { kind: 'redo-row' } : { kind: 'redo-finish' }
 }
 
 /**

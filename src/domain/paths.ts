@@ -49,31 +49,31 @@ export function carryDb(db: string, fromDir: string, toDir: string): string {
 }
 
 /** Whether the row's dir and socket have the given shape (its db, if any, inside dir). */
-export function hasShape(d: Dirs, rt: Route, mode: Mode): boolean {
-  if (hostError(rt.host) !== null) return false
-  const want = pathsFor(d, rt.host, mode)
-  if (rt.dir !== want.dir || rt.socket !== want.socket) return false
-  if (rt.db === '') return true
-  const rel = path.relative(rt.dir, rt.db)
+export function hasShape(d: Dirs, route: Route, mode: Mode): boolean {
+  if (hostError(route.host) !== null) return false
+  const want = pathsFor(d, route.host, mode)
+  if (route.dir !== want.dir || route.socket !== want.socket) return false
+  if (route.db === '') return true
+  const rel = path.relative(route.dir, route.db)
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
 }
 
 /** The row is at the nested paths (design §2). */
-export function isNested(d: Dirs, rt: Route): boolean {
-  return hasShape(d, rt, 'nested')
+export function isNested(d: Dirs, route: Route): boolean {
+  return hasShape(d, route, 'nested')
 }
 
-export function isFlat(d: Dirs, rt: Route): boolean {
-  return hasShape(d, rt, 'flat')
+export function isFlat(d: Dirs, route: Route): boolean {
+  return hasShape(d, route, 'flat')
 }
 
 /** An activator-managed row: an instance that hibernates and has a socket (design §1). */
-export function activatorManaged(rt: Route): boolean {
-  return rt.kind === 'instance' && rt.hibernate && rt.socket !== ''
+export function activatorManaged(route: Route): boolean {
+  return route.kind === 'instance' && route.hibernate && route.socket !== ''
 }
 
-export function external(rt: Route): boolean {
-  return rt.kind === 'instance' && !rt.hibernate && rt.socket !== ''
+export function external(route: Route): boolean {
+  return route.kind === 'instance' && !route.hibernate && route.socket !== ''
 }
 
 export function journalPath(d: Dirs, host: string): string {

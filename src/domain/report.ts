@@ -53,22 +53,22 @@ export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportIn
   const { pass, state, routes } = input
   const def = state.lastDefault()
   const rows: Record<string, RowReport> = {}
-  for (const rt of routes) {
+  for (const route of routes) {
     // Only instance-kind rows: sidecars, static and service rows are outside the pass.
-    if (rt.kind !== 'instance') continue
-    if (activatorManaged(rt)) {
-      let { layout, reason } = pass.classify(rt, routes)
+    if (route.kind !== 'instance') continue
+    if (activatorManaged(route)) {
+      let { layout, reason } = pass.classify(route, routes)
       // A host the pass keeps down after a refused nested move classifies
       // flat (no journal), but it does not wake: say so, with the refusal.
-      const why = pass.held(rt.host)
+      const why = pass.held(route.host)
       if (why !== undefined && layout === 'flat') {
         layout = 'fenced'
         reason = `held down after a refused move to nested: ${why}`
       }
-      rows[rt.host] = row(layout, reason, pass.note(rt.host))
-    } else if (external(rt)) {
+      rows[route.host] = row(layout, reason, pass.note(route.host))
+    } else if (external(route)) {
       // Run by another supervisor: nobody's to migrate or isolate.
-      rows[rt.host] = row('external')
+      rows[route.host] = row('external')
     }
   }
   const mode: ReportMode = state.lastIntent()
@@ -94,23 +94,23 @@ export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportIn
 export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>): LayoutReport {
   const { dirs, journalHosts, holdHosts } = input
   const rows: Record<string, RowReport> = {}
-  for (const rt of input.routes) {
-    if (rt.kind !== 'instance') continue
+  for (const route of input.routes) {
+    if (route.kind !== 'instance') continue
     // An invalid host names no journal or hold marker: none is ever written for one.
-    const valid = validHost(rt.host)
-    if (valid && journalHosts.has(rt.host)) {
-      rows[rt.host] = row(
+    const valid = validHost(route.host)
+    if (valid && journalHosts.has(route.host)) {
+      rows[route.host] = row(
         'fenced',
-        `layout migration in flight; see ${journalPath(dirs, rt.host)} (no activator on this box to recover it)`,
+        `layout migration in flight; see ${journalPath(dirs, route.host)} (no activator on this box to recover it)`,
       )
-    } else if (valid && holdHosts.has(rt.host)) {
-      rows[rt.host] = row('fenced', 'held down after a refused move to nested (no activator on this box to retry it)')
-    } else if (isNested(dirs, rt)) {
-      rows[rt.host] = row('nested', 'no activator on this box; judged by path shape')
-    } else if (external(rt)) {
-      rows[rt.host] = row('external')
-    } else if (rt.hibernate && rt.socket !== '') {
-      rows[rt.host] = row('flat')
+    } else if (valid && holdHosts.has(route.host)) {
+      rows[route.host] = row('fenced', 'held down after a refused move to nested (no activator on this box to retry it)')
+    } else if (isNested(dirs, route)) {
+      rows[route.host] = row('nested', 'no activator on this box; judged by path shape')
+    } else if (external(route)) {
+      rows[route.host] = row('external')
+    } else if (route.hibernate && route.socket !== '') {
+      rows[route.host] = row('flat')
     }
   }
   return {

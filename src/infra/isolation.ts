@@ -47,9 +47,9 @@ function unescapeMount(s: string): string {
 export function parseMountinfo(text: string): Map<string, string[]> {
   const mounts = new Map<string, string[]>()
   for (const line of text.split('\n')) {
-    const f = line.split(' ')
-    const point = f[4]
-    const opts = f[5]
+    const fields = line.split(' ')
+    const point = fields[4]
+    const opts = fields[5]
     if (point === undefined || opts === undefined) continue
     mounts.set(unescapeMount(point), opts.split(','))
   }
