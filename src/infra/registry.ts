@@ -168,9 +168,14 @@ export class Registry implements RouteStore {
     return this.#snapshot.rows
   }
 
-  /** Throws unless the database answers a query (its data_version: no rows read). */
+  /**
+   * Throws unless the database answers a query (its data_version: no rows
+   * read) on both connections: the rows are read on one, and the claims and
+   * the snapshot's change detection run on the other.
+   */
   ping(): void {
     this.#stmt.ping.get()
+    this.#claimsConnectionOpen().dataVersion.get()
   }
 
   #claimsConnectionOpen(): ClaimsConnection {

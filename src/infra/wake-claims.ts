@@ -53,10 +53,13 @@ export function openClaimsConnection(file: string): Database.Database {
 /** The `wakes` table, on a claims connection (openClaimsConnection). */
 export class SqliteClaimStore implements ClaimStore {
   readonly #db: Database.Database
+  /** Whether close() closes the connection: only one this store opened itself. */
+  readonly #ownsConnection: boolean
   readonly #stmt
 
-  private constructor(db: Database.Database) {
+  private constructor(db: Database.Database, ownsConnection: boolean) {
     this.#db = db
+    this.#ownsConnection = ownsConnection
     this.#stmt = {
       wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
       claim: db.prepare<[string, string]>('INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING'),
@@ -66,16 +69,17 @@ export class SqliteClaimStore implements ClaimStore {
 
   /** A claim store on a claims connection of its own, which close() closes. */
   static open(file: string): SqliteClaimStore {
-    return new SqliteClaimStore(openClaimsConnection(file))
+    return new SqliteClaimStore(openClaimsConnection(file), true)
   }
 
   /** A claim store on a claims connection its owner (the Registry) opened and closes. */
   static on(db: Database.Database): SqliteClaimStore {
-    return new SqliteClaimStore(db)
+    return new SqliteClaimStore(db, false)
   }
 
+  /** Closes the connection this store opened; a registry's claims connection is the registry's to close. */
   close(): void {
-    if (this.#db.open) this.#db.close()
+    if (this.#ownsConnection && this.#db.open) this.#db.close()
   }
 
   wakes(): string[] {

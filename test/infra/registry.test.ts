@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import Database from 'better-sqlite3'
@@ -216,4 +217,12 @@ void test('ping asks the database: it answers while open and throws once closed'
   reg.ping()
   reg.close()
   assert.throws(() => reg.ping(), /not open/)
+})
+
+void test('ping asks the claims connection too: a registry whose file is gone before claims were read does not answer', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  // The rows' connection keeps the unlinked file open and still answers;
+  // the claims connection, opened on first use, finds no database.
+  await fs.unlink(reg.file)
+  assert.throws(() => reg.ping(), /unable to open database file/)
 })
