@@ -19,10 +19,21 @@ interface Variable<T> {
   fallback: string | ((dataDir: string) => string)
   /** Turns the text into the value, or throws the ConfigError refused() builds. */
   decode: (text: string, env: string) => T
+  /**
+   * The value when the variable is unset, where decoding the fallback's text
+   * would misread it (a data dir whose name holds a comma is one mount, not two).
+   */
+  unset?: (dataDir: string) => T
 }
 
-function variable<T>(env: string, fallback: Variable<T>['fallback'], description: string, decode: Variable<T>['decode']): Variable<T> {
-  return { env, fallback, description, decode }
+function variable<T>(
+  env: string,
+  fallback: Variable<T>['fallback'],
+  description: string,
+  decode: Variable<T>['decode'],
+  unset?: Variable<T>['unset'],
+): Variable<T> {
+  return unset === undefined ? { env, fallback, description, decode } : { env, fallback, description, decode, unset }
 }
 
 /** The value as the user wrote it, quoted only where it would not read on its own. */
@@ -119,6 +130,7 @@ export const ENVIRONMENT = {
     (d) => path.join(d, 'nested'),
     'Comma-separated mounts that must carry nosymfollow; default <data>/nested; `none` on a machine without them.',
     mounts,
+    (d) => [path.join(d, 'nested')],
   ),
   mountinfo: variable('CARLOS_MOUNTINFO', '/proc/self/mountinfo', 'The mount table the gate reads.', text),
   probeFile: variable('CARLOS_PROBE_FILE', '/run/carlos-control/probe.out', "The isolation probe's verdict file.", text),
@@ -145,15 +157,16 @@ export type Config = { [K in keyof Environment]: ReturnType<Environment[K]['deco
  * ConfigError naming the first variable it refuses, in the table's order.
  */
 export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
-  const textOf = (v: Variable<unknown>, dataDir: string): string => {
+  const valueOf = (v: Variable<unknown>, dataDir: string): unknown => {
     const set = environ[v.env]
-    if (set !== undefined && set !== '') return set
-    return typeof v.fallback === 'string' ? v.fallback : v.fallback(dataDir)
+    if (set !== undefined && set !== '') return v.decode(set, v.env)
+    if (v.unset !== undefined) return v.unset(dataDir)
+    return v.decode(typeof v.fallback === 'string' ? v.fallback : v.fallback(dataDir), v.env)
   }
-  const dataDir = ENVIRONMENT.dataDir.decode(textOf(ENVIRONMENT.dataDir, ''), ENVIRONMENT.dataDir.env)
+  const dataDir = valueOf(ENVIRONMENT.dataDir, '') as string
   const config: Record<string, unknown> = {}
   for (const [field, v] of Object.entries(ENVIRONMENT) as Array<[keyof Environment, Variable<unknown>]>) {
-    config[field] = v.decode(textOf(v, dataDir), v.env)
+    config[field] = valueOf(v, dataDir)
   }
   return config as Config
 }

@@ -92,3 +92,8 @@ void test('listen takes a bracketed IPv6 address; the log level and activator ke
 void test('etcd endpoints are a comma-separated list', () => {
   assert.deepEqual(loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://a:2379, http://b:2379' }).etcdEndpoints, ['http://a:2379', 'http://b:2379'])
 })
+
+void test('the default mount is the data dir nested, whole, even when the data dir names a comma or is called none', () => {
+  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/a,b' }).nestedMounts, ['/srv/a,b/nested'])
+  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/none' }).nestedMounts, ['/srv/none/nested'])
+})
