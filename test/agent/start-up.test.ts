@@ -122,3 +122,10 @@ void test('recovery counts each journal by the action the design §4 table took'
   assert.equal(count('rolled_back'), 0)
   assert.equal(b.registry.get('a.example.com')?.dir, nestedPaths(b.config, 'a.example.com').dir)
 })
+
+void test('intent_mode says none from the moment the agent is built, before any read or change of intent', async (t) => {
+  const b = await agentBox(t)
+  const text = await b.metrics.text()
+  assert.match(text, /^carlos_layout_intent_mode\{mode="none"\} 1$/m)
+  for (const mode of ['flat', 'nested', 'unreadable', 'unmanaged']) assert.match(text, new RegExp(`^carlos_layout_intent_mode\\{mode="${mode}"\\} 0$`, 'm'), mode)
+})
