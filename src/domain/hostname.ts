@@ -4,8 +4,6 @@
 // helper checks first.
 import { errors } from '../errors.js'
 
-export { InvalidHostError } from '../errors.js'
-
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
 
 /** Why host is not a valid hostname, or null when it is. */

@@ -3,7 +3,9 @@
 // applied, at start and at the head of each converge), the temporary files
 // a crash left removed, and the holds restored at start. Recovery decides
 // with the domain's table and carries the moves on with the move's own
-// steps; it writes nothing of its own but through the pass state.
+// steps. Every journal, hold and fence it touches goes through the pass
+// state; the one file it removes itself is a temporary file that never
+// became a journal or a hold.
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'

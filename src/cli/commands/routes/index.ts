@@ -66,7 +66,13 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
       import('../../agent-client.js'),
     ])
     const registry = Registry.open(config.dataDir)
-    const store = openDeployStore(config)
+    let store: ReturnType<typeof openDeployStore>
+    try {
+      store = openDeployStore(config)
+    } catch (err) {
+      registry.close()
+      throw err
+    }
     // The running agent mints with its isolation gate's real answer. Only
     // when no agent answers does the CLI apply the rule itself, without a
     // gate: with no intent, a nested default then mints nested only where
