@@ -86,6 +86,17 @@ export function changes() {
   return { onChange, next, get count() { return count } }
 }
 
+/** Watches store until the test ends; resolves, with the change feed, once the watch is established. */
+export async function watching(t: TestContext, store: EtcdDeployStore): Promise<ReturnType<typeof changes>> {
+  const ac = new AbortController()
+  t.after(() => ac.abort())
+  const c = changes()
+  const established = c.next('established')
+  store.watch(c.onChange, ac.signal)
+  await established
+  return c
+}
+
 /** A TCP server that accepts and never answers: an endpoint that is up but stuck. */
 export async function blackhole(t: TestContext): Promise<{ url: string; requests: () => number }> {
   let n = 0

@@ -9,7 +9,7 @@ import { loadLayoutIntent } from '../../../src/domain/intent.js'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
 import { freePort } from '../../helpers/agent-process.js'
 import { EtcdServer } from '../../helpers/etcd.js'
-import { blackhole, changes, live, memLogger, rec, useSharedEtcd } from './fixtures.js'
+import { blackhole, live, memLogger, rec, useSharedEtcd, watching } from './fixtures.js'
 
 const shared = useSharedEtcd()
 
@@ -78,12 +78,7 @@ void test('a member cut off from its quorum answers no old intent: reads and the
   t.after(() => store.close())
   const r = rec('20261130T080102.123Z-aaaaaa')
   await store.record(r, live())
-  const ac = new AbortController()
-  t.after(() => ac.abort())
-  const c = changes()
-  const established = c.next('established')
-  store.watch(c.onChange, ac.signal)
-  await established
+  const c = await watching(t, store)
 
   // With b gone, a is up and answering, but has no leader: the partitioned side.
   const broke = c.next('the watch ended by a member without a leader')

@@ -7,7 +7,7 @@ import { test } from 'node:test'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
 import { freePort } from '../../helpers/agent-process.js'
 import { EtcdServer } from '../../helpers/etcd.js'
-import { changes, live, memLogger, rec, useSharedEtcd } from './fixtures.js'
+import { changes, live, memLogger, rec, useSharedEtcd, watching } from './fixtures.js'
 
 const shared = useSharedEtcd()
 
@@ -34,12 +34,7 @@ void test('the watch breaks with etcd, calls back, and comes back on its own whe
   const { logger, lines } = memLogger()
   const store = new EtcdDeployStore([etcd.url], { prefix: '/test/restart/', logger, watchRetryFirstMs: 50, watchRetryMaxMs: 200 })
   t.after(() => store.close())
-  const ac = new AbortController()
-  t.after(() => ac.abort())
-  const c = changes()
-  const established = c.next('established')
-  store.watch(c.onChange, ac.signal)
-  await established
+  const c = await watching(t, store)
   const broke = c.next('the break')
   await etcd.kill()
   await broke
@@ -58,12 +53,7 @@ void test('the watch fails over past a dead endpoint', async (t) => {
   const dead = `http://127.0.0.1:${await freePort()}`
   const { logger, lines } = memLogger()
   const { store } = shared.storeFor(t, [dead, shared.server.url], { logger, watchRetryFirstMs: 20, watchRetryMaxMs: 50 })
-  const ac = new AbortController()
-  t.after(() => ac.abort())
-  const c = changes()
-  const established = c.next('established')
-  store.watch(c.onChange, ac.signal)
-  await established
+  await watching(t, store)
   assert.ok(lines.some((l) => l.msg.includes(`watch not established on ${dead}`)))
   assert.ok(lines.some((l) => l.msg.includes(`on ${shared.server.url}`) && l.level === 'info'))
 })
