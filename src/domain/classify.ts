@@ -91,7 +91,7 @@ export class PathClaims {
   }
 }
 
-function word(layout: RowLayout, reason = ''): Classification {
+function classified(layout: RowLayout, reason = ''): Classification {
   return { layout, reason }
 }
 
@@ -99,19 +99,19 @@ function word(layout: RowLayout, reason = ''): Classification {
 export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyContext): Classification {
   // An unflagged socket is run by another supervisor: nobody's to fence,
   // move or judge, whatever its paths say.
-  if (external(route)) return word('external')
+  if (external(route)) return classified('external')
   const fenced = ctx.fenced(route.host)
-  if (fenced !== undefined) return word('fenced', fenced)
-  const c =
+  if (fenced !== undefined) return classified('fenced', fenced)
+  const claimant =
     (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
     (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
-  if (c !== undefined) return word('conflict', c.reason)
+  if (claimant !== undefined) return classified('conflict', claimant.reason)
   const bad = hostError(route.host)
-  if (bad !== null) return word('foreign', `not a valid hostname: ${bad}`)
-  if (isNested(ctx.dirs, route)) return word('nested')
-  if (isFlat(ctx.dirs, route)) return word('flat')
-  if (route.socket === '') return word('foreign', 'no socket: the activator does not manage it')
-  return word('foreign', `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`)
+  if (bad !== null) return classified('foreign', `not a valid hostname: ${bad}`)
+  if (isNested(ctx.dirs, route)) return classified('nested')
+  if (isFlat(ctx.dirs, route)) return classified('flat')
+  if (route.socket === '') return classified('foreign', 'no socket: the activator does not manage it')
+  return classified('foreign', `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`)
 }
 
 /**
