@@ -31,6 +31,23 @@ export async function present(p: string): Promise<boolean> {
   return (await lstatOrUndefined(p)) !== undefined
 }
 
+/**
+ * A path under dir, built from bytes: a name the kernel allows need not be
+ * UTF-8, and a string path would name its lossy decoding instead (design §2).
+ */
+export function childPath(dir: Buffer, name: Buffer): Buffer {
+  return Buffer.concat([dir, SLASH, name])
+}
+
+const SLASH = Buffer.from('/')
+
+/** A path of bytes as a reason shows it: as text where it is UTF-8, else with each byte that is not escaped as \xNN. */
+export function shownPath(p: Buffer): string {
+  const text = p.toString('utf8')
+  if (Buffer.from(text, 'utf8').equals(p)) return text
+  return [...p].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('')
+}
+
 /** Runs fn over items, at most limit at a time, keeping order in the answer. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length)

@@ -51,32 +51,63 @@ export function makeTenantTree(dir: string, seed = 1): { db: string } {
   return { db }
 }
 
+/** A name as a line shows it: JSON for valid UTF-8, else its bytes in hex (a name is bytes, design §2). */
+function shownName(name: Buffer): string {
+  const text = name.toString('utf8')
+  return Buffer.from(text, 'utf8').equals(name) ? JSON.stringify(text) : `bytes:${name.toString('hex')}`
+}
+
 /**
  * The tree at dir as sorted lines `relpath type mode content`, where content
  * is a sha256 of a file's bytes or a symlink's target. Never follows a
- * symlink. The root's own mode is included.
+ * symlink. The root's own mode is included. Names are read as bytes, so a
+ * name that is not UTF-8 is seen as it is, not as its lossy decoding.
  */
 export function treeLines(dir: string): string[] {
   const lines: string[] = []
-  const walk = (abs: string, rel: string): void => {
+  const walk = (abs: Buffer, rel: string): void => {
     const st = fs.lstatSync(abs)
     const mode = (st.mode & 0o7777).toString(8)
     if (st.isSymbolicLink()) {
-      lines.push(`${JSON.stringify(rel)} link ${mode} ${fs.readlinkSync(abs)}`)
+      lines.push(`${rel} link ${mode} ${fs.readlinkSync(abs, { encoding: 'buffer' }).toString('hex')}`)
     } else if (st.isDirectory()) {
-      lines.push(`${JSON.stringify(rel)} dir ${mode} -`)
-      for (const name of fs.readdirSync(abs)) walk(path.join(abs, name), rel === '' ? name : `${rel}/${name}`)
+      lines.push(`${rel} dir ${mode} -`)
+      for (const name of fs.readdirSync(abs, { encoding: 'buffer' })) {
+        walk(Buffer.concat([abs, Buffer.from('/'), name]), rel === '' ? shownName(name) : `${rel}/${shownName(name)}`)
+      }
     } else if (st.isFile()) {
-      lines.push(`${JSON.stringify(rel)} file ${mode} ${createHash('sha256').update(fs.readFileSync(abs)).digest('hex')}`)
+      lines.push(`${rel} file ${mode} ${createHash('sha256').update(fs.readFileSync(abs)).digest('hex')}`)
     } else {
-      lines.push(`${JSON.stringify(rel)} other ${mode} -`)
+      lines.push(`${rel} other ${mode} -`)
     }
   }
-  walk(dir, '')
+  walk(Buffer.from(dir), '')
   return lines.sort()
 }
 
 /** One hash for the whole tree (treeLines). */
 export function hashTree(dir: string): string {
   return createHash('sha256').update(treeLines(dir).join('\n')).digest('hex')
+}
+
+/** Names the kernel allows that are not valid UTF-8 (design §2: a name is bytes). */
+export const BYTE_NAMES = {
+  file: Buffer.from([0x66, 0xff, 0x6f]),
+  dir: Buffer.from([0xc3, 0x28, 0x64]),
+  inner: Buffer.from([0xfe, 0xfe]),
+  link: Buffer.from([0x80, 0x6c]),
+}
+
+function under(dir: string, ...names: Buffer[]): Buffer {
+  return Buffer.concat([Buffer.from(dir), ...names.flatMap((n) => [Buffer.from('/'), n])])
+}
+
+/** Adds to dir a file, a directory (with a file inside) and a symlink whose names are not UTF-8; answers the inner file's path. */
+export function addByteNamedEntries(dir: string, seed = 1): Buffer {
+  fs.writeFileSync(under(dir, BYTE_NAMES.file), bytes(seed + 500, 333))
+  fs.mkdirSync(under(dir, BYTE_NAMES.dir))
+  const inner = under(dir, BYTE_NAMES.dir, BYTE_NAMES.inner)
+  fs.writeFileSync(inner, bytes(seed + 501, 77))
+  fs.symlinkSync(Buffer.concat([BYTE_NAMES.dir, Buffer.from('/'), BYTE_NAMES.inner]), under(dir, BYTE_NAMES.link))
+  return inner
 }

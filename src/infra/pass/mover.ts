@@ -7,7 +7,7 @@ import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode } from '../fsutil.js'
+import { childPath, ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
 
@@ -30,19 +30,23 @@ export async function preflight(dir: string): Promise<Preflight> {
   if (st === undefined) return { kind: 'missing' }
   if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
   if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
-  const queue = [dir]
+  // A name is bytes (design §2): the walk reads and builds every path as a
+  // Buffer, so a name that is not UTF-8 is lstat'd as it is, never as its
+  // lossy decoding (which names nothing, and failed every run with ENOENT).
+  const root = Buffer.from(dir)
+  const queue: Buffer[] = [root]
   for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
-    const entries = await fs.readdir(d, { withFileTypes: true })
-    const files: string[] = []
+    const entries = await fs.readdir(d, { withFileTypes: true, encoding: 'buffer' })
+    const files: Buffer[] = []
     for (const e of entries) {
-      const p = path.join(d, e.name)
+      const p = childPath(d, e.name)
       if (e.isDirectory()) queue.push(p)
       else if (e.isFile()) files.push(p)
     }
     const links = await mapLimit(files, LSTAT_CONCURRENCY, async (p) => (await fs.lstat(p)).nlink)
     const i = links.findIndex((n) => n > 1)
     if (i >= 0) {
-      const rel = path.relative(dir, files[i] ?? '')
+      const rel = shownPath(files[i]?.subarray(root.length + 1) ?? Buffer.alloc(0))
       return { kind: 'held', reason: `a file of its has a second name: ${rel} has ${links[i]} links` }
     }
   }

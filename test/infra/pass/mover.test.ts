@@ -5,7 +5,7 @@ import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../../../src/domain/paths.js'
 import { clearDestination, inTheWay, preflight, prepareParents, renameDir, setAside } from '../../../src/infra/pass/mover.js'
-import { makeTenantTree } from '../../helpers/tenants.js'
+import { addByteNamedEntries, makeTenantTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 const H = 'a.example.com'
@@ -19,7 +19,7 @@ void test('preflight: a plain tree passes, symlinks inside it included', async (
   const d = await dirsFor(t)
   const dir = flatPaths(d, H).dir
   makeTenantTree(dir, 5)
-  assert.deepEqual(await preflight(dir), { kind: 'ok' })
+  assert.equal((await preflight(dir)).kind, 'ok')
 })
 
 void test('preflight: what the tenant could have caused holds the host', async (t) => {
@@ -53,7 +53,19 @@ void test('preflight does not follow a symlink to a directory inside the tree', 
   fs.writeFileSync(path.join(outside, 'f'), '')
   fs.linkSync(path.join(outside, 'f'), path.join(outside, 'g'))
   fs.symlinkSync(outside, path.join(dir, 'to-outside'))
-  assert.deepEqual(await preflight(dir), { kind: 'ok' })
+  assert.equal((await preflight(dir)).kind, 'ok')
+})
+
+void test('preflight reads names as bytes: a name that is not UTF-8 passes, and its second name is seen', async (t) => {
+  const d = await dirsFor(t)
+  const dir = flatPaths(d, H).dir
+  makeTenantTree(dir)
+  const inner = addByteNamedEntries(dir)
+  assert.equal((await preflight(dir)).kind, 'ok')
+  fs.linkSync(inner, path.join(dir, 'second name'))
+  const r = await preflight(dir)
+  assert.equal(r.kind, 'held')
+  assert.match((r as { reason: string }).reason, /^a file of its has a second name: .* has 2 links$/)
 })
 
 void test('inTheWay and clearDestination: set aside what is there, drop a stale socket', async (t) => {

@@ -5,7 +5,7 @@ import { test } from 'node:test'
 import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../../src/domain/paths.js'
 import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
 import { Pass } from '../../../src/infra/pass/pass.js'
-import { hashTree } from '../../helpers/tenants.js'
+import { addByteNamedEntries, hashTree } from '../../helpers/tenants.js'
 import { GRACE_MS, harness, outcomes } from './pass-harness.js'
 
 const host = (i: number) => `t${i}.example.com`
@@ -382,4 +382,16 @@ void test('a row whose files are missing is not moved, and nothing is set aside 
   assert.equal(h.pass.note('a.example.com'), '')
   assert.equal(h.fence.fenced('a.example.com'), undefined)
   assert.deepEqual(h.steps.filter((s) => s === 'after-journal'), [])
+})
+
+void test('file names that are not UTF-8 move to nested and back, every byte identical', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  addByteNamedEntries(rt.dir)
+  const before = hashTree(rt.dir)
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+  assert.equal(hashTree(nestedPaths(h.dirs, 'a.example.com').dir), before)
+  assert.deepEqual(outcomes(await h.converge('flat')), { 'a.example.com': 'moved' })
+  assert.equal(hashTree(flatPaths(h.dirs, 'a.example.com').dir), before)
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
 })
