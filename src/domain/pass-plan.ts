@@ -102,6 +102,8 @@ export function rowAt(route: Route | undefined, move: MoveRecord): RowAt {
 export interface RecoveryFacts {
   fromExists: boolean
   destExists: boolean
+  /** What is at dest is a symlink, not a directory: never the directory a rename moved there (design §3 step 7). */
+  destIsLink?: boolean
   row: RowAt
 }
 
@@ -124,6 +126,9 @@ export function recoveryAction(move: MoveRecord, facts: RecoveryFacts, wants: Mo
   }
   if (!facts.fromExists && !facts.destExists) {
     return { kind: 'keep', reason: `files missing: neither ${move.from.dir} nor ${move.dest.dir} exists; nothing is invented` }
+  }
+  if (!facts.fromExists && facts.destIsLink === true) {
+    return { kind: 'keep', reason: `${move.dest.dir} is a symlink, not the directory the move renamed there; an operator decides` }
   }
   if (facts.row === 'missing') {
     return { kind: 'keep', reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}` }

@@ -7,7 +7,7 @@
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncDirs, mapLimit, present } from '../fsutil.js'
-import { clearDestination, prepareParents, preflight, renameDir, syncParents } from './mover.js'
+import { clearDestination, prepareParents, preflight, renameDir, swappedSincePreflight, syncParents, type DirIdentity } from './mover.js'
 import { HOST_CONCURRENCY, type PassContext } from './pass-context.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
@@ -91,9 +91,10 @@ export class MoveSteps {
     try {
       let going = moves
       if (step === FromStep.Preflight) {
-        going = await this.#preflight(going, results)
+        const seen = new Map<string, DirIdentity>()
+        going = await this.#preflight(going, seen, results)
         going = await this.#prepare(going, results)
-        going = await this.#rename(going, results)
+        going = await this.#rename(going, seen, results)
       }
       if (step !== FromStep.Finish) going = await this.#endings.commitRows(going, results)
       results.push(...(await this.#endings.finish(going, outcome, intent)))
@@ -109,8 +110,12 @@ export class MoveSteps {
     return results
   }
 
-  /** Step 5. A tenant's doing holds the host; anything else fails the move with nothing moved. */
-  async #preflight(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+  /**
+   * Step 5. A tenant's doing holds the host; anything else fails the move
+   * with nothing moved. Which directory each source is goes into seen, for
+   * the check after its rename.
+   */
+  async #preflight(moves: MoveInFlight[], seen: Map<string, DirIdentity>, results: Result[]): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
     const held: Array<{ move: MoveInFlight; reason: string }> = []
     const failed: Array<{ move: MoveInFlight; reason: string }> = []
@@ -124,8 +129,10 @@ export class MoveSteps {
     })
     for (const [i, move] of moves.entries()) {
       const checked = found[i]
-      if (checked?.kind === 'ok') going.push(move)
-      else if (checked?.kind === 'held') held.push({ move, reason: checked.reason })
+      if (checked?.kind === 'ok') {
+        going.push(move)
+        seen.set(move.journal.host, checked.seen)
+      } else if (checked?.kind === 'held') held.push({ move, reason: checked.reason })
       else failed.push({ move, reason: checked?.reason ?? 'preflight: no answer' })
     }
     this.#ctx.failpoint('after-preflight')
@@ -162,21 +169,49 @@ export class MoveSteps {
     return going
   }
 
-  /** Step 7: rename(2) each directory, then fsync every parent once. */
-  async #rename(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
+  /**
+   * Step 7: rename(2) each directory, check that what moved is the
+   * directory preflight saw, then fsync every parent once. A source
+   * swapped since preflight (a symlink, another directory) is renamed back
+   * where it was and its host held with the swap as the reason: the row is
+   * never committed to it (design §3 step 7).
+   */
+  async #rename(moves: MoveInFlight[], seen: ReadonlyMap<string, DirIdentity>, results: Result[]): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
+    const swapped: Array<{ move: MoveInFlight; reason: string }> = []
     for (const move of moves) {
+      const { host, from, dest } = move.journal
       try {
-        await renameDir(move.journal.from.dir, move.journal.dest.dir)
+        await renameDir(from.dir, dest.dir)
       } catch (err) {
         // rename(2) is atomic: when it fails, nothing moved.
         results.push(...(await this.#endings.abandon([move], `rename: ${errorMessage(err)}`)))
         continue
       }
+      const identity = seen.get(host)
+      const found = identity === undefined ? 'a directory preflight did not see' : await swappedSincePreflight(dest.dir, identity)
+      if (found !== undefined) {
+        const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
+        try {
+          await renameDir(dest.dir, from.dir)
+        } catch (err) {
+          // Something new at from: both ends hold something, and the journal says so to an operator.
+          const why = `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`
+          this.#state.keepJournal(host, why)
+          results.push(this.#ctx.resultWithMetrics(host, 'failed', why, move.journal.to, this.#ctx.secondsSince(move.fencedAt)))
+          continue
+        }
+        swapped.push({ move, reason: `${swap}; it was moved back, and the row kept` })
+        continue
+      }
       going.push(move)
-      this.#ctx.failpoint(`after-rename:${move.journal.host}`)
+      this.#ctx.failpoint(`after-rename:${host}`)
     }
-    await syncParents(going.map((move) => ({ from: move.journal.from.dir, to: move.journal.dest.dir })))
+    await syncParents([...going, ...swapped.map(({ move }) => move)].map((move) => ({ from: move.journal.from.dir, to: move.journal.dest.dir })))
+    if (swapped.length > 0) {
+      this.#ctx.deps.logger.error({ hosts: swapped.map(({ move }) => move.journal.host) }, `layout: ${swapped.map(({ reason }) => reason).join('; ')}`)
+      results.push(...(await this.#endings.hold(swapped)))
+    }
     this.#ctx.failpoint('after-rename')
     return going
   }

@@ -2,6 +2,7 @@
 // set aside what is in the way, prepare the destination's parents, rename.
 // Nothing here follows a symlink, and nothing here decides: the pass says
 // what to move, these say what they found and did.
+import type { BigIntStats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
@@ -11,8 +12,14 @@ import { childPath, ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
 
+/** Which directory preflight saw: a rename must move that one (design §3 step 7). */
+export interface DirIdentity {
+  dev: bigint
+  ino: bigint
+}
+
 /** What preflight found. `held`: a reason the tenant could have caused. */
-export type Preflight = { kind: 'ok' } | { kind: 'held'; reason: string } | { kind: 'missing' }
+export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
 
 const LSTAT_CONCURRENCY = 16
 
@@ -26,7 +33,7 @@ const LSTAT_CONCURRENCY = 16
  * Throws on an I/O error: that is a failure, not a tenant's doing.
  */
 export async function preflight(dir: string): Promise<Preflight> {
-  const st = await lstatOrUndefined(dir)
+  const st = await lstatBigOrUndefined(dir)
   if (st === undefined) return { kind: 'missing' }
   if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
   if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
@@ -50,7 +57,33 @@ export async function preflight(dir: string): Promise<Preflight> {
       return { kind: 'held', reason: `a file of its has a second name: ${rel} has ${links[i]} links` }
     }
   }
-  return { kind: 'ok' }
+  return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
+}
+
+async function lstatBigOrUndefined(p: string): Promise<BigIntStats | undefined> {
+  try {
+    return await fs.lstat(p, { bigint: true })
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
+}
+
+/**
+ * After a rename: whether what now sits at `at` is the very directory
+ * preflight saw (a directory, not a symlink, same device and inode). A
+ * tenant that swapped its directory for a symlink, or for another
+ * directory, between preflight and the rename got that moved instead
+ * (rename(2) moves a link, never what it points at): answers what was
+ * found, or undefined when it is the directory preflight saw.
+ */
+export async function swappedSincePreflight(at: string, seen: DirIdentity): Promise<string | undefined> {
+  const st = await lstatBigOrUndefined(at)
+  if (st === undefined) return 'nothing'
+  if (st.isSymbolicLink()) return 'a symlink'
+  if (!st.isDirectory()) return 'not a directory'
+  if (st.dev !== seen.dev || st.ino !== seen.ino) return `another directory (device ${st.dev}, inode ${st.ino}; preflight saw device ${seen.dev}, inode ${seen.ino})`
+  return undefined
 }
 
 export interface Aside {

@@ -13,7 +13,7 @@ import { holdStands, otherMode, recoveryAction, rowAt, wantedMode, type Recovery
 import { isFlat, isNested, journalPath } from '../../domain/paths.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
-import { present, unlinkMany } from '../fsutil.js'
+import { lstatOrUndefined, present, unlinkMany } from '../fsutil.js'
 import { layoutDir, listLayout, readJournal, type LayoutListing } from './journal.js'
 import type { AwakeStop } from './awake-stop.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
@@ -140,7 +140,8 @@ export class Recovery {
     this.#state.fence([host], journal.generation)
     let facts: RecoveryFacts
     try {
-      facts = { fromExists: await present(journal.from.dir), destExists: await present(journal.dest.dir), row: rowAt(row, journal) }
+      const dest = await lstatOrUndefined(journal.dest.dir)
+      facts = { fromExists: await present(journal.from.dir), destExists: dest !== undefined, destIsLink: dest?.isSymbolicLink() === true, row: rowAt(row, journal) }
     } catch (err) {
       const why = `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`
       logger.error({ host }, `layout: ${host}: ${why}`)

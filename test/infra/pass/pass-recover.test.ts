@@ -97,6 +97,22 @@ void test('files at dest, row at from: steps 8 and 9 are redone', async (t) => {
   assert.equal(h.fence.fenced(A), undefined)
 })
 
+void test('a symlink at dest is never committed to: kept fenced, nothing touched', async (t) => {
+  const h = await harness(t)
+  const { j } = await midMove(h)
+  // A crash after the rename of a source swapped for a symlink, before the check that would have moved it back.
+  const outside = path.join(h.dirs.dataDir, '..', `${path.basename(h.dirs.dataDir)}-outside`)
+  fs.renameSync(j.from.dir, outside)
+  t.after(() => fs.rmSync(outside, { recursive: true, force: true }))
+  fs.mkdirSync(path.dirname(j.dest.dir), { recursive: true })
+  fs.symlinkSync(outside, j.dest.dir)
+  const [r] = await h.pass.recover('nested')
+  assert.deepEqual(r, { host: A, outcome: 'held', reason: `${j.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`, to: 'nested' })
+  assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)), 'the row still says from')
+  assert.ok(fs.existsSync(journalFile(h)), 'the journal stays')
+  assert.ok(h.fence.fenced(A) !== undefined)
+})
+
 void test('files at dest, row at dest: step 9 is redone', async (t) => {
   const h = await harness(t)
   const { j } = await midMove(h)

@@ -6,6 +6,7 @@ import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../../s
 import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
 import { Pass } from '../../../src/infra/pass/pass.js'
 import { addByteNamedEntries, hashTree } from '../../helpers/tenants.js'
+import { tmpDir } from '../../helpers/tmp.js'
 import { GRACE_MS, harness, outcomes } from './pass-harness.js'
 
 const host = (i: number) => `t${i}.example.com`
@@ -394,4 +395,47 @@ void test('file names that are not UTF-8 move to nested and back, every byte ide
   assert.deepEqual(outcomes(await h.converge('flat')), { 'a.example.com': 'moved' })
   assert.equal(hashTree(flatPaths(h.dirs, 'a.example.com').dir), before)
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+void test('a directory swapped after preflight is moved back, not committed, and held with the swap as its reason', async (t) => {
+  const outside = await tmpDir(t, 'layoutd-outside-')
+  const victim = path.join(outside, 'victim')
+  fs.mkdirSync(victim)
+  fs.writeFileSync(path.join(victim, 'secret'), 'not the tenant\'s')
+  const outsideBefore = hashTree(outside)
+  const swaps: Record<string, (dir: string) => void> = {
+    // The tenant's directory becomes a symlink to a directory outside the data root.
+    'link.example.com': (dir) => {
+      fs.renameSync(dir, `${dir}.moved-away`)
+      fs.symlinkSync(victim, dir)
+    },
+    // Or another directory altogether, one preflight never saw.
+    'other.example.com': (dir) => {
+      fs.renameSync(dir, `${dir}.moved-away`)
+      fs.mkdirSync(dir)
+      fs.writeFileSync(path.join(dir, 'f'), 'unchecked')
+    },
+  }
+  const h = await harness(t, {
+    failpoint: (step) => {
+      if (step !== 'after-preflight') return
+      for (const [host, swap] of Object.entries(swaps)) swap(flatPaths(h.dirs, host).dir)
+    },
+  })
+  for (const host of Object.keys(swaps)) h.addFlat(host)
+  const results = await h.converge('nested')
+  assert.deepEqual(outcomes(results), { 'link.example.com': 'held', 'other.example.com': 'held' })
+  for (const host of Object.keys(swaps)) {
+    const reason = results.find((r) => r.host === host)?.reason ?? ''
+    assert.match(reason, /swapped after preflight/, reason)
+    const row = h.reg.get(host)
+    assert.ok(row && isFlat(h.dirs, row), `${host}: the row still says flat`)
+    assert.equal(fs.existsSync(nestedPaths(h.dirs, host).dir), false, `${host}: nothing left at the nested path`)
+    assert.ok(fs.lstatSync(flatPaths(h.dirs, host).dir), `${host}: what was renamed is back where it was`)
+    assert.equal(h.pass.held(host), reason, `${host}: held with the swap as the reason`)
+    assert.ok(h.fence.fenced(host) !== undefined, `${host}: stays fenced`)
+  }
+  assert.ok(fs.lstatSync(flatPaths(h.dirs, 'link.example.com').dir).isSymbolicLink())
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), ['link.example.com.hold', 'other.example.com.hold'], 'held, no journal left')
+  assert.equal(hashTree(outside), outsideBefore, 'nothing outside the data root changed')
 })
