@@ -98,6 +98,20 @@ export const errors = {
       { cause },
     ),
 
+  // The data root (design §2 "Nothing outside the data root"): checked at start, before anything is read.
+  dataRootNotDirectory: (path: string, what: string) =>
+    new AppError(
+      'data_root_not_directory',
+      500,
+      `${path} is ${what}, not a directory; layoutd uses only a real directory there (not a symlink) and changes nothing until it is one`,
+    ),
+  dataRootNotOurs: (path: string, owner: number, ours: number) =>
+    new AppError(
+      'data_root_not_ours',
+      500,
+      `${path} is owned by uid ${owner}, not by layoutd (uid ${ours}) or root; layoutd changes nothing under a directory someone else controls`,
+    ),
+
   // The environment (design §8: durations; every CARLOS_* variable).
   config: (message: string) => new ConfigError(message),
 } as const

@@ -7,7 +7,7 @@ import { FakeGate, FakeLogger, FakeStore, hangUntilAborted, intent } from './fak
 
 function dir(journals: string[] | Error, holds: string[] | Error): LayoutDirectory {
   const answer = (v: string[] | Error) => (v instanceof Error ? Promise.reject(v) : Promise.resolve(v))
-  return { journalHosts: () => answer(journals), holdHosts: () => answer(holds) }
+  return { verifyRoots: () => Promise.resolve(), journalHosts: () => answer(journals), holdHosts: () => answer(holds) }
 }
 
 function setup(over: Partial<StartupDeps> & { store?: DeployStore | Error } = {}) {

@@ -19,6 +19,7 @@ import { activatorManaged } from '../../domain/paths.js'
 import type { Classification, LayoutPass } from '../../domain/ports.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
+import { verifyDataRoots } from '../layout-dir.js'
 import { GraceBook } from './grace.js'
 import { listLayout } from './journal.js'
 import { AwakeStop } from './awake-stop.js'
@@ -88,7 +89,10 @@ export class Pass implements LayoutPass {
   async converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]> {
     const parts = await this.#load()
     const { grace } = parts
-    const { gate, logger, registry } = this.#ctx.deps
+    const { dirs, gate, logger, registry } = this.#ctx.deps
+    // Every path of the run is built from these roots: checked again before
+    // each run, as at start (design §2), a failed check fails the run.
+    await verifyDataRoots(dirs.dataDir)
     const results: Result[] = []
     // A journal recovery kept, or one an operator has since resolved: the
     // table is asked again under this mode before any row is planned.
@@ -211,6 +215,7 @@ export class Pass implements LayoutPass {
 
   async #loadOnce(): Promise<LoadedParts> {
     const ctx = this.#ctx
+    await verifyDataRoots(ctx.deps.dirs.dataDir)
     const listing = await listLayout(ctx.deps.dirs)
     await removeUnfinishedTemps(ctx, listing)
     await this.#state.load(listing.holds)
