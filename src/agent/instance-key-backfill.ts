@@ -4,12 +4,14 @@
 // src/infra/instance-keys.ts.
 import { errorMessage } from '../errors.js'
 import { hostError } from '../domain/hostname.js'
-import { activatorManaged } from '../domain/paths.js'
+import { activatorManaged, type Dirs } from '../domain/paths.js'
 import type { LayoutPass, Logger } from '../domain/ports.js'
 import { backfillInstanceKeys, type HostSlots } from '../infra/instance-keys.js'
 import type { Registry } from '../infra/registry.js'
 
 export interface KeyBackfillDeps {
+  /** The data root: a key goes only into a row's flat or nested directory under it. */
+  config: Dirs
   registry: Pick<Registry, 'get' | 'snapshot'>
   pass: Pick<LayoutPass, 'classify'>
   slots: HostSlots
@@ -38,15 +40,19 @@ export async function backfillKeysAtStart(deps: KeyBackfillDeps): Promise<void> 
   }
   const counts = await backfillInstanceKeys({
     hosts,
+    root: deps.config.dataDir,
     slots: deps.slots,
     target: (host) => {
       // Read again in the slot: the row may have changed since the list.
       const route = registry.get(host)
       if (route === undefined || !activatorManaged(route) || route.dir === '') return { skip: 'no longer an activator-managed row with a directory' }
       const { layout, reason } = pass.classify(route, registry.snapshot().routes)
-      // A fenced host's files may be between two directories, and a
-      // conflicting row's directory is not its own alone.
-      if (layout === 'fenced' || layout === 'conflict') return { skip: `${layout}: ${reason}` }
+      // Keys go only into directories the pass manages (design §4.5): a row
+      // classified flat or nested has its dir exactly at its host's path
+      // under the data root. A fenced host's files may be between two
+      // directories, a conflicting row's directory is not its own alone, and
+      // a foreign row's may be anywhere at all, outside the data root too.
+      if (layout !== 'flat' && layout !== 'nested') return { skip: `${layout}: ${reason}` }
       return { dir: route.dir }
     },
     logger,

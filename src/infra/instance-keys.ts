@@ -10,7 +10,7 @@
 // written into a directory that is being renamed away.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
-import { constants } from 'node:fs'
+import { constants, type Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Logger } from '../domain/ports.js'
@@ -41,22 +41,51 @@ export function instanceEnv(key = randomBytes(32).toString('hex')): string {
 }
 
 /**
- * Mints dir's instance key unless it has one. The key is written whole to
- * a temporary file (created with O_EXCL | O_NOFOLLOW, mode 0600, fsynced)
- * and then given its name with link(2), which is as exclusive as O_EXCL on
- * the name itself (it fails with EEXIST on anything there, a dangling
- * symlink included, and never follows one) and makes the file appear
- * complete: a reader, or a crash, never meets a half-written key, which
- * "never overwritten" would otherwise keep for good.
+ * The directory at dir, reached from root one component at a time, each
+ * lstat'd: a real directory, never a symlink (design §2.1). Answers its
+ * stats, or why no key goes there.
+ *
+ * Node has no openat(2), so the key is then written by path: a component
+ * swapped for a symlink between this walk and the open would still be
+ * followed. Every parent on the way (D, D/apps, D/nested, D/nested/<host>)
+ * is layoutd's or the operator's, not the tenant's, so only someone who
+ * can already write there could win that race; the tenant owns only the
+ * last directory, whose entries are opened with O_NOFOLLOW and O_EXCL and
+ * named with link(2), which follows nothing.
+ */
+async function walkFromRoot(root: string, dir: string): Promise<{ st: Stats } | { skip: string }> {
+  const rel = path.relative(root, dir)
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return { skip: `${dir} is not inside the data root ${root}` }
+  let at = root
+  let st: Stats | undefined
+  for (const name of rel.split(path.sep)) {
+    at = path.join(at, name)
+    st = await lstatOrUndefined(at)
+    if (st === undefined) return { skip: `${at} does not exist` }
+    if (st.isSymbolicLink()) return { skip: `${at} is a symlink; a key is minted only through real directories` }
+    if (!st.isDirectory()) return { skip: `${at} is not a directory` }
+  }
+  return st === undefined ? { skip: `${dir} is not inside the data root ${root}` } : { st }
+}
+
+/**
+ * Mints dir's instance key unless it has one; dir must lie under root (the
+ * verified data root), reached through real directories only. The key is
+ * written whole to a temporary file (created with O_EXCL | O_NOFOLLOW, mode
+ * 0600, fsynced) and then given its name with link(2), which is as
+ * exclusive as O_EXCL on the name itself (it fails with EEXIST on anything
+ * there, a dangling symlink included, and never follows one) and makes the
+ * file appear complete: a reader, or a crash, never meets a half-written
+ * key, which "never overwritten" would otherwise keep for good.
  *
  * Run as root, the key is given to the directory's owner: an instance runs
  * as the owner of its directory, and a key it cannot read is no key.
  * Throws on an I/O error it does not expect.
  */
-export async function mintInstanceKey(dir: string): Promise<MintResult> {
-  const st = await lstatOrUndefined(dir)
-  if (st === undefined) return { kind: 'skipped', reason: `${dir} does not exist` }
-  if (st.isSymbolicLink() || !st.isDirectory()) return { kind: 'skipped', reason: `${dir} is not a directory (a symlink is refused)` }
+export async function mintInstanceKey(dir: string, root: string): Promise<MintResult> {
+  const walked = await walkFromRoot(root, dir)
+  if ('skip' in walked) return { kind: 'skipped', reason: walked.skip }
+  const { st } = walked
   const temp = path.join(dir, TEMP)
   const target = path.join(dir, INSTANCE_ENV)
   await unlinkIfThere(temp)
@@ -133,6 +162,8 @@ export class HostSlots {
 export interface BackfillDeps {
   /** The candidates: activator-managed hosts with a directory, as listed before the backfill. */
   hosts: readonly string[]
+  /** The verified data root every key's directory is reached from. */
+  root: string
   slots: HostSlots
   /**
    * Read in the host's slot (the row is read again there): the
@@ -166,7 +197,7 @@ export async function backfillInstanceKeys(deps: BackfillDeps): Promise<Backfill
           deps.logger.info({ host, reason: t.skip }, `agent: instance keys: ${host}: not minted: ${t.skip}`)
           return
         }
-        const r = await mintInstanceKey(t.dir)
+        const r = await mintInstanceKey(t.dir, deps.root)
         counts[r.kind]++
         if (r.kind === 'skipped') deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
       } catch (err) {
