@@ -25,6 +25,8 @@ export class ReportView {
   readonly #deps: ReportViewDeps
   /** The hosts <data>/layout names, as last listed: what the report goes by with no pass armed. */
   #onDisk = { journals: new Set<string>(), holds: new Set<string>() }
+  /** Whether <data>/layout has been listed yet: before, no row is known not to be mid-move. */
+  #listed = false
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
 
@@ -37,6 +39,7 @@ export class ReportView {
     const { layoutDir } = this.#deps
     const [journals, holds] = await Promise.all([layoutDir.journalHosts(), layoutDir.holdHosts()])
     this.#onDisk = { journals: new Set(journals), holds: new Set(holds) }
+    this.#listed = true
   }
 
   /** A run of the leg has finished: its withheld results are the rows' reasons until the next one finishes. */
@@ -56,6 +59,15 @@ export class ReportView {
         holdHosts: this.#onDisk.holds,
         leg: leg.state(),
       })
+      if (!this.#listed) {
+        // The HTTP server answers from the first moment, before start-up has
+        // listed <data>/layout (design §4.4 step 1): a host a journal names
+        // must never read nested or flat meanwhile, so every row we might
+        // move reads fenced until the listing is in.
+        for (const [host, r] of Object.entries(report.rows)) {
+          if (r.layout === 'nested' || r.layout === 'flat') report.rows[host] = { ...r, layout: 'fenced', reason: `layoutd is ${phase}: <data>/layout not listed yet` }
+        }
+      }
       if (config.activator === 'none') return report
       // An armed box still recovering: rows judged as the unmanaged report
       // judges them (journals and holds first), under the intent seen so far.

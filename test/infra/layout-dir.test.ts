@@ -8,6 +8,7 @@ import { verifyDataRoots } from '../../src/infra/layout-dir.js'
 import { addFlat, agentBox } from '../helpers/agent.js'
 import { hashTree, treeLines } from '../helpers/tenants.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 import { harness } from './pass/pass-harness.js'
 
 const H = 'a.example.com'
@@ -80,4 +81,13 @@ void test('the pass refuses a data root turned into a symlink before its next ru
   await assert.rejects(h.converge('nested'), { code: 'data_root_not_directory' })
   assert.equal(hashTree(outside), before)
   assert.equal(fs.existsSync(path.join(h.dirs.dataDir, 'nested')), false)
+})
+
+void test('before start-up has listed D/layout, the report calls no row nested or flat: a journal may name it', async (t) => {
+  const b = await agentBox(t)
+  await addFlat(b, H)
+  const report = (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{ rows: Record<string, { layout: string; reason: string }> }>()
+  assert.deepEqual(report.rows[H], { layout: 'fenced', reason: 'layoutd is starting: <data>/layout not listed yet', note: '' })
+  await b.agent.start()
+  await until('the row judged once D/layout is listed', async () => (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{ rows: Record<string, { layout: string }> }>().rows[H]?.layout === 'flat')
 })
