@@ -70,6 +70,13 @@ export function fileScope(after: (fn: () => Promise<void>) => void): Scope {
   return { after: (fn) => ends.push(fn) }
 }
 
+/** A temp dir of its own, removed when scope ends (for cases that build no box). */
+export async function scopedDir(scope: Scope, prefix = 'layoutd-hostile-'): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix))
+  scope.after(() => fs.rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }))
+  return dir
+}
+
 /** The closes of every box built in a dir, so the dir's owner closes them all before it removes the dir. */
 const boxesIn = new Map<string, Array<() => Promise<void>>>()
 
