@@ -153,7 +153,7 @@ export async function settle(b: HostileBox): Promise<LegRun> {
 export async function converge(b: HostileBox): Promise<LegRun> {
   const res = await b.app.inject({ method: 'POST', url: '/layout/converge?wait=1&timeout=60', remoteAddress: '127.0.0.1' })
   if (res.statusCode !== 200) throw new Error(`converge answered ${res.statusCode}: ${res.body}`)
-  return (res.json() as { run: LegRun }).run
+  return res.json<{ run: LegRun }>().run
 }
 
 export async function report(b: HostileBox): Promise<LayoutReport> {

@@ -43,8 +43,8 @@ interface Envelope {
 async function refused(req: InjectOptions, status: number, code: string, message?: RegExp): Promise<Envelope> {
   const before = box.fp()
   const res = await box.app.inject({ remoteAddress: '127.0.0.1', ...req })
-  assert.equal(res.statusCode, status, `${req.method ?? 'GET'} ${String(req.url)}: ${res.body}`)
-  const body = res.json() as Envelope
+  assert.equal(res.statusCode, status, `${req.method ?? 'GET'} ${typeof req.url === 'string' ? req.url : JSON.stringify(req.url)}: ${res.body}`)
+  const body = res.json<Envelope>()
   assert.deepEqual(Object.keys(body), ['error'], 'the error envelope, and nothing else')
   assert.equal(body.error.code, code, body.error.message)
   if (message !== undefined) assert.match(body.error.message, message)
@@ -198,7 +198,7 @@ void test('with a token configured: a missing, wrong or non-bearer token is 401 
     const before = box.fp()
     const res = await app.inject({ method: 'PUT', url: '/wakes', headers: { ...json, ...headers }, payload: '{"awake": []}', remoteAddress: '127.0.0.1' })
     assert.equal(res.statusCode, 401, JSON.stringify(headers))
-    assert.equal((res.json() as Envelope).error.code, 'unauthorized')
+    assert.equal(res.json<Envelope>().error.code, 'unauthorized')
     assert.equal(res.headers['www-authenticate'], 'Bearer realm="layoutd"')
     assertUnchanged(before, box.fp())
   }

@@ -84,7 +84,8 @@ void test('dir store: a record that is not JSON', async () => {
 
 void test('dir store: a record missing a field', async () => {
   const r = nested()
-  const { force: _force, ...rest } = r
+  const rest: Record<string, unknown> = { ...r }
+  delete rest.force
   await inDir(`${r.id}.json`, text(JSON.stringify(rest)), /not an intent record: .*force/)
 })
 
@@ -114,7 +115,7 @@ void test('dir store: a record over the 64 KiB limit', async () => {
 
 void test('dir store: a FIFO under a record name does not hang the read', async () => {
   const { execFileSync } = await import('node:child_process')
-  await inDir('zz-fifo.json', async (f) => void execFileSync('mkfifo', [f]), /zz-fifo\.json: cannot read: is not a regular file/)
+  await inDir('zz-fifo.json', (f) => Promise.resolve(void execFileSync('mkfifo', [f])), /zz-fifo\.json: cannot read: is not a regular file/)
 })
 
 void test('dir store: a symlink under a record name is not followed', async () => {

@@ -37,8 +37,9 @@ interface Case {
 async function moveCase(t: TestContext, step: string, act: (c: Case) => void, prepare?: (c: Case) => void): Promise<{ c: Case; result: Result | undefined }> {
   const outside = await tmpDir(t, 'layoutd-hostile-outside-')
   fs.writeFileSync(path.join(outside, 'secret.txt'), 'not the tenant\'s')
-  let fire: (() => void) | undefined
-  const h = await harness(t, { failpoint: (s) => s === step && fire?.() })
+  // Set once the case is fingerprinted: the harness's own steps before that do not act.
+  const hook: { fire?: () => void } = {}
+  const h = await harness(t, { failpoint: (s) => s === step && hook.fire?.() })
   h.addFlat(HOST, 1)
   h.addFlat('b.example.com', 2)
   const c: Case = {
@@ -53,7 +54,7 @@ async function moveCase(t: TestContext, step: string, act: (c: Case) => void, pr
   c.before = fingerprint(h.dirs.dataDir, { also: { outside } })
   c.tree = treeLines(c.flat)
   let fired = false
-  fire = () => {
+  hook.fire = () => {
     if (fired) return
     fired = true
     act(c)
