@@ -46,6 +46,14 @@ export function refused(env: string, text: string, wanted: string) {
   return errors.config(`${env}=${shown(text)}: ${wanted}`)
 }
 
+/**
+ * The refusal of a secret's value: it names the variable and the value's
+ * length, never the value, since a boot error ends up in logs and tickets.
+ */
+function refusedSecret(env: string, text: string, wanted: string) {
+  return errors.config(`${env}=(hidden, ${Buffer.byteLength(text)} bytes): ${wanted}`)
+}
+
 const text = (v: string): string => v
 const absolute = (v: string): string => path.resolve(v)
 
@@ -112,6 +120,22 @@ function mounts(v: string, env: string): string[] {
   return list.map((p) => path.resolve(p))
 }
 
+/** The shortest bearer token accepted: anything shorter is a placeholder or a typo, not a secret. */
+export const MIN_TOKEN_BYTES = 16
+
+/**
+ * The bearer token mutations require; empty: none (loopback only). It must
+ * be one word of visible ASCII, as an Authorization header carries it: a
+ * token with a space or a trailing newline (a file read with $(cat …)
+ * keeps it) could never be sent, and every mutation would be refused.
+ */
+function bearerToken(v: string, env: string): string {
+  if (v === '') return v
+  if (!/^[\x21-\x7e]+$/.test(v)) throw refusedSecret(env, v, 'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it')
+  if (Buffer.byteLength(v) < MIN_TOKEN_BYTES) throw refusedSecret(env, v, `a bearer token of at least ${MIN_TOKEN_BYTES} bytes`)
+  return v
+}
+
 const LOG_LEVELS = oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent')
 
 /** Every variable, by the Config field it resolves to. The data dir comes first: other defaults live under it. */
@@ -136,7 +160,7 @@ export const ENVIRONMENT = {
   probeFile: variable('CARLOS_PROBE_FILE', '/run/carlos-control/probe.out', "The isolation probe's verdict file.", text),
   probeEveryMs: variable('CARLOS_PROBE_EVERY', '5m', 'How often the probe verdict is read.', parseDuration),
   listen: variable('CARLOS_AGENT_LISTEN', '127.0.0.1:9740', 'host:port the HTTP API listens on.', listenAddress),
-  token: variable('CARLOS_AGENT_TOKEN', '', 'Bearer token mutating endpoints require; empty: loopback only.', text),
+  token: variable('CARLOS_AGENT_TOKEN', '', 'Bearer token mutating endpoints require, at least 16 bytes; empty: loopback only.', bearerToken),
   activator: variable('CARLOS_ACTIVATOR', 'claims', 'claims: the wake-claim contract; none: no pass, nothing moves.', oneOf('claims', 'none')),
   activatorUrl: variable('CARLOS_ACTIVATOR_URL', '', 'The activator, asked to stop instances.', httpUrl),
   edgeReloadUrl: variable('CARLOS_EDGE_RELOAD_URL', '', 'POSTed after moves so the edge reloads its routes; optional.', httpUrl),

@@ -97,3 +97,23 @@ void test('the default mount is the data dir nested, whole, even when the data d
   assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/a,b' }).nestedMounts, ['/srv/a,b/nested'])
   assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/none' }).nestedMounts, ['/srv/none/nested'])
 })
+
+void test('a bearer token shorter than 16 bytes, or not one header word, is refused at boot, naming the variable but never the token', () => {
+  for (const token of ['short', 'x'.repeat(15), `${'x'.repeat(20)}\n`, `two ${'words'.repeat(4)}`]) {
+    assert.throws(
+      () => loadConfig({ CARLOS_AGENT_TOKEN: token }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError)
+        assert.match(err.message, /^CARLOS_AGENT_TOKEN=\(hidden, \d+ bytes\): /)
+        assert.ok(!err.message.includes(token.trim()), `the token is not echoed: ${err.message}`)
+        return true
+      },
+      JSON.stringify(token),
+    )
+  }
+  assert.throws(() => loadConfig({ CARLOS_AGENT_TOKEN: 'short' }), {
+    message: 'CARLOS_AGENT_TOKEN=(hidden, 5 bytes): a bearer token of at least 16 bytes',
+  })
+  assert.equal(loadConfig({ CARLOS_AGENT_TOKEN: 'x'.repeat(16) }).token, 'x'.repeat(16))
+  assert.equal(loadConfig({}).token, '', 'unset: no token, loopback only')
+})
