@@ -73,6 +73,16 @@ export const errors = {
   // Hosts and the registry (design §2).
   invalidHost: (host: string, why: string) => new InvalidHostError(host, why),
   hostExists: (host: string) => new AppError('host_exists', 409, `host ${host} is already in the registry`),
+  /** A socket path a unix socket cannot bind: sun_path holds 108 bytes with its NUL (design §2). */
+  socketTooLong: (host: string, which: string, socket: string, limit: number) =>
+    new AppError(
+      'socket_too_long',
+      400,
+      `refused: ${host}'s ${which} ${socket} is ${Buffer.byteLength(socket)} bytes, over the ${limit} a unix socket can bind`,
+    ),
+  /** `routes add` of a row whose dir or socket another row claims (design §1.1 `conflict`, §8). */
+  pathClaimed: (host: string, why: string, other: string) =>
+    new AppError('path_claimed', 409, `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`),
   /** A box label follows the hostname rule (design §1). */
   invalidBoxLabel: (box: string, why: string) => new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
 

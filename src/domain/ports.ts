@@ -28,11 +28,17 @@ export const systemClock: Clock = {
 }
 
 /** The box's registry (SQLite). Synchronous: it is a local database file. */
+/** How a row is added. */
+export interface AddOptions {
+  /** Refuse (`path_claimed`) a row whose dir or socket another row claims, checked in the insert's transaction. */
+  refuseClaimed?: boolean
+}
+
 export interface RouteStore {
   list(): Route[]
   get(host: string): Route | undefined
   /** Inserts a row; throws a coded error when the host exists. */
-  add(route: Route): void
+  add(route: Route, opts?: AddOptions): void
   /** Removes a row; false when there was none. */
   remove(host: string): boolean
   /** Rewrites the paths of many rows in one transaction (the move's commit point). */

@@ -8,8 +8,9 @@ import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
+import { PathClaims } from '../domain/classify.js'
 import { requireValidHost } from '../domain/hostname.js'
-import type { RouteStore, RowsSnapshot } from '../domain/ports.js'
+import type { AddOptions, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { migrate } from './migrations.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
@@ -66,6 +67,19 @@ export function validateRoute(route: Route): void {
   }
   const bad = pathsError(route, route.host)
   if (bad !== null) throw bad
+}
+
+/**
+ * Throws `path_claimed` when another of rows claims route's dir (the same
+ * directory, one inside it, or one around it) or its socket: the rule that
+ * makes a row `conflict` (design §1.1), asked before such a row is stored.
+ */
+export function refuseClaimedPaths(route: Route, rows: readonly Route[]): void {
+  const claims = new PathClaims(rows.filter((r) => r.host !== route.host))
+  const claimant =
+    (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
+    (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
+  if (claimant !== undefined) throw errors.pathClaimed(route.host, claimant.reason, claimant.host)
 }
 
 function toRoute(r: RouteRow): Route {
@@ -195,11 +209,17 @@ export class Registry implements RouteStore {
     return r === undefined ? undefined : toRoute(r)
   }
 
-  add(route: Route): void {
+  add(route: Route, opts: AddOptions = {}): void {
     validateRoute(route)
     const at = this.#now().toISOString()
-    try {
+    // IMMEDIATE: the rows the claims are checked against cannot change
+    // (another `routes add`) before the insert commits.
+    const insert = this.#db.transaction(() => {
+      if (opts.refuseClaimed === true) refuseClaimedPaths(route, this.list())
       this.#stmt.insert.run(route.host, route.kind, route.socket, route.dir, route.db, route.hibernate ? 1 : 0, at, at)
+    })
+    try {
+      insert.immediate()
     } catch (err) {
       // The insert itself detects the duplicate, so two writers cannot both pass a check made before it.
       if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw errors.hostExists(route.host)

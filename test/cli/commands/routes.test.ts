@@ -140,6 +140,47 @@ void test('add refuses an invalid host, a duplicate, a db outside the dir, and a
   assert.equal(s.registry.get('a.example.com')?.dir, '/srv/a')
 })
 
+void test('add refuses a --socket over the 107 bytes a unix socket can bind, naming the limit', async (t) => {
+  const s = await setup(t, () => Promise.reject(new Error('mint must not be asked')))
+  const socket = `/srv/${'s'.repeat(100)}.sock`
+  assert.equal(Buffer.byteLength(socket), 110)
+  assert.equal(await s.run('add', 'a.example.com', '--hibernate', '--dir', '/srv/a', '--socket', socket), 1)
+  assert.match(s.err.text, /a\.example\.com's socket \/srv\/s+\.sock is 110 bytes, over the 107 a unix socket can bind/)
+  assert.deepEqual(s.registry.list(), [])
+  const fits = `/srv/${'s'.repeat(97)}.sock`
+  assert.equal(Buffer.byteLength(fits), 107)
+  assert.equal(await s.run('add', 'a.example.com', '--hibernate', '--dir', '/srv/a', '--socket', fits), 0, s.err.text)
+})
+
+void test('add refuses a --dir or --socket another row already claims, naming that row, and changes nothing', async (t) => {
+  const s = await setup(t, () => Promise.reject(new Error('mint must not be asked')))
+  assert.equal(await s.run('add', 'a.example.com', '--hibernate', '--dir', '/srv/a', '--socket', '/srv/run/a.sock'), 0, s.err.text)
+  const cases: Array<[string[], RegExp]> = [
+    [['--dir', '/srv/a'], /dir \/srv\/a is also claimed by a\.example\.com/],
+    [['--dir', '/srv/a/inner'], /dir \/srv\/a\/inner is inside a\.example\.com's dir \/srv\/a/],
+    [['--dir', '/srv'], /dir \/srv contains a\.example\.com's dir \/srv\/a/],
+    [['--dir', '/srv/b', '--socket', '/srv/run/a.sock'], /socket \/srv\/run\/a\.sock is also a\.example\.com's/],
+  ]
+  for (const [paths, message] of cases) {
+    s.err.chunks.length = 0
+    assert.equal(await s.run('add', 'b.example.com', '--hibernate', ...paths), 1, paths.join(' '))
+    assert.match(s.err.text, message)
+    assert.match(s.err.text, /refused: b\.example\.com/)
+  }
+  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
+  assert.equal(await s.run('add', 'b.example.com', '--hibernate', '--dir', '/srv/b', '--socket', '/srv/run/b.sock'), 0, s.err.text)
+})
+
+void test('a minted row whose paths another row claims is refused before a directory is made', async (t) => {
+  const s = await setup(t, () => Promise.resolve('flat'))
+  const minted = flatPaths(s.io.config, 'b.example.com')
+  assert.equal(await s.run('add', 'a.example.com', '--dir', minted.dir), 0, s.err.text)
+  assert.equal(await s.run('add', 'b.example.com', '--hibernate'), 1)
+  assert.match(s.err.text, /is also claimed by a\.example\.com/)
+  assert.equal(await exists(minted.dir), false)
+  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
+})
+
 void test('an add the registry refuses after the directories were made removes them again', async (t) => {
   const s = await setup(t)
   const real = s.registry

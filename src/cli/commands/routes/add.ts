@@ -1,7 +1,8 @@
 // `layoutd routes add HOST …` (design §8): a row added to the registry. A
 // hibernating instance added without paths gets them minted in the shape
 // the mint rule answers (design §5), and its directories made with their
-// modes (design §2); a refused add changes nothing.
+// modes (design §2); a socket that cannot be bound, or a dir or socket
+// another row claims, is refused; a refused add changes nothing.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
@@ -12,7 +13,7 @@ import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
 import { groupId, SOCKETS_GROUP } from '../../../infra/groups.js'
 import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/pass/mover.js'
-import { validateRoute } from '../../../infra/registry.js'
+import { refuseClaimedPaths, validateRoute } from '../../../infra/registry.js'
 import type { ParsedArgs } from '../../args.js'
 import type { Signature } from '../../command.js'
 import type { RoutesIo } from './index.js'
@@ -68,18 +69,20 @@ export async function run({ values, positionals: [host = ''] }: ParsedArgs<typeo
   if (kind === 'instance' && values.hibernate && dir === undefined && socket === undefined) {
     mode = await mintMode(io, host)
     route = { ...route, ...pathsFor(io.config, host, mode), db }
-    if (mode === 'nested' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
-      throw errors.badRequest(
-        `refused: ${host}'s nested socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, over the ${MAX_SOCKET_PATH} a unix socket can bind`,
-      )
-    }
   }
   validateRoute(route)
+  // The socket the row names must be one its instance can bind, whoever chose it.
+  if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
+    throw errors.socketTooLong(host, mode === undefined ? 'socket' : `${mode} socket`, route.socket, MAX_SOCKET_PATH)
+  }
+  // A row beside another that claims its dir or socket would only ever be
+  // `conflict`: refuse it now, naming that row (the insert checks again).
+  refuseClaimedPaths(route, io.registry.list())
 
   const made: string[] = []
   try {
     if (mode !== undefined) await makeDirs(io, host, mode, made)
-    io.registry.add(route)
+    io.registry.add(route, { refuseClaimed: true })
   } catch (err) {
     await undoDirs(made, io)
     throw err
