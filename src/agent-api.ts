@@ -97,9 +97,21 @@ export type WakeRefusal = Static<typeof WakeRefusal>
 /** A claim's answer: granted with the paths, or refused with the reason. */
 export type WakeAnswer = { granted: true; grant: WakeGrant } | { granted: false; refusal: WakeRefusal }
 
+/** The most hosts one awake set may name: far above any box's instances, and a bound on the work one request asks for. */
+export const MAX_AWAKE_SET = 20_000
+
+/**
+ * The longest text taken where a hostname goes (a path parameter, a name in
+ * the awake set). A host is at most 253 bytes (design §2); one a little
+ * longer still reaches the rule and is refused as `invalid_host`, naming its
+ * length, and anything longer is refused for its size.
+ */
+export const MAX_HOST_TEXT = 512
+
 export const WakeSetBody = Type.Object(
   {
-    awake: Type.Array(Type.String({ description: 'A hostname the activator has awake.' }), {
+    awake: Type.Array(Type.String({ maxLength: MAX_HOST_TEXT, description: 'A hostname the activator has awake.' }), {
+      maxItems: MAX_AWAKE_SET,
       description: "Every host the activator has awake now: the whole set; every claim not named here ends.",
     }),
   },

@@ -1,10 +1,11 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
 // listening: server.ts listens, tests inject, openapi.ts reads the schemas.
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import type { IncomingMessage, Server, ServerResponse } from 'node:http'
-import type { AgentApi } from './agent-api.js'
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
 import type { AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
@@ -45,6 +46,20 @@ export interface Timeouts {
 // mistake or an attack.
 const DEFAULT_BODY_LIMIT = 64 * 1024
 
+/**
+ * The longest path parameter the router takes (Fastify's default, 100,
+ * would answer 414 for valid hosts of 101–253 bytes): a name a little too
+ * long still reaches its route and is refused for what it is.
+ */
+const MAX_PARAM_LENGTH = MAX_HOST_TEXT
+
+/**
+ * The status a request the client abandoned mid-way is counted under (nginx's
+ * "client closed request"): nothing went wrong on this side, and the
+ * client never sees it.
+ */
+export const CLIENT_CLOSED_STATUS = 499
+
 const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
 
 // Fastify's own client errors, answered with the catalogue's codes instead
@@ -54,6 +69,36 @@ const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = 
   FST_ERR_CTP_INVALID_MEDIA_TYPE: (r) => errors.unsupportedMediaType(r.headers['content-type'] ?? ''),
   FST_ERR_CTP_INVALID_JSON_BODY: () => errors.invalidJson(),
   FST_ERR_CTP_EMPTY_JSON_BODY: () => errors.emptyJson(),
+  FST_ERR_MAX_PARAM_LENGTH: () => errors.uriTooLong(MAX_PARAM_LENGTH),
+}
+
+/**
+ * The client went away before its request was read whole: the body's
+ * stream ended with the socket. Only an error of reading counts, so a
+ * route's own failure is still logged as one even if its client left.
+ */
+function abandoned(err: FastifyError | null | undefined, request: FastifyRequest): boolean {
+  const reading = err?.code === 'ECONNRESET' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE'
+  return reading && (request.raw.aborted || request.raw.socket.destroyed)
+}
+
+/**
+ * What Node's HTTP parser refuses before a route sees it (a malformed
+ * request line, headers over the limit, a request that never arrived
+ * whole) gets the envelope too, written on the raw socket, which is then
+ * closed. A connection the client already reset is left alone.
+ */
+function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const known =
+    err.code === 'HPE_HEADER_OVERFLOW' ? errors.headersTooLarge() : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? errors.requestTimeout() : errors.malformedRequest()
+  this.log.debug({ code: known.code, parser: err.code }, 'request refused by the HTTP parser')
+  const body = JSON.stringify(envelope(known.code, known.message))
+  if (socket.writable) {
+    const head = `HTTP/1.1 ${known.statusCode} ${STATUS_CODES[known.statusCode] ?? ''}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8`
+    socket.write(`${head}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  }
+  socket.destroy()
 }
 
 interface Answer {
@@ -101,16 +146,29 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
     // TypeBox schemas are exact: a field the schema does not name is refused
-    // or kept, never silently dropped before the handler sees it.
-    ajv: { customOptions: { removeAdditional: false } },
-    // A URL Fastify cannot even route (bad percent-encoding) still gets the envelope.
-    frameworkErrors: (err, _request, reply: FastifyReply) => {
-      const known = errors.clientError(err.statusCode ?? 400, err.message)
+    // or kept, never silently dropped before the handler sees it; and a
+    // value is never coerced into the type it lacks (Fastify's default
+    // turns "x" into ["x"] and 12 into "12"), so `{"awake": "x"}` is refused,
+    // not read as a set that releases every other claim (design §6). The
+    // query strings take text only, and the one number (converge's
+    // `timeout`) is parsed by its route.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // A URL Fastify cannot even route (bad percent-encoding, a parameter
+    // over the limit) still gets the envelope.
+    frameworkErrors: (err, request, reply: FastifyReply) => {
+      const known = FRAMEWORK_ERRORS[err.code]?.(request) ?? errors.clientError(err.statusCode ?? 400, err.message)
       void reply.code(known.statusCode).send(envelope(known.code, known.message))
     },
+    clientErrorHandler: answerMalformed,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
+    if (abandoned(err, request)) {
+      // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
+      request.log.info({ method: request.method, route: request.routeOptions.url, url: pathOf(request.url) }, 'request aborted by the client')
+      return reply.code(CLIENT_CLOSED_STATUS).send(envelope('client_closed', 'the client closed the connection before its request was read'))
+    }
     const { status, body } = answerFor(err, request)
     if (status >= 500) {
       // The client learns only the code; the log keeps what happened and to which request.
@@ -128,9 +186,26 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.addHook('onRequest', authHook(deps.token))
 
-  app.addHook('onResponse', (request, reply, done) => {
+  // Every request is counted once: when its answer is sent, or when its
+  // client closes the connection first (499: no answer ever went out).
+  const counted = new WeakSet<FastifyRequest>()
+  const startedAt = new WeakMap<FastifyRequest, number>()
+  app.addHook('onRequest', (request, _reply, done) => {
+    startedAt.set(request, performance.now())
+    done()
+  })
+  const count = (request: FastifyRequest, status: number, seconds: number): void => {
+    if (counted.has(request)) return
+    counted.add(request)
     const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE)
-    deps.metrics.observeHttp(request.method, route, reply.statusCode, reply.elapsedTime / 1000)
+    deps.metrics.observeHttp(request.method, route, status, seconds)
+  }
+  app.addHook('onRequestAbort', (request, done) => {
+    count(request, CLIENT_CLOSED_STATUS, (performance.now() - (startedAt.get(request) ?? performance.now())) / 1000)
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    count(request, reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
 

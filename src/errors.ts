@@ -65,6 +65,12 @@ export const errors = {
     new AppError('payload_too_large', 413, `the request body is larger than the limit of ${limit} bytes`),
   unsupportedMediaType: (contentType: string) =>
     new AppError('unsupported_media_type', 415, `content type ${JSON.stringify(contentType)} is not accepted; send application/json`),
+  /** A path parameter longer than the router takes (design §6: sized for 253-byte hosts and then some). */
+  uriTooLong: (limit: number) => new AppError('uri_too_long', 414, `a path parameter is longer than ${limit} bytes; no hostname is`),
+  /** Refused by Node's HTTP parser before any route: answered on the raw socket. */
+  headersTooLarge: () => new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
+  requestTimeout: () => new AppError('request_timeout', 408, 'the request did not arrive whole in time'),
+  malformedRequest: () => new AppError('bad_request', 400, 'the request is not well-formed HTTP/1.1'),
   invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
   emptyJson: () => new AppError('bad_request', 400, 'the request body is empty but its content type is application/json'),
   /** A client error of Fastify's that the catalogue has no better word for; it keeps Fastify's status. */

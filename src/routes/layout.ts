@@ -21,11 +21,12 @@ const ConvergeQuery = Type.Object({
       description: '`1` or `true`: wait for the run this request asks for and answer with its results. Absent, `0` or `false`: answer at once.',
     }),
   ),
+  // Text, as every query value is: the app coerces nothing (design §6), so
+  // the number is read here, digits only, and its range checked below.
   timeout: Type.Optional(
-    Type.Integer({
-      minimum: 1,
-      maximum: MAX_WAIT_S,
-      description: `With \`wait\`: the most seconds to wait (default and cap ${MAX_WAIT_S}). The run goes on when the wait ends.`,
+    Type.String({
+      pattern: '^[0-9]{1,4}$',
+      description: `With \`wait\`: the most seconds to wait, a whole number from 1 to ${MAX_WAIT_S} (default and cap ${MAX_WAIT_S}). The run goes on when the wait ends.`,
     }),
   ),
 })
@@ -123,8 +124,9 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     },
     async (request, reply) => {
       const { wait, timeout } = request.query
+      const seconds = timeout === undefined ? MAX_WAIT_S : Number(timeout)
+      if (seconds < 1 || seconds > MAX_WAIT_S) throw errors.badRequest(`querystring/timeout must be a whole number of seconds from 1 to ${MAX_WAIT_S}`)
       if (wait !== '1' && wait !== 'true') return reply.code(202).send({ leg: api.kick() })
-      const seconds = timeout ?? MAX_WAIT_S
       // The connection is silent while the run goes on; without this the
       // server's idle timeout would cut a legitimate wait short.
       // (An injected request has a stand-in socket without timers.)

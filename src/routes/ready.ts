@@ -4,7 +4,7 @@ import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebo
 import Type from 'typebox'
 import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
 import { commonErrors, errorEnvelope } from './error-envelope.js'
-import { HostParams } from './wakes.js'
+import { HostParams, hostTooLong } from './wakes.js'
 
 export interface ReadyRoutesOptions {
   api: AgentApi
@@ -78,6 +78,7 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
           409: WakeRefusal,
           ...commonErrors,
           400: errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.'),
+          414: hostTooLong,
         },
       },
     },

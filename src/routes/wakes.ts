@@ -5,7 +5,7 @@
 // claimed host's files: that is the whole contract between the two.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import Type from 'typebox'
-import { type AgentApi, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
+import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
 import { commonErrors, errorEnvelope, mutationErrors } from './error-envelope.js'
 
 export interface WakesRoutesOptions {
@@ -24,6 +24,9 @@ export const HostParams = Type.Object({
 const WAKE_SET_BODY_LIMIT = 1024 * 1024
 
 const invalidHost = errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.')
+
+/** The answer to a host parameter too long for the router: longer than any hostname, so never one. */
+export const hostTooLong = errorEnvelope(`The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`)
 
 export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
   app.post(
@@ -44,6 +47,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
           409: WakeRefusal,
           ...commonErrors,
           400: invalidHost,
+          414: hostTooLong,
           ...mutationErrors,
         },
       },
@@ -70,6 +74,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
           204: Type.Null({ description: 'Released (or there was nothing to release).' }),
           ...commonErrors,
           400: invalidHost,
+          414: hostTooLong,
           ...mutationErrors,
         },
       },

@@ -1,10 +1,13 @@
 // On a real socket: the bytes a client sees (ETag, an empty 304) and the
 // server's own timeouts, which inject never exercises.
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import net from 'node:net'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
 import { build, sampleRun } from '../helpers/fake-agent.js'
+import { until } from '../helpers/until.js'
 
 async function listen(app: Awaited<ReturnType<typeof build>>['app']): Promise<string> {
   await app.listen({ port: 0, host: '127.0.0.1' })
@@ -42,4 +45,64 @@ void test('over a socket: a converge wait outlives the idle timeout of the conne
   const res = await pending
   assert.equal(res.statusCode, 200)
   assert.deepEqual((await res.body.json() as { run: unknown }).run, sampleRun())
+})
+
+void test('a client that disconnects mid-body is one quiet line without a stack, and no 500 in the metrics', async (t) => {
+  const { app, agent, logs, metrics } = await build(t)
+  const base = new URL(await listen(app))
+  const socket = net.connect(Number(base.port), base.hostname)
+  await once(socket, 'connect')
+  const seen = once(app.server, 'request')
+  socket.write(
+    'PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": ["a.example.com", "b.exa',
+  )
+  // The server has parsed the headers and reads the body: now the client goes.
+  await seen
+  socket.destroy()
+
+  const parsed = (): Array<Record<string, unknown>> => logs.map((l) => JSON.parse(l) as Record<string, unknown>)
+  const line = await until('a line about the dropped request', () =>
+    parsed().find((l) => typeof l.msg === 'string' && /request (failed|aborted)/.test(l.msg)),
+  )
+  assert.equal(line.msg, 'request aborted by the client', JSON.stringify(line))
+  assert.ok((line.level as number) <= 30, 'info or below')
+  assert.equal(line.err, undefined, 'no error object, so no stack')
+  assert.doesNotMatch(JSON.stringify(line), /stack|\n\s+at /)
+  assert.equal(line.route, '/wakes')
+  assert.equal(line.method, 'PUT')
+  // The metrics count the request, as closed by its client, never as a 500.
+  const text = await until('the request counted', async () => {
+    const m = await metrics.text()
+    return /carlos_layout_http_request_duration_seconds_count\{[^}]*route="\/wakes"/.test(m) ? m : undefined
+  })
+  assert.doesNotMatch(text, /status="500"/)
+  assert.match(text, /carlos_layout_http_request_duration_seconds_count\{method="PUT",route="\/wakes",status="499"\} 1/)
+  assert.deepEqual(agent.replaced, [], 'nothing of the half body reached the agent')
+  assert.equal(parsed().filter((l) => l.msg === 'request aborted by the client').length, 1, 'one line per dropped connection')
+})
+
+/** Sends raw bytes and answers everything the server wrote before it closed the connection. */
+async function raw(base: URL, bytes: string): Promise<string> {
+  const socket = net.connect(Number(base.port), base.hostname)
+  await once(socket, 'connect')
+  let got = ''
+  socket.setEncoding('utf8').on('data', (s: string) => (got += s))
+  socket.write(bytes)
+  await once(socket, 'close')
+  return got
+}
+
+void test('what the HTTP parser refuses before any route is the error envelope too, with a code', async (t) => {
+  const { app } = await build(t)
+  const base = new URL(await listen(app))
+  const cases: Array<[string, number, string]> = [
+    ['NOT HTTP AT ALL\r\n\r\n', 400, 'bad_request'],
+    [`GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
+  ]
+  for (const [bytes, status, code] of cases) {
+    const answer = await raw(base, bytes)
+    assert.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `), answer.slice(0, 80))
+    const body = answer.slice(answer.indexOf('\r\n\r\n') + 4)
+    assert.equal((JSON.parse(body) as { error: { code: string } }).error.code, code)
+  }
 })
