@@ -98,6 +98,9 @@ export const errors = {
   convergeTimeout: (seconds: number) =>
     new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
   internal: () => new AppError('internal', 500, 'internal error'),
+  /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
+  dataDirLocked: (dataDir: string, holder: string) =>
+    new AppError('data_dir_locked', 409, `${dataDir} is in use by another layoutd serve (${holder}); one agent per data root: stop that one first`),
 
   // The command line (design §8).
   usage: (message: string, options?: ErrorOptions) => new UsageError(message, options),

@@ -10,7 +10,7 @@ import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import type { LayoutReport } from '../../src/domain/schemas.js'
-import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox, type StartOptions } from '../helpers/agent-process.js'
+import { AgentExited, AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox, type StartOptions } from '../helpers/agent-process.js'
 
 /**
  * A sandbox whose directory is removed only after every agent started in it
@@ -139,4 +139,37 @@ void test('without a token the agent refuses to listen beyond loopback', async (
     (e: Error) => e,
   )
   assert.match(err.message, /beyond loopback; set CARLOS_AGENT_TOKEN/)
+})
+
+void test('one agent per data root: a second refuses naming the holder; kill -9 leaves no stale lock; a clean stop releases it', async (t) => {
+  const { sb, start } = await sandbox(t)
+  const first = await start()
+  await first.waitReady()
+  const firstAddress = new URL(first.url).host
+
+  // Another port, another box label by mistake: the same data root all the same.
+  const refused = await start({ env: { CARLOS_BOX: 'other-box' } }).then(
+    () => assert.fail('a second agent started on the same data root'),
+    (err: unknown) => err,
+  )
+  assert.ok(refused instanceof AgentExited, String(refused))
+  assert.equal(refused.exit.code, 1)
+  assert.match(refused.message, new RegExp(`layoutd: .*${sb.dataDir}.* is in use by another layoutd serve \\(pid ${first.pid}, listening on ${firstAddress.replace(/\./g, '\\.')}\\)`))
+  assert.doesNotMatch(refused.message, /Server listening at/, 'the second agent never listened')
+  assert.ok(await first.ready(), 'the first agent goes on')
+
+  // The CLI's writers keep working beside the running agent.
+  await cli(sb, 'routes', 'add', 'a.example.com', '--dir', path.join(sb.root, 'srv', 'a'))
+  await cli(sb, 'intent', 'revert')
+
+  // kill -9: the kernel drops the lock with the process.
+  await first.kill()
+  const second = await start()
+  await second.waitReady()
+  assert.equal((await statusJson(sb, second)).mode, 'flat')
+
+  // A clean stop releases it too, and says who holds nothing any more.
+  assert.deepEqual(await second.stop(), { code: 0, signal: null })
+  const third = await start()
+  await third.waitReady()
 })

@@ -1,0 +1,107 @@
+// One agent per data root (design §4.4): `D/agent.lock`, held for the
+// agent's lifetime with a lock the kernel drops when the process dies, and
+// `D/agent.json`, who holds it (pid, listen address), so a second agent can
+// name the holder when it refuses to start.
+//
+// Node has no flock(2). SQLite's own file locks are POSIX fcntl locks, which
+// the kernel releases with the process however it ends (kill -9 included),
+// so the lock is a small SQLite database in rollback-journal mode held in an
+// open `BEGIN IMMEDIATE` (a RESERVED lock): another opener's `BEGIN
+// IMMEDIATE` fails at once with SQLITE_BUSY (busy_timeout 0). better-sqlite3
+// is already the registry's driver; a lockfile package would either leave a
+// stale file after kill -9 (mkdir/pidfile schemes, guessed stale by age) or
+// bring a native module of its own for flock. The lock file lives beside
+// the registry, outside `D/layout`, so no journal or hold listing sees it.
+import fs from 'node:fs'
+import path from 'node:path'
+import Database from 'better-sqlite3'
+import { errorMessage, errors } from '../errors.js'
+
+export const AGENT_LOCK_FILE = 'agent.lock'
+export const AGENT_HOLDER_FILE = 'agent.json'
+
+/** Who holds the lock, as `D/agent.json` says. */
+export interface Holder {
+  pid: number
+  /** `host:port` once the agent listens; empty before. */
+  listen: string
+  startedAt: string
+}
+
+function isBusy(err: unknown): boolean {
+  return err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code === 'SQLITE_LOCKED')
+}
+
+/** The holder as its file says, or why it cannot be told (a holder killed before it wrote, a file removed). */
+function describeHolder(file: string): string {
+  try {
+    const h = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Holder>
+    const pid = typeof h.pid === 'number' ? `pid ${h.pid}` : 'pid unknown'
+    const listen = typeof h.listen === 'string' && h.listen !== '' ? `listening on ${h.listen}` : 'not listening yet'
+    return `${pid}, ${listen}`
+  } catch (err) {
+    return `its holder could not be read from ${file}: ${errorMessage(err)}`
+  }
+}
+
+export class AgentLock {
+  readonly #db: Database.Database
+  readonly #holderFile: string
+  #holder: Holder
+
+  private constructor(db: Database.Database, holderFile: string, holder: Holder) {
+    this.#db = db
+    this.#holderFile = holderFile
+    this.#holder = holder
+  }
+
+  /**
+   * Takes the data root's lock, or throws `data_dir_locked` naming the
+   * holder. Nothing else under the data root is read or written first, and
+   * a refused agent writes nothing at all.
+   */
+  static acquire(dataDir: string, now: () => Date = () => new Date()): AgentLock {
+    fs.mkdirSync(dataDir, { recursive: true })
+    const file = path.join(dataDir, AGENT_LOCK_FILE)
+    const holderFile = path.join(dataDir, AGENT_HOLDER_FILE)
+    const db = new Database(file)
+    try {
+      db.pragma('busy_timeout = 0')
+      // The lock is the RESERVED lock of an open write transaction; nothing
+      // is ever written in it, so the rollback journal is never made.
+      db.exec('BEGIN IMMEDIATE')
+    } catch (err) {
+      db.close()
+      if (isBusy(err)) throw errors.dataDirLocked(dataDir, describeHolder(holderFile))
+      throw err
+    }
+    const lock = new AgentLock(db, holderFile, { pid: process.pid, listen: '', startedAt: now().toISOString() })
+    lock.#writeHolder()
+    return lock
+  }
+
+  /** Records the address the agent listens on, for the next agent's refusal. */
+  listening(address: string): void {
+    this.#holder = { ...this.#holder, listen: address }
+    this.#writeHolder()
+  }
+
+  /** Releases the lock and removes the holder file: a clean stop. */
+  release(): void {
+    if (!this.#db.open) return
+    try {
+      fs.rmSync(this.#holderFile, { force: true })
+    } finally {
+      // Closing the connection ends the transaction and drops the lock.
+      this.#db.close()
+    }
+  }
+
+  // Written whole to a temporary name and renamed, so a refused agent never
+  // reads half a holder.
+  #writeHolder(): void {
+    const tmp = `${this.#holderFile}.${process.pid}.tmp`
+    fs.writeFileSync(tmp, `${JSON.stringify(this.#holder)}\n`, { mode: 0o644 })
+    fs.renameSync(tmp, this.#holderFile)
+  }
+}
