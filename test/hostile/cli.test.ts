@@ -124,18 +124,18 @@ void test('routes add while the intent is unreadable: exit 1, refused to mint, n
   }
 })
 
-void test('routes add with a --socket over the 107 bytes a unix socket can bind: exit 1 naming the limit', { todo: 'item 10' }, async () => {
+void test('routes add with a --socket over the 107 bytes a unix socket can bind: exit 1 naming the limit', async () => {
   const socket = `/run/${'s'.repeat(110)}.sock`
   // Hosts of their own: a todo case that is not yet refused adds its row.
   await refused(['routes', 'add', 'd.example.com', '--hibernate', '--dir', path.join(dataDir(), 'apps', 'd.example.com'), '--socket', socket], 1, /107/)
 })
 
-void test('routes add with a --dir another row claims: exit 1 naming that row', { todo: 'issue 9, one agent per data root: routes add refuses a --dir another row claims' }, async () => {
+void test('routes add with a --dir another row claims: exit 1 naming that row', async () => {
   const aDir = path.join(dataDir(), 'apps', 'a.example.com')
   await refused(['routes', 'add', 'e.example.com', '--hibernate', '--dir', aDir, '--socket', '/tmp/e.sock'], 1, /a\.example\.com/)
 })
 
-void test('routes add with a --socket another row claims: exit 1 naming that row', { todo: 'issue 9, one agent per data root: routes add refuses a --socket another row claims' }, async () => {
+void test('routes add with a --socket another row claims: exit 1 naming that row', async () => {
   const aSocket = path.join(dataDir(), 'run', 'a.example.com.sock')
   await refused(['routes', 'add', 'f.example.com', '--hibernate', '--dir', '/tmp/f-elsewhere', '--socket', aSocket], 1, /a\.example\.com/)
 })

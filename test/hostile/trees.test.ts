@@ -124,7 +124,7 @@ void test('the dir swapped for a symlink out of the data root after the fence: h
   outsideUntouched(c)
 })
 
-void test('the dir swapped for a symlink after preflight is not moved, nor its row pointed at it', { todo: 'item 4' }, async (t) => {
+void test('the dir swapped for a symlink after preflight is not moved, nor its row pointed at it', async (t) => {
   const { c, result } = await moveCase(t, 'after-preflight', (x) => {
     fs.renameSync(x.flat, `${x.flat}.real`)
     fs.symlinkSync(x.outside, x.flat)
@@ -201,7 +201,7 @@ void test('modes changed and a file added after preflight travel with the tree',
   outsideUntouched(c)
 })
 
-void test('a file name that is not valid UTF-8 moves with its bytes', { todo: 'item 5' }, async (t) => {
+void test('a file name that is not valid UTF-8 moves with its bytes', async (t) => {
   const { c, result } = await moveCase(t, 'after-fence', () => undefined, (x) => {
     fs.writeFileSync(Buffer.concat([Buffer.from(`${x.flat}/`), Buffer.from([0x66, 0xff, 0xfe, 0x2e, 0x74])]), 'latin-1 name')
   })
