@@ -6,7 +6,7 @@ import { constants, type Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_DIRECTORY } = constants
+const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants
 
 function code(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code
@@ -176,12 +176,33 @@ export async function setDirMode(dir: string, mode: number, gid = -1): Promise<v
   }
 }
 
-/** Reads a file as UTF-8 without following a symlink in its place. */
+/** The most readNoFollow reads: journals, hold markers and grace records are a few KB. */
+export const READ_LIMIT_BYTES = 1 << 20
+
+/**
+ * Reads a small file of ours as UTF-8 without following a symlink in its
+ * place. The open never blocks (O_NONBLOCK: a FIFO planted under the name
+ * must not hold the leg until someone writes to it), and anything but a
+ * regular file of at most READ_LIMIT_BYTES is refused, naming what is there.
+ */
 export async function readNoFollow(file: string): Promise<string> {
-  const fh = await fs.open(file, O_RDONLY | O_NOFOLLOW)
+  const fh = await fs.open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   try {
+    const st = await fh.stat()
+    if (!st.isFile()) throw new Error(`it is ${kindOf(st)}, not a regular file`)
+    if (st.size > READ_LIMIT_BYTES) throw new Error(`it is ${st.size} bytes, over the ${READ_LIMIT_BYTES} a record of ours can be`)
     return await fh.readFile('utf8')
   } finally {
     await fh.close()
   }
+}
+
+/** What a non-regular entry is, in words for a refusal. */
+export function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory'
+  if (st.isSymbolicLink()) return 'a symlink'
+  if (st.isFIFO()) return 'a FIFO'
+  if (st.isSocket()) return 'a socket'
+  if (st.isBlockDevice() || st.isCharacterDevice()) return 'a device'
+  return 'a regular file'
 }

@@ -2,24 +2,15 @@
 // read (design §2 "Nothing outside the data root"), and what <data>/layout
 // holds: the hosts named by journals and by hold markers. Start-up reads
 // the intent only when there is one of either.
-import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { validHost } from '../domain/hostname.js'
 import type { LayoutDirectory } from '../domain/ports.js'
 import { errors } from '../errors.js'
-import { lstatOrUndefined } from './fsutil.js'
+import { kindOf, lstatOrUndefined } from './fsutil.js'
 
 /** The directories of the data root every path the pass, recovery and the key minter use starts from (design §2). */
 export const DATA_ROOTS = ['layout', 'apps', 'nested'] as const
-
-function whatItIs(st: Stats): string {
-  if (st.isSymbolicLink()) return 'a symlink'
-  if (st.isFile()) return 'a regular file'
-  if (st.isSocket()) return 'a socket'
-  if (st.isFIFO()) return 'a FIFO'
-  return 'not a directory'
-}
 
 /**
  * Checks that D/layout, D/apps and D/nested are real directories (lstat: a
@@ -36,7 +27,7 @@ export async function verifyDataRoots(dataDir: string): Promise<void> {
     const dir = path.join(dataDir, name)
     const st = await lstatOrUndefined(dir)
     if (st === undefined) continue
-    if (!st.isDirectory()) throw errors.dataRootNotDirectory(dir, whatItIs(st))
+    if (!st.isDirectory()) throw errors.dataRootNotDirectory(dir, kindOf(st))
     if (ours !== undefined && st.uid !== ours && st.uid !== 0) throw errors.dataRootNotOurs(dir, st.uid, ours)
   }
 }
