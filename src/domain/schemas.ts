@@ -100,6 +100,15 @@ export const LegState = Type.Object(
 )
 export type LegState = Static<typeof LegState>
 
+/**
+ * A key that may be any string. A row another program wrote can carry a
+ * host with a newline in it; TypeBox's plain string key is the pattern
+ * `^.*$`, whose `.` stops at a newline, and the response serializer drops
+ * every key its pattern does not match: the row would vanish from the
+ * report instead of reading `foreign`.
+ */
+const ANY_KEY = Type.String({ pattern: '^[\\s\\S]*$' })
+
 export const RowReport = Type.Object(
   {
     layout: Type.String({ description: 'fenced, conflict, foreign, nested, flat or external.' }),
@@ -120,7 +129,7 @@ export const LayoutReport = Type.Object(
     ),
     default: Type.Boolean({ description: 'The box is nested by default rather than by a recorded intent.' }),
     defaultBlocked: Type.String({ description: 'Why the nested default does not apply on this box; empty when it does or is not asked.' }),
-    rows: Type.Record(Type.String(), RowReport, { description: 'Every instance-kind row, by host.' }),
+    rows: Type.Record(ANY_KEY, RowReport, { description: 'Every instance-kind row, by host.' }),
     leg: LegState,
     warnings: Type.Array(Type.String(), { description: 'What an operator should know about the box as a whole.' }),
   },
