@@ -9,6 +9,7 @@
 // file, and `layoutd status` should not pay for a validator it never needs.
 import os from 'node:os'
 import path from 'node:path'
+import { hostError } from './domain/hostname.js'
 import { errors } from './errors.js'
 
 /** One variable: where it comes from, its default, and how its text becomes a value. */
@@ -55,6 +56,19 @@ function refusedSecret(env: string, text: string, wanted: string) {
 }
 
 const text = (v: string): string => v
+
+/**
+ * A box label follows the hostname rule (design §1), so that an intent
+ * recorded with `--box` can address it. Hostnames compare without regard
+ * to case, so upper case is folded, as `intent --box` folds it: a box
+ * named WEB-01 is web-01 to both.
+ */
+function boxLabel(v: string, env: string): string {
+  const label = v.toLowerCase()
+  const why = hostError(label)
+  if (why !== null) throw refused(env, v, `a box label, as a hostname is (${why.replace(/^hostname /, '')}); set CARLOS_BOX`)
+  return label
+}
 const absolute = (v: string): string => path.resolve(v)
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
@@ -141,7 +155,7 @@ const LOG_LEVELS = oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal', 'si
 /** Every variable, by the Config field it resolves to. The data dir comes first: other defaults live under it. */
 export const ENVIRONMENT = {
   dataDir: variable('CARLOS_DATA_DIR', './data', "The box's data root.", absolute),
-  box: variable('CARLOS_BOX', () => os.hostname(), "The box's label; default the hostname.", text),
+  box: variable('CARLOS_BOX', () => os.hostname(), "The box's label, a hostname (upper case folded); default the hostname.", boxLabel),
   runDir: variable('CARLOS_RUN_DIR', (d) => path.join(d, 'run'), 'Where flat sockets live; default <data>/run.', absolute),
   build: variable('CARLOS_BUILD', '', 'The running platform build, stamped by the deployment.', text),
   // Not refused here: an invalid value is reported by the layout default's rule (design §5).

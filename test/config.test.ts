@@ -53,6 +53,11 @@ void test('every variable of the table is a CARLOS_* variable with a description
   }
 })
 
+void test('CARLOS_BOX is a box label: upper case folded, as intent --box folds it', () => {
+  assert.equal(loadConfig({ CARLOS_BOX: 'WEB-01' }).box, 'web-01')
+  assert.equal(loadConfig({ CARLOS_BOX: 'kass-1' }).box, 'kass-1')
+})
+
 void test('a refused value names the variable and the value', () => {
   // One shape, NAME=value: what is wanted; the value is quoted only where it would not read on its own.
   const cases: Array<[Record<string, string>, string]> = [
@@ -66,6 +71,7 @@ void test('a refused value names the variable and the value', () => {
     [{ CARLOS_ACTIVATOR_URL: 'not a url' }, 'CARLOS_ACTIVATOR_URL="not a url": an http(s) URL'],
     [{ CARLOS_EDGE_RELOAD_URL: 'ftp://edge' }, 'CARLOS_EDGE_RELOAD_URL=ftp://edge: an http(s) URL'],
     [{ CARLOS_NESTED_MOUNTS: '/a,none' }, 'CARLOS_NESTED_MOUNTS=/a,none: none stands alone'],
+    [{ CARLOS_BOX: 'web_01' }, 'CARLOS_BOX=web_01: a box label, as a hostname is (label "web_01" is not a-z, 0-9 and inner hyphens); set CARLOS_BOX'],
   ]
   for (const [env, message] of cases) assert.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })

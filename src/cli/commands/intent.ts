@@ -100,10 +100,12 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
   })
 }
 
-async function recordIntent(io: IntentIo, mode: Mode, box: string | undefined, force: boolean): Promise<number> {
-  if (box !== undefined) {
+async function recordIntent(io: IntentIo, mode: Mode, asked: string | undefined, force: boolean): Promise<number> {
+  // Folded as CARLOS_BOX is: hostnames compare without regard to case.
+  const box = asked?.toLowerCase()
+  if (asked !== undefined && box !== undefined) {
     const why = hostError(box)
-    if (why !== null) throw errors.invalidBoxLabel(box, why)
+    if (why !== null) throw errors.invalidBoxLabel(asked, why)
   }
   const now = (io.now ?? (() => new Date()))()
   // The new id must sort after every recorded one, so the store is read

@@ -213,10 +213,19 @@ void test('an unknown mode in an older record superseded by a valid one is not r
   assert.equal(s.json.intent?.by, 'ops@test')
 })
 
+void test('--box is folded to lower case, as CARLOS_BOX is: an intent for KASS-1 addresses box kass-1', async (t) => {
+  const { run, status, store } = await setup(t)
+  const r = await run('revert', '--box', 'KASS-1')
+  assert.equal(r.code, 0, r.err)
+  const [rec] = await store.list(live())
+  assert.equal(rec?.box, 'kass-1')
+  assert.match(r.out, /flat for box kass-1\n$/)
+  assert.equal((await status()).json.mode, 'flat')
+})
+
 void test('an invalid --box is refused with the reason, and nothing is written', async (t) => {
   const { run, dir } = await setup(t)
   for (const [box, why] of [
-    ['Kass-1', /lower case/],
     ['-kass', /not a-z, 0-9 and inner hyphens/],
     ['', /empty/],
     ['../etc', /empty label/],
