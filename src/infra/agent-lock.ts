@@ -98,9 +98,10 @@ export class AgentLock {
   }
 
   // Written whole to a temporary name and renamed, so a refused agent never
-  // reads half a holder.
+  // reads half a holder. Only the lock's holder writes it, so one fixed name
+  // serves: a holder killed mid-write leaves one file the next overwrites.
   #writeHolder(): void {
-    const tmp = `${this.#holderFile}.${process.pid}.tmp`
+    const tmp = `${this.#holderFile}.tmp`
     fs.writeFileSync(tmp, `${JSON.stringify(this.#holder)}\n`, { mode: 0o644 })
     fs.renameSync(tmp, this.#holderFile)
   }
