@@ -12,9 +12,17 @@
 // re-evaluated before every leg run (they are cheap and a remount must be
 // seen); the probe file is read at start and every CARLOS_PROBE_EVERY, as
 // the probe itself runs on its own schedule.
+//
+// The answer is a verdict, not a message (design §5.4): each check carries
+// a stable code (an errno's, or a named reason) and stable words, and two
+// answers differ only when a check's name, pass or code does. The detail
+// (the errno's own text, the self-check's probe directory) varies from one
+// evaluation to the next, so it is kept for /ready?verbose and the logs and
+// never decides anything: a fault that stays the same is one change, one
+// log line and one serial move, not one per run of the leg.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
-import fs from 'node:fs/promises'
+import nodeFs from 'node:fs/promises'
 import path from 'node:path'
 import type { IsolationGate, Logger } from '../domain/ports.js'
 import { setDirMode } from './fsutil.js'
@@ -22,8 +30,16 @@ import { setDirMode } from './fsutil.js'
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
   ok: boolean
+  /** Stable: `ok`, an errno's code (`EROFS`), or a named reason (`not-a-directory`). What answers are compared by. */
+  code: string
+  /** Stable words for the code: what check() answers, and so what wakes, the report and the leg's logs carry. */
+  reason: string
+  /** What was found, with what varies (an errno's text, a path made for the check): for /ready?verbose and logs. */
   detail: string
 }
+
+/** The few calls the self-check makes, replaceable so a test can fail one (EACCES, which root never sees). */
+export type SelfCheckFs = Pick<typeof nodeFs, 'mkdir' | 'lstat' | 'readdir' | 'rm'>
 
 export interface IsolationConfig {
   dataDir: string
@@ -31,9 +47,34 @@ export interface IsolationConfig {
   mountinfo: string
   probeFile: string
   probeEveryMs: number
+  /** The self-check's filesystem calls; node's own unless a test fails one. */
+  selfCheckFs?: SelfCheckFs
 }
 
 const NOT_YET_RUN = 'not yet run'
+
+function notYetRun(name: GateCheck['name']): GateCheck {
+  return { name, ok: false, code: 'not-yet-run', reason: NOT_YET_RUN, detail: NOT_YET_RUN }
+}
+
+function passed(name: GateCheck['name'], detail: string): GateCheck {
+  return { name, ok: true, code: 'ok', reason: 'ok', detail }
+}
+
+function fail(name: GateCheck['name'], code: string, reason: string, detail = reason): GateCheck {
+  return { name, ok: false, code, reason, detail }
+}
+
+/** An errno's code (`EROFS`), or `error` for a thrown value without one. */
+function errnoCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && code !== '' ? code : 'error'
+}
+
+/** What a verdict is compared by: each check's name, pass and code; never its words or detail. */
+function verdictKey(checks: readonly GateCheck[]): string {
+  return checks.map((c) => `${c.name}:${c.ok ? 'ok' : c.code}`).join(' ')
+}
 
 /** Decodes the octal escapes mountinfo uses for space, tab, newline and backslash. */
 function unescapeMount(s: string): string {
@@ -56,32 +97,38 @@ export function parseMountinfo(text: string): Map<string, string[]> {
   return mounts
 }
 
-/** Why the mounts do not isolate, or '' when every required one has nosymfollow. */
-export function mountsVerdict(text: string, required: readonly string[]): string {
+/** Why the mounts do not isolate, with its code, or undefined when every required one has nosymfollow. */
+function mountsFailure(text: string, required: readonly string[]): { code: string; reason: string } | undefined {
   const mounts = parseMountinfo(text)
   for (const want of required) {
     const opts = mounts.get(want)
-    if (opts === undefined) return `${want} is not a mount point`
-    if (!opts.includes('nosymfollow')) return `${want} is mounted without nosymfollow`
+    if (opts === undefined) return { code: 'not-a-mount', reason: `${want} is not a mount point` }
+    if (!opts.includes('nosymfollow')) return { code: 'no-nosymfollow', reason: `${want} is mounted without nosymfollow` }
   }
-  return ''
+  return undefined
+}
+
+/** Why the mounts do not isolate, or '' when every required one has nosymfollow. */
+export function mountsVerdict(text: string, required: readonly string[]): string {
+  return mountsFailure(text, required)?.reason ?? ''
+}
+
+/** Why the probe's verdict is not ready, with its code, or undefined when it says `ready: true`. */
+function probeFailure(text: string): { code: string; reason: string } | undefined {
+  const ready = /^\s*ready:\s*(\S+)\s*$/m.exec(text)?.[1]
+  if (ready === 'true') return undefined
+  const why = /^\s*reason:\s*(.+?)\s*$/m.exec(text)?.[1]
+  if (ready === undefined) return { code: 'probe-unreadable', reason: 'the probe verdict has no `ready:` line' }
+  return { code: 'probe-not-ready', reason: `the probe says ready: ${ready}${why ? ` (${why})` : ''}` }
 }
 
 /** Why the probe's verdict is not ready, or '' when it says `ready: true`. */
 export function probeVerdict(text: string): string {
-  const ready = /^\s*ready:\s*(\S+)\s*$/m.exec(text)?.[1]
-  if (ready === 'true') return ''
-  const why = /^\s*reason:\s*(.+?)\s*$/m.exec(text)?.[1]
-  if (ready === undefined) return 'the probe verdict has no `ready:` line'
-  return `the probe says ready: ${ready}${why ? ` (${why})` : ''}`
+  return probeFailure(text)?.reason ?? ''
 }
 
 export class Isolation implements IsolationGate {
-  private checks: GateCheck[] = [
-    { name: 'selfcheck', ok: false, detail: NOT_YET_RUN },
-    { name: 'mounts', ok: false, detail: NOT_YET_RUN },
-    { name: 'probe', ok: false, detail: NOT_YET_RUN },
-  ]
+  private checks: GateCheck[] = [notYetRun('selfcheck'), notYetRun('mounts'), notYetRun('probe')]
   private timer: NodeJS.Timeout | undefined
   private stopped = false
   private running: Promise<void> | undefined
@@ -93,9 +140,10 @@ export class Isolation implements IsolationGate {
     private readonly onChange: (verdict: string | null) => void = () => {},
   ) {}
 
+  /** The first failed check's name and stable words, or null when all pass. */
   check(): string | null {
     const failed = this.checks.find((c) => !c.ok)
-    return failed === undefined ? null : `${failed.name}: ${failed.detail}`
+    return failed === undefined ? null : `${failed.name}: ${failed.reason}`
   }
 
   report(): GateCheck[] {
@@ -133,36 +181,41 @@ export class Isolation implements IsolationGate {
   }
 
   private async evaluate(readProbe: boolean): Promise<void> {
-    const before = this.check()
+    const before = verdictKey(this.checks)
     const self = await this.selfCheck()
     const mounts = await this.mounts()
     const probe = readProbe ? await this.probe() : this.checks[2]
-    this.checks = [self, mounts, probe ?? { name: 'probe', ok: false, detail: NOT_YET_RUN }]
+    this.checks = [self, mounts, probe ?? notYetRun('probe')]
+    if (verdictKey(this.checks) === before) return
     const after = this.check()
-    if (after !== before) {
-      this.logger.info({ gate: after ?? 'open' }, after === null ? 'layout: isolation gate open' : `layout: isolation gate shut -> ${after}`)
-      this.onChange(after)
-    }
+    const failed = this.checks.filter((c) => !c.ok).map(({ name, code, detail }) => ({ name, code, detail }))
+    this.logger.info({ gate: after ?? 'open', failed }, after === null ? 'layout: isolation gate open' : `layout: isolation gate shut -> ${after}`)
+    this.onChange(after)
   }
 
   private async selfCheck(): Promise<GateCheck> {
+    const fs = this.cfg.selfCheckFs ?? nodeFs
     const nested = path.join(this.cfg.dataDir, 'nested')
     const probe = path.join(nested, `.selfcheck-${process.pid}-${randomBytes(4).toString('hex')}`)
     try {
       await fs.mkdir(nested, { recursive: true, mode: 0o755 })
       const st = await fs.lstat(nested)
-      if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', `${nested} is not a directory (a symlink is refused)`)
-      await this.removeStaleProbes(nested)
+      if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
+      await this.removeStaleProbes(fs, nested)
       await fs.mkdir(probe, { mode: 0o750 })
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
       await setDirMode(path.join(probe, 'run'), 0o2770)
       const run = await fs.lstat(path.join(probe, 'run'))
       if (!run.isDirectory() || (run.mode & 0o7777) !== 0o2770) {
-        return fail('selfcheck', `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${(run.mode & 0o7777).toString(8)})`)
+        const mode = (run.mode & 0o7777).toString(8)
+        return fail('selfcheck', 'mode-not-held', `chmod 2770 on a tree under ${nested} did not hold (mode ${mode})`, `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${mode})`)
       }
-      return { name: 'selfcheck', ok: true, detail: 'ok' }
+      return passed('selfcheck', 'ok')
     } catch (err) {
-      return fail('selfcheck', errorMessage(err))
+      // The errno's text names the probe directory, whose name is new each
+      // time: it is the detail, and the code is the verdict.
+      const code = errnoCode(err)
+      return fail('selfcheck', code, `cannot create, chmod and remove a tree under ${nested} (${code})`, errorMessage(err))
     } finally {
       await fs.rm(probe, { recursive: true, force: true }).catch((err: unknown) => {
         this.logger.warn({ err, path: probe }, 'layout: isolation self-check could not remove its tree')
@@ -175,7 +228,7 @@ export class Isolation implements IsolationGate {
    * with a dot, so it is never a host's; one agent runs per box, so any
    * such tree but the one being made now is a leftover.
    */
-  private async removeStaleProbes(nested: string): Promise<void> {
+  private async removeStaleProbes(fs: SelfCheckFs, nested: string): Promise<void> {
     for (const name of await fs.readdir(nested)) {
       if (!name.startsWith('.selfcheck-')) continue
       await fs.rm(path.join(nested, name), { recursive: true, force: true })
@@ -183,21 +236,22 @@ export class Isolation implements IsolationGate {
   }
 
   private async mounts(): Promise<GateCheck> {
-    if (this.cfg.nestedMounts.length === 0) return { name: 'mounts', ok: true, detail: 'no mount required (CARLOS_NESTED_MOUNTS=none)' }
+    if (this.cfg.nestedMounts.length === 0) return passed('mounts', 'no mount required (CARLOS_NESTED_MOUNTS=none)')
     let text: string
     try {
-      text = await fs.readFile(this.cfg.mountinfo, 'utf8')
+      text = await nodeFs.readFile(this.cfg.mountinfo, 'utf8')
     } catch (err) {
-      return fail('mounts', `cannot read ${this.cfg.mountinfo}: ${errorMessage(err)}`)
+      const code = errnoCode(err)
+      return fail('mounts', code, `cannot read ${this.cfg.mountinfo} (${code})`, `cannot read ${this.cfg.mountinfo}: ${errorMessage(err)}`)
     }
-    const why = mountsVerdict(text, this.cfg.nestedMounts)
-    return why === '' ? { name: 'mounts', ok: true, detail: 'ok' } : fail('mounts', why)
+    const why = mountsFailure(text, this.cfg.nestedMounts)
+    return why === undefined ? passed('mounts', 'ok') : fail('mounts', why.code, why.reason)
   }
 
   private async probe(): Promise<GateCheck> {
     let text: string
     try {
-      const fh = await fs.open(this.cfg.probeFile, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      const fh = await nodeFs.open(this.cfg.probeFile, nodeFs.constants.O_RDONLY | nodeFs.constants.O_NOFOLLOW)
       try {
         const { bytesRead, buffer } = await fh.read({ buffer: Buffer.alloc(64 * 1024) })
         text = buffer.toString('utf8', 0, bytesRead)
@@ -205,13 +259,10 @@ export class Isolation implements IsolationGate {
         await fh.close()
       }
     } catch (err) {
-      return fail('probe', `cannot read ${this.cfg.probeFile}: ${errorMessage(err)}`)
+      const code = errnoCode(err)
+      return fail('probe', code, `cannot read ${this.cfg.probeFile} (${code})`, `cannot read ${this.cfg.probeFile}: ${errorMessage(err)}`)
     }
-    const why = probeVerdict(text)
-    return why === '' ? { name: 'probe', ok: true, detail: 'ok' } : fail('probe', why)
+    const why = probeFailure(text)
+    return why === undefined ? passed('probe', 'ok') : fail('probe', why.code, why.reason)
   }
-}
-
-function fail(name: GateCheck['name'], detail: string): GateCheck {
-  return { name, ok: false, detail }
 }

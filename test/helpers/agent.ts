@@ -10,7 +10,7 @@ import { composeAgent } from '../../src/agent/compose.js'
 import { buildApp, type App } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
-import type { DeployStore } from '../../src/domain/ports.js'
+import type { DeployStore, Logger } from '../../src/domain/ports.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import { Registry } from '../../src/infra/registry.js'
@@ -45,6 +45,8 @@ export interface AgentBoxOptions {
   wrapStore?: (store: DeployStore) => DeployStore
   /** Starts the agent before returning (its leg's first run may be under way then); false by default. */
   start?: boolean
+  /** The agent's logger (one that counts its lines); silent by default. */
+  logger?: Logger
 }
 
 const closers = new WeakMap<TestContext, Array<() => Promise<void>>>()
@@ -81,7 +83,7 @@ export async function agentBox(t: TestContext, opts: AgentBoxOptions = {}): Prom
   const store = opts.wrapStore ? opts.wrapStore(dirStore) : dirStore
   const metrics = new Metrics()
   const logger = createLogger('silent')
-  const agent = composeAgent({ config, logger, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs })
+  const agent = composeAgent({ config, logger: opts.logger ?? logger, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs })
   const app = await buildApp({ api: agent, metrics, logger, token: '' })
   let closed: Promise<void> | undefined
   // In order: the agent writes under dir until it has stopped.

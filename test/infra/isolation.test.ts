@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
-import { Isolation, mountsVerdict, parseMountinfo, probeVerdict } from '../../src/infra/isolation.js'
+import { Isolation, mountsVerdict, parseMountinfo, probeVerdict, type SelfCheckFs } from '../../src/infra/isolation.js'
 import { FakeLogger } from '../domain/fakes.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -91,4 +91,58 @@ void test('the self-check removes the tree a killed self-check left behind', asy
   await gate.refresh({ probe: false })
   assert.equal(gate.report()[0]?.ok, true)
   assert.deepEqual(await fs.readdir(nested), ['a.example.com'])
+})
+
+void test('a self-check that fails the same way every time is one change: its code is the verdict, its errno text only the detail', async (t) => {
+  const dir = await tmpDir(t)
+  const dataDir = path.join(dir, 'data')
+  const nested = path.join(dataDir, 'nested')
+  let denied = true
+  // Root is never refused by chmod; the errno comes from a failing mkdir instead, worded as node words it.
+  const selfCheckFs: SelfCheckFs = {
+    ...fs,
+    mkdir: (async (p: string, opts?: unknown) => {
+      if (denied && path.basename(p).startsWith('.selfcheck-')) {
+        throw Object.assign(new Error(`EACCES: permission denied, mkdir '${p}'`), { code: 'EACCES', errno: -13, syscall: 'mkdir', path: p })
+      }
+      return fs.mkdir(p, opts as Parameters<typeof fs.mkdir>[1])
+    }) as SelfCheckFs['mkdir'],
+  }
+  const logger = new FakeLogger()
+  const changes: Array<string | null> = []
+  const gate = new Isolation(
+    { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000, selfCheckFs },
+    logger,
+    (v) => changes.push(v),
+  )
+  const answers = new Set<string | null>()
+  for (let i = 0; i < 5; i++) answers.add(await gate.refresh({ probe: false }))
+  const shut = `selfcheck: cannot create, chmod and remove a tree under ${nested} (EACCES)`
+  assert.deepEqual([...answers], [shut], 'the same answer every time, naming no probe directory')
+  assert.deepEqual(changes, [shut])
+  assert.equal(logger.msgs().filter((m) => m.startsWith('layout: isolation gate')).length, 1)
+  const self = gate.report()[0]
+  assert.equal(self?.code, 'EACCES')
+  assert.match(self?.detail ?? '', /^EACCES: permission denied, mkdir '.*\.selfcheck-/, 'the errno text stays as the detail')
+
+  denied = false
+  // The probe has not been read: the gate now waits on it alone.
+  assert.equal(await gate.refresh({ probe: false }), 'probe: not yet run')
+  assert.deepEqual(changes, [shut, 'probe: not yet run'], 'the fault lifted is one more change')
+})
+
+void test('the answer changes with a check code, not with its words', async (t) => {
+  const dir = await tmpDir(t)
+  const dataDir = path.join(dir, 'data')
+  const probeFile = path.join(dir, 'probe.out')
+  await fs.writeFile(probeFile, 'ready: false\nreason: first words\n')
+  const changes: Array<string | null> = []
+  const gate = new Isolation({ dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 }, new FakeLogger(), (v) => changes.push(v))
+  await gate.refresh({ probe: true })
+  await fs.writeFile(probeFile, 'ready: false\nreason: other words\n')
+  assert.equal(await gate.refresh({ probe: true }), 'probe: the probe says ready: false (other words)')
+  assert.equal(gate.report()[2]?.code, 'probe-not-ready')
+  await fs.rm(probeFile)
+  assert.equal(await gate.refresh({ probe: true }), `probe: cannot read ${probeFile} (ENOENT)`)
+  assert.deepEqual(changes, ['probe: the probe says ready: false (first words)', `probe: cannot read ${probeFile} (ENOENT)`])
 })
