@@ -95,6 +95,12 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  private readonly legNextRetry = new Gauge({
+    name: `${PREFIX}leg_next_retry_timestamp_seconds`,
+    help: 'When the retry timer runs the layout pass again, in seconds since the epoch; 0 when no retry is scheduled.',
+    registers: [this.registry],
+  })
+
   private readonly moves = new Counter({
     name: `${PREFIX}moves_total`,
     help: 'Hosts the pass reached, by the mode it moved them toward and the outcome.',
@@ -188,6 +194,11 @@ export class Metrics {
 
   setLegRunning(running: boolean): void {
     this.legRunning.set(running ? 1 : 0)
+  }
+
+  /** When the retry timer runs the pass again (ms since the epoch), or null for none. */
+  setNextRetry(atMs: number | null): void {
+    this.legNextRetry.set(atMs === null ? 0 : atMs / 1000)
   }
 
   /** A run of the pass finished after `seconds`. */

@@ -45,13 +45,14 @@ export function buildLeg(deps: LegRunnerDeps): Leg {
     logger: deps.logger,
     retryMs: deps.config.retryMs,
     onRunStart: () => metrics.setLegRunning(true),
+    onRetryChange: (at) => metrics.setNextRetry(at),
     onRunEnd: (run, seconds) => recordLegRunMetrics(deps, run, seconds),
   })
 }
 
 async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutcome> {
   const pass = deps.pass()
-  if (pass === null) return { results: [], retry: false }
+  if (pass === null) return { results: [], retry: false, unfinished: false }
   await deps.keys()
   const { config, gate, state, logger } = deps
   // The gate's self-check and mounts are evaluated fresh for every run;

@@ -30,11 +30,15 @@ export interface LegRunDeps extends DefaultInputs {
  * addresses this box with a mode this build knows. An intent that cannot be
  * read moves nothing and is noted `unreadable`, overwriting whatever mode
  * was seen before (a read that just failed is not proof the fleet still
- * wants it); the next serial move reads it again.
+ * wants it); the run could not finish, so the leg comes back to read it
+ * again (with backoff), and so does any serial move before that.
  *
  * retry says whether the leg should come back on its own: a host deferred
  * for being awake or held has a reason that clears in wall time, and so does
- * a nested default waiting on the isolation gate.
+ * a nested default waiting on the isolation gate. unfinished says the run
+ * could not finish (the read failed, or a result is `failed`: a stop that
+ * did not happen, a move an I/O error interrupted), and comes back with
+ * backoff (design §5.1).
  */
 export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new AbortController().signal): Promise<LegOutcome> {
   const { logger, state } = deps
@@ -47,7 +51,7 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
     const err = errorMessage(error)
     logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
     state.noteIntent('unreadable', err)
-    return { results: [], retry: false }
+    return { results: [], retry: false, unfinished: true }
   }
   if (!read.found) {
     // The deployment's default stands in, on a box that is ready for it.
@@ -72,10 +76,9 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
       // as an awake host is: the probe that gates it answers in wall time,
       // and a quiet fleet would otherwise never come back to ask. The
       // opt-out and a typo are not waiting on anything.
-      return { results: [], retry: nestedByDefault(deps.layoutDefault) }
+      return { results: [], retry: nestedByDefault(deps.layoutDefault), unfinished: false }
     }
-    const results = await deps.converge('nested', false, signal)
-    return { results, retry: logLayoutResults(results, logger) }
+    return convergedOutcome(await deps.converge('nested', false, signal), logger)
   }
   const { id, mode, force } = read.intent
   if (!validMode(mode)) {
@@ -83,12 +86,18 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
       { intent: 'unreadable', id, mode },
       `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested; not converging this move`,
     )
+    // Not a fault that passes: a new intent (a serial move) is what ends it.
     state.noteIntent('unreadable', `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`)
-    return { results: [], retry: false }
+    return { results: [], retry: false, unfinished: false }
   }
   state.noteIntent(mode)
-  const results = await deps.converge(mode, force, signal)
-  return { results, retry: logLayoutResults(results, logger) }
+  return convergedOutcome(await deps.converge(mode, force, signal), logger)
+}
+
+/** A converge's results, logged, and what they ask of the retry timer. */
+function convergedOutcome(results: Result[], logger: Logger): LegOutcome {
+  const retry = logLayoutResults(results, logger)
+  return { results, retry, unfinished: results.some((r) => r.outcome === 'failed') }
 }
 
 /**

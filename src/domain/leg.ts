@@ -4,16 +4,44 @@
 // poller, the HTTP API, wakes) may wait behind it. One run at a time; moves
 // that land while one runs ask for exactly one more run, however many there
 // were, since that run re-evaluates every host (the SingleFlight rule).
+//
+// One retry timer, and the run that last finished decides it (design §5.1):
+// a host waiting on wall time (awake, held, the gate) brings the leg back
+// after CARLOS_LAYOUT_RETRY; a run that could not finish (an unreadable
+// read, a failed result, a run that threw) comes back with backoff, from
+// that interval doubling up to ten times it, each jittered a little sooner;
+// a run that finishes clean resets the backoff and, asking nothing, disarms
+// the timer. Never a tight loop, never forgotten.
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
 import type { Clock, Logger } from './ports.js'
 import type { LegRun, LegState } from './schemas.js'
 import { SingleFlight } from './single-flight.js'
 
-/** What one run of the leg answers: its results, and whether the leg should come back on its own. */
+/** What one run of the leg answers: its results, and whether and how the leg should come back on its own. */
 export interface LegOutcome {
   results: Result[]
+  /** A host waits on something that clears in wall time: come back after the retry interval. */
   retry: boolean
+  /** The run could not finish (an unreadable read, a failed result): come back with backoff. */
+  unfinished: boolean
+}
+
+/** The longest a run that could not finish waits for its retry, in retry intervals. */
+export const RETRY_BACKOFF_CAP = 10
+
+/** How much sooner than its backoff a retry may come, as a fraction of it: runs of many boxes spread out. */
+export const RETRY_JITTER = 0.2
+
+/**
+ * The wait before the retry of the nth run in a row that could not finish:
+ * retryMs doubled per earlier failure, capped at RETRY_BACKOFF_CAP times
+ * retryMs, then brought sooner by up to RETRY_JITTER of itself (random in [0, 1)).
+ */
+export function retryBackoff(retryMs: number, failures: number, random: number): number {
+  const doubled = retryMs * 2 ** Math.min(Math.max(failures - 1, 0), 30)
+  const wait = Math.min(doubled, retryMs * RETRY_BACKOFF_CAP)
+  return Math.max(1, Math.round(wait * (1 - RETRY_JITTER * random)))
 }
 
 export interface LegOptions {
@@ -23,8 +51,12 @@ export interface LegOptions {
   logger: Logger
   /** How long after a run that asked for it the leg runs again on its own (CARLOS_LAYOUT_RETRY). */
   retryMs: number
+  /** The jitter's source, in [0, 1); Math.random unless a test fixes it. */
+  random?: () => number
   onRunStart?: (run: LegRun) => void
   onRunEnd?: (run: LegRun, seconds: number) => void
+  /** The retry timer was armed (for when, in ms since the epoch) or cleared (null). */
+  onRetryChange?: (at: number | null) => void
 }
 
 interface Waiter {
@@ -45,6 +77,8 @@ export class Leg {
   #lastRun: LegRun | null = null
   #cancelRetry: (() => void) | null = null
   #retryAt: string | null = null
+  /** Runs in a row that could not finish: the backoff's exponent. */
+  #failures = 0
   readonly #waiters = new Set<Waiter>()
 
   constructor(opts: LegOptions) {
@@ -97,12 +131,51 @@ export class Leg {
    */
   retryLater(ms: number): void {
     if (this.#flight.stopped || this.#cancelRetry !== null) return
-    this.#retryAt = new Date(this.#opts.clock.now() + ms).toISOString()
+    this.#armRetry(ms)
+  }
+
+  /** The one retry timer, armed for ms from now in place of any armed before. */
+  #armRetry(ms: number): void {
+    if (this.#flight.stopped) return
+    this.#cancelRetry?.()
+    const at = this.#opts.clock.now() + ms
+    this.#retryAt = new Date(at).toISOString()
     this.#cancelRetry = this.#opts.clock.setTimer(ms, () => {
       this.#cancelRetry = null
       this.#retryAt = null
+      this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
       this.kick()
     })
+    this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(at))
+  }
+
+  #clearRetry(): void {
+    if (this.#cancelRetry === null) return
+    this.#cancelRetry()
+    this.#cancelRetry = null
+    this.#retryAt = null
+    this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
+  }
+
+  /**
+   * What the run that just finished asks of the retry timer: backoff when it
+   * could not finish, the retry interval when a host waits on wall time, and
+   * otherwise nothing (the backoff starts again).
+   */
+  #scheduleAfter(outcome: LegOutcome): void {
+    const { retryMs, logger, random = Math.random } = this.#opts
+    if (!outcome.unfinished) {
+      this.#failures = 0
+      if (outcome.retry) this.#armRetry(retryMs)
+      else this.#clearRetry()
+      return
+    }
+    this.#failures++
+    this.#armRetry(retryBackoff(retryMs, this.#failures, random()))
+    logger.info(
+      { retryAt: this.#retryAt, attempt: this.#failures },
+      `layout: leg run could not finish; the leg comes back at ${this.#retryAt ?? 'no time: it is stopping'} (attempt ${this.#failures})`,
+    )
   }
 
   /**
@@ -113,9 +186,7 @@ export class Leg {
   stop(): void {
     if (this.#flight.stopped) return
     this.#flight.stop()
-    this.#cancelRetry?.()
-    this.#cancelRetry = null
-    this.#retryAt = null
+    this.#clearRetry()
     this.#abort.abort(new Error('layout leg stopped'))
     if (!this.#flight.running) this.#settleWaiters()
   }
@@ -150,22 +221,22 @@ export class Leg {
       outcome = await this.#opts.run(this.#abort.signal)
     } catch (err) {
       // A run that throws must not wedge the leg. It is recorded as the
-      // run's one result, and retried on the timer like a held host: the
-      // fault may be passing, and a quiet fleet would never come back for it.
+      // run's one result, and retried with backoff: the fault may be
+      // passing, and a quiet fleet would never come back for it.
       const reason = errorMessage(err)
       if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.
         logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
-        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false }
+        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: false }
       } else {
         logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
-        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: true }
+        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: true }
       }
     }
     const endMs = clock.now()
     const done: LegRun = { startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results }
     this.#lastRun = done
-    if (outcome.retry) this.retryLater(this.#opts.retryMs)
+    if (!this.#flight.stopped) this.#scheduleAfter(outcome)
     this.#hook('onRunEnd', () => this.#opts.onRunEnd?.(copyRun(done), (endMs - startMs) / 1000))
     for (const w of this.#waiters) if (w.after < seq) w.resolve(copyRun(done))
   }

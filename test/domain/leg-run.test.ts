@@ -34,7 +34,7 @@ void describe('layoutLegWith', () => {
   void it('converges nothing when the intent is unreadable, and notes it', async () => {
     const t = setup({ store: new FakeStore(new Error('etcd: deadline exceeded')) })
     t.state.noteIntent('nested')
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: true }, 'an unreadable read could not finish: the leg comes back for it')
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'unreadable', 'a failed read overwrites the mode seen before')
     assert.deepEqual(t.logger.msgs(), ['layout: intent -> unreadable: etcd: deadline exceeded; not converging this move'])
@@ -42,7 +42,7 @@ void describe('layoutLegWith', () => {
 
   void it('converges nothing when the intent names an unknown mode', async () => {
     const t = setup({ store: new FakeStore([intent({ id: 'i-7', mode: 'inside-out' })]) })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: false })
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'unreadable')
     assert.deepEqual(t.logger.msgs(), ['layout: intent i-7 -> unreadable: mode "inside-out" is not flat or nested; not converging this move'])
@@ -53,9 +53,15 @@ void describe('layoutLegWith', () => {
     const t = setup({ store: new FakeStore([intent({ mode: 'nested', force: true, box: 'kass-1' })]) }, [held])
     const out = await layoutLegWith(t.deps)
     assert.deepEqual(t.converged, [['nested', true]])
-    assert.deepEqual(out, { results: [held], retry: true })
+    assert.deepEqual(out, { results: [held], retry: true, unfinished: false })
     assert.equal(t.state.lastIntent(), 'nested')
     assert.equal(t.gate.asked, 0, 'a recorded intent does not consult the default')
+  })
+
+  void it('a run with a failed result could not finish: the leg comes back for it', async () => {
+    const failed: Result = { host: 'a.example.com', outcome: 'failed', reason: 'stop timed out: still awake after 60s', to: 'nested' }
+    const t = setup({ store: new FakeStore([intent({ mode: 'nested' })]) }, [failed])
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [failed], retry: false, unfinished: true })
   })
 
   void it('converges to a recorded flat without force', async () => {
@@ -84,8 +90,8 @@ void describe('layoutLegWith', () => {
   void it('with no intent on a box that is not ready, converges nothing, notes why and retries', async () => {
     const t = setup()
     t.gate.verdict = 'probe: not yet run'
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true, unfinished: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true, unfinished: false })
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'none')
     assert.deepEqual(t.state.lastDefault(), { applied: false, blocked: 'isolation not ready: probe: not yet run' })
@@ -112,7 +118,7 @@ void describe('layoutLegWith', () => {
 
   void it('with the flat opt-out, converges nothing, logs nothing and does not retry', async () => {
     const t = setup({ layoutDefault: 'flat' })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: false })
     assert.deepEqual(t.converged, [])
     assert.deepEqual(t.logger.lines, [])
     assert.equal(t.state.lastIntent(), 'none')
@@ -120,8 +126,8 @@ void describe('layoutLegWith', () => {
 
   void it('with an invalid default, converges nothing, says why once and does not retry', async () => {
     const t = setup({ layoutDefault: 'nestd' })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: false })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: false })
     assert.deepEqual(t.logger.msgs(), [
       'layout: no intent recorded; nested by default is not in force -> CARLOS_LAYOUT_DEFAULT=nestd is not nested or flat; staying flat',
     ])
@@ -129,7 +135,7 @@ void describe('layoutLegWith', () => {
 
   void it('below the floor, converges nothing and retries (the default is still asked for)', async () => {
     const t = setup({ build: 'v0.24.9' })
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true })
+    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true, unfinished: false })
     assert.equal(t.state.lastDefault().blocked, 'this box runs v0.24.9, below v0.25.0, the first release on which nested instances wake')
   })
 

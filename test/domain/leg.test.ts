@@ -40,10 +40,10 @@ class Runs {
     return d.promise
   }
 
-  finish(i: number, results: Result[] = [], retry = false): void {
+  finish(i: number, results: Result[] = [], retry = false, unfinished = false): void {
     const c = this.calls[i]
     assert.ok(c, `run ${i} has started`)
-    c.finish({ results, retry })
+    c.finish({ results, retry, unfinished })
   }
 }
 
@@ -256,11 +256,17 @@ void describe('layoutLeg (a run that throws)', () => {
         calls++
         if (calls === 1) return Promise.reject(new Error('registry is locked'))
         if (calls === 2) throw new Error('thrown before any await')
-        return Promise.resolve({ results: [moved('a.example.com')], retry: false })
+        return Promise.resolve({ results: [moved('a.example.com')], retry: false, unfinished: false })
       },
     })
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'registry is locked' }])
-    assert.deepEqual(logger.lines.map((l) => [l.level, l.msg]), [['error', 'layout: leg run failed: registry is locked']])
+    assert.deepEqual(
+      logger.lines.map((l) => [l.level, l.msg]),
+      [
+        ['error', 'layout: leg run failed: registry is locked'],
+        ['info', `layout: leg run could not finish; the leg comes back at ${leg.state().retryAt ?? ''} (attempt 1)`],
+      ],
+    )
     assert.equal(clock.pending(), 1)
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'thrown before any await' }])
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [moved('a.example.com')])
@@ -315,5 +321,73 @@ void describe('layoutLeg.progress', () => {
     assert.deepEqual(leg.state().lastRun?.results.map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com'])
     leg.progress(moved('late.example.com'))
     assert.equal(leg.state().lastRun?.results.length, 3)
+  })
+})
+
+void describe('layoutLeg (a run that could not finish)', () => {
+  const failed = (host: string): Result => ({ host, outcome: 'failed', reason: 'move interrupted: EIO', to: 'nested' })
+
+  void it('comes back on the retry timer with backoff: doubling from retryMs, jittered down by at most a fifth, capped at ten times', async () => {
+    let jitter = 0
+    const { leg, runs, clock } = setup({ retryMs: 1_000, random: () => jitter })
+    const delays: number[] = []
+    for (let i = 0; i < 7; i++) {
+      if (i === 0) leg.kick()
+      else clock.advance(delays[i - 1] ?? 0)
+      await runs.started(i + 1)
+      runs.finish(i, [failed('a.example.com')], false, true)
+      await leg.wait()
+      const at = leg.state().retryAt
+      assert.ok(at !== null, `run ${i + 1} left a retry`)
+      delays.push(Date.parse(at) - clock.now())
+      assert.equal(clock.pending(), 1, 'one retry timer')
+    }
+    assert.deepEqual(delays, [1_000, 2_000, 4_000, 8_000, 10_000, 10_000, 10_000])
+    // Jitter only ever brings a retry sooner, by at most a fifth: never a tight loop, never past the cap.
+    jitter = 0.999
+    clock.advance(10_000)
+    await runs.started(8)
+    runs.finish(7, [failed('a.example.com')], false, true)
+    await leg.wait()
+    const jittered = Date.parse(leg.state().retryAt ?? '') - clock.now()
+    assert.ok(jittered >= 8_000 && jittered < 10_000, `${jittered} ms`)
+  })
+
+  void it('resets when a run finishes clean: the timer goes, and the next fault starts from retryMs again', async () => {
+    const { leg, runs, clock } = setup({ retryMs: 1_000, random: () => 0 })
+    leg.kick()
+    await runs.started(1)
+    runs.finish(0, [failed('a.example.com')], false, true)
+    await leg.wait()
+    clock.advance(1_000)
+    await runs.started(2)
+    runs.finish(1, [failed('a.example.com')], false, true)
+    await leg.wait()
+    assert.equal(Date.parse(leg.state().retryAt ?? ''), clock.now() + 2_000)
+    leg.kick()
+    await runs.started(3)
+    runs.finish(2, [moved('a.example.com')])
+    await leg.wait()
+    assert.equal(leg.state().retryAt, null, 'a clean run that asks for nothing cancels the retry')
+    assert.equal(clock.pending(), 0)
+    leg.kick()
+    await runs.started(4)
+    runs.finish(3, [failed('a.example.com')], false, true)
+    await leg.wait()
+    assert.equal(Date.parse(leg.state().retryAt ?? ''), clock.now() + 1_000, 'the backoff starts again')
+  })
+
+  void it('a run that throws backs off too, and says when it comes back', async () => {
+    const clock = new FakeClock()
+    const logger = new FakeLogger()
+    const retries: Array<number | null> = []
+    const leg = new Leg({ clock, logger, retryMs: 1_000, random: () => 0, run: () => Promise.reject(new Error('SQLITE_BUSY')), onRetryChange: (at) => retries.push(at) })
+    await leg.kickAndWait(60_000)
+    await leg.kickAndWait(60_000)
+    assert.equal(Date.parse(leg.state().retryAt ?? ''), clock.now() + 2_000)
+    assert.deepEqual(retries, [clock.now() + 1_000, clock.now() + 2_000])
+    assert.match(logger.msgs().at(-1) ?? '', /^layout: leg run could not finish; the leg comes back at .* \(attempt 2\)$/)
+    leg.stop()
+    assert.deepEqual(retries.at(-1), null, 'stop clears the retry it reports')
   })
 })

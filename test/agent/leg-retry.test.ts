@@ -1,0 +1,53 @@
+// A leg that could not finish comes back (design §5.1): the leg's own read
+// of the intent fails once while the poller's read succeeded, on a quiet
+// fleet (the poller reads once an hour here, so nothing else kicks the
+// leg); the retry timer reads again, and the report leaves `unreadable`.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { DeployStore } from '../../src/domain/ports.js'
+import { agentBox, recordIntent } from '../helpers/agent.js'
+import { until } from '../helpers/until.js'
+
+/** A store whose nth read (1-based) fails; every other read is the real one. */
+function failingRead(store: DeployStore, nth: number): { store: DeployStore; reads: () => number } {
+  let reads = 0
+  return {
+    reads: () => reads,
+    store: {
+      list: (signal) => (++reads === nth ? Promise.reject(new Error('etcd: connection reset')) : store.list(signal)),
+      record: (intent, signal) => store.record(intent, signal),
+      describe: () => store.describe(),
+      close: () => store.close(),
+    },
+  }
+}
+
+async function gauge(b: { metrics: { text(): Promise<string> } }, name: string): Promise<number> {
+  return Number(new RegExp(`^carlos_layout_${name} (\\S+)$`, 'm').exec(await b.metrics.text())?.[1] ?? 'NaN')
+}
+
+void test("the leg's own read fails once while the poller's succeeds: a retry is scheduled, the read comes back, the report leaves unreadable without a kick", async (t) => {
+  let wrapped: ReturnType<typeof failingRead> | undefined
+  const b = await agentBox(t, {
+    // The poller's first read comes before the leg's first run (design §5.1): the second read is the leg's.
+    env: { CARLOS_LAYOUT_POLL: '1h', CARLOS_LAYOUT_RETRY: '1500ms' },
+    wrapStore: (s) => (wrapped = failingRead(s, 2)).store,
+  })
+  await recordIntent(b, 'flat')
+  const before = Date.now()
+  await b.agent.start()
+  const failedRun = await until('the first run to find the intent unreadable', () => (b.agent.report().mode === 'unreadable' ? b.agent.report() : undefined))
+  const retryAt = failedRun.leg.retryAt
+  assert.ok(retryAt !== null, 'a run that could not read its intent schedules a retry')
+  const at = Date.parse(retryAt)
+  assert.ok(at >= before + 0.8 * 1500 && at <= Date.now() + 1500, `retryAt ${retryAt} is one jittered retry interval out`)
+  assert.equal(await gauge(b, 'leg_next_retry_timestamp_seconds'), at / 1000)
+
+  const back = await until('the retry to read the intent again, and its run to end', () => {
+    const r = b.agent.report()
+    return r.mode === 'flat' && !r.leg.running && !r.leg.pending ? r : undefined
+  })
+  assert.equal(wrapped?.reads(), 3, 'the poller read once, the leg twice: nothing but the retry timer came back')
+  assert.equal(back.leg.retryAt, null, 'a run that finished clean leaves no retry')
+  await until('the gauge to say no retry', async () => (await gauge(b, 'leg_next_retry_timestamp_seconds')) === 0)
+})
