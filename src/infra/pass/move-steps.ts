@@ -99,11 +99,22 @@ export class MoveSteps {
       if (step !== FromStep.Finish) going = await this.#endings.commitRows(going, results)
       results.push(...(await this.#endings.finish(going, outcome, intent)))
     } catch (err) {
+      const reported = new Set(results.map((r) => r.host))
       for (const move of moves) {
-        if (!this.#state.inFlight(move.journal.host)) continue
+        const host = move.journal.host
+        if (!this.#state.inFlight(host)) {
+          // Its journal is gone, so its move was committed and finished
+          // when the error came (step 9): it must not stay fenced with
+          // nothing left to lift it, nor go unreported.
+          if (reported.has(host) || this.#state.keptReason(host) !== undefined) continue
+          if (this.#state.hold(host) === undefined) this.#state.lift([host])
+          const why = `move finished, then interrupted: ${errorMessage(err)}; the next run checks it`
+          results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+          continue
+        }
         const why = `move interrupted: ${errorMessage(err)}; its journal stays for recovery`
-        this.#state.keepJournal(move.journal.host, why)
-        results.push(ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+        this.#state.keepJournal(host, why)
+        results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
       }
       ctx.deps.logger.error({ err: errorMessage(err), hosts: moves.map((move) => move.journal.host) }, `layout: move interrupted: ${errorMessage(err)}`)
     }
