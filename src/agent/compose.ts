@@ -32,6 +32,8 @@ export interface AgentAdapters {
   reload?: () => Promise<void>
   /** How long a move waits for an awake host's release after asking for its stop; 60 s unless a test shortens it. */
   stopTimeoutMs?: number
+  /** How long a read of the intent may take; 30 s (design §5.1) unless a test shortens it. */
+  intentTimeoutMs?: number
 }
 
 /** The recovered_journals_total label of each recovery action (design §4). */
@@ -75,6 +77,19 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       stopTimeoutMs,
     })
   }
-  const agent = new Agent({ config, logger, metrics, clock, registry, store, claims, fence, gate, layoutDir: layoutDirectory(config.dataDir), makePass })
+  const agent = new Agent({
+    config,
+    logger,
+    metrics,
+    clock,
+    registry,
+    store,
+    claims,
+    fence,
+    gate,
+    layoutDir: layoutDirectory(config.dataDir),
+    makePass,
+    intentTimeoutMs: adapters.intentTimeoutMs,
+  })
   return agent
 }

@@ -25,6 +25,8 @@ export interface IntentPollerOptions {
   signal: AbortSignal
   /** A serial move: asks the leg to run. */
   kickLeg: () => void
+  /** How long a read may take; the domain's 30 s when unset. */
+  intentTimeoutMs?: number
 }
 
 export class IntentPoller {
@@ -61,7 +63,7 @@ export class IntentPoller {
     const { store, box, signal } = this.#opts
     let seen: string
     try {
-      const read = await loadLayoutIntent(store, box, signal)
+      const read = await loadLayoutIntent(store, box, signal, this.#opts.intentTimeoutMs)
       seen = read.found ? `${read.intent.id}/${read.intent.mode}/${String(read.intent.force)}` : 'none'
       this.#recordIntentReadMetric(!read.found ? 'none' : validMode(read.intent.mode) ? 'recorded' : 'unreadable')
     } catch (err) {

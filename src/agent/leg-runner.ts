@@ -35,6 +35,8 @@ export interface LegRunnerDeps {
   onRunEnd: (run: LegRun) => void
   /** The report now, for the row gauges. */
   report: () => LayoutReport
+  /** How long the run's read of the intent may take; the domain's 30 s when unset. */
+  intentTimeoutMs?: number
 }
 
 export function buildLeg(deps: LegRunnerDeps): Leg {
@@ -65,6 +67,7 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
       state,
       logger,
       converge: (mode: Mode, force: boolean, s: AbortSignal) => pass.converge(mode, { deferAwake: !force, signal: s }),
+      timeoutMs: deps.intentTimeoutMs,
     },
     signal,
   )

@@ -27,4 +27,6 @@ export interface AgentParts {
   gate: Isolation | null
   layoutDir: LayoutDirectory
   makePass: PassFactory
+  /** How long a read of the intent may take; the domain's 30 s when unset. */
+  intentTimeoutMs?: number
 }

@@ -1,9 +1,14 @@
-// Crash points for the crash suite (tests only): CARLOS_FAILPOINT names a
-// step of a move (`after-rename`, reached once per batch), or one host's
-// rename inside a batch (`after-rename:a.example.com`), optionally its nth
-// arrival (`after-journal@2`); several are separated by commas. When the pass reaches a named one, the process
-// is killed with SIGKILL, the nearest a test can come to a power cut: no
-// exit handler, no flush, no finally block runs.
+// Crash and fault points for the crash suite (tests only): CARLOS_FAILPOINT
+// names a step of a move (`after-rename`, reached once per batch), or one
+// host's rename inside a batch (`after-rename:a.example.com`), optionally
+// its nth arrival (`after-journal@2`); several are separated by commas.
+// When the pass reaches a named one, the process is killed with SIGKILL,
+// the nearest a test can come to a power cut: no exit handler, no flush, no
+// finally block runs. A point may name an errno instead
+// (`after-journal=ENOSPC`, `after-rename@2=EIO`): the pass's hook then
+// throws an Error with that code at the step, once, as the I/O the step
+// ends with would (design §3.4).
+import os from 'node:os'
 
 /** The steps the pass reports, in the order a move reaches them. */
 export const FAILPOINT_STEPS = [
@@ -24,6 +29,17 @@ interface Point {
   name: string
   nth: number
   seen: number
+  /** The errno thrown there (`ENOSPC`); '' kills the process. */
+  errno: string
+}
+
+function parsePoint(spec: string): Point {
+  const eq = /^(.*)=(E[A-Z0-9]+)$/.exec(spec)
+  const rest = eq === null ? spec : (eq[1] ?? '')
+  const errno = eq === null ? '' : (eq[2] ?? '')
+  if (errno !== '' && !(errno in os.constants.errno)) throw new Error(`failpoint ${JSON.stringify(spec)}: ${errno} is not an errno`)
+  const m = /^(.*)@([1-9][0-9]*)$/.exec(rest)
+  return m === null ? { name: rest, nth: 1, seen: 0, errno } : { name: m[1] ?? '', nth: Number(m[2]), seen: 0, errno }
 }
 
 function parse(spec: string): Point[] {
@@ -31,15 +47,23 @@ function parse(spec: string): Point[] {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean)
-    .map((s) => {
-      const m = /^(.*)@([1-9][0-9]*)$/.exec(s)
-      return m === null ? { name: s, nth: 1, seen: 0 } : { name: m[1] ?? '', nth: Number(m[2]), seen: 0 }
-    })
+    .map(parsePoint)
+}
+
+/** The error an injected errno throws: node's shape for a failed call (code, errno, syscall), naming the step. */
+export function injectedFault(errno: string, step: string): NodeJS.ErrnoException {
+  const number = (os.constants.errno as Record<string, number>)[errno]
+  const err: NodeJS.ErrnoException = new Error(`${errno}: injected at failpoint ${step}`)
+  err.code = errno
+  if (number !== undefined) err.errno = -number
+  err.syscall = 'failpoint'
+  return err
 }
 
 /**
  * The pass's failpoint hook from config.failpoint, or undefined when none is
- * set. kill is what happens at the point (default: SIGKILL this process).
+ * set. kill is what happens at a point without an errno (default: SIGKILL
+ * this process); a point with one throws injectedFault at its arrival.
  */
 export function failpointFrom(
   spec: string,
@@ -49,7 +73,9 @@ export function failpointFrom(
   if (points.length === 0) return undefined
   return (step) => {
     for (const p of points) {
-      if (p.name === step && ++p.seen === p.nth) kill(step)
+      if (p.name !== step || ++p.seen !== p.nth) continue
+      if (p.errno !== '') throw injectedFault(p.errno, step)
+      kill(step)
     }
   }
 }

@@ -10,7 +10,7 @@ import { composeAgent } from '../../src/agent/compose.js'
 import { buildApp, type App } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
-import type { DeployStore, Logger } from '../../src/domain/ports.js'
+import type { Clock, DeployStore, Logger } from '../../src/domain/ports.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import { Registry } from '../../src/infra/registry.js'
@@ -47,6 +47,10 @@ export interface AgentBoxOptions {
   start?: boolean
   /** The agent's logger (one that counts its lines); silent by default. */
   logger?: Logger
+  /** The agent's clock (a fake one, to fire the retry timer on command); the system's by default. */
+  clock?: Clock
+  /** How long a read of the intent may take (a store that never answers); 30 s by default. */
+  intentTimeoutMs?: number
 }
 
 const closers = new WeakMap<TestContext, Array<() => Promise<void>>>()
@@ -83,7 +87,7 @@ export async function agentBox(t: TestContext, opts: AgentBoxOptions = {}): Prom
   const store = opts.wrapStore ? opts.wrapStore(dirStore) : dirStore
   const metrics = new Metrics()
   const logger = createLogger('silent')
-  const agent = composeAgent({ config, logger: opts.logger ?? logger, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs })
+  const agent = composeAgent({ config, logger: opts.logger ?? logger, clock: opts.clock, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs, intentTimeoutMs: opts.intentTimeoutMs })
   const app = await buildApp({ api: agent, metrics, logger, token: '' })
   let closed: Promise<void> | undefined
   // In order: the agent writes under dir until it has stopped.

@@ -1,0 +1,210 @@
+// Faults injected through the failpoints, in process (design §3.4, §5.1):
+// ENOSPC and EIO at each step of a move, both directions. Each ends in a
+// named outcome (`failed` or `held`, its reason naming the fault), the
+// tenant's files in exactly one place and byte-identical, the registry row
+// agreeing (or a journal on disk naming where they are, the host fenced for
+// recovery), and a retry scheduled; once the fault is lifted (an injected
+// errno fires once) the retry converges. The clock is a fake one, so the
+// retry timer fires when the test says, not after a wait.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import path from 'node:path'
+import { describe, it, test } from 'node:test'
+import type { DeployStore } from '../../src/domain/ports.js'
+import { flatPaths, journalPath, nestedPaths } from '../../src/domain/paths.js'
+import type { Result } from '../../src/domain/modes.js'
+import type { LegState } from '../../src/domain/schemas.js'
+import { FakeClock, hangUntilAborted } from '../domain/fakes.js'
+import { agentBox, recordIntent, type AgentBox } from '../helpers/agent.js'
+import { hashTree, makeTenantTree } from '../helpers/tenants.js'
+import { until } from '../helpers/until.js'
+
+const HOST = 'a.example.com'
+
+/** The steps a sleeping host's move reaches (design §3.4); after-stop and after-hold need an awake or a held host. */
+const STEPS = [
+  'after-fence',
+  'after-aside',
+  'after-journal',
+  'after-preflight',
+  'after-prepare',
+  `after-rename:${HOST}`,
+  'after-rename',
+  'after-row',
+  'after-journal-remove',
+  'after-lift',
+]
+
+export interface FaultBox {
+  b: AgentBox
+  clock: FakeClock
+  from: { dir: string }
+  dest: { dir: string }
+  want: string
+}
+
+/** A box with one sleeping tenant in the other layout than `to`, started, its gate open, its leg idle. */
+export async function faultBox(
+  t: Parameters<typeof agentBox>[0],
+  to: 'flat' | 'nested',
+  env: Record<string, string>,
+  opts: Omit<Parameters<typeof agentBox>[1] & object, 'clock' | 'env'> = {},
+): Promise<FaultBox> {
+  const clock = new FakeClock(Date.now())
+  const b = await agentBox(t, { clock, ...opts, env: { CARLOS_LAYOUT_DEFAULT: 'flat', ...env } })
+  const from = to === 'nested' ? flatPaths(b.config, HOST) : nestedPaths(b.config, HOST)
+  const dest = to === 'nested' ? nestedPaths(b.config, HOST) : flatPaths(b.config, HOST)
+  makeTenantTree(from.dir, 7)
+  fs.mkdirSync(path.dirname(from.socket), { recursive: true })
+  b.registry.add({ host: HOST, kind: 'instance', hibernate: true, ...from })
+  await b.agent.start()
+  await until('the gate to open and the leg to be idle', () => b.agent.readiness().nested.allowed && idle(b.agent.legState()))
+  // After start: its instance key is in the tree by then (the leg's first run waits for the keys).
+  const want = hashTree(from.dir)
+  return { b, clock, from, dest, want }
+}
+
+function idle(s: LegState): boolean {
+  return !s.running && !s.pending && s.lastRun?.finishedAt !== null
+}
+
+/** Records the intent and lets the poller see it: its next read is one poll interval away on the fake clock. */
+export async function moveTo(f: FaultBox, to: 'flat' | 'nested', force = false): Promise<void> {
+  await recordIntent(f.b, to, { force })
+  f.clock.advance(f.b.config.pollMs)
+}
+
+/** Waits for a finished run whose results name the fault, and answers that result with the leg's state. */
+export async function faultedRun(f: FaultBox, names: RegExp): Promise<{ result: Result; state: LegState }> {
+  return until(`a run whose results name ${names}`, () => {
+    const state = f.b.agent.legState()
+    const result = idle(state) ? state.lastRun?.results.find((r) => names.test(r.reason)) : undefined
+    return result === undefined ? undefined : { result, state }
+  })
+}
+
+/** The files are in exactly one place, byte-identical; the row names that place, or a journal does with the host fenced. */
+export function assertOnePlace(f: FaultBox): void {
+  const at = [f.from.dir, f.dest.dir].filter((d) => fs.existsSync(d))
+  assert.equal(at.length, 1, `the files are in exactly one place: ${at.join(', ')}`)
+  const where = at[0] ?? ''
+  assert.equal(hashTree(where), f.want, 'byte-identical')
+  const row = f.b.registry.get(HOST)
+  if (row?.dir === where) return
+  const journal = journalPath(f.b.config, HOST)
+  assert.ok(fs.existsSync(journal), `the row says ${row?.dir}, the files are at ${where}, and no journal says why`)
+  const j = JSON.parse(fs.readFileSync(journal, 'utf8')) as { from: { dir: string }; dest: { dir: string } }
+  assert.ok([j.from.dir, j.dest.dir].includes(where), 'the journal names where the files are')
+  assert.equal(f.b.agent.readyFor(HOST).granted, false, 'a host its journal governs does not wake')
+}
+
+/** Fires the retry timer, and waits for the move to be done: files and row at dest, no journal, the host awake-able. */
+export async function retryConverges(f: FaultBox, state: LegState, to: 'flat' | 'nested'): Promise<void> {
+  assert.ok(state.retryAt !== null, 'a retry is scheduled')
+  f.clock.advance(Date.parse(state.retryAt) - f.clock.now())
+  await until('the retry to converge', () => {
+    const s = f.b.agent.legState()
+    return idle(s) && f.b.registry.get(HOST)?.dir === f.dest.dir && !fs.existsSync(journalPath(f.b.config, HOST))
+  })
+  assert.equal(hashTree(f.dest.dir), f.want)
+  assert.equal(fs.existsSync(f.from.dir), false)
+  assert.equal(f.b.agent.report().rows[HOST]?.layout, to)
+  assert.equal(f.b.agent.readyFor(HOST).granted, true)
+  assert.equal(f.b.agent.legState().retryAt, null, 'a clean run leaves no retry')
+}
+
+// The matrix's boxes are independent: four at a time.
+void describe('an injected errno at each step of a move', { concurrency: 4 }, () => {
+  for (const to of ['nested', 'flat'] as const) {
+    for (const errno of ['ENOSPC', 'EIO']) {
+      for (const step of STEPS) {
+        void it(`${errno} at ${step} of a move to ${to}: a named outcome, the files in one place, a retry that converges`, async (t) => {
+          const f = await faultBox(t, to, { CARLOS_FAILPOINT: `${step}=${errno}` })
+          await moveTo(f, to)
+          const { result, state } = await faultedRun(f, new RegExp(errno))
+          assert.ok(['failed', 'held'].includes(result.outcome), `outcome ${result.outcome}: ${result.reason}`)
+          assertOnePlace(f)
+          await retryConverges(f, state, to)
+        })
+      }
+    }
+  }
+})
+
+void test('the registry locked by another process beyond the busy timeout: the run fails naming it, nothing moves, the retry converges', async (t) => {
+  const f = await faultBox(t, 'nested', {})
+  // Another program holds the registry's write lock (BEGIN EXCLUSIVE) for as long as the test says.
+  const holder = spawn(
+    process.execPath,
+    ['-e', "const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN EXCLUSIVE'); console.log('locked'); setInterval(() => {}, 1000)", f.b.registry.file],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  t.after(() => holder.kill('SIGKILL'))
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout.on('data', (d: Buffer) => (String(d).includes('locked') ? resolve() : undefined))
+    holder.on('exit', (code) => reject(new Error(`the lock holder exited with ${code}`)))
+  })
+  await moveTo(f, 'nested')
+  const { result, state } = await faultedRun(f, /database is locked|SQLITE_BUSY/)
+  assert.equal(result.outcome, 'failed')
+  assertOnePlace(f)
+  assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved')
+  const exited = new Promise((resolve) => holder.on('exit', resolve))
+  holder.kill('SIGKILL')
+  await exited
+  await retryConverges(f, state, 'nested')
+})
+
+void test('the deploy store never answering: the read times out, the report says unreadable naming it, the retry converges', async (t) => {
+  let hang = false
+  const wrap = (store: DeployStore): DeployStore => ({
+    list: (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)),
+    record: (intent, signal) => store.record(intent, signal),
+    describe: () => store.describe(),
+    close: () => store.close(),
+  })
+  const f = await faultBox(t, 'nested', {}, { wrapStore: wrap, intentTimeoutMs: 200 })
+  const runsBefore = f.b.agent.legState().lastRun?.startedAt
+  hang = true
+  await moveTo(f, 'nested')
+  const state = await until('the leg to find the intent unreadable', () => {
+    const s = f.b.agent.legState()
+    return idle(s) && s.lastRun?.startedAt !== runsBefore && f.b.agent.report().mode === 'unreadable' ? s : undefined
+  })
+  assert.ok(f.b.agent.report().warnings.some((w) => /timeout|timed out|aborted/i.test(w)), f.b.agent.report().warnings.join('; '))
+  assertOnePlace(f)
+  assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved')
+  hang = false
+  await retryConverges(f, state, 'nested')
+})
+
+void test('the activator never answering a stop: the stop times out and fails naming it, the tenant keeps running where it is, the retry converges', async (t) => {
+  const stops: string[] = []
+  const pending: http.ServerResponse[] = []
+  // Takes the stop request and never answers it.
+  const activator = http.createServer((req, res) => {
+    stops.push(req.url ?? '')
+    pending.push(res)
+  })
+  await new Promise<void>((resolve) => activator.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    for (const res of pending) res.destroy()
+    activator.close()
+  })
+  const url = `http://127.0.0.1:${(activator.address() as AddressInfo).port}`
+  const f = await faultBox(t, 'nested', { CARLOS_ACTIVATOR_URL: url })
+  assert.equal((await f.b.agent.claimWake(HOST)).granted, true)
+  await moveTo(f, 'nested', true)
+  await until('the stop to be asked for', () => stops.length > 0)
+  f.clock.advance(60_000)
+  const { result, state } = await faultedRun(f, /stop timed out/)
+  assert.equal(result.outcome, 'failed')
+  assertOnePlace(f)
+  assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved under a claim')
+  // The instance goes to sleep after all: its claim is released.
+  f.b.agent.releaseWake(HOST)
+  await retryConverges(f, state, 'nested')
+})
