@@ -8,13 +8,22 @@ import type { DeployStore } from '../../src/domain/ports.js'
 import { agentBox, recordIntent } from '../helpers/agent.js'
 import { until } from '../helpers/until.js'
 
-/** A store whose nth read (1-based) fails; every other read is the real one. */
-function failingRead(store: DeployStore, nth: number): { store: DeployStore; reads: () => number } {
+/** A store whose next read fails once when the test says so; every other read is the real one. */
+function failingOnce(store: DeployStore): { store: DeployStore; reads: () => number; failNext: () => void } {
   let reads = 0
+  let fail = false
   return {
     reads: () => reads,
+    failNext: () => {
+      fail = true
+    },
     store: {
-      list: (signal) => (++reads === nth ? Promise.reject(new Error('etcd: connection reset')) : store.list(signal)),
+      list: (signal) => {
+        reads++
+        if (!fail) return store.list(signal)
+        fail = false
+        return Promise.reject(new Error('etcd: connection reset'))
+      },
       record: (intent, signal) => store.record(intent, signal),
       describe: () => store.describe(),
       close: () => store.close(),
@@ -27,16 +36,29 @@ async function gauge(b: { metrics: { text(): Promise<string> } }, name: string):
 }
 
 void test("the leg's own read fails once while the poller's succeeds: a retry is scheduled, the read comes back, the report leaves unreadable without a kick", async (t) => {
-  let wrapped: ReturnType<typeof failingRead> | undefined
+  let wrapped: ReturnType<typeof failingOnce> | undefined
   const b = await agentBox(t, {
-    // The poller's first read comes before the leg's first run (design §5.1): the second read is the leg's.
+    // The poller reads once, at start: nothing but the retry timer can come back after the failure.
     env: { CARLOS_LAYOUT_POLL: '1h', CARLOS_LAYOUT_RETRY: '1500ms' },
-    wrapStore: (s) => (wrapped = failingRead(s, 2)).store,
+    wrapStore: (s) => (wrapped = failingOnce(s)).store,
   })
+  const w = wrapped
+  assert.ok(w)
   await recordIntent(b, 'flat')
-  const before = Date.now()
   await b.agent.start()
-  const failedRun = await until('the first run to find the intent unreadable', () => (b.agent.report().mode === 'unreadable' ? b.agent.report() : undefined))
+  await until('the start-up runs to read flat and end', () => {
+    const r = b.agent.report()
+    return r.mode === 'flat' && b.agent.readiness().nested.allowed && !r.leg.running && !r.leg.pending ? true : undefined
+  })
+  // The leg's own read fails; the poller's read at start succeeded.
+  w.failNext()
+  const before = Date.now()
+  b.agent.kick()
+  const failedRun = await until('the run to find the intent unreadable', () => {
+    const r = b.agent.report()
+    return r.mode === 'unreadable' && !r.leg.running ? r : undefined
+  })
+  const readsAfterFailure = w.reads()
   const retryAt = failedRun.leg.retryAt
   assert.ok(retryAt !== null, 'a run that could not read its intent schedules a retry')
   const at = Date.parse(retryAt)
@@ -47,7 +69,7 @@ void test("the leg's own read fails once while the poller's succeeds: a retry is
     const r = b.agent.report()
     return r.mode === 'flat' && !r.leg.running && !r.leg.pending ? r : undefined
   })
-  assert.equal(wrapped?.reads(), 3, 'the poller read once, the leg twice: nothing but the retry timer came back')
+  assert.equal(w.reads(), readsAfterFailure + 1, 'one read more, the retry\'s: nothing else came back')
   assert.equal(back.leg.retryAt, null, 'a run that finished clean leaves no retry')
   await until('the gauge to say no retry', async () => (await gauge(b, 'leg_next_retry_timestamp_seconds')) === 0)
 })
