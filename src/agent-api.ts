@@ -35,6 +35,9 @@ export const ReadyBody = Type.Object(
           {
             name: Type.String({ description: '`selfcheck`, `mounts` or `probe`.' }),
             ok: Type.Boolean({ description: 'Whether it passed.' }),
+            code: Type.String({
+              description: 'Stable, for alerts and scripts: `ok`, an errno code (`EROFS`, `ENOSPC`, `EACCES`) or a named reason (`not-a-directory`, `no-nosymfollow`, `probe-not-ready`, `not-yet-run`).',
+            }),
             detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
           },
           { additionalProperties: false },

@@ -251,8 +251,13 @@ export class Isolation implements IsolationGate {
   private async probe(): Promise<GateCheck> {
     let text: string
     try {
-      const fh = await nodeFs.open(this.cfg.probeFile, nodeFs.constants.O_RDONLY | nodeFs.constants.O_NOFOLLOW)
+      // O_NONBLOCK: a FIFO in the verdict's place must not hold the gate.
+      const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = nodeFs.constants
+      const fh = await nodeFs.open(this.cfg.probeFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
       try {
+        if (!(await fh.stat()).isFile()) {
+          return fail('probe', 'not-a-regular-file', `${this.cfg.probeFile} is not a regular file`)
+        }
         const { bytesRead, buffer } = await fh.read({ buffer: Buffer.alloc(64 * 1024) })
         text = buffer.toString('utf8', 0, bytesRead)
       } finally {

@@ -2,6 +2,7 @@
 // writes, a probe verdict file), the first failing check named, and a
 // change of answer reported.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
@@ -145,4 +146,13 @@ void test('the answer changes with a check code, not with its words', async (t) 
   await fs.rm(probeFile)
   assert.equal(await gate.refresh({ probe: true }), `probe: cannot read ${probeFile} (ENOENT)`)
   assert.deepEqual(changes, ['probe: the probe says ready: false (first words)', `probe: cannot read ${probeFile} (ENOENT)`])
+})
+
+void test('a FIFO in the probe verdict\'s place shuts the gate at once, naming it, instead of holding the refresh', async (t) => {
+  const dir = await tmpDir(t)
+  const probeFile = path.join(dir, 'probe.out')
+  execFileSync('mkfifo', [probeFile])
+  const gate = new Isolation({ dataDir: path.join(dir, 'data'), nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 }, new FakeLogger())
+  assert.equal(await gate.refresh({ probe: true }), `probe: ${probeFile} is not a regular file`)
+  assert.equal(gate.report()[2]?.code, 'not-a-regular-file')
 })

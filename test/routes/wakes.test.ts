@@ -135,9 +135,9 @@ void test('/ready?verbose lists the isolation checks as information: a failed on
     checks: [{ name: 'recovery', ok: true, detail: 'done' }],
     nested: { allowed: false, reason: 'probe: not yet run' },
     isolation: [
-      { name: 'selfcheck', ok: true, detail: 'ok' },
-      { name: 'mounts', ok: true, detail: 'ok' },
-      { name: 'probe', ok: false, detail: 'not yet run' },
+      { name: 'selfcheck', ok: true, code: 'ok', detail: 'ok' },
+      { name: 'mounts', ok: true, code: 'ok', detail: 'ok' },
+      { name: 'probe', ok: false, code: 'not-yet-run', detail: 'not yet run' },
     ],
   }
   const res = await app.inject({ method: 'GET', url: '/ready?verbose' })
