@@ -130,13 +130,6 @@ export class SoakActivator {
     return self
   }
 
-  /** How many tenants are running now. */
-  get running(): number {
-    let n = 0
-    for (const life of this.#lives.values()) if (life.phase === 'running') n++
-    return n
-  }
-
   /**
    * A new agent is ready at url: send it the awake set (every claim the
    * activator is not sure of ends), stop what it says to stop, then claim

@@ -157,7 +157,7 @@ async function readCounters(agent: AgentProcess, life: Life): Promise<void> {
 }
 
 /** The checks of a grant, against the disk and the registry, as an instance would find its files. */
-class GrantChecks {
+export class GrantChecks {
   trees = 0
   files = 0
   readonly #w: World
@@ -357,7 +357,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
       ac.abort()
       if (why === 'exited') {
         problems.push(`the agent exited on its own: ${JSON.stringify(current.agent.exit)}; its last output:\n${current.agent.tail()}`)
-      } else if (performance.now() >= end) break
+      } else if (until >= end) break
       else {
         await readCounters(current.agent, current.life)
         act.losing()
