@@ -4,7 +4,6 @@
 // the test ends, before the temp dir is removed.
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import type { TestContext } from 'node:test'
 import type { Agent } from '../../src/agent/agent.js'
 import { composeAgent } from '../../src/agent/compose.js'
 import { buildApp, type App } from '../../src/app.js'
@@ -16,7 +15,7 @@ import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
-import { tmpDir } from './tmp.js'
+import { tmpDir, type Scope } from './tmp.js'
 
 export interface AgentBox {
   /** The temp dir the box lives in: data/, deploy/ and the probe file. */
@@ -53,14 +52,14 @@ export interface AgentBoxOptions {
   intentTimeoutMs?: number
 }
 
-const closers = new WeakMap<TestContext, Array<() => Promise<void>>>()
+const closers = new WeakMap<Scope, Array<() => Promise<void>>>()
 
 /** Runs close when the test ends: every box's, last built first, all before the temp dir's removal. */
-function closeAtEnd(t: TestContext, close: () => Promise<void>): void {
+function closeAtEnd(t: Scope, close: () => Promise<void>): void {
   closers.get(t)?.push(close)
 }
 
-export async function agentBox(t: TestContext, opts: AgentBoxOptions = {}): Promise<AgentBox> {
+export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<AgentBox> {
   if (!closers.has(t)) {
     // Registered before the temp dir's removal, so it runs first (after hooks run in order).
     const list: Array<() => Promise<void>> = []
@@ -104,7 +103,7 @@ export async function agentBox(t: TestContext, opts: AgentBoxOptions = {}): Prom
 }
 
 /** A flat tenant: its row, and its directory holding `host.txt` (the host's name). */
-export async function addFlat(b: AgentBox, host: string): Promise<void> {
+export async function addFlat(b: Pick<AgentBox, 'config' | 'registry'>, host: string): Promise<void> {
   const p = flatPaths(b.config, host)
   await fs.mkdir(p.dir, { recursive: true })
   await fs.writeFile(path.join(p.dir, 'host.txt'), host)
@@ -112,7 +111,7 @@ export async function addFlat(b: AgentBox, host: string): Promise<void> {
 }
 
 /** A nested tenant: its row, its run/ directory, and its directory holding `host.txt`. */
-export async function addNested(b: AgentBox, host: string): Promise<void> {
+export async function addNested(b: Pick<AgentBox, 'config' | 'registry'>, host: string): Promise<void> {
   const p = nestedPaths(b.config, host)
   await fs.mkdir(p.dir, { recursive: true })
   await fs.mkdir(path.dirname(p.socket), { recursive: true })

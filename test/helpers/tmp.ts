@@ -2,9 +2,18 @@
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import type { TestContext } from 'node:test'
 
-export async function tmpDir(t: TestContext, prefix = 'layoutd-'): Promise<string> {
+/**
+ * Where an end is registered: a test's context, or a scope a whole file
+ * shares (test/hostile/box.ts `fileScope`), whose ends run in node:test's
+ * top-level `after`.
+ */
+export interface Scope {
+  after(fn: () => unknown): void
+  diagnostic?(message: string): void
+}
+
+export async function tmpDir(t: Scope, prefix = 'layoutd-'): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix))
   // t.after hooks run in the order they were added, and this one is often
   // added before the hook that stops a process writing here; a hook that
@@ -14,6 +23,7 @@ export async function tmpDir(t: TestContext, prefix = 'layoutd-'): Promise<strin
     try {
       await fs.rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
     } catch (err) {
+      if (t.diagnostic === undefined) throw err
       t.diagnostic(`could not remove ${dir}: ${(err as Error).message}`)
     }
   })

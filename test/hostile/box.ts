@@ -1,24 +1,17 @@
-// What the hostile suite's files share: a real agent on a temp box, built as
-// test/helpers/agent.ts builds one, but with a log the cases can read (a
+// What the hostile suite's files share: a real agent on a temp box from
+// test/helpers/agent.ts `agentBox`, with a log the cases can read (a
 // refusal is asserted by the line it logs too), tenants that already carry
 // their instance key (so the start-up backfill changes nothing a case
 // fingerprints), and the injected request every HTTP case makes.
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import os from 'node:os'
-import type { Agent } from '../../src/agent/agent.js'
-import { composeAgent } from '../../src/agent/compose.js'
-import { buildApp, type App } from '../../src/app.js'
-import { loadConfig, type Config } from '../../src/config.js'
-import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import type { DeployStore } from '../../src/domain/ports.js'
 import type { IntentRecord, LayoutReport, LegRun } from '../../src/domain/schemas.js'
-import { DirDeployStore } from '../../src/infra/deploy-dir.js'
-import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
+import * as helpers from '../helpers/agent.js'
 import { fingerprint, type Fingerprint, type FingerprintOptions } from '../helpers/fingerprint.js'
 import { Sink } from '../helpers/sink.js'
+import type { Scope } from '../helpers/tmp.js'
 
 export interface LogLine {
   level: number
@@ -26,35 +19,21 @@ export interface LogLine {
   [field: string]: unknown
 }
 
-export interface HostileBox {
-  dir: string
-  config: Config
-  registry: Registry
-  store: DeployStore
-  agent: Agent
-  app: App
-  /** Every line the agent and the app logged, parsed. */
+export interface HostileBox extends helpers.AgentBox {
+  /** Every line the agent logged, parsed. */
   lines: () => LogLine[]
   /** The data root and the registry now (plus `also`). */
   fp: (opts?: FingerprintOptions) => Fingerprint
-  close: () => Promise<void>
 }
 
 export interface HostileBoxOptions {
   env?: Record<string, string>
-  /** A box's dir to build in (a restart); a fresh temp dir by default. */
-  dir?: string
   /** Used instead of the directory store (an etcd store). */
   store?: DeployStore
   /** Runs before the agent starts, with the box built (tenants, planted files, intents). */
   before?: (b: HostileBox) => Promise<void> | void
   /** Starts the agent and waits until it is ready and its first leg run is over; true by default. */
   start?: boolean
-}
-
-/** Where a box's end is registered: a test's context, or node:test's top-level `after` for a box a whole file shares. */
-export interface Scope {
-  after(fn: () => unknown): void
 }
 
 /**
@@ -70,75 +49,27 @@ export function fileScope(after: (fn: () => Promise<void>) => void): Scope {
   return { after: (fn) => ends.push(fn) }
 }
 
-/** A temp dir of its own, removed when scope ends (for cases that build no box). */
-export async function scopedDir(scope: Scope, prefix = 'layoutd-hostile-'): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix))
-  scope.after(() => fs.rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }))
-  return dir
-}
-
-/** The closes of every box built in a dir, so the dir's owner closes them all before it removes the dir. */
-const boxesIn = new Map<string, Array<() => Promise<void>>>()
-
 export async function hostileBox(t: Scope, opts: HostileBoxOptions = {}): Promise<HostileBox> {
-  let dir = opts.dir
-  if (dir === undefined) {
-    const own = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-hostile-'))
-    boxesIn.set(own, [])
-    // One hook: every box built here is closed (last built first), then the dir goes.
-    t.after(async () => {
-      for (const close of (boxesIn.get(own) ?? []).reverse()) await close()
-      boxesIn.delete(own)
-      await fs.rm(own, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
-    })
-    dir = own
-  }
-  const probe = path.join(dir, 'probe.out')
-  await fs.writeFile(probe, 'ready: true\n')
-  const config = loadConfig({
-    CARLOS_BOX: 'kass-1',
-    CARLOS_DATA_DIR: path.join(dir, 'data'),
-    CARLOS_DEPLOYMENT_DIR: path.join(dir, 'deploy'),
-    CARLOS_NESTED_MOUNTS: 'none',
-    CARLOS_PROBE_FILE: probe,
-    // The poller reads often; the cases drive the leg themselves with converge.
-    CARLOS_LAYOUT_POLL: '50ms',
-    ...opts.env,
-  })
   const sink = new Sink()
-  const logger = createLogger('info', sink)
-  const registry = Registry.open(config.dataDir)
-  const store = opts.store ?? new DirDeployStore(config.deploymentDir)
-  const agent = composeAgent({ config, logger, metrics: new Metrics(), registry, store, stopTimeoutMs: 2000 })
-  const app = await buildApp({ api: agent, metrics: new Metrics(), logger, token: '' })
-  let closed: Promise<void> | undefined
-  const close = (): Promise<void> =>
-    (closed ??= (async () => {
-      await app.close()
-      await agent.stop()
-      registry.close()
-    })())
-  const closes = boxesIn.get(dir)
-  if (closes === undefined) t.after(close)
-  else closes.push(close)
+  const { store } = opts
+  const b = await helpers.agentBox(t, {
+    env: opts.env,
+    logger: createLogger('info', sink),
+    wrapStore: store === undefined ? undefined : () => store,
+    stopTimeoutMs: 2000,
+  })
   const box: HostileBox = {
-    dir,
-    config,
-    registry,
-    store,
-    agent,
-    app,
+    ...b,
     lines: () =>
       sink.text
         .split('\n')
         .filter((l) => l !== '')
         .map((l) => JSON.parse(l) as LogLine),
-    fp: (o) => fingerprint(config.dataDir, o),
-    close,
+    fp: (o) => fingerprint(b.config.dataDir, o),
   }
   await opts.before?.(box)
   if (opts.start !== false) {
-    await agent.start()
+    await box.agent.start()
     await settle(box)
   }
   return box
@@ -162,23 +93,23 @@ export async function report(b: HostileBox): Promise<LayoutReport> {
   return res.json()
 }
 
-/** A flat tenant with its instance key already there: its row, and its dir holding host.txt. */
-export async function addFlat(b: { config: Config; registry: Registry }, host: string): Promise<void> {
-  const p = flatPaths(b.config, host)
-  await fs.mkdir(p.dir, { recursive: true })
-  await fs.writeFile(path.join(p.dir, 'host.txt'), host)
-  await fs.writeFile(path.join(p.dir, 'instance.env'), 'CARLOS_INSTANCE_KEY=planted\n', { mode: 0o600 })
-  b.registry.add({ host, kind: 'instance', hibernate: true, ...p })
+type Tenants = Parameters<typeof helpers.addFlat>[0]
+
+/** A flat tenant (test/helpers/agent.ts addFlat) with its instance key already there. */
+export async function addFlat(b: Tenants, host: string): Promise<void> {
+  await helpers.addFlat(b, host)
+  await plantKey(b, host)
 }
 
-/** A nested tenant with its instance key already there. */
-export async function addNested(b: { config: Config; registry: Registry }, host: string): Promise<void> {
-  const p = nestedPaths(b.config, host)
-  await fs.mkdir(p.dir, { recursive: true })
-  await fs.mkdir(path.dirname(p.socket), { recursive: true })
-  await fs.writeFile(path.join(p.dir, 'host.txt'), host)
-  await fs.writeFile(path.join(p.dir, 'instance.env'), 'CARLOS_INSTANCE_KEY=planted\n', { mode: 0o600 })
-  b.registry.add({ host, kind: 'instance', hibernate: true, ...p })
+/** A nested tenant (test/helpers/agent.ts addNested) with its instance key already there. */
+export async function addNested(b: Tenants, host: string): Promise<void> {
+  await helpers.addNested(b, host)
+  await plantKey(b, host)
+}
+
+async function plantKey(b: Tenants, host: string): Promise<void> {
+  const dir = b.registry.get(host)?.dir ?? ''
+  await fs.writeFile(path.join(dir, 'instance.env'), 'CARLOS_INSTANCE_KEY=planted\n', { mode: 0o600 })
 }
 
 let ids = 0

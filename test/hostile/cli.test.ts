@@ -13,7 +13,8 @@ import { Registry } from '../../src/infra/registry.js'
 import { freePort, MAIN_JS } from '../helpers/agent-process.js'
 import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/fingerprint.js'
 import { Sink } from '../helpers/sink.js'
-import { fileScope, intentRecord, scopedDir } from './box.js'
+import { fileScope, intentRecord } from './box.js'
+import { tmpDir } from '../helpers/tmp.js'
 
 const file = fileScope(after)
 let root: string
@@ -23,7 +24,7 @@ const dataDir = () => path.join(root, 'data')
 const deployDir = () => path.join(root, 'deploy')
 
 before(async () => {
-  root = await scopedDir(file)
+  root = await tmpDir(file, 'layoutd-hostile-')
   env = {
     CARLOS_DATA_DIR: dataDir(),
     CARLOS_DEPLOYMENT_DIR: deployDir(),

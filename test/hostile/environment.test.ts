@@ -12,14 +12,15 @@ import { dispatch } from '../../src/cli/dispatch.js'
 import { AgentProcess, freePort, MAIN_JS, makeSandbox, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
 import { assertUnchanged, fingerprint } from '../helpers/fingerprint.js'
 import { Sink } from '../helpers/sink.js'
-import { addFlat, converge, fileScope, hostileBox, recordIntent, report, scopedDir } from './box.js'
+import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
+import { tmpDir } from '../helpers/tmp.js'
 
 const file = fileScope(after)
 let dataDir: string
 let env: NodeJS.ProcessEnv
 
 before(async () => {
-  const root = await scopedDir(file)
+  const root = await tmpDir(file, 'layoutd-hostile-')
   dataDir = path.join(root, 'data')
   await fs.mkdir(dataDir)
   await fs.writeFile(path.join(dataDir, 'tenant-file'), 'kept')
@@ -96,7 +97,7 @@ async function serveOutcome(sb: Sandbox, extra: Record<string, string>): Promise
 }
 
 void test('serve beyond loopback without a token: exit 1 naming the address, no registry made', async (t) => {
-  const sb = await makeSandbox(await scopedDir(t), 'kass-1')
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
   const before = fingerprint(sb.dataDir)
   const r = await serveOutcome(sb, { CARLOS_AGENT_LISTEN: `0.0.0.0:${await freePort()}` })
   assert.equal(r.listening, false)
@@ -106,7 +107,7 @@ void test('serve beyond loopback without a token: exit 1 naming the address, no 
 })
 
 void test('serve with a bad value: exit 1 naming it, no registry made', async (t) => {
-  const sb = await makeSandbox(await scopedDir(t), 'kass-1')
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
   const before = fingerprint(sb.dataDir)
   const r = await serveOutcome(sb, { CARLOS_LAYOUT_POLL: 'often' })
   assert.equal(r.exit, 1)
@@ -115,7 +116,7 @@ void test('serve with a bad value: exit 1 naming it, no registry made', async (t
 })
 
 void test('serve with a bearer token under 16 bytes is refused at boot, naming the variable', async (t) => {
-  const sb = await makeSandbox(await scopedDir(t), 'kass-1')
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
   const before = fingerprint(sb.dataDir)
   const r = await serveOutcome(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`, CARLOS_AGENT_TOKEN: 'short' })
   assert.equal(r.listening, false, 'it must not listen')
@@ -126,7 +127,7 @@ void test('serve with a bearer token under 16 bytes is refused at boot, naming t
 })
 
 void test('a second serve on the same data root refuses to start, naming the holder', async (t) => {
-  const sb = await makeSandbox(await scopedDir(t), 'kass-1')
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
   const first = await AgentProcess.start(sb)
   t.after(() => first.stop())
   await first.waitReady()
@@ -173,7 +174,7 @@ void test('CARLOS_BUILD below the layout floor: the nested default is blocked, n
 })
 
 void test('D/nested as a symlink is refused at start, naming it; nothing behind it is touched', async (t) => {
-  const away = await scopedDir(t, 'layoutd-hostile-away-')
+  const away = await tmpDir(t, 'layoutd-hostile-away-')
   const b = await hostileBox(t, {
     start: false,
     before: async (x) => {
@@ -192,7 +193,7 @@ void test('D/nested as a symlink is refused at start, naming it; nothing behind 
 })
 
 void test('D/apps as a symlink is refused at start, naming it', async (t) => {
-  const away = await scopedDir(t, 'layoutd-hostile-away-')
+  const away = await tmpDir(t, 'layoutd-hostile-away-')
   const b = await hostileBox(t, {
     start: false,
     before: async (x) => {

@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import { diffFingerprints, type Fingerprint } from '../helpers/fingerprint.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report, type HostileBox } from './box.js'
+import { tmpDir } from '../helpers/tmp.js'
 
 const file = fileScope(after)
 let box: HostileBox
@@ -261,8 +262,7 @@ void test('at start, a journal\'s temporary file a crash left is removed: that f
 })
 
 void test('D/layout as a symlink is refused at start, before anything behind it is read or moved', async (t) => {
-  const { scopedDir } = await import('./box.js')
-  const outside = await scopedDir(t)
+  const outside = await tmpDir(t, 'layoutd-hostile-')
   let before: Fingerprint | undefined
   const b = await hostileBox(t, {
     start: false,

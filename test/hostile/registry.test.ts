@@ -15,7 +15,8 @@ import { dispatch } from '../../src/cli/dispatch.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import { assertUnchanged, diffFingerprints, type FingerprintOptions } from '../helpers/fingerprint.js'
 import { Sink } from '../helpers/sink.js'
-import { converge, fileScope, hostileBox, recordIntent, report, scopedDir, type HostileBox } from './box.js'
+import { converge, fileScope, hostileBox, recordIntent, report, type HostileBox } from './box.js'
+import { tmpDir } from '../helpers/tmp.js'
 
 const file = fileScope(after)
 let box: HostileBox
@@ -32,7 +33,7 @@ interface Row {
 }
 
 before(async () => {
-  outside = await scopedDir(file, 'layoutd-hostile-outside-')
+  outside = await tmpDir(file, 'layoutd-hostile-outside-')
   await fs.writeFile(path.join(outside, 'secret.txt'), 'not the tenant\'s')
   box = await hostileBox(file, {
     before: async (b) => {
@@ -230,7 +231,7 @@ void test('a row at the flat paths whose dir is a symlink out of the data root i
 })
 
 void test('no instance key is written into a foreign row\'s dir outside the data root', async (t) => {
-  const away = await scopedDir(t, 'layoutd-hostile-away-')
+  const away = await tmpDir(t, 'layoutd-hostile-away-')
   await fs.writeFile(path.join(away, 'data.txt'), 'someone else\'s')
   // Started, and its first leg run over: the key backfill ends before that run.
   const b = await hostileBox(t, {
