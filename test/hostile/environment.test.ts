@@ -10,7 +10,7 @@ import path from 'node:path'
 import { after, before, test } from 'node:test'
 import { dispatch } from '../../src/cli/dispatch.js'
 import { AgentProcess, freePort, MAIN_JS, makeSandbox, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
-import { assertUnchanged, fingerprint } from '../helpers/fingerprint.js'
+import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/fingerprint.js'
 import { Sink } from '../helpers/sink.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
 import { tmpDir } from '../helpers/tmp.js'
@@ -139,39 +139,30 @@ void test('a second serve on the same data root refuses to start, naming the hol
 
 // ---- valid values that say "do not move" -----------------------------------------------
 
-void test('CARLOS_LAYOUT_DEFAULT=bogus: the default is flat and says why; nothing moves', async (t) => {
-  let before: ReturnType<typeof fingerprint> | undefined
-  const b = await hostileBox(t, {
-    env: { CARLOS_LAYOUT_DEFAULT: 'bogus' },
-    before: async (x) => {
-      await addFlat(x, 'a.example.com')
-      await fs.mkdir(path.join(x.config.dataDir, 'nested'))
-      before = x.fp()
-    },
-  })
-  await converge(b)
-  const r = await report(b)
-  assert.equal(r.rows['a.example.com']?.layout, 'flat')
-  assert.match(r.defaultBlocked, /CARLOS_LAYOUT_DEFAULT=bogus is not nested or flat; staying flat/)
-  assertUnchanged(before ?? b.fp(), b.fp())
-})
+const BLOCKED_DEFAULTS: Array<[string, Record<string, string>, RegExp]> = [
+  ['CARLOS_LAYOUT_DEFAULT=bogus: the default is flat and says why', { CARLOS_LAYOUT_DEFAULT: 'bogus' }, /CARLOS_LAYOUT_DEFAULT=bogus is not nested or flat; staying flat/],
+  ['CARLOS_BUILD below the layout floor: the nested default is blocked, naming the build', { CARLOS_BUILD: 'v0.24.9' }, /v0\.24\.9/],
+]
 
-void test('CARLOS_BUILD below the layout floor: the nested default is blocked, naming the build; nothing moves', async (t) => {
-  let before: ReturnType<typeof fingerprint> | undefined
-  const b = await hostileBox(t, {
-    env: { CARLOS_BUILD: 'v0.24.9' },
-    before: async (x) => {
-      await addFlat(x, 'a.example.com')
-      await fs.mkdir(path.join(x.config.dataDir, 'nested'))
-      before = x.fp()
-    },
+for (const [what, blocking, why] of BLOCKED_DEFAULTS) {
+  void test(`${what}; nothing moves`, async (t) => {
+    let before: Fingerprint | undefined
+    const b = await hostileBox(t, {
+      env: blocking,
+      before: async (x) => {
+        await addFlat(x, 'a.example.com')
+        await fs.mkdir(path.join(x.config.dataDir, 'nested'))
+        before = x.fp()
+      },
+    })
+    await converge(b)
+    const r = await report(b)
+    assert.equal(r.rows['a.example.com']?.layout, 'flat')
+    assert.match(r.defaultBlocked, why)
+    assert.ok(before !== undefined, 'the box was fingerprinted before its start')
+    assertUnchanged(before, b.fp())
   })
-  await converge(b)
-  const r = await report(b)
-  assert.equal(r.rows['a.example.com']?.layout, 'flat')
-  assert.match(r.defaultBlocked, /v0\.24\.9/)
-  assertUnchanged(before ?? b.fp(), b.fp())
-})
+}
 
 void test('D/nested as a symlink is refused at start, naming it; nothing behind it is touched', async (t) => {
   const away = await tmpDir(t, 'layoutd-hostile-away-')
