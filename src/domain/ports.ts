@@ -27,13 +27,13 @@ export const systemClock: Clock = {
   },
 }
 
-/** The box's registry (SQLite). Synchronous: it is a local database file. */
 /** How a row is added. */
 export interface AddOptions {
   /** Refuse (`path_claimed`) a row whose dir or socket another row claims, checked in the insert's transaction. */
   refuseClaimed?: boolean
 }
 
+/** The box's registry (SQLite). Synchronous: it is a local database file. */
 export interface RouteStore {
   list(): Route[]
   get(host: string): Route | undefined
