@@ -10,21 +10,16 @@ import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import type { DeployStore } from '../../src/domain/ports.js'
 import { FakeLogger } from '../domain/fakes.js'
-import { agentBox } from '../helpers/agent.js'
+import { agentBox, withReads } from '../helpers/agent.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 
 /** A deploy store that counts its reads: the poller's, every 50 ms, are the test's clock. */
 function counting(store: DeployStore, reads: { n: number }): DeployStore {
-  return {
-    list: (signal) => {
-      reads.n++
-      return store.list(signal)
-    },
-    record: (intent, signal) => store.record(intent, signal),
-    describe: () => store.describe(),
-    close: () => store.close(),
-  }
+  return withReads(store, (signal) => {
+    reads.n++
+    return store.list(signal)
+  })
 }
 
 type Fault = 'EROFS' | 'ENOSPC'

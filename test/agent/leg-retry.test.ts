@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { DeployStore } from '../../src/domain/ports.js'
-import { agentBox, recordIntent } from '../helpers/agent.js'
+import { agentBox, recordIntent, withReads } from '../helpers/agent.js'
 import { until } from '../helpers/until.js'
 
 /** A store whose next read fails once when the test says so; every other read is the real one. */
@@ -17,17 +17,12 @@ function failingOnce(store: DeployStore): { store: DeployStore; reads: () => num
     failNext: () => {
       fail = true
     },
-    store: {
-      list: (signal) => {
-        reads++
-        if (!fail) return store.list(signal)
-        fail = false
-        return Promise.reject(new Error('etcd: connection reset'))
-      },
-      record: (intent, signal) => store.record(intent, signal),
-      describe: () => store.describe(),
-      close: () => store.close(),
-    },
+    store: withReads(store, (signal) => {
+      reads++
+      if (!fail) return store.list(signal)
+      fail = false
+      return Promise.reject(new Error('etcd: connection reset'))
+    }),
   }
 }
 

@@ -18,7 +18,7 @@ import { flatPaths, journalPath, nestedPaths } from '../../src/domain/paths.js'
 import type { Result } from '../../src/domain/modes.js'
 import type { LegState } from '../../src/domain/schemas.js'
 import { FakeClock, hangUntilAborted } from '../domain/fakes.js'
-import { agentBox, recordIntent, type AgentBox } from '../helpers/agent.js'
+import { agentBox, recordIntent, withReads, type AgentBox } from '../helpers/agent.js'
 import { hashTree, makeTenantTree } from '../helpers/tenants.js'
 import { until } from '../helpers/until.js'
 
@@ -160,12 +160,7 @@ void test('the registry locked by another process beyond the busy timeout: the r
 
 void test('the deploy store never answering: the read times out, the report says unreadable naming it, the retry converges', async (t) => {
   let hang = false
-  const wrap = (store: DeployStore): DeployStore => ({
-    list: (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)),
-    record: (intent, signal) => store.record(intent, signal),
-    describe: () => store.describe(),
-    close: () => store.close(),
-  })
+  const wrap = (store: DeployStore): DeployStore => withReads(store, (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)))
   const f = await faultBox(t, 'nested', {}, { wrapStore: wrap, intentTimeoutMs: 200 })
   const runsBefore = f.b.agent.legState().lastRun?.startedAt
   hang = true

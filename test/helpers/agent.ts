@@ -102,6 +102,19 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
   return box
 }
 
+/**
+ * The store with its reads replaced by list (which may call the store's own:
+ * to count them, fail one, or never answer); the rest is the store's.
+ */
+export function withReads(store: DeployStore, list: DeployStore['list']): DeployStore {
+  return {
+    list,
+    record: (intent, signal) => store.record(intent, signal),
+    describe: () => store.describe(),
+    close: () => store.close(),
+  }
+}
+
 /** A flat tenant: its row, and its directory holding `host.txt` (the host's name). */
 export async function addFlat(b: Pick<AgentBox, 'config' | 'registry'>, host: string): Promise<void> {
   const p = flatPaths(b.config, host)
