@@ -23,10 +23,12 @@ export interface ReportViewDeps {
 
 export class ReportView {
   readonly #deps: ReportViewDeps
-  /** The hosts <data>/layout names, as last listed: what the report goes by with no pass armed. */
-  #onDisk = { journals: new Set<string>(), holds: new Set<string>() }
-  /** Whether <data>/layout has been listed yet: before, no row is known not to be mid-move. */
-  #listed = false
+  /**
+   * The hosts <data>/layout names, as last listed: what the report goes by
+   * with no pass armed. null until start-up has listed it: before, no row is
+   * known not to be mid-move.
+   */
+  #onDisk: { journals: Set<string>; holds: Set<string> } | null = null
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
 
@@ -39,7 +41,6 @@ export class ReportView {
     const { layoutDir } = this.#deps
     const [journals, holds] = await Promise.all([layoutDir.journalHosts(), layoutDir.holdHosts()])
     this.#onDisk = { journals: new Set(journals), holds: new Set(holds) }
-    this.#listed = true
   }
 
   /** A run of the leg has finished: its withheld results are the rows' reasons until the next one finishes. */
@@ -51,15 +52,16 @@ export class ReportView {
     const { config, registry, state, gate } = this.#deps
     const { routes } = registry.snapshot()
     if (pass === null) {
+      const onDisk = this.#onDisk
       const report = unmanagedLayoutReport({
         box: config.box,
         routes,
         dirs: config,
-        journalHosts: this.#onDisk.journals,
-        holdHosts: this.#onDisk.holds,
+        journalHosts: onDisk?.journals ?? new Set(),
+        holdHosts: onDisk?.holds ?? new Set(),
         leg: leg.state(),
       })
-      if (!this.#listed) {
+      if (onDisk === null) {
         // The HTTP server answers from the first moment, before start-up has
         // listed <data>/layout (design §4.4 step 1): a host a journal names
         // must never read nested or flat meanwhile, so every row we might
