@@ -125,15 +125,6 @@ export class Leg {
     return this.#flight.wait()
   }
 
-  /**
-   * Arms one timer to kick the leg again. A timer already armed is enough:
-   * the run it starts re-evaluates every host.
-   */
-  retryLater(ms: number): void {
-    if (this.#flight.stopped || this.#cancelRetry !== null) return
-    this.#armRetry(ms)
-  }
-
   /** The one retry timer, armed for ms from now in place of any armed before. */
   #armRetry(ms: number): void {
     if (this.#flight.stopped) return

@@ -130,26 +130,7 @@ void describe('layoutLeg.wait', () => {
   })
 })
 
-void describe('layoutLeg.retryLater', () => {
-  void it('arms at most one timer, which kicks the leg when it falls due', async () => {
-    const { leg, runs, clock } = setup()
-    leg.retryLater(60_000)
-    leg.retryLater(1_000)
-    assert.equal(clock.pending(), 1)
-    assert.equal(leg.state().retryAt, new Date(clock.now() + 60_000).toISOString())
-    clock.advance(59_999)
-    await leg.wait()
-    assert.equal(runs.calls.length, 0)
-    clock.advance(1)
-    assert.equal(leg.state().retryAt, null)
-    await runs.started(1)
-    runs.finish(0)
-    await leg.wait()
-    assert.equal(runs.calls.length, 1)
-    leg.retryLater(1_000)
-    assert.equal(clock.pending(), 1, 'a fired timer can be armed again')
-  })
-
+void describe('the retry timer', () => {
   void it('is armed by a run that asks for it, after retryMs', async () => {
     const { leg, runs, clock } = setup({ retryMs: 600_000 })
     leg.kick()
@@ -168,17 +149,20 @@ void describe('layoutLeg.retryLater', () => {
 
 void describe('layoutLeg.stop', () => {
   void it('cancels the retry timer and makes later kicks no-ops', async () => {
-    const { leg, runs, clock } = setup()
-    leg.retryLater(1_000)
+    const { leg, runs, clock } = setup({ retryMs: 1_000 })
+    leg.kick()
+    await runs.started(1)
+    runs.finish(0, [], true)
+    await leg.wait()
+    assert.equal(clock.pending(), 1, 'the run asked for a retry')
     leg.stop()
     assert.equal(clock.pending(), 0)
     assert.equal(leg.state().retryAt, null)
     clock.advance(1_000)
     leg.kick()
-    leg.retryLater(1_000)
     assert.equal(clock.pending(), 0)
     await leg.wait()
-    assert.equal(runs.calls.length, 0)
+    assert.equal(runs.calls.length, 1)
     assert.equal(await leg.kickAndWait(1_000), null)
   })
 
