@@ -98,7 +98,7 @@ export function parseMountinfo(text: string): Map<string, string[]> {
 }
 
 /** Why the mounts do not isolate, with its code, or undefined when every required one has nosymfollow. */
-function mountsFailure(text: string, required: readonly string[]): { code: string; reason: string } | undefined {
+export function mountsFailure(text: string, required: readonly string[]): { code: string; reason: string } | undefined {
   const mounts = parseMountinfo(text)
   for (const want of required) {
     const opts = mounts.get(want)
@@ -108,23 +108,13 @@ function mountsFailure(text: string, required: readonly string[]): { code: strin
   return undefined
 }
 
-/** Why the mounts do not isolate, or '' when every required one has nosymfollow. */
-export function mountsVerdict(text: string, required: readonly string[]): string {
-  return mountsFailure(text, required)?.reason ?? ''
-}
-
 /** Why the probe's verdict is not ready, with its code, or undefined when it says `ready: true`. */
-function probeFailure(text: string): { code: string; reason: string } | undefined {
+export function probeFailure(text: string): { code: string; reason: string } | undefined {
   const ready = /^\s*ready:\s*(\S+)\s*$/m.exec(text)?.[1]
   if (ready === 'true') return undefined
   const why = /^\s*reason:\s*(.+?)\s*$/m.exec(text)?.[1]
   if (ready === undefined) return { code: 'probe-unreadable', reason: 'the probe verdict has no `ready:` line' }
   return { code: 'probe-not-ready', reason: `the probe says ready: ${ready}${why ? ` (${why})` : ''}` }
-}
-
-/** Why the probe's verdict is not ready, or '' when it says `ready: true`. */
-export function probeVerdict(text: string): string {
-  return probeFailure(text)?.reason ?? ''
 }
 
 export class Isolation implements IsolationGate {

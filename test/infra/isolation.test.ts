@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
-import { Isolation, mountsVerdict, parseMountinfo, probeVerdict, type SelfCheckFs } from '../../src/infra/isolation.js'
+import { Isolation, mountsFailure, parseMountinfo, probeFailure, type SelfCheckFs } from '../../src/infra/isolation.js'
 import { FakeLogger } from '../domain/fakes.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -25,20 +25,20 @@ void test('parseMountinfo reads mount points with their escapes and per-mount op
 
 void test('a later mount on the same point wins', () => {
   const over = `${MOUNTINFO}\n50 40 8:5 / /data/nested rw,nosuid - tmpfs tmpfs rw`
-  assert.equal(mountsVerdict(over, ['/data/nested']), '/data/nested is mounted without nosymfollow')
+  assert.deepEqual(mountsFailure(over, ['/data/nested']), { code: 'no-nosymfollow', reason: '/data/nested is mounted without nosymfollow' })
 })
 
-void test('mountsVerdict names the first required mount that does not isolate', () => {
-  assert.equal(mountsVerdict(MOUNTINFO, ['/data/nested', '/data/with space']), '')
-  assert.equal(mountsVerdict(MOUNTINFO, ['/data/nested', '/data/plain']), '/data/plain is mounted without nosymfollow')
-  assert.equal(mountsVerdict(MOUNTINFO, ['/data/other']), '/data/other is not a mount point')
+void test('mountsFailure names the first required mount that does not isolate, with its code', () => {
+  assert.equal(mountsFailure(MOUNTINFO, ['/data/nested', '/data/with space']), undefined)
+  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/nested', '/data/plain']), { code: 'no-nosymfollow', reason: '/data/plain is mounted without nosymfollow' })
+  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/other']), { code: 'not-a-mount', reason: '/data/other is not a mount point' })
 })
 
-void test('probeVerdict wants `ready: true` and reports what it says otherwise', () => {
-  assert.equal(probeVerdict('checked: 2026-11-30\nready: true\n'), '')
-  assert.equal(probeVerdict('ready: false\nreason: landlock unavailable\n'), 'the probe says ready: false (landlock unavailable)')
-  assert.equal(probeVerdict('hello'), 'the probe verdict has no `ready:` line')
-  assert.equal(probeVerdict('ready: truthy'), 'the probe says ready: truthy')
+void test('probeFailure wants `ready: true` and reports what it says otherwise, with its code', () => {
+  assert.equal(probeFailure('checked: 2026-11-30\nready: true\n'), undefined)
+  assert.deepEqual(probeFailure('ready: false\nreason: landlock unavailable\n'), { code: 'probe-not-ready', reason: 'the probe says ready: false (landlock unavailable)' })
+  assert.deepEqual(probeFailure('hello'), { code: 'probe-unreadable', reason: 'the probe verdict has no `ready:` line' })
+  assert.deepEqual(probeFailure('ready: truthy'), { code: 'probe-not-ready', reason: 'the probe says ready: truthy' })
 })
 
 void test('the gate is shut until its first read, opens when every check passes, and reports each change', async (t) => {
