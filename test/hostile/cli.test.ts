@@ -4,6 +4,7 @@
 // run in this process through the dispatcher, as bin/layoutd runs them; one
 // case runs the real binary to hold the in-process runs to it.
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, test } from 'node:test'
@@ -205,8 +206,7 @@ void test('an unknown command: exit 2 with the usage', async () => {
   await refused(['rm', '-rf', '/'], 2, /unknown command "rm"\nusage:/)
 })
 
-void test('the real binary: exit status and stderr as in process', async () => {
-  const { spawnSync } = await import('node:child_process')
+void test('the real binary: exit status and stderr as in process', () => {
   const before = state()
   const r = spawnSync(process.execPath, [MAIN_JS, 'routes', 'add', 'Evil.example.com', '--hibernate'], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' })
   assert.equal(r.status, 1, r.stderr)

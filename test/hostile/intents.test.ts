@@ -6,6 +6,7 @@
 // intent put them, and nothing in the data root or the registry changes.
 // Each planted record would have moved every tenant nested, had it been read.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -114,7 +115,6 @@ void test('dir store: a record over the 64 KiB limit', async () => {
 })
 
 void test('dir store: a FIFO under a record name does not hang the read', async () => {
-  const { execFileSync } = await import('node:child_process')
   await inDir('zz-fifo.json', (f) => Promise.resolve(void execFileSync('mkfifo', [f])), /zz-fifo\.json: cannot read: is not a regular file/)
 })
 

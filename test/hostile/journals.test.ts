@@ -14,6 +14,7 @@ import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import { diffFingerprints, type Fingerprint } from '../helpers/fingerprint.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report, type HostileBox } from './box.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
 const file = fileScope(after)
 let box: HostileBox
@@ -168,7 +169,6 @@ void test('a FIFO in a journal\'s place does not block the pass', async () => {
     // open: a writer can then open it (ENXIO while no reader waits), and
     // closing it at once hands the reader an end of file so the run can end.
     let unblocked = false
-    const { until } = await import('../helpers/until.js')
     await until('the run to end, or to wait on the FIFO', async () => {
       if (finished) return true
       try {
