@@ -66,16 +66,17 @@ export class Agent implements AgentApi {
   }
 
   /**
-   * The start-up order: the data root's directories verified → sweep (the persisted wake claims) → the start-up
-   * intent (read only when a journal or hold marker is there) → Recover →
-   * RestoreHolds → publish the pass → ready (the activator may wake) → the
-   * instance keys, and the poller's first read → kick the leg once. The
-   * HTTP server serves /livez and a 503 /ready throughout.
+   * The start-up order: the data root's directories verified → sweep (the
+   * persisted wake claims) → the start-up intent (read only when a journal
+   * or hold marker is there) → Recover → RestoreHolds → publish the pass →
+   * ready (the activator may wake) → the instance keys, and the poller's
+   * first read → kick the leg once. The HTTP server serves /livez and a 503
+   * /ready throughout.
    */
   async start(): Promise<void> {
     const { config, logger, gate, claims } = this.#parts
     // Before anything under the data root is read: a D/layout that is a
-    // symlink would hand recovery a journal planted behind it (design §2).
+    // symlink would hand recovery a journal planted behind it (design §2.1).
     await this.#parts.layoutDir.verifyRoots()
     if (gate === null) {
       logger.info({ activator: 'none' }, 'layout: no activator armed on this box; the report is unmanaged and nothing moves')

@@ -1,5 +1,5 @@
 // The data root's own directories, verified before anything under them is
-// read (design §2 "Nothing outside the data root"), and what <data>/layout
+// read (design §2.1 "Nothing outside the data root"), and what <data>/layout
 // holds: the hosts named by journals and by hold markers. Start-up reads
 // the intent only when there is one of either.
 import fs from 'node:fs/promises'
@@ -9,7 +9,7 @@ import type { LayoutDirectory } from '../domain/ports.js'
 import { errors } from '../errors.js'
 import { kindOf, lstatOrUndefined } from './fsutil.js'
 
-/** The directories of the data root every path the pass, recovery and the key minter use starts from (design §2). */
+/** The directories of the data root every path the pass, recovery and the key minter use starts from (design §2.1). */
 export const DATA_ROOTS = ['layout', 'apps', 'nested'] as const
 
 /**

@@ -91,7 +91,7 @@ export class Pass implements LayoutPass {
     const { grace } = parts
     const { dirs, gate, logger, registry } = this.#ctx.deps
     // Every path of the run is built from these roots: checked again before
-    // each run, as at start (design §2), a failed check fails the run.
+    // each run, as at start (design §2.1), a failed check fails the run.
     await verifyDataRoots(dirs.dataDir)
     const results: Result[] = []
     // A journal recovery kept, or one an operator has since resolved: the
