@@ -62,6 +62,7 @@ async function sandbox(t: TestContext): Promise<{ sb: Sandbox; start: (env: Reco
     cleanups.push(() => agent.stop())
     act.connect(agent.url)
     await agent.waitReady()
+    await agent.waitNestedAllowed()
     return { agent, act }
   }
   return { sb, start }
@@ -126,7 +127,7 @@ void test('an awake tenant is deferred through its grace, then stopped, moved, a
 
   const again = await act.wake('a.example.com')
   assert.equal(again.status, 200)
-  assert.ok(again.status === 200)
+  assert.equal(again.status, 200, JSON.stringify(again))
   assert.equal(again.grant.layout, 'nested')
   assert.equal(again.grant.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
   assert.equal(again.grant.socket, path.join(sb.dataDir, 'nested', 'a.example.com', 'run', 'app.sock'))
@@ -141,7 +142,7 @@ void test('a forced revert stops an awake tenant at once, with no grace', LIMIT,
   // An hour of grace: only the force can explain a stop within the test.
   const { agent, act } = await start(QUICK)
   const woke = await act.wake('a.example.com')
-  assert.ok(woke.status === 200)
+  assert.equal(woke.status, 200, JSON.stringify(woke))
   assert.equal(woke.grant.layout, 'nested')
 
   const stopped = act.stopAsked('a.example.com')
@@ -152,7 +153,7 @@ void test('a forced revert stops an awake tenant at once, with no grace', LIMIT,
   assert.equal(await agent.metric('carlos_layout_moves_total{to="flat",outcome="moved"}'), 1)
 
   const again = await act.wake('a.example.com')
-  assert.ok(again.status === 200)
+  assert.equal(again.status, 200, JSON.stringify(again))
   assert.equal(again.grant.dir, path.join(sb.dataDir, 'apps', 'a.example.com'))
   assert.equal(await grantProblem(sb, 'a.example.com', again.grant), undefined)
   assert.deepEqual(act.errors, [])

@@ -322,6 +322,19 @@ export class AgentProcess {
   }
 
   /**
+   * Waits until /ready says nested instances may wake: the isolation gate's
+   * first evaluation ends after /ready turns 200, and a nested wake asked in
+   * between is refused `isolation not ready`, as it should be.
+   */
+  async waitNestedAllowed(timeoutMs = 30_000): Promise<void> {
+    await this.waitFor(
+      'the isolation gate open',
+      async () => ((await this.#get<{ nested?: { allowed?: boolean } }>('/ready')).body.nested?.allowed === true ? true : undefined),
+      timeoutMs,
+    )
+  }
+
+  /**
    * Waits until the report shows every listed host with the layout word
    * wanted and the leg idle (nothing running, nothing pending); answers that
    * report. Polled at most every `everyMs`, so a large report does not keep
