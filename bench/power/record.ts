@@ -1,0 +1,110 @@
+// Recording for the power-loss explorer (design §3.5): the real agent
+// (`node dist/src/main.js serve`) runs under `strace -f` on a world of flat
+// tenants built as bench/crash.ts builds it, migrates them to nested
+// through a recorded intent, then reverts them, and stops. What it
+// recorded: the image of the data root before the agent started, the
+// trace lowered to inode operations, and the deploy store as it was under
+// each intent (copied, to start a crash state's agent under the intent it
+// crashed under).
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { Mode } from '../../src/domain/modes.js'
+import type { LayoutReport } from '../../src/domain/schemas.js'
+import { MAIN_JS, freePort, recordIntent, sandboxEnv } from '../../test/helpers/agent-process.js'
+import { makeWorld, type World } from '../crash.js'
+import type { FsImage, Ino } from './model.js'
+import { loadImage, lower, parseTrace, type Lowered } from './trace.js'
+
+/** The calls traced: what changes the tree or makes it durable, and what moves an fd's offset. */
+export const TRACED =
+  'openat,open,write,pwrite64,lseek,rename,renameat,renameat2,link,linkat,unlink,unlinkat,mkdir,mkdirat,rmdir,' +
+  'symlink,symlinkat,fsync,fdatasync,close,ftruncate,fchmod,fchmodat,chmod'
+
+export const STRACE = process.env.STRACE_BIN ?? '/usr/bin/strace'
+
+export interface Recording {
+  world: World
+  initial: FsImage
+  nextIno: Ino
+  lowered: Lowered
+  /** Seconds since the epoch when the revert was recorded: ops after it ran under intent flat. */
+  flipAt: number
+  /** A copy of the deploy store under each intent. */
+  deploy: Record<Mode, string>
+  traceFile: string
+}
+
+async function report(url: string): Promise<LayoutReport | undefined> {
+  try {
+    const res = await fetch(`${url}/layout/status`)
+    return res.status === 200 ? ((await res.json()) as LayoutReport) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+async function waitConverged(url: string, hosts: readonly string[], word: Mode, exited: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    if (exited()) throw new Error(`the traced agent exited before every host was ${word}`)
+    const r = await report(url)
+    if (r !== undefined && !r.leg.running && !r.leg.pending && hosts.every((h) => r.rows[h]?.layout === word)) return
+    if (performance.now() > deadline) throw new Error(`not every host ${word} within ${timeoutMs} ms`)
+    await delay(50)
+  }
+}
+
+/** The pids of a process's children (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  try {
+    return fs
+      .readdirSync(`/proc/${pid}/task`)
+      .flatMap((task) => fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/))
+      .filter((s) => s !== '')
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** Builds the world under root, records the agent's migrate and revert under strace, and lowers the trace. */
+export async function record(opts: { hosts: number; seed: number; root: string; log: (l: string) => void }): Promise<Recording> {
+  const world = await makeWorld(path.join(opts.root, 'world'), opts.hosts, { firstSeed: opts.seed * 7919 })
+  const { sb } = world
+  const hosts = world.tenants.map((t) => t.host)
+  await recordIntent(sb, 'nested')
+  const deploy = { nested: path.join(opts.root, 'deploy-nested'), flat: path.join(opts.root, 'deploy-flat') }
+  fs.cpSync(sb.deployDir, deploy.nested, { recursive: true })
+  const { image: initial, nextIno } = loadImage(sb.dataDir)
+  const traceFile = path.join(opts.root, 'agent.strace')
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const args = ['-f', '-y', '-qq', '-xx', '-ttt', '-s', '65536', '-e', `trace=${TRACED}`, '-o', traceFile, process.execPath, MAIN_JS, 'serve']
+  opts.log(`power: recording ${opts.hosts} tenants flat -> nested -> flat under strace`)
+  const child = spawn(STRACE, args, { env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  let exited = false
+  const done = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), resolve())))
+  let flipAt: number
+  try {
+    await waitConverged(url, hosts, 'nested', () => exited, 120_000)
+    flipAt = Date.now() / 1000
+    await recordIntent(sb, 'flat')
+    fs.cpSync(sb.deployDir, deploy.flat, { recursive: true })
+    await waitConverged(url, hosts, 'flat', () => exited, 120_000)
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\nstrace: ${stderr.slice(-2000)}`)
+  } finally {
+    // SIGTERM to the agent itself (strace would only detach on its own): a clean stop, traced too.
+    for (const pid of childrenOf(child.pid ?? -1)) process.kill(pid, 'SIGTERM')
+    await done
+  }
+  const calls = parseTrace(fs.readFileSync(traceFile, 'latin1'))
+  const lowered = lower(calls, sb.dataDir, initial, nextIno)
+  opts.log(`power: ${calls.length} calls traced, ${lowered.ops.length} operations under the data root`)
+  return { world, initial, nextIno, lowered, flipAt, deploy, traceFile }
+}
