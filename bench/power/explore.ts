@@ -43,6 +43,9 @@ export interface PowerSummary {
   statesEnumerated: number
   statesDistinct: number
   statesChecked: number
+  /** Checked states that held a journal (a move the crash cut), and wakes asked for their hosts before recovery ended. */
+  statesWithJournal: number
+  wakeProbes: number
   violations: Violation[]
   skippedCalls: string[]
   cutWrites: number
@@ -91,12 +94,16 @@ async function checkOne(rec: Recording, stateData: string, mode: Mode): Promise<
   }
 }
 
+/** What the checks did, so a run shows they were not vacuous. */
+const tally = { wakeProbes: 0, statesWithJournal: 0 }
+
 async function checkLinked(rec: Recording, mode: Mode): Promise<string[]> {
   const sb: Sandbox = rec.world.sb
   const w: World = { ...rec.world, tenants: rec.world.tenants.map((t) => ({ ...t, key: undefined })) }
   const problems: string[] = []
   // The state as the crash left it: every tree in one place, or a journal naming the move.
   const journals = layoutFiles(w.dirs).journals
+  if (journals.size > 0) tally.statesWithJournal++
   try {
     problems.push(...checkState(w, { aside: true }).problems.map((p) => `on disk after the crash: ${p}`))
   } catch (err) {
@@ -110,9 +117,18 @@ async function checkLinked(rec: Recording, mode: Mode): Promise<string[]> {
   }
   try {
     for (;;) {
-      // Until recovery ends, a host a journal names reads fenced: nothing wakes it.
+      // Until recovery ends, a host a journal names reads fenced, and no wake is granted while its journal stands.
       const f = await checkFence(w, agent)
       problems.push(...f.problems)
+      for (const [h, j] of journals) {
+        const res = await fetch(`${agent.url}/wakes/${h}`, { method: 'POST' }).catch(() => undefined)
+        if (res === undefined) continue
+        await res.body?.cancel()
+        tally.wakeProbes++
+        if (res.status !== 200) continue
+        const k = layoutFiles(w.dirs).journals.get(h)
+        if (k !== undefined && k.generation === j.generation) problems.push(`${h}: a wake was granted while the journal the crash left (generation ${j.generation}) still stood`)
+      }
       if (await agent.ready().catch(() => false)) break
       if (agent.exit !== undefined) return [...problems, `the agent exited during start-up:\n${agent.tail()}`]
       if (performance.now() - agent.startedAt > 60_000) return [...problems, `not ready within 60 s:\n${agent.tail()}`]
@@ -190,6 +206,8 @@ export async function explore(opts: {
     statesEnumerated: en.states.length,
     statesDistinct: distinct.size,
     statesChecked: checked,
+    statesWithJournal: tally.statesWithJournal,
+    wakeProbes: tally.wakeProbes,
     violations,
     skippedCalls: rec.lowered.skipped.slice(0, 20),
     cutWrites: rec.lowered.cutWrites,
