@@ -8,7 +8,7 @@
 // no marker nothing explains, and every host a journal names reported
 // `fenced` (so not wakeable) until recovery ends.
 //
-//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--keep]
+//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--keep] [--drop-barrier REGEX]
 // Prints a JSON summary; exits 1 when a crash state broke an invariant.
 import fs from 'node:fs'
 import os from 'node:os'
@@ -38,6 +38,8 @@ export interface PowerSummary {
   syscallsUnderDataRoot: number
   operations: number
   barriers: number
+  /** Fsyncs --drop-barrier took out (0 on a real run). */
+  barriersDropped: number
   crashPoints: number
   statesPossible: string
   statesEnumerated: number
@@ -154,11 +156,16 @@ export async function explore(opts: {
   maxChecks: number
   /** Writes the lowered ops, one a line, with the barrier that makes each durable. */
   dumpOps?: string
+  /** A regex over an fsync's words (the data root written `D`): those fsyncs are taken out of the trace. */
+  dropBarrier?: string
   log: (l: string) => void
 }): Promise<PowerSummary> {
   const t0 = performance.now()
   const rec = await record(opts)
-  const ops = rec.lowered.ops
+  // --drop-barrier: the same run without the fsyncs that match, to show what the explorer finds when one is missing.
+  const drop = opts.dropBarrier === undefined ? undefined : new RegExp(opts.dropBarrier)
+  const ops = rec.lowered.ops.filter((o) => !(o.op === 'fsync' && drop?.test(o.what.replaceAll(rec.world.sb.dataDir, 'D')) === true))
+  const barriersDropped = rec.lowered.ops.length - ops.length
   if (opts.dumpOps !== undefined) {
     const dur = durableAt(ops)
     fs.writeFileSync(opts.dumpOps, ops.map((o, i) => `#${i} ${o.what}${o.op === 'fsync' ? '' : ` (durable ${dur[i] === Infinity ? 'never' : `at #${dur[i]}`})`}\n`).join(''))
@@ -201,6 +208,7 @@ export async function explore(opts: {
     syscallsUnderDataRoot: rec.lowered.callsUnderRoot,
     operations: ops.length,
     barriers: ops.filter((o) => o.op === 'fsync').length,
+    barriersDropped,
     crashPoints: en.points,
     statesPossible: en.possible,
     statesEnumerated: en.states.length,
@@ -224,17 +232,18 @@ async function main(): Promise<number> {
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
       'dump-ops': { type: 'string' },
+      'drop-barrier': { type: 'string' },
     },
   })
   const hosts = Number(values.hosts)
   const seed = Number(values.seed)
   const maxChecks = Number(values['max-checks'])
   if (![hosts, seed, maxChecks].every((n) => Number.isInteger(n) && n >= 1)) {
-    process.stderr.write('usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--dir D] [--keep] [--dump-ops FILE]\n')
+    process.stderr.write('usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n')
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'layoutd-power-'))
-  const summary = await explore({ hosts, seed, root, maxChecks, dumpOps: values['dump-ops'], log: (l) => process.stderr.write(`${l}\n`) })
+  const summary = await explore({ hosts, seed, root, maxChecks, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`)
   if (!values.keep && summary.violations.length === 0) fs.rmSync(root, { recursive: true, force: true })
   else process.stderr.write(`power: kept ${root}\n`)
