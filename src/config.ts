@@ -181,7 +181,7 @@ export const ENVIRONMENT = {
   deploymentDir: variable('CARLOS_DEPLOYMENT_DIR', './deploy', 'The directory deploy store.', absolute),
   etcdEndpoints: variable('CARLOS_DEPLOYMENT_ETCD', '', 'Comma-separated etcd endpoints; when set, the deploy store.', endpoints),
   logLevel: variable('CARLOS_LOG_LEVEL', 'info', 'pino log level.', LOG_LEVELS),
-  failpoint: variable('CARLOS_FAILPOINT', '', 'Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC).', text),
+  failpoint: variable('CARLOS_FAILPOINT', '', 'Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); skip-fsync:NAME takes one of the move\'s fsyncs out.', text),
 }
 
 type Environment = typeof ENVIRONMENT

@@ -28,6 +28,7 @@ export async function serve(config: Config): Promise<number> {
     { AgentLock },
     { createLogger },
     { Metrics },
+    { armSkippedFsyncs },
   ] = await Promise.all([
     import('close-with-grace'),
     import('./infra/edge.js'),
@@ -38,6 +39,7 @@ export async function serve(config: Config): Promise<number> {
     import('./infra/agent-lock.js'),
     import('./logger.js'),
     import('./metrics.js'),
+    import('./infra/failpoint.js'),
   ])
   const logger = createLogger(config.logLevel)
   if (config.token === '' && !LOOPBACK.test(config.listen.host)) {
@@ -48,6 +50,8 @@ export async function serve(config: Config): Promise<number> {
   // One agent per data root (design §4.4), before anything under it is
   // read: a second agent throws here naming the holder, and touches nothing.
   const lock = AgentLock.acquire(config.dataDir)
+  // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.5), before the registry opens.
+  armSkippedFsyncs(config.failpoint)
   const metrics = new Metrics()
   let registry: ReturnType<typeof Registry.open>
   let store: ReturnType<typeof openDeployStore>

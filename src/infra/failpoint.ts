@@ -7,7 +7,9 @@
 // finally block runs. A point may name an errno instead
 // (`after-journal=ENOSPC`, `after-rename@2=EIO`): the pass's hook then
 // throws an Error with that code at the step, once, as the I/O the step
-// ends with would (design §3.4).
+// ends with would (design §3.4). `skip-fsync:<name>` takes one of the
+// move's fsyncs out (FSYNC_NAMES): the power-loss audit's proof that it
+// notices each one missing; a kill -9 cannot tell (design §3.5).
 import os from 'node:os'
 
 /** The steps the pass reports, in the order a move reaches them. */
@@ -24,6 +26,60 @@ export const FAILPOINT_STEPS = [
   'after-journal-remove',
   'after-lift',
 ] as const
+
+/**
+ * The move's fsyncs, each a barrier the power-loss audit checks (design
+ * §3.5), by the name `skip-fsync:<name>` takes out. Tests only: removing
+ * one is how the audit shows it would catch that fsync missing.
+ */
+export const FSYNC_NAMES = [
+  /** `D`, once `D/layout` is made (step 4). */
+  'layout-dir',
+  /** Each journal's temporary file, before its rename (step 4). */
+  'journal-data',
+  /** `D/layout`, after the journals' renames (step 4). */
+  'journal-dir',
+  /** The destination's parents that gained an entry (step 6). */
+  'prepare-parents',
+  /** The parent a tenant's directory was renamed out of (step 7). */
+  'rename-source-parent',
+  /** The parent it was renamed into (step 7). */
+  'rename-dest-parent',
+  /** The row commit's WAL fsync: the rows connection runs `synchronous = OFF` instead of FULL (step 8). */
+  'registry-commit',
+  /** `D/layout`, after the journals' removal (step 9). */
+  'journal-remove-dir',
+] as const
+
+export type FsyncName = (typeof FSYNC_NAMES)[number]
+
+const SKIP_FSYNC = 'skip-fsync:'
+
+/** The fsyncs a test has taken out; empty in production, where the check is one size test. */
+const skipped = new Set<FsyncName>()
+
+/**
+ * Takes out the fsyncs spec names (`skip-fsync:<name>` items of
+ * CARLOS_FAILPOINT); the composition root calls it once at start, before
+ * the registry opens. Throws on a name that is not one of FSYNC_NAMES, so
+ * a test that misspells one does not pass for the wrong reason.
+ */
+export function armSkippedFsyncs(spec: string): void {
+  const names: FsyncName[] = []
+  for (const item of spec.split(',').map((s) => s.trim())) {
+    if (!item.startsWith(SKIP_FSYNC)) continue
+    const name = FSYNC_NAMES.find((n) => n === item.slice(SKIP_FSYNC.length))
+    if (name === undefined) throw new Error(`failpoint ${JSON.stringify(item)}: ${item.slice(SKIP_FSYNC.length)} is not one of the move's fsyncs (${FSYNC_NAMES.join(', ')})`)
+    names.push(name)
+  }
+  skipped.clear()
+  for (const name of names) skipped.add(name)
+}
+
+/** Whether a test took out the fsync called name (never, unless CARLOS_FAILPOINT names it). */
+export function fsyncSkipped(name: FsyncName | undefined): boolean {
+  return skipped.size !== 0 && name !== undefined && skipped.has(name)
+}
 
 interface Point {
   name: string
@@ -46,7 +102,7 @@ function parse(spec: string): Point[] {
   return spec
     .split(',')
     .map((s) => s.trim())
-    .filter(Boolean)
+    .filter((s) => s !== '' && !s.startsWith(SKIP_FSYNC))
     .map(parsePoint)
 }
 

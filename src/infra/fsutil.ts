@@ -5,6 +5,7 @@
 import { constants, type Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { fsyncSkipped, type FsyncName } from './failpoint.js'
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants
 
@@ -75,8 +76,13 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
 /** How many fsyncs run at once: the kernel folds concurrent ones into one journal commit. */
 const SYNC_CONCURRENCY = 16
 
-/** fsync a directory, so the entries created, renamed or removed in it are on disk. */
-export async function fsyncDir(dir: string): Promise<void> {
+/**
+ * fsync a directory, so the entries created, renamed or removed in it are
+ * on disk. name says which of the move's fsyncs it is (design §3.5), for a
+ * test that takes it out (failpoint.ts); unnamed ones are never skipped.
+ */
+export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
+  if (fsyncSkipped(name)) return
   const fh = await fs.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
     await fh.sync()
@@ -85,17 +91,17 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/** fsync each distinct directory once. */
-export async function fsyncDirs(dirs: Iterable<string>): Promise<void> {
-  await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, fsyncDir)
+/** fsync each distinct directory once (name: as fsyncDir). */
+export async function fsyncDirs(dirs: Iterable<string>, name?: FsyncName): Promise<void> {
+  await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, (dir) => fsyncDir(dir, name))
 }
 
-/** Writes data to file (created or truncated, never through a symlink) and fsyncs it. */
-export async function writeDurable(file: string, data: string, mode = 0o600): Promise<void> {
+/** Writes data to file (created or truncated, never through a symlink) and fsyncs it (name: as fsyncDir). */
+export async function writeDurable(file: string, data: string, mode = 0o600, name?: FsyncName): Promise<void> {
   const fh = await fs.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode)
   try {
     await fh.writeFile(data)
-    await fh.sync()
+    if (!fsyncSkipped(name)) await fh.sync()
   } finally {
     await fh.close()
   }
@@ -112,17 +118,23 @@ export function tmpName(name: string): string {
   return `${name}.tmp`
 }
 
+/** Which of the move's fsyncs a group commit's two are (design §3.5), for a test that takes one out. */
+export interface SyncNames {
+  data?: FsyncName
+  dir?: FsyncName
+}
+
 /**
  * Writes many files into dir atomically with one directory fsync (group
  * commit): each is written to its temporary name and fsynced, then all are
  * renamed into place, then dir is fsynced once. A crash leaves every file
  * either absent, or whole; never half-written under its real name.
  */
-export async function atomicWriteMany(dir: string, files: readonly NamedData[], mode = 0o600): Promise<void> {
+export async function atomicWriteMany(dir: string, files: readonly NamedData[], mode = 0o600, names: SyncNames = {}): Promise<void> {
   if (files.length === 0) return
-  await mapLimit(files, SYNC_CONCURRENCY, (f) => writeDurable(path.join(dir, tmpName(f.name)), f.data, mode))
+  await mapLimit(files, SYNC_CONCURRENCY, (f) => writeDurable(path.join(dir, tmpName(f.name)), f.data, mode, names.data))
   for (const f of files) await fs.rename(path.join(dir, tmpName(f.name)), path.join(dir, f.name))
-  await fsyncDir(dir)
+  await fsyncDir(dir, names.dir)
 }
 
 /** atomicWriteMany for one file. */
@@ -130,8 +142,8 @@ export async function atomicWrite(file: string, data: string, mode = 0o600): Pro
   await atomicWriteMany(path.dirname(file), [{ name: path.basename(file), data }], mode)
 }
 
-/** Removes names from dir (absent ones are fine) with one directory fsync. */
-export async function unlinkMany(dir: string, names: Iterable<string>): Promise<void> {
+/** Removes names from dir (absent ones are fine) with one directory fsync (syncName: as fsyncDir). */
+export async function unlinkMany(dir: string, names: Iterable<string>, syncName?: FsyncName): Promise<void> {
   const removed = await mapLimit([...names], SYNC_CONCURRENCY, async (n) => {
     try {
       await fs.unlink(path.join(dir, n))
@@ -141,7 +153,7 @@ export async function unlinkMany(dir: string, names: Iterable<string>): Promise<
       throw err
     }
   })
-  if (removed.includes(true)) await fsyncDir(dir)
+  if (removed.includes(true)) await fsyncDir(dir, syncName)
 }
 
 /**

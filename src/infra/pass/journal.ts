@@ -39,7 +39,7 @@ export function layoutDir(dirs: Dirs): string {
 /** Makes `<data>/layout` when absent, durably (its entry in the data dir is fsynced). */
 export async function ensureLayoutDir(dirs: Dirs): Promise<string> {
   const dir = layoutDir(dirs)
-  if (await ensureDir(dir, 0o700)) await fsyncDir(dirs.dataDir)
+  if (await ensureDir(dir, 0o700)) await fsyncDir(dirs.dataDir, 'layout-dir')
   return dir
 }
 
@@ -54,12 +54,14 @@ export async function writeJournals(dirs: Dirs, journals: readonly Journal[]): P
   await atomicWriteMany(
     dir,
     journals.map((journal) => ({ name: `${journal.host}${JOURNAL_SUFFIX}`, data: `${JSON.stringify(journal)}\n` })),
+    0o600,
+    { data: 'journal-data', dir: 'journal-dir' },
   )
 }
 
 /** Removes the journals of hosts with one directory fsync. */
 export async function removeJournals(dirs: Dirs, hosts: Iterable<string>): Promise<void> {
-  await unlinkMany(layoutDir(dirs), [...hosts].map((h) => `${h}${JOURNAL_SUFFIX}`))
+  await unlinkMany(layoutDir(dirs), [...hosts].map((h) => `${h}${JOURNAL_SUFFIX}`), 'journal-remove-dir')
 }
 
 export type JournalRead = { ok: true; journal: Journal } | { ok: false; reason: string }

@@ -175,7 +175,7 @@ export class MoveSteps {
         results.push(...(await this.#endings.abandon([move], done?.why ?? 'destination not prepared')))
       }
     }
-    await fsyncDirs(sync)
+    await fsyncDirs(sync, 'prepare-parents')
     this.#ctx.failpoint('after-prepare')
     return going
   }

@@ -8,7 +8,7 @@ import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { childPath, ensureDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
+import { childPath, ensureDir, fsyncDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
 
@@ -22,6 +22,8 @@ export interface DirIdentity {
 export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
 
 const LSTAT_CONCURRENCY = 16
+/** fsyncs at once: the kernel folds concurrent ones into one journal commit. */
+const SYNC_CONCURRENCY = 16
 
 /**
  * Checks the source of a move without following a symlink: the directory
@@ -216,7 +218,14 @@ export async function renameDir(from: string, to: string): Promise<void> {
   await fs.rename(from, to)
 }
 
-/** fsync the parents of a batch's renames, each once. */
+/**
+ * fsync the parents of a batch's renames, each once: the ones they left
+ * and the ones they entered (design §3.5; a directory that is both is
+ * fsynced once, as an entered one).
+ */
 export async function syncParents(pairs: ReadonlyArray<{ from: string; to: string }>): Promise<void> {
-  await fsyncDirs(pairs.flatMap((p) => [path.dirname(p.from), path.dirname(p.to)]))
+  const entered = new Set(pairs.map((p) => path.dirname(p.to)))
+  const left = pairs.map((p) => path.dirname(p.from)).filter((dir) => !entered.has(dir))
+  const dirs = [...[...entered].map((dir) => [dir, 'rename-dest-parent'] as const), ...[...new Set(left)].map((dir) => [dir, 'rename-source-parent'] as const)]
+  await mapLimit(dirs, SYNC_CONCURRENCY, ([dir, name]) => fsyncDir(dir, name))
 }
