@@ -41,6 +41,8 @@ export const FSYNC_NAMES = [
   'journal-dir',
   /** The destination's parents that gained an entry (step 6). */
   'prepare-parents',
+  /** A nested destination's `run/`, once its mode and group are set (step 6). */
+  'run-mode',
   /** The parent a tenant's directory was renamed out of (step 7). */
   'rename-source-parent',
   /** The parent it was renamed into (step 7). */

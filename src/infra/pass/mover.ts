@@ -188,7 +188,10 @@ const SHARED_PARENT_MODE = 0o755
  * directories that must be fsynced before the rename: those that gained an
  * entry on the way down to the destination's parent, so a power cut cannot
  * keep a renamed directory whose parent it lost. `run/` is not on that
- * path: the fsync of the destination's parent after the rename covers it.
+ * path: the fsync of the destination's parent after the rename covers its
+ * entry. Its mode and group are its own inode's, which no fsync of a
+ * parent makes durable: `run/` is fsynced here, or a power cut could leave
+ * the row pointing at a socket directory the edge cannot reach (§3.5).
  */
 export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
   const sync: string[] = []
@@ -205,6 +208,7 @@ export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: R
   const run = path.dirname(dest.socket)
   await ensureDir(run, NESTED_RUN_MODE)
   await setDirMode(run, NESTED_RUN_MODE, gid)
+  await fsyncDir(run, 'run-mode')
   return sync
 }
 
