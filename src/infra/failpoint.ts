@@ -51,6 +51,8 @@ export const FSYNC_NAMES = [
   'registry-commit',
   /** `D/layout`, after the journals' removal (step 9). */
   'journal-remove-dir',
+  /** `D`, once the isolation gate's self-check has made `D/nested` (§5.4). */
+  'nested-entry',
 ] as const
 
 export type FsyncName = (typeof FSYNC_NAMES)[number]

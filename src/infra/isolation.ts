@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto'
 import nodeFs from 'node:fs/promises'
 import path from 'node:path'
 import type { IsolationGate, Logger } from '../domain/ports.js'
-import { setDirMode } from './fsutil.js'
+import { fsyncDir, setDirMode } from './fsutil.js'
 
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
@@ -188,7 +188,10 @@ export class Isolation implements IsolationGate {
     const nested = path.join(this.cfg.dataDir, 'nested')
     const probe = path.join(nested, `.selfcheck-${process.pid}-${randomBytes(4).toString('hex')}`)
     try {
-      await fs.mkdir(nested, { recursive: true, mode: 0o755 })
+      // The pass moves tenants under D/nested, and fsyncs D itself only
+      // when it makes D/nested: made here, its entry is fsynced here, or a
+      // power cut could keep a tree renamed under it and lose D/nested (§3.5).
+      if ((await fs.mkdir(nested, { recursive: true, mode: 0o755 })) !== undefined) await fsyncDir(this.cfg.dataDir, 'nested-entry')
       const st = await fs.lstat(nested)
       if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
