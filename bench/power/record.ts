@@ -45,7 +45,7 @@ async function report(url: string): Promise<LayoutReport | undefined> {
   }
 }
 
-async function waitConverged(url: string, hosts: readonly string[], word: Mode, exited: () => boolean, timeoutMs: number): Promise<void> {
+export async function waitConverged(url: string, hosts: readonly string[], word: Mode, exited: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs
   for (;;) {
     if (exited()) throw new Error(`the traced agent exited before every host was ${word}`)
@@ -57,7 +57,7 @@ async function waitConverged(url: string, hosts: readonly string[], word: Mode, 
 }
 
 /** The pids of a process's children (Linux /proc). */
-function childrenOf(pid: number): number[] {
+export function childrenOf(pid: number): number[] {
   try {
     return fs
       .readdirSync(`/proc/${pid}/task`)
@@ -70,8 +70,18 @@ function childrenOf(pid: number): number[] {
 }
 
 /** Builds the world under root, records the agent's migrate and revert under strace, and lowers the trace. */
-export async function record(opts: { hosts: number; seed: number; root: string; log: (l: string) => void }): Promise<Recording> {
+export async function record(opts: {
+  hosts: number
+  seed: number
+  root: string
+  log: (l: string) => void
+  /** More of the agent's environment (the audit's CARLOS_FAILPOINT=skip-fsync:<name>). */
+  env?: Record<string, string>
+  /** Changes the world before its image is taken and the agent starts (a box that has moved before). */
+  prepare?: (world: World) => void | Promise<void>
+}): Promise<Recording> {
   const world = await makeWorld(path.join(opts.root, 'world'), opts.hosts, { firstSeed: opts.seed * 7919 })
+  await opts.prepare?.(world)
   const { sb } = world
   const hosts = world.tenants.map((t) => t.host)
   await recordIntent(sb, 'nested')
@@ -83,7 +93,7 @@ export async function record(opts: { hosts: number; seed: number; root: string; 
   const url = `http://127.0.0.1:${port}`
   const args = ['-f', '-y', '-qq', '-xx', '-ttt', '-s', '65536', '-e', `trace=${TRACED}`, '-o', traceFile, process.execPath, MAIN_JS, 'serve']
   opts.log(`power: recording ${opts.hosts} tenants flat -> nested -> flat under strace`)
-  const child = spawn(STRACE, args, { env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(STRACE, args, { env: sandboxEnv(sb, { ...opts.env, CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
   let exited = false

@@ -1,0 +1,151 @@
+// The power-loss audit (design §3.5), cheap enough for every run: the real
+// agent is recorded under strace migrating two tenants to nested and back
+// (bench/power/record.ts), and bench/power/audit.ts checks, per host, that
+// the order of its calls keeps the move protocol's rules under the weak
+// persistence model. A kill -9 keeps the page cache, so no kill test can
+// tell a missing fsync; this one must: each of the move's fsyncs is taken
+// out in turn (CARLOS_FAILPOINT=skip-fsync:<name>, design §3.4) and the
+// rule it guards must fail, by name, with the calls that broke it.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { describe, it, test } from 'node:test'
+import { makeWorld } from '../../bench/crash.js'
+import { audit, type AuditReport, type AuditRule } from '../../bench/power/audit.js'
+import { childrenOf, record, STRACE, TRACED, waitConverged } from '../../bench/power/record.js'
+import { loadImage, lower, parseTrace } from '../../bench/power/trace.js'
+import { FSYNC_NAMES, type FsyncName } from '../../src/infra/failpoint.js'
+import { MAIN_JS, freePort, recordIntent, sandboxEnv } from '../helpers/agent-process.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+const HOSTS = 2
+const SEED = 1
+
+interface Audited {
+  report: AuditReport
+  /** A violation's words with the data root written `D`. */
+  shown: (s: string) => string
+}
+
+/** record.ts's run (flat → nested → flat) with the fsync named taken out, audited. */
+async function recorded(root: string, skip?: FsyncName): Promise<Audited> {
+  assert.ok(fs.existsSync(STRACE), `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`)
+  const env = skip === undefined ? undefined : { CARLOS_FAILPOINT: `skip-fsync:${skip}` }
+  const rec = await record({ hosts: HOSTS, seed: SEED, root, log: () => {}, env })
+  assert.deepEqual(rec.lowered.skipped, [], 'every call under the data root was lowered')
+  const dataDir = rec.world.sb.dataDir
+  return { report: audit(rec.lowered.ops, rec.initial, dataDir), shown: (s) => s.replaceAll(dataDir, 'D') }
+}
+
+/**
+ * The state the explorer found D/nested's gap in: the gate's self-check
+ * makes `D/nested` after the registry's WAL was first fsynced in this life
+ * (SQLite fsyncs `D` then, which would cover it by chance) and `D/layout`
+ * already exists (so the journal's first write fsyncs no `D` either). That
+ * is a box whose emptied `D/nested` an operator removed after a revert: the
+ * agent migrates, reverts, the operator removes `D/nested`, the next leg's
+ * gate makes it again, and the tenants migrate into it once more.
+ */
+async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audited> {
+  assert.ok(fs.existsSync(STRACE), `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`)
+  const world = await makeWorld(path.join(root, 'world'), HOSTS, { firstSeed: SEED * 7919 })
+  const { sb } = world
+  const hosts = world.tenants.map((t) => t.host)
+  await recordIntent(sb, 'nested')
+  const { image: initial, nextIno } = loadImage(sb.dataDir)
+  const traceFile = path.join(root, 'agent.strace')
+  const nested = path.join(sb.dataDir, 'nested')
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`, CARLOS_FAILPOINT: skip === undefined ? '' : `skip-fsync:${skip}` })
+  const args = ['-f', '-y', '-qq', '-xx', '-ttt', '-s', '65536', '-e', `trace=${TRACED}`, '-o', traceFile, process.execPath, MAIN_JS, 'serve']
+  const child = spawn(STRACE, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  let exited = false
+  const done = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), resolve())))
+  try {
+    await waitConverged(url, hosts, 'nested', () => exited, 60_000)
+    await recordIntent(sb, 'flat')
+    await waitConverged(url, hosts, 'flat', () => exited, 60_000)
+    // The operator's clean-up: only the emptied nested roots are left. A
+    // self-check may be making its probe in there meanwhile: try again.
+    for (let i = 0; ; i++) {
+      try {
+        fs.rmSync(nested, { recursive: true, force: true })
+        break
+      } catch (err) {
+        if (i >= 20) throw err
+        await delay(20)
+      }
+    }
+    await recordIntent(sb, 'nested')
+    await waitConverged(url, hosts, 'nested', () => exited, 60_000)
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\nstrace: ${stderr.slice(-2000)}`)
+  } finally {
+    for (const pid of childrenOf(child.pid ?? -1)) process.kill(pid, 'SIGTERM')
+    await done
+  }
+  const lowered = lower(parseTrace(fs.readFileSync(traceFile, 'latin1')), sb.dataDir, initial, nextIno)
+  assert.deepEqual(lowered.skipped, [], 'every call under the data root was lowered')
+  const mkdirs = lowered.ops.filter((o) => o.what === `mkdir ${nested}`)
+  assert.equal(mkdirs.length, 2, 'the gate made D/nested twice: at start, and after the operator removed it')
+  return { report: audit(lowered.ops, initial, sb.dataDir), shown: (s) => s.replaceAll(sb.dataDir, 'D') }
+}
+
+/** A report's violations, one a line, as the failure and the diagnostics show them. */
+function lines(a: Audited): string {
+  return a.report.violations.map((v) => `${v.rule}: ${a.shown(v.message)}`).join('\n')
+}
+
+/** Every move the audit followed went the whole way: journal, rename, commit, unlink. */
+function assertFollowed(a: Audited, moves: number): void {
+  assert.equal(a.report.moves.length, moves, `moves followed: ${JSON.stringify(a.report.moves)}`)
+  for (const m of a.report.moves) assert.ok(m.journal < m.rename && m.rename < m.commit && m.commit < m.unlink, `${m.host} to ${m.to} was followed in order: ${JSON.stringify(m)}`)
+}
+
+void test('the recorded migrate and revert keeps every rule of the move, for every host', async (t) => {
+  const a = await recorded(await tmpDir(t, 'layoutd-audit-'))
+  assert.equal(lines(a), '')
+  assertFollowed(a, 2 * HOSTS)
+})
+
+void test("D/nested made again by the gate after the registry's first fsync is made durable before anything moves into it", async (t) => {
+  const a = await recordedNestedAgain(await tmpDir(t, 'layoutd-audit-'))
+  assert.equal(lines(a), '')
+  assertFollowed(a, 3 * HOSTS)
+})
+
+/** The rule each fsync guards: taking the fsync out must break it. */
+const GUARDS: Record<FsyncName, AuditRule> = {
+  'layout-dir': 'journal-before-rename',
+  'journal-data': 'journal-before-rename',
+  'journal-dir': 'journal-before-rename',
+  'prepare-parents': 'destination-before-rename',
+  'run-mode': 'run-before-commit',
+  'rename-source-parent': 'parents-before-commit',
+  'rename-dest-parent': 'parents-before-commit',
+  'registry-commit': 'commit-before-journal-removal',
+  'journal-remove-dir': 'journal-removal-durable',
+  'nested-entry': 'destination-before-rename',
+}
+
+void describe('each of the move fsyncs taken out breaks the rule it guards', () => {
+  void it('names a rule for every fsync skip-fsync can take out', () => {
+    assert.deepEqual(Object.keys(GUARDS).sort(), [...FSYNC_NAMES].sort())
+  })
+  for (const name of FSYNC_NAMES) {
+    void it(`skip-fsync:${name} -> ${GUARDS[name]}`, async (t) => {
+      const root = await tmpDir(t, 'layoutd-audit-')
+      const a = name === 'nested-entry' ? await recordedNestedAgain(root, name) : await recorded(root, name)
+      const broken = a.report.violations.filter((v) => v.rule === GUARDS[name])
+      assert.ok(broken.length > 0, `without the ${name} fsync, ${GUARDS[name]} still held; violations:\n${lines(a)}`)
+      // Per host: every host the batch moved is named, each on its own.
+      assert.deepEqual([...new Set(broken.map((v) => v.host))].sort(), a.report.moves.map((m) => m.host).filter((h, i, all) => all.indexOf(h) === i).sort())
+      for (const v of a.report.violations) t.diagnostic(`${v.rule}: ${a.shown(v.message)}`)
+    })
+  }
+})
