@@ -396,9 +396,40 @@ export interface CrashOptions {
   keepLogs?: boolean
 }
 
+/**
+ * Where a kill landed in the move (design §3.1), read from the disk it left:
+ * `no-journal` (before a fence, between batches, after a journal's removal),
+ * `journaled` (steps 4–6: a journal, the files still at the source),
+ * `renamed` (step 7: the files at the destination, the row behind them),
+ * `committed` (steps 8–9: the row rewritten, the journal not yet removed).
+ * A kill that cut hosts at several steps counts at the furthest.
+ */
+export const KILL_STEPS = ['no-journal', 'journaled', 'renamed', 'committed'] as const
+export type KillStep = (typeof KILL_STEPS)[number]
+
+/** The steps a failpoint kill is placed at: each leaves a journal on disk (design §3.4). */
+const TARGETED_STEPS = ['after-journal', 'after-preflight', 'after-prepare', 'after-rename', 'after-row'] as const
+
+/** Where the kill that left c landed: the furthest step of any host a journal names. */
+export function killStep(w: World, c: StateCheck): KillStep {
+  let step = 0
+  for (const [host, j] of c.files.journals) {
+    const p = c.placements.find((x) => x.host === host)
+    const t = w.tenants.find((x) => x.host === host)
+    if (p === undefined || t === undefined) continue
+    const here = p.at !== j.to ? 1 : samePaths(p.row, rowPathsFor(w, t, j.to)) ? 3 : 2
+    step = Math.max(step, here)
+  }
+  return KILL_STEPS[step] ?? 'no-journal'
+}
+
 export interface PhaseSummary {
   mode: Mode
   kills: number
+  /** Kills by where they landed in the move (KILL_STEPS). */
+  killsByStep: Record<KillStep, number>
+  /** Kills placed by a failpoint at a step that leaves a journal (the first life of each phase), so every phase cuts a move whatever the timing. */
+  killsTargeted: number
   /** Kills that found at least one journal on disk (a move in flight). */
   killsMidMove: number
   /** Kills that found a row behind its files (between rename and commit). */
@@ -441,7 +472,7 @@ const READY_TIMEOUT_MS = 120_000
  * kill lands in start-up recovery) or after it is ready (`work`: the kill
  * lands in the pass), or run to completion (`never`).
  */
-export type KillPlan = { at: 'start' | 'work'; afterMs: number } | 'never'
+export type KillPlan = { at: 'start' | 'work'; afterMs: number } | { at: 'step'; step: string } | 'never'
 
 interface Watch {
   fenceReports: number
@@ -464,7 +495,8 @@ async function life(
   finalMode: Mode,
 ): Promise<{ listenedAt: number; readyAt: number | undefined; fencedAt: number | undefined; killedAt: number | undefined }> {
   const before = layoutFiles(w.dirs).journals
-  const agent = await AgentProcess.start(w.sb, logFile === undefined ? {} : { logFile })
+  const failpoint = plan !== 'never' && plan.at === 'step' ? plan.step : undefined
+  const agent = await AgentProcess.start(w.sb, { ...(logFile === undefined ? {} : { logFile }), ...(failpoint === undefined ? {} : { failpoint }) })
   // Kills count from the moment it listens: recovery starts there, and what
   // comes before (node loading its modules) is nothing a kill could break.
   const listenedAt = performance.now()
@@ -482,6 +514,9 @@ async function life(
   try {
     // Watch until the kill: readiness, then the fence against the journals.
     while (killedAt === undefined && agent.exit === undefined) {
+      if (failpoint !== undefined && readyAt !== undefined && performance.now() - readyAt > READY_TIMEOUT_MS) {
+        throw new Broken(`the failpoint ${failpoint} was not reached ${READY_TIMEOUT_MS} ms after the agent was ready:\n${agent.tail()}`)
+      }
       if (readyAt === undefined) {
         if (await agent.ready().catch(() => false)) {
           readyAt = performance.now()
@@ -521,6 +556,7 @@ async function life(
       if (exit.code !== 0) throw new Broken(`the agent did not stop cleanly on SIGTERM: ${JSON.stringify(exit)}\n${agent.tail()}`)
     } else {
       await killing
+      if (failpoint !== undefined) killedAt ??= performance.now()
       if (agent.exit?.signal !== 'SIGKILL') throw new Broken(`the agent exited on its own: ${JSON.stringify(agent.exit)}\n${agent.tail()}`)
     }
   } catch (err) {
@@ -573,7 +609,18 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
     for (const [pi, mode] of (['nested', 'flat'] as const).entries()) {
       const other: Mode = mode === 'nested' ? 'flat' : 'nested'
       const kills = pi === 0 ? Math.ceil(opts.kills / 2) : Math.floor(opts.kills / 2)
-      const ph: PhaseSummary = { mode, kills, killsMidMove: 0, killsRowBehind: 0, killsBeforeReady: 0, flips: 0, finalSeconds: 0, seconds: 0 }
+      const ph: PhaseSummary = {
+        mode,
+        kills,
+        killsByStep: { 'no-journal': 0, journaled: 0, renamed: 0, committed: 0 },
+        killsTargeted: 0,
+        killsMidMove: 0,
+        killsRowBehind: 0,
+        killsBeforeReady: 0,
+        flips: 0,
+        finalSeconds: 0,
+        seconds: 0,
+      }
       const p0 = performance.now()
       await recordIntent(w.sb, mode)
       // One life in the middle runs under the other intent: the journals the
@@ -585,7 +632,15 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
         const target = k === flipAt ? other : mode
         const atBefore = countAt(w, target)
         const workMs = legMs + (moveMs * 2 * (opts.hosts - atBefore)) / (kills - k)
-        const plan: KillPlan = k > 0 && random() < 0.25 ? { at: 'start', afterMs: random() * startMs } : { at: 'work', afterMs: random() * workMs }
+        // The first life of a phase, with every host still to move, is
+        // killed by a failpoint at a step that leaves a journal: a phase cuts
+        // a move however slow or fast the machine is. The rest land at random.
+        const plan: KillPlan =
+          k === 0
+            ? { at: 'step', step: TARGETED_STEPS[Math.floor(random() * TARGETED_STEPS.length)] ?? 'after-rename' }
+            : random() < 0.25
+              ? { at: 'start', afterMs: random() * startMs }
+              : { at: 'work', afterMs: random() * workMs }
         const { listenedAt, readyAt, fencedAt, killedAt } = await life(w, plan, st, logFile, target)
         if (k === flipAt) ph.flips++
         if (readyAt === undefined) ph.killsBeforeReady++
@@ -601,15 +656,18 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
           // Killed with hosts fenced and none moved yet: a move takes longer than thought.
           else if (fencedAt !== undefined && moved === 0) moveMs *= 1.5
         }
+        if (plan.at === 'step') ph.killsTargeted++
         const c = checkState(w)
+        const step = killStep(w, c)
+        ph.killsByStep[step]++
         if (c.files.journals.size > 0) ph.killsMidMove++
         if (c.rowBehind > 0) ph.killsRowBehind++
-        const when = `${Math.round(plan.afterMs)} ms after ${plan.at === 'start' ? 'it listened' : 'it was ready'}`
+        const when = plan.at === 'step' ? `at failpoint ${plan.step}` : `${Math.round(plan.afterMs)} ms after ${plan.at === 'start' ? 'it listened' : 'it was ready'}`
         if (c.problems.length > 0) throw new Broken(`after kill ${k + 1} of the ${mode} phase (${when}):\n${capped(c.problems)}`)
         if (st.problems.length > 0) throw new Broken(`during life ${k + 1} of the ${mode} phase:\n${capped(st.problems)}`)
         log(
           `crash: ${mode} kill ${k + 1}/${kills}${k === flipAt ? ` (intent ${other})` : ''} ${when}: ${countAt(w, mode)}/${opts.hosts} ${mode}, ` +
-            `${c.files.journals.size} journal(s), ${c.rowBehind} row(s) behind${readyAt === undefined ? ', before ready' : ''}`,
+            `${c.files.journals.size} journal(s), ${c.rowBehind} row(s) behind, landed ${step}${readyAt === undefined ? ', before ready' : ''}`,
         )
       }
       const f0 = performance.now()
