@@ -47,11 +47,12 @@ export async function serve(config: Config): Promise<number> {
     process.stderr.write(`layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`)
     return 1
   }
+  // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
+  // name that is none of them stops the start before anything is touched.
+  armSkippedFsyncs(config.failpoint)
   // One agent per data root (design §4.4), before anything under it is
   // read: a second agent throws here naming the holder, and touches nothing.
   const lock = AgentLock.acquire(config.dataDir)
-  // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.5), before the registry opens.
-  armSkippedFsyncs(config.failpoint)
   const metrics = new Metrics()
   let registry: ReturnType<typeof Registry.open>
   let store: ReturnType<typeof openDeployStore>
