@@ -12,12 +12,13 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { describe, it, test } from 'node:test'
-import { makeWorld } from '../../bench/crash.js'
+import { checkState, makeWorld, type World } from '../../bench/crash.js'
 import { audit, type AuditReport, type AuditRule } from '../../bench/power/audit.js'
 import { childrenOf, record, STRACE, TRACED, waitConverged } from '../../bench/power/record.js'
-import { loadImage, lower, parseTrace } from '../../bench/power/trace.js'
+import { durableAt, replay, type FsImage, type Op } from '../../bench/power/model.js'
+import { loadImage, lower, materialise, parseTrace } from '../../bench/power/trace.js'
 import { FSYNC_NAMES, type FsyncName } from '../../src/infra/failpoint.js'
-import { MAIN_JS, freePort, recordIntent, sandboxEnv } from '../helpers/agent-process.js'
+import { AgentProcess, MAIN_JS, freePort, recordIntent, sandboxEnv } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const HOSTS = 2
@@ -27,6 +28,9 @@ interface Audited {
   report: AuditReport
   /** A violation's words with the data root written `D`. */
   shown: (s: string) => string
+  ops: Op[]
+  initial: FsImage
+  world: World
 }
 
 /** record.ts's run (flat → nested → flat) with the fsync named taken out, audited. */
@@ -36,7 +40,7 @@ async function recorded(root: string, skip?: FsyncName): Promise<Audited> {
   const rec = await record({ hosts: HOSTS, seed: SEED, root, log: () => {}, env })
   assert.deepEqual(rec.lowered.skipped, [], 'every call under the data root was lowered')
   const dataDir = rec.world.sb.dataDir
-  return { report: audit(rec.lowered.ops, rec.initial, dataDir), shown: (s) => s.replaceAll(dataDir, 'D') }
+  return { report: audit(rec.lowered.ops, rec.initial, dataDir), shown: (s) => s.replaceAll(dataDir, 'D'), ops: rec.lowered.ops, initial: rec.initial, world: rec.world }
 }
 
 /**
@@ -93,7 +97,7 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
   assert.deepEqual(lowered.skipped, [], 'every call under the data root was lowered')
   const mkdirs = lowered.ops.filter((o) => o.what === `mkdir ${nested}`)
   assert.equal(mkdirs.length, 2, 'the gate made D/nested twice: at start, and after the operator removed it')
-  return { report: audit(lowered.ops, initial, sb.dataDir), shown: (s) => s.replaceAll(sb.dataDir, 'D') }
+  return { report: audit(lowered.ops, initial, sb.dataDir), shown: (s) => s.replaceAll(sb.dataDir, 'D'), ops: lowered.ops, initial, world }
 }
 
 /** A report's violations, one a line, as the failure and the diagnostics show them. */
@@ -146,6 +150,50 @@ void describe('each of the move fsyncs taken out breaks the rule it guards', () 
       // Per host: every host the batch moved is named, each on its own.
       assert.deepEqual([...new Set(broken.map((v) => v.host))].sort(), a.report.moves.map((m) => m.host).filter((h, i, all) => all.indexOf(h) === i).sort())
       for (const v of a.report.violations) t.diagnostic(`${v.rule}: ${a.shown(v.message)}`)
+      if (name === 'nested-entry') await nestedLostState(a, t)
     })
   }
 })
+
+/**
+ * The crash state the missing `nested-entry` fsync lets a power cut leave,
+ * written out and handed to the real agent: the crash lands after the last
+ * migration's commit was fsynced and before its journals go; it keeps every
+ * call made until then except the gate's `mkdir D/nested`, which nothing
+ * made durable. Every tree moved under it is gone from both places, and
+ * recovery can only keep the hosts fenced ("files missing"). With the fsync
+ * the audit finds that mkdir durable before the renames, and the model
+ * allows no such state.
+ */
+async function nestedLostState(a: Audited, t: { diagnostic: (s: string) => void }): Promise<void> {
+  const { ops, world } = a
+  const mkdir = ops.findLastIndex((o) => o.what === `mkdir ${path.join(world.sb.dataDir, 'nested')}`)
+  const last = a.report.moves.filter((m) => m.to === 'nested').slice(-HOSTS)
+  const at = Math.min(...last.map((m) => m.unlink))
+  const dur = durableAt(ops)
+  assert.ok(dur[mkdir] === Infinity && last.every((m) => (dur[m.commit] ?? Infinity) < at), 'the mkdir is never durable; the commit is, before the crash')
+  const kept = [...ops.keys()].filter((i) => i < at && i !== mkdir)
+  fs.renameSync(world.sb.dataDir, `${world.sb.dataDir}.recorded`)
+  materialise(replay(a.initial, ops, kept), world.sb.dataDir)
+  const agent = await AgentProcess.start(world.sb)
+  try {
+    for (let i = 0; !(await agent.ready().catch(() => false)); i++) {
+      assert.ok(i < 600 && agent.exit === undefined, `the agent was not ready on the crash state:\n${agent.tail()}`)
+      await delay(50)
+    }
+    const report = await agent.status()
+    for (const m of last) {
+      const row = report.rows[m.host]
+      assert.equal(row?.layout, 'fenced', `${m.host}: ${JSON.stringify(row)}`)
+      assert.match(row.reason, /files missing/, `${m.host}: ${JSON.stringify(row)}`)
+      t.diagnostic(`crash state without nested-entry: ${m.host} ${row.layout}: ${row.reason.replaceAll(world.sb.dataDir, 'D')}`)
+    }
+  } finally {
+    await agent.kill()
+  }
+  const c = checkState({ ...world, tenants: world.tenants.map((x) => ({ ...x, key: undefined })) })
+  assert.deepEqual(
+    c.problems.filter((p) => p.endsWith('tree is in neither place')).sort(),
+    last.map((m) => `${m.host}: tree is in neither place`).sort(),
+  )
+}
