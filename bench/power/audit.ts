@@ -4,8 +4,10 @@
 // (model.ts `durableAt`), per host, whatever the batching: a journal, an
 // fsync or a registry commit shared by several hosts counts for each.
 //
-// A move is found from its journal: the temporary file's data names the
-// host, where its files are and where they go. Then, for that host:
+// A move is found from its journal: a file of `D/layout` given a name
+// ending `.journal`, whose data names the host, where its files are and
+// where they go (one host a file today; a file naming several, a batch's
+// journal, counts for each). Then, for each host it names:
 //   journal-before-rename    the journal's data and every entry of its path
 //                            (its name, `D/layout`'s) are durable before the
 //                            rename of the host's files;
@@ -23,7 +25,8 @@
 //   commit-before-journal-removal  the commit's WAL frame fsynced before
 //                            the journal is unlinked;
 //   journal-removal-durable  the unlink durable before the host's next
-//                            journal is begun, or by the end of the trace.
+//                            journal takes its name, or by the end of the
+//                            trace.
 // No I/O: the test records (record.ts) and hands the ops in.
 import path from 'node:path'
 import { apply, cloneImage, durableAt, lookup, type FsImage, type Ino, type Name, type Op } from './model.js'
@@ -66,13 +69,40 @@ interface JournalSeen {
   fromDir: string
   destDir: string
   destSocket: string
-  /** The journal's inode, the ops that wrote it, and the rename that gave it its name. */
+  /** The journal file's inode, the ops that wrote it, and its name in `D/layout`. */
   ino: Ino
   writes: number[]
-  named: number
+  name: Name
 }
 
-const JOURNAL_TMP = /^(.+)\.journal\.tmp$/
+interface MoveRecord {
+  host: string
+  to: string
+  from: { dir: string }
+  dest: { dir: string; socket: string }
+}
+
+/** Every record of a move in a journal's JSON, wherever it sits (the journal itself, or an array or field of a batch's). */
+function moveRecords(text: string): MoveRecord[] {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return []
+  }
+  const out: MoveRecord[] = []
+  const walk = (v: unknown, depth: number): void => {
+    if (typeof v !== 'object' || v === null || depth > 4) return
+    const r = v as Partial<MoveRecord>
+    if (typeof r.host === 'string' && typeof r.to === 'string' && typeof r.from?.dir === 'string' && typeof r.dest?.dir === 'string' && typeof r.dest.socket === 'string') {
+      out.push(r as MoveRecord)
+      return
+    }
+    for (const x of Array.isArray(v) ? v : Object.values(v)) walk(x, depth + 1)
+  }
+  walk(parsed, 0)
+  return out
+}
 
 /**
  * Audits ops (lowered from a trace of the agent under root, the data
@@ -109,46 +139,40 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
   const layoutIno = (): Ino | undefined => lookup(live, ['layout'])
   const walIno = (): Ino | undefined => lookup(live, ['registry.db-wal'])
 
-  const journals = new Map<Ino, { host: string; writes: number[] }>()
+  /** The files made in `D/layout` and the writes to each: a journal is one of them given a `.journal` name. */
+  const layoutFiles = new Map<Ino, number[]>()
   /** Moves under way: journaled, waiting for their rename, commit, unlink. */
-  const open = new Map<string, { j: JournalSeen; move: AuditedMove; madeForRun: number[] }>()
+  const open = new Map<string, { j: JournalSeen; move: AuditedMove }>()
   const moves: AuditedMove[] = []
   const violations: AuditViolation[] = []
   const fail = (rule: AuditRule, host: string, message: string): void => {
     violations.push({ rule, host, message })
   }
-  /** Unlinks of a host's journal waiting for the next journal of that host (or the end) to judge their durability. */
+  /** Unlinks of a host's journal waiting for its next journal (or the end) to judge their durability. */
   const unlinked = new Map<string, number>()
   const judgeUnlink = (host: string, before: number): void => {
     const u = unlinked.get(host)
     if (u === undefined) return
     unlinked.delete(host)
     if ((dur[u] ?? Infinity) >= before) {
-      const when = before === ops.length ? 'by the end of the trace' : `before the host's next journal was begun at ${opName(before)}`
+      const when = before === ops.length ? 'by the end of the trace' : `before the host's next journal took its name at ${opName(before)}`
       fail('journal-removal-durable', host, `${host}: the journal's unlink ${opName(u)} is not durable ${when} (${shownDur(u)}): a power cut brings back a finished move's journal`)
     }
   }
 
   for (const [i, o] of ops.entries()) {
     // Before the op is applied: what it finds.
-    if (o.op === 'create' && o.dir === layoutIno()) {
-      const m = JOURNAL_TMP.exec(o.name)
-      if (m !== null) {
-        const host = Buffer.from(m[1] ?? '', 'latin1').toString()
-        judgeUnlink(host, i)
-        journals.set(o.ino, { host, writes: [] })
-      }
-    }
-    if (o.op === 'write' && journals.has(o.ino)) journals.get(o.ino)?.writes.push(i)
-    if (o.op === 'rename' && o.fromDir === o.toDir && o.toDir === layoutIno() && journals.has(o.ino) && o.toName.endsWith('.journal')) {
-      const seen = journals.get(o.ino)
+    if (o.op === 'create' && o.node === 'file' && o.dir === layoutIno()) layoutFiles.set(o.ino, [])
+    if (o.op === 'write') layoutFiles.get(o.ino)?.push(i)
+    if (o.op === 'rename' && o.fromDir === o.toDir && o.toDir === layoutIno() && layoutFiles.has(o.ino) && o.toName.endsWith('.journal')) {
       const node = live.nodes.get(o.ino)
-      if (seen !== undefined && node?.kind === 'file') {
-        const parsed = JSON.parse(node.data.toString('utf8')) as { host: string; to: string; from: { dir: string }; dest: { dir: string; socket: string } }
-        const j: JournalSeen = { host: parsed.host, to: parsed.to, fromDir: parsed.from.dir, destDir: parsed.dest.dir, destSocket: parsed.dest.socket, ino: o.ino, writes: seen.writes, named: i }
+      const records = node?.kind === 'file' ? moveRecords(node.data.toString('utf8')) : []
+      for (const r of records) {
+        judgeUnlink(r.host, i)
+        const j: JournalSeen = { host: r.host, to: r.to, fromDir: r.from.dir, destDir: r.dest.dir, destSocket: r.dest.socket, ino: o.ino, writes: layoutFiles.get(o.ino) ?? [], name: o.toName }
         const move: AuditedMove = { host: j.host, to: j.to, journal: i, rename: -1, commit: -1, unlink: -1 }
         moves.push(move)
-        open.set(j.host, { j, move, madeForRun: [] })
+        open.set(j.host, { j, move })
       }
     }
     if (o.op === 'rename') {
@@ -160,7 +184,7 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
         move.rename = i
         // The journal: its data, and every entry of its path, durable before the files move.
         for (const w of j.writes) if ((dur[w] ?? Infinity) >= i) fail('journal-before-rename', j.host, `${j.host}: the journal's data ${opName(w)} is not durable before the rename of its files ${opName(i)} (${shownDur(w)}): a power cut may keep the rename and an empty journal`)
-        for (const m of madeOnPath(path.posix.join(root, 'layout', `${j.host}.journal`))) {
+        for (const m of madeOnPath(path.posix.join(root, 'layout', Buffer.from(j.name, 'latin1').toString()))) {
           if ((dur[m.at] ?? Infinity) >= i) fail('journal-before-rename', j.host, `${j.host}: the entry ${m.shown} made at ${opName(m.at)} is not durable before the rename of its files ${opName(i)} (${shownDur(m.at)}): a power cut may keep the rename and lose the journal`)
         }
         for (const m of madeOnPath(path.posix.dirname(j.destDir))) {
@@ -191,10 +215,8 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
         }
       }
     }
-    if (o.op === 'unlink' && o.dir === layoutIno() && o.name.endsWith('.journal')) {
-      const host = Buffer.from(o.name.slice(0, -'.journal'.length), 'latin1').toString()
-      const m = open.get(host)
-      if (m !== undefined && m.j.ino === o.ino) {
+    if (o.op === 'unlink' && o.dir === layoutIno()) {
+      for (const [host, m] of [...open.entries()].filter(([, x]) => x.j.ino === o.ino && x.j.name === o.name)) {
         m.move.unlink = i
         open.delete(host)
         if (m.move.commit >= 0 && (dur[m.move.commit] ?? Infinity) >= i) {
