@@ -96,6 +96,13 @@ export async function fsyncDirs(dirs: Iterable<string>, name?: FsyncName): Promi
   await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, (dir) => fsyncDir(dir, name))
 }
 
+/** fsync each distinct directory once, all in one round, each under the first name it is given (as fsyncDir). */
+export async function fsyncNamedDirs(dirs: Iterable<readonly [string, FsyncName | undefined]>): Promise<void> {
+  const named = new Map<string, FsyncName | undefined>()
+  for (const [dir, name] of dirs) if (!named.has(dir)) named.set(dir, name)
+  await mapLimit([...named], SYNC_CONCURRENCY, ([dir, name]) => fsyncDir(dir, name))
+}
+
 /** Writes data to file (created or truncated, never through a symlink) and fsyncs it (name: as fsyncDir). */
 export async function writeDurable(file: string, data: string, mode = 0o600, name?: FsyncName): Promise<void> {
   const fh = await fs.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode)

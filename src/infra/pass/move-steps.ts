@@ -6,8 +6,9 @@
 // anywhere recovers each host exactly as it would a lone move.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
-import { fsyncDirs, mapLimit, present } from '../fsutil.js'
-import { clearDestination, prepareParents, preflight, renameDir, swappedSincePreflight, syncParents, type DirIdentity } from './mover.js'
+import type { FsyncName } from '../failpoint.js'
+import { fsyncNamedDirs, mapLimit, present } from '../fsutil.js'
+import { clearDestination, modeDirs, prepareParents, preflight, renameDir, swappedSincePreflight, syncParents, type DirIdentity } from './mover.js'
 import { HOST_CONCURRENCY, type PassContext } from './pass-context.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
@@ -156,12 +157,13 @@ export class MoveSteps {
   async #prepare(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
-    const sync: string[] = []
+    const sync: Array<readonly [string, FsyncName]> = []
     const prepared = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
       try {
         await this.#setAsideWhatIsInTheWay(move)
         const { host, to, dest } = move.journal
-        return { ok: true as const, sync: await prepareParents(dirs, host, to, dest, socketsGid) }
+        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map((dir) => [dir, 'prepare-parents'] as const)
+        return { ok: true as const, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
       } catch (err) {
         return { ok: false as const, why: `destination not prepared: ${errorMessage(err)}` }
       }
@@ -175,7 +177,8 @@ export class MoveSteps {
         results.push(...(await this.#endings.abandon([move], done?.why ?? 'destination not prepared')))
       }
     }
-    await fsyncDirs(sync, 'prepare-parents')
+    // One round: the parents that gained an entry, and run/ for its mode (design §3.5).
+    await fsyncNamedDirs(sync)
     this.#ctx.failpoint('after-prepare')
     return going
   }

@@ -8,7 +8,7 @@ import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { childPath, ensureDir, fsyncDir, fsyncDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
+import { childPath, ensureDir, fsyncDirs, fsyncNamedDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
 
@@ -22,8 +22,6 @@ export interface DirIdentity {
 export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
 
 const LSTAT_CONCURRENCY = 16
-/** fsyncs at once: the kernel folds concurrent ones into one journal commit. */
-const SYNC_CONCURRENCY = 16
 
 /**
  * Checks the source of a move without following a symlink: the directory
@@ -189,9 +187,7 @@ const SHARED_PARENT_MODE = 0o755
  * entry on the way down to the destination's parent, so a power cut cannot
  * keep a renamed directory whose parent it lost. `run/` is not on that
  * path: the fsync of the destination's parent after the rename covers its
- * entry. Its mode and group are its own inode's, which no fsync of a
- * parent makes durable: `run/` is fsynced here, or a power cut could leave
- * the row pointing at a socket directory the edge cannot reach (§3.5).
+ * entry, and modeDirs names it for the fsync its mode needs.
  */
 export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
   const sync: string[] = []
@@ -208,7 +204,6 @@ export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: R
   const run = path.dirname(dest.socket)
   await ensureDir(run, NESTED_RUN_MODE)
   await setDirMode(run, NESTED_RUN_MODE, gid)
-  await fsyncDir(run, 'run-mode')
   return sync
 }
 
@@ -223,13 +218,21 @@ export async function renameDir(from: string, to: string): Promise<void> {
 }
 
 /**
- * fsync the parents of a batch's renames, each once: the ones they left
- * and the ones they entered (design §3.5; a directory that is both is
- * fsynced once, as an entered one).
+ * fsync the parents of a batch's renames, each once: the ones they entered
+ * and the ones they left (design §3.5; a directory that is both is fsynced
+ * once, as an entered one).
  */
 export async function syncParents(pairs: ReadonlyArray<{ from: string; to: string }>): Promise<void> {
-  const entered = new Set(pairs.map((p) => path.dirname(p.to)))
-  const left = pairs.map((p) => path.dirname(p.from)).filter((dir) => !entered.has(dir))
-  const dirs = [...[...entered].map((dir) => [dir, 'rename-dest-parent'] as const), ...[...new Set(left)].map((dir) => [dir, 'rename-source-parent'] as const)]
-  await mapLimit(dirs, SYNC_CONCURRENCY, ([dir, name]) => fsyncDir(dir, name))
+  await fsyncNamedDirs([...pairs.map((p) => [path.dirname(p.to), 'rename-dest-parent'] as const), ...pairs.map((p) => [path.dirname(p.from), 'rename-source-parent'] as const)])
+}
+
+/**
+ * The directories of a destination whose mode prepareParents sets and no
+ * fsync of a parent makes durable (a mode is its own inode's): a nested
+ * destination's `run/`. The caller fsyncs them with the parents, before the
+ * rename, or a power cut could leave the row pointing at a socket
+ * directory the edge cannot reach (design §3.5).
+ */
+export function modeDirs(to: Mode, dest: RowPaths): string[] {
+  return to === 'nested' ? [path.dirname(dest.socket)] : []
 }
