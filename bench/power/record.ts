@@ -77,11 +77,8 @@ export async function record(opts: {
   log: (l: string) => void
   /** More of the agent's environment (the audit's CARLOS_FAILPOINT=skip-fsync:<name>). */
   env?: Record<string, string>
-  /** Changes the world before its image is taken and the agent starts (a box that has moved before). */
-  prepare?: (world: World) => void | Promise<void>
 }): Promise<Recording> {
   const world = await makeWorld(path.join(opts.root, 'world'), opts.hosts, { firstSeed: opts.seed * 7919 })
-  await opts.prepare?.(world)
   const { sb } = world
   const hosts = world.tenants.map((t) => t.host)
   await recordIntent(sb, 'nested')
