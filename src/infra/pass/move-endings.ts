@@ -7,7 +7,7 @@ import type { IntentMode, Result } from '../../domain/modes.js'
 import type { GraceBook } from './grace.js'
 import type { HoldMarker } from './holds.js'
 import type { Journal } from './journal.js'
-import { renameDir, syncParents } from './mover.js'
+import { removeEmptyNestedRoots, renameDir, syncParents } from './mover.js'
 import { errorMessage } from '../../errors.js'
 import type { PassContext } from './pass-context.js'
 import { HOLD_AFTER_REVERT, type PassState } from './pass-state.js'
@@ -88,6 +88,13 @@ export class MoveEndings {
     // A hold the move has now outgrown goes before the journal: should the
     // journal outlive it, recovery only redoes this step.
     await this.#state.dropHolds(lift.filter((move) => this.#state.hold(move.journal.host) !== undefined).map((move) => move.journal.host))
+    // A revert leaves D/nested/<host>/ behind: removed while the journal
+    // stands, so a crash before the removal has recovery redo it; a
+    // leftover that cannot go is logged, and never fails the move.
+    const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
+    await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
+      ctx.deps.logger.warn({ hosts: reverted, err: errorMessage(err) }, `layout: empty nested directories not removed: ${errorMessage(err)}`)
+    })
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
     ctx.failpoint('after-journal-remove')
     this.#state.lift(lift.map((move) => move.journal.host))

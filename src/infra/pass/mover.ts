@@ -236,3 +236,32 @@ export async function syncParents(pairs: ReadonlyArray<{ from: string; to: strin
 export function modeDirs(to: Mode, dest: RowPaths): string[] {
   return to === 'nested' ? [path.dirname(dest.socket)] : []
 }
+
+/**
+ * After a revert (design §3 step 9): each host's `D/nested/<host>/run/`
+ * and then `D/nested/<host>/` removed when empty, and the directories that
+ * lost an entry fsynced. rmdir(2) removes only an empty directory and
+ * never follows a link; anything left there stays, with its parents.
+ */
+export async function removeEmptyNestedRoots(dirs: Dirs, hosts: readonly string[]): Promise<void> {
+  const synced = await mapLimit(hosts, LSTAT_CONCURRENCY, async (host) => {
+    const root = nestedRoot(dirs, host)
+    if ((await lstatOrUndefined(root))?.isDirectory() !== true) return []
+    if (!(await rmdirIfEmpty(path.join(root, 'run')))) return []
+    return (await rmdirIfEmpty(root)) ? [path.dirname(root)] : [root]
+  })
+  await fsyncDirs(synced.flat())
+}
+
+/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
+async function rmdirIfEmpty(dir: string): Promise<boolean> {
+  try {
+    await fs.rmdir(dir)
+    return true
+  } catch (err) {
+    if (isNotFound(err)) return true
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') return false
+    throw err
+  }
+}
