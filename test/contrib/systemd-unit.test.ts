@@ -1,0 +1,76 @@
+// contrib/layoutd.service: systemd accepts it (`systemd-analyze verify`,
+// where a warning fails as an error does), and it carries the hardening
+// and the paths the README promises.
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { tmpDir } from '../helpers/tmp.js'
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+const UNIT = path.join(ROOT, 'contrib/layoutd.service')
+const run = promisify(execFile)
+
+/** The unit's `Key=value` lines, by key (a key may repeat). */
+function directives(text: string): Map<string, string[]> {
+  const out = new Map<string, string[]>()
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z]+)=(.*)$/.exec(line)
+    if (m?.[1] === undefined || m[2] === undefined) continue
+    out.set(m[1], [...(out.get(m[1]) ?? []), m[2]])
+  }
+  return out
+}
+
+void test('the unit runs node directly, hardened, writing only the data and deploy roots', async () => {
+  const d = directives(await fs.readFile(UNIT, 'utf8'))
+  const one = (key: string) => {
+    const v = d.get(key)
+    assert.equal(v?.length, 1, `${key}= once`)
+    return v?.[0] ?? ''
+  }
+  assert.match(one('Type'), /^(simple|notify)$/)
+  assert.match(one('ExecStart'), /^\/usr\/bin\/node \/opt\/layoutd\/dist\/src\/main\.js serve$/, 'node itself, never npm: a SIGTERM must reach the agent')
+  assert.equal(one('EnvironmentFile'), '/etc/layoutd/layoutd.env')
+  assert.equal(one('NoNewPrivileges'), 'yes')
+  assert.equal(one('ProtectSystem'), 'strict')
+  assert.deepEqual(one('ReadWritePaths').split(/\s+/).sort(), ['/data', '/deploy'])
+  assert.equal(one('ProtectHome'), 'yes')
+  assert.equal(one('PrivateTmp'), 'yes')
+  // The agent's shutdown grace is 90 s (src/server.ts): systemd must not kill it first.
+  assert.ok(Number(/^(\d+)s$/.exec(one('TimeoutStopSec'))?.[1]) > 90)
+})
+
+void test('systemd-analyze verify accepts the unit, with no warning', async (t) => {
+  // verify checks that ExecStart's program exists and is executable, so the
+  // copy it reads names this machine's node and the built entry point; every
+  // other line is the shipped file's, and the test says so.
+  const shipped = await fs.readFile(UNIT, 'utf8')
+  const main = path.join(ROOT, 'dist/src/main.js')
+  await fs.access(main)
+  const copy = shipped.replace(/^ExecStart=\/usr\/bin\/node \/opt\/layoutd\/dist\/src\/main\.js /m, `ExecStart=${process.execPath} ${main} `)
+  const changed = copy.split('\n').filter((line, i) => line !== shipped.split('\n')[i])
+  assert.deepEqual(changed, [`ExecStart=${process.execPath} ${main} serve`], 'only ExecStart differs from the shipped unit')
+  const dir = await tmpDir(t, 'layoutd-unit-')
+  const unit = path.join(dir, 'layoutd.service')
+  await fs.writeFile(unit, copy)
+  const { stdout, stderr } = await run('systemd-analyze', ['verify', unit])
+  // verify exits 0 on an unknown key or a value it cannot parse, and only
+  // says so on stderr: any word from it about the unit is a failure.
+  assert.equal(`${stdout}${stderr}`.trim(), '')
+})
+
+void test('the check sees a misspelt directive and a missing program', async (t) => {
+  const dir = await tmpDir(t, 'layoutd-unit-')
+  const unit = path.join(dir, 'layoutd.service')
+  const shipped = await fs.readFile(UNIT, 'utf8')
+  const execStart = /^ExecStart=\/usr\/bin\/node /m
+  await fs.writeFile(unit, shipped.replace(execStart, `ExecStart=${process.execPath} `).replace('NoNewPrivileges=', 'NoNewPrivilege='))
+  const typo = await run('systemd-analyze', ['verify', unit])
+  assert.match(typo.stderr, /Unknown key 'NoNewPrivilege'/)
+  await fs.writeFile(unit, shipped.replace(execStart, `ExecStart=${path.join(dir, 'no-such-node')} `))
+  await assert.rejects(run('systemd-analyze', ['verify', unit]), /is not executable/)
+})
