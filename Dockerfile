@@ -1,6 +1,12 @@
 # syntax=docker/dockerfile:1
+# layoutd's image, on Node 26, the Active LTS line since 2026-10-28. The
+# code needs Node 20.19+ or 22+ (package.json engines) and better-sqlite3
+# 12.11 builds for Node 20 through 26; the suite runs on Node 20. Another
+# line: docker build --build-arg NODE_IMAGE=node:24-trixie-slim .
+ARG NODE_IMAGE=node:26-trixie-slim
+
 # Build: compiles better-sqlite3 and the TypeScript, then drops the dev tools.
-FROM node:20-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
@@ -11,12 +17,16 @@ COPY test ./test
 COPY bench ./bench
 RUN npm ci && npm prune --omit=dev
 
-# Run: Node 20 slim, no compiler, not root. /data is the box's data root.
-FROM node:20-bookworm-slim
+# Run: no compiler, not root. /data is the box's data root, /deploy the
+# directory deploy store; both are volumes.
+FROM ${NODE_IMAGE}
+# Loopback only, as everywhere: to listen beyond it, give a token too:
+#   -e CARLOS_AGENT_TOKEN=$(openssl rand -hex 32) -e CARLOS_AGENT_LISTEN=0.0.0.0:9740
+# The agent refuses an address beyond loopback without one.
 ENV NODE_ENV=production \
     CARLOS_DATA_DIR=/data \
     CARLOS_DEPLOYMENT_DIR=/deploy \
-    CARLOS_AGENT_LISTEN=0.0.0.0:9740
+    CARLOS_AGENT_LISTEN=127.0.0.1:9740
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
@@ -24,8 +34,12 @@ COPY --from=build /app/bin ./bin
 COPY --from=build /app/package.json ./
 RUN mkdir -p /data /deploy && chown node:node /data /deploy
 USER node
-VOLUME ["/data"]
+VOLUME ["/data", "/deploy"]
 EXPOSE 9740
-# Listening beyond loopback needs CARLOS_AGENT_TOKEN: the agent refuses otherwise.
+# /livez on the address the agent listens on (loopback for a wildcard).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "const l=process.env.CARLOS_AGENT_LISTEN||'127.0.0.1:9740',i=l.lastIndexOf(':');let h=l.slice(0,i);if(h==='0.0.0.0'||h==='[::]')h='127.0.0.1';fetch('http://'+h+':'+l.slice(i+1)+'/livez',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# node itself is PID 1: a docker stop's SIGTERM reaches the agent, which
+# finishes the host under way and exits (give it --stop-timeout 100).
 ENTRYPOINT ["node", "dist/src/main.js"]
 CMD ["serve"]
