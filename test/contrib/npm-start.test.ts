@@ -1,0 +1,56 @@
+// `npm start` runs the agent so that a SIGTERM to npm stops node itself:
+// the start script execs node, npm forwards the signal to its child, and
+// no agent is left serving with nobody to stop it.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { freePort, makeSandbox, sandboxEnv } from '../helpers/agent-process.js'
+import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    // ESRCH: no such process
+    return false
+  }
+}
+
+void test('a SIGTERM to npm start stops the agent it started', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-npm-start-'))
+  const port = await freePort()
+  const npm = spawn('npm', ['start'], { cwd: ROOT, env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  npm.stdout.on('data', (b: Buffer) => (output += b.toString()))
+  npm.stderr.on('data', (b: Buffer) => (output += b.toString()))
+  const npmExited = new Promise<NodeJS.Signals | number | null>((resolve) => npm.once('exit', (code, signal) => resolve(signal ?? code)))
+  // The agent's own record of who holds the data root: node's pid, once it listens.
+  const holder = path.join(sb.dataDir, 'agent.json')
+  const agent = await until(
+    `the agent under npm start to listen (${output})`,
+    async () => {
+      const text = await fs.readFile(holder, 'utf8').catch(() => '')
+      const h = text === '' ? undefined : (JSON.parse(text) as { pid: number; listen: string })
+      return h !== undefined && h.listen !== '' ? h : undefined
+    },
+    30_000,
+  )
+  t.after(() => {
+    if (alive(agent.pid)) process.kill(agent.pid, 'SIGKILL')
+  })
+  assert.notEqual(agent.pid, npm.pid, 'node runs as its own process')
+  assert.equal((await fetch(`http://127.0.0.1:${port}/livez`)).status, 200)
+
+  npm.kill('SIGTERM')
+  await npmExited
+  await until(`node (pid ${agent.pid}) to exit after npm got SIGTERM`, () => !alive(agent.pid), 30_000)
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/livez`), 'nobody serves the port')
+  assert.match(output, /shutting down/, 'the agent shut down in order, on the signal')
+})
