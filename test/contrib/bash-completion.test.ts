@@ -29,7 +29,8 @@ function usageEntries(): Array<{ cmd: string; sub: string | undefined; flags: st
   }
   const out: Array<{ cmd: string; sub: string | undefined; flags: string[] }> = []
   for (const line of merged) {
-    for (const segment of line.split(' | ')) {
+    // `a | b` between two commands; `(--box LABEL | --fleet)` inside one is not a split.
+    for (const segment of line.split(/ \| (?=[a-z]+ )/)) {
       const words = segment.replace(/^layoutd\s+/, '').split(/\s+/)
       const [cmd, second] = words
       if (cmd === undefined || !/^[a-z]+$/.test(cmd)) continue
