@@ -76,8 +76,9 @@ void test('every subcommand and every option the usage names completes', async (
   }
 })
 
-void test('option values: --kind offers the kinds, --dir completes a path', async () => {
+void test('option values: --kind offers the kinds, --dir and routes import complete a path', async () => {
   assert.deepEqual(await complete('layoutd', 'routes', 'add', 'a.example.com', '--kind', 's'), ['sidecar', 'static', 'service'])
   const dirs = await complete('layoutd', 'routes', 'add', 'a.example.com', '--dir', path.join(ROOT, 'contri'))
   assert.deepEqual(dirs, [path.join(ROOT, 'contrib')])
+  assert.deepEqual(await complete('layoutd', 'routes', 'import', path.join(ROOT, 'contri')), [path.join(ROOT, 'contrib')], 'routes import takes a file')
 })
