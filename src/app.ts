@@ -10,6 +10,7 @@ import { AppError, errors, httpStatusOf } from './errors.js'
 import type { AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
 import { authHook } from './routes/auth.js'
+import { consoleRoutes } from './routes/console.js'
 import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
 import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
@@ -216,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(layoutRoutes, { api: deps.api })
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
+  await app.register(consoleRoutes, { api: deps.api })
 
   return app
 }

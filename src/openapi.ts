@@ -47,6 +47,7 @@ export async function generateOpenApi(): Promise<string> {
           { name: 'layout', description: 'The status report, converge and mint.' },
           { name: 'activator', description: 'What the activator asks before it wakes an instance.' },
           { name: 'health', description: 'Liveness and metrics.' },
+          { name: 'console', description: 'The console page, for a person in a browser.' },
         ],
         components: {
           securitySchemes: {

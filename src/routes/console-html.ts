@@ -1,0 +1,56 @@
+// HTML that is escaped by default: the console's one way to write markup.
+// Every value interpolated into `html` is escaped unless it is itself Html,
+// so text from the report (a hostname a hostile row planted, a reason, a
+// note) can never become markup; the template is filled in one pass.
+
+/** Markup already safe to write as it is: made by `html`, `trusted` or `fill` only. */
+export class Html {
+  constructor(readonly text: string) {}
+  toString(): string {
+    return this.text
+  }
+}
+
+const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
+
+/** Text as it may stand in an element or in a quoted attribute. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c)
+}
+
+export type Interpolated = Html | string | number | boolean | null | undefined | readonly Interpolated[]
+
+function write(v: Interpolated): string {
+  if (v === null || v === undefined || v === false) return ''
+  if (v instanceof Html) return v.text
+  if (Array.isArray(v)) return (v as readonly Interpolated[]).map(write).join('')
+  return escapeHtml(String(v))
+}
+
+/** A tagged template: the literal parts are markup, every value is escaped (Html is kept, arrays are joined). */
+export function html(parts: TemplateStringsArray, ...values: Interpolated[]): Html {
+  let out = parts[0] ?? ''
+  values.forEach((v, i) => (out += write(v) + (parts[i + 1] ?? '')))
+  return new Html(out)
+}
+
+/** Text the package ships (the stylesheet, the script): markup by decision, never text from a request or the report. */
+export function trusted(text: string): Html {
+  return new Html(text)
+}
+
+/**
+ * The template with each `{{name}}` replaced by its Html. One pass over the
+ * template: a value is never read again for placeholders, so a hostname
+ * spelled `{{script}}` stays text. A placeholder with no value is an error
+ * of the template, not something to leave in the page.
+ */
+export function fill(template: string, values: Readonly<Record<string, Html>>): Html {
+  return new Html(
+    template.replace(/\{\{([a-z]+)\}\}/g, (_m, name: string) => {
+      const v = values[name]
+      if (v === undefined) throw new Error(`the console template names {{${name}}}, which has no value`)
+      return v.text
+    }),
+  )
+}

@@ -1,0 +1,173 @@
+// What the console page shows, drawn from the report and the readiness
+// answer: the intent and the default, the gate's checks, counts by word as
+// a bar, the leg, the warnings and a page of rows, filtered by word and
+// searched by host. Pure: the same inputs draw the same markup.
+import type { Readiness } from '../agent-api.js'
+import type { LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
+import { html, type Html } from './console-html.js'
+
+/** The row words in the order of their precedence (design §1.1). */
+export const ROW_WORDS = ['fenced', 'conflict', 'foreign', 'nested', 'flat', 'external'] as const
+
+/** Rows drawn on one page: a box of 10,000 tenants is paged, never drawn whole. */
+export const PAGE_ROWS = 200
+
+export interface ConsoleQuery {
+  /** One row word, or '' for every row. */
+  word: string
+  /** Part of a hostname, any case; '' for every host. */
+  q: string
+  /** 1-based. */
+  page: number
+}
+
+export interface ConsoleInput {
+  report: LayoutReport
+  readiness: Readiness
+  query: ConsoleQuery
+  /** When the page is drawn, in ms since the epoch: relative times are taken from it. */
+  now: number
+}
+
+/** `42s ago`, `in 9m`, `3h 5m ago`: a time as far from now as it is; the text as it is when it is not a time. */
+export function relative(iso: string, now: number): string {
+  const t = Date.parse(iso)
+  if (Number.isNaN(t)) return iso
+  const s = Math.round(Math.abs(t - now) / 1000)
+  const span = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : s < 86_400 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m` : `${Math.floor(s / 86_400)}d`
+  if (s === 0) return 'now'
+  return t > now ? `in ${span}` : `${span} ago`
+}
+
+function when(iso: string, now: number): Html {
+  return html`<time datetime="${iso}" title="${iso}">${relative(iso, now)}</time>`
+}
+
+/** The link to this page with the query changed, as a relative URL (`?word=nested&q=a`). */
+export function pageLink(query: ConsoleQuery, change: Partial<ConsoleQuery>): string {
+  const q = { ...query, ...change }
+  const params = new URLSearchParams()
+  if (q.word !== '') params.set('word', q.word)
+  if (q.q !== '') params.set('q', q.q)
+  if (q.page > 1) params.set('page', String(q.page))
+  const s = params.toString()
+  return s === '' ? '/' : `/?${s}`
+}
+
+/** Rows by word, the known words first in their order, then any other word the report carries. */
+export function countByWord(rows: Readonly<Record<string, RowReport>>): Map<string, number> {
+  const counts = new Map<string, number>(ROW_WORDS.map((w) => [w, 0]))
+  for (const r of Object.values(rows)) counts.set(r.layout, (counts.get(r.layout) ?? 0) + 1)
+  return counts
+}
+
+function intentLine(r: LayoutReport): Html {
+  const why =
+    r.mode === 'unmanaged'
+      ? 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing moves, rows are judged by their paths'
+      : r.mode === 'unreadable'
+        ? 'the intent could not be read: nothing moves and nothing is released flat until it is'
+        : r.mode === 'none'
+          ? 'no recorded intent addresses this box'
+          : r.default
+            ? 'by the nested default: no recorded intent addresses this box'
+            : 'recorded for this box or its fleet'
+  const blocked = r.defaultBlocked === '' ? '' : html`<p class="blocked">The nested default does not apply: ${r.defaultBlocked}</p>`
+  return html`<section class="intent"><h2>Intent</h2><p><span class="mode m-${r.mode}">${r.mode}</span> ${why}</p>${blocked}</section>`
+}
+
+function gate(r: Readiness): Html {
+  const line = (ok: boolean, name: string, detail: string): Html => html`<li class="${ok ? 'ok' : 'bad'}">${ok ? '✓' : '✗'} <b>${name}</b> ${detail}</li>`
+  const nested = r.nested.allowed ? 'nested instances may wake' : `nested instances may not wake: ${r.nested.reason}`
+  const isolation = r.isolation ?? []
+  return html`<section class="gate"><h2>Readiness and the isolation gate</h2>
+<p><span class="phase ${r.ready ? 'ok' : 'bad'}">${r.phase}</span> ${r.ready ? 'the activator may wake instances' : 'the activator wakes nothing yet'}</p>
+<ul class="checks">${r.checks.map((c) => line(c.ok, c.name, c.detail))}</ul>
+<p class="${r.nested.allowed ? 'ok' : 'bad'}">Gate: ${nested}</p>
+${isolation.length > 0 ? html`<ul class="checks">${isolation.map((c) => line(c.ok, `isolation/${c.name}`, c.ok ? c.detail : `${c.code}: ${c.detail}`))}</ul>` : ''}</section>`
+}
+
+function bar(counts: Map<string, number>, total: number, query: ConsoleQuery): Html {
+  const shown = [...counts].filter(([, n]) => n > 0)
+  let x = 0
+  const rects = shown.map(([word, n]) => {
+    const w = (n / Math.max(total, 1)) * 1000
+    const rect = html`<a href="${pageLink(query, { word, page: 1 })}"><rect class="w-${word}" x="${x.toFixed(2)}" y="0" width="${w.toFixed(2)}" height="20"><title>${word}: ${n}</title></rect></a>`
+    x += w
+    return rect
+  })
+  const legend = [...counts].map(
+    ([word, n]) => html`<li><a class="word w-${word}${query.word === word ? ' on' : ''}" href="${pageLink(query, { word, page: 1 })}">${word}</a> ${n}</li>`,
+  )
+  return html`<section class="counts"><h2>Rows by word <small>${total} in all</small></h2>
+<svg class="bar" viewBox="0 0 1000 20" preserveAspectRatio="none" role="img" aria-label="rows by word">${rects}</svg>
+<ul class="legend"><li><a class="word all${query.word === '' ? ' on' : ''}" href="${pageLink(query, { word: '', page: 1 })}">all</a> ${total}</li>${legend}</ul></section>`
+}
+
+function tally(run: LegRun): string {
+  const by = new Map<string, number>()
+  for (const r of run.results) by.set(r.outcome, (by.get(r.outcome) ?? 0) + 1)
+  return [...by].map(([o, n]) => `${n} ${o}`).join(', ') || 'no host reached'
+}
+
+function leg(r: LayoutReport, now: number): Html {
+  const { running, pending, lastRun, retryAt } = r.leg
+  const current = lastRun !== null && lastRun.finishedAt === null ? lastRun : null
+  const last = current === null ? lastRun : null
+  return html`<section class="leg"><h2>Leg</h2><ul>
+<li>${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}</li>
+${current === null ? '' : html`<li>this run: started ${when(current.startedAt, now)}, ${current.results.length} hosts reached so far (${tally(current)})</li>`}
+<li>last run: ${last === null || last.finishedAt === null ? 'none finished yet' : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`}</li>
+<li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li></ul></section>`
+}
+
+function warnings(list: readonly string[]): Html {
+  if (list.length === 0) return html`<section class="warnings none"><h2>Warnings</h2><p>none</p></section>`
+  return html`<section class="warnings"><h2>Warnings</h2><ul>${list.map((w) => html`<li>${w}</li>`)}</ul></section>`
+}
+
+/** The rows the query selects, sorted by host. */
+export function selectRows(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Array<[string, RowReport]> {
+  const needle = query.q.toLowerCase()
+  return Object.entries(rows)
+    .filter(([host, r]) => (query.word === '' || r.layout === query.word) && (needle === '' || host.toLowerCase().includes(needle)))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
+  const selected = selectRows(report.rows, query)
+  const pages = Math.max(1, Math.ceil(selected.length / PAGE_ROWS))
+  const page = Math.min(query.page, pages)
+  const from = (page - 1) * PAGE_ROWS
+  const slice = selected.slice(from, from + PAGE_ROWS)
+  const what = [query.word === '' ? '' : `word ${query.word}`, query.q === '' ? '' : `host containing “${query.q}”`].filter((s) => s !== '').join(', ')
+  const range = selected.length === 0 ? 'no row' : `rows ${from + 1}–${from + slice.length} of ${selected.length}`
+  const nav =
+    pages === 1
+      ? ''
+      : html`<nav class="pages">${page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''} page ${page} of ${pages} ${
+          page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''
+        }</nav>`
+  const body = slice.map(
+    ([host, r]) =>
+      html`<tr data-host="${host}" data-word="${r.layout}"><td class="host">${host}</td><td><span class="word w-${r.layout}">${r.layout}</span></td><td class="reason">${r.reason}</td><td class="note">${r.note}</td></tr>`,
+  )
+  return html`<section class="rows"><h2>Rows <small id="range">${range}${what === '' ? '' : ` (${what})`}</small></h2>${nav}
+<table><thead><tr><th>host</th><th>word</th><th>reason</th><th>note</th></tr></thead><tbody>${body}</tbody></table>${nav}</section>`
+}
+
+/** The part of the page that follows the report: redrawn in place when the report changes. */
+export function livePart({ report, readiness, query, now }: ConsoleInput): Html {
+  const counts = countByWord(report.rows)
+  const total = Object.keys(report.rows).length
+  return html`<p class="drawn">drawn ${new Date(now).toISOString()}</p>
+${intentLine(report)}${gate(readiness)}${bar(counts, total, query)}${leg(report, now)}${warnings(report.warnings)}${rowsTable(report, query)}`
+}
+
+/** The search form: a word and part of a host, sent as the query so a plain reload shows the same. */
+export function filterForm(query: ConsoleQuery): Html {
+  const options = ['', ...ROW_WORDS].map((w) => html`<option value="${w}"${query.word === w ? ' selected' : ''}>${w === '' ? 'every word' : w}</option>`)
+  return html`<form class="filters" method="get" action="/"><label>word <select name="word">${options}</select></label>
+<label>host <input type="search" name="q" value="${query.q}" placeholder="part of a hostname" maxlength="253"></label>
+<button type="submit">show</button>${query.word !== '' || query.q !== '' ? html` <a href="/">clear</a>` : ''}</form>`
+}
