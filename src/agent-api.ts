@@ -10,7 +10,7 @@ const ReadyCheck = Type.Object(
     ok: Type.Boolean({ description: 'Whether it passed.' }),
     detail: Type.String({ description: 'What it found, or why it failed.' }),
   },
-  { additionalProperties: false },
+  { title: 'ReadyCheck', additionalProperties: false, description: 'One readiness check.' },
 )
 export type ReadyCheck = Static<typeof ReadyCheck>
 
@@ -40,7 +40,7 @@ export const ReadyBody = Type.Object(
             }),
             detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
           },
-          { additionalProperties: false },
+          { title: 'IsolationCheck', additionalProperties: false, description: "One check of the isolation gate." },
         ),
         {
           description:
@@ -50,7 +50,7 @@ export const ReadyBody = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false },
+  { title: 'Readiness', additionalProperties: false, description: 'The phase, the readiness checks and the isolation gate.' },
 )
 export type Readiness = Static<typeof ReadyBody>
 export type Phase = Readiness['phase']
@@ -79,7 +79,7 @@ export const WakeGrant = Type.Object(
     socket: Type.String({ description: 'The unix socket the instance must listen on.' }),
     db: Type.String({ description: "The instance's database file, inside `dir`; empty when none." }),
   },
-  { additionalProperties: false, description: 'The host may wake, at these paths.' },
+  { title: 'WakeGrant', additionalProperties: false, description: 'The host may wake, at these paths.' },
 )
 export type WakeGrant = Static<typeof WakeGrant>
 
@@ -93,7 +93,7 @@ export const WakeRefusal = Type.Object(
         '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut).',
     }),
   },
-  { additionalProperties: false, description: 'The host may not wake now, and why.' },
+  { title: 'WakeRefusal', additionalProperties: false, description: 'The host may not wake now, and why.' },
 )
 export type WakeRefusal = Static<typeof WakeRefusal>
 
@@ -139,7 +139,7 @@ export const WakeSet = Type.Object(
       },
     ),
   },
-  { additionalProperties: false, description: 'The claim set as recorded, and what must be stopped.' },
+  { title: 'WakeSet', additionalProperties: false, description: 'The claim set as recorded, and what must be stopped.' },
 )
 export type WakeSet = Static<typeof WakeSet>
 
@@ -152,7 +152,7 @@ export const WakeList = Type.Object(
         'When false, the pass counts every host as awake.',
     }),
   },
-  { additionalProperties: false, description: 'The wake claims.' },
+  { title: 'WakeList', additionalProperties: false, description: 'The wake claims.' },
 )
 export type WakeList = Static<typeof WakeList>
 

@@ -1,7 +1,7 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
 // listening: server.ts listens, tests inject, openapi.ts reads the schemas.
 import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
-import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
+import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
@@ -15,6 +15,7 @@ import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
 import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
 import { metricsRoutes } from './routes/metrics.js'
+import { openApiOptions, openApiRoutes } from './routes/openapi.js'
 import { readyRoutes } from './routes/ready.js'
 import { wakesRoutes } from './routes/wakes.js'
 
@@ -30,8 +31,6 @@ export interface AppDeps {
   bodyLimit?: number
   /** Server timeouts in ms; the defaults suit production, tests shorten them. */
   timeouts?: Partial<Timeouts>
-  /** Registered before the routes, so it sees each of them (openapi.ts: the document). */
-  swagger?: FastifyDynamicSwaggerOptions
 }
 
 export interface Timeouts {
@@ -210,7 +209,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     done()
   })
 
-  if (deps.swagger !== undefined) await app.register(swagger, deps.swagger)
+  // Before the routes, so the document sees each of them.
+  await app.register(swagger, await openApiOptions())
 
   await app.register(healthRoutes)
   await app.register(readyRoutes, { api: deps.api })
@@ -218,6 +218,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
   await app.register(consoleRoutes, { api: deps.api })
+  await app.register(openApiRoutes, { document: () => app.swagger() })
 
   return app
 }

@@ -1,12 +1,12 @@
 // openapi.yaml is generated from the route schemas, never written by hand:
 // `npm run openapi` prints it, and a test fails when the committed file
-// drifts from what the routes say.
+// drifts from what the routes say. It is the document `GET /openapi.json`
+// serves (src/routes/openapi.ts), as YAML.
 import { pathToFileURL } from 'node:url'
 import type { AgentApi } from './agent-api.js'
 import { buildApp } from './app.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics.js'
-import { packageVersion } from './package-version.js'
 
 // Schema-only stand-in: the document needs the routes registered, never
 // called. The app built around it is never listened on.
@@ -28,39 +28,7 @@ const schemaOnlyApi: AgentApi = {
 }
 
 export async function generateOpenApi(): Promise<string> {
-  const app = await buildApp({
-    api: schemaOnlyApi,
-    metrics: new Metrics(),
-    logger: createLogger('silent'),
-    token: '',
-    swagger: {
-      openapi: {
-        openapi: '3.1.0',
-        info: {
-          title: 'layoutd',
-          version: await packageVersion(),
-          description:
-            'The layout agent of one box: moves sleeping tenant instances between the flat and nested layouts and converges to the recorded intent. ' +
-            'Errors are `{"error": {"code", "message"}}`.',
-        },
-        tags: [
-          { name: 'layout', description: 'The status report, converge and mint.' },
-          { name: 'activator', description: 'What the activator asks before it wakes an instance.' },
-          { name: 'health', description: 'Liveness and metrics.' },
-          { name: 'console', description: 'The console page, for a person in a browser.' },
-        ],
-        components: {
-          securitySchemes: {
-            bearer: {
-              type: 'http',
-              scheme: 'bearer',
-              description: 'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
-            },
-          },
-        },
-      },
-    },
-  })
+  const app = await buildApp({ api: schemaOnlyApi, metrics: new Metrics(), logger: createLogger('silent'), token: '' })
   try {
     await app.ready()
     return app.swagger({ yaml: true })

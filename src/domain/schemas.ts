@@ -76,7 +76,7 @@ export const ResultSchema = Type.Object(
     reason: Type.String({ description: 'Why, when the outcome withheld or failed something.' }),
     to: Type.Optional(Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the move went toward.' })),
   },
-  { additionalProperties: false },
+  { title: 'Result', additionalProperties: false, description: "One host's result of a run of the pass." },
 )
 
 export const LegRun = Type.Object(
@@ -85,7 +85,7 @@ export const LegRun = Type.Object(
     finishedAt: Type.Union([Type.String(), Type.Null()], { description: 'When it finished; null while it runs.' }),
     results: Type.Array(ResultSchema, { description: 'Every host the run reached, in order.' }),
   },
-  { additionalProperties: false },
+  { title: 'LegRun', additionalProperties: false, description: 'One run of the pass.' },
 )
 export type LegRun = Static<typeof LegRun>
 
@@ -96,7 +96,7 @@ export const LegState = Type.Object(
     lastRun: Type.Union([LegRun, Type.Null()], { description: 'The last run that finished, or the one under way; null before any.' }),
     retryAt: Type.Union([Type.String(), Type.Null()], { description: 'When the retry timer kicks the leg again; null when none is pending.' }),
   },
-  { additionalProperties: false },
+  { title: 'LegState', additionalProperties: false, description: 'The leg: whether a run is under way or due, and the last run.' },
 )
 export type LegState = Static<typeof LegState>
 
@@ -115,7 +115,7 @@ export const RowReport = Type.Object(
     reason: Type.String({ description: 'Why the row is where it is, or why it did not move.' }),
     note: Type.String({ description: 'What the pass set aside for this host, and when.' }),
   },
-  { additionalProperties: false },
+  { title: 'RowReport', additionalProperties: false, description: 'One row of the report: its word, and why.' },
 )
 export type RowReport = Static<typeof RowReport>
 

@@ -3,19 +3,17 @@
 // description says when that status comes.
 import Type, { type Static } from 'typebox'
 
+/** What went wrong: one component of the document, which every envelope refers to. */
+const ErrorDetail = Type.Object(
+  {
+    code: Type.String({ description: 'A stable, machine-readable code such as `bad_request` or `intent_unreadable`.' }),
+    message: Type.String({ description: 'What was wrong, for a person; `internal error` for any unexpected failure.' }),
+  },
+  { title: 'ErrorDetail', additionalProperties: false, description: 'What went wrong.' },
+)
+
 export function errorEnvelope(description: string) {
-  return Type.Object(
-    {
-      error: Type.Object(
-        {
-          code: Type.String({ description: 'A stable, machine-readable code such as `bad_request` or `intent_unreadable`.' }),
-          message: Type.String({ description: 'What was wrong, for a person; `internal error` for any unexpected failure.' }),
-        },
-        { additionalProperties: false, description: 'What went wrong.' },
-      ),
-    },
-    { additionalProperties: false, description },
-  )
+  return Type.Object({ error: ErrorDetail }, { additionalProperties: false, description })
 }
 
 export type ErrorEnvelope = Static<ReturnType<typeof errorEnvelope>>
@@ -28,6 +26,15 @@ export function envelope(code: string, message: string): ErrorEnvelope {
 export const commonErrors = {
   400: errorEnvelope('The request was malformed: a query or body field, or the JSON itself; the message names what.'),
   500: errorEnvelope('An unexpected failure; the message is always `internal error` and the details are in the log.'),
+}
+
+/**
+ * What any request may be answered before a route sees it (design §6,
+ * "Before any route"); listed by the routes that take no input of their
+ * own, so each operation names the client error it can get.
+ */
+export const parserErrors = {
+  431: errorEnvelope('The request headers are larger than the limit (`headers_too_large`); answered before any route sees the request.'),
 }
 
 /** The answers of a mutating route, on top of commonErrors. */

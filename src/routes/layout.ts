@@ -2,11 +2,11 @@
 // operator asks for, and the mode the provisioner mints a new row in.
 import { createHash } from 'node:crypto'
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type, { type TObject, type TProperties } from 'typebox'
+import Type from 'typebox'
 import type { AgentApi } from '../agent-api.js'
 import { errors } from '../errors.js'
 import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
-import { commonErrors, errorEnvelope, mutationErrors } from './error-envelope.js'
+import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 
 /** The longest a `converge?wait=1` holds its request, in seconds. */
 export const MAX_WAIT_S = 600
@@ -38,13 +38,6 @@ const Mint = Type.Object(
   { additionalProperties: false, description: 'The mode to mint a new row in.' },
 )
 
-// The domain's schemas describe their fields; where one is used as a whole
-// (a field of an answer, or the answer itself) it needs a description of
-// its own there.
-function described<P extends TProperties>(schema: TObject<P>, description: string): TObject<P> {
-  return Type.Object(schema.properties, { additionalProperties: false, description })
-}
-
 // A strong validator of the exact bytes sent, so a console polling the
 // report gets 304 until anything in it changes.
 function etagOf(body: string): string {
@@ -64,20 +57,23 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     '/layout/status',
     {
       schema: {
+        operationId: 'getLayoutStatus',
         summary: 'The status report',
         description:
           'Every instance-kind row with its layout and why, the intent the box works under, the leg and the warnings an operator should see. ' +
           'Answers with a strong `ETag`; a request whose `If-None-Match` carries it gets `304` with no body.',
         tags: ['layout'],
+        security: [],
         headers: Type.Object({
           'if-none-match': Type.Optional(Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' })),
         }),
         response: {
           200: Type.Object(
-            { ...LayoutReport.properties, leg: described(LegState, 'The leg: whether a run is under way or due, and the last run.') },
+            { ...LayoutReport.properties, leg: LegState },
             { additionalProperties: false, description: 'The report, with its ETag.' },
           ),
           304: Type.Null({ description: 'Not modified: the report is still the one with this ETag.' }),
+          ...parserErrors,
           500: commonErrors[500],
         },
       },
@@ -99,6 +95,7 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     '/layout/converge',
     {
       schema: {
+        operationId: 'convergeLayout',
         summary: 'Run the layout pass now',
         description:
           'Kicks the leg (a serial move) and answers `202` with its state right after the kick. ' +
@@ -109,11 +106,11 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
         querystring: ConvergeQuery,
         response: {
           200: Type.Object(
-            { leg: described(LegState, 'The leg after the run.'), run: described(LegRun, 'The run this request asked for, with every result.') },
+            { leg: LegState, run: LegRun },
             { additionalProperties: false, description: 'The run finished: the leg now and the results of the run.' },
           ),
           202: Type.Object(
-            { leg: described(LegState, 'The leg right after the kick: running, or pending behind the run under way.') },
+            { leg: LegState },
             { additionalProperties: false, description: 'Kicked.' },
           ),
           ...commonErrors,
@@ -144,13 +141,16 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     '/layout/mint',
     {
       schema: {
+        operationId: 'getMintMode',
         summary: 'The mode to create a new row in',
         description:
           'What the provisioner asks before it adds a row: the layout the intent (or the default) wants for this box. ' +
           '`503` while the intent is unreadable: the agent fails closed rather than guess a layout.',
         tags: ['layout'],
+        security: [],
         response: {
           200: Mint,
+          ...parserErrors,
           500: commonErrors[500],
           503: errorEnvelope('The layout intent is unreadable (`intent_unreadable`): no mode can be promised until it is read.'),
         },

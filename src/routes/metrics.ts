@@ -3,7 +3,7 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import Type from 'typebox'
 import type { Metrics } from '../metrics.js'
-import { commonErrors } from './error-envelope.js'
+import { commonErrors, parserErrors } from './error-envelope.js'
 
 export interface MetricsRoutesOptions {
   metrics: Metrics
@@ -14,14 +14,17 @@ export const metricsRoutes: FastifyPluginCallbackTypebox<MetricsRoutesOptions> =
     '/metrics',
     {
       schema: {
+        operationId: 'getMetrics',
         summary: 'Prometheus metrics',
         description: 'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, in the Prometheus text format.',
         tags: ['health'],
+        security: [],
         response: {
           200: {
             description: 'The exposition text.',
             content: { 'text/plain': { schema: Type.String({ description: 'Prometheus text exposition format 0.0.4.' }) } },
           },
+          ...parserErrors,
           500: commonErrors[500],
         },
       },

@@ -3,7 +3,7 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import Type from 'typebox'
 import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
-import { commonErrors, errorEnvelope } from './error-envelope.js'
+import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
 import { HostParams, hostTooLong } from './wakes.js'
 
 export interface ReadyRoutesOptions {
@@ -30,7 +30,7 @@ function readyResponse(description: string) {
   return {
     description,
     content: {
-      'application/json': { schema: { ...ReadyBody, description } },
+      'application/json': { schema: ReadyBody },
       'text/plain': { schema: Type.String({ description: 'With `verbose`: one line per check, then `readyz check passed` or `readyz check failed`.' }) },
     },
   }
@@ -41,15 +41,18 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
     '/ready',
     {
       schema: {
+        operationId: 'getReadiness',
         summary: 'May the activator wake instances',
         description:
           '`200` once start-up recovery is done, else `503` with the phase; both carry every check and the isolation gate. ' +
           'The activator wakes nothing until this answers `200`.',
         tags: ['activator'],
+        security: [],
         querystring: ReadyQuery,
         response: {
           200: readyResponse('Ready: the activator may wake instances.'),
           503: readyResponse('Not ready: recovery has not finished, or the agent is stopping.'),
+          ...parserErrors,
           500: commonErrors[500],
         },
       },
@@ -67,11 +70,13 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
     '/ready/:host',
     {
       schema: {
+        operationId: 'checkWake',
         summary: 'May this host wake now, and where',
         description:
           'What `POST /wakes/:host` would answer now, without claiming anything: `200` with the paths the instance would wake at, ' +
           'or `409` with the reason it would be refused.',
         tags: ['activator'],
+        security: [],
         params: HostParams,
         response: {
           200: WakeGrant,

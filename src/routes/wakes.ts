@@ -6,7 +6,7 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import Type from 'typebox'
 import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
-import { commonErrors, errorEnvelope, mutationErrors } from './error-envelope.js'
+import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 
 export interface WakesRoutesOptions {
   api: AgentApi
@@ -33,6 +33,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
     '/wakes/:host',
     {
       schema: {
+        operationId: 'claimWake',
         summary: 'Claim a wake',
         description:
           'The activator asks before it starts an instance. Refused (`409`, with the reason) while the host is fenced (its files are moving), ' +
@@ -63,6 +64,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
     '/wakes/:host',
     {
       schema: {
+        operationId: 'releaseWake',
         summary: 'Release a wake',
         description:
           'The instance is asleep: its claim ends, and a move waiting to stop it goes on. `204` whether or not the host held a claim, ' +
@@ -90,6 +92,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
     {
       bodyLimit: WAKE_SET_BODY_LIMIT,
       schema: {
+        operationId: 'replaceWakes',
         summary: "Replace the claim set with the activator's awake set",
         description:
           'Sent by the activator at its own start: the hosts it has awake become the whole claim set, every other claim ends. ' +
@@ -114,11 +117,14 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
     '/wakes',
     {
       schema: {
+        operationId: 'listWakes',
         summary: 'The wake claims',
         description: 'Every host holding a wake claim, and whether the claims persisted in the registry could be read at start.',
         tags: ['activator'],
+        security: [],
         response: {
           200: WakeList,
+          ...parserErrors,
           500: commonErrors[500],
         },
       },

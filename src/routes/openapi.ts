@@ -1,0 +1,132 @@
+// The API described where clients look: the OpenAPI document's head (info,
+// servers, tags, the bearer scheme), the shared schemas lifted into
+// `components`, and `GET /openapi.json`, which serves the document the
+// routes' own schemas make. `openapi.yaml` is the same document, committed.
+import { readFile } from 'node:fs/promises'
+import { isDeepStrictEqual } from 'node:util'
+import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
+import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import Type from 'typebox'
+import { commonErrors, parserErrors } from './error-envelope.js'
+
+type Node = Record<string, unknown>
+
+function isNode(v: unknown): v is Node {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+const COMPONENTS = '#/components/schemas/'
+
+/**
+ * Every schema with a `title` is a shared one (the route schemas give one
+ * to the shapes they share, and to nothing else): it is written once under
+ * `components.schemas` by its title, and each place it stood gets a `$ref`.
+ * Children first, so a shared schema inside another is a `$ref` there too.
+ * Two different schemas under one title would make the document lie, so
+ * that is an error, not a choice.
+ */
+export function liftComponents(doc: Node): Node {
+  const components: Node = {}
+  const lift = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(lift)
+    if (!isNode(node)) return node
+    const out: Node = {}
+    for (const [k, v] of Object.entries(node)) out[k] = lift(v)
+    const title = out.title
+    if (typeof title !== 'string' || typeof out.type !== 'string') return out
+    if (title in components && !isDeepStrictEqual(components[title], out)) throw new Error(`two different schemas are titled ${title}`)
+    components[title] = out
+    return { $ref: `${COMPONENTS}${title}` }
+  }
+  const paths = lift(doc.paths)
+  const existing = isNode(doc.components) ? doc.components : {}
+  const schemas = { ...(isNode(existing.schemas) ? existing.schemas : {}), ...components }
+  const sorted = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+  return { ...doc, paths, components: { ...existing, schemas: sorted } }
+}
+
+interface PackageHead {
+  version: string
+  license?: string
+}
+
+// Read once per process: every app built (the tests build many) shares it.
+let head: Promise<PackageHead> | undefined
+
+/** The package's version and licence, from package.json (compiled to <outDir>/src/routes/, three levels under the root). */
+function packageHead(): Promise<PackageHead> {
+  return (head ??= readFile(new URL('../../../package.json', import.meta.url), 'utf8').then((text) => {
+    const pkg = JSON.parse(text) as { version?: unknown; license?: unknown }
+    if (typeof pkg.version !== 'string') throw new Error('package.json has no version')
+    return { version: pkg.version, ...(typeof pkg.license === 'string' ? { license: pkg.license } : {}) }
+  }))
+}
+
+/** The options @fastify/swagger is registered with, before any route, so it sees every one. */
+export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
+  const { version, license } = await packageHead()
+  return {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'layoutd',
+        version,
+        description:
+          'The layout agent of one box: moves sleeping tenant instances between the flat and nested layouts and converges to the recorded intent. ' +
+          'Errors are `{"error": {"code", "message"}}`.',
+        ...(license === undefined ? {} : { license: { name: license, identifier: license } }),
+      },
+      servers: [{ url: 'http://127.0.0.1:9740', description: 'The default listen address (`CARLOS_AGENT_LISTEN`).' }],
+      tags: [
+        { name: 'layout', description: 'The status report, converge and mint.' },
+        { name: 'activator', description: 'What the activator asks before it wakes an instance.' },
+        { name: 'health', description: 'Liveness and metrics.' },
+        { name: 'console', description: 'The console page, for a person in a browser, and this document.' },
+      ],
+      components: {
+        securitySchemes: {
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
+          },
+        },
+      },
+    },
+    transformObject: (doc) => {
+      if (!('openapiObject' in doc)) throw new Error('the document is OpenAPI 3, never Swagger 2')
+      return liftComponents(doc.openapiObject)
+    },
+  }
+}
+
+/** The app's document, as @fastify/swagger decorates the instance with it. */
+export interface OpenApiRoutesOptions {
+  document: () => unknown
+}
+
+export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> = (app, { document }, done) => {
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        operationId: 'getOpenApi',
+        summary: 'This API, described',
+        description: 'The OpenAPI 3.1 document of every route, made from the schemas the routes validate and answer with; `openapi.yaml` is the same document.',
+        tags: ['console'],
+        security: [],
+        response: {
+          200: {
+            description: 'The OpenAPI document.',
+            content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document.' }) } },
+          },
+          ...parserErrors,
+          500: commonErrors[500],
+        },
+      },
+    },
+    // @fastify/swagger makes the document once and keeps it: the routes do not change while the app runs.
+    () => document() as Record<string, unknown>,
+  )
+  done()
+}
