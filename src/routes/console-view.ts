@@ -35,7 +35,7 @@ export function relative(iso: string, now: number): string {
   if (Number.isNaN(t)) return iso
   const s = Math.round(Math.abs(t - now) / 1000)
   const span = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : s < 86_400 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m` : `${Math.floor(s / 86_400)}d`
-  if (s === 0) return 'now'
+  if (s === 0) return 'just now'
   return t > now ? `in ${span}` : `${span} ago`
 }
 

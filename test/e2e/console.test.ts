@@ -14,6 +14,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
+import Database from 'better-sqlite3'
 import { chromium, type Page } from 'playwright-core'
 import { AgentProcess, makeSandbox, runCli, type Sandbox } from '../helpers/agent-process.js'
 import { until } from '../helpers/until.js'
@@ -23,6 +24,8 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium'
 
 const TENANTS = ['a.example.com', 'b.example.com', 'c.example.com', 'd.example.com', 'e.example.com']
 const EXTERNAL = 'legacy.example.com'
+/** Rows another program wrote straight into the registry: names no route add would take, and markup if the page let them be. */
+const HOSTILE = ['<script>alert("owned")</script>', `it's "quoted".example.com`]
 
 async function cli(sb: Sandbox, ...args: string[]): Promise<string> {
   const r = await runCli(sb, args)
@@ -57,17 +60,37 @@ void test('the console in Chromium: rows turn nested while the page is open, the
 
   for (const h of TENANTS) assert.match(await cli(sb, 'routes', 'add', h, '--hibernate'), /minted flat/)
   await cli(sb, 'routes', 'add', EXTERNAL, '--socket', path.join(root, 'legacy.sock'), '--dir', path.join(root, 'legacy'))
-  await agent.waitFor('the rows in the report', async () => (Object.keys((await agent.status()).rows).length === 6 ? true : undefined), 20_000)
+  // As sqlite3(1) would write them: the agent sees another connection's commit.
+  const db = new Database(path.join(sb.dataDir, 'registry.db'))
+  const at = new Date().toISOString()
+  HOSTILE.forEach((host, i) => {
+    const [socket, dir] = [path.join(root, `odd-${i}.sock`), path.join(root, `odd-${i}`)]
+    db.prepare('INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(host, 'instance', socket, dir, '', 1, at, at)
+  })
+  db.close()
+  await agent.waitFor('the rows in the report', async () => (Object.keys((await agent.status()).rows).length === 8 ? true : undefined), 20_000)
 
   const context = await browser.newContext({ viewport: { width: 1280, height: 960 } })
   const page = await context.newPage()
   const statusAnswers: number[] = []
+  const dialogs: string[] = []
+  page.on('dialog', (d) => {
+    dialogs.push(d.message())
+    void d.dismiss()
+  })
   page.on('response', (res) => {
     if (new URL(res.url()).pathname === '/layout/status') statusAnswers.push(res.status())
   })
   await page.goto(`${agent.url}/`)
   assert.equal(await page.title(), 'kass-1: layoutd')
-  assert.deepEqual(await rowsShown(page), { ...Object.fromEntries(TENANTS.map((h) => [h, 'flat'])), [EXTERNAL]: 'external' })
+  assert.deepEqual(await rowsShown(page), {
+    ...Object.fromEntries(TENANTS.map((h) => [h, 'flat'])),
+    [EXTERNAL]: 'external',
+    ...Object.fromEntries(HOSTILE.map((h) => [h, 'foreign'])),
+  })
+  // The hostile names are text on the page, never markup: the page's own script is its only one.
+  for (const host of HOSTILE) assert.equal(await page.locator('td.host', { hasText: host }).textContent(), host)
+  assert.equal(await page.locator('script').count(), 1)
   // The page is never loaded again below: what changes, the script redraws in place.
   await page.evaluate(() => {
     ;(globalThis as Record<string, unknown>).stillHere = true
@@ -88,7 +111,9 @@ void test('the console in Chromium: rows turn nested while the page is open, the
   assert.ok(statusAnswers.includes(304) && statusAnswers.includes(200), `answers to the page's conditional requests: ${statusAnswers.join(' ')}`)
   await until('the leg idle on the page', async () => ((await page.textContent('.leg')) ?? '').includes('idle') || (await later()), 30_000)
   assert.match((await page.textContent('.intent')) ?? '', /nested\s+recorded for this box or its fleet/)
-  assert.match((await page.textContent('.legend')) ?? '', /all 6.*nested 5.*external 1/s)
+  assert.match((await page.textContent('.legend')) ?? '', /all 8.*foreign 2.*nested 5.*external 1/s)
+  assert.equal(await page.locator('script').count(), 1, 'a redraw brings no script in')
+  assert.deepEqual(dialogs, [], 'no script of a hostname ever ran')
 
   // The screenshot, taken of the page as it stands.
   const shot = process.env.CONSOLE_SCREENSHOT ?? path.join(root, 'console.png')
