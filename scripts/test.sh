@@ -6,12 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_debs=()
+command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(chromium) # the console's browser test (test/e2e/console.test.ts)
 command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
 # The etcd deploy store is tested against a real etcd the tests start
 # themselves on loopback ports (test/helpers/etcd.ts); ETCD_BIN names another binary.
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)
 command -v systemd-analyze >/dev/null 2>&1 || need_debs+=(systemd)
-command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(chromium) # the console's browser test (test/e2e/console.test.ts)
 if [ ${#need_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "test: missing ${need_debs[*]} (Debian); install as root: apt-get install -y ${need_debs[*]}" >&2
