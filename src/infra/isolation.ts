@@ -122,6 +122,8 @@ export class Isolation implements IsolationGate {
   private timer: NodeJS.Timeout | undefined
   private stopped = false
   private running: Promise<void> | undefined
+  /** Whether this process has fsynced D since D/nested was last seen made. */
+  private nestedEntrySynced = false
 
   constructor(
     private readonly cfg: IsolationConfig,
@@ -191,7 +193,14 @@ export class Isolation implements IsolationGate {
       // The pass moves tenants under D/nested, and fsyncs D itself only
       // when it makes D/nested: made here, its entry is fsynced here, or a
       // power cut could keep a tree renamed under it and lose D/nested (§3.5).
-      if ((await fs.mkdir(nested, { recursive: true, mode: 0o755 })) !== undefined) await fsyncDir(this.cfg.dataDir, 'nested-entry')
+      // The first check of each process fsyncs D even when D/nested was
+      // there: a kill -9 between an earlier mkdir and its fsync leaves the
+      // entry only in the page cache, where the next mkdir finds it.
+      const made = (await fs.mkdir(nested, { recursive: true, mode: 0o755 })) !== undefined
+      if (made || !this.nestedEntrySynced) {
+        await fsyncDir(this.cfg.dataDir, 'nested-entry')
+        this.nestedEntrySynced = true
+      }
       const st = await fs.lstat(nested)
       if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
