@@ -58,16 +58,22 @@ export class PathClaims {
   readonly #sockets = new Map<string, string[]>()
   readonly #dirOf = new Map<string, string>()
 
-  constructor(routes: readonly Route[]) {
-    for (const row of routes) {
-      if (row.dir !== '') {
-        const dir = norm(row.dir)
-        this.#dirOf.set(row.host, dir)
-        push(this.#dirs, dir, row.host)
-        for (const ancestor of ancestors(dir)) push(this.#under, ancestor, row.host)
-      }
-      if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
+  constructor(routes: readonly Route[] = []) {
+    for (const row of routes) this.add(row)
+  }
+
+  /**
+   * Adds one row's claims: an index built a row at a time, so a caller
+   * with thousands of rows can give the event loop back between them.
+   */
+  add(row: Route): void {
+    if (row.dir !== '') {
+      const dir = norm(row.dir)
+      this.#dirOf.set(row.host, dir)
+      push(this.#dirs, dir, row.host)
+      for (const ancestor of ancestors(dir)) push(this.#under, ancestor, row.host)
     }
+    if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
   }
 
   /** Another row (not host) whose dir is dir, lies inside it, or contains it. */

@@ -192,14 +192,32 @@ export interface MoveCandidate {
   wasHeld: boolean
 }
 
+/** The bounds of an adaptive group commit (design §3.3). */
+export const MIN_BATCH = 128
+export const MAX_BATCH = 512
+
+/**
+ * How many hosts the next group commit takes when `waiting` are still to
+ * move (design §3.3): an eighth of them, at least MIN_BATCH and at most
+ * MAX_BATCH. A long run amortises its fsyncs over more hosts; a short one
+ * keeps few hosts waiting fenced at once.
+ */
+export function adaptiveBatchSize(waiting: number): number {
+  return Math.min(MAX_BATCH, Math.max(MIN_BATCH, Math.ceil(waiting / 8)))
+}
+
 /**
  * The group commits of a run (design §3 "Many hosts"): consecutive slices
  * of at most size moves, each fenced, journaled and committed together.
+ * size may be a function of how many are still waiting (adaptiveBatchSize).
  */
-export function inBatches<T>(items: readonly T[], size: number): T[][] {
-  const step = Math.max(1, size)
+export function inBatches<T>(items: readonly T[], size: number | ((waiting: number) => number)): T[][] {
   const batches: T[][] = []
-  for (let i = 0; i < items.length; i += step) batches.push(items.slice(i, i + step))
+  for (let i = 0; i < items.length; ) {
+    const step = Math.max(1, typeof size === 'number' ? size : size(items.length - i))
+    batches.push(items.slice(i, i + step))
+    i += step
+  }
   return batches
 }
 

@@ -3,10 +3,13 @@ import { test } from 'node:test'
 import { classify, PathClaims } from '../../src/domain/classify.js'
 import type { Mode, Result } from '../../src/domain/modes.js'
 import {
+  adaptiveBatchSize,
   awakeReason,
   holdStands,
   inBatches,
   inRowOrder,
+  MAX_BATCH,
+  MIN_BATCH,
   planRow,
   recordShapeError,
   recoveryAction,
@@ -130,6 +133,8 @@ void test('inBatches cuts a run into group commits of at most the batch size, in
   assert.deepEqual(inBatches([1, 2, 3], 3), [[1, 2, 3]])
   assert.deepEqual(inBatches([], 4), [])
   assert.deepEqual(inBatches([1, 2], 0), [[1], [2]], 'a batch holds one host at the least')
+  // A size asked of what still waits: 5 waiting take 3, the 2 left take 1 each.
+  assert.deepEqual(inBatches([1, 2, 3, 4, 5], (waiting) => (waiting > 2 ? 3 : 1)), [[1, 2, 3], [4], [5]])
 })
 
 void test('sortByClaim: asleep moves together, awake inside its grace is deferred, the rest is stopped', () => {
@@ -185,4 +190,14 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
     { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: shut' },
   ]
   assert.deepEqual(inRowOrder(later, rows).map((r) => r.outcome), ['refused'], 'a later outcome other than unchanged wins')
+})
+
+void test('adaptiveBatchSize: an eighth of what waits, between the bounds', () => {
+  assert.equal(adaptiveBatchSize(1), MIN_BATCH, 'a few hosts: the smallest batch')
+  assert.equal(adaptiveBatchSize(1000), MIN_BATCH)
+  assert.equal(adaptiveBatchSize(2400), 300)
+  assert.equal(adaptiveBatchSize(10_000), MAX_BATCH, 'ten thousand: the largest batch')
+  const sizes = inBatches(Array.from({ length: 10_000 }, (_, i) => i), adaptiveBatchSize).map((b) => b.length)
+  assert.equal(sizes.reduce((a, b) => a + b, 0), 10_000, 'every host in one batch')
+  assert.ok(sizes.every((n, i) => n <= MAX_BATCH && (n >= MIN_BATCH || i === sizes.length - 1)), sizes.join(','))
 })

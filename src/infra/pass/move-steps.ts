@@ -7,9 +7,10 @@
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
-import { fsyncNamedDirs, mapLimit, present } from '../fsutil.js'
+import { fsyncNamedDirs, present } from '../fsutil.js'
 import { clearDestination, modeDirs, prepareParents, preflight, renameDir, swappedSincePreflight, syncParents, type DirIdentity } from './mover.js'
-import { HOST_CONCURRENCY, type PassContext } from './pass-context.js'
+import type { PassContext } from './pass-context.js'
+import { lstatSyncOrUndefined } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
 
@@ -45,11 +46,11 @@ export class MoveSteps {
     const ctx = this.#ctx
     const results: Result[] = []
     const ready: MoveInFlight[] = []
-    const cleared = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+    const cleared = await ctx.slicer.map(moves, async (move) => {
       try {
         // No source, nothing to move: and what is at the destination may
         // then be the very files an operator is looking for, so it stays.
-        if (!(await present(move.journal.from.dir))) return this.#missing(move)
+        if (lstatSyncOrUndefined(move.journal.from.dir) === undefined) return this.#missing(move)
         await this.#setAsideWhatIsInTheWay(move)
         return null
       } catch (err) {
@@ -131,9 +132,9 @@ export class MoveSteps {
     const going: MoveInFlight[] = []
     const held: Array<{ move: MoveInFlight; reason: string }> = []
     const failed: Array<{ move: MoveInFlight; reason: string }> = []
-    const found = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+    const found = await this.#ctx.slicer.map(moves, async (move) => {
       try {
-        const checked = await preflight(move.journal.from.dir)
+        const checked = await preflight(move.journal.from.dir, this.#ctx.slicer)
         return checked.kind === 'missing' ? { kind: 'failed' as const, reason: await this.#missing(move) } : checked
       } catch (err) {
         return { kind: 'failed' as const, reason: `preflight: ${errorMessage(err)}` }
@@ -158,11 +159,11 @@ export class MoveSteps {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
-    const prepared = await mapLimit(moves, HOST_CONCURRENCY, async (move) => {
+    const prepared = await this.#ctx.slicer.map(moves, async (move) => {
       try {
         await this.#setAsideWhatIsInTheWay(move)
         const { host, to, dest } = move.journal
-        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map((dir) => [dir, 'prepare-parents'] as const)
+        const parents = prepareParents(dirs, host, to, dest, socketsGid).map((dir) => [dir, 'prepare-parents'] as const)
         return { ok: true as const, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
       } catch (err) {
         return { ok: false as const, why: `destination not prepared: ${errorMessage(err)}` }
@@ -203,7 +204,7 @@ export class MoveSteps {
         continue
       }
       const identity = seen.get(host)
-      const found = identity === undefined ? 'a directory preflight did not see' : await swappedSincePreflight(dest.dir, identity)
+      const found = identity === undefined ? 'a directory preflight did not see' : swappedSincePreflight(dest.dir, identity)
       if (found !== undefined) {
         const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
         try {
@@ -220,6 +221,7 @@ export class MoveSteps {
       }
       going.push(move)
       this.#ctx.failpoint(`after-rename:${host}`)
+      await this.#ctx.slicer.pause()
     }
     await syncParents([...going, ...swapped.map(({ move }) => move)].map((move) => ({ from: move.journal.from.dir, to: move.journal.dest.dir })))
     if (swapped.length > 0) {

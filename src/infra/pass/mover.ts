@@ -2,15 +2,16 @@
 // set aside what is in the way, prepare the destination's parents, rename.
 // Nothing here follows a symlink, and nothing here decides: the pass says
 // what to move, these say what they found and did.
-import type { BigIntStats } from 'node:fs'
+import fsSync, { type Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { childPath, ensureDir, fsyncDirs, fsyncNamedDirs, isNotFound, lstatOrUndefined, mapLimit, setDirMode, shownPath } from '../fsutil.js'
+import { childPath, ensureDir, fsyncDirs, fsyncNamedDirs, lstatOrUndefined, shownPath } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
+import { defaultSlicer, ensureDirSync, lstatBigSyncOrUndefined, lstatSyncOrUndefined, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
 
 /** Which directory preflight saw: a rename must move that one (design §3 step 7). */
 export interface DirIdentity {
@@ -21,8 +22,6 @@ export interface DirIdentity {
 /** What preflight found. `held`: a reason the tenant could have caused. */
 export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
 
-const LSTAT_CONCURRENCY = 16
-
 /**
  * Checks the source of a move without following a symlink: the directory
  * itself must be a directory, not a link to one (renaming a link would move
@@ -30,10 +29,12 @@ const LSTAT_CONCURRENCY = 16
  * file under it may have a second name. A hard link made while flat could
  * name a neighbour's file; moved into an isolated directory it would carry
  * that file along, out of reach of the isolation meant to protect it.
- * Throws on an I/O error: that is a failure, not a tenant's doing.
+ * The walk stops at the first such file, and its calls are synchronous in
+ * slices of the event loop (sliced-fs.ts). Throws on an I/O error: that is
+ * a failure, not a tenant's doing.
  */
-export async function preflight(dir: string): Promise<Preflight> {
-  const st = await lstatBigOrUndefined(dir)
+export async function preflight(dir: string, slicer: Slicer = defaultSlicer): Promise<Preflight> {
+  const st = lstatBigSyncOrUndefined(dir)
   if (st === undefined) return { kind: 'missing' }
   if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
   if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
@@ -43,30 +44,17 @@ export async function preflight(dir: string): Promise<Preflight> {
   const root = Buffer.from(dir)
   const queue: Buffer[] = [root]
   for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
-    const entries = await fs.readdir(d, { withFileTypes: true, encoding: 'buffer' })
-    const files: Buffer[] = []
-    for (const e of entries) {
+    for (const e of fsSync.readdirSync(d, { withFileTypes: true, encoding: 'buffer' })) {
       const p = childPath(d, e.name)
       if (e.isDirectory()) queue.push(p)
-      else if (e.isFile()) files.push(p)
-    }
-    const links = await mapLimit(files, LSTAT_CONCURRENCY, async (p) => (await fs.lstat(p)).nlink)
-    const i = links.findIndex((n) => n > 1)
-    if (i >= 0) {
-      const rel = shownPath(files[i]?.subarray(root.length + 1) ?? Buffer.alloc(0))
-      return { kind: 'held', reason: `a file of its has a second name: ${rel} has ${links[i]} links` }
+      else if (e.isFile()) {
+        const links = fsSync.lstatSync(p).nlink
+        if (links > 1) return { kind: 'held', reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links` }
+      }
+      await slicer.pause()
     }
   }
   return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
-}
-
-async function lstatBigOrUndefined(p: string): Promise<BigIntStats | undefined> {
-  try {
-    return await fs.lstat(p, { bigint: true })
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
 }
 
 /**
@@ -77,8 +65,8 @@ async function lstatBigOrUndefined(p: string): Promise<BigIntStats | undefined> 
  * (rename(2) moves a link, never what it points at): answers what was
  * found, or undefined when it is the directory preflight saw.
  */
-export async function swappedSincePreflight(at: string, seen: DirIdentity): Promise<string | undefined> {
-  const st = await lstatBigOrUndefined(at)
+export function swappedSincePreflight(at: string, seen: DirIdentity): string | undefined {
+  const st = lstatBigSyncOrUndefined(at)
   if (st === undefined) return 'nothing'
   if (st.isSymbolicLink()) return 'a symlink'
   if (!st.isDirectory()) return 'not a directory'
@@ -139,24 +127,26 @@ export async function setAside(dirs: Dirs, host: string, items: readonly string[
  * is not a directory, and whatever is at the socket path. A stale socket of
  * the stopped instance is returned apart: it holds no data, and is removed.
  */
-export async function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): Promise<{ aside: string[]; staleSockets: string[] }> {
+export function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): { aside: string[]; staleSockets: string[] } {
   const aside: string[] = []
   const staleSockets: string[] = []
   if (to === 'nested') {
     const root = nestedRoot(dirs, host)
-    const rootSt = await lstatOrUndefined(root)
+    const rootSt = lstatSyncOrUndefined(root)
     if (rootSt === undefined) return { aside, staleSockets }
     if (!rootSt.isDirectory()) return { aside: [root], staleSockets }
     const run = path.dirname(dest.socket)
-    const runSt = await lstatOrUndefined(run)
+    const runSt = lstatSyncOrUndefined(run)
     if (runSt !== undefined && !runSt.isDirectory()) aside.push(run)
   }
-  if ((await lstatOrUndefined(dest.dir)) !== undefined) aside.push(dest.dir)
-  const sock = await lstatOrUndefined(dest.socket).catch((err: unknown) => {
+  if (lstatSyncOrUndefined(dest.dir) !== undefined) aside.push(dest.dir)
+  let sock: Stats | undefined
+  try {
+    sock = lstatSyncOrUndefined(dest.socket)
+  } catch (err) {
     // ENOTDIR: the socket's parent is a file, already in `aside`.
-    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined
-    throw err
-  })
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err
+  }
   if (sock?.isSocket() === true) staleSockets.push(dest.socket)
   else if (sock !== undefined) aside.push(dest.socket)
   return { aside, staleSockets }
@@ -164,14 +154,9 @@ export async function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPath
 
 /** Clears a move's destination (inTheWay), answering what was set aside. */
 export async function clearDestination(dirs: Dirs, host: string, to: Mode, dest: RowPaths, nowMs: number): Promise<Aside | undefined> {
-  const found = await inTheWay(dirs, host, to, dest)
-  for (const s of found.staleSockets) {
-    try {
-      await fs.unlink(s)
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-    }
-  }
+  const found = inTheWay(dirs, host, to, dest)
+  for (const s of found.staleSockets) unlinkSyncIfPresent(s)
+  if (found.aside.length === 0) return undefined
   return setAside(dirs, host, found.aside, nowMs)
 }
 
@@ -189,21 +174,21 @@ const SHARED_PARENT_MODE = 0o755
  * path: the fsync of the destination's parent after the rename covers its
  * entry, and modeDirs names it for the fsync its mode needs.
  */
-export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
+export function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): string[] {
   const sync: string[] = []
   if (to === 'flat') {
     const apps = path.dirname(dest.dir)
-    if (await ensureDir(apps, SHARED_PARENT_MODE)) sync.push(path.dirname(apps))
+    if (ensureDirSync(apps, SHARED_PARENT_MODE)) sync.push(path.dirname(apps))
     return sync
   }
   const root = nestedRoot(dirs, host)
   const base = path.dirname(root)
-  if (await ensureDir(base, SHARED_PARENT_MODE)) sync.push(path.dirname(base))
-  if (await ensureDir(root, NESTED_ROOT_MODE)) sync.push(base)
-  await setDirMode(root, NESTED_ROOT_MODE)
+  if (ensureDirSync(base, SHARED_PARENT_MODE)) sync.push(path.dirname(base))
+  if (ensureDirSync(root, NESTED_ROOT_MODE)) sync.push(base)
+  setDirModeSync(root, NESTED_ROOT_MODE)
   const run = path.dirname(dest.socket)
-  await ensureDir(run, NESTED_RUN_MODE)
-  await setDirMode(run, NESTED_RUN_MODE, gid)
+  ensureDirSync(run, NESTED_RUN_MODE)
+  setDirModeSync(run, NESTED_RUN_MODE, gid)
   return sync
 }
 
@@ -212,9 +197,12 @@ export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: R
  * would silently replace an empty directory there, and that would be a
  * thing the move did not put there, lost rather than set aside.
  */
-export async function renameDir(from: string, to: string): Promise<void> {
-  if ((await lstatOrUndefined(to)) !== undefined) throw new Error(`${to} appeared after it was cleared; not renaming over it`)
-  await fs.rename(from, to)
+export function renameDir(from: string, to: string): Promise<void> {
+  // The executor's throw is the promise's rejection.
+  return new Promise((resolve) => {
+    renameDirSync(from, to)
+    resolve()
+  })
 }
 
 /**
@@ -243,25 +231,12 @@ export function modeDirs(to: Mode, dest: RowPaths): string[] {
  * lost an entry fsynced. rmdir(2) removes only an empty directory and
  * never follows a link; anything left there stays, with its parents.
  */
-export async function removeEmptyNestedRoots(dirs: Dirs, hosts: readonly string[]): Promise<void> {
-  const synced = await mapLimit(hosts, LSTAT_CONCURRENCY, async (host) => {
+export async function removeEmptyNestedRoots(dirs: Dirs, hosts: readonly string[], slicer: Slicer = defaultSlicer): Promise<void> {
+  const synced = await slicer.map(hosts, (host) => {
     const root = nestedRoot(dirs, host)
-    if ((await lstatOrUndefined(root))?.isDirectory() !== true) return []
-    if (!(await rmdirIfEmpty(path.join(root, 'run')))) return []
-    return (await rmdirIfEmpty(root)) ? [path.dirname(root)] : [root]
+    if (lstatSyncOrUndefined(root)?.isDirectory() !== true) return []
+    if (!rmdirSyncIfEmpty(path.join(root, 'run'))) return []
+    return rmdirSyncIfEmpty(root) ? [path.dirname(root)] : [root]
   })
   await fsyncDirs(synced.flat())
-}
-
-/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
-async function rmdirIfEmpty(dir: string): Promise<boolean> {
-  try {
-    await fs.rmdir(dir)
-    return true
-  } catch (err) {
-    if (isNotFound(err)) return true
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') return false
-    throw err
-  }
 }

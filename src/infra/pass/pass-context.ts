@@ -4,19 +4,17 @@
 import { performance } from 'node:perf_hooks'
 import type { Claims, FenceTable } from '../../domain/fence.js'
 import type { Mode, Outcome, Result } from '../../domain/modes.js'
-import type { RecoveryAction } from '../../domain/pass-plan.js'
+import { adaptiveBatchSize, type RecoveryAction } from '../../domain/pass-plan.js'
 import type { Dirs } from '../../domain/paths.js'
 import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/ports.js'
 import { errorMessage } from '../../errors.js'
+import { Slicer } from './sliced-fs.js'
 
 /** How long a stop may take before the move gives up on the host (design §3 step 3). */
 export const STOP_TIMEOUT_MS = 60_000
 
-/** Sleeping hosts per group commit: large enough to amortise the fsyncs, small enough that few hosts wait fenced at once. */
-export const BATCH_SIZE = 128
-
-/** Hosts of a batch whose independent file work (checks, preflight, parents) runs at once. */
-export const HOST_CONCURRENCY = 8
+/** Sleeping hosts per group commit when none is configured: adaptive, 128 to 512 (design §3.3). */
+export const BATCH_SIZE = adaptiveBatchSize
 
 export interface PassDeps {
   dirs: Dirs
@@ -44,18 +42,22 @@ export interface PassDeps {
   /** Asks the edge to reload its routes after rows were rewritten or released. */
   reload?: () => Promise<void>
   stopTimeoutMs?: number
+  /** A fixed number of hosts per group commit (tests); unset, adaptive. */
   batchSize?: number
 }
 
 export class PassContext {
   readonly deps: PassDeps
   readonly stopTimeoutMs: number
-  readonly batchSize: number
+  /** Hosts per group commit: a number configured (tests), or a function of how many wait. */
+  readonly batchSize: number | ((waiting: number) => number)
+  /** Every part of the pass gives the event loop back through this one (sliced-fs.ts). */
+  readonly slicer = new Slicer()
 
   constructor(deps: PassDeps) {
     this.deps = deps
     this.stopTimeoutMs = deps.stopTimeoutMs ?? STOP_TIMEOUT_MS
-    this.batchSize = Math.max(1, deps.batchSize ?? BATCH_SIZE)
+    this.batchSize = deps.batchSize === undefined ? BATCH_SIZE : Math.max(1, deps.batchSize)
   }
 
   /** A result, told to the move metric (onMove) and to the run's progress (onResult) as it is made. */

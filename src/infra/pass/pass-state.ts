@@ -8,6 +8,7 @@ import type { FenceTable } from '../../domain/fence.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
 import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
 import { removeJournals, writeJournals, type Journal } from './journal.js'
+import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
 /** The reason of the hold a revert completed under an unreadable intent leaves (design §4). */
 export const HOLD_AFTER_REVERT =
@@ -23,9 +24,12 @@ export class PassState {
   readonly #holds = new Map<string, Hold>()
   readonly #notes = new Map<string, string>()
 
-  constructor(dirs: Dirs, fence: FenceTable) {
+  readonly #slicer: Slicer
+
+  constructor(dirs: Dirs, fence: FenceTable, slicer: Slicer = defaultSlicer) {
     this.#dirs = dirs
     this.#fence = fence
+    this.#slicer = slicer
   }
 
   /** Reads the hold markers of hosts, and every aside note, from disk (once, at start). */
@@ -97,7 +101,7 @@ export class PassState {
 
   /** Writes the journals (one directory fsync), then records their moves as in flight. */
   async openJournals(journals: readonly Journal[]): Promise<void> {
-    await writeJournals(this.#dirs, journals)
+    await writeJournals(this.#dirs, journals, this.#slicer)
     for (const journal of journals) this.#inFlight.set(journal.host, journal)
   }
 
@@ -109,7 +113,7 @@ export class PassState {
 
   /** Removes the journals of hosts (one directory fsync), then forgets them. When the removal throws, they are still in flight. */
   async closeJournals(hosts: readonly string[]): Promise<void> {
-    await removeJournals(this.#dirs, hosts)
+    await removeJournals(this.#dirs, hosts, this.#slicer)
     for (const host of hosts) this.#inFlight.delete(host)
   }
 

@@ -47,7 +47,7 @@ export class Pass implements LayoutPass {
 
   constructor(deps: PassDeps) {
     this.#ctx = new PassContext(deps)
-    this.#state = new PassState(deps.dirs, deps.fence)
+    this.#state = new PassState(deps.dirs, deps.fence, this.#ctx.slicer)
   }
 
   // ---- what the report and a wake read: memory only --------------------
@@ -127,7 +127,13 @@ export class Pass implements LayoutPass {
   async #planRows(rows: readonly Route[], mode: Mode, grace: GraceBook, results: Result[]): Promise<MoveCandidate[]> {
     const ctx = this.#ctx
     const { dirs, gate } = ctx.deps
-    const claims = new PathClaims(rows)
+    // Built a row at a time, and every row planned in turn, giving the event
+    // loop back between slices: a box of 10,000 rows never holds a wake.
+    const claims = new PathClaims()
+    for (const row of rows) {
+      claims.add(row)
+      await ctx.slicer.pause()
+    }
     const gateAnswer = mode === 'nested' ? gate.check() : null
     const managed = rows.filter((row) => activatorManaged(row) && !this.#state.journaled(row.host))
     grace.retain(mode, new Set(managed.map((row) => row.host)))
@@ -135,6 +141,7 @@ export class Pass implements LayoutPass {
     const candidates: MoveCandidate[] = []
     const release: string[] = []
     for (const row of managed) {
+      await ctx.slicer.pause()
       const hold = this.#state.hold(row.host)
       if (hold?.corrupt === true) {
         results.push(ctx.resultWithMetrics(row.host, 'held', hold.reason, mode))

@@ -71,7 +71,7 @@ void test('preflight reads names as bytes: a name that is not UTF-8 passes, and 
 void test('inTheWay and clearDestination: set aside what is there, drop a stale socket', async (t) => {
   const d = await dirsFor(t)
   const dest = nestedPaths(d, H)
-  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [], staleSockets: [] })
+  assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [], staleSockets: [] })
   fs.mkdirSync(path.dirname(dest.socket), { recursive: true })
   const server = net.createServer()
   await new Promise<void>((resolve) => server.listen(dest.socket, resolve))
@@ -84,7 +84,7 @@ void test('inTheWay and clearDestination: set aside what is there, drop a stale 
     t.after(() => s2.close())
   }
   fs.mkdirSync(dest.dir)
-  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [dest.dir], staleSockets: [dest.socket] })
+  assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [dest.dir], staleSockets: [dest.socket] })
   const aside = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
   assert.deepEqual(aside?.names, ['data'])
   assert.equal(fs.existsSync(dest.socket), false)
@@ -96,7 +96,7 @@ void test('inTheWay and clearDestination: set aside what is there, drop a stale 
   fs.mkdirSync(target)
   fs.writeFileSync(path.join(target, 'keep'), 'x')
   fs.symlinkSync(target, nestedRoot(d, H))
-  assert.deepEqual(await inTheWay(d, H, 'nested', dest), { aside: [nestedRoot(d, H)], staleSockets: [] })
+  assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [nestedRoot(d, H)], staleSockets: [] })
   const second = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
   assert.deepEqual(second?.names, [H])
   assert.notEqual(second?.dir, aside?.dir, 'a second aside in the same millisecond gets its own directory')
@@ -115,7 +115,7 @@ void test('prepareParents: nested root 0750, run 2770 with the sockets group', a
   const dest = nestedPaths(d, H)
   const canChown = process.getuid?.() === 0
   const gid = canChown ? 4242 : -1
-  const sync = await prepareParents(d, H, 'nested', dest, gid)
+  const sync = prepareParents(d, H, 'nested', dest, gid)
   assert.deepEqual(sync, [d.dataDir, path.join(d.dataDir, 'nested')])
   assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
   const run = fs.statSync(path.dirname(dest.socket))
@@ -123,10 +123,10 @@ void test('prepareParents: nested root 0750, run 2770 with the sockets group', a
   if (canChown) assert.equal(run.gid, 4242)
   // Again: nothing new to sync, modes repaired.
   fs.chmodSync(nestedRoot(d, H), 0o777)
-  assert.deepEqual(await prepareParents(d, H, 'nested', dest, -1), [])
+  assert.deepEqual(prepareParents(d, H, 'nested', dest, -1), [])
   assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
 
-  assert.deepEqual(await prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
+  assert.deepEqual(prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
   assert.ok(fs.statSync(path.join(d.dataDir, 'apps')).isDirectory())
 })
 

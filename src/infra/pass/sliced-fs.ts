@@ -1,0 +1,114 @@
+// The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, rmdir,
+// a mode set through a handle), made synchronously in short slices that
+// give the event loop back between them (design §3.3). Each such call on a
+// cached directory costs microseconds, where the same call through libuv's
+// four-thread pool costs a round trip of the loop; the slicer bounds how
+// long the loop is held, so a wake claim or `/ready/:host` never waits
+// behind a walk of thousands of files. fsyncs are not here: they wait on
+// the disk, and stay asynchronous.
+import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
+import { performance } from 'node:perf_hooks'
+import { setImmediate as nextTurn } from 'node:timers/promises'
+
+const { O_RDONLY, O_NOFOLLOW, O_DIRECTORY } = constants
+
+/** The longest stretch of synchronous work between two turns of the event loop. */
+export const SLICE_MS = 4
+
+/**
+ * Hands the event loop back once `budgetMs` of synchronous work has gone by
+ * since the last turn it gave. One is shared by every part of a run.
+ */
+export class Slicer {
+  readonly #budgetMs: number
+  #since = performance.now()
+
+  constructor(budgetMs = SLICE_MS) {
+    this.#budgetMs = budgetMs
+  }
+
+  /** Yields to the event loop when this slice's budget is spent; otherwise returns at once. */
+  async pause(): Promise<void> {
+    if (performance.now() - this.#since < this.#budgetMs) return
+    await nextTurn()
+    this.#since = performance.now()
+  }
+
+  /** Runs fn over items in order, pausing between them; answers the results in order. */
+  async map<T, R>(items: readonly T[], fn: (item: T, i: number) => Promise<R> | R): Promise<R[]> {
+    const out: R[] = []
+    for (const [i, item] of items.entries()) {
+      out.push(await fn(item, i))
+      await this.pause()
+    }
+    return out
+  }
+}
+
+/** A slicer for callers that bring none (tests, single moves). */
+export const defaultSlicer = new Slicer()
+
+/** lstat without following, or undefined when nothing is there. */
+export function lstatSyncOrUndefined(p: string | Buffer): Stats | undefined {
+  return fs.lstatSync(p, { throwIfNoEntry: false })
+}
+
+/** lstat with device and inode as bigints, or undefined when nothing is there. */
+export function lstatBigSyncOrUndefined(p: string): BigIntStats | undefined {
+  return fs.lstatSync(p, { bigint: true, throwIfNoEntry: false })
+}
+
+/** Makes dir (one level) with mode when absent; answers whether it made it. A non-directory there is refused. */
+export function ensureDirSync(dir: string, mode: number): boolean {
+  try {
+    fs.mkdirSync(dir, { mode })
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+  const st = fs.lstatSync(dir)
+  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  return false
+}
+
+/** Sets a directory's mode (and group, unless gid is -1) through a handle opened without following a symlink. */
+export function setDirModeSync(dir: string, mode: number, gid = -1): void {
+  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  try {
+    if (gid >= 0) fs.fchownSync(fd, -1, gid)
+    // After the chown: changing a group clears setgid on some systems.
+    fs.fchmodSync(fd, mode)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** rename(2) to a destination that must not exist: rename would silently replace an empty directory there. */
+export function renameDirSync(from: string, to: string): void {
+  if (lstatSyncOrUndefined(to) !== undefined) throw new Error(`${to} appeared after it was cleared; not renaming over it`)
+  fs.renameSync(from, to)
+}
+
+/** unlink(2); answers false when nothing was there. */
+export function unlinkSyncIfPresent(p: string): boolean {
+  try {
+    fs.unlinkSync(p)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
+    throw err
+  }
+}
+
+/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
+export function rmdirSyncIfEmpty(dir: string): boolean {
+  try {
+    fs.rmdirSync(dir)
+    return true
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return true
+    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') return false
+    throw err
+  }
+}

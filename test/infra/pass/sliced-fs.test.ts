@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { test } from 'node:test'
+import { ensureDirSync, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
+import { preflight } from '../../../src/infra/pass/mover.js'
+import { tmpDir } from '../../helpers/tmp.js'
+
+void test('a slicer gives the event loop a turn once its budget is spent, and not before', async () => {
+  const ticks: string[] = []
+  const spent = new Slicer(0)
+  setImmediate(() => ticks.push('loop'))
+  await spent.pause()
+  assert.deepEqual(ticks, ['loop'], 'a spent budget yields to what waits on the loop')
+  const fresh = new Slicer(60_000)
+  setImmediate(() => ticks.push('again'))
+  await fresh.pause()
+  assert.deepEqual(ticks, ['loop'], 'an unspent budget goes straight on')
+})
+
+void test('a walk of many files in slices lets timers run between them', async (t) => {
+  const dir = path.join(await tmpDir(t), 'tree')
+  fs.mkdirSync(dir)
+  for (let i = 0; i < 3000; i++) fs.writeFileSync(path.join(dir, `f${i}`), '')
+  let turns = 0
+  const timer = setInterval(() => turns++, 0)
+  try {
+    // A zero budget: every entry is a slice of its own.
+    assert.equal((await preflight(dir, new Slicer(0))).kind, 'ok')
+  } finally {
+    clearInterval(timer)
+  }
+  assert.ok(turns > 0, 'the loop ran timers while the walk went on')
+})
+
+void test('the synchronous calls: a directory made once, a mode set, a rename never over something, unlink and rmdir of what is absent', async (t) => {
+  const root = await tmpDir(t)
+  const a = path.join(root, 'a')
+  assert.equal(ensureDirSync(a, 0o700), true)
+  assert.equal(ensureDirSync(a, 0o700), false)
+  fs.symlinkSync(a, path.join(root, 'link'))
+  assert.throws(() => ensureDirSync(path.join(root, 'link'), 0o700), /is a symlink; refusing to use it/)
+  setDirModeSync(a, 0o2750)
+  assert.equal(fs.statSync(a).mode & 0o7777, 0o2750)
+  assert.throws(() => setDirModeSync(path.join(root, 'link'), 0o700), /ELOOP|ENOTDIR/, 'a symlink is never followed')
+  fs.mkdirSync(path.join(root, 'b'))
+  assert.throws(() => renameDirSync(a, path.join(root, 'b')), /appeared after it was cleared/)
+  renameDirSync(a, path.join(root, 'c'))
+  assert.equal(unlinkSyncIfPresent(path.join(root, 'nothing')), false)
+  assert.equal(unlinkSyncIfPresent(path.join(root, 'link')), true)
+  fs.writeFileSync(path.join(root, 'c', 'f'), '')
+  assert.equal(rmdirSyncIfEmpty(path.join(root, 'c')), false, 'something keeps it')
+  assert.equal(rmdirSyncIfEmpty(path.join(root, 'b')), true)
+  assert.equal(rmdirSyncIfEmpty(path.join(root, 'b')), true, 'gone already')
+})
