@@ -1,19 +1,25 @@
-// How fast the real pass converges a box (design §3 "Many hosts"): N flat
+// How fast the real pass converges a box (design §3.3 "Many hosts"): N flat
 // tenants (default 1000) migrated to nested and reverted to flat by the real
 // agent process, against a baseline measured in the same run on the same
-// filesystem: the same number of plain directory moves, each a rename(2)
-// followed by an fsync of both parents, which is what one crash-safe move
-// costs with no journal, no registry and no batching. Prints JSON.
+// tree: the same renames (D/apps/<host> to D/nested/<host>/data and back)
+// group-committed with no agent, no registry and no checks, which is as
+// near the filesystem's limit as a crash-safe move gets. Per batch of 256:
+// one journal file naming the batch, written and fdatasynced, its
+// directory fsynced; the renames; one fsync per distinct parent; the
+// journal removed and its directory fsynced. The nested parents
+// (D/nested/<host>) are made as the move needs them, and D/nested fsynced
+// once per batch for them. Prints JSON; `ratio` is the pass's moves per
+// second over the baseline's (the issue asks at least 0.5).
 //
 //   node dist/bench/converge.js [--hosts 1000] [--dir D] [--keep]
 import fs from 'node:fs'
-import fsp from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
+import { parseArgs, promisify } from 'node:util'
 import type { Mode } from '../src/domain/modes.js'
-import { fsyncDir } from '../src/infra/fsutil.js'
+import { pathsFor } from '../src/domain/paths.js'
+import { fsyncDir, mapLimit } from '../src/infra/fsutil.js'
 import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
 import { checkState, makeWorld, type World } from './crash.js'
 
@@ -42,33 +48,56 @@ async function converge(agent: AgentProcess, w: World, mode: Mode, t0: number, b
   return { wallSeconds, passSeconds, runs: after.runs - before.runs, movesPerSecond: hosts.length / passSeconds }
 }
 
-/** n plain crash-safe directory moves, a → b and back: rename(2), then fsync both parents. */
-async function baseline(root: string, n: number): Promise<{ renames: number; seconds: number; movesPerSecond: number }> {
-  const a = path.join(root, 'baseline-a')
-  const b = path.join(root, 'baseline-b')
-  fs.mkdirSync(a)
-  fs.mkdirSync(b)
-  for (let i = 0; i < n; i++) {
-    fs.mkdirSync(path.join(a, `d${i}`))
-    fs.writeFileSync(path.join(a, `d${i}`, 'f'), `${i}\n`)
-  }
-  await fsyncDir(a)
+/** Hosts per group commit of the baseline. */
+export const BASELINE_BATCH = 256
+
+/**
+ * The same renames as the pass on the same tree, group-committed (see the
+ * head of this file), to nested and back to flat. The tree is where the
+ * pass left it (flat) and is left there again.
+ */
+export async function groupCommittedBaseline(w: World, batch = BASELINE_BATCH): Promise<{ renames: number; seconds: number; movesPerSecond: number }> {
+  const journalDir = path.join(w.sb.root, 'baseline-journal')
+  fs.mkdirSync(journalDir, { recursive: true })
+  const nested = path.join(w.dirs.dataDir, 'nested')
+  fs.mkdirSync(nested, { recursive: true })
+  await fsyncDir(w.dirs.dataDir)
+  const hosts = w.tenants.map((t) => t.host)
   const t0 = performance.now()
-  for (const [from, to] of [
-    [a, b],
-    [b, a],
-  ] as const) {
-    for (let i = 0; i < n; i++) {
-      await fsp.rename(path.join(from, `d${i}`), path.join(to, `d${i}`))
-      await fsyncDir(from)
-      await fsyncDir(to)
+  for (const to of ['nested', 'flat'] as const) {
+    for (let i = 0; i < hosts.length; i += batch) {
+      const moves = hosts.slice(i, i + batch).map((host) => ({ host, from: pathsFor(w.dirs, host, to === 'nested' ? 'flat' : 'nested').dir, to: pathsFor(w.dirs, host, to).dir }))
+      const journal = path.join(journalDir, `batch-${to}-${i}.journal`)
+      const fd = fs.openSync(journal, 'w', 0o600)
+      try {
+        fs.writeSync(fd, JSON.stringify(moves))
+        await fdatasync(fd)
+      } finally {
+        fs.closeSync(fd)
+      }
+      await fsyncDir(journalDir)
+      let made = false
+      for (const m of moves) {
+        if (to === 'nested' && !fs.existsSync(path.dirname(m.to))) {
+          fs.mkdirSync(path.dirname(m.to))
+          made = true
+        }
+      }
+      if (made) await fsyncDir(nested)
+      for (const m of moves) fs.renameSync(m.from, m.to)
+      const parents = [...new Set(moves.flatMap((m) => [path.dirname(m.from), path.dirname(m.to)]))]
+      await mapLimit(parents, 16, (dir) => fsyncDir(dir))
+      fs.unlinkSync(journal)
+      await fsyncDir(journalDir)
     }
   }
   const seconds = (performance.now() - t0) / 1000
-  fs.rmSync(a, { recursive: true })
-  fs.rmSync(b, { recursive: true })
-  return { renames: 2 * n, seconds, movesPerSecond: (2 * n) / seconds }
+  for (const host of hosts) fs.rmSync(path.dirname(pathsFor(w.dirs, host, 'nested').dir), { recursive: true, force: true })
+  fs.rmSync(journalDir, { recursive: true, force: true })
+  return { renames: 2 * hosts.length, seconds, movesPerSecond: (2 * hosts.length) / seconds }
 }
+
+const fdatasync = promisify(fs.fdatasync)
 
 export interface ConvergeBench {
   hosts: number
@@ -79,7 +108,7 @@ export interface ConvergeBench {
   revert: Leg
   pass: { moves: number; seconds: number; movesPerSecond: number }
   baseline: { what: string; renames: number; seconds: number; movesPerSecond: number }
-  /** pass seconds / baseline seconds for the same number of moves: how many plain safe moves one pass move costs. */
+  /** The pass's moves per second over the baseline's, on the same tree in the same run (the issue asks at least 0.5). */
   ratio: number
   treesIntact: boolean
   machine: { cpus: number; loadavg: number[] }
@@ -108,8 +137,10 @@ export async function runConvergeBench(root: string, hosts: number, log: (l: str
     await agent.stop()
     const problems = checkState(w, { final: 'flat' }).problems
     if (problems.length > 0) throw new Error(`trees not intact after the bench:\n${problems.slice(0, 20).join('\n')}`)
-    log('converge: every tree intact; measuring the baseline')
-    const base = await baseline(root, hosts)
+    log('converge: every tree intact; measuring the baseline on the same tree')
+    const base = await groupCommittedBaseline(w)
+    const after = checkState(w, { final: 'flat' }).problems
+    if (after.length > 0) throw new Error(`trees not intact after the baseline:\n${after.slice(0, 20).join('\n')}`)
     const passSeconds = migrate.passSeconds + revert.passSeconds
     return {
       hosts,
@@ -118,8 +149,8 @@ export async function runConvergeBench(root: string, hosts: number, log: (l: str
       migrate,
       revert,
       pass: { moves: 2 * hosts, seconds: passSeconds, movesPerSecond: (2 * hosts) / passSeconds },
-      baseline: { what: 'rename(2) of a directory + fsync of both parents, one at a time', ...base },
-      ratio: passSeconds / base.seconds,
+      baseline: { what: `the same renames group-committed ${BASELINE_BATCH} at a time: a journal file and its fsyncs per batch, one fsync per distinct parent`, ...base },
+      ratio: (2 * hosts) / passSeconds / base.movesPerSecond,
       treesIntact: true,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
     }

@@ -1,0 +1,166 @@
+// Whether the activator is kept waiting while the box converges (issue:
+// "GET /ready/:host at 100 req/s while all 10,000 tenants converge: p99 <=
+// 25 ms; event-loop lag p99 <= 50 ms"). The real agent serves N flat
+// tenants (default 10,000); GET /ready/:host is sent at a steady rate for a
+// few seconds while nothing moves (idle), then through a whole converge to
+// nested that POST /layout/converge?wait=1 kicks and waits for. The load
+// is open-loop: each request is due at its own tick, whatever the earlier
+// ones are doing, and its latency counts from that tick, so a stalled
+// agent shows as the wait the activator would have seen. The agent's own
+// event-loop lag over the converge comes from lag-probe.ts. Prints JSON.
+//
+//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--dir D] [--keep]
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import { Pool, request } from 'undici'
+import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
+import { makeWorld } from './crash.js'
+import { LagProbe, type LoopLag } from './lag-probe.js'
+
+export interface Latencies {
+  requests: number
+  /** Answers other than 200 (a fenced host's /ready/:host is still an answer: counted apart, timed alike). */
+  non200: number
+  errors: number
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+}
+
+export interface ReadyDuringConverge {
+  hosts: number
+  rate: number
+  idle: Latencies
+  during: Latencies
+  lagDuringConverge: LoopLag
+  converge: { seconds: number; movesPerSecond: number }
+  machine: { cpus: number; loadavg: number[] }
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0
+}
+
+/**
+ * Sends GET /ready/:host at rate per second, each due at its own tick, to
+ * a host taken round-robin, until stop is aborted; answers the latencies
+ * counted from each request's due time.
+ */
+export async function openLoad(pool: Pool, hosts: readonly string[], rate: number, stop: AbortSignal): Promise<Latencies> {
+  const times: number[] = []
+  let non200 = 0
+  let errors = 0
+  const inFlight: Array<Promise<void>> = []
+  const t0 = performance.now()
+  for (let i = 0; !stop.aborted; i++) {
+    const due = t0 + (i * 1000) / rate
+    const wait = due - performance.now()
+    if (wait > 0) await delay(wait)
+    const host = hosts[i % hosts.length] ?? ''
+    inFlight.push(
+      pool
+        .request({ method: 'GET', path: `/ready/${host}` })
+        .then(async (res) => {
+          await res.body.dump()
+          if (res.statusCode !== 200) non200++
+          times.push(performance.now() - due)
+        })
+        .catch(() => {
+          errors++
+        }),
+    )
+  }
+  await Promise.all(inFlight)
+  times.sort((a, b) => a - b)
+  return { requests: times.length + errors, non200, errors, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99), maxMs: times.at(-1) ?? 0 }
+}
+
+export async function runReadyDuringConverge(
+  root: string,
+  opts: { hosts: number; rate: number; idleSeconds: number },
+  log: (l: string) => void = () => undefined,
+): Promise<ReadyDuringConverge> {
+  log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
+  const w = await makeWorld(root, opts.hosts)
+  const hosts = w.tenants.map((t) => t.host)
+  // Flat recorded: the first run finds nothing to move, and the converge starts when this bench says.
+  await recordIntent(w.sb, 'flat')
+  const agent = await AgentProcess.start(w.sb)
+  // Enough connections that a slow answer never holds back the next request's send.
+  const pool = new Pool(agent.url, { connections: 32, headersTimeout: 60_000, bodyTimeout: 60_000 })
+  try {
+    await agent.waitReady(300_000)
+    await agent.converge(600)
+    log('ready-during-converge: idle load')
+    const idleStop = AbortSignal.timeout(opts.idleSeconds * 1000)
+    const idle = await openLoad(pool, hosts, opts.rate, idleStop)
+    log('ready-during-converge: converging under load')
+    await recordIntent(w.sb, 'nested')
+    const probe = await LagProbe.start(agent.url)
+    const ac = new AbortController()
+    const load = openLoad(pool, hosts, opts.rate, ac.signal)
+    const c0 = performance.now()
+    let seconds: number
+    try {
+      const res = await request(new URL('/layout/converge?wait=1&timeout=600', agent.url), { method: 'POST', headersTimeout: 700_000, bodyTimeout: 700_000 })
+      await res.body.dump()
+      if (res.statusCode !== 200) throw new Error(`POST /layout/converge?wait=1 answered ${res.statusCode}`)
+      seconds = (performance.now() - c0) / 1000
+    } finally {
+      ac.abort()
+    }
+    const during = await load
+    const lagDuringConverge = await probe.stop()
+    const report = await agent.status()
+    const notNested = hosts.filter((h) => report.rows[h]?.layout !== 'nested')
+    if (notNested.length > 0) throw new Error(`${notNested.length} hosts are not nested after the converge, e.g. ${notNested.slice(0, 3).join(', ')}`)
+    return {
+      hosts: opts.hosts,
+      rate: opts.rate,
+      idle,
+      during,
+      lagDuringConverge,
+      converge: { seconds, movesPerSecond: opts.hosts / seconds },
+      machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
+    }
+  } finally {
+    await pool.close()
+    await agent.kill()
+  }
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      hosts: { type: 'string', default: '10000' },
+      rate: { type: 'string', default: '100' },
+      idle: { type: 'string', default: '5' },
+      dir: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+    },
+  })
+  const hosts = Number(values.hosts)
+  const rate = Number(values.rate)
+  const idleSeconds = Number(values.idle)
+  if (![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1)) {
+    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--dir D] [--keep]\n')
+    return 2
+  }
+  const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-ready-bench-'))
+  try {
+    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds }, (l) => process.stderr.write(`${l}\n`))
+    process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
+    return 0
+  } finally {
+    if (!values.keep) fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main()
+}
