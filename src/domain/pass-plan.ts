@@ -198,12 +198,13 @@ export const MAX_BATCH = 512
 
 /**
  * How many hosts the next group commit takes when `waiting` are still to
- * move (design §3.3): an eighth of them, at least MIN_BATCH and at most
- * MAX_BATCH. A long run amortises its fsyncs over more hosts; a short one
- * keeps few hosts waiting fenced at once.
+ * move (design §3.3): half of them, at least MIN_BATCH and at most
+ * MAX_BATCH. Each batch costs the same few rounds of fsyncs whatever its
+ * size, so a long run shares them among more hosts; a short one keeps few
+ * hosts waiting fenced at once.
  */
 export function adaptiveBatchSize(waiting: number): number {
-  return Math.min(MAX_BATCH, Math.max(MIN_BATCH, Math.ceil(waiting / 8)))
+  return Math.min(MAX_BATCH, Math.max(MIN_BATCH, Math.ceil(waiting / 2)))
 }
 
 /**
