@@ -39,23 +39,46 @@ function ancestors(dir: string): string[] {
   return out
 }
 
-function push(m: Map<string, string[]>, key: string, host: string): void {
-  const list = m.get(key)
-  if (list === undefined) m.set(key, [host])
-  else list.push(host)
+/** Hosts by path, in the order they were added. */
+type Index = Map<string, Set<string>>
+
+function push(m: Index, key: string, host: string): void {
+  const set = m.get(key)
+  if (set === undefined) m.set(key, new Set([host]))
+  else set.add(host)
+}
+
+function drop(m: Index, key: string, host: string): void {
+  const set = m.get(key)
+  if (set === undefined) return
+  set.delete(host)
+  if (set.size === 0) m.delete(key)
+}
+
+/**
+ * The least host of set that is not host: the claimant named is the same
+ * whatever order the rows were added and removed in (and, rows being
+ * listed by host, the first other row of the list).
+ */
+function other(set: ReadonlySet<string> | undefined, host: string): string | undefined {
+  let least: string | undefined
+  for (const h of set ?? []) if (h !== host && (least === undefined || h < least)) least = h
+  return least
 }
 
 /**
  * Every directory and socket the rows claim, indexed so that "who else
  * claims this directory, or one inside or around it" costs the depth of the
  * path rather than the number of rows: the status report classifies every
- * row of a box that may serve thousands.
+ * row of a box that may serve thousands. Rows are added and removed one at
+ * a time, so an index follows a registry whose rows change without being
+ * built again.
  */
 export class PathClaims {
-  readonly #dirs = new Map<string, string[]>()
+  readonly #dirs: Index = new Map()
   /** An ancestor directory -> the hosts whose dir lies under it. */
-  readonly #under = new Map<string, string[]>()
-  readonly #sockets = new Map<string, string[]>()
+  readonly #under: Index = new Map()
+  readonly #sockets: Index = new Map()
   readonly #dirOf = new Map<string, string>()
 
   constructor(routes: readonly Route[] = []) {
@@ -76,15 +99,26 @@ export class PathClaims {
     if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
   }
 
+  /** Takes back the claims add made for row (the row as it was added). */
+  remove(row: Route): void {
+    if (row.dir !== '') {
+      const dir = norm(row.dir)
+      this.#dirOf.delete(row.host)
+      drop(this.#dirs, dir, row.host)
+      for (const ancestor of ancestors(dir)) drop(this.#under, ancestor, row.host)
+    }
+    if (row.socket !== '') drop(this.#sockets, norm(row.socket), row.host)
+  }
+
   /** Another row (not host) whose dir is dir, lies inside it, or contains it. */
   dirClaimant(dir: string, host: string): Claimant | undefined {
     const d = norm(dir)
-    const same = this.#dirs.get(d)?.find((h) => h !== host)
+    const same = other(this.#dirs.get(d), host)
     if (same !== undefined) return { host: same, reason: `dir ${d} is also claimed by ${same}` }
-    const inner = this.#under.get(d)?.find((h) => h !== host)
+    const inner = other(this.#under.get(d), host)
     if (inner !== undefined) return { host: inner, reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}` }
     for (const a of ancestors(d)) {
-      const outer = this.#dirs.get(a)?.find((h) => h !== host)
+      const outer = other(this.#dirs.get(a), host)
       if (outer !== undefined) return { host: outer, reason: `dir ${d} is inside ${outer}'s dir ${a}` }
     }
     return undefined
@@ -92,8 +126,8 @@ export class PathClaims {
 
   socketClaimant(socket: string, host: string): Claimant | undefined {
     const s = norm(socket)
-    const other = this.#sockets.get(s)?.find((h) => h !== host)
-    return other === undefined ? undefined : { host: other, reason: `socket ${s} is also ${other}'s` }
+    const claimant = other(this.#sockets.get(s), host)
+    return claimant === undefined ? undefined : { host: claimant, reason: `socket ${s} is also ${claimant}'s` }
   }
 }
 

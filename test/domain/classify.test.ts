@@ -70,3 +70,24 @@ void test('PathClaims finds claimants of any directory', () => {
   assert.equal(claims.dirClaimant('/data/apps/a.example.com', 'a.example.com'), undefined, 'a row is not its own claimant')
   assert.equal(claims.socketClaimant('/data/run/a.example.com.sock', 'z.example.com')?.host, 'a.example.com')
 })
+
+void test('PathClaims followed row by row answers as one built afresh', () => {
+  const a = flat('a.example.com')
+  const b = flat('b.example.com')
+  const c = flat('c.example.com', { dir: '/data/apps/b.example.com/inner' })
+  const claims = new PathClaims([c, a])
+  claims.add(b)
+  const fresh = new PathClaims([a, b, c])
+  for (const host of ['a.example.com', 'b.example.com', 'c.example.com', 'z.example.com']) {
+    assert.deepEqual(claims.dirClaimant('/data/apps/b.example.com', host), fresh.dirClaimant('/data/apps/b.example.com', host), host)
+  }
+  assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com')?.host, 'b.example.com', 'the least other host is named, whatever the order rows came in')
+  // b moves away: its claims go, c's stay.
+  claims.remove(b)
+  claims.add({ ...b, dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock' })
+  assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com')?.host, 'c.example.com')
+  assert.equal(claims.socketClaimant('/data/run/b.example.com.sock', 'z.example.com'), undefined)
+  assert.equal(claims.dirClaimant('/data/nested/b.example.com', 'z.example.com')?.host, 'b.example.com')
+  claims.remove(c)
+  assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com'), undefined, 'nothing claims it once both are gone')
+})

@@ -31,6 +31,35 @@ import { Recovery, removeUnfinishedTemps } from './recovery.js'
 
 export { BATCH_SIZE, STOP_TIMEOUT_MS, type PassDeps } from './pass-context.js'
 
+/** The path claims of one list of rows, with the rows by host they were built from. */
+interface ClaimsOf {
+  routes: readonly Route[]
+  byHost: Map<string, Route>
+  claims: PathClaims
+}
+
+/**
+ * The claims of routes, from those of an earlier list: a converge rewrites
+ * a batch of rows at a time, and a wake after each commit must not wait
+ * for the claims of 10,000 rows to be built again. Only the rows whose
+ * paths changed, and those added or removed, are taken back and added.
+ */
+function followRows(prev: ClaimsOf | undefined, routes: readonly Route[]): ClaimsOf {
+  const byHost = new Map<string, Route>()
+  for (const row of routes) byHost.set(row.host, row)
+  if (prev === undefined) return { routes, byHost, claims: new PathClaims(routes) }
+  const claims = prev.claims
+  for (const [host, old] of prev.byHost) {
+    const now = byHost.get(host)
+    if (now === undefined || now.dir !== old.dir || now.socket !== old.socket) claims.remove(old)
+  }
+  for (const row of routes) {
+    const old = prev.byHost.get(row.host)
+    if (old === undefined || old.dir !== row.dir || old.socket !== row.socket) claims.add(row)
+  }
+  return { routes, byHost, claims }
+}
+
 /** The parts that need what is on disk: built once it is loaded. */
 interface LoadedParts {
   grace: GraceBook
@@ -43,7 +72,7 @@ export class Pass implements LayoutPass {
   readonly #ctx: PassContext
   readonly #state: PassState
   #loaded: Promise<LoadedParts> | undefined
-  #claimsFor: { routes: readonly Route[]; claims: PathClaims } | undefined
+  #claimsFor: ClaimsOf | undefined
 
   constructor(deps: PassDeps) {
     this.#ctx = new PassContext(deps)
@@ -53,8 +82,9 @@ export class Pass implements LayoutPass {
   // ---- what the report and a wake read: memory only --------------------
 
   classify(route: Route, routes: readonly Route[]): Classification {
-    // The report classifies every row against the same list: index it once.
-    if (this.#claimsFor?.routes !== routes) this.#claimsFor = { routes, claims: new PathClaims(routes) }
+    // The report classifies every row against the same list: index it once,
+    // and follow a new list by the rows that changed in it.
+    if (this.#claimsFor?.routes !== routes) this.#claimsFor = followRows(this.#claimsFor, routes)
     return classifyWith(route, this.#claimsFor.claims, { dirs: this.#ctx.deps.dirs, fenced: (host) => this.#state.fencedReason(host) })
   }
 

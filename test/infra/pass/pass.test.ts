@@ -439,3 +439,21 @@ void test('a directory swapped after preflight is moved back, not committed, and
   assert.deepEqual(layoutFiles(h.dirs.dataDir), ['link.example.com.hold', 'other.example.com.hold'], 'held, no journal left')
   assert.equal(hashTree(outside), outsideBefore, 'nothing outside the data root changed')
 })
+
+void test('classify follows a changed list of rows: a conflict that appears, and goes, reads as a fresh index would', async (t) => {
+  const h = await harness(t)
+  const a = h.addFlat(host(1), 1)
+  h.addFlat(host(2), 2)
+  const rows = h.reg.list()
+  assert.equal(h.pass.classify(a, rows).layout, 'flat')
+  // Another row comes to claim a's directory: the next list has it.
+  const inside = { host: host(3), kind: 'instance' as const, hibernate: true, socket: path.join(h.dirs.dataDir, 'x.sock'), dir: path.join(a.dir, 'inner'), db: '' }
+  const withIntruder = [...rows, inside]
+  assert.equal(h.pass.classify(a, withIntruder).layout, 'conflict')
+  assert.equal(h.pass.classify(a, withIntruder).reason, h.newPass().classify(a, withIntruder).reason, 'the same reason as an index built afresh')
+  // The intruder moves away, then is gone: a is flat again.
+  const moved = [...rows, { ...inside, dir: path.join(h.dirs.dataDir, 'elsewhere') }]
+  assert.equal(h.pass.classify(a, moved).layout, 'flat')
+  assert.equal(h.pass.classify(a, [...rows, inside]).layout, 'conflict')
+  assert.equal(h.pass.classify(a, rows).layout, 'flat')
+})
