@@ -235,8 +235,9 @@ export class Registry implements RouteStore {
 
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
     const at = this.#now().toISOString()
-    this.#db
-      .transaction(() => {
+    const changed = new Map(rows.map((r) => [r.host, r]))
+    this.#carrying(
+      () => {
         for (const r of rows) {
           const bad = pathsError(r, r.host)
           if (bad !== null) throw bad
@@ -244,13 +245,48 @@ export class Registry implements RouteStore {
             throw errors.notFound(`setPaths: host ${r.host} is not in the registry; no row was rewritten`)
           }
         }
-      })
-      .immediate()
+      },
+      (route) => {
+        const c = changed.get(route.host)
+        return c === undefined ? route : { ...route, dir: c.dir, socket: c.socket, db: c.db }
+      },
+    )
   }
 
   nextGeneration(): number {
-    const row = this.#stmt.nextGeneration.get()
+    const row = this.#carrying(() => this.#stmt.nextGeneration.get(), undefined)
     if (row === undefined) throw new Error(`${this.file}: the generation counter is missing from meta`)
     return row.generation
+  }
+
+  /**
+   * write in one IMMEDIATE transaction, carrying the snapshot over it (so
+   * a wake after each batch of a converge need not list 10,000 rows): when
+   * the snapshot was current inside the transaction, whose write lock keeps
+   * other writers out, and the routes connection's data_version (which only
+   * another connection's commit moves) still reads as it did in there, the
+   * new snapshot is the old one patched. Otherwise the next look lists.
+   */
+  #carrying<T>(write: () => T, patch: ((route: Route) => Route) | undefined): T {
+    const conn = this.#claimsConnectionOpen()
+    let mine: number | undefined
+    const result = this.#db
+      .transaction(() => {
+        const out = write()
+        if (this.#snapshot !== undefined && conn.dataVersion.get() === this.#snapshot.version) mine = this.#stmt.ping.get()
+        return out
+      })
+      .immediate()
+    const before = this.#snapshot
+    if (mine === undefined || before === undefined) return result
+    const version = conn.dataVersion.get() ?? 0
+    if (this.#stmt.ping.get() !== mine) return result
+    if (patch === undefined) {
+      this.#snapshot = { version, rows: before.rows }
+      return result
+    }
+    const routes = before.rows.routes.map(patch)
+    this.#snapshot = { version, rows: { routes, byHost: new Map(routes.map((r) => [r.host, r])) } }
+    return result
   }
 }

@@ -203,6 +203,35 @@ void test('snapshot lists the rows once, and again only after a commit: its own 
   assert.deepEqual(reg.snapshot().routes.map((r) => r.host), ['a.example.com', 'b.example.com'])
 })
 
+void test('a row rewrite and a new generation carry the snapshot over, unless someone else committed first', async (t) => {
+  const dataDir = await tmpDir(t)
+  const reg = openIn(t, dataDir)
+  for (const h of ['a.example.com', 'b.example.com', 'c.example.com']) reg.add(route(h))
+  const first = reg.snapshot()
+  reg.nextGeneration()
+  const afterGeneration = reg.snapshot()
+  assert.deepEqual(afterGeneration.routes, reg.list())
+  assert.equal(afterGeneration, first, 'a new generation changes no row: the same snapshot')
+
+  reg.setPaths([{ host: 'b.example.com', dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock', db: '' }])
+  const carried = reg.snapshot()
+  assert.deepEqual(carried.routes, reg.list(), 'the carried rows are the rows')
+  assert.equal(carried.byHost.get('b.example.com')?.dir, '/data/nested/b.example.com/data')
+  assert.equal(carried.byHost.get('c.example.com'), first.byHost.get('c.example.com'), 'an unchanged row is the same object')
+  assert.equal(reg.snapshot(), carried, 'nothing committed since: the same snapshot')
+
+  // The CLI adds a row before the next rewrite: the snapshot is behind, so
+  // nothing is carried and the next look lists the rows, the new one too.
+  const cli = Registry.open(dataDir)
+  cli.add(route('d.example.com'))
+  cli.close()
+  reg.setPaths([{ host: 'c.example.com', dir: '/data/nested/c.example.com/data', socket: '/data/nested/c.example.com/run/app.sock', db: '' }])
+  const listed = reg.snapshot()
+  assert.deepEqual(listed.routes, reg.list())
+  assert.deepEqual(listed.routes.map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com', 'd.example.com'])
+  assert.notEqual(listed.byHost.get('a.example.com'), first.byHost.get('a.example.com'), 'listed again, not carried')
+})
+
 void test('a claim committed through the registry’s claim store does not make the next snapshot list the rows again', async (t) => {
   const reg = openIn(t, await tmpDir(t))
   reg.add(route('a.example.com'))
