@@ -2,26 +2,29 @@
 // while it migrates and reverts a few tenants (record.ts), builds the crash
 // states the weak persistence model allows (model.ts), writes each distinct
 // one out as a real data root, starts the real agent on it (start-up
-// recovery) and checks the invariants of design §3–§4 once it is ready:
+// recovery, in checkers of their own mount namespace, check-worker.ts) and
+// checks the invariants of design §3–§4 before, during and after it:
 // every tree byte-identical in exactly one place, the row agreeing or a
 // journal naming the move, no journal the crash left outliving recovery,
 // no marker nothing explains, and every host a journal names reported
 // `fenced` (so not wakeable) until recovery ends.
 //
-//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--keep] [--drop-barrier REGEX]
+//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--workers N] [--keep] [--drop-barrier REGEX]
 // Prints a JSON summary; exits 1 when a crash state broke an invariant.
+import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { setTimeout as delay } from 'node:timers/promises'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { Mode } from '../../src/domain/modes.js'
-import { AgentProcess, type Sandbox } from '../../test/helpers/agent-process.js'
-import { checkFence, checkState, layoutFiles, rng, type World } from '../crash.js'
+import { rng } from '../crash.js'
+import type { JobDone, StateJob, WorkerSetup } from './check-worker.js'
 import { durableAt, enumerate, imageHash, replay, type CrashState, type FsImage, type Op, type OpBody } from './model.js'
 import { record, type Recording } from './record.js'
 import { materialise } from './trace.js'
+
+const WORKER_JS = fileURLToPath(new URL('./check-worker.js', import.meta.url))
 
 /** The registry's files: SQLite's own protocol makes them durable, so each is taken as of its last fsync (design §3.5). */
 const REGISTRY_FILE = /\/registry\.db(-wal|-shm|-journal)?$|\/agent\.lock(-wal|-shm|-journal)?$/
@@ -34,6 +37,9 @@ export interface Violation {
 export interface PowerSummary {
   hosts: number
   seed: number
+  /** The scenario: every host migrated and reverted, one held, one with a file set aside. */
+  held: string | null
+  setAside: string | null
   syscalls: number
   syscallsUnderDataRoot: number
   operations: number
@@ -48,6 +54,12 @@ export interface PowerSummary {
   /** Checked states that held a journal (a move the crash cut), and wakes asked for their hosts before recovery ended. */
   statesWithJournal: number
   wakeProbes: number
+  /** Checked states by the intent their agent started under. */
+  checkedByIntent: Record<Mode, number>
+  /** The agent's start-up (spawn to /ready) over the checked states, median and slowest. */
+  readyMsMedian: number
+  readyMsMax: number
+  workers: number
   violations: Violation[]
   skippedCalls: string[]
   cutWrites: number
@@ -79,74 +91,55 @@ function registryOp(initial: FsImage, ops: readonly Op[]): (o: OpBody) => boolea
 }
 
 /**
- * Starts the agent on one materialised state and checks it; answers the
- * problems. The registry's rows name paths under the recorded data root,
- * so the state is reached through that path: a symlink to the state's tree
- * (the data root itself may be a link, design §2.1). One state at a time.
+ * Starts a checker: `unshare --mount` binds a directory of its own over the
+ * recorded sandbox (so the recorded data root's path is its own), then runs
+ * check-worker.js with an IPC channel.
  */
-async function checkOne(rec: Recording, stateData: string, mode: Mode): Promise<string[]> {
-  const sb = rec.world.sb
-  fs.rmSync(sb.deployDir, { recursive: true, force: true })
-  fs.cpSync(rec.deploy[mode], sb.deployDir, { recursive: true })
-  fs.symlinkSync(stateData, sb.dataDir)
-  try {
-    return await checkLinked(rec, mode)
-  } finally {
-    fs.unlinkSync(sb.dataDir)
-  }
+function startChecker(rec: Recording, root: string, k: number, setupFile: string): ChildProcess {
+  const own = path.join(root, `checker-${k}`)
+  fs.mkdirSync(own, { recursive: true })
+  const script = 'mount --bind "$1" "$2" && exec "$3" "$4" "$5"'
+  return spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', own, rec.world.sb.root, process.execPath, WORKER_JS, setupFile], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
 }
 
-/** What the checks did, so a run shows they were not vacuous. */
-const tally = { wakeProbes: 0, statesWithJournal: 0 }
-
-async function checkLinked(rec: Recording, mode: Mode): Promise<string[]> {
-  const sb: Sandbox = rec.world.sb
-  const w: World = { ...rec.world, tenants: rec.world.tenants.map((t) => ({ ...t, key: undefined })) }
-  const problems: string[] = []
-  // The state as the crash left it: every tree in one place, or a journal naming the move.
-  const journals = layoutFiles(w.dirs).journals
-  if (journals.size > 0) tally.statesWithJournal++
-  try {
-    problems.push(...checkState(w, { aside: true }).problems.map((p) => `on disk after the crash: ${p}`))
-  } catch (err) {
-    problems.push(`on disk after the crash: not checkable: ${err instanceof Error ? err.message : String(err)}`)
+/** Runs the jobs on n checkers, each state materialised just before it is handed out; answers every verdict. */
+async function runCheckers(rec: Recording, root: string, n: number, jobs: Array<() => StateJob>, onDone: (job: StateJob, d: JobDone) => void): Promise<void> {
+  const setupFile = path.join(root, 'checker-setup.json')
+  const setup: WorkerSetup = {
+    world: rec.world,
+    held: rec.held,
+    stray: rec.stray === undefined ? undefined : { ...rec.stray, data: rec.stray.data.toString('base64') },
+    deploy: rec.deploy,
   }
-  let agent: AgentProcess
-  try {
-    agent = await AgentProcess.start(sb)
-  } catch (err) {
-    return [...problems, `the agent did not start (intent ${mode}): ${err instanceof Error ? err.message : String(err)}`]
-  }
-  try {
-    for (;;) {
-      // Until recovery ends, a host a journal names reads fenced, and no wake is granted while its journal stands.
-      const f = await checkFence(w, agent)
-      problems.push(...f.problems)
-      for (const [h, j] of journals) {
-        const res = await fetch(`${agent.url}/wakes/${h}`, { method: 'POST' }).catch(() => undefined)
-        if (res === undefined) continue
-        await res.body?.cancel()
-        tally.wakeProbes++
-        if (res.status !== 200) continue
-        const k = layoutFiles(w.dirs).journals.get(h)
-        if (k !== undefined && k.generation === j.generation) problems.push(`${h}: a wake was granted while the journal the crash left (generation ${j.generation}) still stood`)
+  fs.writeFileSync(setupFile, JSON.stringify(setup))
+  let next = 0
+  const running = Array.from({ length: Math.min(n, jobs.length) }, (_, k) => {
+    const child = startChecker(rec, root, k, setupFile)
+    let current: StateJob | undefined
+    return new Promise<void>((resolve, reject) => {
+      const give = (): void => {
+        const make = jobs[next++]
+        if (make === undefined) {
+          current = undefined
+          child.send('done')
+          return
+        }
+        current = make()
+        child.send(current)
       }
-      if (await agent.ready().catch(() => false)) break
-      if (agent.exit !== undefined) return [...problems, `the agent exited during start-up:\n${agent.tail()}`]
-      if (performance.now() - agent.startedAt > 60_000) return [...problems, `not ready within 60 s:\n${agent.tail()}`]
-      await delay(20)
-    }
-    const now = layoutFiles(w.dirs).journals
-    for (const [h, j] of journals) {
-      const k = now.get(h)
-      if (k !== undefined && k.generation === j.generation && k.startedAt === j.startedAt) problems.push(`${h}: the journal the crash left outlived start-up recovery`)
-    }
-  } finally {
-    await agent.kill()
-  }
-  const after = checkState(w, { aside: true })
-  problems.push(...after.problems.map((p) => `after recovery: ${p}`))
-  return problems
+      child.on('message', (d: JobDone) => {
+        if (current !== undefined && d.n === current.n) onDone(current, d)
+        give()
+      })
+      child.once('exit', (code, signal) => {
+        if (current === undefined && code === 0) resolve()
+        else reject(new Error(`checker ${k} exited (code ${String(code)}, signal ${String(signal)})${current === undefined ? '' : ` during state ${current.n}`}`))
+      })
+    })
+  })
+  await Promise.all(running)
 }
 
 export async function explore(opts: {
@@ -154,6 +147,10 @@ export async function explore(opts: {
   seed: number
   root: string
   maxChecks: number
+  /** Checkers side by side (each starts one agent at a time). */
+  workers: number
+  /** Random subsets of the in-flight ops per crash point, where there are too many to try all. */
+  samplesPerPoint: number
   /** Writes the lowered ops, one a line, with the barrier that makes each durable. */
   dumpOps?: string
   /** A regex over an fsync's words (the data root written `D`): those fsyncs are taken out of the trace. */
@@ -161,7 +158,7 @@ export async function explore(opts: {
   log: (l: string) => void
 }): Promise<PowerSummary> {
   const t0 = performance.now()
-  const rec = await record(opts)
+  const rec = await record({ ...opts, scenario: { hold: opts.hosts >= 2, aside: opts.hosts >= 3 } })
   // --drop-barrier: the same run without the fsyncs that match, to show what the explorer finds when one is missing.
   const drop = opts.dropBarrier === undefined ? undefined : new RegExp(opts.dropBarrier)
   const ops = rec.lowered.ops.filter((o) => !(o.op === 'fsync' && drop?.test(o.what.replaceAll(rec.world.sb.dataDir, 'D')) === true))
@@ -170,7 +167,7 @@ export async function explore(opts: {
     const dur = durableAt(ops)
     fs.writeFileSync(opts.dumpOps, ops.map((o, i) => `#${i} ${o.what}${o.op === 'fsync' ? '' : ` (durable ${dur[i] === Infinity ? 'never' : `at #${dur[i]}`})`}\n`).join(''))
   }
-  const en = enumerate(ops, { asOfLastFsync: registryOp(rec.initial, ops), random: rng(opts.seed), exhaustiveUpTo: 64, samplesPerPoint: 16 })
+  const en = enumerate(ops, { asOfLastFsync: registryOp(rec.initial, ops), random: rng(opts.seed), exhaustiveUpTo: 64, samplesPerPoint: opts.samplesPerPoint })
   opts.log(`power: ${ops.length} ops, ${en.points} crash points, ${en.states.length} states enumerated (${en.possible} possible)`)
   // Distinct images only: many subsets leave the same tree.
   const distinct = new Map<string, CrashState>()
@@ -182,28 +179,40 @@ export async function explore(opts: {
   const random = rng(opts.seed + 1)
   let todo = [...distinct.values()]
   if (todo.length > opts.maxChecks) todo = todo.map((s) => ({ s, k: random() })).sort((a, b) => a.k - b.k).slice(0, opts.maxChecks).map((x) => x.s).sort((a, b) => a.at - b.at)
-  opts.log(`power: ${distinct.size} distinct states, checking ${todo.length}`)
+  opts.log(`power: ${distinct.size} distinct states, checking ${todo.length} on ${opts.workers} checker(s)`)
   const violations: Violation[] = []
+  const readyMs: number[] = []
+  const byIntent: Record<Mode, number> = { nested: 0, flat: 0 }
   let checked = 0
-  // The recorded tree steps aside; each state takes its path in turn.
-  fs.renameSync(rec.world.sb.dataDir, `${rec.world.sb.dataDir}.recorded`)
-  for (const [n, s] of todo.entries()) {
+  let withJournal = 0
+  let wakeProbes = 0
+  const jobs = todo.map((s, n) => (): StateJob => {
     const dir = path.join(opts.root, 'states', String(n))
     fs.mkdirSync(dir, { recursive: true })
     materialise(replay(rec.initial, ops, s.persisted), path.join(dir, 'data'))
+    // The intent the crash happened under: the revert was recorded at flipAt.
     const lastOp = ops[Math.max(0, s.at - 1)]
-    const mode: Mode = lastOp !== undefined && lastOp.t > rec.flipAt ? 'flat' : 'nested'
-    const problems = await checkOne(rec, path.join(dir, 'data'), mode)
+    return { n, dir: path.join(dir, 'data'), mode: lastOp !== undefined && lastOp.t > rec.flipAt ? 'flat' : 'nested' }
+  })
+  await runCheckers(rec, opts.root, opts.workers, jobs, (job, { result }) => {
     checked++
-    if (problems.length > 0) {
-      violations.push({ state: `state ${n}: ${describe(ops, s)} [intent ${mode}, kept at ${dir}]`, problems })
-      opts.log(`power: VIOLATION in state ${n}: ${problems[0]}`)
-    } else fs.rmSync(dir, { recursive: true, force: true })
-    if (checked % 25 === 0) opts.log(`power: ${checked}/${todo.length} checked, ${violations.length} violation(s)`)
-  }
+    byIntent[job.mode]++
+    if (result.journal) withJournal++
+    wakeProbes += result.wakeProbes
+    if (Number.isFinite(result.readyMs)) readyMs.push(result.readyMs)
+    const s = todo[job.n] as CrashState
+    if (result.problems.length > 0) {
+      violations.push({ state: `state ${job.n}: ${describe(ops, s)} [intent ${job.mode}, kept at ${path.dirname(job.dir)}]`, problems: result.problems })
+      opts.log(`power: VIOLATION in state ${job.n}: ${result.problems[0]}`)
+    } else fs.rmSync(path.dirname(job.dir), { recursive: true, force: true })
+    if (checked % 50 === 0) opts.log(`power: ${checked}/${todo.length} checked in ${Math.round((performance.now() - t0) / 1000)} s, ${violations.length} violation(s)`)
+  })
+  readyMs.sort((a, b) => a - b)
   return {
     hosts: opts.hosts,
     seed: opts.seed,
+    held: rec.held ?? null,
+    setAside: rec.stray?.host ?? null,
     syscalls: rec.lowered.calls,
     syscallsUnderDataRoot: rec.lowered.callsUnderRoot,
     operations: ops.length,
@@ -214,8 +223,12 @@ export async function explore(opts: {
     statesEnumerated: en.states.length,
     statesDistinct: distinct.size,
     statesChecked: checked,
-    statesWithJournal: tally.statesWithJournal,
-    wakeProbes: tally.wakeProbes,
+    statesWithJournal: withJournal,
+    wakeProbes,
+    checkedByIntent: byIntent,
+    readyMsMedian: readyMs[Math.floor(readyMs.length / 2)] ?? 0,
+    readyMsMax: readyMs[readyMs.length - 1] ?? 0,
+    workers: opts.workers,
     violations,
     skippedCalls: rec.lowered.skipped.slice(0, 20),
     cutWrites: rec.lowered.cutWrites,
@@ -229,6 +242,8 @@ async function main(): Promise<number> {
       hosts: { type: 'string', default: '6' },
       seed: { type: 'string', default: '1' },
       'max-checks': { type: 'string', default: '2000' },
+      workers: { type: 'string', default: '2' },
+      samples: { type: 'string', default: '64' },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
       'dump-ops': { type: 'string' },
@@ -238,12 +253,16 @@ async function main(): Promise<number> {
   const hosts = Number(values.hosts)
   const seed = Number(values.seed)
   const maxChecks = Number(values['max-checks'])
-  if (![hosts, seed, maxChecks].every((n) => Number.isInteger(n) && n >= 1)) {
-    process.stderr.write('usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n')
+  const workers = Number(values.workers)
+  const samplesPerPoint = Number(values.samples)
+  if (![hosts, seed, maxChecks, workers, samplesPerPoint].every((n) => Number.isInteger(n) && n >= 1)) {
+    process.stderr.write(
+      'usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--workers N] [--samples N] [--dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n',
+    )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'layoutd-power-'))
-  const summary = await explore({ hosts, seed, root, maxChecks, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
+  const summary = await explore({ hosts, seed, root, maxChecks, workers, samplesPerPoint, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`)
   if (!values.keep && summary.violations.length === 0) fs.rmSync(root, { recursive: true, force: true })
   else process.stderr.write(`power: kept ${root}\n`)

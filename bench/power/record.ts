@@ -13,7 +13,8 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { Mode } from '../../src/domain/modes.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { MAIN_JS, freePort, recordIntent, sandboxEnv } from '../../test/helpers/agent-process.js'
-import { makeWorld, type World } from '../crash.js'
+import { flatPaths, nestedPaths, nestedRoot } from '../../src/domain/paths.js'
+import { makeWorld, treePrint, type World } from '../crash.js'
 import type { FsImage, Ino } from './model.js'
 import { loadImage, lower, parseTrace, type Lowered } from './trace.js'
 
@@ -34,6 +35,46 @@ export interface Recording {
   /** A copy of the deploy store under each intent. */
   deploy: Record<Mode, string>
   traceFile: string
+  /** The host held for a second name of one of its files (`scenario.hold`). */
+  held?: string
+  /** What sat at a nested destination before the move set it aside (`scenario.aside`). */
+  stray?: Stray
+}
+
+/** A file left where a move goes (a nested `run/`), which the move sets aside (design §3.1 step 3). */
+export interface Stray {
+  host: string
+  /** Where it was made, and its bytes. */
+  path: string
+  data: Buffer
+}
+
+/**
+ * The scenario's two exceptions, on tenants 1 and 2 (so at least 3 hosts):
+ * one tenant's file gets a second name, so its move to nested is refused and
+ * the host held (a hold marker written, the journal removed) until the
+ * revert, under which it is flat already and its hold drops; another finds
+ * a file where its nested `run/` goes, which the move sets aside.
+ */
+function addExceptions(world: World, want: { hold?: boolean; aside?: boolean }): { held?: string; stray?: Stray } {
+  const out: { held?: string; stray?: Stray } = {}
+  const [, h, a] = world.tenants
+  if (want.hold === true) {
+    if (h === undefined) throw new Error('a hold needs at least 2 hosts')
+    const dir = flatPaths(world.dirs, h.host).dir
+    fs.linkSync(path.join(dir, 'index.html'), path.join(dir, 'second-name'))
+    h.hash = treePrint(dir).hash
+    out.held = h.host
+  }
+  if (want.aside === true) {
+    if (a === undefined) throw new Error('an aside needs at least 3 hosts')
+    const run = path.dirname(nestedPaths(world.dirs, a.host).socket)
+    fs.mkdirSync(nestedRoot(world.dirs, a.host), { recursive: true })
+    const data = Buffer.from(`left where ${a.host}'s run/ goes, by someone else\n`)
+    fs.writeFileSync(run, data)
+    out.stray = { host: a.host, path: run, data }
+  }
+  return out
 }
 
 async function report(url: string): Promise<LayoutReport | undefined> {
@@ -45,12 +86,20 @@ async function report(url: string): Promise<LayoutReport | undefined> {
   }
 }
 
-export async function waitConverged(url: string, hosts: readonly string[], word: Mode, exited: () => boolean, timeoutMs: number): Promise<void> {
+/** Waits until the leg is idle and every host reads word (or what `except` says for it). */
+export async function waitConverged(
+  url: string,
+  hosts: readonly string[],
+  word: Mode,
+  exited: () => boolean,
+  timeoutMs: number,
+  except: Record<string, string> = {},
+): Promise<void> {
   const deadline = performance.now() + timeoutMs
   for (;;) {
     if (exited()) throw new Error(`the traced agent exited before every host was ${word}`)
     const r = await report(url)
-    if (r !== undefined && !r.leg.running && !r.leg.pending && hosts.every((h) => r.rows[h]?.layout === word)) return
+    if (r !== undefined && !r.leg.running && !r.leg.pending && hosts.every((h) => r.rows[h]?.layout === (except[h] ?? word))) return
     if (performance.now() > deadline) throw new Error(`not every host ${word} within ${timeoutMs} ms`)
     await delay(50)
   }
@@ -77,8 +126,11 @@ export async function record(opts: {
   log: (l: string) => void
   /** More of the agent's environment (the audit's CARLOS_FAILPOINT=skip-fsync:<name>). */
   env?: Record<string, string>
+  /** A hold and an aside among the moves (addExceptions). */
+  scenario?: { hold?: boolean; aside?: boolean }
 }): Promise<Recording> {
   const world = await makeWorld(path.join(opts.root, 'world'), opts.hosts, { firstSeed: opts.seed * 7919 })
+  const { held, stray } = addExceptions(world, opts.scenario ?? {})
   const { sb } = world
   const hosts = world.tenants.map((t) => t.host)
   await recordIntent(sb, 'nested')
@@ -97,7 +149,7 @@ export async function record(opts: {
   const done = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), resolve())))
   let flipAt: number
   try {
-    await waitConverged(url, hosts, 'nested', () => exited, 120_000)
+    await waitConverged(url, hosts, 'nested', () => exited, 120_000, held === undefined ? {} : { [held]: 'fenced' })
     flipAt = Date.now() / 1000
     await recordIntent(sb, 'flat')
     fs.cpSync(sb.deployDir, deploy.flat, { recursive: true })
@@ -113,5 +165,5 @@ export async function record(opts: {
   const calls = parseTrace(fs.readFileSync(traceFile, 'latin1'))
   const lowered = lower(calls, sb.dataDir, initial, nextIno)
   opts.log(`power: ${calls.length} calls traced, ${lowered.ops.length} operations under the data root`)
-  return { world, initial, nextIno, lowered, flipAt, deploy, traceFile }
+  return { world, initial, nextIno, lowered, flipAt, deploy, traceFile, held, stray }
 }

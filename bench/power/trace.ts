@@ -332,10 +332,14 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
 /** The image of dir as it is on disk now (names as bytes, symlinks not followed); answers the image and the next free inode number. */
 export function loadImage(dir: string): { image: FsImage; nextIno: Ino } {
   const nodes = new Map<Ino, FsNode>()
+  // A file of several names (a tenant's hard link) is one inode of the image, as it is on disk.
+  const linked = new Map<number, Ino>()
   let next = 1
   const walk = (abs: Buffer): Ino => {
-    const ino = next++
     const st = fs.lstatSync(abs)
+    if (st.isFile() && st.nlink > 1 && linked.has(st.ino)) return linked.get(st.ino) as Ino
+    const ino = next++
+    if (st.isFile() && st.nlink > 1) linked.set(st.ino, ino)
     const mode = st.mode & 0o7777
     if (st.isDirectory()) {
       const entries = new Map<Name, Ino>()
@@ -354,9 +358,16 @@ export function loadImage(dir: string): { image: FsImage; nextIno: Ino } {
 /** Writes the part of img reachable from its root out as a real tree at dir (which must not exist). */
 export function materialise(img: FsImage, dir: string): void {
   const dirModes: Array<[Buffer, number]> = []
+  // A file the image reaches by several names is written once and linked under the others.
+  const written = new Map<Ino, Buffer>()
   const walk = (ino: Ino, abs: Buffer, depth: number): void => {
     const n = img.nodes.get(ino)
     if (n === undefined || depth > 64) return
+    const first = written.get(ino)
+    if (n.kind === 'file' && first !== undefined) {
+      fs.linkSync(first, abs)
+      return
+    }
     if (n.kind === 'dir') {
       fs.mkdirSync(abs)
       for (const [name, child] of n.entries) walk(child, Buffer.concat([abs, Buffer.from('/'), Buffer.from(name, 'latin1')]), depth + 1)
@@ -365,6 +376,7 @@ export function materialise(img: FsImage, dir: string): void {
     else {
       fs.writeFileSync(abs, n.data)
       fs.chmodSync(abs, n.mode)
+      written.set(ino, abs)
     }
   }
   walk(img.root, Buffer.from(dir), 0)
