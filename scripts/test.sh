@@ -12,6 +12,8 @@ command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
 # themselves on loopback ports (test/helpers/etcd.ts); ETCD_BIN names another binary.
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)
 command -v systemd-analyze >/dev/null 2>&1 || need_debs+=(systemd)
+# The power-loss audit records the real agent under strace (test/crash/power-audit*.test.ts); STRACE_BIN names another binary.
+command -v "${STRACE_BIN:-/usr/bin/strace}" >/dev/null 2>&1 || need_debs+=(strace)
 if [ ${#need_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "test: missing ${need_debs[*]} (Debian); install as root: apt-get install -y ${need_debs[*]}" >&2
