@@ -356,7 +356,7 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
  */
 export async function checkFence(
   w: World,
-  agent: AgentProcess,
+  agent: Pick<AgentProcess, 'status' | 'pid'>,
 ): Promise<{ problems: string[]; checked: number; fenced: number; unanswered?: string }> {
   const before = journalHosts(w.dirs)
   let report

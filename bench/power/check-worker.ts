@@ -7,7 +7,7 @@
 // checker answers {n, result} (check.ts) and takes the next.
 import fs from 'node:fs'
 import type { Mode } from '../../src/domain/modes.js'
-import { checkLinked, type CheckContext, type CheckResult } from './check.js'
+import { checkLinked, type AgentHow, type CheckContext, type CheckResult } from './check.js'
 
 /** What the parent writes for its checkers, as JSON (the stray's bytes in base64). */
 export interface WorkerSetup {
@@ -16,6 +16,7 @@ export interface WorkerSetup {
   stray?: { host: string; path: string; data: string }
   /** A copy of the deploy store under each intent. */
   deploy: Record<Mode, string>
+  agent: AgentHow
 }
 
 export interface StateJob {
@@ -53,13 +54,14 @@ async function main(setupFile: string): Promise<void> {
       fs.symlinkSync(job.dir, sb.dataDir)
       let result: CheckResult
       try {
-        result = await checkLinked(ctx, job.mode)
+        result = await checkLinked(ctx, job.mode, setup.agent)
       } catch (err) {
         result = { problems: [`the check failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`], journal: false, wakeProbes: 0, readyMs: NaN }
       } finally {
         fs.unlinkSync(sb.dataDir)
       }
       await send({ n: job.n, result })
+      if (result.stuck === true) process.exit(1)
     })()
   })
   // Ready for the first job.

@@ -9,6 +9,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { Mode } from '../../src/domain/modes.js'
 import { AgentProcess } from '../../test/helpers/agent-process.js'
 import { checkFence, checkState, layoutFiles, type World } from '../crash.js'
+import { startInProcess, type StartedAgent } from './in-process.js'
 import type { Stray } from './record.js'
 
 /** What a checker needs to know of the recording: the world, and the scenario's exceptions. */
@@ -17,6 +18,9 @@ export interface CheckContext {
   held?: string
   stray?: Stray
 }
+
+/** Where a state's agent runs: `node main.js serve` of its own, or composed in the checker (in-process.ts). */
+export type AgentHow = 'process' | 'in-process'
 
 /** One state's verdict, and what the checks did (so a run shows they were not vacuous). */
 export interface CheckResult {
@@ -27,6 +31,8 @@ export interface CheckResult {
   wakeProbes: number
   /** Milliseconds from the agent's spawn to its `/ready`. */
   readyMs: number
+  /** The agent did not stop: the checker must not take another state. */
+  stuck?: boolean
 }
 
 /** Every regular file under dir (not following links) whose bytes are data. */
@@ -70,16 +76,16 @@ function onDisk(ctx: CheckContext, w: World, holds: string[], when: string): str
  * intent nested (under flat the host is flat already, and its hold drops,
  * design §4.2).
  */
-export async function checkLinked(ctx: CheckContext, mode: Mode): Promise<CheckResult> {
+export async function checkLinked(ctx: CheckContext, mode: Mode, how: AgentHow): Promise<CheckResult> {
   const sb = ctx.world.sb
   // Instance keys as the state has them: a check learns each afresh.
   const w: World = { ...ctx.world, tenants: ctx.world.tenants.map((t) => ({ ...t, key: undefined })) }
   const held = ctx.held === undefined ? [] : [ctx.held]
   const journals = layoutFiles(w.dirs).journals
   const out: CheckResult = { problems: onDisk(ctx, w, held, 'on disk after the crash'), journal: journals.size > 0, wakeProbes: 0, readyMs: NaN }
-  let agent: AgentProcess
+  let agent: StartedAgent
   try {
-    agent = await AgentProcess.start(sb, { listenTimeoutMs: 120_000 })
+    agent = how === 'process' ? await AgentProcess.start(sb, { listenTimeoutMs: 120_000 }) : await startInProcess(sb)
   } catch (err) {
     out.problems.push(`the agent did not start (intent ${mode}): ${err instanceof Error ? err.message : String(err)}`)
     return out
@@ -115,7 +121,14 @@ export async function checkLinked(ctx: CheckContext, mode: Mode): Promise<CheckR
       if (k !== undefined && k.generation === j.generation && k.startedAt === j.startedAt) out.problems.push(`${h}: the journal the crash left outlived start-up recovery`)
     }
   } finally {
-    await agent.kill()
+    // An agent that does not stop would act on the next state's disk: the checker reports it and ends.
+    const ac = new AbortController()
+    const stopped = await Promise.race([agent.kill().then(() => true), delay(120_000, false, { signal: ac.signal }).catch(() => false)])
+    ac.abort()
+    if (!stopped) {
+      out.problems.push(`the agent did not stop within 120 s:\n${agent.tail()}`)
+      out.stuck = true
+    }
   }
   out.problems.push(...onDisk(ctx, w, mode === 'nested' ? held : [], 'after recovery'))
   return out

@@ -9,7 +9,7 @@
 // no marker nothing explains, and every host a journal names reported
 // `fenced` (so not wakeable) until recovery ends.
 //
-//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--workers N] [--keep] [--drop-barrier REGEX]
+//   npm run crash:power -- --hosts 6 --seed 1 [--max-checks N] [--workers N] [--agent in-process|process] [--keep] [--drop-barrier REGEX]
 // Prints a JSON summary; exits 1 when a crash state broke an invariant.
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
@@ -19,6 +19,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { Mode } from '../../src/domain/modes.js'
 import { rng } from '../crash.js'
+import type { AgentHow } from './check.js'
 import type { JobDone, StateJob, WorkerSetup } from './check-worker.js'
 import { durableAt, enumerate, imageHash, replay, type CrashState, type FsImage, type Op, type OpBody } from './model.js'
 import { record, type Recording } from './record.js'
@@ -60,6 +61,8 @@ export interface PowerSummary {
   readyMsMedian: number
   readyMsMax: number
   workers: number
+  /** Where each state's agent ran: composed in the checker as `serve` composes it, or a process of its own. */
+  agent: AgentHow
   violations: Violation[]
   skippedCalls: string[]
   cutWrites: number
@@ -105,13 +108,14 @@ function startChecker(rec: Recording, root: string, k: number, setupFile: string
 }
 
 /** Runs the jobs on n checkers, each state materialised just before it is handed out; answers every verdict. */
-async function runCheckers(rec: Recording, root: string, n: number, jobs: Array<() => StateJob>, onDone: (job: StateJob, d: JobDone) => void): Promise<void> {
+async function runCheckers(rec: Recording, root: string, n: number, agent: AgentHow, jobs: Array<() => StateJob>, onDone: (job: StateJob, d: JobDone) => void): Promise<void> {
   const setupFile = path.join(root, 'checker-setup.json')
   const setup: WorkerSetup = {
     world: rec.world,
     held: rec.held,
     stray: rec.stray === undefined ? undefined : { ...rec.stray, data: rec.stray.data.toString('base64') },
     deploy: rec.deploy,
+    agent,
   }
   fs.writeFileSync(setupFile, JSON.stringify(setup))
   let next = 0
@@ -149,6 +153,14 @@ export async function explore(opts: {
   maxChecks: number
   /** Checkers side by side (each starts one agent at a time). */
   workers: number
+  /** Each state's agent: composed in its checker (the default), or a `node main.js serve` of its own. */
+  agent: AgentHow
+  /**
+   * Where the states and the checkers' own directories are written: a
+   * tmpfs by default (/dev/shm), since the agents' fsyncs there cost no I/O
+   * and durability is the model's to decide, not the checker's disk's.
+   */
+  statesRoot: string
   /** Random subsets of the in-flight ops per crash point, where there are too many to try all. */
   samplesPerPoint: number
   /** Writes the lowered ops, one a line, with the barrier that makes each durable. */
@@ -187,14 +199,14 @@ export async function explore(opts: {
   let withJournal = 0
   let wakeProbes = 0
   const jobs = todo.map((s, n) => (): StateJob => {
-    const dir = path.join(opts.root, 'states', String(n))
+    const dir = path.join(opts.statesRoot, String(n))
     fs.mkdirSync(dir, { recursive: true })
     materialise(replay(rec.initial, ops, s.persisted), path.join(dir, 'data'))
     // The intent the crash happened under: the revert was recorded at flipAt.
     const lastOp = ops[Math.max(0, s.at - 1)]
     return { n, dir: path.join(dir, 'data'), mode: lastOp !== undefined && lastOp.t > rec.flipAt ? 'flat' : 'nested' }
   })
-  await runCheckers(rec, opts.root, opts.workers, jobs, (job, { result }) => {
+  await runCheckers(rec, opts.statesRoot, opts.workers, opts.agent, jobs, (job, { result }) => {
     checked++
     byIntent[job.mode]++
     if (result.journal) withJournal++
@@ -229,6 +241,7 @@ export async function explore(opts: {
     readyMsMedian: readyMs[Math.floor(readyMs.length / 2)] ?? 0,
     readyMsMax: readyMs[readyMs.length - 1] ?? 0,
     workers: opts.workers,
+    agent: opts.agent,
     violations,
     skippedCalls: rec.lowered.skipped.slice(0, 20),
     cutWrites: rec.lowered.cutWrites,
@@ -244,10 +257,12 @@ async function main(): Promise<number> {
       'max-checks': { type: 'string', default: '2000' },
       workers: { type: 'string', default: '2' },
       samples: { type: 'string', default: '64' },
+      agent: { type: 'string', default: 'in-process' },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
       'dump-ops': { type: 'string' },
       'drop-barrier': { type: 'string' },
+      'states-dir': { type: 'string' },
     },
   })
   const hosts = Number(values.hosts)
@@ -255,17 +270,20 @@ async function main(): Promise<number> {
   const maxChecks = Number(values['max-checks'])
   const workers = Number(values.workers)
   const samplesPerPoint = Number(values.samples)
-  if (![hosts, seed, maxChecks, workers, samplesPerPoint].every((n) => Number.isInteger(n) && n >= 1)) {
+  const agent = values.agent
+  if (![hosts, seed, maxChecks, workers, samplesPerPoint].every((n) => Number.isInteger(n) && n >= 1) || (agent !== 'process' && agent !== 'in-process')) {
     process.stderr.write(
-      'usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--workers N] [--samples N] [--dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n',
+      'usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--workers N] [--samples N] [--agent in-process|process] [--dir D] [--states-dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n',
     )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'layoutd-power-'))
-  const summary = await explore({ hosts, seed, root, maxChecks, workers, samplesPerPoint, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
+  const shm = fs.statSync('/dev/shm', { throwIfNoEntry: false })?.isDirectory() === true
+  const statesRoot = values['states-dir'] ?? (shm ? fs.mkdtempSync('/dev/shm/layoutd-power-states-') : path.join(root, 'states'))
+  const summary = await explore({ hosts, seed, root, maxChecks, workers, agent, statesRoot, samplesPerPoint, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`)
-  if (!values.keep && summary.violations.length === 0) fs.rmSync(root, { recursive: true, force: true })
-  else process.stderr.write(`power: kept ${root}\n`)
+  if (!values.keep && summary.violations.length === 0) for (const d of [root, statesRoot]) fs.rmSync(d, { recursive: true, force: true })
+  else process.stderr.write(`power: kept ${root} and the states at ${statesRoot}\n`)
   return summary.violations.length === 0 ? 0 : 1
 }
 
