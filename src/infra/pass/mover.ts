@@ -110,6 +110,10 @@ export async function setAside(dirs: Dirs, host: string, items: readonly string[
   if (await ensureDir(hostDir, 0o700)) made.push(asideRoot)
   const stamp = asideStamp(nowMs)
   const dir = await uniqueDir(path.join(hostDir, stamp))
+  // Every name on the way to dir is durable before anything is renamed into
+  // it: a power cut may keep a rename and lose the mkdir of a directory
+  // above it, and what was set aside would be in no place (design §3.5).
+  await fsyncDirs([...made, hostDir])
   const names: string[] = []
   for (const p of found) {
     let name = path.basename(p)
@@ -117,7 +121,7 @@ export async function setAside(dirs: Dirs, host: string, items: readonly string[
     await fs.rename(p, path.join(dir, name))
     names.push(name)
   }
-  await fsyncDirs([...made, hostDir, dir, ...found.map((p) => path.dirname(p))])
+  await fsyncDirs([dir, ...found.map((p) => path.dirname(p))])
   return { dir, names, note: asideNote(dir, names, path.basename(dir)) }
 }
 
