@@ -48,7 +48,7 @@ const OLD_ORDER = [...MKDIRS, RENAME, fsync(2), fsync(10), fsync(11), fsync(12),
 const NEW_ORDER = [...MKDIRS, fsync(2), fsync(10), fsync(11), RENAME, fsync(12), fsync(4)]
 
 /** Every crash state of the trace (all subsets: few are in flight), each written out and checked; answers the problems found. */
-async function explore(root: string, bodies: OpBody[]): Promise<{ states: number; lost: string[] }> {
+function explore(root: string, bodies: OpBody[]): { states: number; lost: string[] } {
   const ops: Op[] = bodies.map((b, i) => ({ ...b, what: `#${i} ${b.op}`, t: i }))
   const en = enumerate(ops, { random: rng(1), exhaustiveUpTo: 1 << 10 })
   const lost: string[] = []
@@ -65,13 +65,13 @@ async function explore(root: string, bodies: OpBody[]): Promise<{ states: number
 
 void test('the old order of the aside has a crash state that loses what was set aside; the new order has none', async (t) => {
   const root = await tmpDir(t, 'layoutd-power-aside-')
-  const old = await explore(path.join(root, 'old'), OLD_ORDER)
+  const old = explore(path.join(root, 'old'), OLD_ORDER)
   // The state the explorer found: the crash before the first fsync keeps the rename and the stamp's mkdir, and loses aside/<host>.
   assert.ok(
     old.lost.includes(`crash before op 4, kept [0,2,3] of [0,1,2,3]: ${HOST}: what was set aside is in no place`),
     `the found state is among the old order's: ${old.lost.join('\n')}`,
   )
-  const now = await explore(path.join(root, 'new'), NEW_ORDER)
+  const now = explore(path.join(root, 'new'), NEW_ORDER)
   assert.ok(now.states >= 8, `the new order was explored (${now.states} states)`)
   assert.deepEqual(now.lost, [])
 })
