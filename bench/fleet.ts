@@ -202,7 +202,7 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
     const first = boxes[0]
     if (first === undefined) throw new Error('a fleet needs a box')
     const m0 = Date.now()
-    await record(store, first, ['migrate'])
+    await record(store, first, ['migrate', '--fleet'])
     const migrate = await converged(boxes, 'nested', m0)
 
     const target = boxes[Math.floor(boxes.length / 2)] ?? first

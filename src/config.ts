@@ -70,6 +70,14 @@ function boxLabel(v: string, env: string): string {
   return label
 }
 const absolute = (v: string): string => path.resolve(v)
+/** A file, made absolute; empty: not set. */
+const optionalFile = (v: string): string => (v === '' ? '' : path.resolve(v))
+
+/** etcd's user name: one word of visible ASCII, as its auth takes it; empty: no auth. */
+function etcdUser(v: string, env: string): string {
+  if (v !== '' && !/^[\x21-\x7e]{1,128}$/.test(v)) throw refused(env, v, 'an etcd user name: 1 to 128 visible ASCII characters, no space')
+  return v
+}
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
 const DURATION = /^([0-9]+)(ms|s|m|h)$/
@@ -180,6 +188,13 @@ export const ENVIRONMENT = {
   edgeReloadUrl: variable('CARLOS_EDGE_RELOAD_URL', '', 'POSTed after moves so the edge reloads its routes; optional.', httpUrl),
   deploymentDir: variable('CARLOS_DEPLOYMENT_DIR', './deploy', 'The directory deploy store.', absolute),
   etcdEndpoints: variable('CARLOS_DEPLOYMENT_ETCD', '', 'Comma-separated etcd endpoints; when set, the deploy store.', endpoints),
+  etcdCa: variable('CARLOS_ETCD_CA', '', "The CA file etcd's server certificates are checked against; endpoints must then be https.", optionalFile),
+  etcdCert: variable('CARLOS_ETCD_CERT', '', 'The client certificate file shown to etcd (with CARLOS_ETCD_KEY); endpoints must then be https.', optionalFile),
+  etcdKey: variable('CARLOS_ETCD_KEY', '', "The client certificate's key file.", optionalFile),
+  etcdUser: variable('CARLOS_ETCD_USER', '', "etcd's user layoutd authenticates as (with CARLOS_ETCD_PASSWORD_FILE); empty: no etcd auth.", etcdUser),
+  etcdPasswordFile: variable('CARLOS_ETCD_PASSWORD_FILE', '', "The file holding CARLOS_ETCD_USER's password (never the password itself).", optionalFile),
+  etcdWatchSilenceMs: variable('CARLOS_ETCD_WATCH_SILENCE', '5s', 'A watch stream silent this long (no event, progress or answer) is dropped and made again.', parseDuration),
+  etcdBoxTtlMs: variable('CARLOS_ETCD_BOX_TTL', '30s', "The lease of this box's summary in etcd: a box that dies leaves the fleet's view after it.", parseDuration),
   logLevel: variable('CARLOS_LOG_LEVEL', 'info', 'pino log level.', LOG_LEVELS),
   failpoint: variable('CARLOS_FAILPOINT', '', 'Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); skip-fsync:NAME takes one of the move\'s fsyncs out.', text),
 }
@@ -206,5 +221,24 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   for (const [field, v] of Object.entries(ENVIRONMENT) as Array<[keyof Environment, Variable<unknown>]>) {
     config[field] = valueOf(v, dataDir)
   }
+  checkEtcdAccess(config as Config, environ)
   return config as Config
+}
+
+/** The etcd variables that only make sense together (design §7.1). */
+function checkEtcdAccess(c: Config, environ: NodeJS.ProcessEnv): void {
+  if ((c.etcdCert === '') !== (c.etcdKey === '')) {
+    const [set, unset] = c.etcdCert === '' ? ['CARLOS_ETCD_KEY', 'CARLOS_ETCD_CERT'] : ['CARLOS_ETCD_CERT', 'CARLOS_ETCD_KEY']
+    throw refused(set, environ[set] ?? '', `a client certificate and its key go together; set ${unset} too`)
+  }
+  if ((c.etcdUser === '') !== (c.etcdPasswordFile === '')) {
+    const [set, unset] = c.etcdUser === '' ? ['CARLOS_ETCD_PASSWORD_FILE', 'CARLOS_ETCD_USER'] : ['CARLOS_ETCD_USER', 'CARLOS_ETCD_PASSWORD_FILE']
+    throw refused(set, environ[set] ?? '', `an etcd user and its password file go together; set ${unset} too`)
+  }
+  if (c.etcdCert !== '' || c.etcdCa !== '') {
+    const plain = c.etcdEndpoints.find((ep) => ep.startsWith('http:'))
+    if (plain !== undefined) {
+      throw refused('CARLOS_DEPLOYMENT_ETCD', environ.CARLOS_DEPLOYMENT_ETCD ?? '', `${plain} is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write https://`)
+    }
+  }
 }

@@ -91,6 +91,20 @@ export const errors = {
     new AppError('path_claimed', 409, `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`),
   /** A box label follows the hostname rule (design §1). */
   invalidBoxLabel: (box: string, why: string) => new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
+  /** `intent --box` naming a box no agent has reported, where the store knows the boxes (design §7.3). */
+  unknownBox: (box: string, known: number) =>
+    new AppError(
+      'unknown_box',
+      409,
+      `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); check the label, or give --new-box for a box not yet started`,
+    ),
+  /** A forced intent for a box that has no activator to stop an awake instance (design §8). */
+  forceWithoutActivator: (box: string) =>
+    new AppError(
+      'force_without_activator',
+      409,
+      `refused: --force for box ${box}, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL, or record without --force`,
+    ),
 
   // The layout: intent, readiness, the leg (design §5, §6).
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),

@@ -13,6 +13,8 @@ import type { Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
+import { packageVersion } from '../package-version.js'
+import { BoxPublisher } from './box-publisher.js'
 import { IntentPoller, POLL_FAILED } from './intent-poller.js'
 import { backfillKeysAtStart } from './instance-key-backfill.js'
 import { buildLeg, intentInputs } from './leg-runner.js'
@@ -35,17 +37,29 @@ export class Agent implements AgentApi {
   /** The instance-key backfill after start; the leg moves nothing before it ends. */
   #keys: Promise<void> = Promise.resolve()
   readonly #life = new AbortController()
+  /** This box's summary in the deploy store (design §7.3). */
+  readonly #summary: BoxPublisher
 
   constructor(parts: AgentParts) {
     this.#parts = parts
     const { config, registry, gate, metrics } = parts
     this.#view = new ReportView({ config, registry, layoutDir: parts.layoutDir, state: this.#state, gate })
+    let version: Promise<string> | undefined
+    this.#summary = new BoxPublisher({
+      ...parts,
+      report: () => this.report(),
+      version: () => (version ??= packageVersion().catch(() => 'unknown')),
+      signal: this.#life.signal,
+    })
     this.#leg = buildLeg({
       ...parts,
       state: this.#state,
       pass: () => this.#pass,
       keys: () => this.#keys,
-      onRunEnd: (run) => this.#view.noteFinishedRun(run),
+      onRunEnd: (run) => {
+        this.#view.noteFinishedRun(run)
+        this.#summary.update()
+      },
       report: () => this.report(),
     })
     this.#desk = new WakeDesk({
@@ -113,7 +127,14 @@ export class Agent implements AgentApi {
     this.#keys = backfillKeysAtStart({ ...this.#parts, pass, slots: this.#desk.slots, signal: this.#life.signal }).catch((err: unknown) => {
       logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (each host's next start mints its key)`)
     })
-    const poller = (this.#reads = new IntentPoller({ ...this.#parts, box: config.box, pollMs: config.pollMs, signal: this.#life.signal, kickLeg: () => this.#leg.kick() }))
+    const poller = (this.#reads = new IntentPoller({
+      ...this.#parts,
+      box: config.box,
+      pollMs: config.pollMs,
+      signal: this.#life.signal,
+      kickLeg: () => this.#leg.kick(),
+      onRead: (intent) => this.#summary.noteIntent(intent),
+    }))
     void poller.start()
   }
 

@@ -7,6 +7,7 @@ import { errorMessage } from '../errors.js'
 import { loadLayoutIntent } from '../domain/intent.js'
 import { validMode } from '../domain/modes.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
+import type { IntentRecord } from '../domain/schemas.js'
 import type { Metrics } from '../metrics.js'
 import { PeriodicRead } from './periodic-read.js'
 
@@ -27,6 +28,8 @@ export interface IntentPollerOptions {
   kickLeg: () => void
   /** How long a read may take; the domain's 30 s when unset. */
   intentTimeoutMs?: number
+  /** Hears what each read found: the intent addressing the box, or null (none, or unreadable). */
+  onRead?: (intent: IntentRecord | null) => void
 }
 
 export class IntentPoller {
@@ -62,14 +65,17 @@ export class IntentPoller {
   async #read(): Promise<void> {
     const { store, box, signal } = this.#opts
     let seen: string
+    let found: IntentRecord | null = null
     try {
       const read = await loadLayoutIntent(store, box, signal, this.#opts.intentTimeoutMs)
       seen = read.found ? `${read.intent.id}/${read.intent.mode}/${String(read.intent.force)}` : 'none'
+      if (read.found) found = read.intent
       this.#recordIntentReadMetric(!read.found ? 'none' : validMode(read.intent.mode) ? 'recorded' : 'unreadable')
     } catch (err) {
       seen = `unreadable: ${errorMessage(err)}`
       this.#recordIntentReadMetric('unreadable')
     }
+    this.#opts.onRead?.(found)
     if (seen !== this.#lastSeen) {
       // The first read only learns what the leg's first run acts on.
       if (this.#lastSeen !== '') this.#opts.kickLeg()

@@ -13,8 +13,9 @@ export const USAGE = `usage:
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]
   layoutd routes list [--json] | routes rm HOST
-  layoutd intent migrate|revert [--box LABEL] [--force]
-  layoutd intent status [--json]
+  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
+  layoutd intent prune --keep N [--dry-run] | intent status [--json]
+  layoutd fleet status [--json] [--wait [--timeout S]]
   layoutd --version | <command> --help
 `
 
@@ -29,6 +30,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   converge: () => import('./commands/converge.js'),
   routes: () => import('./commands/routes/index.js'),
   intent: () => import('./commands/intent.js'),
+  fleet: () => import('./commands/fleet.js'),
 }
 
 /** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */

@@ -64,7 +64,7 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
       if (d.mode === 'nested') {
         logger.info(
           { intent: 'none', default: 'nested' },
-          `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; record \`layoutd intent revert\` to opt out)`,
+          `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; record \`layoutd intent revert --box LABEL\` to opt out)`,
         )
       } else if (d.reason !== '') {
         logger.info({ intent: 'none', blocked: d.reason }, `layout: no intent recorded; nested by default is not in force -> ${d.reason}`)

@@ -1,6 +1,7 @@
 // Every interface the domain needs from the outside. infra/ implements them;
 // tests implement them with real adapters on temp directories, or with small
 // fakes where the outside thing is the subject (a store that fails, a clock).
+import type { BoxSummary } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
 
@@ -62,6 +63,18 @@ export interface DeployStore {
   /** Where the store is, for logs and errors. */
   describe(): string
   close(): Promise<void>
+  /**
+   * Publishes this box's summary (design §7.3) and keeps it alive until
+   * close: etcd on a lease, the directory with a time stamp it renews. The
+   * caller publishes only a summary that changed.
+   */
+  publishBox?(summary: BoxSummary, signal: AbortSignal): Promise<void>
+  /** Every live agent publishes here (etcd): a box missing from listBoxes has never run, or is dead. */
+  readonly tracksBoxes?: boolean
+  /** The summaries of the live boxes, sorted by label. */
+  listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
+  /** Removes the records of these ids (intent prune); an id already gone is no failure. */
+  remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
 }
 
 /** The isolation gate (`nestedOK`): null when nested instances may wake, else why not. */

@@ -1,12 +1,16 @@
 // The directory deploy store (design §7): one JSON file per intent under
 // <deploymentDir>/layout/intents/<id>.json. It serves one box, development,
 // or a fleet sharing a filesystem, so every write is whole or absent and a
-// reader never sees half a record.
+// reader never sees half a record. Each box's summary (design §7.3) is
+// <deploymentDir>/layout/boxes/<box>.json, with no lease to end it: it
+// carries when it stops counting (expiresAt), renewed while its agent runs.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import Value from 'typebox/value'
-import type { DeployStore } from '../domain/ports.js'
+import { BoxSummary } from '../domain/box-summary.js'
+import type { Clock, DeployStore } from '../domain/ports.js'
+import { systemClock } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 import { schemaErrors } from './schema-errors.js'
@@ -50,12 +54,31 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+export interface DirStoreOptions {
+  /** How long a published summary counts without being renewed. */
+  boxTtlMs?: number
+  clock?: Clock
+}
+
 export class DirDeployStore implements DeployStore {
   /** Where the records live: `<deploymentDir>/layout/intents`. */
   readonly intentsDir: string
+  /** Where the boxes' summaries live: `<deploymentDir>/layout/boxes`. */
+  readonly boxesDir: string
+  readonly #ttlMs: number
+  readonly #clock: Clock
+  /** This agent's summary, renewed a third of the TTL apart until close. */
+  #mine: BoxSummary | undefined
+  #renewal: (() => void) | undefined
 
-  constructor(readonly deploymentDir: string) {
+  constructor(
+    readonly deploymentDir: string,
+    opts: DirStoreOptions = {},
+  ) {
     this.intentsDir = path.join(deploymentDir, 'layout', 'intents')
+    this.boxesDir = path.join(deploymentDir, 'layout', 'boxes')
+    this.#ttlMs = opts.boxTtlMs ?? 30_000
+    this.#clock = opts.clock ?? systemClock
   }
 
   describe(): string {
@@ -63,7 +86,84 @@ export class DirDeployStore implements DeployStore {
   }
 
   async close(): Promise<void> {
-    // Nothing is held open between calls.
+    // Only the summary's renewal is held between calls; a box that stops cleanly leaves at once.
+    this.#renewal?.()
+    this.#renewal = undefined
+    const mine = this.#mine
+    this.#mine = undefined
+    if (mine !== undefined) await fs.rm(path.join(this.boxesDir, `${mine.box}.json`), { force: true }).catch(() => undefined)
+  }
+
+  async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
+    if (!Value.Check(BoxSummary, summary)) throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
+    this.#mine = summary
+    await this.#writeMine(signal)
+    this.#schedule()
+  }
+
+  async #writeMine(signal: AbortSignal): Promise<void> {
+    const mine = this.#mine
+    if (mine === undefined) return
+    const value: BoxSummary = { ...mine, expiresAt: new Date(this.#clock.now() + this.#ttlMs).toISOString() }
+    await fs.mkdir(this.boxesDir, { recursive: true })
+    const final = path.join(this.boxesDir, `${mine.box}.json`)
+    const tmp = `${final}${TEMP_MARK}${process.pid}-${randomBytes(4).toString('hex')}`
+    // No fsync: a summary lost to a power cut is written again by the next renewal.
+    await fs.writeFile(tmp, `${JSON.stringify(value)}\n`, { signal, mode: 0o644 })
+    await fs.rename(tmp, final)
+  }
+
+  #schedule(): void {
+    if (this.#renewal !== undefined || this.#mine === undefined) return
+    this.#renewal = this.#clock.setTimer(Math.max(100, Math.floor(this.#ttlMs / 3)), () => {
+      this.#renewal = undefined
+      void this.#writeMine(AbortSignal.timeout(this.#ttlMs))
+        .catch(() => undefined)
+        .finally(() => this.#schedule())
+    })
+  }
+
+  /** The summaries whose time has not run out, sorted by label; a malformed one throws naming its file. */
+  async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
+    let names: string[]
+    try {
+      names = await fs.readdir(this.boxesDir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return []
+      throw new Error(`deploy store ${this.boxesDir}: cannot list boxes: ${errorMessage(err)}`, { cause: err })
+    }
+    const now = this.#clock.now()
+    const out: BoxSummary[] = []
+    for (const name of names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK))) {
+      const file = path.join(this.boxesDir, name)
+      const read = await readSmall(file, signal).catch((err: unknown) => {
+        // Removed between the listing and the read: that box left.
+        if (errnoCode(err) === 'ENOENT') return undefined
+        throw new Error(`box summary ${file}: cannot read: ${errorMessage(err)}`, { cause: err })
+      })
+      if (read === undefined) continue
+      let value: unknown
+      try {
+        value = JSON.parse(read.text)
+      } catch (err) {
+        throw new Error(`box summary ${file}: not JSON: ${errorMessage(err)}`, { cause: err })
+      }
+      if (!Value.Check(BoxSummary, value)) throw new Error(`box summary ${file}: not a box summary: ${schemaErrors(BoxSummary, value)}`)
+      if (name !== `${value.box}.json`) throw new Error(`box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`)
+      if (value.expiresAt === undefined || !(Date.parse(value.expiresAt) > now)) continue
+      out.push(value)
+    }
+    return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
+  }
+
+  /** Removes the records of these ids, then fsyncs the directory once. */
+  async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {
+    if (ids.length === 0) return
+    for (const id of ids) {
+      signal.throwIfAborted()
+      await fs.rm(path.join(this.intentsDir, `${id}.json`), { force: true })
+    }
+    await fsyncDir(this.intentsDir)
   }
 
   async list(signal: AbortSignal): Promise<IntentRecord[]> {

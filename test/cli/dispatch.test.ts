@@ -32,7 +32,10 @@ const HELPS = [
   ['intent'],
   ['intent', 'migrate'],
   ['intent', 'revert'],
+  ['intent', 'prune'],
   ['intent', 'status'],
+  ['fleet'],
+  ['fleet', 'status'],
 ]
 
 void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {

@@ -28,7 +28,7 @@ function setup(over: Partial<LegRunDeps> = {}, answer: Result[] = []) {
 }
 
 const NESTED_BY_DEFAULT =
-  'layout: no intent recorded -> nested by default (CARLOS_LAYOUT_DEFAULT unset or nested; record `layoutd intent revert` to opt out)'
+  'layout: no intent recorded -> nested by default (CARLOS_LAYOUT_DEFAULT unset or nested; record `layoutd intent revert --box LABEL` to opt out)'
 
 void describe('layoutLegWith', () => {
   void it('converges nothing when the intent is unreadable, and notes it', async () => {

@@ -49,7 +49,7 @@ async function nestedBox(t: TestContext, poll: string) {
   // /ready comes before the agent's first read and its watch: wait for the watch, so the migrate below goes through it.
   await agent.waitFor('the watch', () => Promise.resolve(agent.tail().includes('etcd deploy store: watching') ? true : undefined), 10_000)
   const t0 = performance.now()
-  assert.match((await cli(sb, env, ['intent', 'migrate'])).stdout, /nested for the whole fleet/)
+  assert.match((await cli(sb, env, ['intent', 'migrate', '--fleet'])).stdout, /nested for the whole fleet/)
   const r = await agent.waitConverged(HOSTS, 'nested', 20_000)
   assert.equal(r.mode, 'nested')
   return { etcd, sb, env, agent, migrateMs: performance.now() - t0 }
@@ -91,7 +91,7 @@ void test('etcd SIGKILLed: unreadable at once through the broken watch; restarte
   for (const h of HOSTS) assert.equal(back.rows[h]?.layout, 'nested')
 
   const t0 = performance.now()
-  await cli(sb, env, ['intent', 'revert'])
+  await cli(sb, env, ['intent', 'revert', '--fleet'])
   await agent.waitConverged(HOSTS, 'flat', 20_000)
   const revertMs = performance.now() - t0
   assert.ok(revertMs < 10_000, `the revert converged through the re-established watch (${Math.round(revertMs)} ms)`)
@@ -110,7 +110,7 @@ void test('etcd stopped (SIGSTOP, as a slow or cut-off member): reads time out, 
     await etcd.resume()
   }
   await waitMode(agent, 'nested', 20_000)
-  await cli(sb, env, ['intent', 'revert'])
+  await cli(sb, env, ['intent', 'revert', '--fleet'])
   await agent.waitConverged(HOSTS, 'flat', 20_000)
   assert.equal(await fs.readFile(tenantFile(sb, 'flat'), 'utf8'), 'rows')
   assert.equal(agent.exit, undefined)
@@ -128,7 +128,7 @@ void test('a garbage record in etcd: unreadable, the CLI names the key; removed:
   await etcd.del(key)
   const back = await waitMode(agent, 'nested', 10_000)
   for (const h of HOSTS) assert.equal(back.rows[h]?.layout, 'nested')
-  await cli(sb, env, ['intent', 'revert'])
+  await cli(sb, env, ['intent', 'revert', '--fleet'])
   await agent.waitConverged(HOSTS, 'flat', 20_000)
 })
 

@@ -83,7 +83,7 @@ void test('routes add, intent migrate --box, status: the rows and the mode chang
   assert.equal(rows.find((r) => r.host === 'a.example.com')?.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
 
   // And back, fleet-wide.
-  await cli(sb, 'intent', 'revert')
+  await cli(sb, 'intent', 'revert', '--fleet')
   await agent.waitFor(
     'the box to converge flat',
     async () => {
@@ -160,7 +160,7 @@ void test('one agent per data root: a second refuses naming the holder; kill -9 
 
   // The CLI's writers keep working beside the running agent.
   await cli(sb, 'routes', 'add', 'a.example.com', '--dir', path.join(sb.root, 'srv', 'a'))
-  await cli(sb, 'intent', 'revert')
+  await cli(sb, 'intent', 'revert', '--fleet')
 
   // kill -9: the kernel drops the lock with the process.
   await first.kill()

@@ -117,7 +117,7 @@ export async function recordIntent(sb: Sandbox, mode: Mode, opts: { force?: bool
   errs.on('data', (s: string) => (err += s))
   out.resume()
   try {
-    const argv = [mode === 'nested' ? 'migrate' : 'revert', ...(opts.force === true ? ['--force'] : [])]
+    const argv = [mode === 'nested' ? 'migrate' : 'revert', '--fleet', ...(opts.force === true ? ['--force'] : [])]
     const code = await intentCommand(argv, { config, store, stdout: out, stderr: errs })
     if (code !== 0) throw new Error(`layoutd intent ${mode}: exit ${code}: ${err}`)
   } finally {

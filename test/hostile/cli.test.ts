@@ -174,7 +174,7 @@ void test('intent migrate --box with a hostile label: exit 1, no record written'
 })
 
 void test('intent migrate --force=yes: exit 2, a flag takes no value', async () => {
-  await refused(['intent', 'migrate', '--force=yes'], 2, /--force/)
+  await refused(['intent', 'migrate', '--fleet', '--force=yes'], 2, /--force/)
 })
 
 void test('intent with an unknown subcommand: exit 2', async () => {
@@ -188,7 +188,7 @@ void test('intent migrate on a store holding a corrupt record: exit 1, nothing r
   const planted = path.join(intents, `${bad.id}.json`)
   await fs.writeFile(planted, JSON.stringify({ ...bad, id: 'another-id' }))
   try {
-    await refused(['intent', 'migrate'], 1, /holds id "another-id", so it must be named another-id\.json/)
+    await refused(['intent', 'migrate', '--fleet'], 1, /holds id "another-id", so it must be named another-id\.json/)
     await refused(['intent', 'status'], 1, /intent unreadable: .*another-id/)
   } finally {
     await fs.rm(planted)

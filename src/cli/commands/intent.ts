@@ -1,30 +1,45 @@
-// `layoutd intent migrate|revert [--box LABEL] [--force]` records a layout
-// intent in the deploy store; `layoutd intent status [--json]` shows the one
-// this box would read (design §7, §8). Both act on the store directly: the
-// agent need not run, and it picks a new record up on its next poll.
+// `layoutd intent migrate|revert (--box LABEL | --fleet)` records a layout
+// intent in the deploy store (or, with --dry-run, says what this box would
+// do and records nothing); `intent prune --keep N` removes old records;
+// `intent status [--json]` shows the one this box would read (design §7,
+// §8). They act on the store directly: the agent need not run, and it picks
+// a new record up on its watch or next poll.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { loadConfig } from '../../config.js'
 import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, newIntentId, type IntentRead } from '../../domain/intent.js'
+import { dryRun, formatDryRun, prunePlan } from '../../domain/intent-plan.js'
 import { validMode, type IntentMode, type Mode } from '../../domain/modes.js'
 import type { DeployStore } from '../../domain/ports.js'
-import type { IntentRecord } from '../../domain/schemas.js'
+import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
 import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
 
 export const usage = `usage:
-  layoutd intent migrate|revert [--box LABEL] [--force]
+  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
+  layoutd intent prune --keep N [--dry-run]
   layoutd intent status [--json]
 `
 
 const RECORD_USAGE = `usage:
-  layoutd intent migrate|revert [--box LABEL] [--force]
+  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
 
   migrate     record the nested layout; revert: the flat one
-  --box LABEL for one box only; default the whole fleet
+  --box LABEL for that box only (upper case folded, as CARLOS_BOX is)
+  --fleet     for every box of the fleet: one of the two is required
   --force     stop awake instances at once instead of giving them their grace
+  --dry-run   say what this box would do (which rows move, which are withheld and why); record nothing
+  --new-box   record for a box no agent has reported yet (etcd knows the boxes)
+`
+
+const PRUNE_USAGE = `usage:
+  layoutd intent prune --keep N [--dry-run]
+
+  --keep N    keep the newest N records; never removed either: the newest
+              addressing any box, and one a live box reports converging to
+  --dry-run   list what would be removed; remove nothing
 `
 
 const STATUS_USAGE = `usage:
@@ -42,17 +57,41 @@ export interface IntentIo extends CommandContext {
   now?: () => Date
   /** Who records the intent; default `<user>@<hostname>`. */
   by?: string
+  /** Where --dry-run gets this box's report; default its agent, over HTTP. */
+  report?: () => Promise<LayoutReport>
 }
 
-const RECORD_OPTIONS = { box: { type: 'string' }, force: { type: 'boolean' } } as const
+const RECORD_OPTIONS = {
+  box: { type: 'string' },
+  fleet: { type: 'boolean' },
+  force: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  'new-box': { type: 'boolean' },
+} as const
 
 function recordCommand(mode: Mode): Command<typeof RECORD_OPTIONS, IntentIo> {
   return {
     usage: RECORD_USAGE,
     options: RECORD_OPTIONS,
     signature,
-    run: ({ values }: ParsedArgs<typeof RECORD_OPTIONS>, io: IntentIo) => recordIntent(io, mode, values.box, values.force === true),
+    run: ({ values }: ParsedArgs<typeof RECORD_OPTIONS>, io: IntentIo) =>
+      recordIntent(io, mode, {
+        box: values.box,
+        fleet: values.fleet === true,
+        force: values.force === true,
+        dryRun: values['dry-run'] === true,
+        newBox: values['new-box'] === true,
+      }),
   }
+}
+
+const PRUNE_OPTIONS = { keep: { type: 'string' }, 'dry-run': { type: 'boolean' } } as const
+
+const pruneCommand: Command<typeof PRUNE_OPTIONS, IntentIo> = {
+  usage: PRUNE_USAGE,
+  options: PRUNE_OPTIONS,
+  signature,
+  run: ({ values }, io) => prune(io, values.keep, values['dry-run'] === true),
 }
 
 const STATUS_OPTIONS = { json: { type: 'boolean' } } as const
@@ -67,6 +106,7 @@ const statusCommand: Command<typeof STATUS_OPTIONS, IntentIo> = {
 const SUBCOMMANDS: Record<string, Command<OptionsConfig, IntentIo>> = {
   migrate: recordCommand('nested'),
   revert: recordCommand('flat'),
+  prune: pruneCommand,
   status: statusCommand,
 }
 
@@ -100,13 +140,36 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
   })
 }
 
-async function recordIntent(io: IntentIo, mode: Mode, asked: string | undefined, force: boolean): Promise<number> {
-  // Folded as CARLOS_BOX is: hostnames compare without regard to case.
-  const box = asked?.toLowerCase()
-  if (asked !== undefined && box !== undefined) {
-    const why = hostError(box)
-    if (why !== null) throw errors.invalidBoxLabel(asked, why)
+interface RecordAsk {
+  box: string | undefined
+  fleet: boolean
+  force: boolean
+  dryRun: boolean
+  newBox: boolean
+}
+
+/** The box a --box names, folded as CARLOS_BOX is; undefined for the fleet. */
+function addressed(ask: RecordAsk): string | undefined {
+  if (ask.box !== undefined && ask.fleet) throw errors.usage('--box and --fleet are two different intents: give one')
+  if (ask.box === undefined && !ask.fleet) throw errors.usage('say whom the intent is for: --box LABEL for one box, or --fleet for every box')
+  if (ask.box === undefined) return undefined
+  const box = ask.box.toLowerCase()
+  const why = hostError(box)
+  if (why !== null) throw errors.invalidBoxLabel(ask.box, why)
+  return box
+}
+
+async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<number> {
+  const box = addressed(ask)
+  const whom = box === undefined ? 'for the whole fleet' : `for box ${box}`
+  if (ask.force && box === io.config.box && io.config.activatorUrl === '') {
+    throw errors.forceWithoutActivator(box)
   }
+  if (box !== undefined && !ask.newBox && io.store.listBoxes !== undefined && io.store.tracksBoxes === true) {
+    const known = await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
+    if (!known.some((b) => b.box === box)) throw errors.unknownBox(box, known.length)
+  }
+  if (ask.dryRun) return showDryRun(io, mode, box, `${mode} ${whom}${ask.force ? ' (forced)' : ''}`)
   const now = (io.now ?? (() => new Date()))()
   // The new id must sort after every recorded one, so the store is read
   // first; a store that cannot be read refuses the record rather than risk
@@ -115,15 +178,48 @@ async function recordIntent(io: IntentIo, mode: Mode, asked: string | undefined,
   const record: IntentRecord = {
     id: newIntentId(now, existing, () => randomBytes(3).toString('hex')),
     mode,
-    force,
+    force: ask.force,
     ...(box === undefined ? {} : { box }),
     recordedAt: now.toISOString(),
     by: io.by ?? whoami(),
   }
   await io.store.record(record, AbortSignal.timeout(INTENT_TIMEOUT_MS))
-  io.stdout.write(
-    `recorded intent ${record.id}: ${mode} ${box === undefined ? 'for the whole fleet' : `for box ${box}`}${force ? ' (forced)' : ''}\n`,
-  )
+  io.stdout.write(`recorded intent ${record.id}: ${mode} ${whom}${ask.force ? ' (forced)' : ''}\n`)
+  return 0
+}
+
+/** --dry-run: what would be recorded, and what this box would do, from its agent's report. */
+async function showDryRun(io: IntentIo, mode: Mode, box: string | undefined, what: string): Promise<number> {
+  io.stdout.write(`dry run: would record ${what}; nothing recorded\n`)
+  const self = io.config.box
+  if (box !== undefined && box !== self) {
+    io.stdout.write(`box ${box} is not this box (${self}): run --dry-run there to see its rows\n`)
+    return 0
+  }
+  const report = await (io.report ?? (() => agentReport(io)))()
+  io.stdout.write(formatDryRun(self, mode, dryRun(report, mode)))
+  return 0
+}
+
+async function agentReport(io: IntentIo) {
+  const { AgentClient, agentUrl } = await import('../agent-client.js')
+  return new AgentClient(agentUrl(io.config, undefined), io.config.token).status()
+}
+
+async function prune(io: IntentIo, keepText: string | undefined, dry: boolean): Promise<number> {
+  if (keepText === undefined) throw errors.usage('--keep N is required: how many of the newest records to keep')
+  if (!/^[0-9]{1,6}$/.test(keepText)) throw errors.usage(`--keep ${JSON.stringify(keepText)}: a whole number of records, like 10`)
+  const keep = Number(keepText)
+  const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
+  if (io.store.remove === undefined) throw new Error(`${io.store.describe()} cannot remove records`)
+  const records = await io.store.list(signal)
+  const boxes = (await io.store.listBoxes?.(signal)) ?? []
+  const plan = prunePlan(records, keep, boxes)
+  if (!dry) await io.store.remove(plan.remove, signal)
+  const verb = dry ? 'would remove' : 'removed'
+  io.stdout.write(`${verb} ${plan.remove.length} of ${records.length} intent records; ${plan.kept.length} kept\n`)
+  for (const id of plan.remove) io.stdout.write(`  ${dry ? 'remove' : 'removed'}  ${id}\n`)
+  for (const k of plan.kept) io.stdout.write(`  kept     ${k.id}: ${k.why}\n`)
   return 0
 }
 

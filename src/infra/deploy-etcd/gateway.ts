@@ -1,14 +1,17 @@
 // The client of etcd's v3 JSON gateway (design §7) over undici, so a box
 // needs no gRPC client: one connection pool per endpoint, every call a
 // POST /v3/... with base64 keys, and failover across the endpoints from the
-// one that answered last. What the calls mean (the intents, the watch) is
-// the store's and the watch's; this file only gets an answer from etcd.
+// one that answered last, with the credentials (credentials.ts) on every
+// connection and call. What the calls mean (the intents, the boxes, the
+// watch) is the store's and the watch's; this file only gets an answer.
 import type { Dispatcher } from 'undici'
 import { Pool } from 'undici'
 import type { Static, TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
+import { EtcdCredentials, explainFailure, isStaleTokenAnswer } from './credentials.js'
+import { AuthenticateResponse } from './wire-schemas.js'
 
 /**
  * One request to one endpoint gets this long before the next endpoint is
@@ -43,6 +46,18 @@ export interface Endpoint {
 export interface GatewayOptions {
   requestTimeoutMs?: number
   connectTimeoutMs?: number
+  /** TLS files and user; default none (plain http, no token). */
+  credentials?: EtcdCredentials
+}
+
+/** Why no endpoint answered; stale says etcd refused the token the call carried. */
+class NoEndpointAnswered extends Error {
+  constructor(
+    message: string,
+    readonly stale: boolean,
+  ) {
+    super(message)
+  }
 }
 
 /** A key or value as the gateway takes it. */
@@ -93,15 +108,18 @@ export class EtcdGateway {
   readonly #inflight = new Set<AbortController>()
   /** The endpoint that answered last; every call starts there, so a dead one costs one failover, not one per call. */
   #preferred = 0
+  readonly credentials: EtcdCredentials
 
   constructor(urls: readonly string[], opts: GatewayOptions = {}) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS
     const connectTimeout = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS
+    const credentials = (this.credentials = opts.credentials ?? EtcdCredentials.none())
     this.endpoints = urls.map((url) => {
       const u = new URL(url)
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`etcd endpoint ${JSON.stringify(url)} is not http(s)`)
+      credentials.checkEndpoint(u)
       // A watch holds one connection for as long as it lasts; reads take the others.
-      const pool = new Pool(u.origin, { connections: 4, connect: { timeout: connectTimeout } })
+      const pool = new Pool(u.origin, { connections: 4, connect: { timeout: connectTimeout, ...credentials.tls } })
       return { url, base: u.pathname.replace(/\/+$/, ''), pool }
     })
   }
@@ -140,10 +158,50 @@ export class EtcdGateway {
    * caller's reason when its signal ends the call.
    */
   async call<S extends TSchema>(path: string, body: unknown, schema: S, signal: AbortSignal): Promise<{ value: Static<S>; url: string }> {
+    const token = await this.#token(signal)
+    try {
+      return await this.#callWith(path, body, schema, signal, token)
+    } catch (err) {
+      // A token etcd no longer knows (expired, or its member restarted) is
+      // traded again, once: a second refusal is a real one.
+      if (!(err instanceof NoEndpointAnswered) || !err.stale || token === undefined) throw err
+      this.credentials.forget(token)
+      return await this.#callWith(path, body, schema, signal, await this.#token(signal))
+    }
+  }
+
+  /** The headers of a call or a stream: the token's when the credentials name a user. */
+  async headers(signal: AbortSignal): Promise<{ headers: Record<string, string>; token: string | undefined }> {
+    const token = await this.#token(signal)
+    return { headers: token === undefined ? REQUIRE_LEADER : { ...REQUIRE_LEADER, authorization: token }, token }
+  }
+
+  /** Forgets a token a stream was refused with, when etcd's words say it is stale. */
+  refusedToken(token: string | undefined, why: string): void {
+    if (isStaleTokenAnswer(why)) this.credentials.forget(token)
+  }
+
+  #token(signal: AbortSignal): Promise<string | undefined> {
+    return this.credentials.token(async (body) => {
+      const { value } = await this.#callWith('/v3/auth/authenticate', body, AuthenticateResponse, signal, undefined)
+      if (value.token === undefined || value.token === '') throw new Error('etcd authenticated the user but gave no token: is auth enabled on the cluster?')
+      return value.token
+    })
+  }
+
+  async #callWith<S extends TSchema>(
+    path: string,
+    body: unknown,
+    schema: S,
+    signal: AbortSignal,
+    token: string | undefined,
+  ): Promise<{ value: Static<S>; url: string }> {
     signal.throwIfAborted()
     this.#closing.signal.throwIfAborted()
     const json = JSON.stringify(body)
     const failures: string[] = []
+    const headers = token === undefined ? REQUIRE_LEADER : { ...REQUIRE_LEADER, authorization: token }
+    let stale = false
     const count = this.endpoints.length
     const first = this.#preferred
     for (let k = 0; k < count; k++) {
@@ -155,7 +213,7 @@ export class EtcdGateway {
         const res = await ep.pool.request({
           method: 'POST',
           path: `${ep.base}${path}`,
-          headers: REQUIRE_LEADER,
+          headers,
           body: json,
           signal: attempt.signal,
         })
@@ -173,12 +231,17 @@ export class EtcdGateway {
       } catch (err) {
         if (signal.aborted) throw signal.reason
         this.#closing.signal.throwIfAborted()
-        failures.push(`${ep.url}: ${attempt.signal.aborted ? `no answer within ${this.requestTimeoutMs} ms` : errorMessage(err)}`)
+        if (attempt.signal.aborted) failures.push(`${ep.url}: no answer within ${this.requestTimeoutMs} ms`)
+        else {
+          const said = errorMessage(err)
+          if (isStaleTokenAnswer(said)) stale = true
+          failures.push(`${ep.url}: ${explainFailure(err) ?? said}`)
+        }
       } finally {
         attempt.done()
       }
     }
-    throw new Error(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`)
+    throw new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`, stale)
   }
 
   /**
@@ -186,15 +249,32 @@ export class EtcdGateway {
    * stream is quiet for as long as nobody records an intent. The caller
    * reads the status and the body, and its signal ends the stream.
    */
-  stream(ep: Endpoint, path: string, body: unknown, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+  stream(ep: Endpoint, path: string, body: unknown, signal: AbortSignal, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
     return ep.pool.request({
       method: 'POST',
       path: `${ep.base}${path}`,
-      headers: REQUIRE_LEADER,
+      headers,
       body: JSON.stringify(body),
       signal,
       bodyTimeout: 0,
     })
+  }
+
+  /**
+   * One cheap linearizable read on one endpoint (a count of the key), within
+   * ms: how the watch asks a quiet stream's member whether it still answers.
+   */
+  async probe(ep: Endpoint, signal: AbortSignal, ms: number, key = '/'): Promise<void> {
+    const { headers } = await this.headers(signal)
+    const res = await ep.pool.request({
+      method: 'POST',
+      path: `${ep.base}/v3/kv/range`,
+      headers,
+      body: JSON.stringify({ key: b64(key), count_only: true }),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(ms)]),
+    })
+    const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+    if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode}: ${gatewayMessage(text)}`)
   }
 
   /**

@@ -3,8 +3,8 @@
 // reads the same records and picks the newest addressing it with the
 // selection the directory store shares (domain/intent.ts). This file owns
 // what a key holds (reading a record, refusing garbage, recording without
-// overwriting); the gateway client gets the answers and the watch follows
-// the prefix.
+// overwriting, pruning); the gateway client gets the answers, with the
+// credentials; the watch follows the prefix; boxes.ts keeps the summaries.
 import Value from 'typebox/value'
 import type { Static } from 'typebox'
 import { errorMessage } from '../../errors.js'
@@ -13,11 +13,20 @@ import { systemClock } from '../../domain/ports.js'
 import { IntentRecord } from '../../domain/schemas.js'
 import { MAX_RECORD_BYTES } from '../deploy-dir.js'
 import { schemaErrors } from '../schema-errors.js'
+import type { BoxSummary } from '../../domain/box-summary.js'
+import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
+import type { EtcdCredentials } from './credentials.js'
 import { b64, EtcdGateway, prefixEnd } from './gateway.js'
-import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS } from './watch.js'
+import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS, type WatchEvent } from './watch.js'
 import { type KeyValue, RangeResponse, TxnResponse } from './wire-schemas.js'
 
 export const INTENT_PREFIX = '/carlos/layout/intents/'
+export const BOX_PREFIX = '/carlos/layout/boxes/'
+
+/** The boxes' prefix beside an intents' prefix: `…/intents/` gives `…/boxes/`, `/test/x/` gives `/test/x-boxes/`. */
+export function boxPrefixFor(prefix: string): string {
+  return prefix.endsWith('/intents/') ? `${prefix.slice(0, -'intents/'.length)}boxes/` : `${prefix.slice(0, -1)}-boxes/`
+}
 
 export interface EtcdStoreOptions {
   /** Where watch breaks are logged. */
@@ -32,31 +41,49 @@ export interface EtcdStoreOptions {
   watchRetryMaxMs?: number
   /** The key prefix; tests give each their own. Must end in `/`. */
   prefix?: string
+  /** TLS files and user (credentials.ts); default none. */
+  credentials?: EtcdCredentials
+  /** A watch stream silent this long is dropped and made again. */
+  watchSilenceMs?: number
+  /** Told each watch event once (tests, the bench). */
+  onWatchEvents?: (events: readonly WatchEvent[]) => void
+  /** The lease TTL of this box's summary. */
+  boxTtlMs?: number
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 export class EtcdDeployStore implements DeployStore {
+  readonly tracksBoxes = true
   readonly prefix: string
   readonly #rangeEnd: string
   readonly #gateway: EtcdGateway
   readonly #watch: PrefixWatch
+  readonly #boxes: EtcdBoxes
 
   constructor(endpoints: readonly string[], opts: EtcdStoreOptions = {}) {
     if (endpoints.length === 0) throw new Error('the etcd deploy store needs at least one endpoint')
     this.prefix = opts.prefix ?? INTENT_PREFIX
     if (!this.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(this.prefix)} must end in "/"`)
     this.#rangeEnd = prefixEnd(this.prefix)
-    this.#gateway = new EtcdGateway(endpoints, { requestTimeoutMs: opts.requestTimeoutMs, connectTimeoutMs: opts.connectTimeoutMs })
+    const clock = opts.clock ?? systemClock
+    this.#gateway = new EtcdGateway(endpoints, {
+      requestTimeoutMs: opts.requestTimeoutMs,
+      connectTimeoutMs: opts.connectTimeoutMs,
+      credentials: opts.credentials,
+    })
+    this.#boxes = new EtcdBoxes({ gateway: this.#gateway, prefix: boxPrefixFor(this.prefix), ttlMs: opts.boxTtlMs ?? BOX_TTL_MS, clock, logger: opts.logger })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,
       prefix: this.prefix,
       rangeEnd: this.#rangeEnd,
       logger: opts.logger,
-      clock: opts.clock ?? systemClock,
+      clock,
       random: opts.random ?? Math.random,
       retryFirstMs: opts.watchRetryFirstMs ?? WATCH_RETRY_FIRST_MS,
       retryMaxMs: opts.watchRetryMaxMs ?? WATCH_RETRY_MAX_MS,
+      silenceMs: opts.watchSilenceMs ?? WATCH_SILENCE_MS,
+      onEvents: opts.onWatchEvents,
     })
   }
 
@@ -64,8 +91,27 @@ export class EtcdDeployStore implements DeployStore {
     return this.#gateway.describe()
   }
 
-  close(): Promise<void> {
-    return this.#gateway.close()
+  async close(): Promise<void> {
+    if (!this.#gateway.closed.aborted) await this.#boxes.close(AbortSignal.timeout(this.#gateway.requestTimeoutMs))
+    await this.#gateway.close()
+  }
+
+  publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
+    return this.#boxes.publish(summary, signal)
+  }
+
+  listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
+    return this.#boxes.list(signal)
+  }
+
+  /** Deletes the intents of these ids, 128 to a txn. */
+  async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {
+    // etcd takes at most 128 operations in one txn (its --max-txn-ops).
+    for (let i = 0; i < ids.length; i += 128) {
+      const success = ids.slice(i, i + 128).map((id) => ({ request_delete_range: { key: b64(`${this.prefix}${id}`) } }))
+      const { value } = await this.#gateway.call('/v3/kv/txn', { compare: [], success, failure: [] }, TxnResponse, signal)
+      if (value.succeeded !== true) throw new Error(`deploy store ${this.describe()}: the removal of ${success.length} records did not apply`)
+    }
   }
 
   async list(signal: AbortSignal): Promise<IntentRecord[]> {

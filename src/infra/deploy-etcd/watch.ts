@@ -1,18 +1,25 @@
 // The watch of the intents' prefix (design §7) over the gateway's streaming
 // POST /v3/watch: one stream at a time, read line by line; a callback on
 // every event and whenever a stream is established or breaks; a broken
-// stream re-established on the next endpoint with jittered backoff, and
-// each break logged once, not once per retry.
+// stream re-established on the next endpoint with jittered backoff from the
+// revision after the last one seen (no event missed, none seen twice), and
+// each break logged once, not once per retry. A stream silent for its bound
+// (no event, no progress notification, no answer from its member to a
+// read) is dropped: a frozen member holds a stream open and says nothing.
 import Value from 'typebox/value'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
 import { schemaErrors } from '../schema-errors.js'
 import { b64, type EtcdGateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
+import { explainFailure } from './credentials.js'
 import { WatchLine } from './wire-schemas.js'
 
 /** Watch re-establishment backoff: first delay, and the ceiling it doubles up to. */
 export const WATCH_RETRY_FIRST_MS = 250
 export const WATCH_RETRY_MAX_MS = 10_000
+
+/** The silence after which a stream is dropped (CARLOS_ETCD_WATCH_SILENCE). */
+export const WATCH_SILENCE_MS = 5_000
 
 /** One line of the watch stream carries at most a few events of records. */
 const MAX_WATCH_LINE_BYTES = 4 * 1024 * 1024
@@ -30,13 +37,27 @@ export interface PrefixWatchOptions {
   random: () => number
   retryFirstMs: number
   retryMaxMs: number
+  /** Nothing heard on a stream for this long (ms) drops it. */
+  silenceMs: number
+  /** Told each event seen, once (tests and the bench count them). */
+  onEvents?: (events: readonly WatchEvent[]) => void
 }
 
-/** What one line of the stream says: created, events, or why the watch ended. */
+/** An event of the stream: its key, its kind, and the revision that made it. */
+export interface WatchEvent {
+  key: string
+  type: 'PUT' | 'DELETE'
+  revision: bigint
+}
+
+/** What one line of the stream says: created, events, progress, or why the watch ended. */
 interface WatchLineSays {
   created: boolean
-  events: boolean
-  revision?: string
+  events: WatchEvent[]
+  /** The store revision of the line's header. */
+  revision?: bigint
+  /** etcd compacted the revision asked for: the watch starts over from now. */
+  compacted?: boolean
   why?: string
 }
 
@@ -75,10 +96,12 @@ export class PrefixWatch {
     let failures = 0
     let lastLogged = ''
     let i = gateway.preferred
+    /** The last revision every event up to which has been seen; the next stream starts after it. */
+    const seen: { revision: bigint | undefined } = { revision: undefined }
     while (!stop.aborted) {
       const ep = endpoints[i % endpoints.length]
       if (ep === undefined) return
-      const ended = await this.#watchOnce(ep, notify, stop)
+      const ended = await this.#watchOnce(ep, notify, stop, seen)
       if (stop.aborted) return
       if (ended.created) {
         failures = 0
@@ -105,7 +128,7 @@ export class PrefixWatch {
   }
 
   /** One watch stream, to its end; answers whether it was established and why it ended. */
-  async #watchOnce(ep: Endpoint, notify: () => void, stop: AbortSignal): Promise<{ created: boolean; why: string }> {
+  async #watchOnce(ep: Endpoint, notify: () => void, stop: AbortSignal, seen: { revision: bigint | undefined }): Promise<{ created: boolean; why: string }> {
     const { gateway, logger, clock, prefix, rangeEnd } = this.#opts
     const ac = new AbortController()
     const onStop = () => ac.abort(stop.reason)
@@ -114,30 +137,60 @@ export class PrefixWatch {
     const bound = gateway.requestTimeoutMs
     const notCreated = clock.setTimer(bound, () => ac.abort(new Error(`no watch within ${bound} ms`)))
     let created = false
+    let silence = (): void => undefined
+    let token: string | undefined
+    const resumed = seen.revision !== undefined
     try {
-      const res = await gateway.stream(ep, '/v3/watch', { create_request: { key: b64(prefix), range_end: rangeEnd } }, ac.signal)
+      const auth = await gateway.headers(ac.signal)
+      token = auth.headers.authorization
+      const create = {
+        key: b64(prefix),
+        range_end: rangeEnd,
+        // etcd sends a progress notification on a quiet stream at its own
+        // interval; between two, the member is asked directly (below).
+        progress_notify: true,
+        ...(seen.revision === undefined ? {} : { start_revision: String(seen.revision + 1n) }),
+      }
+      const res = await gateway.stream(ep, '/v3/watch', { create_request: create }, ac.signal, auth.headers)
       if (res.statusCode !== 200) {
         const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
         return { created, why: `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(text)}` }
       }
+      const heard = this.#silenceGuard(ep, ac)
+      silence = heard.cancel
       /** Acts on one message; answers why the watch ended, if it did. */
       const onLine = (line: string): string | undefined => {
+        heard.now()
         const said = watchLineSays(line)
+        if (said.compacted === true) seen.revision = undefined
         if (said.created && !created) {
           created = true
           notCreated()
           gateway.prefer(ep)
-          logger?.info({ store: gateway.describe(), endpoint: ep.url }, `etcd deploy store: watching ${prefix} on ${ep.url}`)
+          // Watching from now: every event after the header's revision comes on this stream.
+          if (!resumed && said.revision !== undefined) seen.revision = said.revision
+          logger?.info(
+            { store: gateway.describe(), endpoint: ep.url, revision: seen.revision?.toString() },
+            `etcd deploy store: watching ${prefix} on ${ep.url}${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
+          )
           // Whatever landed before the watch began is found by reading now.
           notify()
-        }
-        if (said.events) {
-          // Records are an operator's act, rare enough to log each one seen.
-          logger?.info(
-            { store: gateway.describe(), endpoint: ep.url, revision: said.revision },
-            `etcd deploy store: a record changed under ${prefix} (revision ${said.revision ?? '?'}); reading the intent now`,
-          )
-          notify()
+        } else if (said.events.length > 0) {
+          const fresh = said.events.filter((e) => seen.revision === undefined || e.revision > seen.revision)
+          for (const e of said.events) if (seen.revision === undefined || e.revision > seen.revision) seen.revision = e.revision
+          if (fresh.length > 0) {
+            const revision = String(fresh.at(-1)?.revision)
+            // Records are an operator's act, rare enough to log each one seen.
+            logger?.info(
+              { store: gateway.describe(), endpoint: ep.url, revision },
+              `etcd deploy store: a record changed under ${prefix} (revision ${revision}); reading the intent now`,
+            )
+            this.#opts.onEvents?.(fresh)
+            notify()
+          }
+        } else if (created && said.why === undefined && said.revision !== undefined && (seen.revision === undefined || said.revision > seen.revision)) {
+          // A progress notification: every event up to its revision has been sent.
+          seen.revision = said.revision
         }
         return said.why
       }
@@ -151,6 +204,7 @@ export class PrefixWatch {
           const why = line === '' ? undefined : onLine(line)
           if (why !== undefined) {
             res.body.destroy()
+            gateway.refusedToken(token, why)
             return { created, why }
           }
         }
@@ -161,14 +215,50 @@ export class PrefixWatch {
       }
       // The gateway writes its last message, the error that ends a stream, without a newline.
       const last = buf.trim()
-      return { created, why: (last === '' ? undefined : onLine(last)) ?? 'the stream ended' }
+      const why = (last === '' ? undefined : onLine(last)) ?? 'the stream ended'
+      gateway.refusedToken(token, why)
+      return { created, why }
     } catch (err) {
-      return { created, why: ac.signal.aborted && !stop.aborted ? errorMessage(ac.signal.reason) : errorMessage(err) }
+      return { created, why: ac.signal.aborted && !stop.aborted ? errorMessage(ac.signal.reason) : (explainFailure(err) ?? errorMessage(err)) }
     } finally {
+      silence()
       notCreated()
       stop.removeEventListener('abort', onStop)
       ac.abort()
     }
+  }
+
+  /**
+   * Drops the stream (aborts ac) once nothing was heard on it for the
+   * silence bound. Half-way through a silence the member is asked a read
+   * of its own: an answer counts as heard, since a quiet prefix on a live
+   * member says nothing for as long as nobody records. A frozen member
+   * answers neither, and is left within the bound of the last thing heard.
+   */
+  #silenceGuard(ep: Endpoint, ac: AbortController): { now: () => void; cancel: () => void } {
+    const { gateway, clock, silenceMs } = this.#opts
+    const half = Math.max(1, Math.floor(silenceMs / 2))
+    let last = clock.now()
+    let probing = false
+    let cancel: () => void = () => undefined
+    const check = (): void => {
+      if (ac.signal.aborted) return
+      const quiet = clock.now() - last
+      if (quiet >= silenceMs) {
+        ac.abort(new Error(`nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): no event, no progress, no answer from ${ep.url}`))
+        return
+      }
+      if (quiet >= half && !probing) {
+        probing = true
+        gateway.probe(ep, ac.signal, silenceMs, this.#opts.prefix).then(
+          () => (last = clock.now()),
+          () => undefined,
+        ).finally(() => (probing = false))
+      }
+      cancel = clock.setTimer(Math.max(1, Math.min(half, last + silenceMs - clock.now())), check)
+    }
+    cancel = clock.setTimer(half, check)
+    return { now: () => (last = clock.now()), cancel: () => cancel() }
   }
 
   /** Waits ms on the watch's clock, or until stop aborts. */
@@ -187,22 +277,35 @@ export class PrefixWatch {
   }
 }
 
-/** What one line of the watch stream says: created, events, or why the watch ended. */
+/** What one line of the watch stream says: created, events, progress, or why the watch ended. */
 function watchLineSays(line: string): WatchLineSays {
   let parsed: unknown
   try {
     parsed = JSON.parse(line)
   } catch (err) {
-    return { created: false, events: false, why: `a watch message that is not JSON: ${errorMessage(err)}` }
+    return { created: false, events: [], why: `a watch message that is not JSON: ${errorMessage(err)}` }
   }
-  if (!Value.Check(WatchLine, parsed)) return { created: false, events: false, why: `a watch message that is not etcd's: ${schemaErrors(WatchLine, parsed)}` }
-  if (parsed.error !== undefined) return { created: false, events: false, why: `etcd: ${parsed.error.message ?? 'an error without a message'}` }
+  if (!Value.Check(WatchLine, parsed)) return { created: false, events: [], why: `a watch message that is not etcd's: ${schemaErrors(WatchLine, parsed)}` }
+  if (parsed.error !== undefined) return { created: false, events: [], why: `etcd: ${parsed.error.message ?? 'an error without a message'}` }
   const result = parsed.result
-  if (result === undefined) return { created: false, events: false }
-  const events = (result.events?.length ?? 0) > 0
-  const revision = result.header?.revision
+  if (result === undefined) return { created: false, events: [] }
+  const events: WatchEvent[] = (result.events ?? []).map((e) => ({
+    key: Buffer.from(e.kv?.key ?? '', 'base64').toString('utf8'),
+    type: e.type === 'DELETE' ? 'DELETE' : 'PUT',
+    revision: revisionOf(e.kv?.mod_revision) ?? 0n,
+  }))
+  const revision = revisionOf(result.header?.revision)
   if (result.canceled === true) {
-    return { created: result.created === true, events, revision, why: `etcd canceled the watch${result.cancel_reason ? `: ${result.cancel_reason}` : ''}` }
+    const compacted = result.compact_revision !== undefined && result.compact_revision !== '0'
+    const why = compacted
+      ? `etcd compacted its history past the revision asked for (compacted at ${result.compact_revision}); watching again from now`
+      : `etcd canceled the watch${result.cancel_reason ? `: ${result.cancel_reason}` : ''}`
+    return { created: result.created === true, events, revision, compacted, why }
   }
   return { created: result.created === true, events, revision }
+}
+
+/** An int64 as the gateway writes it (a decimal string); undefined when it is not one. */
+function revisionOf(text: string | undefined): bigint | undefined {
+  return text !== undefined && /^[0-9]{1,19}$/.test(text) ? BigInt(text) : undefined
 }

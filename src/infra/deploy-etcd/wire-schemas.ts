@@ -1,5 +1,5 @@
 // The shapes of what etcd's v3 JSON gateway answers, as TypeBox schemas:
-// the range, the txn and a line of the watch stream. The gateway's JSON is
+// the range, the txn, a line of the watch stream, the token, the lease. The gateway's JSON is
 // protobuf's: keys and values are base64, int64s are strings, and a field
 // at its default is left out (an empty range has no `kvs`, a failed txn no
 // `succeeded`), so nearly every field is optional.
@@ -34,8 +34,33 @@ export const WatchLine = Type.Object({
       created: Type.Optional(Type.Boolean()),
       canceled: Type.Optional(Type.Boolean()),
       cancel_reason: Type.Optional(Type.String()),
-      events: Type.Optional(Type.Array(Type.Unknown())),
+      compact_revision: Type.Optional(Type.String()),
+      events: Type.Optional(
+        Type.Array(
+          Type.Object({
+            type: Type.Optional(Type.String()),
+            kv: Type.Optional(Type.Object({ key: Type.Optional(Type.String()), mod_revision: Type.Optional(Type.String()) })),
+          }),
+        ),
+      ),
     }),
   ),
+  error: Type.Optional(Type.Object({ message: Type.Optional(Type.String()) })),
+})
+
+export const AuthenticateResponse = Type.Object({
+  header: Type.Optional(Header),
+  token: Type.Optional(Type.String()),
+})
+
+export const LeaseGrantResponse = Type.Object({
+  header: Type.Optional(Header),
+  ID: Type.Optional(Type.String()),
+  TTL: Type.Optional(Type.String()),
+  error: Type.Optional(Type.String()),
+})
+
+export const LeaseKeepAliveResponse = Type.Object({
+  result: Type.Optional(Type.Object({ header: Type.Optional(Header), ID: Type.Optional(Type.String()), TTL: Type.Optional(Type.String()) })),
   error: Type.Optional(Type.Object({ message: Type.Optional(Type.String()) })),
 })

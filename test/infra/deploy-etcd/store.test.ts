@@ -119,9 +119,14 @@ void test('layoutd intent migrate|revert|status record into etcd and read from i
     const code = await intentCommand(argv, { config, store, stdout: out.stream, stderr: err.stream, now: () => clock, by: 'ops@test' })
     return { code, out: out.text(), err: err.text() }
   }
-  assert.equal((await run('migrate')).code, 0)
+  assert.equal((await run('migrate', '--fleet')).code, 0)
   clock = new Date('2026-11-30T08:00:01.000Z')
-  const revert = await run('revert', '--box', 'kass-1')
+  // etcd knows the boxes: one no agent has reported is refused, unless the operator says it is new.
+  const unknown = await run('revert', '--box', 'kass-1')
+  assert.equal(unknown.code, 1)
+  assert.match(unknown.err, /no agent has reported box kass-1 \(0 boxes report;.*--new-box/)
+  assert.equal((await etcd.range(INTENT_PREFIX)).size, 1, 'nothing recorded on the refusal')
+  const revert = await run('revert', '--box', 'kass-1', '--new-box')
   assert.equal(revert.code, 0, revert.err)
   assert.match(revert.out, /^recorded intent 20261130T080001\.000Z-[0-9a-f]{6}: flat for box kass-1\n$/)
   const keys = [...(await etcd.range(INTENT_PREFIX)).keys()]
@@ -140,7 +145,7 @@ void test('layoutd intent migrate|revert|status record into etcd and read from i
   const d = JSON.parse(down.out) as { mode: string; error: string }
   assert.equal(d.mode, 'unreadable')
   assert.match(d.error, new RegExp(`^etcd ${etcd.url}: deploy store etcd: no endpoint answered: .*ECONNREFUSED`))
-  const refused = await run('migrate')
+  const refused = await run('migrate', '--fleet')
   assert.equal(refused.code, 1)
   assert.match(refused.err, /no endpoint answered/)
 })

@@ -1,0 +1,73 @@
+// Publishes this box's summary to the deploy store (design §7.3) when it
+// changes: after each read of the intent and each run of the leg, the
+// summary is built from the report and the intent last read, and written
+// only when it says something new (not on every poll). One write at a time;
+// a change that comes during a write is published after it. A store that
+// keeps no summaries, or a write that fails, never touches the layout.
+import { sameSummary, summarize, type BoxSummary } from '../domain/box-summary.js'
+import type { Clock, DeployStore, Logger } from '../domain/ports.js'
+import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
+import { errorMessage } from '../errors.js'
+
+export interface BoxPublisherOptions {
+  store: DeployStore
+  logger: Logger
+  clock: Clock
+  report: () => LayoutReport
+  version: () => Promise<string>
+  signal: AbortSignal
+}
+
+export class BoxPublisher {
+  readonly #o: BoxPublisherOptions
+  #intent: Pick<IntentRecord, 'id' | 'mode'> | null = null
+  #published: BoxSummary | undefined
+  #writing = false
+  #again = false
+  #failing = false
+
+  constructor(opts: BoxPublisherOptions) {
+    this.#o = opts
+  }
+
+  /** The intent the last read found (null: none addresses the box, or it was unreadable). */
+  noteIntent(intent: Pick<IntentRecord, 'id' | 'mode'> | null): void {
+    this.#intent = intent === null ? null : { id: intent.id, mode: intent.mode }
+    this.update()
+  }
+
+  /** Something the summary says may have changed: publish when it did. */
+  update(): void {
+    const { store, signal } = this.#o
+    if (store.publishBox === undefined || signal.aborted) return
+    if (this.#writing) {
+      this.#again = true
+      return
+    }
+    this.#writing = true
+    void this.#publish().finally(() => {
+      this.#writing = false
+      if (this.#again) {
+        this.#again = false
+        this.update()
+      }
+    })
+  }
+
+  async #publish(): Promise<void> {
+    const { store, logger, clock, report, version, signal } = this.#o
+    try {
+      const summary = summarize(report(), this.#intent, await version(), new Date(clock.now()).toISOString())
+      if (sameSummary(this.#published, summary)) return
+      await store.publishBox?.(summary, AbortSignal.any([signal, AbortSignal.timeout(30_000)]))
+      this.#published = summary
+      if (this.#failing) logger.info({ store: store.describe() }, 'fleet: the box summary is published again')
+      this.#failing = false
+    } catch (err) {
+      if (signal.aborted) return
+      // Logged once per spell of failures; the next change or read tries again.
+      if (!this.#failing) logger.warn({ store: store.describe(), err: errorMessage(err) }, `fleet: the box summary could not be published: ${errorMessage(err)}`)
+      this.#failing = true
+    }
+  }
+}
