@@ -6,8 +6,15 @@
 // killing one of two leaves the other cut off from its quorum, as a
 // partition does. Start-up waits for etcd's own "ready to serve" line and
 // then for an answer, never on a blind sleep. No etcd on the machine is a
-// failure that says how to get one: the suite never skips these tests.
+// failure that says how to get one: the suite never skips these tests. With
+// certificates (etcd-tls.ts) a member serves https only, with
+// --client-cert-auth when asked, and the helper's own requests show an
+// admin client certificate; enableAuth adds users and roles and switches
+// etcd's auth on, after which the helper's requests are root's, by token.
+import { Agent } from 'undici'
+import type { EtcdCerts, Pair } from './etcd-tls.js'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -39,6 +46,31 @@ export function etcdBinary(): string {
 
 const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64')
 
+/** How a member is secured: its certificates, whether it asks for a client certificate, and more flags. */
+export interface EtcdSecurity {
+  certs: EtcdCerts
+  clientCertAuth?: boolean
+  /** The client certificate of the helper's own requests (no CN). */
+  admin: Pair
+  /** More etcd flags (`--auth-token-ttl 1`). */
+  args?: string[]
+}
+
+/** A user of enableAuth: its password, and the prefixes it may read (and write, with readwrite). */
+export interface EtcdUser {
+  name: string
+  password: string
+  read?: string[]
+  readwrite?: string[]
+}
+
+/** The key after every key starting with prefix, in base64. */
+const endOf = (prefix: string): string => {
+  const end = Buffer.from(prefix)
+  end[end.length - 1] = (end.at(-1) ?? 0) + 1
+  return end.toString('base64')
+}
+
 export class EtcdServer {
   readonly url: string
   readonly peerUrl: string
@@ -49,6 +81,9 @@ export class EtcdServer {
 
   /** `name=peerUrl,...` of every member, set once the cluster's members are made. */
   #initialCluster = ''
+  readonly #dispatcher: Agent | undefined
+  /** root's password, once enableAuth switched auth on: each helper request then carries a fresh token. */
+  #rootPassword: string | undefined
 
   private constructor(
     readonly bin: string,
@@ -56,15 +91,25 @@ export class EtcdServer {
     readonly name: string,
     readonly clientPort: number,
     readonly peerPort: number,
+    readonly security?: EtcdSecurity,
   ) {
-    this.url = `http://127.0.0.1:${clientPort}`
+    this.url = `${security === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`
+    if (security !== undefined) {
+      this.#dispatcher = new Agent({
+        connect: {
+          ca: readFileSync(security.certs.ca),
+          cert: readFileSync(security.admin.cert),
+          key: readFileSync(security.admin.key),
+        },
+      })
+    }
     this.peerUrl = `http://127.0.0.1:${peerPort}`
     this.dataDir = path.join(dir, `etcd-${name}`)
   }
 
   /** Starts one member under dir (which the caller removes). */
-  static async start(dir: string): Promise<EtcdServer> {
-    const [e] = await EtcdServer.startCluster(dir, 1)
+  static async start(dir: string, security?: EtcdSecurity): Promise<EtcdServer> {
+    const [e] = await EtcdServer.startCluster(dir, 1, security)
     if (e === undefined) throw new Error('no member started')
     return e
   }
@@ -74,11 +119,11 @@ export class EtcdServer {
    * only once the cluster has its quorum). A port lost to a race is retried
    * on new ones.
    */
-  static async startCluster(dir: string, n: number): Promise<EtcdServer[]> {
+  static async startCluster(dir: string, n: number, security?: EtcdSecurity): Promise<EtcdServer[]> {
     const bin = etcdBinary()
     for (let attempt = 1; ; attempt++) {
       const members: EtcdServer[] = []
-      for (let i = 0; i < n; i++) members.push(new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort()))
+      for (let i = 0; i < n; i++) members.push(new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort(), security))
       const initial = members.map((m) => `${m.name}=${m.peerUrl}`).join(',')
       for (const m of members) m.#initialCluster = initial
       await fs.mkdir(path.join(dir, `try-${attempt}`), { recursive: true })
@@ -92,14 +137,14 @@ export class EtcdServer {
   }
 
   /** A member for one test, on a temp dir, killed when the test ends. */
-  static async forTest(t: TestContext): Promise<EtcdServer> {
-    const [e] = await EtcdServer.clusterForTest(t, 1)
+  static async forTest(t: TestContext, security?: EtcdSecurity): Promise<EtcdServer> {
+    const [e] = await EtcdServer.clusterForTest(t, 1, security)
     if (e === undefined) throw new Error('no member started')
     return e
   }
 
   /** A cluster of n members for one test, on a temp dir, killed when the test ends. */
-  static async clusterForTest(t: TestContext, n: number): Promise<EtcdServer[]> {
+  static async clusterForTest(t: TestContext, n: number, security?: EtcdSecurity): Promise<EtcdServer[]> {
     // Killed before their directory goes (after-hooks run in the order they are added).
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-etcd-'))
     const held: { members: EtcdServer[] } = { members: [] }
@@ -107,7 +152,7 @@ export class EtcdServer {
       await Promise.all(held.members.map((m) => m.kill()))
       await fs.rm(dir, { recursive: true, force: true })
     })
-    held.members = await EtcdServer.startCluster(dir, n)
+    held.members = await EtcdServer.startCluster(dir, n, security)
     return held.members
   }
 
@@ -134,6 +179,7 @@ export class EtcdServer {
         // A member elects after one election timeout: keep it short, so a start or restart is quick.
         '--heartbeat-interval', '10',
         '--election-timeout', '100',
+        ...this.#securityArgs(),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )
@@ -181,6 +227,40 @@ export class EtcdServer {
     })
   }
 
+  #securityArgs(): string[] {
+    const sec = this.security
+    if (sec === undefined) return []
+    return [
+      '--cert-file', sec.certs.server.cert,
+      '--key-file', sec.certs.server.key,
+      '--trusted-ca-file', sec.certs.ca,
+      ...(sec.clientCertAuth === true ? ['--client-cert-auth'] : []),
+      ...(sec.args ?? []),
+    ]
+  }
+
+  /**
+   * Adds the root user (the admin certificate's CN) and each user with a
+   * role of its own granting its prefixes, then switches auth on.
+   */
+  async enableAuth(users: readonly EtcdUser[]): Promise<void> {
+    await this.#post('/v3/auth/role/add', { name: 'root' })
+    await this.#post('/v3/auth/user/add', { name: 'root', password: 'root-password' })
+    await this.#post('/v3/auth/user/grant', { user: 'root', role: 'root' })
+    for (const u of users) {
+      const role = `${u.name}-role`
+      await this.#post('/v3/auth/role/add', { name: role })
+      const grants = [...(u.read ?? []).map((p) => ['READ', p]), ...(u.readwrite ?? []).map((p) => ['READWRITE', p])]
+      for (const [permType, prefix] of grants) {
+        await this.#post('/v3/auth/role/grant', { name: role, perm: { permType, key: b64(prefix ?? ''), range_end: endOf(prefix ?? '') } })
+      }
+      await this.#post('/v3/auth/user/add', { name: u.name, password: u.password })
+      await this.#post('/v3/auth/user/grant', { user: u.name, role })
+    }
+    await this.#post('/v3/auth/enable', {})
+    this.#rootPassword = 'root-password'
+  }
+
   /** SIGKILL, and the exit. */
   async kill(): Promise<void> {
     this.#child?.kill('SIGKILL')
@@ -218,11 +298,18 @@ export class EtcdServer {
     return state
   }
 
-  async #post(pathname: string, body: unknown): Promise<unknown> {
+  async #post(pathname: string, body: unknown, authenticate = true): Promise<unknown> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' }
+    if (authenticate && this.#rootPassword !== undefined) {
+      // A token per request: the tests may give tokens a second to live.
+      const { token } = (await this.#post('/v3/auth/authenticate', { name: 'root', password: this.#rootPassword }, false)) as { token: string }
+      headers.authorization = token
+    }
     const res = await request(`${this.url}${pathname}`, {
+      ...(this.#dispatcher === undefined ? {} : { dispatcher: this.#dispatcher }),
       method: 'POST',
       body: JSON.stringify(body),
-      headers: { 'content-type': 'application/json' },
+      headers,
       signal: AbortSignal.timeout(5000),
     })
     const text = await res.body.text()

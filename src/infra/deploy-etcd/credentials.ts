@@ -6,6 +6,7 @@
 // once when etcd says the token is no longer good. This file owns the
 // credentials and the token, and the words that name a failure of either;
 // the gateway asks it for a connection's options and a call's headers.
+import { X509Certificate } from 'node:crypto'
 import fs from 'node:fs'
 import { errorMessage } from '../../errors.js'
 
@@ -60,6 +61,9 @@ export function explainFailure(err: unknown): string | undefined {
   if (/bad certificate|alert number 42|certificate required|alert number 116|unknown ca|alert number 48/i.test(msg)) {
     return `it refused our client certificate (CARLOS_ETCD_CERT, CARLOS_ETCD_KEY): ${msg}`
   }
+  if (/CommonName of client sending a request against gateway/i.test(msg)) {
+    return `it refuses a client certificate with a Common Name through its JSON gateway once auth is on; give CARLOS_ETCD_CERT a certificate without a CN (the user is CARLOS_ETCD_USER): ${msg}`
+  }
   if (/authentication failed|invalid user ID or password/i.test(msg)) return `it refused CARLOS_ETCD_USER's password (CARLOS_ETCD_PASSWORD_FILE): ${msg}`
   if (/permission denied/i.test(msg)) return `the user's role may not do this under the key prefix: ${msg}`
   if (/user name is empty|authentication is not enabled/i.test(msg)) return msg
@@ -113,6 +117,33 @@ export class EtcdCredentials {
     return new EtcdCredentials(tls, files.user, password)
   }
 
+  /**
+   * What a failure on an https endpoint means. etcd answers a client
+   * certificate it refuses (expired, from another CA, or none where it
+   * asks for one) with a TLS alert once the handshake is over, which the
+   * client sees only as the connection closing; our own certificate says
+   * which of the three it likely is.
+   */
+  explain(err: unknown, https: boolean): string | undefined {
+    const known = explainFailure(err)
+    if (known !== undefined || !https) return known
+    const code = (err as { code?: unknown } | undefined)?.code
+    if (code !== 'UND_ERR_SOCKET' && code !== 'ECONNRESET' && !/other side closed|socket hang up/i.test(errorMessage(err))) return undefined
+    const cert = this.tls.cert
+    if (cert === undefined) {
+      return `it closed the connection after the TLS handshake, as etcd does when it asks for a client certificate and none is shown: set CARLOS_ETCD_CERT and CARLOS_ETCD_KEY (${errorMessage(err)})`
+    }
+    let validTo: string | undefined
+    try {
+      const x = new X509Certificate(cert)
+      if (Date.parse(x.validTo) < Date.now()) validTo = x.validTo
+    } catch {
+      // Not a PEM we can read: the TLS layer would have refused it earlier; say what we can below.
+    }
+    if (validTo !== undefined) return `it refused our client certificate: CARLOS_ETCD_CERT expired on ${validTo} (${errorMessage(err)})`
+    return `it closed the connection after the TLS handshake, as etcd does when it refuses our client certificate (CARLOS_ETCD_CERT: not signed by its CA?) (${errorMessage(err)})`
+  }
+
   /** Whether a client certificate or a CA is set: endpoints must then be https. */
   get usesTls(): boolean {
     return this.tls.cert !== undefined || this.tls.ca !== undefined
@@ -144,6 +175,11 @@ export class EtcdCredentials {
       .then((t) => (this.#token = t))
       .finally(() => (this.#authenticating = undefined))
     return this.#authenticating
+  }
+
+  /** The token held now, if any (what the tests compare after a renewal). */
+  get current(): string | undefined {
+    return this.#token
   }
 
   /** Forgets the token etcd refused (only that one: a newer one another call got is kept). */

@@ -10,7 +10,7 @@ import type { Static, TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
-import { EtcdCredentials, explainFailure, isStaleTokenAnswer } from './credentials.js'
+import { EtcdCredentials, isStaleTokenAnswer } from './credentials.js'
 import { AuthenticateResponse } from './wire-schemas.js'
 
 /**
@@ -235,7 +235,7 @@ export class EtcdGateway {
         else {
           const said = errorMessage(err)
           if (isStaleTokenAnswer(said)) stale = true
-          failures.push(`${ep.url}: ${explainFailure(err) ?? said}`)
+          failures.push(`${ep.url}: ${this.credentials.explain(err, ep.url.startsWith('https:')) ?? said}`)
         }
       } finally {
         attempt.done()

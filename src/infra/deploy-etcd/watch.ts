@@ -11,7 +11,6 @@ import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
 import { schemaErrors } from '../schema-errors.js'
 import { b64, type EtcdGateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
-import { explainFailure } from './credentials.js'
 import { WatchLine } from './wire-schemas.js'
 
 /** Watch re-establishment backoff: first delay, and the ceiling it doubles up to. */
@@ -219,7 +218,7 @@ export class PrefixWatch {
       gateway.refusedToken(token, why)
       return { created, why }
     } catch (err) {
-      return { created, why: ac.signal.aborted && !stop.aborted ? errorMessage(ac.signal.reason) : (explainFailure(err) ?? errorMessage(err)) }
+      return { created, why: ac.signal.aborted && !stop.aborted ? errorMessage(ac.signal.reason) : (gateway.credentials.explain(err, ep.url.startsWith('https:')) ?? errorMessage(err)) }
     } finally {
       silence()
       notCreated()
