@@ -11,6 +11,7 @@ command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
 # The etcd deploy store is tested against a real etcd the tests start
 # themselves on loopback ports (test/helpers/etcd.ts); ETCD_BIN names another binary.
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)
+command -v openssl >/dev/null 2>&1 || need_debs+=(openssl) # the etcd TLS test makes its certificates (test/helpers/etcd-tls.ts)
 command -v systemd-analyze >/dev/null 2>&1 || need_debs+=(systemd)
 # The power-loss audit records the real agent under strace (test/crash/power-audit*.test.ts); STRACE_BIN names another binary.
 command -v "${STRACE_BIN:-/usr/bin/strace}" >/dev/null 2>&1 || need_debs+=(strace)
