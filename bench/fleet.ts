@@ -1,34 +1,43 @@
 // A fleet on one etcd (design §7): N real agent processes (default 20), each
 // with its own data dir, box label and sleeping tenants, sharing one real
-// etcd. A fleet-wide `intent migrate` is recorded, then `intent revert
-// --box` for one box; every box must converge to what addresses it, and
-// no other box may move on the revert. Prints JSON: per box, the time
+// etcd that serves https only, asks for a client certificate and has its
+// auth on (the agents authenticate as a user whose role may read and write
+// /carlos/layout/). `fleet status` must show every box; a fleet-wide
+// `intent migrate --fleet` is recorded, `fleet status --wait` must exit 0
+// once every box converged; then `intent revert --box` for one box, which
+// no other box may move on; then one agent is killed and must leave the
+// fleet's view when its lease (2 s) expires. Prints JSON: per box, the time
 // from the record to its last tenant moved (the agent's own log stamp),
-// with the median and the max.
+// the watch's latency, how long `fleet status` takes, and the lease figure.
 //
 // The agents poll once a minute, so a box that converges in less is the
 // watch's doing, not the poll's.
 //
-//   node dist/bench/fleet.js [--boxes 20] [--hosts 2] [--dir D] [--keep]
+//   node dist/bench/fleet.js [--boxes 20] [--hosts 2] [--dir D] [--keep] [--plain]
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
+import { fleetCommand } from '../src/cli/commands/fleet.js'
 import { intentCommand } from '../src/cli/commands/intent.js'
 import { routesCommand } from '../src/cli/commands/routes/index.js'
 import { loadConfig } from '../src/config.js'
 import type { Mode } from '../src/domain/modes.js'
-import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
+import type { DeployStore } from '../src/domain/ports.js'
+import { openDeployStore } from '../src/infra/deploy-store.js'
 import { Registry } from '../src/infra/registry.js'
 import { AgentProcess, makeSandbox, sandboxEnv, type Sandbox } from '../test/helpers/agent-process.js'
 import { EtcdServer } from '../test/helpers/etcd.js'
+import { makeEtcdCerts } from '../test/helpers/etcd-tls.js'
 
 export interface FleetOptions {
   root: string
   boxes: number
   hostsPerBox: number
+  /** Plain http, no auth: the figures without TLS, to compare. */
+  plain?: boolean
   log?: (line: string) => void
 }
 
@@ -46,15 +55,31 @@ export interface LegFigures {
 export interface FleetFigures {
   agents: number
   hostsPerBox: number
+  /** https with a client certificate and etcd's auth on, or plain http. */
+  security: 'tls+auth' | 'plain'
   pollMs: number
   /** Spawn of the first agent to the last one ready and watching. */
   startSeconds: number
   migrate: LegFigures
   revert: LegFigures & { box: string }
+  fleetStatus: {
+    /** `fleet status --json` in process over the live summaries: median and max of five, in ms. */
+    medianMs: number
+    maxMs: number
+    /** Boxes it showed before the migrate. */
+    boxesShown: number
+    /** Record of the fleet-wide migrate to `fleet status --wait` exiting 0. */
+    waitExit0Ms: number
+  }
+  /** A box killed with SIGKILL: how long until the fleet's view no longer shows it, against its lease TTL. */
+  killedBoxGoneMs: number
+  boxTtlMs: number
   machine: { cpus: number; loadavg: number[] }
 }
 
 const POLL = '60s'
+const BOX_TTL = '2s'
+const BOX_TTL_MS = 2000
 /** How many agents start at once: enough to overlap their start-up, few enough for a small machine. */
 const START_BATCH = 5
 
@@ -95,8 +120,18 @@ async function addTenants(box: Box): Promise<void> {
   }
 }
 
+/** Runs `fleet <argv>` with the CLI's own command, in this process; answers the exit status and stdout. */
+async function fleet(store: DeployStore, box: Box, argv: string[]): Promise<{ code: number; out: string }> {
+  const config = loadConfig(sandboxEnv(box.sb, box.env))
+  const out = new PassThrough().setEncoding('utf8')
+  let text = ''
+  out.on('data', (s: string) => (text += s))
+  const code = await fleetCommand(argv, { config, store, stdout: out, stderr: quiet() })
+  return { code, out: text }
+}
+
 /** Records an intent with the CLI's own command, in this process. */
-async function record(store: EtcdDeployStore, box: Box, argv: string[]): Promise<void> {
+async function record(store: DeployStore, box: Box, argv: string[]): Promise<void> {
   const config = loadConfig(sandboxEnv(box.sb, box.env))
   const errors = new PassThrough().setEncoding('utf8')
   let err = ''
@@ -166,11 +201,48 @@ async function converged(boxes: Box[], mode: Mode, t0: number): Promise<LegFigur
   return { boxes: boxes.length, perBox, medianMs: median(ms), maxMs: Math.max(...ms), watch: { medianMs: median(seen), maxMs: Math.max(...seen) } }
 }
 
+/** The etcd of the fleet, and the environment every box shares to reach it. */
+async function startEtcd(root: string, plain: boolean): Promise<{ etcd: EtcdServer; env: Record<string, string> }> {
+  if (plain) {
+    const etcd = await EtcdServer.start(path.join(root, 'etcd'))
+    return { etcd, env: { CARLOS_DEPLOYMENT_ETCD: etcd.url } }
+  }
+  const certs = await makeEtcdCerts(path.join(root, 'certs'))
+  const etcd = await EtcdServer.start(path.join(root, 'etcd'), { certs, clientCertAuth: true, admin: await certs.client('admin') })
+  await etcd.enableAuth([{ name: 'layoutd', password: 'fleet-password', readwrite: ['/carlos/layout/'] }])
+  const passwordFile = path.join(root, 'certs', 'layoutd.password')
+  await fs.writeFile(passwordFile, 'fleet-password\n', { mode: 0o600 })
+  const client = await certs.client('layoutd')
+  return {
+    etcd,
+    env: {
+      CARLOS_DEPLOYMENT_ETCD: etcd.url,
+      CARLOS_ETCD_CA: certs.ca,
+      CARLOS_ETCD_CERT: client.cert,
+      CARLOS_ETCD_KEY: client.key,
+      CARLOS_ETCD_USER: 'layoutd',
+      CARLOS_ETCD_PASSWORD_FILE: passwordFile,
+    },
+  }
+}
+
+/** Waits until the fleet's view shows exactly want boxes; answers when, in ms from the call. */
+async function untilBoxes(store: DeployStore, want: (n: number) => boolean, what: string, ms = 60_000): Promise<number> {
+  const t0 = performance.now()
+  for (;;) {
+    const n = (await store.listBoxes?.(AbortSignal.timeout(10_000)))?.length ?? 0
+    if (want(n)) return performance.now() - t0
+    if (performance.now() - t0 > ms) throw new Error(`fleet: ${what}: ${n} boxes after ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
 export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
   const log = opts.log ?? (() => undefined)
-  const etcd = await EtcdServer.start(path.join(opts.root, 'etcd'))
-  const store = new EtcdDeployStore([etcd.url])
+  const plain = opts.plain === true
+  const { etcd, env: etcdEnv } = await startEtcd(opts.root, plain)
   const boxes: Box[] = []
+  let store: DeployStore | undefined
   try {
     for (let i = 0; i < opts.boxes; i++) {
       const label = `box-${String(i).padStart(2, '0')}`
@@ -180,12 +252,15 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
         sb,
         hosts,
         logFile: path.join(sb.root, 'agent.log'),
-        env: { CARLOS_DEPLOYMENT_ETCD: etcd.url, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL },
+        env: { ...etcdEnv, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL, CARLOS_ETCD_BOX_TTL: BOX_TTL },
       }
       await addTenants(box)
       boxes.push(box)
     }
-    log(`fleet: starting ${boxes.length} agents against ${etcd.url}`)
+    const first = boxes[0]
+    if (first === undefined) throw new Error('a fleet needs a box')
+    store = openDeployStore(loadConfig(sandboxEnv(first.sb, first.env)))
+    log(`fleet: starting ${boxes.length} agents against ${etcd.url}${plain ? '' : ' (TLS, client certificate, auth)'}`)
     const s0 = performance.now()
     for (let i = 0; i < boxes.length; i += START_BATCH) {
       await Promise.all(
@@ -197,13 +272,25 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
       )
     }
     const startSeconds = (performance.now() - s0) / 1000
+    // Each agent publishes its summary after its first read.
+    await untilBoxes(store, (n) => n === boxes.length, 'every box in the fleet view')
+    const shown = JSON.parse((await fleet(store, first, ['status', '--json'])).out) as { boxes: unknown[] }
 
-    log('fleet: migrate, fleet-wide')
-    const first = boxes[0]
-    if (first === undefined) throw new Error('a fleet needs a box')
+    log('fleet: migrate --fleet')
     const m0 = Date.now()
     await record(store, first, ['migrate', '--fleet'])
+    const waited = await fleet(store, first, ['status', '--wait', '--timeout', '120'])
+    if (waited.code !== 0) throw new Error(`fleet status --wait exited ${waited.code}:\n${waited.out}`)
+    const waitExit0Ms = Date.now() - m0
     const migrate = await converged(boxes, 'nested', m0)
+
+    const timings: number[] = []
+    for (let k = 0; k < 5; k++) {
+      const f0 = performance.now()
+      const r = await fleet(store, first, ['status', '--json'])
+      timings.push(performance.now() - f0)
+      if (r.code !== 0) throw new Error(`fleet status after the migrate exited ${r.code}:\n${r.out}`)
+    }
 
     const target = boxes[Math.floor(boxes.length / 2)] ?? first
     log(`fleet: revert --box ${target.sb.box}`)
@@ -217,18 +304,27 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
       const moved = b.hosts.filter((h) => s.rows[h]?.layout !== 'nested')
       if (s.mode !== 'nested' || moved.length > 0) throw new Error(`${b.sb.box} left nested on another box's revert: mode ${s.mode}, rows ${JSON.stringify(s.rows)}`)
     }
+
+    const victim = boxes.at(-1) ?? first
+    log(`fleet: kill -9 ${victim.sb.box}`)
+    await agentOf(victim).kill()
+    const killedBoxGoneMs = await untilBoxes(store, (n) => n === boxes.length - 1, `${victim.sb.box} gone after its lease`, 30_000)
     return {
       agents: boxes.length,
       hostsPerBox: opts.hostsPerBox,
+      security: plain ? 'plain' : 'tls+auth',
       pollMs: 60_000,
       startSeconds,
       migrate,
       revert: { ...revert, box: target.sb.box },
+      fleetStatus: { medianMs: median(timings), maxMs: Math.max(...timings), boxesShown: shown.boxes.length, waitExit0Ms },
+      killedBoxGoneMs,
+      boxTtlMs: BOX_TTL_MS,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
     }
   } finally {
     await Promise.all(boxes.flatMap((b) => (b.agent === undefined ? [] : [b.agent.stop(10_000)])))
-    await store.close()
+    await store?.close()
     await etcd.kill()
   }
 }
@@ -240,17 +336,18 @@ async function main(): Promise<number> {
       hosts: { type: 'string', default: '2' },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
+      plain: { type: 'boolean', default: false },
     },
   })
   const boxes = Number(values.boxes)
   const hostsPerBox = Number(values.hosts)
   if (!Number.isInteger(boxes) || boxes < 1 || !Number.isInteger(hostsPerBox) || hostsPerBox < 1) {
-    process.stderr.write('usage: node dist/bench/fleet.js [--boxes N] [--hosts N] [--dir D] [--keep]\n')
+    process.stderr.write('usage: node dist/bench/fleet.js [--boxes N] [--hosts N] [--dir D] [--keep] [--plain]\n')
     return 2
   }
   const root = values.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-fleet-')))
   try {
-    const r = await runFleet({ root, boxes, hostsPerBox, log: (l) => process.stderr.write(`${l}\n`) })
+    const r = await runFleet({ root, boxes, hostsPerBox, plain: values.plain, log: (l) => process.stderr.write(`${l}\n`) })
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

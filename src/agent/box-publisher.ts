@@ -25,6 +25,7 @@ export class BoxPublisher {
   #writing = false
   #again = false
   #failing = false
+  #due = false
 
   constructor(opts: BoxPublisherOptions) {
     this.#o = opts
@@ -36,10 +37,23 @@ export class BoxPublisher {
     this.update()
   }
 
-  /** Something the summary says may have changed: publish when it did. */
+  /**
+   * Something the summary says may have changed: publish when it did. The
+   * summary is taken a tick later, so that what called (a run ending) has
+   * left the leg idle by then.
+   */
   update(): void {
-    const { store, signal } = this.#o
-    if (store.publishBox === undefined || signal.aborted) return
+    if (this.#o.store.publishBox === undefined || this.#o.signal.aborted || this.#due) return
+    this.#due = true
+    this.#o.clock.setTimer(0, () => {
+      this.#due = false
+      this.#start()
+    })
+  }
+
+  #start(): void {
+    const { signal } = this.#o
+    if (signal.aborted) return
     if (this.#writing) {
       this.#again = true
       return
@@ -49,7 +63,7 @@ export class BoxPublisher {
       this.#writing = false
       if (this.#again) {
         this.#again = false
-        this.update()
+        this.#start()
       }
     })
   }

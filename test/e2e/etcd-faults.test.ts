@@ -132,11 +132,16 @@ void test('a garbage record in etcd: unreadable, the CLI names the key; removed:
   await agent.waitConverged(HOSTS, 'flat', 20_000)
 })
 
-void test('a small fleet on one etcd: a fleet-wide migrate, then a --box revert; each box converges to what addresses it', async (t) => {
+void test('a small fleet on one etcd with TLS and auth: fleet status shows every box, --wait exits 0 after a fleet-wide migrate, a --box revert moves only its box, a killed box leaves after its lease', async (t) => {
   const root = await tmpDir(t)
   const figures = await runFleet({ root, boxes: 4, hostsPerBox: 2 })
+  t.diagnostic(JSON.stringify({ ...figures, migrate: { ...figures.migrate, perBox: undefined } }))
+  assert.equal(figures.security, 'tls+auth')
   assert.equal(figures.migrate.boxes, 4)
   assert.equal(figures.revert.boxes, 1)
+  assert.equal(figures.fleetStatus.boxesShown, 4)
+  // The lease is 2 s; etcd expires leases on its own tick, so a little after.
+  assert.ok(figures.killedBoxGoneMs < figures.boxTtlMs + 3000, JSON.stringify(figures))
   // Through the watch (the fleet polls once a minute), well within the poll.
   assert.ok(figures.migrate.maxMs < 20_000, JSON.stringify(figures))
   assert.ok(figures.revert.maxMs < 20_000, JSON.stringify(figures))

@@ -169,7 +169,7 @@ export class PrefixWatch {
           // Watching from now: every event after the header's revision comes on this stream.
           if (!resumed && said.revision !== undefined) seen.revision = said.revision
           logger?.info(
-            { store: gateway.describe(), endpoint: ep.url, revision: seen.revision?.toString() },
+            { store: gateway.describe(), endpoint: ep.url, fromRevision: seen.revision?.toString() },
             `etcd deploy store: watching ${prefix} on ${ep.url}${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
           )
           // Whatever landed before the watch began is found by reading now.
