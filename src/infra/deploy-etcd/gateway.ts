@@ -52,12 +52,7 @@ export interface GatewayOptions {
 
 /** Why no endpoint answered; stale says etcd refused the token the call carried. */
 class NoEndpointAnswered extends Error {
-  constructor(
-    message: string,
-    readonly stale: boolean,
-  ) {
-    super(message)
-  }
+  stale = false
 }
 
 /** A key or value as the gateway takes it. */
@@ -241,7 +236,7 @@ export class EtcdGateway {
         attempt.done()
       }
     }
-    throw new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`, stale)
+    throw Object.assign(new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`), { stale })
   }
 
   /**

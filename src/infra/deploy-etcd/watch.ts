@@ -6,12 +6,10 @@
 // each break logged once, not once per retry. A stream silent for its bound
 // (no event, no progress notification, no answer from its member to a
 // read) is dropped: a frozen member holds a stream open and says nothing.
-import Value from 'typebox/value'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
-import { schemaErrors } from '../schema-errors.js'
 import { b64, type EtcdGateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
-import { WatchLine } from './wire-schemas.js'
+import { watchLineSays, type WatchEvent } from './watch-line.js'
 
 /** Watch re-establishment backoff: first delay, and the ceiling it doubles up to. */
 export const WATCH_RETRY_FIRST_MS = 250
@@ -42,23 +40,7 @@ export interface PrefixWatchOptions {
   onEvents?: (events: readonly WatchEvent[]) => void
 }
 
-/** An event of the stream: its key, its kind, and the revision that made it. */
-export interface WatchEvent {
-  key: string
-  type: 'PUT' | 'DELETE'
-  revision: bigint
-}
-
-/** What one line of the stream says: created, events, progress, or why the watch ended. */
-interface WatchLineSays {
-  created: boolean
-  events: WatchEvent[]
-  /** The store revision of the line's header. */
-  revision?: bigint
-  /** etcd compacted the revision asked for: the watch starts over from now. */
-  compacted?: boolean
-  why?: string
-}
+export type { WatchEvent }
 
 export class PrefixWatch {
   readonly #opts: PrefixWatchOptions
@@ -274,37 +256,4 @@ export class PrefixWatch {
       cancel = this.#opts.clock.setTimer(ms, done)
     })
   }
-}
-
-/** What one line of the watch stream says: created, events, progress, or why the watch ended. */
-function watchLineSays(line: string): WatchLineSays {
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(line)
-  } catch (err) {
-    return { created: false, events: [], why: `a watch message that is not JSON: ${errorMessage(err)}` }
-  }
-  if (!Value.Check(WatchLine, parsed)) return { created: false, events: [], why: `a watch message that is not etcd's: ${schemaErrors(WatchLine, parsed)}` }
-  if (parsed.error !== undefined) return { created: false, events: [], why: `etcd: ${parsed.error.message ?? 'an error without a message'}` }
-  const result = parsed.result
-  if (result === undefined) return { created: false, events: [] }
-  const events: WatchEvent[] = (result.events ?? []).map((e) => ({
-    key: Buffer.from(e.kv?.key ?? '', 'base64').toString('utf8'),
-    type: e.type === 'DELETE' ? 'DELETE' : 'PUT',
-    revision: revisionOf(e.kv?.mod_revision) ?? 0n,
-  }))
-  const revision = revisionOf(result.header?.revision)
-  if (result.canceled === true) {
-    const compacted = result.compact_revision !== undefined && result.compact_revision !== '0'
-    const why = compacted
-      ? `etcd compacted its history past the revision asked for (compacted at ${result.compact_revision}); watching again from now`
-      : `etcd canceled the watch${result.cancel_reason ? `: ${result.cancel_reason}` : ''}`
-    return { created: result.created === true, events, revision, compacted, why }
-  }
-  return { created: result.created === true, events, revision }
-}
-
-/** An int64 as the gateway writes it (a decimal string); undefined when it is not one. */
-function revisionOf(text: string | undefined): bigint | undefined {
-  return text !== undefined && /^[0-9]{1,19}$/.test(text) ? BigInt(text) : undefined
 }
