@@ -134,8 +134,9 @@ export class PrefixWatch {
       }
       const res = await gateway.stream(ep, '/v3/watch', { create_request: create }, ac.signal, auth.headers)
       if (res.statusCode !== 200) {
-        const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
-        return { created, why: `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(text)}` }
+        const why = `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(await readCapped(res.body, MAX_RESPONSE_BYTES))}`
+        gateway.refusedToken(token, why)
+        return { created, why }
       }
       const heard = this.#silenceGuard(ep, ac)
       silence = heard.cancel
