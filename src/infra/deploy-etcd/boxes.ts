@@ -34,6 +34,8 @@ export class EtcdBoxes {
   #value: { key: string; value: string } | undefined
   #renewal: (() => void) | undefined
   #renewing = false
+  /** The last summary given is in etcd (its put succeeded). */
+  #written = false
 
   constructor(opts: EtcdBoxesOptions) {
     if (!opts.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(opts.prefix)} must end in "/"`)
@@ -43,8 +45,10 @@ export class EtcdBoxes {
   async publish(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     if (!Value.Check(BoxSummary, summary)) throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
     this.#value = { key: b64(`${this.#o.prefix}${summary.box}`), value: b64(`${JSON.stringify(summary)}\n`) }
-    await this.#put(signal)
+    this.#written = false
+    // Renewals start whatever the put does: a failed one is put again by the next.
     this.#schedule()
+    await this.#put(signal)
   }
 
   /** Puts the summary on the lease, granting one first when there is none or etcd forgot it. */
@@ -59,6 +63,7 @@ export class EtcdBoxes {
       this.#lease = await this.#grant(signal)
       await this.#o.gateway.call('/v3/kv/put', { ...v, lease: this.#lease }, TxnResponse, signal)
     }
+    if (this.#value === v) this.#written = true
   }
 
   async #grant(signal: AbortSignal): Promise<string> {
@@ -78,16 +83,23 @@ export class EtcdBoxes {
   }
 
   async #renew(): Promise<void> {
-    if (this.#renewing || this.#lease === undefined) return
+    if (this.#renewing || this.#value === undefined) return
     this.#renewing = true
     const { gateway, logger, ttlMs } = this.#o
     try {
       const signal = AbortSignal.any([gateway.closed, AbortSignal.timeout(Math.max(1000, ttlMs))])
-      const { value } = await gateway.call('/v3/lease/keepalive', { ID: this.#lease }, LeaseKeepAliveResponse, signal)
+      const lease = this.#lease
+      if (lease === undefined || !this.#written) {
+        // The last put failed: the summary is not in etcd until one succeeds.
+        await this.#put(signal)
+        logger?.info({ store: gateway.describe() }, 'etcd deploy store: the box summary is published again on a new lease')
+        return
+      }
+      const { value } = await gateway.call('/v3/lease/keepalive', { ID: lease }, LeaseKeepAliveResponse, signal)
       const ttl = value.result?.TTL
       if (value.error !== undefined || ttl === undefined || ttl === '0' || ttl.startsWith('-')) {
-        // Expired while we were cut off: the key went with it. A new lease, the summary again.
-        logger?.warn({ store: gateway.describe(), lease: this.#lease }, 'etcd deploy store: the box summary lease expired; publishing again on a new one')
+        // Expired while we were cut off (or too slow): the key went with it. A new lease, the summary again.
+        logger?.warn({ store: gateway.describe(), lease }, 'etcd deploy store: the box summary lease expired; publishing again on a new one')
         this.#lease = undefined
         await this.#put(signal)
       }
