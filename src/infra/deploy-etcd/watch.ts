@@ -212,14 +212,15 @@ export class PrefixWatch {
 
   /**
    * Drops the stream (aborts ac) once nothing was heard on it for the
-   * silence bound. Half-way through a silence the member is asked a read
-   * of its own: an answer counts as heard, since a quiet prefix on a live
+   * silence bound. A third of the way into a silence the member is asked a
+   * read of its own (two thirds of the bound left for a loaded member to
+   * answer): an answer counts as heard, since a quiet prefix on a live
    * member says nothing for as long as nobody records. A frozen member
    * answers neither, and is left within the bound of the last thing heard.
    */
   #silenceGuard(ep: Endpoint, ac: AbortController): { now: () => void; cancel: () => void } {
     const { gateway, clock, silenceMs } = this.#opts
-    const half = Math.max(1, Math.floor(silenceMs / 2))
+    const early = Math.max(1, Math.floor(silenceMs / 3))
     let last = clock.now()
     let probing = false
     let cancel: () => void = () => undefined
@@ -230,16 +231,16 @@ export class PrefixWatch {
         ac.abort(new Error(`nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): no event, no progress, no answer from ${ep.url}`))
         return
       }
-      if (quiet >= half && !probing) {
+      if (quiet >= early && !probing) {
         probing = true
         gateway.probe(ep, ac.signal, silenceMs, this.#opts.prefix).then(
           () => (last = clock.now()),
           () => undefined,
         ).finally(() => (probing = false))
       }
-      cancel = clock.setTimer(Math.max(1, Math.min(half, last + silenceMs - clock.now())), check)
+      cancel = clock.setTimer(Math.max(1, Math.min(early, last + silenceMs - clock.now())), check)
     }
-    cancel = clock.setTimer(half, check)
+    cancel = clock.setTimer(early, check)
     return { now: () => (last = clock.now()), cancel: () => cancel() }
   }
 
