@@ -1,9 +1,15 @@
 // The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
-// converge`, the mint of `routes add`): undici requests with the token the
-// agent reads. An agent that does not answer is the catalogue's
-// AgentUnreachable, naming which agent; an error the agent answers (design
-// §6) becomes the same coded error here, with the agent's status.
-import { request } from 'undici'
+// converge`, the mint of `routes add`): requests with the token the agent
+// reads. An agent that does not answer is the catalogue's AgentUnreachable,
+// naming which agent and how to start one; an error the agent answers
+// (design §6) becomes the same coded error here, with the agent's status.
+//
+// node:http, not undici (design §8): these are a handful of requests to one
+// loopback address per command, and importing undici costs about 140 ms of
+// CPU before the first byte, most of the 150 ms `layoutd status` may take;
+// node:http costs about 6 ms. The agent's own outbound calls (etcd, the
+// activator, the edge) use undici.
+import http from 'node:http'
 import type { Config } from '../config.js'
 import { errorMessage, errors } from '../errors.js'
 import type { Mode } from '../domain/modes.js'
@@ -16,6 +22,27 @@ export function agentUrl(config: Config, flag: string | undefined): string {
   return `http://${host}:${config.listen.port}`
 }
 
+/** What an agent that does not answer is told to do, after the reason. */
+export const START_HINT = 'is the agent running? start it with `layoutd serve` (or `npm start`), or give --url / CARLOS_AGENT_LISTEN'
+
+/** The report, and its ETag for the next conditional request. */
+export interface TaggedReport {
+  report: LayoutReport
+  etag: string
+}
+
+/** What GET /ready answers, in the part the CLI reads. */
+export interface ReadyAnswer {
+  ready: boolean
+  phase: string
+}
+
+interface Answer {
+  status: number
+  headers: http.IncomingHttpHeaders
+  text: string
+}
+
 export class AgentClient {
   constructor(
     private readonly base: string,
@@ -24,6 +51,22 @@ export class AgentClient {
 
   async status(): Promise<LayoutReport> {
     return (await this.call('GET', '/layout/status')) as LayoutReport
+  }
+
+  /** The report unless it still has this ETag (null then: 304, nothing changed). */
+  async statusIfChanged(etag: string | undefined): Promise<TaggedReport | null> {
+    const headers: Record<string, string> = etag === undefined ? {} : { 'if-none-match': etag }
+    const res = await this.send('GET', '/layout/status', 30_000, headers)
+    if (res.status === 304) return null
+    const report = this.decode('GET', '/layout/status', res) as LayoutReport
+    return { report, etag: typeof res.headers.etag === 'string' ? res.headers.etag : '' }
+  }
+
+  /** What GET /ready answers: 200 ready, 503 with the phase. An agent that does not answer throws AgentUnreachable. */
+  async ready(timeoutMs: number): Promise<ReadyAnswer> {
+    const res = await this.send('GET', '/ready', timeoutMs, {})
+    if (res.status === 503) return this.parse('GET', '/ready', res) as ReadyAnswer
+    return this.decode('GET', '/ready', res) as ReadyAnswer
   }
 
   async kick(): Promise<LegState> {
@@ -45,24 +88,53 @@ export class AgentClient {
   }
 
   private async call(method: 'GET' | 'POST', path: string, timeoutMs = 30_000): Promise<unknown> {
-    const headers: Record<string, string> = {}
+    return this.decode(method, path, await this.send(method, path, timeoutMs, {}))
+  }
+
+  /** One request; timeoutMs bounds the time without a byte from the agent (0: none). */
+  private send(method: 'GET' | 'POST', path: string, timeoutMs: number, extra: Record<string, string>): Promise<Answer> {
+    const headers: Record<string, string> = { accept: 'application/json', ...extra }
     if (this.token !== '') headers.authorization = `Bearer ${this.token}`
-    let res
-    try {
-      res = await request(this.base + path, { method, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
-    } catch (err) {
-      throw errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}`, { cause: err })
+    const unreachable = (err: unknown) => {
+      // Refused: nothing listens there. Any other failure is said as it is.
+      const hint = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? `; ${START_HINT}` : ''
+      return errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}${hint}`, { cause: err })
     }
-    const text = await res.body.text()
-    let body: unknown
+    return new Promise((resolve, reject) => {
+      let req: http.ClientRequest
+      try {
+        // No keep-alive agent: a command makes a few requests and exits, and
+        // an idle pooled socket would hold the process open.
+        req = http.request(this.base + path, { method, headers, agent: false, timeout: timeoutMs })
+      } catch (err) {
+        reject(unreachable(err))
+        return
+      }
+      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs / 1000}s`)))
+      req.on('error', (err) => reject(unreachable(err)))
+      req.on('response', (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('error', (err) => reject(unreachable(err)))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
+      })
+      req.end()
+    })
+  }
+
+  private parse(method: string, path: string, res: Answer): unknown {
     try {
-      body = JSON.parse(text)
+      return JSON.parse(res.text)
     } catch {
-      throw errors.agentUnreachable(`${method} ${this.base}${path}: answered ${res.statusCode} with a body that is not JSON`)
+      throw errors.agentUnreachable(`${method} ${this.base}${path}: answered ${res.status} with a body that is not JSON`)
     }
-    if (res.statusCode >= 400) {
+  }
+
+  private decode(method: string, path: string, res: Answer): unknown {
+    const body = this.parse(method, path, res)
+    if (res.status >= 400) {
       const e = (body as { error?: { code?: string; message?: string } }).error
-      throw errors.agentAnswered(`${method} ${path}`, res.statusCode, e?.code, e?.message ?? text)
+      throw errors.agentAnswered(`${method} ${path}`, res.status, e?.code, e?.message ?? res.text)
     }
     return body
   }
