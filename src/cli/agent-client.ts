@@ -37,6 +37,9 @@ export interface ReadyAnswer {
   phase: string
 }
 
+/** What GET /ready/:host answers, in the part the CLI reads. */
+export type WakeCheck = { granted: true; dir: string; socket: string; db: string } | { granted: false; reason: string }
+
 interface Answer {
   status: number
   headers: http.IncomingHttpHeaders
@@ -67,6 +70,14 @@ export class AgentClient {
     const res = await this.send('GET', '/ready', timeoutMs, {})
     if (res.status === 503) return this.parse('GET', '/ready', res) as ReadyAnswer
     return this.decode('GET', '/ready', res) as ReadyAnswer
+  }
+
+  /** What a wake of host would get now (GET /ready/:host): its paths, or why it is refused. Records nothing. */
+  async wake(host: string): Promise<WakeCheck> {
+    const path = `/ready/${encodeURIComponent(host)}`
+    const res = await this.send('GET', path, 30_000, {})
+    if (res.status === 409) return { granted: false, ...(this.parse('GET', path, res) as { reason: string }) }
+    return { granted: true, ...(this.decode('GET', path, res) as { dir: string; socket: string; db: string }) }
   }
 
   async kick(): Promise<LegState> {

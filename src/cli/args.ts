@@ -17,7 +17,8 @@ export type ParsedArgs<O extends OptionsConfig> = ReturnType<typeof parseArgs<St
 
 /**
  * Parses argv against options (and --help). `positionals` names the
- * positional arguments the command takes, in order; fewer or more is a
+ * positional arguments the command takes, in order (`HOST?` when it may be
+ * left out); fewer than those required, or more than named, is a
  * UsageError, as is an unknown option or an option given the wrong kind of
  * value. With --help the positionals are not counted: help is always given.
  */
@@ -36,7 +37,8 @@ export function parseCommandArgs<const O extends OptionsConfig>(
   }
   if (asksForHelp(parsed)) return parsed
   const got = parsed.positionals
-  const missing = positionals.slice(got.length)
+  // A name ending in ? is optional (`HOST?`); optional ones come last.
+  const missing = positionals.filter((p) => !p.endsWith('?')).slice(got.length)
   if (missing.length > 0) throw errors.usage(`missing ${missing.join(' ')}`)
   const extra = got.slice(positionals.length)
   if (extra.length > 0) throw errors.usage(`unexpected argument ${JSON.stringify(extra[0])}`)

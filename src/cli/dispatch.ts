@@ -8,7 +8,8 @@ import { failed, PROGRAM, type Cli } from './command.js'
 
 export const USAGE = `usage:
   layoutd serve                                   the agent
-  layoutd status [--url URL] [--json]             the report, as a table or JSON
+  layoutd status [HOST] [--url URL] [--json]      the report (or one host), as a summary and a table, or JSON
+  layoutd status --watch | --wait-ready [--timeout S]   redrawn as it changes; or wait until the agent is ready
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]

@@ -3,7 +3,9 @@
 // loads only what it uses.
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import fs, { readFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import { test } from 'node:test'
 import { MAIN_JS } from '../helpers/agent-process.js'
 
@@ -83,13 +85,22 @@ import { register } from 'node:module'
 register('data:text/javascript,' + encodeURIComponent('export async function resolve(s, c, next) { const r = await next(s, c); process.stderr.write("loaded " + r.url + "\\\\n"); return r }'))
 `)}`
 
-void test('layoutd status loads an HTTP client, not the agent, Fastify, SQLite or TypeBox', async () => {
-  const r = await layoutd(['status', '--url', 'http://127.0.0.1:1'], {}, ['--import', TRACE])
-  assert.equal(r.code, 1)
-  const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
-  assert.ok(loaded.some((l) => l.includes('/cli/commands/status.js')), r.err)
-  assert.ok(loaded.some((l) => l.includes('/node_modules/undici/')), r.err)
-  for (const heavy of ['/node_modules/fastify/', '/node_modules/typebox/', '/node_modules/better-sqlite3/', '/src/agent', '/src/server.js']) {
-    assert.equal(loaded.filter((l) => l.includes(heavy)).length, 0, `status loaded ${heavy}`)
+void test('layoutd status and converge load node:http, not undici, the agent, Fastify, pino, SQLite or TypeBox; routes loads SQLite', async () => {
+  const heavy = ['/node_modules/undici/', '/node_modules/fastify/', '/node_modules/typebox/', '/node_modules/pino', '/node_modules/better-sqlite3/', '/src/agent', '/src/server.js']
+  for (const command of ['status', 'converge']) {
+    const r = await layoutd([command, '--url', 'http://127.0.0.1:1'], {}, ['--import', TRACE])
+    assert.equal(r.code, 1)
+    const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
+    assert.ok(loaded.some((l) => l.includes(`/cli/commands/${command}.js`)), r.err)
+    assert.ok(loaded.some((l) => l === 'loaded node:http'), r.err)
+    for (const h of heavy) assert.equal(loaded.filter((l) => l.includes(h)).length, 0, `${command} loaded ${h}`)
+  }
+  // The trace sees a heavy module when one is loaded: routes opens the registry.
+  const data = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-trace-'))
+  try {
+    const r = await layoutd(['routes', 'list'], { CARLOS_DATA_DIR: data }, ['--import', TRACE])
+    assert.ok(r.err.split('\n').some((l) => l.startsWith('loaded ') && l.includes('/node_modules/better-sqlite3/')), r.err)
+  } finally {
+    await fs.rm(data, { recursive: true, force: true })
   }
 })

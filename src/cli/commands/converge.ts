@@ -1,11 +1,11 @@
 // `layoutd converge [--url URL] [--wait]` (design §8): kicks the agent's
 // leg. With --wait it follows the run that kick asked for, printing progress
 // as hosts finish, and exits 1 when any host failed.
-import type { Result } from '../../domain/modes.js'
 import { AppError } from '../../errors.js'
 import { AgentClient, agentUrl } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
+import { summarize } from '../status-view.js'
 
 export const usage = `usage:
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
@@ -21,12 +21,7 @@ export const signature = PROGRAM
 /** How often --wait asks the agent how far the run is. */
 export const PROGRESS_EVERY_MS = 500
 
-export function summarize(results: readonly Result[]): string {
-  const counts = new Map<string, number>()
-  for (const r of results) counts.set(r.outcome, (counts.get(r.outcome) ?? 0) + 1)
-  if (counts.size === 0) return 'no host to move'
-  return [...counts].map(([outcome, n]) => `${n} ${outcome}`).join(', ')
-}
+export { summarize }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,45 +1,205 @@
-// `layoutd status [--url URL] [--json]` (design §8): the running agent's
-// report, as a table an operator reads at a glance, or as JSON for a script.
+// `layoutd status [HOST] [--watch | --wait-ready [--timeout S]]` (design
+// §8): the running agent's report as a summary line and a table, or JSON;
+// one host described with what to do about it; the report redrawn as it
+// changes; or a wait until the agent answers ready. What it prints is
+// src/cli/status-view.ts; this module asks the agent and, for one host,
+// reads the host's journal or hold marker when the data root is here.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { hostError } from '../../domain/hostname.js'
 import type { LayoutReport } from '../../domain/schemas.js'
+import { loadConfig } from '../../config.js'
+import { errorMessage, errors } from '../../errors.js'
 import { AgentClient, agentUrl } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
-import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
-import { formatTable } from '../table.js'
+import { PROGRAM, runCommand, type Cli, type CommandContext, type Scope } from '../command.js'
+import { ansi, formatReport, plain, relative, wantsColour, whatToDo, type Paint } from '../status-view.js'
 
 export const usage = `usage:
-  layoutd status [--url URL] [--json]             the report, as a table or JSON
+  layoutd status [--url URL] [--json]             the report: a summary line, then every row
+  layoutd status HOST [--url URL] [--json]        one host: word, reason, note, paths, journal or hold, what to do
+  layoutd status --watch [--url URL]              the report, redrawn as it changes (Ctrl-C ends it)
+  layoutd status --wait-ready [--timeout S]       wait until the agent answers ready; exit 1 after S seconds (30)
 
-  --url URL   the agent to ask; default http:// + CARLOS_AGENT_LISTEN
-  --json      print the report as JSON
+  --url URL      the agent to ask; default http:// + CARLOS_AGENT_LISTEN
+  --json         print the report (or the host's row) as JSON
+  Colour only on a terminal, and never with NO_COLOR set.
 `
 
-export const options = { url: { type: 'string' }, json: { type: 'boolean' } } as const
+export const options = {
+  url: { type: 'string' },
+  json: { type: 'boolean' },
+  watch: { type: 'boolean' },
+  'wait-ready': { type: 'boolean' },
+  timeout: { type: 'string' },
+} as const
 
 export const signature = PROGRAM
 
-export function formatReport(r: LayoutReport): string {
-  let out = `box ${r.box}  mode ${r.mode}${r.default ? ' (nested by default)' : ''}\n`
-  if (r.defaultBlocked !== '') out += `default: ${r.defaultBlocked}\n`
-  const leg = r.leg.running ? 'running' : r.leg.pending ? 'pending' : 'idle'
-  out += `leg ${leg}${r.leg.retryAt ? `, retry at ${r.leg.retryAt}` : ''}\n\n`
-  const hosts = Object.keys(r.rows).sort()
-  out += formatTable(
-    ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
-    hosts.map((host) => {
-      const row = r.rows[host]
-      return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
-    }),
-  )
-  for (const warning of r.warnings) out += `\nwarning: ${warning}`
-  return r.warnings.length > 0 ? out + '\n' : out
+/** How often --watch asks whether the report changed (a 304 while it has not), and --wait-ready asks /ready. */
+export const WATCH_EVERY_MS = 2_000
+export const READY_EVERY_MS = 250
+export const READY_TIMEOUT_S = 30
+
+/** What status runs with: the configuration, the streams, and whether to colour. */
+export interface StatusContext extends CommandContext {
+  paint: Paint
+  /** Stdout is a terminal: --watch redraws in place. */
+  tty: boolean
+  now: () => number
 }
 
-export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
-  const report = await new AgentClient(agentUrl(config, args.values.url), config.token).status()
-  stdout.write(args.values.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report))
+const pause = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms)
+    function done() {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    signal?.addEventListener('abort', done, { once: true })
+  })
+
+function timeoutSeconds(text: string | undefined): number {
+  if (text === undefined) return READY_TIMEOUT_S
+  const s = Number(text)
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(text) || s <= 0) throw errors.usage(`--timeout ${JSON.stringify(text)}: a number of seconds above zero, like 30`)
+  return s
+}
+
+/** Asks /ready until it answers 200, or the timeout passes: 0 ready, 1 not. */
+export async function waitReady(client: AgentClient, url: string, seconds: number, { stdout, stderr }: CommandContext): Promise<number> {
+  const deadline = Date.now() + seconds * 1000
+  let last = 'no answer yet'
+  for (;;) {
+    const left = deadline - Date.now()
+    if (left <= 0) break
+    try {
+      const r = await client.ready(Math.max(1, Math.min(left, 2_000)))
+      if (r.ready) {
+        stdout.write(`layoutd at ${url} is ready\n`)
+        return 0
+      }
+      last = `layoutd is ${r.phase}`
+    } catch (err) {
+      last = errorMessage(err)
+    }
+    await pause(Math.min(READY_EVERY_MS, Math.max(0, deadline - Date.now())))
+  }
+  stderr.write(`layoutd: not ready after ${seconds}s: ${last}\n`)
+  return 1
+}
+
+/**
+ * Draws the report, then asks every everyMs whether it changed, with its
+ * ETag; a 304 costs the agent nothing to send. On a terminal the screen is
+ * redrawn in place every time (relative times move on); elsewhere a new
+ * copy is printed only when the report changed. Ends when signal aborts.
+ */
+export async function watch(client: AgentClient, ctx: StatusContext, everyMs: number, signal: AbortSignal): Promise<number> {
+  let etag: string | undefined
+  let report: LayoutReport | undefined
+  let trouble = ''
+  while (!signal.aborted) {
+    let changed = false
+    try {
+      const got = await client.statusIfChanged(etag)
+      if (got !== null) {
+        ;({ report, etag } = got)
+        changed = true
+      }
+      trouble = ''
+    } catch (err) {
+      const why = errorMessage(err)
+      if (why !== trouble) ctx.stderr.write(`layoutd: ${why}\n`)
+      trouble = why
+    }
+    if (report !== undefined && (changed || ctx.tty) && !signal.aborted) {
+      const stamp = new Date(ctx.now()).toISOString()
+      const page = formatReport(report, ctx.now(), ctx.paint)
+      ctx.stdout.write(ctx.tty ? `\x1b[H\x1b[2J${page}\n(every ${everyMs / 1000}s; Ctrl-C ends)\n` : `--- ${stamp}\n${page}`)
+    }
+    await pause(everyMs, signal)
+  }
   return 0
 }
 
+/** A host's journal or hold marker, as JSON, when this box's data root holds one; undefined when none can be read here. */
+async function layoutFile(dataDir: string | undefined, host: string, suffix: string): Promise<Record<string, unknown> | undefined> {
+  if (dataDir === undefined || hostError(host) !== null) return undefined
+  try {
+    return JSON.parse(await fs.readFile(path.join(dataDir, 'layout', host + suffix), 'utf8')) as Record<string, unknown>
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    return { unreadable: errorMessage(err) }
+  }
+}
+
+const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
+
+/** One host: its word, reason and note, where it would wake, its journal or hold, and what to do. */
+export async function describeHost(client: AgentClient, host: string, dataDir: string | undefined, ctx: StatusContext, json: boolean): Promise<number> {
+  const report = await client.status()
+  const row = Object.hasOwn(report.rows, host) ? report.rows[host] : undefined
+  if (row === undefined) throw errors.notFound(`${host} is not a row of ${report.box}'s report (only instance rows are; \`layoutd routes list\` shows every row)`)
+  const [wake, journal, hold] = await Promise.all([client.wake(host).catch((err: unknown) => ({ granted: false as const, reason: errorMessage(err) })), layoutFile(dataDir, host, '.journal'), layoutFile(dataDir, host, '.hold')])
+  const todo = whatToDo(row, { journal: journal !== undefined, hold: hold !== undefined }, report.mode)
+  if (json) {
+    ctx.stdout.write(JSON.stringify({ host, ...row, wake, journal: journal ?? null, hold: hold ?? null, todo }, null, 2) + '\n')
+    return 0
+  }
+  const now = ctx.now()
+  const lines: Array<[string, string]> = [['reason', row.reason || '-'], ['note', row.note || '-']]
+  if (wake.granted) lines.push(['paths', `dir ${wake.dir}, socket ${wake.socket}${wake.db === '' ? '' : `, db ${wake.db}`}`])
+  else lines.push(['wake', `refused: ${wake.reason}`])
+  if (journal !== undefined) {
+    const from = (journal.from as { dir?: unknown } | undefined)?.dir
+    const dest = (journal.dest as { dir?: unknown } | undefined)?.dir
+    lines.push(['journal', journal.unreadable !== undefined ? `unreadable: ${str(journal.unreadable)}` : `moving to ${str(journal.to)}, journaled ${relative(str(journal.startedAt), now)}: ${str(from)} -> ${str(dest)}`])
+  }
+  if (hold !== undefined) {
+    lines.push(['hold', hold.unreadable !== undefined ? `unreadable: ${str(hold.unreadable)}` : `toward ${str(hold.to)}, held ${relative(str(hold.heldAt), now)}: ${str(hold.reason)}`])
+  }
+  lines.push(['to do', todo])
+  ctx.stdout.write(`${host}  ${ctx.paint(row.layout)}\n` + lines.map(([k, v]) => `  ${k.padEnd(8)}${v}\n`).join(''))
+  return 0
+}
+
+export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext): Promise<number> {
+  const v = args.values
+  const host = args.positionals[0]
+  const modes = [v.watch === true, v['wait-ready'] === true, host !== undefined].filter(Boolean).length
+  if (modes > 1) throw errors.usage('HOST, --watch and --wait-ready go one at a time')
+  if (v.timeout !== undefined && v['wait-ready'] !== true) throw errors.usage('--timeout goes with --wait-ready')
+  if (v.json === true && (v.watch === true || v['wait-ready'] === true)) throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
+  const url = agentUrl(ctx.config, v.url)
+  const client = new AgentClient(url, ctx.config.token)
+  if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
+  // The journal and hold are read only from this box's own data root: with
+  // --url the agent may be another box's.
+  if (host !== undefined) return describeHost(client, host, v.url === undefined ? ctx.config.dataDir : undefined, ctx, v.json === true)
+  if (v.watch === true) {
+    const stop = new AbortController()
+    const end = () => stop.abort()
+    process.once('SIGINT', end)
+    try {
+      return await watch(client, ctx, WATCH_EVERY_MS, stop.signal)
+    } finally {
+      process.removeListener('SIGINT', end)
+    }
+  }
+  const report = await client.status()
+  ctx.stdout.write(v.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report, ctx.now(), ctx.paint))
+  return 0
+}
+
+/** The scope status runs in: the configuration loaded now, the streams, colour by the rule. */
+export function statusScope(cli: Cli): Scope<StatusContext> {
+  const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
+  const paint = wantsColour(cli.stdout as { isTTY?: boolean }, cli.environ) ? ansi : plain
+  return (use) => use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr, paint, tty, now: Date.now })
+}
+
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
-  return runCommand({ usage, options, signature, run }, argv, cli, withConfig(cli))
+  return runCommand({ usage, options, positionals: ['HOST?'], signature, run }, argv, cli, statusScope(cli))
 }

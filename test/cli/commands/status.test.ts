@@ -15,32 +15,62 @@ async function status(environ: NodeJS.ProcessEnv, ...argv: string[]) {
   return { code, out: stdout.text, err: stderr.text }
 }
 
-void test('status prints the report as a table: the box line, the leg, one row a host, the warnings', async (t) => {
+void test('status prints the summary line, why the default is blocked, the rows as a table, the warnings', async (t) => {
   const { agent, url } = await listen(t)
+  const now = Date.now()
   agent.reportValue = {
     ...sampleReport(),
-    default: true,
+    mode: 'none',
+    defaultBlocked: 'isolation not ready: probe: no verdict',
     rows: {
       'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left', note: '' },
       [HOST]: { layout: 'nested', reason: '', note: 'moved' },
+      'c.example.com': { layout: 'fenced', reason: 'held down after a refused move', note: '' },
     },
-    leg: { running: false, pending: true, lastRun: null, retryAt: '2025-01-01T00:10:00.000Z' },
+    leg: {
+      running: false,
+      pending: false,
+      lastRun: { startedAt: new Date(now - 185_000).toISOString(), finishedAt: new Date(now - 182_000).toISOString(), results: [
+        { host: HOST, outcome: 'moved', reason: '', to: 'nested' },
+        { host: 'b.example.com', outcome: 'deferred', reason: 'awake', to: 'nested' },
+      ] },
+      retryAt: new Date(now + 9 * 60_000 + 30_000).toISOString(),
+    },
     warnings: ['nested instances share this box with flat ones'],
   }
   const r = await status({}, '--url', url)
   assert.equal(r.code, 0, r.err)
   assert.equal(
     r.out,
-    'box kass-1  mode nested (nested by default)\n' +
-      'leg pending, retry at 2025-01-01T00:10:00.000Z\n' +
+    'box kass-1  intent none  3 rows: 1 nested, 1 flat, 1 fenced  leg idle, last run 3m ago (1 moved, 1 deferred), retry in 9m\n' +
+      'default: isolation not ready: probe: no verdict\n' +
       '\n' +
-      'HOST           LAYOUT  REASON                    NOTE\n' +
-      'a.example.com  nested                            moved\n' +
+      'HOST           LAYOUT  REASON                          NOTE\n' +
+      'a.example.com  nested                                  moved\n' +
       'b.example.com  flat    awake: 42m of grace left\n' +
+      'c.example.com  fenced  held down after a refused move\n' +
       '\n' +
       'warning: nested instances share this box with flat ones\n',
   )
   assert.equal(r.err, '')
+})
+
+void test('colour only on a terminal, and never with NO_COLOR', async (t) => {
+  const { agent, url } = await listen(t)
+  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'fenced', reason: 'held down', note: '' } } }
+  const run = async (environ: NodeJS.ProcessEnv, tty: boolean) => {
+    const stdout = Object.assign(new Sink(), { isTTY: tty })
+    const code = await main(['--url', url], { environ, stdout, stderr: new Sink() })
+    assert.equal(code, 0)
+    return stdout.text
+  }
+  const coloured = await run({}, true)
+  const ESC = '\x1b'
+  assert.ok(coloured.includes(`a.example.com  ${ESC}[33mfenced${ESC}[0m  held down`), JSON.stringify(coloured))
+  assert.ok(coloured.includes(`${ESC}[33m1 fenced${ESC}[0m`), JSON.stringify(coloured))
+  for (const text of [await run({}, false), await run({ NO_COLOR: '1' }, true), await run({ NO_COLOR: '' }, true)]) {
+    assert.equal(text.includes('\x1b'), false, JSON.stringify(text))
+  }
 })
 
 void test('status --json prints the report as the agent answered it', async (t) => {
@@ -88,7 +118,18 @@ void test('a bad environment is refused by the program, exit 1; a bad option is 
   const usage = await status({}, '--bogus')
   assert.equal(usage.code, 2)
   assert.match(usage.err, /^layoutd: Unknown option '--bogus'.*\nusage:\n/)
-  const extra = await status({}, 'extra')
+  const extra = await status({}, 'a.example.com', 'extra')
   assert.equal(extra.code, 2)
   assert.match(extra.err, /^layoutd: unexpected argument "extra"\n/)
+  for (const [argv, why] of [
+    [['--watch', '--wait-ready'], 'HOST, --watch and --wait-ready go one at a time'],
+    [['--timeout', '5'], '--timeout goes with --wait-ready'],
+    [['--wait-ready', '--timeout', '0'], '--timeout "0": a number of seconds above zero, like 30'],
+    [['--wait-ready', '--timeout', 'soon'], '--timeout "soon": a number of seconds above zero, like 30'],
+    [['--watch', '--json'], '--json goes with the report or HOST, not --watch or --wait-ready'],
+  ] as const) {
+    const r = await status({}, ...argv)
+    assert.equal(r.code, 2, argv.join(' '))
+    assert.equal(r.err.split('\n')[0], `layoutd: ${why}`)
+  }
 })

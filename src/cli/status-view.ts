@@ -1,0 +1,154 @@
+// What `layoutd status` prints (design §8): the summary line (the intent,
+// the rows counted by word, the leg with relative times), the table of
+// rows, the warnings, and one host described with what to do about it.
+// Colour is the caller's choice (a terminal, no NO_COLOR); every function
+// here is pure, given the time, so a test can pin what it prints.
+import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
+import { formatTable } from './table.js'
+
+/** The row words in the order the summary counts them: green first, then those that want an operator. */
+export const ROW_WORDS = ['nested', 'flat', 'fenced', 'conflict', 'foreign', 'external'] as const
+
+/** How a word is coloured on a terminal: green is done, yellow waits, red wants an operator. */
+const WORD_COLOUR: Record<string, string> = {
+  nested: '32',
+  flat: '32',
+  fenced: '33',
+  held: '33',
+  deferred: '33',
+  conflict: '31',
+  foreign: '31',
+  refused: '31',
+  failed: '31',
+  unreadable: '31',
+  external: '2',
+}
+
+/** Paints a word, or leaves it as it is. */
+export type Paint = (word: string, text?: string) => string
+
+export const plain: Paint = (word, text = word) => text
+
+export const ansi: Paint = (word, text = word) => {
+  const code = WORD_COLOUR[word]
+  return code === undefined ? text : `\x1b[${code}m${text}\x1b[0m`
+}
+
+/** Whether to colour: only a terminal, and never with NO_COLOR set (to anything, https://no-color.org). */
+export function wantsColour(stream: { isTTY?: boolean }, environ: NodeJS.ProcessEnv): boolean {
+  return stream.isTTY === true && environ.NO_COLOR === undefined
+}
+
+/** A span of time as a person says it: 45s, 9m, 2h 5m, 3d. */
+export function span(ms: number): string {
+  const s = Math.floor(Math.max(0, ms) / 1000)
+  if (s < 60) return `${s}s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m}m`
+  const h = Math.floor(m / 60)
+  if (h < 48) return m % 60 === 0 ? `${h}h` : `${h}h ${m % 60}m`
+  return `${Math.floor(h / 24)}d`
+}
+
+/** `in 9m` for a time to come, `2m ago` for one gone, from an RFC 3339 stamp. */
+export function relative(iso: string, now: number): string {
+  const at = Date.parse(iso)
+  if (Number.isNaN(at)) return iso
+  return at >= now ? `in ${span(at - now)}` : `${span(now - at)} ago`
+}
+
+/** Outcomes counted in the order they came: `2 moved, 1 refused`. */
+export function summarize(results: LegRun['results'], paint: Paint = plain): string {
+  const counts = new Map<string, number>()
+  for (const r of results) counts.set(r.outcome, (counts.get(r.outcome) ?? 0) + 1)
+  if (counts.size === 0) return 'no host to move'
+  return [...counts].map(([outcome, n]) => paint(outcome, `${n} ${outcome}`)).join(', ')
+}
+
+/** The rows counted by word: `5 rows: 3 nested, 1 flat, 1 fenced`. */
+export function countRows(rows: Record<string, RowReport>, paint: Paint = plain): string {
+  const counts = new Map<string, number>()
+  for (const row of Object.values(rows)) counts.set(row.layout, (counts.get(row.layout) ?? 0) + 1)
+  const total = Object.keys(rows).length
+  const order = [...ROW_WORDS, ...[...counts.keys()].filter((w) => !(ROW_WORDS as readonly string[]).includes(w)).sort()]
+  const parts = order.filter((w) => counts.has(w)).map((w) => paint(w, `${counts.get(w)} ${w}`))
+  return `${total} row${total === 1 ? '' : 's'}${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`
+}
+
+/** The leg in words: what it does now, its last run, its next retry. */
+export function describeLeg(leg: LegState, now: number, paint: Paint = plain): string {
+  const parts: string[] = []
+  const run = leg.lastRun
+  if (leg.running) {
+    const done = run !== null && run.finishedAt === null ? run.results.length : 0
+    const since = run !== null && run.finishedAt === null ? `, started ${relative(run.startedAt, now)}` : ''
+    parts.push(`running (${done} host${done === 1 ? '' : 's'} done${since})${leg.pending ? ', another run pending' : ''}`)
+  } else parts.push(leg.pending ? 'pending' : 'idle')
+  if (run !== null && run.finishedAt !== null) parts.push(`last run ${relative(run.finishedAt, now)} (${summarize(run.results, paint)})`)
+  if (leg.retryAt !== null) parts.push(Date.parse(leg.retryAt) > now ? `retry ${relative(leg.retryAt, now)}` : 'retry due')
+  return parts.join(', ')
+}
+
+/** The intent in words: its mode, and whether the default stands in. */
+function describeIntent(r: LayoutReport, paint: Paint): string {
+  return `intent ${paint(r.mode)}${r.default ? ' (nested by default)' : ''}`
+}
+
+/** The one summary line: box, intent, rows by word, leg. */
+export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain): string {
+  return `box ${r.box}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  leg ${describeLeg(r.leg, now, paint)}\n`
+}
+
+/** The whole report: the summary line, why the default is blocked, the rows as a table, the warnings. */
+export function formatReport(r: LayoutReport, now: number, paint: Paint = plain): string {
+  let out = summaryLine(r, now, paint)
+  if (r.defaultBlocked !== '') out += `default: ${r.defaultBlocked}\n`
+  const hosts = Object.keys(r.rows).sort()
+  if (hosts.length > 0) {
+    const table = formatTable(
+      ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
+      hosts.map((host) => {
+        const row = r.rows[host]
+        return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
+      }),
+    )
+    // The word is painted after the padding, so colour never shifts a column.
+    const lines = table.split('\n')
+    out += '\n' + lines.map((line, i) => (i === 0 || line === '' ? line : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint))).join('\n')
+  }
+  for (const warning of r.warnings) out += `\nwarning: ${warning}`
+  return r.warnings.length > 0 ? out + '\n' : out
+}
+
+function paintColumn(line: string, host: string, word: string, paint: Paint): string {
+  if (word === '' || !line.startsWith(host)) return line
+  const at = line.indexOf(word, host.length)
+  return at < 0 ? line : line.slice(0, at) + paint(word) + line.slice(at + word.length)
+}
+
+/** Where docs/runbook.md says what to do, by row word; green words need nothing. */
+export const RUNBOOK: Record<string, string> = {
+  fenced: 'docs/runbook.md#fenced',
+  conflict: 'docs/runbook.md#conflict',
+  foreign: 'docs/runbook.md#foreign',
+  external: 'docs/runbook.md#external',
+  held: 'docs/runbook.md#clear-a-hold',
+  journal: 'docs/runbook.md#a-kept-journal',
+  unreadable: 'docs/runbook.md#unreadable',
+}
+
+/** What the operator does about a row, in one line with the runbook entry. */
+export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
+  if (has.hold) return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
+  if (has.journal && row.layout === 'fenced' && !/in flight|for its move/.test(row.reason)) {
+    return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
+  }
+  if (mode === 'unreadable') return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
+  const doc = RUNBOOK[row.layout]
+  if (row.layout === 'fenced' && /in flight|for its move|starting|recovering/.test(row.reason)) return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
+  if (doc !== undefined) return `see ${doc}`
+  if (row.reason.startsWith('isolation not ready')) return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
+  if (row.reason.startsWith('awake')) return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
+  if (row.reason !== '') return 'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); docs/runbook.md#outcomes'
+  return 'nothing: the row is where the intent wants it'
+}
