@@ -115,7 +115,10 @@ export class Agent implements AgentApi {
       logger,
       signal: this.#life.signal,
     })
-    const pass = await this.#parts.makePass((result) => this.#leg.progress(result))
+    const pass = await this.#parts.makePass(
+      (result) => this.#leg.progress(result),
+      (what) => this.#leg.waiting(what),
+    )
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
     logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger)
     logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger)

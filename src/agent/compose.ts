@@ -57,7 +57,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // The pass is built once start-up has swept the claims and read the
   // start-up intent, as it always was; what it reports as it goes is the
   // agent's to hear, so the agent hands in that callback when it builds it.
-  const makePass: PassFactory = async (onResult) => {
+  const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({
       dirs: config,
@@ -73,6 +73,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       onMove: (to, outcome, seconds) => metrics.observeMove(to, outcome, seconds),
       onRecover: (action) => metrics.recoveredJournal(RECOVERY_LABEL[action]),
       onResult,
+      onWait,
       reload,
       stopTimeoutMs,
     })

@@ -10,8 +10,12 @@ import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics } from '../metrics.js'
 
-/** Builds the pass once start-up has swept the claims and read its intent; onResult hears each result as it is decided. */
-export type PassFactory = (onResult: (result: Result) => void) => Promise<LayoutPass>
+/**
+ * Builds the pass once start-up has swept the claims and read its intent;
+ * onResult hears each result as it is decided, onWait what the run under
+ * way waits on (null when it waits no more).
+ */
+export type PassFactory = (onResult: (result: Result) => void, onWait?: (what: string | null) => void) => Promise<LayoutPass>
 
 /** The adapters and shared state the agent works with, built by composeAgent. */
 export interface AgentParts {

@@ -18,6 +18,8 @@ export interface Claims {
    * the answer.
    */
   stop(host: string, signal: AbortSignal): Promise<boolean>
+  /** Whether stop can ask anyone (an activator URL is set); false: it only waits for the release. Unset counts as true. */
+  canAskStop?(): boolean
 }
 
 /** What a wake is told when it asks to pass the fence. */

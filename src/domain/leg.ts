@@ -77,6 +77,7 @@ export class Leg {
   #lastRun: LegRun | null = null
   #cancelRetry: (() => void) | null = null
   #retryAt: string | null = null
+  #waiting: string | null = null
   /** Runs in a row that could not finish: the backoff's exponent. */
   #failures = 0
   readonly #waiters = new Set<Waiter>()
@@ -191,12 +192,18 @@ export class Leg {
     if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) this.#lastRun.results.push(result)
   }
 
+  /** What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it waits no more. */
+  waiting(what: string | null): void {
+    this.#waiting = this.#flight.running ? what : null
+  }
+
   state(): LegState {
     return {
       running: this.#flight.running,
       pending: this.#flight.pending,
       lastRun: this.#lastRun === null ? null : copyRun(this.#lastRun),
       retryAt: this.#retryAt,
+      ...(this.#waiting === null ? {} : { waiting: this.#waiting }),
     }
   }
 
@@ -224,6 +231,7 @@ export class Leg {
         outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: true }
       }
     }
+    this.#waiting = null
     const endMs = clock.now()
     const done: LegRun = { startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results }
     this.#lastRun = done

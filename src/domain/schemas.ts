@@ -95,6 +95,9 @@ export const LegState = Type.Object(
     pending: Type.Boolean({ description: 'Another run is due after the current one.' }),
     lastRun: Type.Union([LegRun, Type.Null()], { description: 'The last run that finished, or the one under way; null before any.' }),
     retryAt: Type.Union([Type.String(), Type.Null()], { description: 'When the retry timer kicks the leg again; null when none is pending.' }),
+    waiting: Type.Optional(
+      Type.String({ description: 'What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); absent when it waits on nothing.' }),
+    ),
   },
   { title: 'LegState', additionalProperties: false, description: 'The leg: whether a run is under way or due, and the last run.' },
 )

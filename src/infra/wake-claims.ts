@@ -199,6 +199,10 @@ export class WakeClaims implements Claims {
     return this.#o.now?.() ?? new Date()
   }
 
+  canAskStop(): boolean {
+    return this.#o.activatorUrl !== ''
+  }
+
   async stop(host: string, signal: AbortSignal): Promise<boolean> {
     if (!this.claimed(host)) return true
     const released = new Promise<boolean>((resolve) => {

@@ -308,6 +308,24 @@ void describe('layoutLeg.progress', () => {
   })
 })
 
+void describe('layoutLeg.waiting', () => {
+  void it('shows what the run under way waits on, only while it does, and never outside a run', async () => {
+    const { runs, leg } = setup()
+    leg.waiting('too early')
+    assert.equal(leg.state().waiting, undefined)
+    leg.kick()
+    await runs.started(1)
+    leg.waiting('the activator to stop t01.example.com (awake, force)')
+    assert.equal(leg.state().waiting, 'the activator to stop t01.example.com (awake, force)')
+    leg.waiting(null)
+    assert.equal('waiting' in leg.state(), false)
+    leg.waiting('the activator to stop t02.example.com (awake, grace over)')
+    runs.finish(0, [moved('t01.example.com')])
+    await leg.wait()
+    assert.equal('waiting' in leg.state(), false, 'a finished run waits on nothing')
+  })
+})
+
 void describe('layoutLeg (a run that could not finish)', () => {
   const failed = (host: string): Result => ({ host, outcome: 'failed', reason: 'move interrupted: EIO', to: 'nested' })
 

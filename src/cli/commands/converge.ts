@@ -1,6 +1,8 @@
 // `layoutd converge [--url URL] [--wait]` (design §8): kicks the agent's
 // leg. With --wait it follows the run that kick asked for, printing progress
-// as hosts finish, and exits 1 when any host failed.
+// as hosts finish and what the run waits on, then the hosts that need an
+// operator and a summary; it exits 1 when any host failed, was refused or
+// is held.
 import { AppError } from '../../errors.js'
 import { AgentClient, agentUrl } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
@@ -11,7 +13,7 @@ export const usage = `usage:
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
 
   --url URL   the agent to ask; default http:// + CARLOS_AGENT_LISTEN
-  --wait      show progress until the run ends; exit 1 when a host failed
+  --wait      show progress until the run ends; exit 1 when a host failed, was refused or is held
 `
 
 export const options = { url: { type: 'string' }, wait: { type: 'boolean' } } as const
@@ -22,6 +24,9 @@ export const signature = PROGRAM
 export const PROGRESS_EVERY_MS = 500
 
 export { summarize }
+
+/** The outcomes that make --wait exit 1: nothing the leg will fix on its own without an operator looking. */
+export const NEEDS_OPERATOR: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -37,6 +42,7 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
     done = true
   })
   let shown = -1
+  let waitingShown = ''
   while (!done) {
     await Promise.race([runDone.catch(() => undefined), pause(PROGRESS_EVERY_MS)])
     if (done) break
@@ -46,6 +52,10 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
       stdout.write(`running: ${hostsDone} host${hostsDone === 1 ? '' : 's'} done\n`)
       shown = hostsDone
     }
+    // What the run waits on, once each time it changes: an awake tenant's stop can take a minute.
+    const waiting = leg.running ? (leg.waiting ?? '') : ''
+    if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${waiting}\n`)
+    waitingShown = waiting
   }
   const finished = await runDone.catch(async (err: unknown) => {
     // The agent bounds a wait (10 minutes); a longer run goes on, and so
@@ -62,7 +72,10 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
     if (r.outcome !== 'unchanged' && r.outcome !== 'moved') stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
   }
   stdout.write(`done: ${summarize(finished.results)}\n`)
-  return finished.results.some((r) => r.outcome === 'failed') ? 1 : 0
+  const stuck = finished.results.filter((r) => NEEDS_OPERATOR.has(r.outcome))
+  if (stuck.length === 0) return 0
+  stdout.write(`${stuck.length} host${stuck.length === 1 ? '' : 's'} failed, refused or held: \`layoutd status HOST\` says what to do (docs/runbook.md#outcomes)\n`)
+  return 1
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {

@@ -21,8 +21,8 @@ export class AwakeStop {
     this.#steps = steps
   }
 
-  /** Steps 3 (stop) and on for one host that holds a wake claim. */
-  async stopAndMove(candidate: MoveCandidate, signal: AbortSignal): Promise<Result[]> {
+  /** Steps 3 (stop) and on for one host that holds a wake claim; why it is stopped now (`force`, `grace over`, `held`) is told to onWait. */
+  async stopAndMove(candidate: MoveCandidate, signal: AbortSignal, why = 'grace over'): Promise<Result[]> {
     const ctx = this.#ctx
     const { registry, claims } = ctx.deps
     const host = candidate.record.host
@@ -33,7 +33,15 @@ export class AwakeStop {
     // The claim may have been released since the batch was sorted; then
     // the host is asleep, and fenced asleep.
     if (claims.claimed(host)) {
-      if (!(await this.stop(host, signal))) {
+      const asks = ctx.deps.claims.canAskStop?.() !== false ? `the activator to stop ${host}` : `${host} to be released (no CARLOS_ACTIVATOR_URL to ask for a stop)`
+      ctx.deps.onWait?.(`${asks} (awake, ${why})`)
+      let stopped: boolean
+      try {
+        stopped = await this.stop(host, signal)
+      } finally {
+        ctx.deps.onWait?.(null)
+      }
+      if (!stopped) {
         if (!candidate.wasHeld) this.#state.lift([host])
         const secs = Math.round(ctx.stopTimeoutMs / 1000)
         const why = signal.aborted

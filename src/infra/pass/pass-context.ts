@@ -37,6 +37,8 @@ export interface PassDeps {
   onMove?: (to: Mode, outcome: Outcome, seconds: number) => void
   /** Called with every result as it is decided, so a run's progress can be shown while it goes on. */
   onResult?: (r: Result) => void
+  /** Called with what the run waits on (`the activator to stop HOST (awake, force)`), and with null once it waits no more. */
+  onWait?: (what: string | null) => void
   /** Called once per journal recovery acts on, and once per change of a kept journal's reason. */
   onRecover?: (action: RecoveryAction['kind']) => void
   /** Asks the edge to reload its routes after rows were rewritten or released. */

@@ -237,7 +237,9 @@ export class Pass implements LayoutPass {
     }
     for (const candidate of sorted.awake) {
       if (opts.signal.aborted) break
-      results.push(...(await parts.awake.stopAndMove(candidate, opts.signal)))
+      // Why an awake host is stopped rather than left its grace, for what the run says it waits on.
+      const why = candidate.wasHeld ? 'held' : opts.deferAwake ? 'grace over' : 'force'
+      results.push(...(await parts.awake.stopAndMove(candidate, opts.signal, why)))
     }
     return results
   }

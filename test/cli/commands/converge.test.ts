@@ -56,7 +56,11 @@ void test('converge --wait shows progress, then the hosts that need an operator 
     ]),
   )
   assert.equal(await c.done, 1, c.stderr.text)
-  assert.equal(c.stdout.text, 'running: 1 host done\nb.example.com: failed -> stop timed out\ndone: 1 moved, 1 failed, 1 unchanged\n')
+  assert.equal(
+    c.stdout.text,
+    'running: 1 host done\nb.example.com: failed -> stop timed out\ndone: 1 moved, 1 failed, 1 unchanged\n' +
+      '1 host failed, refused or held: `layoutd status HOST` says what to do (docs/runbook.md#outcomes)\n',
+  )
   assert.equal(c.stderr.text, '')
 })
 
@@ -83,4 +87,37 @@ void test('converge against no agent: exit 1 with the address; --help exits 0 wh
   const stderr = new Sink()
   assert.equal(await main(['--help'], { environ: { CARLOS_AGENT_LISTEN: 'nowhere' }, stdout, stderr }), 0)
   assert.match(stdout.text, /^usage:\n {2}layoutd converge \[--url URL\] \[--wait\]/)
+})
+
+void test('converge --wait says what the run waits on; refused or held exits 1 with the summary, deferred alone exits 0', async (t) => {
+  const { agent, url } = await listen(t)
+  const running = (waiting?: string) => ({
+    ...agent.reportValue,
+    leg: { running: true, pending: false, lastRun: { ...run([]), finishedAt: null }, retryAt: null, ...(waiting === undefined ? {} : { waiting }) },
+  })
+  const c = converge('--wait', '--url', url)
+  const call = await agent.nextConverge()
+  agent.reportValue = running('the activator to stop t01.example.com (awake, force)')
+  await until('the waiting line', () => c.stdout.text.includes('waiting for the activator to stop t01.example.com (awake, force)\n'))
+  agent.reportValue = running()
+  const reads = agent.reportReads
+  await until('a few more polls', () => agent.reportReads >= reads + 2)
+  call.finish(
+    run([
+      { host: 't01.example.com', outcome: 'moved', reason: '', to: 'nested' },
+      { host: 't02.example.com', outcome: 'refused', reason: 'isolation not ready: probe: no verdict', to: 'nested' },
+      { host: 't03.example.com', outcome: 'held', reason: 'db outside dir', to: 'nested' },
+    ]),
+  )
+  assert.equal(await c.done, 1, c.stderr.text)
+  assert.equal(c.stdout.text.match(/waiting for/g)?.length, 1, 'said once while it did not change')
+  assert.match(
+    c.stdout.text,
+    /t02\.example\.com: refused -> isolation not ready: probe: no verdict\nt03\.example\.com: held -> db outside dir\ndone: 1 moved, 1 refused, 1 held\n2 hosts failed, refused or held: /,
+  )
+
+  const d = converge('--wait', '--url', url)
+  ;(await agent.nextConverge()).finish(run([{ host: 't04.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' }]))
+  assert.equal(await d.done, 0, d.stderr.text)
+  assert.match(d.stdout.text, /done: 1 deferred\n$/)
 })

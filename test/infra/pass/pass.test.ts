@@ -269,6 +269,28 @@ void test('a stop that times out fails the host, lifts its fence, and moves noth
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
 })
 
+void test('the pass says what it waits on while an awake host is stopped, and stops saying it after', async (t) => {
+  const waits: Array<string | null> = []
+  const h = await harness(t, { onWait: (what) => waits.push(what) })
+  h.addFlat('a.example.com')
+  h.claims.awake.add('a.example.com')
+  h.claims.behaviour = 'hang'
+  const asked = h.claims.stopAsked()
+  const run = h.converge('nested', { deferAwake: false })
+  await asked
+  assert.deepEqual(waits, ['the activator to stop a.example.com (awake, force)'])
+  h.clock.advance(60_000)
+  await run
+  assert.deepEqual(waits, ['the activator to stop a.example.com (awake, force)', null])
+  // With nobody to ask, it says it waits for the release.
+  Object.assign(h.claims, { canAskStop: () => false })
+  h.claims.behaviour = 'release'
+  h.claims.awake.add('a.example.com')
+  waits.length = 0
+  await h.converge('nested', { deferAwake: false })
+  assert.deepEqual(waits, ['a.example.com to be released (no CARLOS_ACTIVATOR_URL to ask for a stop) (awake, force)', null])
+})
+
 void test('conflict, foreign and external rows are never moved', async (t) => {
   const h = await harness(t)
   const a = h.addFlat('a.example.com')
