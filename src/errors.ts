@@ -112,6 +112,13 @@ export const errors = {
   convergeTimeout: (seconds: number) =>
     new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
   internal: () => new AppError('internal', 500, 'internal error'),
+  /** `layoutd serve` on an address something else listens on; `holder` names the process when /proc says (design §8). */
+  addressInUse: (address: string, holder: string) =>
+    new AppError(
+      'address_in_use',
+      409,
+      `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
+    ),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
     new AppError('data_dir_locked', 409, `${dataDir} is in use by another layoutd serve (${holder}); one agent per data root: stop that one first`),

@@ -5,6 +5,7 @@
 // listens, and shuts everything down in order on a signal.
 import type { AddressInfo } from 'node:net'
 import type { Config } from './config.js'
+import { errors } from './errors.js'
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
@@ -82,7 +83,11 @@ export async function serve(config: Config): Promise<number> {
     await app.listen({ host: config.listen.host, port: config.listen.port })
   } catch (err) {
     await app.close()
-    throw err
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err
+    // A reason, not a stack: the address, and who holds it when /proc says.
+    const { describePortHolder } = await import('./infra/port-holder.js')
+    const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+    throw errors.addressInUse(`${host}:${config.listen.port}`, await describePortHolder(config.listen.port))
   }
   lock.listening(listenAddress(app.server.address(), config.listen.host))
   closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {

@@ -3,7 +3,7 @@
 // client, not the agent, Fastify or SQLite), and answers --help and
 // --version itself. Every command reads the same environment as the agent,
 // loaded by the command that needs it, so help works whatever it holds.
-import { errors } from '../errors.js'
+import { errorMessage, errors } from '../errors.js'
 import { failed, PROGRAM, type Cli } from './command.js'
 
 export const USAGE = `usage:
@@ -54,5 +54,14 @@ export async function dispatch(argv: readonly string[], cli: Cli): Promise<numbe
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
   if (load === undefined) return failed(errors.usage(`unknown command ${JSON.stringify(name)}`), cli, PROGRAM, USAGE)
-  return (await load()).main(rest, cli)
+  let command: CommandModule
+  try {
+    command = await load()
+  } catch (err) {
+    // A dependency the command loads is not installed: say what to run, not a stack.
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err
+    cli.stderr.write(`layoutd: ${errorMessage(err).split('\n')[0]}\nlayoutd: a dependency is missing: run \`npm ci\`\n`)
+    return 1
+  }
+  return command.main(rest, cli)
 }

@@ -7,6 +7,7 @@ import fs, { readFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { MAIN_JS } from '../helpers/agent-process.js'
 
 interface Ran {
@@ -102,5 +103,25 @@ void test('layoutd status and converge load node:http, not undici, the agent, Fa
     assert.ok(r.err.split('\n').some((l) => l.startsWith('loaded ') && l.includes('/node_modules/better-sqlite3/')), r.err)
   } finally {
     await fs.rm(data, { recursive: true, force: true })
+  }
+})
+
+void test('bin/layoutd with no build beside it says to run npm ci or npm run build, with no stack', async () => {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-nobuild-'))
+  try {
+    await fs.mkdir(path.join(root, 'bin'))
+    const bin = path.join(root, 'bin', 'layoutd')
+    await fs.copyFile(fileURLToPath(new URL('../../../bin/layoutd', import.meta.url)), bin)
+    const r = await new Promise<Ran>((resolve) => {
+      execFile(process.execPath, [bin, 'status'], { env: { PATH: process.env.PATH } }, (err, out, errText) => {
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
+      })
+    })
+    assert.equal(r.code, 1)
+    assert.match(r.err, /^layoutd: Cannot find module '.*\/dist\/src\/main\.js' imported from .*\n/)
+    assert.match(r.err, /\nlayoutd: the build or a dependency is missing: run `npm ci` \(installs and builds\) or `npm run build` in .*layoutd-nobuild-.*\/\n$/)
+    assert.doesNotMatch(r.err, /^\s+at /m)
+  } finally {
+    await fs.rm(root, { recursive: true, force: true })
   }
 })

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs/promises'
+import net, { type AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
@@ -172,4 +173,23 @@ void test('one agent per data root: a second refuses naming the holder; kill -9 
   assert.deepEqual(await second.stop(), { code: 0, signal: null })
   const third = await start()
   await third.waitReady()
+})
+
+void test('a port in use: the refusal names the address and the process that holds it, with no stack, and the data root is free after', async (t) => {
+  const { sb, start } = await sandbox(t)
+  const holder = net.createServer()
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise<void>((resolve) => holder.close(() => resolve())))
+  const port = (holder.address() as AddressInfo).port
+  const child = spawn(process.execPath, [MAIN_JS, 'serve'], { env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  child.stdout.resume()
+  const [code] = (await once(child, 'close')) as [number | null]
+  assert.equal(code, 1, stderr)
+  const line = stderr.split('\n').find((l) => l.startsWith('layoutd: ')) ?? ''
+  assert.match(line, new RegExp(`^layoutd: cannot listen on 127\\.0\\.0\\.1:${port}: it is already in use by pid ${process.pid}: \\S*node\\b.*; stop that process, or set CARLOS_AGENT_LISTEN to a free address$`))
+  assert.doesNotMatch(stderr, /^\s+at /m, 'no stack')
+  // The data root's lock went with the failed start: an agent on a free port starts.
+  await (await start()).waitReady()
 })
