@@ -79,6 +79,20 @@ function etcdUser(v: string, env: string): string {
   return v
 }
 
+/** A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout floor's rule, design §5.2). */
+const BUILD_VERSION = /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/
+
+/**
+ * The running platform build: a version, a commit id (7 to 40 hex digits,
+ * as git abbreviates it) or `dev`. Anything else is a typo the layout floor
+ * would silently let through (a build it cannot place passes), so it is
+ * refused, naming the forms it takes.
+ */
+function buildStamp(v: string, env: string): string {
+  if (v === '' || v === 'dev' || BUILD_VERSION.test(v) || /^[0-9a-f]{7,40}$/.test(v)) return v
+  throw refused(env, v, 'a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev')
+}
+
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
 const DURATION = /^([0-9]+)(ms|s|m|h)$/
 
@@ -165,7 +179,7 @@ export const ENVIRONMENT = {
   dataDir: variable('CARLOS_DATA_DIR', './data', "The box's data root.", absolute),
   box: variable('CARLOS_BOX', () => os.hostname(), "The box's label, a hostname (upper case folded); default the hostname.", boxLabel),
   runDir: variable('CARLOS_RUN_DIR', (d) => path.join(d, 'run'), 'Where flat sockets live; default <data>/run.', absolute),
-  build: variable('CARLOS_BUILD', '', 'The running platform build, stamped by the deployment.', text),
+  build: variable('CARLOS_BUILD', '', 'The running platform build, stamped by the deployment: a version (v0.25.0), a commit id, or dev.', buildStamp),
   // Not refused here: an invalid value is reported by the layout default's rule (design §5).
   layoutDefault: variable('CARLOS_LAYOUT_DEFAULT', '', 'nested (default) or flat: the layout when no intent is recorded.', text),
   pollMs: variable('CARLOS_LAYOUT_POLL', '5s', 'How often the deploy store is read for a new intent.', parseDuration),

@@ -64,6 +64,9 @@ void test('a refused value names the variable and the value', () => {
     [{ CARLOS_LAYOUT_POLL: '5' }, 'CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h'],
     [{ CARLOS_LAYOUT_AWAKE_GRACE: 'an hour' }, 'CARLOS_LAYOUT_AWAKE_GRACE="an hour": a duration like 500ms, 5s, 10m, 1h'],
     [{ CARLOS_ACTIVATOR: 'systemd' }, 'CARLOS_ACTIVATOR=systemd: one of claims, none'],
+    [{ CARLOS_BUILD: 'v0.25' }, 'CARLOS_BUILD=v0.25: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
+    [{ CARLOS_BUILD: 'latest' }, 'CARLOS_BUILD=latest: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
+    [{ CARLOS_BUILD: 'abc12' }, 'CARLOS_BUILD=abc12: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
     [{ CARLOS_LOG_LEVEL: 'loud' }, 'CARLOS_LOG_LEVEL=loud: one of trace, debug, info, warn, error, fatal, silent'],
     [{ CARLOS_AGENT_LISTEN: 'localhost' }, 'CARLOS_AGENT_LISTEN=localhost: host:port, like 127.0.0.1:9740 or [::1]:9740'],
     [{ CARLOS_AGENT_LISTEN: '127.0.0.1:70000' }, 'CARLOS_AGENT_LISTEN=127.0.0.1:70000: port 70000 is out of range'],
@@ -122,4 +125,11 @@ void test('a bearer token shorter than 16 bytes, or not one header word, is refu
   })
   assert.equal(loadConfig({ CARLOS_AGENT_TOKEN: 'x'.repeat(16) }).token, 'x'.repeat(16))
   assert.equal(loadConfig({}).token, '', 'unset: no token, loopback only')
+})
+
+void test('CARLOS_BUILD takes a version, a commit id or dev; unset is none', () => {
+  for (const build of ['v0.25.0', '0.24.9', 'v0.25.0-rc.1', 'v1.2.3+build.7', 'dev', 'deadbee', 'a'.repeat(40), '']) {
+    assert.equal(loadConfig({ CARLOS_BUILD: build }).build, build)
+  }
+  assert.equal(loadConfig({}).build, '')
 })

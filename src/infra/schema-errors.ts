@@ -1,18 +1,51 @@
 // What a TypeBox schema refused, in words an operator can act on: the field
-// and what was wrong with it, every one, on one line.
+// and what was wrong with it, every one, on one line. A choice among fixed
+// values names them (`to must be one of flat, nested`), and a pattern is
+// said in words where the code knows it, never as a bare regular expression.
 import type { TSchema } from 'typebox'
 import Value from 'typebox/value'
 
+/** The patterns layoutd's schemas use, in words. */
+const PATTERN_WORDS: Record<string, string> = {
+  '^[A-Za-z0-9._-]+$': 'letters, digits, dots, underscores and hyphens only',
+}
+
+const shown = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
+
 export function schemaErrors(schema: TSchema, value: unknown): string {
+  const errors = [...Value.Errors(schema, value)]
+  // The values each anyOf at a path would take: its branches' constants.
+  const choices = new Map<string, unknown[]>()
+  for (const e of errors) {
+    if (e.keyword !== 'const' || !/\/anyOf\/[0-9]+$/.test(e.schemaPath)) continue
+    const key = `${e.instancePath}|${e.schemaPath.replace(/\/anyOf\/[0-9]+$/, '')}`
+    choices.set(key, [...(choices.get(key) ?? []), (e.params as { allowedValue?: unknown }).allowedValue])
+  }
   const why: string[] = []
-  for (const e of Value.Errors(schema, value)) {
+  for (const e of errors) {
+    const field = e.instancePath === '' ? 'record' : e.instancePath.slice(1)
     // additionalProperties: false reports each extra key twice; the keyword error names them all.
     if (e.keyword === 'boolean') continue
     if (e.keyword === 'additionalProperties') {
-      why.push(`unknown field(s) ${e.params.additionalProperties.join(', ')}`)
+      why.push(`unknown field(s) ${(e.params as { additionalProperties: string[] }).additionalProperties.join(', ')}`)
       continue
     }
-    why.push(`${e.instancePath === '' ? 'record' : e.instancePath.slice(1)} ${e.message}`)
+    if (e.keyword === 'const' && /\/anyOf\/[0-9]+$/.test(e.schemaPath)) continue
+    if (e.keyword === 'anyOf') {
+      const values = choices.get(`${e.instancePath}|${e.schemaPath}`)
+      why.push(values !== undefined && values.length > 0 ? `${field} must be one of ${values.map(shown).join(', ')}` : `${field} ${e.message}`)
+      continue
+    }
+    if (e.keyword === 'const') {
+      why.push(`${field} must be ${shown((e.params as { allowedValue?: unknown }).allowedValue)}`)
+      continue
+    }
+    if (e.keyword === 'pattern') {
+      const pattern = String((e.params as { pattern?: unknown }).pattern)
+      why.push(`${field} must be ${PATTERN_WORDS[pattern] ?? `text matching ${pattern}`}`)
+      continue
+    }
+    why.push(`${field} ${e.message}`)
   }
   return why.join('; ')
 }

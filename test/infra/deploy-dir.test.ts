@@ -69,7 +69,7 @@ void test('record refuses to overwrite an existing id and leaves the first recor
 
 void test('record refuses a record the schema refuses, and writes nothing', async (t) => {
   const { store, dir } = await setup(t)
-  await assert.rejects(store.record(rec('bad/id'), live()), /refusing to record an invalid intent: id must match pattern/)
+  await assert.rejects(store.record(rec('bad/id'), live()), /refusing to record an invalid intent: id must be letters, digits, dots, underscores and hyphens only/)
   const extra = { ...rec('20261130T080102.123Z-abcdef'), color: 'red' } as IntentRecord
   await assert.rejects(store.record(extra, live()), /unknown field\(s\) color/)
   await assert.rejects(store.record(rec('x.json.tmp-1-ab'), live()), /may not contain ".tmp-"/)
