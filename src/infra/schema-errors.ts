@@ -27,7 +27,7 @@ export function schemaErrors(schema: TSchema, value: unknown): string {
     // additionalProperties: false reports each extra key twice; the keyword error names them all.
     if (e.keyword === 'boolean') continue
     if (e.keyword === 'additionalProperties') {
-      why.push(`unknown field(s) ${(e.params as { additionalProperties: string[] }).additionalProperties.join(', ')}`)
+      why.push(`unknown field(s) ${(e.params).additionalProperties.join(', ')}`)
       continue
     }
     if (e.keyword === 'const' && /\/anyOf\/[0-9]+$/.test(e.schemaPath)) continue
