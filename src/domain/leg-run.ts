@@ -49,7 +49,7 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
     // Stopping the agent is not news about the intent: status keeps what it knew.
     if (signal.aborted) throw error
     const err = errorMessage(error)
-    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
+    logger.warn({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
     state.noteIntent('unreadable', err)
     return { results: [], retry: false, unfinished: true }
   }
@@ -78,11 +78,11 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
       // opt-out and a typo are not waiting on anything.
       return { results: [], retry: nestedByDefault(deps.layoutDefault), unfinished: false }
     }
-    return convergedOutcome(await deps.converge('nested', false, signal), logger)
+    return convergedOutcome(await deps.converge('nested', false, signal), logger, 'nested')
   }
   const { id, mode, force } = read.intent
   if (!validMode(mode)) {
-    logger.info(
+    logger.warn(
       { intent: 'unreadable', id, mode },
       `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested; not converging this move`,
     )
@@ -91,22 +91,43 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
     return { results: [], retry: false, unfinished: false }
   }
   state.noteIntent(mode)
-  return convergedOutcome(await deps.converge(mode, force, signal), logger)
+  return convergedOutcome(await deps.converge(mode, force, signal), logger, mode)
 }
 
-/** A converge's results, logged, and what they ask of the retry timer. */
-function convergedOutcome(results: Result[], logger: Logger): LegOutcome {
+/** A converge's results, logged, and what they ask of the retry timer; one line at info sums the run up. */
+function convergedOutcome(results: Result[], logger: Logger, mode: Mode): LegOutcome {
   const retry = logLayoutResults(results, logger)
+  logger.info({ mode, ...countOutcomes(results) }, `layout: run toward ${mode}: ${summarizeOutcomes(results)}`)
   return { results, retry, unfinished: results.some((r) => r.outcome === 'failed') }
 }
+
+/** How many results of each outcome, by outcome name (the summary line's fields). */
+export function countOutcomes(results: readonly Result[]): Record<string, number> {
+  const counts: Record<string, number> = {}
+  for (const r of results) counts[r.outcome] = (counts[r.outcome] ?? 0) + 1
+  return counts
+}
+
+/** `2 moved, 1 refused, 40 unchanged`, in the order outcomes first came; `no host to move` for none. */
+export function summarizeOutcomes(results: readonly Result[]): string {
+  const counts = Object.entries(countOutcomes(results))
+  return counts.length === 0 ? 'no host to move' : counts.map(([outcome, n]) => `${n} ${outcome}`).join(', ')
+}
+
+/** The outcomes an operator must look at: logged at warn, one line a host. */
+const NEEDS_A_LOOK: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
 
 /**
  * Logs every result that changed or withheld something, and answers whether
  * the leg should run again on its own: a host deferred for being awake has
  * a grace that runs out in wall time, and a held host should come back
  * within the retry interval of an operator clearing its reason, quiet fleet
- * or not. Awake hosts share one line: under a standing intent every serial
- * move meets them until they sleep or their grace runs out.
+ * or not. A failed, refused or held host is a warn line of its own, what
+ * an operator alerts on; the rest (moved, released, deferred …) are debug,
+ * since a box of thousands would otherwise log thousands of lines a run,
+ * and the run's summary says how many. Awake hosts share one line: under a
+ * standing intent every serial move meets them until they sleep or their
+ * grace runs out.
  */
 export function logLayoutResults(results: readonly Result[], logger: Logger): boolean {
   let retry = false
@@ -114,21 +135,17 @@ export function logLayoutResults(results: readonly Result[], logger: Logger): bo
   for (const r of results) {
     const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
     if (r.outcome === 'unchanged') continue
-    if (r.outcome === 'held') {
-      retry = true
-      logger.info(fields, `layout: ${r.host}: ${r.outcome} -> ${r.reason}`)
-    } else if (r.outcome === 'deferred' && r.reason.startsWith('awake')) {
+    if (r.outcome === 'held') retry = true
+    if (r.outcome === 'deferred' && r.reason.startsWith('awake')) {
       awake.push(`${r.host} (${r.reason})`)
-    } else if (r.host === '') {
-      logger.info(fields, `layout: ${r.outcome} -> ${r.reason}`)
-    } else if (r.reason === '') {
-      logger.info(fields, `layout: ${r.host}: ${r.outcome}`)
-    } else {
-      logger.info(fields, `layout: ${r.host}: ${r.outcome} -> ${r.reason}`)
+      continue
     }
+    const line = r.host === '' ? `layout: ${r.outcome} -> ${r.reason}` : r.reason === '' ? `layout: ${r.host}: ${r.outcome}` : `layout: ${r.host}: ${r.outcome} -> ${r.reason}`
+    if (NEEDS_A_LOOK.has(r.outcome)) logger.warn(fields, line)
+    else logger.debug(fields, line)
   }
   if (awake.length > 0) {
-    logger.info({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
+    logger.debug({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
   }
   return retry || awake.length > 0
 }

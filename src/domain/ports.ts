@@ -7,6 +7,7 @@ import type { IntentRecord, Route, RowPaths } from './schemas.js'
 
 /** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
 export interface Logger {
+  debug(fields: Record<string, unknown>, msg: string): void
   info(fields: Record<string, unknown>, msg: string): void
   warn(fields: Record<string, unknown>, msg: string): void
   error(fields: Record<string, unknown>, msg: string): void

@@ -78,7 +78,7 @@ export async function startupLayoutIntent(
   const { logger, state } = deps
   if (!opened.ok) {
     const err = errorMessage(opened.error)
-    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: deploy store: ${err}`)
+    logger.warn({ intent: 'unreadable', err }, `layout: intent -> unreadable: deploy store: ${err}`)
     state.noteIntent('unreadable', `deploy store: ${err}`)
     return 'unreadable'
   }
@@ -87,7 +87,7 @@ export async function startupLayoutIntent(
     read = await loadLayoutIntent(opened.store, deps.box, deps.signal, deps.timeoutMs ?? INTENT_TIMEOUT_MS)
   } catch (error) {
     const err = errorMessage(error)
-    logger.info({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}`)
+    logger.warn({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}`)
     state.noteIntent('unreadable', err)
     return 'unreadable'
   }
@@ -115,7 +115,7 @@ export async function startupLayoutIntent(
   const { id, mode } = read.intent
   if (!validMode(mode)) {
     const why = `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`
-    logger.info({ intent: 'unreadable', id, mode }, `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested`)
+    logger.warn({ intent: 'unreadable', id, mode }, `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested`)
     state.noteIntent('unreadable', why)
     return 'unreadable'
   }

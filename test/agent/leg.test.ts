@@ -36,7 +36,7 @@ void test('a forced intent on a box with no CARLOS_ACTIVATOR_URL leaves an awake
   await until('the isolation gate to open', () => b.agent.readiness().nested.allowed)
   assert.equal((await b.agent.claimWake('a.example.com')).granted, true)
   await recordIntent(b, 'nested', { id: '20261130T090000.000Z-ffffff', force: true })
-  const run = await b.agent.converge(10_000)
+  const run = await b.agent.converge(30_000)
   assert.ok(run)
   const a = run.results.find((r) => r.host === 'a.example.com')
   assert.equal(a?.outcome, 'deferred', JSON.stringify(run.results))

@@ -4,13 +4,16 @@ import type { Clock, DeployStore, IsolationGate, Logger } from '../../src/domain
 import type { IntentRecord } from '../../src/domain/schemas.js'
 
 export interface LogLine {
-  level: 'info' | 'warn' | 'error'
+  level: 'debug' | 'info' | 'warn' | 'error'
   fields: Record<string, unknown>
   msg: string
 }
 
 export class FakeLogger implements Logger {
   readonly lines: LogLine[] = []
+  debug(fields: Record<string, unknown>, msg: string): void {
+    this.lines.push({ level: 'debug', fields, msg })
+  }
   info(fields: Record<string, unknown>, msg: string): void {
     this.lines.push({ level: 'info', fields, msg })
   }

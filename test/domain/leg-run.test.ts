@@ -27,6 +27,9 @@ function setup(over: Partial<LegRunDeps> = {}, answer: Result[] = []) {
   return { deps, logger, state, gate, converged }
 }
 
+/** What the run said besides its summary line (tested on its own below). */
+const told = (logger: FakeLogger): string[] => logger.msgs().filter((m) => !m.startsWith('layout: run toward '))
+
 const NESTED_BY_DEFAULT =
   'layout: no intent recorded -> nested by default (CARLOS_LAYOUT_DEFAULT unset or nested; record `layoutd intent revert --box LABEL` to opt out)'
 
@@ -84,7 +87,7 @@ void describe('layoutLegWith', () => {
     assert.deepEqual(t.converged, [['nested', false], ['nested', false]])
     assert.equal(t.state.lastIntent(), 'nested')
     assert.deepEqual(t.state.lastDefault(), { applied: true, blocked: '' })
-    assert.deepEqual(t.logger.msgs(), [NESTED_BY_DEFAULT])
+    assert.deepEqual(told(t.logger), [NESTED_BY_DEFAULT])
   })
 
   void it('with no intent on a box that is not ready, converges nothing, notes why and retries', async () => {
@@ -99,7 +102,7 @@ void describe('layoutLegWith', () => {
     await layoutLegWith(t.deps)
     t.gate.verdict = null
     await layoutLegWith(t.deps)
-    assert.deepEqual(t.logger.msgs(), [
+    assert.deepEqual(told(t.logger), [
       'layout: no intent recorded; nested by default is not in force -> isolation not ready: probe: not yet run',
       'layout: no intent recorded; nested by default is not in force -> isolation not ready: probe: ready: false',
       NESTED_BY_DEFAULT,
@@ -113,7 +116,7 @@ void describe('layoutLegWith', () => {
     await layoutLegWith(t.deps)
     t.state.noteIntent('flat')
     await layoutLegWith(t.deps)
-    assert.deepEqual(t.logger.msgs(), [NESTED_BY_DEFAULT, NESTED_BY_DEFAULT])
+    assert.deepEqual(told(t.logger), [NESTED_BY_DEFAULT, NESTED_BY_DEFAULT])
   })
 
   void it('with the flat opt-out, converges nothing, logs nothing and does not retry', async () => {
@@ -214,5 +217,32 @@ void describe('logLayoutResults', () => {
     const logger = new FakeLogger()
     logLayoutResults([{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }], logger)
     assert.deepEqual(logger.lines[0]?.fields, { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' })
+  })
+})
+
+void describe('the levels an operator alerts on', () => {
+  void it('one summary line a run at info; failed, refused and held at warn, a line a host; the rest at debug; unreadable at warn', async () => {
+    const answer: Result[] = [
+      { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
+      { host: 'b.example.com', outcome: 'refused', reason: 'isolation not ready: probe', to: 'nested' },
+      { host: 'c.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
+      { host: 'd.example.com', outcome: 'held', reason: 'db outside dir', to: 'nested' },
+      { host: 'e.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' },
+      { host: 'f.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
+    ]
+    const t = setup({ store: new FakeStore([intent()]) }, answer)
+    await layoutLegWith(t.deps)
+    const at = (level: string) => t.logger.lines.filter((l) => l.level === level).map((l) => l.msg)
+    assert.deepEqual(at('info'), ['layout: run toward nested: 1 moved, 1 refused, 1 failed, 1 held, 1 deferred, 1 unchanged'])
+    assert.deepEqual(t.logger.lines.find((l) => l.level === 'info')?.fields, { mode: 'nested', moved: 1, refused: 1, failed: 1, held: 1, deferred: 1, unchanged: 1 })
+    assert.deepEqual(at('warn'), [
+      'layout: b.example.com: refused -> isolation not ready: probe',
+      'layout: c.example.com: failed -> stop timed out',
+      'layout: d.example.com: held -> db outside dir',
+    ])
+    assert.deepEqual(at('debug'), ['layout: a.example.com: moved', 'layout: deferred until asleep -> e.example.com (awake: 59m of grace left)'])
+    const u = setup({ store: new FakeStore(new Error('etcd: down')) })
+    await layoutLegWith(u.deps)
+    assert.deepEqual(u.logger.lines.map((l) => l.level), ['warn'])
   })
 })

@@ -17,7 +17,7 @@ function collectingLogger(lines: string[]): Logger {
   const log = (_f: Record<string, unknown>, msg: string): void => {
     lines.push(msg)
   }
-  return { info: log, warn: log, error: log }
+  return { debug: log, info: log, warn: log, error: log }
 }
 
 async function tenant(root: string, name = 'tenant'): Promise<string> {

@@ -59,7 +59,7 @@ export function useSharedEtcd(): SharedEtcd {
 export function memLogger() {
   const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = []
   const at = (level: string) => (fields: Record<string, unknown>, msg: string) => void lines.push({ level, msg, fields })
-  const logger: Logger = { info: at('info'), warn: at('warn'), error: at('error') }
+  const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
   return { logger, lines }
 }
 

@@ -11,7 +11,7 @@ import { Registry } from '../../../src/infra/registry.js'
 const dataDir = process.env.PASS_CRASH_DATA
 if (dataDir !== undefined) {
   const registry = Registry.open(dataDir)
-  const quiet = { info: () => {}, warn: () => {}, error: () => {} }
+  const quiet = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} }
   const pass = new Pass({
     dirs: { dataDir, runDir: path.join(dataDir, 'run') },
     registry,

@@ -50,7 +50,7 @@ export class FakeClaims implements Claims {
 }
 
 export interface LogLine {
-  level: 'info' | 'warn' | 'error'
+  level: 'debug' | 'info' | 'warn' | 'error'
   msg: string
   fields: Record<string, unknown>
 }
@@ -59,6 +59,7 @@ export function captureLogger(): Logger & { lines: LogLine[] } {
   const lines: LogLine[] = []
   return {
     lines,
+    debug: (fields, msg) => lines.push({ level: 'debug', msg, fields }),
     info: (fields, msg) => lines.push({ level: 'info', msg, fields }),
     warn: (fields, msg) => lines.push({ level: 'warn', msg, fields }),
     error: (fields, msg) => lines.push({ level: 'error', msg, fields }),
