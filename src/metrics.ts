@@ -4,6 +4,7 @@
 // label can ever carry a hostname and a bad caller cannot explode the series
 // count.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { OpsMetrics } from './ops-metrics.js'
 import { MODES, OUTCOMES, type Mode, type Outcome, type ReportMode, type RowLayout } from './domain/modes.js'
 
 const PREFIX = 'carlos_layout_'
@@ -53,6 +54,8 @@ export const UNMATCHED_ROUTE = 'unmatched'
 
 export class Metrics {
   readonly registry = new Registry()
+  /** The operator's gauges (build, gate checks, last clean run, intent readable), on the same registry. */
+  readonly ops = new OpsMetrics(this.registry)
 
   private readonly rows = new Gauge({
     name: `${PREFIX}rows`,

@@ -30,6 +30,7 @@ export async function serve(config: Config): Promise<number> {
     { createLogger },
     { Metrics },
     { armSkippedFsyncs },
+    { packageVersion },
   ] = await Promise.all([
     import('close-with-grace'),
     import('./infra/edge.js'),
@@ -41,6 +42,7 @@ export async function serve(config: Config): Promise<number> {
     import('./logger.js'),
     import('./metrics.js'),
     import('./infra/failpoint.js'),
+    import('./package-version.js'),
   ])
   const logger = createLogger(config.logLevel)
   if (config.token === '' && !LOOPBACK.test(config.listen.host)) {
@@ -55,6 +57,7 @@ export async function serve(config: Config): Promise<number> {
   // read: a second agent throws here naming the holder, and touches nothing.
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
+  metrics.ops.setBuildInfo(await packageVersion(), config.build)
   let registry: ReturnType<typeof Registry.open>
   let store: ReturnType<typeof openDeployStore>
   try {

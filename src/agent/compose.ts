@@ -78,6 +78,8 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       stopTimeoutMs,
     })
   }
+  // Read at each scrape: the gauge never lags the gate.
+  if (gate !== null) metrics.ops.watchGate(() => gate.report())
   const agent = new Agent({
     config,
     logger,

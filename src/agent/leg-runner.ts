@@ -94,6 +94,7 @@ function canForce(config: LegRunnerDeps['config'], logger: LegRunnerDeps['logger
 /** intent_reads_total, by how the run's read of the intent ended. */
 function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {
   const s = state.snapshot()
+  metrics.ops.setIntentReadable(s.intent !== 'unreadable')
   metrics.intentRead(s.intent === 'unreadable' ? 'unreadable' : s.intent === 'none' || s.default.applied ? 'none' : 'recorded')
 }
 
@@ -102,6 +103,10 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
   const { metrics } = deps
   metrics.setLegRunning(false)
   metrics.legRun(seconds)
+  // Clean: the intent (or the default) was read and no host failed; a refused or deferred host is not a failed run.
+  if (deps.state.snapshot().intent !== 'unreadable' && run.finishedAt !== null && !run.results.some((r) => r.outcome === 'failed')) {
+    metrics.ops.setLastSuccess(Date.parse(run.finishedAt))
+  }
   deps.onRunEnd(run)
   const report = deps.report()
   const counts: Partial<Record<RowLayout, number>> = {}

@@ -6,8 +6,10 @@
 // the activator do: rows added with the CLI, intents recorded, wakes
 // claimed and released, and converge asked for.
 import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
 import http from 'node:http'
 import type net from 'node:net'
+import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import { AgentProcess, makeSandbox, recordIntent, runCli, type Sandbox } from '../helpers/agent-process.js'
@@ -208,4 +210,29 @@ void test('intent_mode says unmanaged on a box with no activator, where no inten
   const sample = await scrape(agent)
   assert.equal(sample('carlos_layout_intent_mode{mode="unmanaged"}'), 1, 'no activator is armed: the report is unmanaged, and so is the gauge')
   for (const mode of ['flat', 'nested', 'none', 'unreadable']) assert.equal(sample(`carlos_layout_intent_mode{mode="${mode}"}`), 0, mode)
+})
+
+void test("build_info names the version and CARLOS_BUILD; gate_check is each gate check; intent_readable and the last clean run follow the intent", LIMIT, async (t) => {
+  const { sb, agent } = await box(t, { ...QUICK, CARLOS_BUILD: 'v0.25.3', CARLOS_PROBE_EVERY: '200ms' })
+  const { version } = JSON.parse(await fs.readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+  let sample = await scrape(agent)
+  assert.equal(sample(`carlos_layout_build_info{version="${version}",build="v0.25.3"}`), 1)
+  // The sandbox needs no mount and its probe says ready: every check passes.
+  for (const check of ['selfcheck', 'mounts', 'probe']) assert.equal(sample(`carlos_layout_gate_check{check="${check}"}`), 1, check)
+  await recordIntent(sb, 'nested')
+  await waitIdle(agent, 'the nested run', (r) => r.mode === 'nested')
+  sample = await scrape(agent)
+  assert.equal(sample('carlos_layout_intent_readable'), 1)
+  const clean = sample('carlos_layout_leg_last_success_timestamp_seconds') ?? 0
+  assert.ok(clean > Date.now() / 1000 - 60 && clean <= Date.now() / 1000 + 1, `a clean run just now: ${clean}`)
+  // A record that is not an intent: the box fails closed, and the gauges say so.
+  await fs.writeFile(path.join(sb.deployDir, 'layout', 'intents', '99999999T999999.999Z-zzzzzz.json'), '{"not": "an intent"}')
+  await waitIdle(agent, 'the unreadable intent', (r) => r.mode === 'unreadable')
+  sample = await scrape(agent)
+  assert.equal(sample('carlos_layout_intent_readable'), 0)
+  assert.equal(sample('carlos_layout_leg_last_success_timestamp_seconds'), clean, 'a run that could not read the intent is not a clean run')
+  // The probe stops saying ready: its check drops at the next read of the verdict.
+  await fs.writeFile(sb.probeFile, 'ready: false\n')
+  await fs.rm(path.join(sb.deployDir, 'layout', 'intents', '99999999T999999.999Z-zzzzzz.json'))
+  await until('the probe check to fail', async () => ((await scrape(agent))('carlos_layout_gate_check{check="probe"}') === 0 ? true : undefined), 30_000)
 })
