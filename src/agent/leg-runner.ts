@@ -66,29 +66,13 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
       ...intentInputs(config, gate),
       state,
       logger,
-      converge: (mode: Mode, force: boolean, s: AbortSignal) => pass.converge(mode, { deferAwake: !force || !canForce(config, logger, force), signal: s }),
+      converge: (mode: Mode, force: boolean, s: AbortSignal) => pass.converge(mode, { deferAwake: !force, signal: s }),
       timeoutMs: deps.intentTimeoutMs,
     },
     signal,
   )
   recordIntentReadMetric(deps)
   return outcome
-}
-
-/**
- * Whether a forced intent can be honoured: stopping an awake tenant at once
- * needs an activator to ask (CARLOS_ACTIVATOR_URL). Without one a stop can
- * only wait for the tenant's release, fencing it from new wakes for a
- * minute a run; the awake tenants keep their grace instead, and the log
- * says why the force was not honoured (design §8).
- */
-function canForce(config: LegRunnerDeps['config'], logger: LegRunnerDeps['logger'], force: boolean): boolean {
-  if (!force || config.activatorUrl !== '') return true
-  logger.warn(
-    { force: true, activatorUrl: '' },
-    'layout: the intent is forced, but CARLOS_ACTIVATOR_URL is not set: no activator to stop awake instances, so they keep their grace',
-  )
-  return false
 }
 
 /** intent_reads_total, by how the run's read of the intent ended. */
