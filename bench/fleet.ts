@@ -252,7 +252,8 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
         sb,
         hosts,
         logFile: path.join(sb.root, 'agent.log'),
-        env: { ...etcdEnv, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL, CARLOS_ETCD_BOX_TTL: BOX_TTL },
+        // debug: each host's move is a line of its own only there; the timeline reads them.
+        env: { ...etcdEnv, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL, CARLOS_ETCD_BOX_TTL: BOX_TTL, CARLOS_LOG_LEVEL: 'debug' },
       }
       await addTenants(box)
       boxes.push(box)

@@ -120,8 +120,9 @@ export class Agent implements AgentApi {
       (what) => this.#leg.waiting(what),
     )
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
-    logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger)
-    logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger)
+    // Recovery acts on a few hosts once per start: each is worth a line at info.
+    logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger, 'info')
+    logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger, 'info')
     logger.info({ intent, swept }, `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`)
     this.#pass = pass
     if (this.#life.signal.aborted) return

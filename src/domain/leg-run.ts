@@ -125,11 +125,12 @@ const NEEDS_A_LOOK: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
  * or not. A failed, refused or held host is a warn line of its own, what
  * an operator alerts on; the rest (moved, released, deferred …) are debug,
  * since a box of thousands would otherwise log thousands of lines a run,
- * and the run's summary says how many. Awake hosts share one line: under a
+ * and the run's summary says how many (start-up recovery, which acts on a
+ * few hosts once, logs them at info: routine). Awake hosts share one line: under a
  * standing intent every serial move meets them until they sleep or their
  * grace runs out.
  */
-export function logLayoutResults(results: readonly Result[], logger: Logger): boolean {
+export function logLayoutResults(results: readonly Result[], logger: Logger, routine: 'debug' | 'info' = 'debug'): boolean {
   let retry = false
   const awake: string[] = []
   for (const r of results) {
@@ -142,10 +143,10 @@ export function logLayoutResults(results: readonly Result[], logger: Logger): bo
     }
     const line = r.host === '' ? `layout: ${r.outcome} -> ${r.reason}` : r.reason === '' ? `layout: ${r.host}: ${r.outcome}` : `layout: ${r.host}: ${r.outcome} -> ${r.reason}`
     if (NEEDS_A_LOOK.has(r.outcome)) logger.warn(fields, line)
-    else logger.debug(fields, line)
+    else logger[routine](fields, line)
   }
   if (awake.length > 0) {
-    logger.debug({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
+    logger[routine]({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
   }
   return retry || awake.length > 0
 }

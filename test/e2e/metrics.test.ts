@@ -217,8 +217,12 @@ void test("build_info names the version and CARLOS_BUILD; gate_check is each gat
   const { version } = JSON.parse(await fs.readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
   let sample = await scrape(agent)
   assert.equal(sample(`carlos_layout_build_info{version="${version}",build="v0.25.3"}`), 1)
-  // The sandbox needs no mount and its probe says ready: every check passes.
-  for (const check of ['selfcheck', 'mounts', 'probe']) assert.equal(sample(`carlos_layout_gate_check{check="${check}"}`), 1, check)
+  // The sandbox needs no mount and its probe says ready: every check passes once the gate has run them.
+  const passing = async () => {
+    const s = await scrape(agent)
+    return ['selfcheck', 'mounts', 'probe'].every((check) => s(`carlos_layout_gate_check{check="${check}"}`) === 1) ? true : undefined
+  }
+  await until('every gate check to pass', passing, 30_000)
   await recordIntent(sb, 'nested')
   await waitIdle(agent, 'the nested run', (r) => r.mode === 'nested')
   sample = await scrape(agent)
