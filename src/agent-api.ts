@@ -158,7 +158,14 @@ export type WakeList = Static<typeof WakeList>
 
 export interface AgentApi {
   readiness(): Readiness
+  /** The report: a cached value, built again only when one of its inputs changed (design §6.2). */
   report(): LayoutReport
+  /**
+   * The report's tag, `<epoch>.<version>`: it moves whenever the report
+   * would read differently, and reading it builds nothing; the epoch is the
+   * process's, so a restart never matches an older tag.
+   */
+  reportTag(): string
   /** Kicks the leg and returns its state right after the kick. */
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */

@@ -16,6 +16,7 @@ function schemaOnly(): never {
 const schemaOnlyApi: AgentApi = {
   readiness: schemaOnly,
   report: schemaOnly,
+  reportTag: schemaOnly,
   kick: schemaOnly,
   converge: schemaOnly,
   legState: schemaOnly,

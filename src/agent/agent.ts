@@ -61,6 +61,7 @@ export class Agent implements AgentApi {
         this.#summary.update()
       },
       report: () => this.report(),
+      rowCounts: () => this.#view.counts(this.#phase, this.#pass, this.#leg),
     })
     this.#desk = new WakeDesk({
       claims: parts.claims,
@@ -173,6 +174,10 @@ export class Agent implements AgentApi {
 
   report(): LayoutReport {
     return this.#view.report(this.#phase, this.#pass, this.#leg)
+  }
+
+  reportTag(): string {
+    return this.#view.tag(this.#phase, this.#pass, this.#leg)
   }
 
   kick(): LegState {

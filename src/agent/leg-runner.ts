@@ -7,7 +7,7 @@ import type { IntentState } from '../domain/intent-state.js'
 import { Leg, type LegOutcome } from '../domain/leg.js'
 import { layoutLegWith } from '../domain/leg-run.js'
 import type { DefaultInputs } from '../domain/layout-default.js'
-import type { Mode, RowLayout } from '../domain/modes.js'
+import type { Mode } from '../domain/modes.js'
 import type { Clock, DeployStore, LayoutPass, Logger } from '../domain/ports.js'
 import type { LayoutReport, LegRun } from '../domain/schemas.js'
 import type { Isolation } from '../infra/isolation.js'
@@ -33,8 +33,10 @@ export interface LegRunnerDeps {
   keys: () => Promise<void>
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
-  /** The report now, for the row gauges. */
+  /** The report now (cached: built again only when it changed), for the held gauge. */
   report: () => LayoutReport
+  /** The report's rows by word now, counted once per version of the report: the row gauges. */
+  rowCounts: () => Readonly<Record<string, number>>
   /** How long the run's read of the intent may take; the domain's 30 s when unset. */
   intentTimeoutMs?: number
 }
@@ -92,11 +94,8 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
     metrics.ops.setLastSuccess(Date.parse(run.finishedAt))
   }
   deps.onRunEnd(run)
-  const report = deps.report()
-  const counts: Partial<Record<RowLayout, number>> = {}
-  for (const row of Object.values(report.rows)) counts[row.layout as RowLayout] = (counts[row.layout as RowLayout] ?? 0) + 1
-  metrics.setRows(counts)
+  metrics.setRows(deps.rowCounts())
   metrics.setDeferredHosts(run.results.filter((r) => r.outcome === 'deferred').length)
   const pass = deps.pass()
-  metrics.setHeldHosts(pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length)
+  metrics.setHeldHosts(pass === null ? 0 : Object.keys(deps.report().rows).filter((host) => pass.held(host) !== undefined).length)
 }

@@ -81,6 +81,8 @@ export class Leg {
   /** Runs in a row that could not finish: the backoff's exponent. */
   #failures = 0
   readonly #waiters = new Set<Waiter>()
+  /** Moves with every change of what state() answers but running and pending: a run started or ended, a result, the retry timer. */
+  #changes = 0
 
   constructor(opts: LegOptions) {
     this.#opts = opts
@@ -132,9 +134,11 @@ export class Leg {
     this.#cancelRetry?.()
     const at = this.#opts.clock.now() + ms
     this.#retryAt = new Date(at).toISOString()
+    this.#changes++
     this.#cancelRetry = this.#opts.clock.setTimer(ms, () => {
       this.#cancelRetry = null
       this.#retryAt = null
+      this.#changes++
       this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
       this.kick()
     })
@@ -146,6 +150,7 @@ export class Leg {
     this.#cancelRetry()
     this.#cancelRetry = null
     this.#retryAt = null
+    this.#changes++
     this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
   }
 
@@ -189,7 +194,19 @@ export class Leg {
    * answer replaces these when it ends.
    */
   progress(result: Result): void {
-    if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) this.#lastRun.results.push(result)
+    if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) {
+      this.#lastRun.results.push(result)
+      this.#changes++
+    }
+  }
+
+  /**
+   * A key of what state() would answer, built in constant time: equal keys,
+   * equal states. The report asks it on every poll instead of copying the
+   * last run's results.
+   */
+  stateKey(): string {
+    return `${this.#flight.running ? 1 : 0}${this.#flight.pending ? 1 : 0}.${this.#changes}`
   }
 
   /** What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it waits no more. */
@@ -213,6 +230,7 @@ export class Leg {
     const startMs = clock.now()
     const run: LegRun = { startedAt: new Date(startMs).toISOString(), finishedAt: null, results: [] }
     this.#lastRun = run
+    this.#changes++
     this.#hook('onRunStart', () => this.#opts.onRunStart?.(copyRun(run)))
     let outcome: LegOutcome
     try {
@@ -235,6 +253,7 @@ export class Leg {
     const endMs = clock.now()
     const done: LegRun = { startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results }
     this.#lastRun = done
+    this.#changes++
     if (!this.#flight.stopped) this.#scheduleAfter(outcome)
     this.#hook('onRunEnd', () => this.#opts.onRunEnd?.(copyRun(done), (endMs - startMs) / 1000))
     for (const w of this.#waiters) if (w.after < seq) w.resolve(copyRun(done))

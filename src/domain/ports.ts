@@ -41,6 +41,8 @@ export interface RouteStore {
   get(host: string): Route | undefined
   /** Inserts a row; throws a coded error when the host exists. */
   add(route: Route, opts?: AddOptions): void
+  /** Inserts every row in one transaction, or none: each checked as add checks one, claimed paths included. */
+  addMany(routes: readonly Route[]): void
   /** Removes a row; false when there was none. */
   remove(host: string): boolean
   /** Rewrites the paths of many rows in one transaction (the move's commit point). */
@@ -107,6 +109,12 @@ export interface LayoutPass {
   held(host: string): string | undefined
   /** The row's note (what was set aside, and when), or ''. */
   note(host: string): string
+  /**
+   * A count that moves whenever a journal, hold, fence or note the pass
+   * keeps changes: until it moves, classify, held and note answer as they
+   * did (for rows that did not change), so the report need not be built again.
+   */
+  changes(): number
 }
 
 /** What `<data>/layout` holds, listed at start and by the unmanaged report. */

@@ -229,6 +229,32 @@ export class Registry implements RouteStore {
     }
   }
 
+  /**
+   * Adds every route in one IMMEDIATE transaction, or none: each is checked
+   * as `add` checks one, and against the rows already stored and the others
+   * of the batch for a claimed dir or socket (one index, built once).
+   */
+  addMany(routes: readonly Route[]): void {
+    for (const route of routes) validateRoute(route)
+    const at = this.#now().toISOString()
+    const insert = this.#db.transaction(() => {
+      const claims = new PathClaims([...this.list(), ...routes])
+      for (const route of routes) {
+        const claimant =
+          (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
+          (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
+        if (claimant !== undefined) throw errors.pathClaimed(route.host, claimant.reason, claimant.host)
+        try {
+          this.#stmt.insert.run(route.host, route.kind, route.socket, route.dir, route.db, route.hibernate ? 1 : 0, at, at)
+        } catch (err) {
+          if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw errors.hostExists(route.host)
+          throw err
+        }
+      }
+    })
+    insert.immediate()
+  }
+
   remove(host: string): boolean {
     return this.#stmt.remove.run(host).changes > 0
   }

@@ -36,6 +36,10 @@ class FakePass implements LayoutPass {
     this.asked.push(route.host)
     return this.words[route.host] ?? { layout: 'foreign', reason: 'not in the fake' }
   }
+  changes(): number {
+    return 0
+  }
+
   held(host: string): string | undefined {
     return this.holds[host]
   }

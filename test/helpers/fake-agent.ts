@@ -53,11 +53,14 @@ export class FakeAgent implements AgentApi {
   legValue: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
   /** What mint() answers: a mode, or an error it throws. */
   mintValue: Mode | Error = 'nested'
-  /** When set, report() throws it. */
+  /** When set, report() and reportTag() throw it. */
   reportError: Error | undefined
   kicks = 0
-  /** How many times the report was read (a client polling GET /layout/status). */
+  /** How many times the report's tag was asked (each GET /layout/status asks it once). */
   reportReads = 0
+  /** A version per report object: setting reportValue to a new object is a change of the report. */
+  readonly #versions = new WeakMap<LayoutReport, number>()
+  #lastVersion = 0
 
   private readonly calls: PendingConverge[] = []
   private readonly callWaiters: Array<(c: PendingConverge) => void> = []
@@ -67,9 +70,16 @@ export class FakeAgent implements AgentApi {
   }
 
   report(): LayoutReport {
-    this.reportReads++
     if (this.reportError !== undefined) throw this.reportError
     return this.reportValue
+  }
+
+  reportTag(): string {
+    this.reportReads++
+    if (this.reportError !== undefined) throw this.reportError
+    let version = this.#versions.get(this.reportValue)
+    if (version === undefined) this.#versions.set(this.reportValue, (version = ++this.#lastVersion))
+    return `fake.${version}`
   }
 
   kick(): LegState {

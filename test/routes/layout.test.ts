@@ -3,13 +3,13 @@ import { test } from 'node:test'
 import { errors } from '../../src/errors.js'
 import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
 
-void test('GET /layout/status answers the report with a strong ETag, and 304 while it is unchanged', async (t) => {
+void test('GET /layout/status answers the report with its version as a strong ETag, and 304 while it is unchanged', async (t) => {
   const { app, agent } = await build(t)
   const first = await app.inject({ method: 'GET', url: '/layout/status' })
   assert.equal(first.statusCode, 200)
   assert.deepEqual(first.json(), sampleReport())
   const etag = first.headers.etag
-  assert.ok(typeof etag === 'string' && /^"[A-Za-z0-9_-]{20,}"$/.test(etag), `strong etag, got ${String(etag)}`)
+  assert.equal(etag, '"fake.1"', 'the ETag is the report\'s tag, quoted, never weak')
 
   const again = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': etag } })
   assert.equal(again.statusCode, 304)
@@ -23,8 +23,17 @@ void test('GET /layout/status answers the report with a strong ETag, and 304 whi
   agent.reportValue = { ...sampleReport(), warnings: ['something changed'] }
   const changed = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': etag } })
   assert.equal(changed.statusCode, 200)
-  assert.notEqual(changed.headers.etag, etag)
+  assert.equal(changed.headers.etag, '"fake.2"')
+  assert.match(String(changed.headers['content-type']), /^application\/json; charset=utf-8$/)
   assert.deepEqual(changed.json<{ warnings: string[] }>().warnings, ['something changed'])
+
+  // The bytes are kept per tag: a report changed in place under the same
+  // tag is not read again, which is the contract the tag makes.
+  const reads = agent.reportReads
+  agent.reportValue.warnings.push('changed in place')
+  const same = await app.inject({ method: 'GET', url: '/layout/status' })
+  assert.equal(same.body, changed.body)
+  assert.equal(agent.reportReads, reads + 1)
 })
 
 void test('POST /layout/converge kicks the leg and answers 202 with its state', async (t) => {

@@ -23,6 +23,8 @@ export class PassState {
   readonly #kept = new Map<string, string>()
   readonly #holds = new Map<string, Hold>()
   readonly #notes = new Map<string, string>()
+  /** Moves whenever a journal, hold, fence or note changes: the report is built again only then. */
+  #changes = 0
 
   readonly #slicer: Slicer
 
@@ -39,6 +41,12 @@ export class PassState {
       if (hold !== undefined) this.#holds.set(host, hold)
     }
     for (const [host, note] of await loadAsideNotes(this.#dirs)) this.#notes.set(host, note)
+    this.#changes++
+  }
+
+  /** A count that moves with every change below: what classify, held and note answer may differ once it has. */
+  get changes(): number {
+    return this.#changes
   }
 
   // ---- what the report, a wake and the pass ask -------------------------
@@ -103,24 +111,28 @@ export class PassState {
   async openJournals(journals: readonly Journal[]): Promise<void> {
     await writeJournals(this.#dirs, journals, this.#slicer)
     for (const journal of journals) this.#inFlight.set(journal.host, journal)
+    this.#changes++
   }
 
   /** Takes up a journal found on disk (recovery): its move is in flight again, and no longer kept. */
   resumeJournal(journal: Journal): void {
     this.#kept.delete(journal.host)
     this.#inFlight.set(journal.host, journal)
+    this.#changes++
   }
 
   /** Removes the journals of hosts (one directory fsync), then forgets them. When the removal throws, they are still in flight. */
   async closeJournals(hosts: readonly string[]): Promise<void> {
     await removeJournals(this.#dirs, hosts, this.#slicer)
     for (const host of hosts) this.#inFlight.delete(host)
+    this.#changes++
   }
 
   /** Host's journal stays on disk for recovery: its move is no longer in flight, and it is fenced with why. */
   keepJournal(host: string, why: string): void {
     this.#inFlight.delete(host)
     this.#kept.set(host, why)
+    this.#changes++
   }
 
   /**
@@ -130,6 +142,7 @@ export class PassState {
   releaseKept(host: string): void {
     this.#kept.delete(host)
     if (!this.#holds.has(host)) this.#fence.lift([host])
+    this.#changes++
   }
 
   // ---- holds ------------------------------------------------------------
@@ -138,32 +151,38 @@ export class PassState {
   async writeHolds(markers: readonly HoldMarker[]): Promise<void> {
     await writeHolds(this.#dirs, markers)
     for (const marker of markers) this.#holds.set(marker.host, { host: marker.host, to: marker.to, reason: marker.reason, corrupt: false })
+    this.#changes++
   }
 
   /** Removes the hold markers of hosts, then forgets the holds. Their fences stay: the caller lifts them when it may. */
   async dropHolds(hosts: readonly string[]): Promise<void> {
     await removeHolds(this.#dirs, hosts)
     for (const host of hosts) this.#holds.delete(host)
+    this.#changes++
   }
 
   /** Drops the holds of hosts and lifts their fences: they may wake. */
   async releaseHolds(hosts: readonly string[]): Promise<void> {
     await this.dropHolds(hosts)
     this.#fence.lift(hosts)
+    this.#changes++
   }
 
   // ---- fences and notes -------------------------------------------------
 
   fence(hosts: readonly string[], generation: number): void {
     this.#fence.fence(hosts, generation)
+    this.#changes++
   }
 
   lift(hosts: readonly string[]): void {
     this.#fence.lift(hosts)
+    this.#changes++
   }
 
   /** The note a row carries after something was set aside for it. */
   setNote(host: string, note: string): void {
     this.#notes.set(host, note)
+    this.#changes++
   }
 }

@@ -96,6 +96,10 @@ export class Pass implements LayoutPass {
     return this.#state.note(host) ?? ''
   }
 
+  changes(): number {
+    return this.#state.changes
+  }
+
   // ---- start-up ---------------------------------------------------------
 
   /**

@@ -190,6 +190,7 @@ void test('an add the registry refuses after the directories were made removes t
     add: (r) => {
       throw errors.hostExists(r.host)
     },
+    addMany: (rows) => real.addMany(rows),
     remove: (h) => real.remove(h),
     setPaths: (rows) => real.setPaths(rows),
     nextGeneration: () => real.nextGeneration(),
