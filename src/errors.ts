@@ -53,6 +53,10 @@ export class ConfigError extends AppError {
   }
 }
 
+/** How many bad lines `routes import` describes one by one, and how many more it names by number. */
+const IMPORT_LINES_SHOWN = 20
+const IMPORT_LINES_NUMBERED = 200
+
 export const errors = {
   // A request the API refuses (design §6).
   badRequest: (message: string) => new AppError('bad_request', 400, message),
@@ -89,6 +93,17 @@ export const errors = {
   /** `routes add` of a row whose dir or socket another row claims (design §1.1 `conflict`, §8). */
   pathClaimed: (host: string, why: string, other: string) =>
     new AppError('path_claimed', 409, `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`),
+  /** `routes import` found lines it cannot store: every one is named, and nothing was written (design §8). */
+  importRefused: (file: string, bad: ReadonlyArray<{ line: number; why: string }>) => {
+    const shown = bad.slice(0, IMPORT_LINES_SHOWN).map((b) => `\n  line ${b.line}: ${b.why}`)
+    const rest = bad.slice(IMPORT_LINES_SHOWN, IMPORT_LINES_SHOWN + IMPORT_LINES_NUMBERED).map((b) => b.line)
+    const more = bad.length - shown.length
+    const tail = more === 0 ? '' : `\n  … and ${more} more: line${more === 1 ? '' : 's'} ${rest.join(', ')}${more > rest.length ? ', …' : ''}`
+    return new AppError('import_refused', 400, `refused ${file}: ${bad.length} bad line${bad.length === 1 ? '' : 's'}, nothing was written:${shown.join('')}${tail}`)
+  },
+  /** `routes import` could not read its file (or standard input). */
+  importUnreadable: (file: string, cause: unknown) =>
+    new AppError('import_unreadable', 400, `cannot read ${file}: ${errorMessage(cause)}; nothing was written`, { cause }),
   /** A box label follows the hostname rule (design §1). */
   invalidBoxLabel: (box: string, why: string) => new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
   /** `intent --box` naming a box no agent has reported, where the store knows the boxes (design §7.3). */

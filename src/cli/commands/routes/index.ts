@@ -1,20 +1,22 @@
-// `layoutd routes add|list|rm` (design §8): the registry, edited directly;
+// `layoutd routes add|import|list|rm` (design §8): the registry, edited directly;
 // the agent need not run. This module is the group: its usage, which
 // subcommand runs, and what they run with (the registry, and the mint rule
 // for `add`), opened for the command and closed after it.
 import { loadConfig } from '../../../config.js'
 import type { Mode } from '../../../domain/modes.js'
-import type { RouteStore } from '../../../domain/ports.js'
+import type { DeployStore, RouteStore } from '../../../domain/ports.js'
 import { AgentUnreachable, errors } from '../../../errors.js'
 import type { OptionsConfig } from '../../args.js'
 import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../../command.js'
 import * as add from './add.js'
+import * as importRows from './import.js'
 import * as list from './list.js'
 import * as rm from './rm.js'
 
 export const usage = `usage:
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]
+  layoutd routes import FILE|-
   layoutd routes list [--json]
   layoutd routes rm HOST
 `
@@ -29,18 +31,20 @@ export interface RoutesIo extends CommandContext {
   mint: () => Promise<Mode>
   /** Where groups are looked up; /etc/group unless a test says otherwise. */
   groupFile?: string
+  /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
+  stdin?: NodeJS.ReadableStream
 }
 
 /** How long `routes add` waits for the running agent's mint before applying the rule itself. */
 const MINT_ASK_MS = 5_000
 
-const SUBCOMMANDS: Record<string, Command<OptionsConfig, RoutesIo>> = { add, list, rm }
+const SUBCOMMANDS: Record<string, Command<OptionsConfig, RoutesIo>> = { add, import: importRows, list, rm }
 
 export const group: CommandGroup<RoutesIo> = {
   usage,
   signature,
   subcommand(name) {
-    if (name === undefined) throw errors.usage('routes needs a command: add, list or rm')
+    if (name === undefined) throw errors.usage('routes needs a command: add, import, list or rm')
     const command = Object.hasOwn(SUBCOMMANDS, name) ? SUBCOMMANDS[name] : undefined
     if (command === undefined) throw errors.usage(`unknown routes command ${JSON.stringify(name)}`)
     return command
@@ -59,30 +63,28 @@ export function routesCommand(argv: readonly string[], io: RoutesIo): Promise<nu
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   return runGroup(group, argv, cli, async (use) => {
     const config = loadConfig(cli.environ)
-    const [{ Registry }, { openDeployStore }, { mintLayoutIntentWith }, { AgentClient, agentUrl }] = await Promise.all([
-      import('../../../infra/registry.js'),
-      import('../../../infra/deploy-store.js'),
-      import('../../../domain/mint.js'),
-      import('../../agent-client.js'),
-    ])
+    const { Registry } = await import('../../../infra/registry.js')
     const registry = Registry.open(config.dataDir)
-    let store: ReturnType<typeof openDeployStore>
-    try {
-      store = openDeployStore(config)
-    } catch (err) {
-      registry.close()
-      throw err
-    }
+    // The deploy store and the agent's client are opened only when a row is
+    // minted: list, rm and import never need them, and a bulk import need
+    // not load them.
+    let store: DeployStore | undefined
     // The running agent mints with its isolation gate's real answer. Only
     // when no agent answers does the CLI apply the rule itself, without a
     // gate: with no intent, a nested default then mints nested only where
     // the box has evidently moved (nested rows present).
     const mint = async (): Promise<Mode> => {
+      const [{ openDeployStore }, { mintLayoutIntentWith }, { AgentClient, agentUrl }] = await Promise.all([
+        import('../../../infra/deploy-store.js'),
+        import('../../../domain/mint.js'),
+        import('../../agent-client.js'),
+      ])
       try {
         return await new AgentClient(agentUrl(config, undefined), config.token).mint(MINT_ASK_MS)
       } catch (err) {
         if (!(err instanceof AgentUnreachable)) throw err
       }
+      store ??= openDeployStore(config)
       return mintLayoutIntentWith({
         store,
         box: config.box,
@@ -96,7 +98,7 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
     try {
       return await use({ config, stdout: cli.stdout, stderr: cli.stderr, registry, mint })
     } finally {
-      await store.close()
+      await store?.close()
       registry.close()
     }
   })

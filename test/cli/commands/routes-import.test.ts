@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { Readable } from 'node:stream'
+import { test, type TestContext } from 'node:test'
+import { loadConfig } from '../../../src/config.js'
+import { Registry } from '../../../src/infra/registry.js'
+import { routesCommand, type RoutesIo } from '../../../src/cli/commands/routes/index.js'
+import { tmpDir } from '../../helpers/tmp.js'
+import { Sink } from '../../helpers/sink.js'
+
+async function setup(t: TestContext) {
+  const dataDir = await tmpDir(t)
+  const registry = Registry.open(dataDir)
+  t.after(() => registry.close())
+  const out = new Sink()
+  const err = new Sink()
+  const io: RoutesIo = {
+    config: loadConfig({ CARLOS_DATA_DIR: dataDir, CARLOS_BOX: 'box-1' }),
+    stdout: out,
+    stderr: err,
+    registry,
+    mint: () => Promise.reject(new Error('import never mints')),
+  }
+  const file = async (name: string, lines: readonly unknown[]): Promise<string> => {
+    const p = path.join(dataDir, name)
+    await fs.writeFile(p, lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n')
+    return p
+  }
+  return { dataDir, registry, out, err, io, file, run: (...argv: string[]) => routesCommand(argv, io) }
+}
+
+function row(i: number, extra: Record<string, unknown> = {}) {
+  return { host: `t${i}.example.com`, kind: 'instance', hibernate: true, dir: `/srv/apps/t${i}`, socket: `/run/t${i}.sock`, ...extra }
+}
+
+void test('import writes every row of a JSON Lines file, blank lines skipped', async (t) => {
+  const s = await setup(t)
+  const f = await s.file('rows.jsonl', [row(1), '', row(2, { db: '/srv/apps/t2/app.db' }), { host: 'static.example.com', kind: 'static', hibernate: false }])
+  assert.equal(await s.run('import', f), 0, s.err.text)
+  assert.match(s.out.text, /imported 3 rows/)
+  assert.deepEqual(
+    s.registry.list().map((r) => [r.host, r.kind, r.hibernate, r.dir, r.socket, r.db]),
+    [
+      ['static.example.com', 'static', false, '', '', ''],
+      ['t1.example.com', 'instance', true, '/srv/apps/t1', '/run/t1.sock', ''],
+      ['t2.example.com', 'instance', true, '/srv/apps/t2', '/run/t2.sock', '/srv/apps/t2/app.db'],
+    ],
+  )
+})
+
+void test('one bad line refuses the whole file, every bad line named by number, and nothing is written', async (t) => {
+  const s = await setup(t)
+  assert.equal(await s.run('add', 'taken.example.com', '--dir', '/srv/taken', '--socket', '/run/taken.sock'), 0)
+  const f = await s.file('bad.jsonl', [
+    row(1),
+    '{not json',
+    row(3, { kind: 'daemon' }),
+    row(4, { dir: 'relative/dir' }),
+    row(1, { dir: '/srv/apps/other', socket: '/run/other.sock' }),
+    row(6, { socket: '/run/taken.sock' }),
+    row(7, { colour: 'blue' }),
+    { host: 'bad_host!', kind: 'instance', hibernate: false },
+    row(9, { dir: undefined }),
+    row(10),
+  ])
+  assert.equal(await s.run('import', f), 1)
+  const msg = s.err.text
+  assert.match(msg, /8 bad lines, nothing was written/)
+  for (const line of [2, 3, 4, 5, 6, 7, 8, 9]) assert.match(msg, new RegExp(`line ${line}: `), `line ${line} is named`)
+  assert.doesNotMatch(msg, /line (1|10): /)
+  assert.match(msg, /line 5: host t1\.example\.com is already on line 1/)
+  assert.match(msg, /line 6: .*taken\.example\.com/)
+  assert.match(msg, /line 7: unknown field\(s\) colour/)
+  assert.deepEqual(s.registry.list().map((r) => r.host), ['taken.example.com'])
+})
+
+void test('a host already in the registry refuses the file', async (t) => {
+  const s = await setup(t)
+  const f = await s.file('a.jsonl', [row(1)])
+  assert.equal(await s.run('import', f), 0)
+  assert.equal(await s.run('import', f), 1)
+  assert.match(s.err.text, /line 1: host t1\.example\.com is already in the registry/)
+  assert.equal(s.registry.list().length, 1)
+})
+
+void test('- reads standard input; an unreadable file is import_unreadable', async (t) => {
+  const s = await setup(t)
+  s.io.stdin = Readable.from([`${JSON.stringify(row(1))}\n${JSON.stringify(row(2))}`])
+  assert.equal(await s.run('import', '-'), 0, s.err.text)
+  assert.match(s.out.text, /imported 2 rows from standard input/)
+  assert.equal(s.registry.list().length, 2)
+
+  assert.equal(await s.run('import', path.join(s.dataDir, 'no-such.jsonl')), 1)
+  assert.match(s.err.text, /cannot read .*no-such\.jsonl: .*ENOENT.*nothing was written/)
+  assert.equal(await s.run('import'), 2, 'FILE is required')
+})
+
+void test('the registry refuses a batch whose paths another row claims, as a whole', (t) => {
+  return setup(t).then((s) => {
+    s.registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, dir: '/srv/a', socket: '/run/a.sock', db: '' })
+    const batch = [
+      { host: 'b.example.com', kind: 'instance' as const, hibernate: true, dir: '/srv/b', socket: '/run/b.sock', db: '' },
+      { host: 'c.example.com', kind: 'instance' as const, hibernate: true, dir: '/srv/a/inner', socket: '/run/c.sock', db: '' },
+    ]
+    assert.throws(() => s.registry.addMany(batch), { code: 'path_claimed' })
+    assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
+  })
+})
+
+// The 2 s figure is bench/all.ts's, on a quiet machine; here the bound only
+// catches work that grows faster than the rows (a claims check per pair).
+void test('10,000 rows import in one go, in time linear in the rows', async (t) => {
+  const s = await setup(t)
+  const f = await s.file('big.jsonl', Array.from({ length: 10_000 }, (_, i) => row(i)))
+  const start = performance.now()
+  assert.equal(await s.run('import', f), 0, s.err.text)
+  const ms = performance.now() - start
+  t.diagnostic(`10,000 rows in ${ms.toFixed(0)} ms`)
+  assert.equal(s.registry.list().length, 10_000)
+  assert.ok(ms < 20_000, `took ${ms.toFixed(0)} ms`)
+})
