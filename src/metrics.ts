@@ -240,9 +240,19 @@ export class Metrics {
     this.recoveredJournals.inc({ action })
   }
 
+  /**
+   * The series of the HTTP histogram, by method, route and status: labels
+   * hashed once per series instead of on every request (their set is
+   * closed: route patterns, never URLs).
+   */
+  private readonly httpSeries = new Map<string, { observe(seconds: number): void }>()
+
   /** One HTTP request. `route` is the route pattern (`/ready/:host`) or UNMATCHED_ROUTE, never the URL. */
   observeHttp(method: string, route: string, status: number, seconds: number): void {
-    this.httpSeconds.observe({ method, route, status: String(status) }, seconds)
+    const key = `${method} ${status} ${route}`
+    let series = this.httpSeries.get(key)
+    if (series === undefined) this.httpSeries.set(key, (series = this.httpSeconds.labels({ method, route, status: String(status) })))
+    series.observe(seconds)
   }
 
   get contentType(): string {

@@ -23,7 +23,7 @@ export interface AgentParts {
   logger: Logger
   metrics: Metrics
   clock: Clock
-  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'file'>
+  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'pingWithin' | 'file'>
   store: DeployStore
   claims: WakeClaims
   fence: FenceTable

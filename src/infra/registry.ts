@@ -129,6 +129,8 @@ export class Registry implements RouteStore {
   readonly #stmt: ReturnType<typeof prepare>
   #claimsConnection: ClaimsConnection | undefined
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
+  /** When ping() last answered, for pingWithin. */
+  #pingedAt = -Infinity
 
   private constructor(file: string, db: Database.Database, now: () => Date) {
     this.file = file
@@ -192,6 +194,18 @@ export class Registry implements RouteStore {
   ping(): void {
     this.#stmt.ping.get()
     this.#claimsConnectionOpen().dataVersion.get()
+  }
+
+  /**
+   * ping(), asked of the database at most once per maxAgeMs while both
+   * connections stay open: GET /ready is polled far more often than a
+   * database stops answering, and a closed connection still fails at once.
+   */
+  pingWithin(maxAgeMs: number): void {
+    const now = performance.now()
+    if (this.#db.open && this.#claimsConnection?.db.open === true && now - this.#pingedAt < maxAgeMs) return
+    this.ping()
+    this.#pingedAt = now
   }
 
   #claimsConnectionOpen(): ClaimsConnection {
