@@ -24,8 +24,13 @@ export interface Claimant {
 // Paths are compared as resolved strings: the registry only stores absolute
 // paths, and resolve() on an absolute path is string arithmetic (no cwd, no
 // filesystem), so "/data/apps/a/" and "/data/apps/a" are one directory.
+// A path already in that form (absolute, no empty, `.` or `..` segment, no
+// trailing slash), which is every path the pass and the CLI store, is its
+// own answer: the report and a bulk import normalise tens of thousands.
+const NORMAL = /^(?:\/(?!\.{1,2}(?:\/|$))[^/]+)+$/
+
 function norm(p: string): string {
-  return path.resolve(p)
+  return NORMAL.test(p) ? p : path.resolve(p)
 }
 
 function ancestors(dir: string): string[] {
