@@ -23,7 +23,7 @@ export interface AgentParts {
   logger: Logger
   metrics: Metrics
   clock: Clock
-  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'pingWithin' | 'file'>
+  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'file'>
   store: DeployStore
   claims: WakeClaims
   fence: FenceTable

@@ -14,6 +14,7 @@ import type { AddOptions, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { fsyncSkipped } from './failpoint.js'
 import { migrate } from './migrations.js'
+import { insertChecked } from './registry-bulk.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
@@ -129,8 +130,6 @@ export class Registry implements RouteStore {
   readonly #stmt: ReturnType<typeof prepare>
   #claimsConnection: ClaimsConnection | undefined
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
-  /** When ping() last answered, for pingWithin. */
-  #pingedAt = -Infinity
 
   private constructor(file: string, db: Database.Database, now: () => Date) {
     this.file = file
@@ -196,18 +195,6 @@ export class Registry implements RouteStore {
     this.#claimsConnectionOpen().dataVersion.get()
   }
 
-  /**
-   * ping(), asked of the database at most once per maxAgeMs while both
-   * connections stay open: GET /ready is polled far more often than a
-   * database stops answering, and a closed connection still fails at once.
-   */
-  pingWithin(maxAgeMs: number): void {
-    const now = performance.now()
-    if (this.#db.open && this.#claimsConnection?.db.open === true && now - this.#pingedAt < maxAgeMs) return
-    this.ping()
-    this.#pingedAt = now
-  }
-
   #claimsConnectionOpen(): ClaimsConnection {
     if (this.#claimsConnection === undefined) {
       const db = openClaimsConnection(this.file)
@@ -243,30 +230,9 @@ export class Registry implements RouteStore {
     }
   }
 
-  /**
-   * Adds every route in one IMMEDIATE transaction, or none: each is checked
-   * as `add` checks one, and against the rows already stored and the others
-   * of the batch for a claimed dir or socket (one index, built once).
-   */
+  /** Adds every route in one IMMEDIATE transaction, or none, by the rules of insertChecked. */
   addMany(routes: readonly Route[]): void {
-    for (const route of routes) validateRoute(route)
-    const at = this.#now().toISOString()
-    const insert = this.#db.transaction(() => {
-      const claims = new PathClaims([...this.list(), ...routes])
-      for (const route of routes) {
-        const claimant =
-          (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
-          (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
-        if (claimant !== undefined) throw errors.pathClaimed(route.host, claimant.reason, claimant.host)
-        try {
-          this.#stmt.insert.run(route.host, route.kind, route.socket, route.dir, route.db, route.hibernate ? 1 : 0, at, at)
-        } catch (err) {
-          if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw errors.hostExists(route.host)
-          throw err
-        }
-      }
-    })
-    insert.immediate()
+    this.#db.transaction(() => insertChecked(this, routes)).immediate()
   }
 
   remove(host: string): boolean {
