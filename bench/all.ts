@@ -16,7 +16,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Client } from 'undici'
+import { Client, Pool } from 'undici'
 import { pathsFor, type Dirs } from '../src/domain/paths.js'
 import type { LayoutReport } from '../src/domain/schemas.js'
 import { writeJournals, type Journal } from '../src/infra/pass/journal.js'
@@ -25,6 +25,7 @@ import { AgentProcess, makeSandbox, recordIntent, runCli, type Sandbox } from '.
 import { makeTenantTree } from '../test/helpers/tenants.js'
 import { hostFor } from './crash.js'
 import { load, type LoadResult } from './load.js'
+import { openLoad } from './ready-during-converge.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
 const round = (x: number, digits = 3): number => Math.round(x * 10 ** digits) / 10 ** digits
@@ -190,17 +191,27 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
         ready: readyLoad,
         readyHost,
         claimsIdle: { ...claims, what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)' },
-        claimsDuringConverge: { notMeasured: 'TODO: import the converge-lag bench of bench/ once it is on main; not measured here' },
+        claimsDuringConverge: {
+          notMeasured: 'TODO: POST /wakes during a converge is not measured yet; readyHostDuringConverge is GET /ready/:host, what a claim is judged by, at 100 req/s through the converge',
+        },
       })
     } finally {
       bare.stop()
     }
 
-    log('converge to nested')
+    log('converge to nested, GET /ready/:host at 100 req/s throughout')
     const c0 = performance.now()
+    // The open loop of bench/ready-during-converge.ts: each request due at
+    // its own tick, its latency counted from that tick.
+    const pool = new Pool(agent.url, { connections: 16 })
+    const stop = new AbortController()
+    const during = openLoad(pool, hosts, 100, stop.signal)
     await recordIntent(sb, 'nested')
     await agent.waitConverged(hosts, 'nested', 1_800_000, 1000)
     const convergeSeconds = round((performance.now() - c0) / 1000)
+    stop.abort()
+    out.readyHostDuringConverge = { rate: 100, ...(await during), targetP99Ms: 25 }
+    await pool.close()
     await waitIdle(agent)
     const rss = (await agent.metric('process_resident_memory_bytes')) ?? 0
     const heap = (await agent.metric('nodejs_heap_size_used_bytes')) ?? 0
