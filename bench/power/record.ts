@@ -135,7 +135,11 @@ export async function record(opts: {
   const hosts = world.tenants.map((t) => t.host)
   await recordIntent(sb, 'nested')
   const deploy = { nested: path.join(opts.root, 'deploy-nested'), flat: path.join(opts.root, 'deploy-flat') }
-  fs.cpSync(sb.deployDir, deploy.nested, { recursive: true })
+  // The intents only: the running agent rewrites its box summary under layout/boxes (a temporary file
+  // renamed into place), which a copy taken beside it may list and then not find.
+  const copyIntents = (to: string): void =>
+    fs.cpSync(sb.deployDir, to, { recursive: true, filter: (src) => path.relative(sb.deployDir, src) !== path.join('layout', 'boxes') })
+  copyIntents(deploy.nested)
   const { image: initial, nextIno } = loadImage(sb.dataDir)
   const traceFile = path.join(opts.root, 'agent.strace')
   const port = await freePort()
@@ -152,7 +156,7 @@ export async function record(opts: {
     await waitConverged(url, hosts, 'nested', () => exited, 120_000, held === undefined ? {} : { [held]: 'fenced' })
     flipAt = Date.now() / 1000
     await recordIntent(sb, 'flat')
-    fs.cpSync(sb.deployDir, deploy.flat, { recursive: true })
+    copyIntents(deploy.flat)
     await waitConverged(url, hosts, 'flat', () => exited, 120_000)
   } catch (err) {
     child.kill('SIGKILL')
