@@ -159,6 +159,8 @@ export async function record(opts: {
     copyIntents(deploy.flat)
     await waitConverged(url, hosts, 'flat', () => exited, 120_000)
   } catch (err) {
+    // The agent first, while strace is still its parent: once strace is gone it cannot be found here.
+    for (const pid of childrenOf(child.pid ?? -1)) process.kill(pid, 'SIGKILL')
     child.kill('SIGKILL')
     throw new Error(`${err instanceof Error ? err.message : String(err)}\nstrace: ${stderr.slice(-2000)}`)
   } finally {
