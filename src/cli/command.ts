@@ -4,7 +4,8 @@
 // mapped by the catalogue's rule: 1 refused or failed (the reason on
 // stderr), 2 usage (the message, then the usage).
 import { loadConfig, type Config } from '../config.js'
-import { ConfigError, errorMessage, exitStatusOf } from '../errors.js'
+import type { DeployStore } from '../domain/ports.js'
+import { ConfigError, errorMessage, errors, exitStatusOf } from '../errors.js'
 import { asksForHelp, parseCommandArgs, type OptionsConfig, type ParsedArgs } from './args.js'
 
 export interface Output {
@@ -51,12 +52,36 @@ export interface CommandGroup<C> {
   subcommand(name: string | undefined): Command<OptionsConfig, C>
 }
 
+/** A group's `subcommand` that looks its name up in a table: a missing or unknown name is a usage error. */
+export function subcommandIn<C>(table: Record<string, Command<OptionsConfig, C>>): CommandGroup<C>['subcommand'] {
+  return (name) => {
+    if (name === undefined) throw errors.usage('a subcommand is required')
+    const command = Object.hasOwn(table, name) ? table[name] : undefined
+    if (command === undefined) throw errors.usage(`unknown subcommand ${JSON.stringify(name)}`)
+    return command
+  }
+}
+
 /** Opens what a command runs with, hands it over, and closes it after the command, whatever happened. */
 export type Scope<C> = (use: (context: C) => Promise<number>) => Promise<number>
 
 /** The scope of a command that needs only the configuration, loaded now: help never loads it. */
 export function withConfig(cli: Cli): Scope<CommandContext> {
   return (use) => use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr })
+}
+
+/** The scope of a command that acts on the deploy store: opened from the configuration, closed after. */
+export function withDeployStore(cli: Cli): Scope<CommandContext & { store: DeployStore }> {
+  return async (use) => {
+    const config = loadConfig(cli.environ)
+    const { openDeployStore } = await import('../infra/deploy-store.js')
+    const store = openDeployStore(config)
+    try {
+      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, store })
+    } finally {
+      await store.close()
+    }
+  }
 }
 
 /**

@@ -6,10 +6,9 @@
 import { fleetView, summaryLine, type FleetView } from '../../domain/box-summary.js'
 import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
 import type { DeployStore } from '../../domain/ports.js'
-import { loadConfig } from '../../config.js'
 import { errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
-import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
+import { runGroup, subcommandIn, withDeployStore, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
 import { formatTable } from '../table.js'
 
 export const usage = `usage:
@@ -50,12 +49,7 @@ const SUBCOMMANDS: Record<string, Command<OptionsConfig, FleetIo>> = { status: s
 export const group: CommandGroup<FleetIo> = {
   usage,
   signature,
-  subcommand(name) {
-    if (name === undefined) throw errors.usage('a subcommand is required')
-    const command = Object.hasOwn(SUBCOMMANDS, name) ? SUBCOMMANDS[name] : undefined
-    if (command === undefined) throw errors.usage(`unknown subcommand ${JSON.stringify(name)}`)
-    return command
-  },
+  subcommand: subcommandIn(SUBCOMMANDS),
 }
 
 /** Runs `fleet <argv>` with a store the caller opened (tests, benchmarks). Resolves to the exit status. */
@@ -65,16 +59,7 @@ export function fleetCommand(argv: readonly string[], io: FleetIo): Promise<numb
 
 /** `layoutd fleet …` from the command line: opens the deploy store for the command. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
-  return runGroup(group, argv, cli, async (use) => {
-    const config = loadConfig(cli.environ)
-    const { openDeployStore } = await import('../../infra/deploy-store.js')
-    const store = openDeployStore(config)
-    try {
-      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, store })
-    } finally {
-      await store.close()
-    }
-  })
+  return runGroup(group, argv, cli, withDeployStore(cli))
 }
 
 /** The fleet as the store says now. */

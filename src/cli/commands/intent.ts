@@ -6,7 +6,6 @@
 // a new record up on its watch or next poll.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
-import { loadConfig } from '../../config.js'
 import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, newIntentId, type IntentRead } from '../../domain/intent.js'
 import { dryRun, formatDryRun, prunePlan } from '../../domain/intent-plan.js'
@@ -15,7 +14,7 @@ import type { DeployStore } from '../../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
-import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
+import { runGroup, subcommandIn, withDeployStore, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
 
 export const usage = `usage:
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
@@ -113,12 +112,7 @@ const SUBCOMMANDS: Record<string, Command<OptionsConfig, IntentIo>> = {
 export const group: CommandGroup<IntentIo> = {
   usage,
   signature,
-  subcommand(name) {
-    if (name === undefined) throw errors.usage('a subcommand is required')
-    const command = Object.hasOwn(SUBCOMMANDS, name) ? SUBCOMMANDS[name] : undefined
-    if (command === undefined) throw errors.usage(`unknown subcommand ${JSON.stringify(name)}`)
-    return command
-  },
+  subcommand: subcommandIn(SUBCOMMANDS),
 }
 
 /** Runs `intent <argv>` with a store the caller opened (tests, benchmarks). Resolves to the exit status. */
@@ -128,16 +122,7 @@ export function intentCommand(argv: readonly string[], io: IntentIo): Promise<nu
 
 /** `layoutd intent …` from the command line: opens the deploy store for the command. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
-  return runGroup(group, argv, cli, async (use) => {
-    const config = loadConfig(cli.environ)
-    const { openDeployStore } = await import('../../infra/deploy-store.js')
-    const store = openDeployStore(config)
-    try {
-      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, store })
-    } finally {
-      await store.close()
-    }
-  })
+  return runGroup(group, argv, cli, withDeployStore(cli))
 }
 
 interface RecordAsk {
