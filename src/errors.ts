@@ -114,11 +114,13 @@ export const errors = {
       `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); check the label, or give --new-box for a box not yet started`,
     ),
   /** A forced intent for a box that has no activator to stop an awake instance (design §8). */
-  forceWithoutActivator: (box: string) =>
+  forceWithoutActivator: (boxes: readonly string[], fleet = false) =>
     new AppError(
       'force_without_activator',
       409,
-      `refused: --force for box ${box}, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL, or record without --force`,
+      fleet
+        ? `refused: --force for the whole fleet, but box${boxes.length === 1 ? '' : 'es'} ${boxes.join(', ')} ${boxes.length === 1 ? 'has' : 'have'} no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there, or record without --force`
+        : `refused: --force for box ${boxes.join(', ')}, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there, or record without --force`,
     ),
 
   // The layout: intent, readiness, the leg (design §5, §6).

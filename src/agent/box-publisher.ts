@@ -5,11 +5,14 @@
 // a change that comes during a write is published after it. A store that
 // keeps no summaries, or a write that fails, never touches the layout.
 import { sameSummary, summarize, type BoxSummary } from '../domain/box-summary.js'
+import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
 export interface BoxPublisherOptions {
+  /** CARLOS_ACTIVATOR_URL, for whether a forced intent can stop this box's awake instances. */
+  config: Pick<Config, 'activatorUrl'>
   store: DeployStore
   logger: Logger
   clock: Clock
@@ -71,7 +74,7 @@ export class BoxPublisher {
   async #publish(): Promise<void> {
     const { store, logger, clock, report, version, signal } = this.#o
     try {
-      const summary = summarize(report(), this.#intent, await version(), new Date(clock.now()).toISOString())
+      const summary = summarize(report(), this.#intent, await version(), new Date(clock.now()).toISOString(), this.#o.config.activatorUrl !== '')
       if (sameSummary(this.#published, summary)) return
       await store.publishBox?.(summary, AbortSignal.any([signal, AbortSignal.timeout(30_000)]))
       this.#published = summary

@@ -25,6 +25,11 @@ export const BoxSummary = Type.Object(
       pending: Type.Boolean(),
       lastRunAt: Type.Union([Type.String(), Type.Null()]),
     }),
+    /**
+     * The box has an activator to ask to stop an awake instance (CARLOS_ACTIVATOR_URL set): a
+     * forced intent can move its awake tenants. Absent in summaries of agents before this field.
+     */
+    canStopAwake: Type.Optional(Type.Boolean()),
     /** When the summary last changed (RFC 3339). */
     at: Type.String(),
     /** The directory store's stand-in for a lease: the summary is gone after this (RFC 3339). */
@@ -37,8 +42,17 @@ export type BoxSummary = Static<typeof BoxSummary>
 /** A held host reads `fenced`, with the refusal as its reason (design §1.1). */
 const HELD = /^held /
 
-/** The box's summary from its report and the intent it read last (at: now, the caller's clock). */
-export function summarize(report: LayoutReport, intent: Pick<IntentRecord, 'id' | 'mode'> | null, version: string, at: string): BoxSummary {
+/**
+ * The box's summary from its report and the intent it read last (at: now, the caller's clock);
+ * canStopAwake: whether the box has an activator to stop an awake instance with.
+ */
+export function summarize(
+  report: LayoutReport,
+  intent: Pick<IntentRecord, 'id' | 'mode'> | null,
+  version: string,
+  at: string,
+  canStopAwake?: boolean,
+): BoxSummary {
   const counts: Record<string, number> = {}
   let held = 0
   for (const row of Object.values(report.rows)) {
@@ -65,6 +79,7 @@ export function summarize(report: LayoutReport, intent: Pick<IntentRecord, 'id' 
     counts,
     held,
     leg: { running: leg.running, pending: leg.pending, lastRunAt: leg.lastRun?.finishedAt ?? leg.lastRun?.startedAt ?? null },
+    ...(canStopAwake === undefined ? {} : { canStopAwake }),
     at,
   }
 }

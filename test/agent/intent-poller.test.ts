@@ -48,3 +48,16 @@ void test('a malformed intent record makes the intent unreadable: nothing moves'
   assert.equal(report.rows['a.example.com']?.layout, 'flat')
   assert.ok(report.warnings.some((w) => w.includes('cannot be read')), report.warnings.join('; '))
 })
+
+void test('the summary the agent publishes says whether it can stop an awake instance (CARLOS_ACTIVATOR_URL set)', async (t) => {
+  const published = async (env: Record<string, string>) => {
+    const b = await agentBox(t, { env: { CARLOS_LAYOUT_DEFAULT: 'flat', ...env } })
+    await b.agent.start()
+    await until('the summary published', async () => ((await b.store.listBoxes?.(AbortSignal.timeout(5_000))) ?? []).length > 0)
+    const [summary] = (await b.store.listBoxes?.(AbortSignal.timeout(5_000))) ?? []
+    await b.close()
+    return summary
+  }
+  assert.equal((await published({}))?.canStopAwake, false)
+  assert.equal((await published({ CARLOS_ACTIVATOR_URL: 'http://127.0.0.1:9/' }))?.canStopAwake, true)
+})

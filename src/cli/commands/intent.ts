@@ -148,11 +148,19 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
   const box = addressed(ask)
   const whom = box === undefined ? 'for the whole fleet' : `for box ${box}`
   if (ask.force && box === io.config.box && io.config.activatorUrl === '') {
-    throw errors.forceWithoutActivator(box)
+    throw errors.forceWithoutActivator([box])
   }
-  if (box !== undefined && !ask.newBox && io.store.listBoxes !== undefined && io.store.tracksBoxes === true) {
+  const checkKnown = box !== undefined && !ask.newBox && io.store.tracksBoxes === true
+  if ((checkKnown || ask.force) && io.store.listBoxes !== undefined) {
     const known = await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
-    if (!known.some((b) => b.box === box)) throw errors.unknownBox(box, known.length)
+    if (checkKnown && !known.some((b) => b.box === box)) throw errors.unknownBox(box, known.length)
+    // What each box published of itself says whether it can stop an awake
+    // instance; a forced intent for one that cannot would fence its awake
+    // tenants and wait on a release nobody asks for.
+    if (ask.force) {
+      const cannot = known.filter((b) => b.canStopAwake === false && (box === undefined || b.box === box)).map((b) => b.box)
+      if (cannot.length > 0) throw errors.forceWithoutActivator(cannot.sort(), box === undefined)
+    }
   }
   if (ask.dryRun) return showDryRun(io, mode, box, `${mode} ${whom}${ask.force ? ' (forced)' : ''}`)
   const now = (io.now ?? (() => new Date()))()

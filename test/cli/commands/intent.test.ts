@@ -295,6 +295,38 @@ void test('--force for this box without CARLOS_ACTIVATOR_URL is refused naming t
   assert.deepEqual(await store.list(live()), [])
 })
 
+void test('--force for another box is refused when its published summary says it cannot stop an awake instance; --fleet names every such box', async (t) => {
+  const { run, store } = await setup(t)
+  const summary = (box: string, canStopAwake?: boolean) => ({
+    box,
+    version: '0.1.0',
+    intent: null,
+    mode: 'flat',
+    converged: false,
+    counts: {},
+    held: 0,
+    leg: { running: false, pending: false, lastRunAt: null },
+    ...(canStopAwake === undefined ? {} : { canStopAwake }),
+    at: '2026-11-30T08:00:00.000Z',
+    expiresAt: '2126-11-30T08:00:00.000Z',
+  })
+  await store.publishBox(summary('web-02', false), live())
+  await store.publishBox(summary('web-03', true), live())
+  await store.publishBox(summary('web-04'), live())
+  const other = await run('migrate', '--box', 'web-02', '--force')
+  assert.equal(other.code, 1)
+  assert.match(other.err, /--force for box web-02, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there/)
+  const fleet = await run('migrate', '--fleet', '--force')
+  assert.equal(fleet.code, 1)
+  assert.match(fleet.err, /--force for the whole fleet, but box web-02 has no CARLOS_ACTIVATOR_URL/)
+  assert.deepEqual(await store.list(live()), [], 'nothing recorded on a refusal')
+  // Without --force, and for a box that can stop (or did not say), the intent is recorded.
+  assert.equal((await run('migrate', '--box', 'web-02')).code, 0)
+  assert.equal((await run('migrate', '--box', 'web-03', '--force')).code, 0)
+  assert.equal((await run('migrate', '--box', 'web-04', '--force')).code, 0)
+  assert.equal((await store.list(live())).length, 3)
+})
+
 void test('--dry-run prints what this box would do, from its report, and records nothing', async (t) => {
   const { root, config, dir } = await setup(t)
   const store = new DirDeployStore(root)
