@@ -34,6 +34,25 @@ export function formatDryRun(box: string, mode: Mode, d: DryRun): string {
   return `${lines.join('\n')}\n`
 }
 
+/**
+ * What another box would do, from the summary it published (counts, not
+ * rows): every row in the other layout may move, the rest are already
+ * there or withheld by their word. Its agent's own --dry-run names the rows.
+ */
+export function formatSummaryDryRun(summary: BoxSummary, mode: Mode): string {
+  const from = mode === 'nested' ? 'flat' : 'nested'
+  const count = (word: string) => summary.counts[word] ?? 0
+  const others = Object.keys(summary.counts)
+    .filter((word) => word !== from && word !== mode && count(word) > 0)
+    .sort()
+  const withheld = others.reduce((n, word) => n + count(word), 0)
+  const words = others.length === 0 ? '' : ` (${others.map((word) => `${count(word)} ${word}`).join(', ')})`
+  return (
+    `box ${summary.box}, from the summary it published at ${summary.at}: up to ${count(from)} to move, ` +
+    `${count(mode)} already ${mode}, ${withheld} withheld${words}; run --dry-run there to see its rows\n`
+  )
+}
+
 export interface PrunePlan {
   remove: string[]
   /** Each kept record's id, with why it stays. */

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, newIntentId, type IntentRead } from '../../domain/intent.js'
-import { dryRun, formatDryRun, prunePlan } from '../../domain/intent-plan.js'
+import { dryRun, formatDryRun, formatSummaryDryRun, prunePlan } from '../../domain/intent-plan.js'
 import { validMode, type IntentMode, type Mode } from '../../domain/modes.js'
 import type { DeployStore } from '../../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
@@ -185,12 +185,17 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
 async function showDryRun(io: IntentIo, mode: Mode, box: string | undefined, what: string): Promise<number> {
   io.stdout.write(`dry run: would record ${what}; nothing recorded\n`)
   const self = io.config.box
+  // The other boxes it addresses, from what each published of itself (counts, not rows).
+  const summaries = io.store.listBoxes === undefined ? [] : await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  const others = summaries.filter((s) => s.box !== self && (box === undefined || s.box === box)).sort((a, b) => (a.box < b.box ? -1 : 1))
   if (box !== undefined && box !== self) {
-    io.stdout.write(`box ${box} is not this box (${self}): run --dry-run there to see its rows\n`)
+    const [summary] = others
+    io.stdout.write(summary === undefined ? `box ${box} is not this box (${self}): run --dry-run there to see its rows\n` : formatSummaryDryRun(summary, mode))
     return 0
   }
   const report = await (io.report ?? (() => agentReport(io)))()
   io.stdout.write(formatDryRun(self, mode, dryRun(report, mode)))
+  for (const summary of others) io.stdout.write(formatSummaryDryRun(summary, mode))
   return 0
 }
 

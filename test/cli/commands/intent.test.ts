@@ -364,6 +364,36 @@ void test('--dry-run prints what this box would do, from its report, and records
     assert.equal(code, 0, err.text())
     assert.equal(out.text(), want)
   }
+  // Another box that published its summary: what it would do, from its counts; --fleet adds it after this box.
+  await store.publishBox(
+    {
+      box: 'kass-2',
+      version: '0.1.0',
+      intent: null,
+      mode: 'flat',
+      converged: false,
+      counts: { flat: 5, nested: 2, fenced: 1, external: 3 },
+      held: 1,
+      leg: { running: false, pending: false, lastRunAt: null },
+      at: '2026-11-30T08:00:00.000Z',
+      expiresAt: '2126-11-30T08:00:00.000Z',
+    },
+    live(),
+  )
+  const other = 'box kass-2, from the summary it published at 2026-11-30T08:00:00.000Z: up to 5 to move, 2 already nested, 4 withheld (3 external, 1 fenced); run --dry-run there to see its rows\n'
+  for (const [argv, want] of [
+    [['migrate', '--box', 'kass-2', '--dry-run'], 'dry run: would record nested for box kass-2; nothing recorded\n' + other],
+    [['migrate', '--fleet', '--dry-run'], 'dry run: would record nested for the whole fleet; nothing recorded\n' +
+      'box kass-1 would converge to nested: 1 to move, 1 already nested, 2 withheld\n' +
+      '  move      a.example.com\n' +
+      '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
+      '  withheld  d.example.com (external): not hibernating\n' + other],
+  ] as const) {
+    const out = sink()
+    const code = await intentCommand([...argv], { config, store, stdout: out.stream, stderr: sink().stream, report: () => Promise.resolve(report) })
+    assert.equal(code, 0)
+    assert.equal(out.text(), want)
+  }
   await assert.rejects(fs.readdir(dir), { code: 'ENOENT' })
 })
 
