@@ -48,6 +48,7 @@ export class Agent implements AgentApi {
     this.#summary = new BoxPublisher({
       ...parts,
       report: () => this.report(),
+      legBusy: () => this.#leg.busy(),
       version: () => (version ??= packageVersion().catch(() => 'unknown')),
       signal: this.#life.signal,
     })

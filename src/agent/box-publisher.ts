@@ -17,6 +17,8 @@ export interface BoxPublisherOptions {
   logger: Logger
   clock: Clock
   report: () => LayoutReport
+  /** Whether a run of the leg is under way or due, read without building the report. */
+  legBusy: () => { running: boolean; pending: boolean }
   version: () => Promise<string>
   signal: AbortSignal
 }
@@ -74,7 +76,8 @@ export class BoxPublisher {
   async #publish(): Promise<void> {
     const { store, logger, clock, report, version, signal } = this.#o
     try {
-      const summary = summarize(report(), this.#intent, await version(), new Date(clock.now()).toISOString(), this.#o.config.activatorUrl !== '')
+      const at = new Date(clock.now()).toISOString()
+      const summary = this.#duringRun(at) ?? summarize(report(), this.#intent, await version(), at, this.#o.config.activatorUrl !== '')
       if (sameSummary(this.#published, summary)) return
       await store.publishBox?.(summary, AbortSignal.any([signal, AbortSignal.timeout(30_000)]))
       this.#published = summary
@@ -86,5 +89,19 @@ export class BoxPublisher {
       if (!this.#failing) logger.warn({ store: store.describe(), err: errorMessage(err) }, `fleet: the box summary could not be published: ${errorMessage(err)}`)
       this.#failing = true
     }
+  }
+  /**
+   * While a run is under way, the summary published last with the leg
+   * marked busy, not one built from a new report: a converge of 10,000 rows
+   * changes the report after every batch, and building it for each read of
+   * the intent would take the event loop from the activator for a whole
+   * report each time. The counts are those of the last summary, and the run's
+   * end publishes the new ones (design §7.3). Undefined: build the summary.
+   */
+  #duringRun(at: string): BoxSummary | undefined {
+    const busy = this.#o.legBusy()
+    const last = this.#published
+    if (!busy.running || last === undefined || last.intent !== (this.#intent?.id ?? null)) return undefined
+    return { ...last, converged: false, leg: { ...last.leg, running: busy.running, pending: busy.pending }, at }
   }
 }

@@ -209,6 +209,11 @@ export class Leg {
     return `${this.#flight.running ? 1 : 0}${this.#flight.pending ? 1 : 0}.${this.#changes}`
   }
 
+  /** Whether a run is under way or due, without copying the last run as state() does. */
+  busy(): { running: boolean; pending: boolean } {
+    return { running: this.#flight.running, pending: this.#flight.pending }
+  }
+
   /** What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it waits no more. */
   waiting(what: string | null): void {
     this.#waiting = this.#flight.running ? what : null

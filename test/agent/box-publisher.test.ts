@@ -1,0 +1,79 @@
+// The box's summary publisher: a summary only when it says something new,
+// and none built from a new report while a run is under way (a converge of
+// many rows changes the report after every batch), with the run's end
+// publishing the counts again.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { BoxPublisher } from '../../src/agent/box-publisher.js'
+import type { BoxSummary } from '../../src/domain/box-summary.js'
+import type { LayoutReport } from '../../src/domain/schemas.js'
+import { FakeClock, FakeLogger, FakeStore, intent } from '../domain/fakes.js'
+
+function report(flat: number, nested: number, running: boolean): LayoutReport {
+  const rows: LayoutReport['rows'] = {}
+  for (let i = 0; i < flat; i++) rows[`f${i}.example.com`] = { layout: 'flat', reason: '', note: '' }
+  for (let i = 0; i < nested; i++) rows[`n${i}.example.com`] = { layout: 'nested', reason: '', note: '' }
+  return { box: 'kass-1', mode: 'nested', default: false, defaultBlocked: '', leg: { running, pending: false, lastRun: null, retryAt: null }, warnings: [], rows }
+}
+
+void test('while a run is under way the summary is the last one marked busy, built from no report; the run end publishes new counts', async () => {
+  const clock = new FakeClock()
+  const published: BoxSummary[] = []
+  const store = Object.assign(new FakeStore([]), {
+    publishBox: (s: BoxSummary) => {
+      published.push(s)
+      return Promise.resolve()
+    },
+  })
+  let running = false
+  let moved = 0
+  let built = 0
+  const publisher = new BoxPublisher({
+    config: { activatorUrl: '' },
+    store,
+    logger: new FakeLogger(),
+    clock,
+    report: () => {
+      built++
+      return report(4 - moved, moved, running)
+    },
+    legBusy: () => ({ running, pending: false }),
+    version: () => Promise.resolve('0.1.0'),
+    signal: new AbortController().signal,
+  })
+  const settle = async () => {
+    clock.advance(0)
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+  publisher.noteIntent(intent({ id: 'i1' }))
+  await settle()
+  assert.equal(built, 1)
+  assert.deepEqual(published.at(-1)?.counts, { flat: 4 })
+  assert.equal(published.at(-1)?.canStopAwake, false)
+
+  running = true
+  for (moved = 1; moved <= 3; moved++) {
+    publisher.noteIntent(intent({ id: 'i1' }))
+    await settle()
+  }
+  assert.equal(built, 1, 'no report built for a summary while the run is under way')
+  assert.equal(published.length, 2, 'the busy leg published once, then nothing new')
+  assert.deepEqual(published.at(-1)?.leg.running, true)
+  assert.deepEqual(published.at(-1)?.counts, { flat: 4 }, 'the counts of the last summary')
+  assert.equal(published.at(-1)?.converged, false)
+
+  running = false
+  moved = 4
+  publisher.update()
+  await settle()
+  assert.equal(built, 2)
+  assert.deepEqual(published.at(-1)?.counts, { nested: 4 })
+  assert.equal(published.at(-1)?.leg.running, false)
+
+  // A new intent during a run is not the last summary's: that one is built.
+  running = true
+  publisher.noteIntent(intent({ id: 'i2' }))
+  await settle()
+  assert.equal(built, 3)
+  assert.equal(published.at(-1)?.intent, 'i2')
+})
