@@ -19,19 +19,52 @@ function checked(host: string): string {
   return host
 }
 
+/** The parents every host's paths are built under, joined once per Dirs. */
+interface Parents {
+  /** The Dirs' fields they were joined from: a Dirs changed since is joined again. */
+  dataDir: string
+  runDir: string
+  apps: string
+  nested: string
+  run: string
+}
+
+const parentsOf = new WeakMap<Dirs, Parents>()
+
+/**
+ * A valid host is one path segment (no `/`, never `.` or `..`), so a path
+ * under a joined parent is the parent, `/` and the host: what path.join
+ * would build, without normalizing the whole path again for each of
+ * 10,000 rows. A parent that is the root itself (`/`) ends with its slash.
+ */
+function parents(d: Dirs): Parents {
+  let p = parentsOf.get(d)
+  if (p === undefined || p.dataDir !== d.dataDir || p.runDir !== d.runDir) {
+    p = { dataDir: d.dataDir, runDir: d.runDir, apps: withSlash(path.join(d.dataDir, 'apps')), nested: withSlash(path.join(d.dataDir, 'nested')), run: withSlash(path.normalize(d.runDir)) }
+    parentsOf.set(d, p)
+  }
+  return p
+}
+
+function withSlash(dir: string): string {
+  if (dir === '.') return '' // path.join('.', host) is host
+  return dir.endsWith('/') ? dir : `${dir}/`
+}
+
 export function flatPaths(d: Dirs, host: string): RowPaths {
   const h = checked(host)
-  return { dir: path.join(d.dataDir, 'apps', h), socket: path.join(d.runDir, `${h}.sock`), db: '' }
+  const p = parents(d)
+  return { dir: `${p.apps}${h}`, socket: `${p.run}${h}.sock`, db: '' }
 }
 
 /** The host's own nested root, `D/nested/<host>` (mode 0750). */
 export function nestedRoot(d: Dirs, host: string): string {
-  return path.join(d.dataDir, 'nested', checked(host))
+  return `${parents(d).nested}${checked(host)}`
 }
 
 export function nestedPaths(d: Dirs, host: string): RowPaths {
   const root = nestedRoot(d, host)
-  return { dir: path.join(root, 'data'), socket: path.join(root, 'run', 'app.sock'), db: '' }
+  return { dir: `${root}/data`, socket: `${root}/run/app.sock`, db: '' }
 }
 
 export function pathsFor(d: Dirs, host: string, mode: Mode): RowPaths {
@@ -53,8 +86,21 @@ export function hasShape(d: Dirs, route: Route, mode: Mode): boolean {
   if (hostError(route.host) !== null) return false
   const want = pathsFor(d, route.host, mode)
   if (route.dir !== want.dir || route.socket !== want.socket) return false
-  if (route.db === '') return true
-  const rel = path.relative(route.dir, route.db)
+  return route.db === '' || dbInside(route.dir, route.db)
+}
+
+/** A clean relative rest: segments with no `.`, `..` or empty one, not starting with `..`. */
+const CLEAN_REST = /^(?!\.\.)(?:[^/]+\/)*[^/]+$/
+const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/
+
+/** Whether db lies inside dir (not dir itself). */
+function dbInside(dir: string, db: string): boolean {
+  // The common case without resolving both paths: db is dir, a slash and a clean rest.
+  if (db.length > dir.length + 1 && db.startsWith(dir) && db.charCodeAt(dir.length) === 0x2f) {
+    const rest = db.slice(dir.length + 1)
+    if (CLEAN_REST.test(rest) && !DOT_SEGMENT.test(rest)) return true
+  }
+  const rel = path.relative(dir, db)
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
 }
 
