@@ -34,6 +34,13 @@ function norm(p: string): string {
 }
 
 function ancestors(dir: string): string[] {
+  // A normal absolute path's ancestors are its prefixes up to each slash.
+  if (NORMAL.test(dir)) {
+    const out: string[] = []
+    for (let i = dir.lastIndexOf('/'); i > 0; i = dir.lastIndexOf('/', i - 1)) out.push(dir.slice(0, i))
+    out.push('/')
+    return out
+  }
   const out: string[] = []
   let cur = path.dirname(dir)
   while (cur !== dir) {

@@ -57,3 +57,18 @@ void test('hostError: the one-expression check agrees with the label-by-label ru
   for (const h of bad) assert.notEqual(hostError(h), null, h)
   assert.equal(hostError(`${'a.'.repeat(126)}ab`), 'hostname is 254 bytes, over 253')
 })
+
+void test('a conflict between dirs inside one another is found whether the paths are normal or not', async () => {
+  const { classifyAll } = await import('../../src/domain/classify.js')
+  const d = DIRS[0] as Dirs
+  const row = (host: string, dir: string) => ({ host, kind: 'instance' as const, hibernate: true, dir, socket: `/s/${host}.sock`, db: '' })
+  for (const [outer, inner] of [
+    ['/srv/x', '/srv/x/y/z'],
+    ['/srv/x/', '/srv/x/./y'],
+    ['/', '/srv'],
+  ] as const) {
+    const words = classifyAll([row('a.b', outer), row('c.d', inner)], { dirs: d, fenced: () => undefined })
+    assert.equal(words.get('a.b')?.layout, 'conflict', `${outer} around ${inner}`)
+    assert.equal(words.get('c.d')?.layout, 'conflict', `${inner} inside ${outer}`)
+  }
+})
