@@ -260,7 +260,7 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
     }
     const first = boxes[0]
     if (first === undefined) throw new Error('a fleet needs a box')
-    store = openDeployStore(loadConfig(sandboxEnv(first.sb, first.env)))
+    store = await openDeployStore(loadConfig(sandboxEnv(first.sb, first.env)))
     log(`fleet: starting ${boxes.length} agents against ${etcd.url}${plain ? '' : ' (TLS, client certificate, auth)'}`)
     const s0 = performance.now()
     for (let i = 0; i < boxes.length; i += START_BATCH) {

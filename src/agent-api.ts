@@ -1,6 +1,7 @@
 // What the HTTP routes ask of the agent. The routes know nothing else of
 // it, so a test can build the app around a real Agent on a temp data dir.
-import Type, { type Static } from 'typebox'
+import { Type } from './domain/typebox.js'
+import type { Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
 

@@ -59,11 +59,11 @@ export async function serve(config: Config): Promise<number> {
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   let registry: ReturnType<typeof Registry.open>
-  let store: ReturnType<typeof openDeployStore>
+  let store: Awaited<ReturnType<typeof openDeployStore>>
   try {
     registry = Registry.open(config.dataDir)
     try {
-      store = openDeployStore(config, logger)
+      store = await openDeployStore(config, logger)
     } catch (err) {
       registry.close()
       throw err

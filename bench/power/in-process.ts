@@ -45,10 +45,10 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
   let registry: Registry
-  let store: ReturnType<typeof openDeployStore>
+  let store: Awaited<ReturnType<typeof openDeployStore>>
   try {
     registry = Registry.open(config.dataDir)
-    store = openDeployStore(config, logger)
+    store = await openDeployStore(config, logger)
   } catch (err) {
     lock.release()
     throw err

@@ -75,7 +75,7 @@ export function withDeployStore(cli: Cli): Scope<CommandContext & { store: Deplo
   return async (use) => {
     const config = loadConfig(cli.environ)
     const { openDeployStore } = await import('../infra/deploy-store.js')
-    const store = openDeployStore(config)
+    const store = await openDeployStore(config)
     try {
       return await use({ config, stdout: cli.stdout, stderr: cli.stderr, store })
     } finally {

@@ -4,7 +4,8 @@
 // from its own report; and what `layoutd fleet status` makes of them all:
 // each box's verdict against the intent that addresses it, the order of
 // the table and the summary line. Pure: the stores keep the summaries.
-import Type, { type Static } from 'typebox'
+import { Type } from './typebox.js'
+import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'
 import { selectIntent } from './intent.js'
 

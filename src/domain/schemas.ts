@@ -1,7 +1,8 @@
 // The shapes the domain shares with the registry, the deploy stores, the CLI
 // and the HTTP API. Each is written once, as a TypeBox schema; its type is
 // derived from it.
-import Type, { type Static } from 'typebox'
+import { Type } from './typebox.js'
+import type { Static } from 'typebox'
 
 export const RouteKind = Type.Union(
   [Type.Literal('instance'), Type.Literal('sidecar'), Type.Literal('static'), Type.Literal('service')],

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import Value from 'typebox/value'
+import { Value } from '../domain/typebox.js'
 import { BoxSummary } from '../domain/box-summary.js'
 import type { Clock, DeployStore } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'

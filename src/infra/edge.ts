@@ -1,7 +1,6 @@
 // The edge's reload (CARLOS_EDGE_RELOAD_URL): asked after rows change so it
 // routes to the new sockets at once. Optional: the edge polls the registry
 // on its own, so a failed reload only delays it, and never fails a move.
-import { request } from 'undici'
 import type { Logger } from '../domain/ports.js'
 import { errorMessage } from '../errors.js'
 
@@ -9,6 +8,8 @@ export function edgeReloader(url: string, logger: Logger): (() => Promise<void>)
   if (url === '') return undefined
   return async () => {
     try {
+      // undici is loaded on the first reload, not by every start.
+      const { request } = await import('undici')
       const res = await request(url, { method: 'POST', headersTimeout: 10_000, bodyTimeout: 10_000 })
       await res.body.dump()
       if (res.statusCode >= 300) logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)

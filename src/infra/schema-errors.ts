@@ -3,7 +3,7 @@
 // values names them (`to must be one of flat, nested`), and a pattern is
 // said in words where the code knows it, never as a bare regular expression.
 import type { TSchema } from 'typebox'
-import Value from 'typebox/value'
+import { Value } from '../domain/typebox.js'
 
 /** The patterns layoutd's schemas use, in words. */
 const PATTERN_WORDS: Record<string, string> = {

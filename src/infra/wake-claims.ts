@@ -7,7 +7,6 @@
 // cannot prove.
 import { errorMessage } from '../errors.js'
 import Database from 'better-sqlite3'
-import { request } from 'undici'
 import type { Claims } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
@@ -229,6 +228,8 @@ export class WakeClaims implements Claims {
     } else {
       const url = `${activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
       try {
+        // undici is loaded on the first stop asked, not by every start.
+        const { request } = await import('undici')
         const res = await request(url, { method: 'POST', signal, headersTimeout: 10_000, bodyTimeout: 10_000 })
         await res.body.dump()
         if (res.statusCode >= 300) logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)

@@ -1,7 +1,8 @@
 // The one shape every error answer has, `{"error": {"code", "message"}}`,
 // as a schema the routes list under each status they may answer with; the
 // description says when that status comes.
-import Type, { type Static } from 'typebox'
+import { Type } from '../domain/typebox.js'
+import type { Static } from 'typebox'
 
 /** What went wrong: one component of the document, which every envelope refers to. */
 const ErrorDetail = Type.Object(

@@ -1,7 +1,7 @@
 // Liveness for the supervisor: answers while the process serves, whatever
 // the agent's phase, so a long recovery is never mistaken for a hang.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import { commonErrors, parserErrors } from './error-envelope.js'
 
 export const healthRoutes: FastifyPluginCallbackTypebox = (app, _opts, done) => {

@@ -2,7 +2,7 @@
 // operator asks for, and the mode the provisioner mints a new row in.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
 import { errors } from '../errors.js'
 import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'

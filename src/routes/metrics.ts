@@ -1,7 +1,7 @@
 // The Prometheus scrape endpoint: the agent's own registry, never the
 // process-global one.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import type { Metrics } from '../metrics.js'
 import { commonErrors, parserErrors } from './error-envelope.js'
 

@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import { commonErrors, parserErrors } from './error-envelope.js'
 
 type Node = Record<string, unknown>

@@ -1,7 +1,7 @@
 // The activator's gate: it wakes nothing until this answers 200. The plain
 // text form is the Kubernetes readyz one, for a person at a terminal.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
 import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
 import { HostParams, hostTooLong } from './wakes.js'

@@ -4,7 +4,7 @@
 // host's files stay where the answer says, and the pass never moves a
 // claimed host's files: that is the whole contract between the two.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
-import Type from 'typebox'
+import { Type } from '../domain/typebox.js'
 import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 

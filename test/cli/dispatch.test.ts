@@ -106,6 +106,22 @@ void test('layoutd status and converge load node:http, not undici, the agent, Fa
   }
 })
 
+void test('layoutd serve loads TypeBox as one file, and neither undici nor the etcd client on a box whose deploy store is a directory', async () => {
+  const data = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-trace-'))
+  try {
+    // Beyond loopback with no token: serve refuses once its modules are loaded, before it opens anything.
+    const env = { CARLOS_DATA_DIR: data, CARLOS_DEPLOYMENT_DIR: path.join(data, 'deploy'), CARLOS_AGENT_LISTEN: '0.0.0.0:1' }
+    const r = await layoutd(['serve'], env, ['--import', TRACE])
+    assert.equal(r.code, 1, r.err)
+    const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
+    assert.ok(loaded.some((l) => l.endsWith('/src/server.js')), r.err)
+    assert.ok(loaded.some((l) => l.endsWith('/src/domain/typebox.js')), r.err)
+    for (const h of ['/node_modules/typebox/', '/node_modules/undici/', '/deploy-etcd/']) assert.equal(loaded.filter((l) => l.includes(h)).length, 0, `serve loaded ${h}`)
+  } finally {
+    await fs.rm(data, { recursive: true, force: true })
+  }
+})
+
 void test('bin/layoutd with no build beside it says to run npm ci or npm run build, with no stack', async () => {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-nobuild-'))
   try {

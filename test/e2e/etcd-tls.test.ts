@@ -180,7 +180,7 @@ void test('the environment: a certificate with a plain http endpoint, or without
   assert.throws(() => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_CERT: cert }), /CARLOS_ETCD_CERT=.*set CARLOS_ETCD_KEY too/)
   assert.throws(() => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_USER: 'layoutd' }), /CARLOS_ETCD_USER=layoutd: an etcd user and its password file go together; set CARLOS_ETCD_PASSWORD_FILE too/)
   const missing = loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_CA: path.join(dir, 'no-such-ca.pem') })
-  assert.throws(() => openDeployStore(missing), /CARLOS_ETCD_CA .*no-such-ca\.pem cannot be read: ENOENT/)
+  await assert.rejects(openDeployStore(missing), /CARLOS_ETCD_CA .*no-such-ca\.pem cannot be read: ENOENT/)
   // The whole environment, as the agent reads it, reaches etcd.
   const config = loadConfig({
     CARLOS_BOX: 'kass-1',
@@ -192,7 +192,7 @@ void test('the environment: a certificate with a plain http endpoint, or without
     CARLOS_ETCD_USER: 'layoutd',
     CARLOS_ETCD_PASSWORD_FILE: await passwordFile('layoutd-env', 'layoutd-password'),
   })
-  const store = openDeployStore(config)
+  const store = await openDeployStore(config)
   t.after(() => store.close())
   assert.equal((await readIntentStatus(store, 'kass-1')).mode, 'none')
 })

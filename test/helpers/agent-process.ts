@@ -110,7 +110,7 @@ export async function runCli(sb: Sandbox, args: readonly string[]): Promise<{ ex
  */
 export async function recordIntent(sb: Sandbox, mode: Mode, opts: { force?: boolean } = {}): Promise<void> {
   const config = loadConfig(sandboxEnv(sb))
-  const store = openDeployStore(config)
+  const store = await openDeployStore(config)
   const out = new PassThrough()
   let err = ''
   const errs = new PassThrough().setEncoding('utf8')

@@ -153,7 +153,7 @@ void test('describe names the directory; close is harmless', async (t) => {
 
 void test('openDeployStore: the directory store when etcd is not named', async (t) => {
   const root = await tmpDir(t)
-  const store = openDeployStore(loadConfig({ CARLOS_DEPLOYMENT_DIR: root }))
+  const store = await openDeployStore(loadConfig({ CARLOS_DEPLOYMENT_DIR: root }))
   assert.ok(store instanceof DirDeployStore)
   assert.equal(store.describe(), `dir ${root}`)
 })

@@ -4,7 +4,7 @@
 // expires. A lease etcd no longer knows (the agent was cut off past its
 // TTL) is granted again and the summary put again. This file owns the
 // lease and the keys; the store hands it the gateway.
-import Value from 'typebox/value'
+import { Value } from '../../domain/typebox.js'
 import { BoxSummary } from '../../domain/box-summary.js'
 import type { Clock, Logger } from '../../domain/ports.js'
 import { errorMessage } from '../../errors.js'

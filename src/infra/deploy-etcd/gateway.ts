@@ -7,7 +7,7 @@
 import type { Dispatcher } from 'undici'
 import { Pool } from 'undici'
 import type { Static, TSchema } from 'typebox'
-import Value from 'typebox/value'
+import { Value } from '../../domain/typebox.js'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
 import { EtcdCredentials, isStaleTokenAnswer } from './credentials.js'

@@ -5,7 +5,7 @@
 // what a key holds (reading a record, refusing garbage, recording without
 // overwriting, pruning); the gateway client gets the answers, with the
 // credentials; the watch follows the prefix; boxes.ts keeps the summaries.
-import Value from 'typebox/value'
+import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { errorMessage } from '../../errors.js'
 import type { Clock, DeployStore, Logger } from '../../domain/ports.js'

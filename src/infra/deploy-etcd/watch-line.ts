@@ -2,7 +2,7 @@
 // watch was created, its events (key, kind, revision), the header's
 // revision (a progress notification carries only that), a compaction past
 // the revision asked for, or why etcd ended the watch.
-import Value from 'typebox/value'
+import { Value } from '../../domain/typebox.js'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
 import { WatchLine } from './wire-schemas.js'

@@ -3,7 +3,7 @@
 // protobuf's: keys and values are base64, int64s are strings, and a field
 // at its default is left out (an empty range has no `kvs`, a failed txn no
 // `succeeded`), so nearly every field is optional.
-import Type from 'typebox'
+import { Type } from '../../domain/typebox.js'
 
 const Header = Type.Object({ revision: Type.Optional(Type.String()) })
 

@@ -3,8 +3,8 @@
 // restart does not hand every awake tenant a fresh hour. An entry ends when
 // its host reaches that mode or the intent's mode changes.
 import path from 'node:path'
-import Type, { type Static } from 'typebox'
-import Value from 'typebox/value'
+import { Type, Value } from '../../domain/typebox.js'
+import type { Static } from 'typebox'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
 import type { Logger } from '../../domain/ports.js'

@@ -5,8 +5,8 @@
 // when it sets something aside (`<data>/layout/aside/<host>/<stamp>/`).
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import Type, { type Static } from 'typebox'
-import Value from 'typebox/value'
+import { Type, Value } from '../../domain/typebox.js'
+import type { Static } from 'typebox'
 import { validHost } from '../../domain/hostname.js'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'

@@ -92,7 +92,7 @@ void test('an aborted signal ends list and record with its reason, and writes no
 void test('openDeployStore: etcd when CARLOS_DEPLOYMENT_ETCD names endpoints, and then the directory is not read', async (t) => {
   const root = await tmpDir(t)
   const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root, CARLOS_DEPLOYMENT_ETCD: `${shared.server.url}, http://127.0.0.1:1` })
-  const store = openDeployStore(config)
+  const store = await openDeployStore(config)
   t.after(() => store.close())
   assert.ok(store instanceof EtcdDeployStore)
   assert.equal(store.prefix, INTENT_PREFIX)
@@ -110,7 +110,7 @@ void test('layoutd intent migrate|revert|status record into etcd and read from i
   const etcd = await EtcdServer.forTest(t)
   const root = await tmpDir(t)
   const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root, CARLOS_DEPLOYMENT_ETCD: etcd.url, CARLOS_BOX: 'kass-1' })
-  const store = openDeployStore(config)
+  const store = await openDeployStore(config)
   t.after(() => store.close())
   let clock = new Date('2026-11-30T08:00:00.000Z')
   const run = async (...argv: string[]) => {

@@ -7,8 +7,8 @@
 // hibernating instance names its own dir and socket.
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import Type, { type Static } from 'typebox'
-import Compile from 'typebox/compile'
+import { Compile, Type } from '../../../domain/typebox.js'
+import type { Static } from 'typebox'
 import { PathClaims } from '../../../domain/classify.js'
 import { MAX_SOCKET_PATH } from '../../../domain/paths.js'
 import { ROUTE_KINDS, type Route } from '../../../domain/schemas.js'

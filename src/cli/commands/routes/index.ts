@@ -84,7 +84,7 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
       } catch (err) {
         if (!(err instanceof AgentUnreachable)) throw err
       }
-      store ??= openDeployStore(config)
+      store ??= await openDeployStore(config)
       return mintLayoutIntentWith({
         store,
         box: config.box,
