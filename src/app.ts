@@ -9,6 +9,7 @@ import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
 import type { AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
+import { lazyCompilers } from './lazy-compilers.js'
 import { authHook } from './routes/auth.js'
 import { consoleRoutes } from './routes/console.js'
 import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
@@ -153,6 +154,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // query strings take text only, and the one number (converge's
     // `timeout`) is parsed by its route.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+    // Each route's schemas compile on its first request, not before listening (design §4.4).
+    schemaController: { compilersFactory: lazyCompilers() },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A URL Fastify cannot even route (bad percent-encoding, a parameter
     // over the limit) still gets the envelope.
