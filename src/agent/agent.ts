@@ -17,6 +17,7 @@ import { packageVersion } from '../package-version.js'
 import { BoxPublisher } from './box-publisher.js'
 import { IntentPoller, POLL_FAILED } from './intent-poller.js'
 import { backfillKeysAtStart } from './instance-key-backfill.js'
+import { trimHeapAfterRun } from './heap-trim.js'
 import { buildLeg, intentInputs } from './leg-runner.js'
 import type { AgentParts } from './parts.js'
 import { PeriodicRead } from './periodic-read.js'
@@ -60,6 +61,8 @@ export class Agent implements AgentApi {
       onRunEnd: (run) => {
         this.#view.noteFinishedRun(run)
         this.#summary.update()
+        // A large run leaves the heap grown to its peak: give it back now.
+        trimHeapAfterRun(run.results.length)
       },
       report: () => this.report(),
       rowCounts: () => this.#view.counts(this.#phase, this.#pass, this.#leg),
