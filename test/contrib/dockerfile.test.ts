@@ -54,7 +54,7 @@ void test('the image: /data and /deploy are volumes, the listen address is loopb
   assert.ok(major >= 22 && major % 2 === 0, `node ${major}: an even (LTS) line that engines "${engines}" allows`)
   const sqlite = JSON.parse(await fs.readFile(path.join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { engines: { node: string } }
   assert.match(sqlite.engines.node, new RegExp(`\\b${major}\\.x\\b`), `better-sqlite3 builds for node ${major}`)
-  assert.deepEqual(all.filter((i) => i.op === 'ENTRYPOINT').map((i) => JSON.parse(i.args) as string[]), [['node', 'dist/src/main.js']], 'node is PID 1: SIGTERM reaches the agent')
+  assert.deepEqual(all.filter((i) => i.op === 'ENTRYPOINT').map((i) => JSON.parse(i.args) as string[]), [['node', '--max-semi-space-size=4', 'dist/src/main.js']], 'node is PID 1: SIGTERM reaches the agent; a young generation of 8 MB (design §9)')
 })
 
 void test('every path the build copies is in the repository and not ignored by .dockerignore', async () => {

@@ -134,6 +134,8 @@ export interface StartOptions {
   logFile?: string
   /** How long start-up may take to listen. */
   listenTimeoutMs?: number
+  /** Node's own flags, before the script (`--max-semi-space-size=4`, as `npm start` passes them). */
+  nodeArgs?: readonly string[]
 }
 
 export class AgentTimeout extends Error {
@@ -166,7 +168,7 @@ export class AgentProcess {
     this.url = `http://127.0.0.1:${port}`
     this.startedAt = performance.now()
     const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`, CARLOS_FAILPOINT: opts.failpoint ?? '', ...opts.env })
-    this.child = spawn(process.execPath, [MAIN_JS, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] })
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.#exit = { code, signal }
