@@ -15,6 +15,8 @@ COPY bin ./bin
 COPY src ./src
 COPY test ./test
 COPY bench ./bench
+# The build's last step bundles TypeBox (scripts/bundle-typebox.mjs).
+COPY scripts ./scripts
 RUN npm ci && npm prune --omit=dev
 
 # Run: no compiler, not root. /data is the box's data root, /deploy the

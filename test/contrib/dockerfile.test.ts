@@ -66,6 +66,9 @@ void test('every path the build copies is in the repository and not ignored by .
     await fs.access(path.join(ROOT, p))
     assert.ok(!ignored.includes(p), `${p} is copied and ignored`)
   }
+  // npm ci builds in the image: every folder the build script reads from must be copied before it.
+  const build = (JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { build: string } }).scripts.build
+  for (const [, folder] of build.matchAll(/\b(scripts|src)\//g)) assert.ok(copied.includes(folder ?? ''), `the build reads ${folder}/, which the image's build stage does not copy`)
 })
 
 void test('the HEALTHCHECK command passes while the agent lives, on its address or a wildcard, and fails once it is gone', async (t) => {
