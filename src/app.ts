@@ -7,7 +7,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net'
 import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
-import type { AppLogger } from './logger.js'
+import { requestLogger, type AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
 import { lazyCompilers } from './lazy-compilers.js'
 import { authHook } from './routes/auth.js'
@@ -134,6 +134,15 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
+const STARTED = Symbol('started')
+const COUNTED = Symbol('counted')
+
+/** When a request arrived (performance.now()), and whether the histogram has it yet. */
+interface Timed {
+  [STARTED]?: number
+  [COUNTED]?: boolean
+}
+
 export async function buildApp(deps: AppDeps): Promise<App> {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...deps.timeouts }
   const app = Fastify({
@@ -142,6 +151,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // request would drown the layout lines. Errors are still logged, and
     // the HTTP histogram counts every request.
     logController: new LogController({ disableRequestLogging: true }),
+    // Each request's logger is bound to its id but made only when the
+    // request logs something: the hot routes log nothing, so they build no
+    // child logger either.
+    childLoggerFactory: (parent, bindings, opts) => requestLogger(parent as AppLogger, bindings, opts),
     bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
@@ -187,24 +200,25 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     return reply.code(known.statusCode).send(envelope(known.code, known.message))
   })
 
-  app.addHook('onRequest', authHook(deps.token))
+  // One onRequest hook for every request: the clock of the HTTP histogram
+  // starts, then the mutation check (design §6). Kept on the request itself
+  // rather than in side tables, so a request costs two property writes.
+  const auth = authHook(deps.token)
+  app.addHook('onRequest', (request, reply, done) => {
+    ;(request as Timed)[STARTED] = performance.now()
+    auth(request, reply, done)
+  })
 
   // Every request is counted once: when its answer is sent, or when its
   // client closes the connection first (499: no answer ever went out).
-  const counted = new WeakSet<FastifyRequest>()
-  const startedAt = new WeakMap<FastifyRequest, number>()
-  app.addHook('onRequest', (request, _reply, done) => {
-    startedAt.set(request, performance.now())
-    done()
-  })
   const count = (request: FastifyRequest, status: number, seconds: number): void => {
-    if (counted.has(request)) return
-    counted.add(request)
-    const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE)
-    deps.metrics.observeHttp(request.method, route, status, seconds)
+    const timed = request as Timed
+    if (timed[COUNTED] === true) return
+    timed[COUNTED] = true
+    deps.metrics.observeHttp(request.method, request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE), status, seconds)
   }
   app.addHook('onRequestAbort', (request, done) => {
-    count(request, CLIENT_CLOSED_STATUS, (performance.now() - (startedAt.get(request) ?? performance.now())) / 1000)
+    count(request, CLIENT_CLOSED_STATUS, (performance.now() - ((request as Timed)[STARTED] ?? performance.now())) / 1000)
     done()
   })
   app.addHook('onResponse', (request, reply, done) => {

@@ -1,4 +1,6 @@
 // pino, JSON by default; pretty only when a person is watching a terminal.
+// Also the request logger the HTTP app hands each request: made lazily, so
+// a request that logs nothing (every hot route) builds no child logger.
 import pino from 'pino'
 
 export type AppLogger = pino.Logger
@@ -14,4 +16,79 @@ export function createLogger(level: string, destination: NodeJS.WritableStream &
     return pino({ ...opts, transport: { target: 'pino-pretty', options: { destination: 2, translateTime: 'SYS:HH:MM:ss.l' } } })
   }
   return pino(opts, destination)
+}
+
+type LogArgs = Parameters<pino.LogFn>
+
+/**
+ * A request's logger, bound to its request id: the pino child is made on
+ * the first line the request logs, and never for a request that logs
+ * nothing. Its lines are the child's lines, field for field.
+ */
+class RequestLogger {
+  readonly #parent: AppLogger
+  readonly #bindings: pino.Bindings
+  readonly #opts: pino.ChildLoggerOptions
+  #child: AppLogger | undefined
+
+  constructor(parent: AppLogger, bindings: pino.Bindings, opts: pino.ChildLoggerOptions) {
+    this.#parent = parent
+    this.#bindings = bindings
+    this.#opts = opts
+  }
+
+  #log(): AppLogger {
+    return (this.#child ??= this.#parent.child(this.#bindings, this.#opts))
+  }
+
+  get level(): string {
+    return this.#child?.level ?? this.#opts.level ?? this.#parent.level
+  }
+
+  set level(level: string) {
+    this.#log().level = level
+  }
+
+  isLevelEnabled(level: string): boolean {
+    return this.#log().isLevelEnabled(level)
+  }
+
+  bindings(): pino.Bindings {
+    return this.#log().bindings()
+  }
+
+  child(bindings: pino.Bindings, opts?: pino.ChildLoggerOptions): AppLogger {
+    return this.#log().child(bindings, opts)
+  }
+
+  fatal(...args: LogArgs): void {
+    this.#log().fatal(...args)
+  }
+
+  error(...args: LogArgs): void {
+    this.#log().error(...args)
+  }
+
+  warn(...args: LogArgs): void {
+    this.#log().warn(...args)
+  }
+
+  info(...args: LogArgs): void {
+    this.#log().info(...args)
+  }
+
+  debug(...args: LogArgs): void {
+    this.#log().debug(...args)
+  }
+
+  trace(...args: LogArgs): void {
+    this.#log().trace(...args)
+  }
+
+  silent(): void {}
+}
+
+/** Fastify's childLoggerFactory: a request logger that becomes a pino child only when it logs. */
+export function requestLogger(parent: AppLogger, bindings: pino.Bindings, opts: pino.ChildLoggerOptions): AppLogger {
+  return new RequestLogger(parent, bindings, opts) as unknown as AppLogger
 }

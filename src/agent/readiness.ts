@@ -3,7 +3,7 @@
 // the isolation gate's checks and whether nested instances may wake.
 import type { Phase, Readiness, ReadyCheck } from '../agent-api.js'
 import { errorMessage } from '../errors.js'
-import type { Isolation } from '../infra/isolation.js'
+import type { GateCheck, Isolation } from '../infra/isolation.js'
 import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
 
@@ -35,11 +35,65 @@ function wakeClaimsCheck({ phase, armed, claims }: ReadinessFacts): ReadyCheck {
   }
 }
 
+/** The last answer built for a registry, with what it was built from. */
+interface Answered {
+  phase: Phase
+  armed: boolean
+  swept: boolean
+  registry: ReadyCheck
+  gate: Isolation | null
+  shut: string | null
+  isolation: readonly GateCheck[] | undefined
+  readiness: Readiness
+}
+
+/**
+ * The last answer for each registry (one per agent): /ready is asked many
+ * times a second and its answer changes only when the phase, the claims'
+ * load, the registry's health or the gate's checks do, so an unchanged
+ * answer is the same object, and the route serializes it once.
+ */
+const answered = new WeakMap<ReadinessFacts['registry'], Answered>()
+
+function sameCheck(a: ReadyCheck, b: ReadyCheck): boolean {
+  return a.ok === b.ok && a.detail === b.detail && a.name === b.name
+}
+
+function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateCheck[] | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b
+  if (a.length !== b.length) return false
+  return a.every((c, i) => {
+    const d = b[i]
+    return d !== undefined && c.name === d.name && c.ok === d.ok && c.code === d.code && c.reason === d.reason && c.detail === d.detail
+  })
+}
+
+/**
+ * Readiness now. The registry is asked on every call (a query that reads
+ * no rows), so a connection that fails shows at once; the rest is read
+ * from state the agent keeps. The same object is answered while nothing
+ * in it changed.
+ */
 export function readinessOf(facts: ReadinessFacts): Readiness {
-  const { phase, gate } = facts
+  const { phase, gate, armed } = facts
   const registry = registryCheck(facts.registry)
-  const checks: ReadyCheck[] = [registry, wakeClaimsCheck(facts), { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase }]
+  const swept = facts.claims.swept
   const shut = gate === null ? 'no activator is armed on this box' : gate.check()
+  const isolation = gate?.report()
+  const last = answered.get(facts.registry)
+  if (
+    last !== undefined &&
+    last.phase === phase &&
+    last.armed === armed &&
+    last.swept === swept &&
+    last.gate === gate &&
+    last.shut === shut &&
+    sameCheck(last.registry, registry) &&
+    sameGateChecks(last.isolation, isolation)
+  ) {
+    return last.readiness
+  }
+  const checks: ReadyCheck[] = [registry, wakeClaimsCheck(facts), { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase }]
   const readiness: Readiness = {
     // Wake claims that could not be read do not hold the box down: the
     // pass treats every host as awake, and flat wakes go on. A registry
@@ -49,6 +103,7 @@ export function readinessOf(facts: ReadinessFacts): Readiness {
     checks,
     nested: { allowed: shut === null, reason: shut ?? '' },
   }
-  if (gate !== null) readiness.isolation = gate.report()
+  if (isolation !== undefined) readiness.isolation = isolation
+  answered.set(facts.registry, { phase, armed, swept, registry, gate, shut, isolation, readiness })
   return readiness
 }

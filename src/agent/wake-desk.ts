@@ -31,7 +31,6 @@ export class WakeDesk {
   /** Claims a wake; every answer, and every throw, is counted in wake_claims_total by its result. */
   async claim(host: string): Promise<WakeAnswer> {
     try {
-      requireValidHost(host)
       // The host's preparation slot (its key being minted): a claim never
       // starts an instance whose key is half made.
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
@@ -57,7 +56,6 @@ export class WakeDesk {
 
   /** What a claim would get now, recording nothing. */
   readyFor(host: string): WakeAnswer {
-    requireValidHost(host)
     const verdict = this.#judge(host)
     return verdict.ok ? { granted: true, grant: verdict.grant } : { granted: false, refusal: verdict.refusal }
   }
@@ -89,8 +87,17 @@ export class WakeDesk {
     return { awake: this.#deps.claims.list(), swept: this.#deps.claims.swept }
   }
 
+  /**
+   * The verdict for host, invalid_host thrown for a name that is not a
+   * hostname. A host the registry holds was validated when its row was
+   * added, so only a name the verdict did not find in the rows (unknown,
+   * or not judged yet) is checked: the activator's hot path re-validates
+   * nothing.
+   */
   #judge(host: string): WakeVerdict {
-    return judgeWake(host, this.#deps.facts())
+    const verdict = judgeWake(host, this.#deps.facts())
+    if (!verdict.ok && (verdict.kind === 'unknown_host' || verdict.kind === 'not_ready')) requireValidHost(host)
+    return verdict
   }
 
   #recordClaimMetric(result: WakeClaimResult): void {

@@ -1,6 +1,7 @@
 // The activator's gate: it wakes nothing until this answers 200. The plain
 // text form is the Kubernetes readyz one, for a person at a terminal.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
 import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
@@ -37,6 +38,8 @@ function readyResponse(description: string) {
 }
 
 export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (app, { api }, done) => {
+  /** The last readiness answered, with its serialized bytes. */
+  let answer: { readiness: Readiness; bytes: Buffer } | undefined
   app.get(
     '/ready',
     {
@@ -57,12 +60,20 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
         },
       },
     },
-    (request, reply) => {
+    (request, typed) => {
+      // Untyped: the JSON answer goes out as bytes already serialized.
+      const reply: FastifyReply = typed
       const r = api.readiness()
       void reply.code(r.ready ? 200 : 503).header('cache-control', 'no-store')
-      if (request.query.verbose === undefined) return r
-      void reply.type('text/plain; charset=utf-8')
-      return verboseText(r)
+      if (request.query.verbose !== undefined) {
+        void reply.type('text/plain; charset=utf-8').send(verboseText(r))
+        return
+      }
+      // The agent answers the same object while readiness is unchanged: it
+      // is serialized once, by this route's schema, and its bytes reused
+      // (a JSON content type with a Buffer bypasses the serializer).
+      if (answer?.readiness !== r) answer = { readiness: r, bytes: Buffer.from(reply.serializeInput(r, r.ready ? '200' : '503', 'application/json') as string) }
+      void reply.type('application/json; charset=utf-8').send(answer.bytes)
     },
   )
 

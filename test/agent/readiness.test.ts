@@ -1,7 +1,9 @@
-// Readiness through a real agent: the registry check asks the database.
+// Readiness through a real agent: the registry check asks the database, and
+// an unchanged answer is the same one; the wake desk's judging of names.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { agentBox } from '../helpers/agent.js'
+import type { AppError } from '../../src/errors.js'
+import { addFlat, agentBox } from '../helpers/agent.js'
 
 void test('the registry readiness check asks the database: a closed connection fails it', async (t) => {
   const b = await agentBox(t)
@@ -12,4 +14,41 @@ void test('the registry readiness check asks the database: a closed connection f
   assert.equal(r.checks[0]?.ok, false)
   assert.match(r.checks[0]?.detail ?? '', /not open/)
   assert.equal(r.ready, false)
+})
+
+void test('readiness is the same answer while nothing in it changes, and a new one when something does', async (t) => {
+  const b = await agentBox(t)
+  const starting = b.agent.readiness()
+  assert.equal(b.agent.readiness(), starting)
+  await b.agent.start()
+  const ready = b.agent.readiness()
+  assert.notEqual(ready, starting)
+  assert.equal(ready.ready, true)
+  assert.equal(b.agent.readiness(), ready)
+  // Over HTTP the unchanged answer is the same bytes.
+  const first = await b.app.inject({ method: 'GET', url: '/ready' })
+  const again = await b.app.inject({ method: 'GET', url: '/ready' })
+  assert.equal(first.statusCode, 200)
+  assert.equal(again.body, first.body)
+  const body = first.json<{ ready: boolean; phase: string; checks: unknown[] }>()
+  assert.deepEqual([body.ready, body.phase, body.checks], [ready.ready, ready.phase, ready.checks])
+  b.registry.close()
+  const failed = await b.app.inject({ method: 'GET', url: '/ready' })
+  assert.equal(failed.statusCode, 503)
+  assert.equal(failed.json<{ checks: Array<{ ok: boolean }> }>().checks[0]?.ok, false)
+})
+
+void test('a wake is judged without re-validating a registry host; a name that is not a hostname is still invalid_host', async (t) => {
+  const b = await agentBox(t)
+  await addFlat(b, 'a.example.com')
+  await b.agent.start()
+  assert.equal(b.agent.readyFor('a.example.com').granted, true)
+  const unknown = b.agent.readyFor('z.example.com')
+  assert.equal(unknown.granted, false)
+  assert.match(unknown.granted ? '' : unknown.refusal.reason, /unknown host/)
+  for (const bad of ['A.example.com', 'a_b.example.com', '..%2Fetc']) {
+    assert.throws(() => b.agent.readyFor(bad), (err: AppError) => err.code === 'invalid_host', bad)
+    await assert.rejects(b.agent.claimWake(bad), (err: AppError) => err.code === 'invalid_host', bad)
+  }
+  assert.deepEqual(b.agent.wakes().awake, [])
 })
