@@ -8,7 +8,8 @@
 // the agent started on them (spawn to /ready 200); the HTTP routes under a
 // closed-loop load beside a bare Fastify server (a process of its own)
 // answering the same objects with the same schemas; the claim rate; a
-// converge of every tenant to nested and the agent's RSS after it; and a
+// converge of every tenant to nested, with GET /ready/:host and wake claims
+// sent at steady rates through it, and the agent's RSS after it; and a
 // start that must recover `--journals` journals before /ready is 200.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -25,10 +26,12 @@ import { AgentProcess, makeSandbox, recordIntent, runCli, type Sandbox } from '.
 import { makeTenantTree } from '../test/helpers/tenants.js'
 import { hostFor } from './crash.js'
 import { load, type LoadResult } from './load.js'
-import { openLoad } from './ready-during-converge.js'
+import { askClaim, openLoad } from './ready-during-converge.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
 const round = (x: number, digits = 3): number => Math.round(x * 10 ** digits) / 10 ** digits
+/** The steady claim rate sent through the converge. */
+const CLAIMS_PER_SECOND = 20
 
 interface Side {
   layoutd: LoadResult
@@ -198,27 +201,33 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
         ready: readyLoad,
         readyHost,
         claimsIdle: { ...claims, what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)' },
-        claimsDuringConverge: {
-          notMeasured: 'TODO: POST /wakes during a converge is not measured yet; readyHostDuringConverge is GET /ready/:host, what a claim is judged by, at 100 req/s through the converge',
-        },
       })
     } finally {
       bare.stop()
     }
 
-    log('converge to nested, GET /ready/:host at 100 req/s throughout')
+    log(`converge to nested, GET /ready/:host at 100 req/s and POST /wakes/:host at ${CLAIMS_PER_SECOND}/s throughout`)
     const c0 = performance.now()
-    // The open loop of bench/ready-during-converge.ts: each request due at
-    // its own tick, its latency counted from that tick.
+    // The open loops of bench/ready-during-converge.ts: each request due at
+    // its own tick, its latency counted from that tick. The claims take the
+    // hosts from the other end, and each granted claim is released at once.
     const pool = new Pool(agent.url, { connections: 16 })
+    const claimPool = new Pool(agent.url, { connections: 8 })
     const stop = new AbortController()
     const during = openLoad(pool, hosts, 100, stop.signal)
+    const claimsDuring = openLoad(claimPool, [...hosts].reverse(), CLAIMS_PER_SECOND, stop.signal, askClaim)
     await recordIntent(sb, 'nested')
     await agent.waitConverged(hosts, 'nested', 1_800_000, 1000)
     const convergeSeconds = round((performance.now() - c0) / 1000)
     stop.abort()
     out.readyHostDuringConverge = { rate: 100, ...(await during), targetP99Ms: 25 }
+    out.claimsDuringConverge = {
+      rate: CLAIMS_PER_SECOND,
+      ...(await claimsDuring),
+      what: 'POST /wakes/:host open-loop at a steady rate through the whole converge, latency from each due tick; non200 are refusals (a host fenced for its move); each granted claim released at once',
+    }
     await pool.close()
+    await claimPool.close()
     await waitIdle(agent)
     const rss = (await agent.metric('process_resident_memory_bytes')) ?? 0
     const heap = (await agent.metric('nodejs_heap_size_used_bytes')) ?? 0

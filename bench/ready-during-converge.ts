@@ -9,7 +9,11 @@
 // agent shows as the wait the activator would have seen. The agent's own
 // event-loop lag over the converge comes from lag-probe.ts. Prints JSON.
 //
-//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--dir D] [--keep]
+// With --claims C, POST /wakes/:host is sent at C per second through the
+// same converge too (each granted claim released at once): the claim rate
+// an activator sees while the box converges.
+//
+//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--dir D] [--keep]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -36,6 +40,8 @@ export interface ReadyDuringConverge {
   rate: number
   idle: Latencies
   during: Latencies
+  /** POST /wakes/:host at claimRate per second through the same converge (each granted claim released at once); absent at rate 0. */
+  claimsDuring?: Latencies & { rate: number }
   lagDuringConverge: LoopLag
   converge: { seconds: number; movesPerSecond: number }
   machine: { cpus: number; loadavg: number[] }
@@ -46,12 +52,39 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0
 }
 
+/** One request of an open loop: its status, and when its answer was read whole (performance.now()). */
+export type Ask = (pool: Pool, host: string) => Promise<{ status: number; answeredAt: number }>
+
+/** GET /ready/:host: what the activator asks on a sleeping tenant's first request. */
+export const askReady: Ask = async (pool, host) => {
+  const res = await pool.request({ method: 'GET', path: `/ready/${host}` })
+  await res.body.dump()
+  return { status: res.statusCode, answeredAt: performance.now() }
+}
+
 /**
- * Sends GET /ready/:host at rate per second, each due at its own tick, to
- * a host taken round-robin, until stop is aborted; answers the latencies
- * counted from each request's due time.
+ * POST /wakes/:host, the activator's claim; a granted claim is released
+ * (DELETE, not timed) as soon as it is answered, so the pass is held back
+ * by it for no longer than the claim's round trip.
  */
-export async function openLoad(pool: Pool, hosts: readonly string[], rate: number, stop: AbortSignal): Promise<Latencies> {
+export const askClaim: Ask = async (pool, host) => {
+  const res = await pool.request({ method: 'POST', path: `/wakes/${host}` })
+  await res.body.dump()
+  const answeredAt = performance.now()
+  if (res.statusCode === 200) {
+    const released = await pool.request({ method: 'DELETE', path: `/wakes/${host}` })
+    await released.body.dump()
+    if (released.statusCode !== 204) throw new Error(`DELETE /wakes/${host} answered ${released.statusCode}`)
+  }
+  return { status: res.statusCode, answeredAt }
+}
+
+/**
+ * Sends ask (GET /ready/:host unless told) at rate per second, each due at
+ * its own tick, to a host taken round-robin, until stop is aborted; answers
+ * the latencies counted from each request's due time.
+ */
+export async function openLoad(pool: Pool, hosts: readonly string[], rate: number, stop: AbortSignal, ask: Ask = askReady): Promise<Latencies> {
   const times: number[] = []
   let non200 = 0
   let errors = 0
@@ -63,12 +96,11 @@ export async function openLoad(pool: Pool, hosts: readonly string[], rate: numbe
     if (wait > 0) await delay(wait)
     const host = hosts[i % hosts.length] ?? ''
     inFlight.push(
-      pool
-        .request({ method: 'GET', path: `/ready/${host}` })
-        .then(async (res) => {
-          await res.body.dump()
-          if (res.statusCode !== 200) non200++
-          times.push(performance.now() - due)
+      ask(pool, host)
+        .then(({ status, answeredAt }) => {
+          // Timed to the answer: a claim's release is not the activator's wait.
+          times.push(answeredAt - due)
+          if (status !== 200) non200++
         })
         .catch(() => {
           errors++
@@ -89,7 +121,7 @@ async function kickAndWait(url: string): Promise<void> {
 
 export async function runReadyDuringConverge(
   root: string,
-  opts: { hosts: number; rate: number; idleSeconds: number },
+  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number },
   log: (l: string) => void = () => undefined,
 ): Promise<ReadyDuringConverge> {
   log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
@@ -100,6 +132,7 @@ export async function runReadyDuringConverge(
   const agent = await AgentProcess.start(w.sb)
   // Enough connections that a slow answer never holds back the next request's send.
   const pool = new Pool(agent.url, { connections: 32, headersTimeout: 60_000, bodyTimeout: 60_000 })
+  const claimPool = new Pool(agent.url, { connections: 16, headersTimeout: 60_000, bodyTimeout: 60_000 })
   try {
     await agent.waitReady(300_000)
     // The first run (after the instance keys of every tenant) moves nothing: wait it out before measuring.
@@ -112,6 +145,9 @@ export async function runReadyDuringConverge(
     const probe = await LagProbe.start(agent.url)
     const ac = new AbortController()
     const load = openLoad(pool, hosts, opts.rate, ac.signal)
+    const claimRate = opts.claimRate ?? 0
+    // The claims take the hosts from the other end, so a claim and a /ready/:host seldom name one host at once.
+    const claims = claimRate > 0 ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim) : undefined
     const c0 = performance.now()
     let seconds: number
     try {
@@ -121,6 +157,7 @@ export async function runReadyDuringConverge(
       ac.abort()
     }
     const during = await load
+    const claimsDuring = claims === undefined ? undefined : { rate: claimRate, ...(await claims) }
     const lagDuringConverge = await probe.stop()
     const report = await agent.status()
     const notNested = hosts.filter((h) => report.rows[h]?.layout !== 'nested')
@@ -130,12 +167,14 @@ export async function runReadyDuringConverge(
       rate: opts.rate,
       idle,
       during,
+      ...(claimsDuring === undefined ? {} : { claimsDuring }),
       lagDuringConverge,
       converge: { seconds, movesPerSecond: opts.hosts / seconds },
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
     }
   } finally {
     await pool.close()
+    await claimPool.close()
     await agent.kill()
   }
 }
@@ -146,6 +185,7 @@ async function main(): Promise<number> {
       hosts: { type: 'string', default: '10000' },
       rate: { type: 'string', default: '100' },
       idle: { type: 'string', default: '5' },
+      claims: { type: 'string', default: '0' },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
@@ -153,13 +193,14 @@ async function main(): Promise<number> {
   const hosts = Number(values.hosts)
   const rate = Number(values.rate)
   const idleSeconds = Number(values.idle)
-  if (![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1)) {
-    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--dir D] [--keep]\n')
+  const claimRate = Number(values.claims)
+  if (![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1) || !(Number.isInteger(claimRate) && claimRate >= 0)) {
+    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--dir D] [--keep]\n')
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-ready-bench-'))
   try {
-    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds }, (l) => process.stderr.write(`${l}\n`))
+    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds, claimRate }, (l) => process.stderr.write(`${l}\n`))
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

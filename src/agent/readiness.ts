@@ -1,6 +1,8 @@
 // Readiness (design §6, GET /ready): the registry answers, the wake claims
 // were loaded, start-up recovery is done; and, as information beside them,
-// the isolation gate's checks and whether nested instances may wake.
+// the isolation gate's checks and whether nested instances may wake. /ready
+// is asked many times a second: the registry is asked at most once a
+// REGISTRY_CHECK_MS, and an unchanged answer is the same object.
 import type { Phase, Readiness, ReadyCheck } from '../agent-api.js'
 import { errorMessage } from '../errors.js'
 import type { GateCheck, Isolation } from '../infra/isolation.js'
@@ -15,16 +17,39 @@ export interface ReadinessFacts {
   claims: Pick<WakeClaims, 'swept'>
   /** null where no activator is armed. */
   gate: Isolation | null
+  /** The clock the registry check is timed by, in ms (performance.now unless a test steps it). */
+  now?: () => number
 }
 
-/** The registry answers a query (its data_version: no rows read). */
-function registryCheck(registry: ReadinessFacts['registry']): ReadyCheck {
+/**
+ * How long a registry check stands, in ms. Each check is a query on both
+ * connections (its data_version: no rows read), which takes the database's
+ * shared-memory locks; asked once a second rather than per request, a
+ * registry that stops answering shows in /ready within a second, and a
+ * failed check is asked again on the next request.
+ */
+export const REGISTRY_CHECK_MS = 1000
+
+/** The registry answers a query. */
+function pingRegistry(registry: ReadinessFacts['registry']): ReadyCheck {
   try {
     registry.ping()
     return { name: 'registry', ok: true, detail: registry.file }
   } catch (err) {
     return { name: 'registry', ok: false, detail: `${registry.file}: ${errorMessage(err)}` }
   }
+}
+
+/** The registry's check as last made, per registry (one per agent). */
+const registryChecks = new WeakMap<ReadinessFacts['registry'], { at: number; check: ReadyCheck }>()
+
+function registryCheck(facts: ReadinessFacts): ReadyCheck {
+  const now = (facts.now ?? performance.now.bind(performance))()
+  const last = registryChecks.get(facts.registry)
+  if (last !== undefined && last.check.ok && now - last.at < REGISTRY_CHECK_MS) return last.check
+  const check = pingRegistry(facts.registry)
+  registryChecks.set(facts.registry, { at: now, check })
+  return check
 }
 
 function wakeClaimsCheck({ phase, armed, claims }: ReadinessFacts): ReadyCheck {
@@ -56,7 +81,7 @@ interface Answered {
 const answered = new WeakMap<ReadinessFacts['registry'], Answered>()
 
 function sameCheck(a: ReadyCheck, b: ReadyCheck): boolean {
-  return a.ok === b.ok && a.detail === b.detail && a.name === b.name
+  return a === b || (a.ok === b.ok && a.detail === b.detail && a.name === b.name)
 }
 
 function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateCheck[] | undefined): boolean {
@@ -69,14 +94,13 @@ function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateChe
 }
 
 /**
- * Readiness now. The registry is asked on every call (a query that reads
- * no rows), so a connection that fails shows at once; the rest is read
- * from state the agent keeps. The same object is answered while nothing
- * in it changed.
+ * Readiness now: the registry's check (asked again once it is
+ * REGISTRY_CHECK_MS old, or failed), the rest read from state the agent
+ * keeps. The same object is answered while nothing in it changed.
  */
 export function readinessOf(facts: ReadinessFacts): Readiness {
   const { phase, gate, armed } = facts
-  const registry = registryCheck(facts.registry)
+  const registry = registryCheck(facts)
   const swept = facts.claims.swept
   const shut = gate === null ? 'no activator is armed on this box' : gate.check()
   const isolation = gate?.report()

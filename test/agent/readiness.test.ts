@@ -2,18 +2,56 @@
 // an unchanged answer is the same one; the wake desk's judging of names.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { readinessOf, REGISTRY_CHECK_MS } from '../../src/agent/readiness.js'
 import type { AppError } from '../../src/errors.js'
 import { addFlat, agentBox } from '../helpers/agent.js'
+import { until } from '../helpers/until.js'
 
-void test('the registry readiness check asks the database: a closed connection fails it', async (t) => {
+void test('the registry readiness check asks the database: a closed connection fails it within REGISTRY_CHECK_MS', async (t) => {
   const b = await agentBox(t)
   await b.agent.start()
   assert.deepEqual(b.agent.readiness().checks[0], { name: 'registry', ok: true, detail: b.registry.file })
   b.registry.close()
+  const closedAt = performance.now()
+  await until('readiness to see the closed registry', () => !b.agent.readiness().ready)
+  assert.ok(performance.now() - closedAt < REGISTRY_CHECK_MS + 500, `seen after ${Math.round(performance.now() - closedAt)} ms`)
   const r = b.agent.readiness()
   assert.equal(r.checks[0]?.ok, false)
   assert.match(r.checks[0]?.detail ?? '', /not open/)
-  assert.equal(r.ready, false)
+})
+
+void test('the registry is asked at most once a REGISTRY_CHECK_MS while it answers, and on every call once it does not', () => {
+  let pings = 0
+  let fail = false
+  const registry = {
+    file: '/data/registry.db',
+    ping() {
+      pings++
+      if (fail) throw new Error('disk I/O error')
+    },
+  }
+  let now = 0
+  const facts = { phase: 'ready' as const, armed: false, registry, claims: { swept: true }, gate: null, now: () => now }
+  const first = readinessOf(facts)
+  for (let i = 0; i < 100; i++) assert.equal(readinessOf(facts), first)
+  assert.equal(pings, 1)
+  assert.equal(first.ready, true)
+  now += REGISTRY_CHECK_MS - 1
+  readinessOf(facts)
+  assert.equal(pings, 1)
+  now += 1
+  fail = true
+  const failed = readinessOf(facts)
+  assert.equal(pings, 2)
+  assert.equal(failed.ready, false)
+  assert.deepEqual(failed.checks[0], { name: 'registry', ok: false, detail: '/data/registry.db: disk I/O error' })
+  readinessOf(facts)
+  assert.equal(pings, 3, 'a failed check is asked again at once')
+  fail = false
+  assert.equal(readinessOf(facts).ready, true)
+  assert.equal(pings, 4)
+  readinessOf(facts)
+  assert.equal(pings, 4)
 })
 
 void test('readiness is the same answer while nothing in it changes, and a new one when something does', async (t) => {
@@ -33,8 +71,10 @@ void test('readiness is the same answer while nothing in it changes, and a new o
   const body = first.json<{ ready: boolean; phase: string; checks: unknown[] }>()
   assert.deepEqual([body.ready, body.phase, body.checks], [ready.ready, ready.phase, ready.checks])
   b.registry.close()
-  const failed = await b.app.inject({ method: 'GET', url: '/ready' })
-  assert.equal(failed.statusCode, 503)
+  const failed = await until('/ready to answer 503', async () => {
+    const res = await b.app.inject({ method: 'GET', url: '/ready' })
+    return res.statusCode === 503 ? res : undefined
+  })
   assert.equal(failed.json<{ checks: Array<{ ok: boolean }> }>().checks[0]?.ok, false)
 })
 
