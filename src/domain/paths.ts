@@ -81,8 +81,22 @@ export function carryDb(db: string, fromDir: string, toDir: string): string {
   return path.join(toDir, rel)
 }
 
+/**
+ * hasShape's answers per row, with the dirs they were judged against. A
+ * row is never changed in place (a rewrite is a new object), so a report
+ * or a plan built again over 10,000 rows validates and joins the paths
+ * only of the rows that changed.
+ */
+const shapes = new WeakMap<Route, { dataDir: string; runDir: string; flat?: boolean; nested?: boolean }>()
+
 /** Whether the row's dir and socket have the given shape (its db, if any, inside dir). */
 export function hasShape(d: Dirs, route: Route, mode: Mode): boolean {
+  let memo = shapes.get(route)
+  if (memo?.dataDir !== d.dataDir || memo.runDir !== d.runDir) shapes.set(route, (memo = { dataDir: d.dataDir, runDir: d.runDir }))
+  return (memo[mode] ??= shapeOf(d, route, mode))
+}
+
+function shapeOf(d: Dirs, route: Route, mode: Mode): boolean {
   if (hostError(route.host) !== null) return false
   const want = pathsFor(d, route.host, mode)
   if (route.dir !== want.dir || route.socket !== want.socket) return false
