@@ -61,7 +61,7 @@ const MAX_PARAM_LENGTH = MAX_HOST_TEXT
  */
 export const CLIENT_CLOSED_STATUS = 499
 
-const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
+export const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
 
 // Fastify's own client errors, answered with the catalogue's codes instead
 // of Fastify's FST_* names, and a message that says what to change.
@@ -143,6 +143,9 @@ interface Timed {
   [COUNTED]?: boolean
 }
 
+/** Ajv's options for the request schemas (why: below, where the app is made). */
+export const AJV_OPTIONS = { removeAdditional: false, coerceTypes: false } as const
+
 export async function buildApp(deps: AppDeps): Promise<App> {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...deps.timeouts }
   const app = Fastify({
@@ -166,7 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // not read as a set that releases every other claim (design §6). The
     // query strings take text only, and the one number (converge's
     // `timeout`) is parsed by its route.
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+    ajv: { customOptions: AJV_OPTIONS },
     // Each route's schemas compile on its first request, not before listening (design §4.4).
     schemaController: { compilersFactory: lazyCompilers() },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },

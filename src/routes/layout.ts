@@ -31,6 +31,10 @@ const ConvergeQuery = Type.Object({
   ),
 })
 
+export const StatusHeaders = Type.Object({
+  'if-none-match': Type.Optional(Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' })),
+})
+
 const Mint = Type.Object(
   {
     mode: Type.Union([Type.Literal('nested'), Type.Literal('flat')], { description: 'The layout a new row of this box is created in.' }),
@@ -68,9 +72,7 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
           'Answers with a strong `ETag`; a request whose `If-None-Match` carries it gets `304` with no body.',
         tags: ['layout'],
         security: [],
-        headers: Type.Object({
-          'if-none-match': Type.Optional(Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' })),
-        }),
+        headers: StatusHeaders,
         response: {
           200: Type.Object(
             { ...LayoutReport.properties, leg: LegState },

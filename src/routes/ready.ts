@@ -11,7 +11,7 @@ export interface ReadyRoutesOptions {
   api: AgentApi
 }
 
-const ReadyQuery = Type.Object({
+export const ReadyQuery = Type.Object({
   verbose: Type.Optional(Type.String({ description: 'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.' })),
 })
 
