@@ -1,6 +1,6 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
 // listening: server.ts listens, tests inject, openapi.ts reads the schemas.
-import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -134,6 +134,9 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
+/** The routes whose answer is sent in the tick their request is read: nothing to abort. */
+const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez'])
+
 const STARTED = Symbol('started')
 const COUNTED = Symbol('counted')
 
@@ -220,9 +223,18 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     timed[COUNTED] = true
     deps.metrics.observeHttp(request.method, request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE), status, seconds)
   }
-  app.addHook('onRequestAbort', (request, done) => {
+  const onAbort = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
     count(request, CLIENT_CLOSED_STATUS, (performance.now() - ((request as Timed)[STARTED] ?? performance.now())) / 1000)
     done()
+  }
+  // Fastify listens for each request's close on a route with an abort
+  // hook. The hot reads are answered in the tick their request is read
+  // (no body, no wait), so no client can leave one mid-way: they have none.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    if (methods.every((m) => m === 'GET' || m === 'HEAD') && ANSWERED_AT_ONCE.has(route.url)) return
+    const own = route.onRequestAbort
+    route.onRequestAbort = [...(own === undefined ? [] : Array.isArray(own) ? own : [own]), onAbort]
   })
   app.addHook('onResponse', (request, reply, done) => {
     count(request, reply.statusCode, reply.elapsedTime / 1000)

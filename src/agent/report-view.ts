@@ -27,6 +27,8 @@ export interface ReportViewDeps {
 interface Built {
   inputs: readonly unknown[]
   version: number
+  /** `<epoch>.<version>`, made once per build. */
+  tag: string
   report: LayoutReport
   counts: Readonly<Record<string, number>>
 }
@@ -91,7 +93,7 @@ export class ReportView {
    * the report would read differently, and nothing is built to tell.
    */
   tag(phase: Phase, pass: LayoutPass | null, leg: Leg): string {
-    return `${this.#epoch}.${this.#current(phase, pass, leg).version}`
+    return this.#current(phase, pass, leg).tag
   }
 
   report(phase: Phase, pass: LayoutPass | null, leg: Leg): LayoutReport {
@@ -112,7 +114,8 @@ export class ReportView {
     const report = this.#build(phase, pass, leg, rows.routes)
     const counts: Record<string, number> = {}
     for (const row of Object.values(report.rows)) counts[row.layout] = (counts[row.layout] ?? 0) + 1
-    this.#built = { inputs, version: ++this.#version, report, counts }
+    const version = ++this.#version
+    this.#built = { inputs, version, tag: `${this.#epoch}.${version}`, report, counts }
     return this.#built
   }
 

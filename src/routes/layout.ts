@@ -54,6 +54,8 @@ function etagOf(tag: string): string {
 // client or a proxy added still matches.
 function etagMatches(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false
+  // A console polling sends back the one tag it was given.
+  if (header === etag) return true
   if (header.trim() === '*') return true
   return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)
 }
@@ -61,6 +63,7 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
   /** The report's bytes as last served, with the tag they were served under. */
   let body: { tag: string; bytes: Buffer } | undefined
+  let quoted: { tag: string; etag: string } | undefined
   app.get(
     '/layout/status',
     {
@@ -89,7 +92,9 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
       // the schema's type for the body does not describe.
       const reply: FastifyReply = typed
       const tag = api.reportTag()
-      const etag = etagOf(tag)
+      // The quoted tag is made once per version.
+      if (quoted?.tag !== tag) quoted = { tag, etag: etagOf(tag) }
+      const etag = quoted.etag
       void reply.header('etag', etag).header('cache-control', 'no-cache')
       if (etagMatches(request.headers['if-none-match'], etag)) {
         void reply.code(304).send()
