@@ -5,11 +5,10 @@
 // opened and closed here, on disk and in memory together, so the two never
 // drift apart; the rest of the pass only asks and tells.
 //
-// A journal file may name many hosts (a batch's, design §3 "Many hosts"):
-// a host's move is closed in memory when it ends, and the file goes once
-// every host it names is closed or kept (settle). A kept host's move is
-// first written to a journal of its own, so no host is ever left without
-// its journal; and a host's fence is lifted only once no file names it.
+// A journal file may name many hosts (a batch's, design §3.3): a host's
+// move is closed in memory when it ends, and the file goes once every host
+// it names is closed or kept (settle), a kept host's move first written to
+// a journal of its own; a host's fence is lifted once no file names it.
 import type { FenceTable } from '../../domain/fence.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
 import { errorMessage } from '../../errors.js'
@@ -190,6 +189,8 @@ export class PassState {
   keepJournal(host: string, why: string): void {
     this.#inFlight.delete(host)
     this.#closed.delete(host)
+    // Kept, it is fenced until recovery or an operator lets it go: no lift waits for its file.
+    this.#liftWhenGone.delete(host)
     this.#kept.set(host, why)
     this.#changes++
   }
@@ -223,8 +224,8 @@ export class PassState {
     return unsettled
   }
 
+  /** Records a file (again): nothing is lifted, since the file is there. */
   #addFile(name: string, moves: ReadonlyMap<string, Journal> | undefined, hosts?: Iterable<string>): void {
-    this.#dropFile(name)
     this.#files.add(name, moves, hosts)
   }
 

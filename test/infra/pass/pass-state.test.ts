@@ -92,17 +92,22 @@ void test('a journal that cannot be written is not reported in flight', async (t
 })
 
 void test('a journal that cannot be removed keeps its host fenced, as it stays on disk', async (t) => {
-  const { dirs, state } = await setup(t)
+  const { dirs, fence, state } = await setup(t)
   await state.openJournals([journal(dirs, A)])
+  fence.fence([A], 7)
   // A directory with something in it where the journal was: unlink(2) refuses it.
   fs.rmSync(journalPath(dirs, A))
   fs.mkdirSync(journalPath(dirs, A))
   fs.writeFileSync(path.join(journalPath(dirs, A), 'x'), '')
   await state.closeJournals([A])
+  state.lift([A])
   const unsettled = await state.settle()
   assert.deepEqual(unsettled.map((u) => u.host), [A])
   assert.ok(state.journaled(A) && !state.inFlight(A))
   assert.match(state.fencedReason(A) ?? '', /could not be removed/)
+  assert.equal(fence.fenced(A), 7, 'the lift that waited for the file is not made')
+  state.knowFile('a.example.com.journal', [A], [journal(dirs, A)])
+  assert.equal(fence.fenced(A), 7, 'nor when recovery reads the file again')
 })
 
 void test('a kept journal is fenced with its reason until an operator removes it; a hold then still holds', async (t) => {
