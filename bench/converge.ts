@@ -44,9 +44,10 @@ async function legTotals(agent: AgentProcess): Promise<{ seconds: number; runs: 
 
 /**
  * Waits until every host reads mode with the leg idle, asking the report
- * every 250 ms with the ETag of the last answer: while nothing changed the
- * agent answers 304 and builds nothing, so the wait costs the agent being
- * timed next to nothing.
+ * once a second with the ETag of the last answer: while nothing changed
+ * the agent answers 304 and builds nothing. A run changes the report with
+ * every batch, and each answer then builds it for every row, so the wait
+ * asks seldom: the pass's time is the leg's own metric, not this wait's.
  */
 async function waitConverged(agent: AgentProcess, hosts: readonly string[], mode: Mode, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs
@@ -63,7 +64,7 @@ async function waitConverged(agent: AgentProcess, hosts: readonly string[], mode
       if (res.statusCode !== 304) throw new Error(`GET /layout/status: ${res.statusCode}`)
     }
     if (performance.now() > deadline) throw new Error(`not every host ${mode} after ${timeoutMs} ms`)
-    await delay(250)
+    await delay(1000)
   }
 }
 
@@ -131,7 +132,7 @@ async function waitFor(what: string, done: () => boolean, timeoutMs: number): Pr
   const deadline = performance.now() + timeoutMs
   while (!done()) {
     if (performance.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms`)
-    await delay(250)
+    await delay(1000)
   }
 }
 
