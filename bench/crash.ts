@@ -187,7 +187,15 @@ export interface JournalFile {
   startedAt: string
 }
 
-/** What `<data>/layout` holds, by kind. */
+/** A batch's journal: every move of one group commit. */
+interface BatchFile {
+  v: 2
+  generation: number
+  startedAt: string
+  moves: Array<Omit<JournalFile, 'generation' | 'startedAt'>>
+}
+
+/** What `<data>/layout` holds, by kind; journals by the host each move names. */
 export interface LayoutFiles {
   journals: Map<string, JournalFile>
   holds: string[]
@@ -209,12 +217,23 @@ export function layoutFiles(dirs: Dirs): LayoutFiles {
     if (n.endsWith('.tmp')) out.temps.push(n)
     else if (n.endsWith('.hold')) out.holds.push(n.slice(0, -'.hold'.length))
     else if (n.endsWith('.journal')) {
-      const host = n.slice(0, -'.journal'.length)
+      let text: string
       try {
-        out.journals.set(host, JSON.parse(fs.readFileSync(path.join(dir, n), 'utf8')) as JournalFile)
+        text = fs.readFileSync(path.join(dir, n), 'utf8')
       } catch (err) {
         // Removed between the listing and the read: the live agent finished it.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+        continue
+      }
+      // A host's own journal names one move; a batch's (`_batch-<generation>.journal`) names many.
+      const parsed = JSON.parse(text) as JournalFile | BatchFile
+      const named = 'moves' in parsed ? parsed.moves.map((m) => ({ ...m, generation: parsed.generation, startedAt: parsed.startedAt })) : [parsed]
+      if (!('moves' in parsed) && parsed.host !== n.slice(0, -'.journal'.length)) out.other.push(`${n} (it names ${parsed.host})`)
+      for (const j of named) {
+        const was = out.journals.get(j.host)
+        // Named twice (its own journal and a batch's, while the batch is rewritten): only ever the same move.
+        if (was !== undefined && (was.to !== j.to || !samePaths(was.from, j.from) || !samePaths(was.dest, j.dest))) out.other.push(`${n} (it names ${j.host} with another move than a second journal)`)
+        out.journals.set(j.host, j)
       }
     } else if (n === 'grace.json') continue
     else if (n === 'aside') {
@@ -224,19 +243,9 @@ export function layoutFiles(dirs: Dirs): LayoutFiles {
   return out
 }
 
-/** Journal host names only, cheaply (for checks against a running agent). */
+/** The hosts the journals name (for checks against a running agent). */
 function journalHosts(dirs: Dirs): Set<string> {
-  try {
-    return new Set(
-      fs
-        .readdirSync(path.join(dirs.dataDir, 'layout'))
-        .filter((n) => n.endsWith('.journal'))
-        .map((n) => n.slice(0, -'.journal'.length)),
-    )
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Set()
-    throw err
-  }
+  return new Set(layoutFiles(dirs).journals.keys())
 }
 
 /** Where each tenant's tree is, as a check sees it. */

@@ -13,6 +13,13 @@ const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
  */
 const VALID = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/
 
+/**
+ * A first character no hostname can take (LABEL and VALID start with a-z
+ * or 0-9): a file of `<data>/layout` named with it, a batch's journal, is
+ * never taken for a host's own (`<host>.journal`).
+ */
+export const NOT_A_HOST_PREFIX = '_'
+
 /** Why host is not a valid hostname, or null when it is. */
 export function hostError(host: string): string | null {
   if (VALID.test(host)) return null

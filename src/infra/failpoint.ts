@@ -35,7 +35,7 @@ export const FAILPOINT_STEPS = [
 export const FSYNC_NAMES = [
   /** `D`, once `D/layout` is made (step 4). */
   'layout-dir',
-  /** Each journal's temporary file, before its rename (step 4). */
+  /** Each journal file's temporary file, before its rename (step 4): one a batch, and the own journals of a batch's kept hosts. */
   'journal-data',
   /** `D/layout`, after the journals' renames (step 4). */
   'journal-dir',
@@ -49,7 +49,7 @@ export const FSYNC_NAMES = [
   'rename-dest-parent',
   /** The row commit's WAL fsync: the rows connection runs `synchronous = OFF` instead of FULL (step 8). */
   'registry-commit',
-  /** `D/layout`, after the journals' removal (step 9). */
+  /** `D/layout`, after the journal files' removal (step 9): a batch's, once every host it names has ended. */
   'journal-remove-dir',
   /** `D`, once the isolation gate's self-check has made `D/nested` (§5.4). */
   'nested-entry',

@@ -12,6 +12,7 @@ import { test, type TestContext } from 'node:test'
 import type { WakeGrant } from '../../src/agent-api.js'
 import type { Mode } from '../../src/domain/modes.js'
 import { pathsFor } from '../../src/domain/paths.js'
+import { journalNames } from '../../src/infra/layout-dir.js'
 import { Registry } from '../../src/infra/registry.js'
 import { AgentProcess, makeSandbox, recordIntent, type Sandbox } from '../helpers/agent-process.js'
 import { ReferenceActivator } from '../helpers/reference-activator.js'
@@ -68,10 +69,6 @@ async function sandbox(t: TestContext): Promise<{ sb: Sandbox; start: (env: Reco
   return { sb, start }
 }
 
-function journalOf(sb: Sandbox, host: string): string {
-  return path.join(sb.dataDir, 'layout', `${host}.journal`)
-}
-
 /**
  * What is wrong with a grant, checked while its claim stands (the claim is
  * what keeps the files still, so this is what the instance would find as
@@ -86,12 +83,11 @@ async function grantProblem(sb: Sandbox, host: string, g: WakeGrant): Promise<st
   } catch (err) {
     return `${host}: granted ${g.dir}, where its files are not (${(err as Error).message})`
   }
-  try {
-    await fs.lstat(journalOf(sb, host))
-    return `${host}: granted while a journal names it`
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return `${host}: journal unreadable: ${(err as Error).message}`
-  }
+  // Its own journal, or a batch's naming it among others.
+  const named = await journalNames(sb.dataDir)
+  const file = named.files.get(host)
+  if (file !== undefined) return `${host}: granted while a journal names it (${file})`
+  if (named.unknown.length > 0) return `${host}: granted while ${named.unknown.join(', ')} cannot be read`
   return undefined
 }
 

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { AppError } from '../../src/errors.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
-import { verifyDataRoots } from '../../src/infra/layout-dir.js'
+import { journalNames, layoutDirectory, verifyDataRoots } from '../../src/infra/layout-dir.js'
 import { addFlat, agentBox } from '../helpers/agent.js'
 import { hashTree, treeLines } from '../helpers/tenants.js'
 import { tmpDir } from '../helpers/tmp.js'
@@ -93,4 +93,21 @@ void test('before start-up has listed D/layout, the report calls no row nested o
   assert.deepEqual(report.rows[H], { layout: 'fenced', reason: 'layoutd is starting: <data>/layout not listed yet', note: '' })
   await b.agent.start()
   await until('the row judged once D/layout is listed', async () => (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{ rows: Record<string, { layout: string }> }>().rows[H]?.layout === 'flat')
+})
+
+void test('the hosts a journal names: hosts\' own journals and every move of a batch\'s; a batch that cannot be read names itself', async (t) => {
+  const data = await tmpDir(t)
+  const layout = path.join(data, 'layout')
+  fs.mkdirSync(layout)
+  const dir = layoutDirectory(data)
+  assert.deepEqual(await dir.journalHosts(), [])
+  fs.writeFileSync(path.join(layout, 'c.example.com.journal'), '{}')
+  fs.writeFileSync(path.join(layout, '_batch-3.journal'), JSON.stringify({ v: 2, generation: 3, startedAt: '', moves: [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'NOT A HOST' }] }))
+  assert.deepEqual(await dir.journalHosts(), ['a.example.com', 'b.example.com', 'c.example.com'])
+  const named = await journalNames(data)
+  assert.equal(named.files.get('a.example.com'), path.join(layout, '_batch-3.journal'))
+  assert.equal(named.files.get('c.example.com'), path.join(layout, 'c.example.com.journal'))
+  fs.writeFileSync(path.join(layout, '_batch-4.journal'), 'not json')
+  assert.deepEqual(await dir.journalHosts(), ['a.example.com', 'b.example.com', 'c.example.com', '_batch-4.journal'])
+  assert.deepEqual((await journalNames(data)).unknown, ['_batch-4.journal'])
 })

@@ -1,21 +1,24 @@
-// Move journals, `<data>/layout/<host>.journal` (design §3 step 4): written
-// and fsynced before any file of a host moves, removed once the move is
-// complete. Its presence means "fenced, recover me", so a journal is only
-// ever acted on when it reads back whole and names exactly the two shapes
-// of its host; anything else is reported and left for an operator.
+// Move journals (design §3 step 4): written and fsynced before any file of
+// a host moves, removed once the move is complete. Two forms: a host's own,
+// `<data>/layout/<host>.journal` (v1, one move), and a batch's,
+// `<data>/layout/_batch-<generation>.journal` (v2, every move of a group
+// commit; a leading `_` no hostname can take, so the two never collide).
+// Its presence means "fenced, recover me", so a journal is only ever acted
+// on when it reads back whole and names exactly the two shapes of each
+// host it names; anything else is reported and left for an operator.
 import fsSync, { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
-import { validHost } from '../../domain/hostname.js'
+import { NOT_A_HOST_PREFIX, validHost } from '../../domain/hostname.js'
 import { recordShapeError } from '../../domain/pass-plan.js'
 import type { Dirs } from '../../domain/paths.js'
 import { RowPaths } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncSkipped } from '../failpoint.js'
-import { ensureDir, fsyncDir, isNotFound, mapLimit, readNoFollow, tmpName, type NamedData } from '../fsutil.js'
+import { ensureDir, fsyncDir, isNotFound, mapLimit, readNoFollow, readNoFollowSync, tmpName, type NamedData } from '../fsutil.js'
 import { defaultSlicer, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
 
 const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = constants
@@ -36,6 +39,24 @@ export const Journal = Type.Object(
   { additionalProperties: false },
 )
 export type Journal = Static<typeof Journal>
+
+/** The file name a batch's journal takes: `_` first, which no hostname can start with (hostname.ts). */
+export const BATCH_PREFIX = `${NOT_A_HOST_PREFIX}batch-`
+
+export function batchJournalName(generation: number): string {
+  return `${BATCH_PREFIX}${generation}${JOURNAL_SUFFIX}`
+}
+
+const BATCH_NAME = new RegExp(`^${BATCH_PREFIX}[0-9]{1,16}${JOURNAL_SUFFIX.replace('.', '\\.')}$`)
+
+export function isBatchJournalName(name: string): boolean {
+  return BATCH_NAME.test(name)
+}
+
+/** A host's own journal's file name. */
+export function hostJournalName(host: string): string {
+  return `${host}${JOURNAL_SUFFIX}`
+}
 
 /** `<data>/layout`. */
 export function layoutDir(dirs: Dirs): string {
@@ -70,7 +91,7 @@ export async function writeJournals(dirs: Dirs, journals: readonly Journal[], sl
  * the opens, writes and renames made synchronously in slices and only the
  * fsyncs waiting on the disk, many at once.
  */
-async function writeManySliced(dir: string, files: readonly NamedData[], slicer: Slicer): Promise<void> {
+export async function writeManySliced(dir: string, files: readonly NamedData[], slicer: Slicer): Promise<void> {
   if (files.length === 0) return
   const fds: number[] = []
   try {
@@ -91,10 +112,15 @@ async function writeManySliced(dir: string, files: readonly NamedData[], slicer:
 const fdatasync = promisify(fsSync.fdatasync)
 const SYNC_CONCURRENCY = 16
 
-/** Removes the journals of hosts with one directory fsync. */
+/** Removes the own journals of hosts with one directory fsync. */
 export async function removeJournals(dirs: Dirs, hosts: Iterable<string>, slicer: Slicer = defaultSlicer): Promise<void> {
+  await removeJournalFiles(dirs, [...hosts].map(hostJournalName), slicer)
+}
+
+/** Removes journal files by name (absent ones are fine) with one directory fsync. */
+export async function removeJournalFiles(dirs: Dirs, names: Iterable<string>, slicer: Slicer = defaultSlicer): Promise<void> {
   const dir = layoutDir(dirs)
-  const removed = await slicer.map([...hosts], (h) => unlinkSyncIfPresent(path.join(dir, `${h}${JOURNAL_SUFFIX}`)))
+  const removed = await slicer.map([...names], (n) => unlinkSyncIfPresent(path.join(dir, n)))
   if (removed.includes(true)) await fsyncDir(dir, 'journal-remove-dir')
 }
 
@@ -113,28 +139,50 @@ export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRea
   return { ok: true, journal: raw }
 }
 
-/** Reads and checks host's journal. A missing file throws (ENOENT); anything unreadable is an answer. */
-export async function readJournal(dirs: Dirs, host: string): Promise<JournalRead> {
-  const file = path.join(layoutDir(dirs), `${host}${JOURNAL_SUFFIX}`)
+/** Reads a journal file as JSON. A missing file throws (ENOENT); anything unreadable is an answer. */
+async function readJson(dirs: Dirs, name: string): Promise<{ ok: true; raw: unknown } | { ok: false; reason: string }> {
   let text: string
   try {
-    text = await readNoFollow(file)
+    text = await readNoFollow(path.join(layoutDir(dirs), name))
   } catch (err) {
     if (isNotFound(err)) throw err
     return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
   }
-  let raw: unknown
   try {
-    raw = JSON.parse(text)
+    return { ok: true, raw: JSON.parse(text) }
   } catch (err) {
     return { ok: false, reason: `is not JSON (${errorMessage(err)})` }
   }
-  return checkJournal(raw, host, dirs)
+}
+
+/** Reads and checks host's own journal. A missing file throws (ENOENT); anything unreadable is an answer. */
+export async function readJournal(dirs: Dirs, host: string): Promise<JournalRead> {
+  const read = await readJson(dirs, hostJournalName(host))
+  return read.ok ? checkJournal(read.raw, host, dirs) : read
+}
+
+/** readJson, synchronously (recovery reads many files in slices). */
+export function readJsonSync(dirs: Dirs, name: string): { ok: true; raw: unknown } | { ok: false; reason: string } {
+  let text: string
+  try {
+    text = readNoFollowSync(path.join(layoutDir(dirs), name))
+  } catch (err) {
+    if (isNotFound(err)) throw err
+    return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
+  }
+  try {
+    return { ok: true, raw: JSON.parse(text) }
+  } catch (err) {
+    return { ok: false, reason: `is not JSON (${errorMessage(err)})` }
+  }
 }
 
 /** What `<data>/layout` holds, as the pass sorts it. */
 export interface LayoutListing {
+  /** Hosts with a journal of their own. */
   journals: string[]
+  /** File names of batches' journals. */
+  batches: string[]
   holds: string[]
   /** Temporary files a crash left before their rename: never acted on, removed at recovery. */
   temps: string[]
@@ -143,7 +191,7 @@ export interface LayoutListing {
 }
 
 export async function listLayout(dirs: Dirs): Promise<LayoutListing> {
-  const out: LayoutListing = { journals: [], holds: [], temps: [], strays: [] }
+  const out: LayoutListing = { journals: [], batches: [], holds: [], temps: [], strays: [] }
   let names: string[]
   try {
     names = await fs.readdir(layoutDir(dirs))
@@ -152,6 +200,10 @@ export async function listLayout(dirs: Dirs): Promise<LayoutListing> {
     throw err
   }
   for (const n of names.sort()) {
+    if (isBatchJournalName(n)) {
+      out.batches.push(n)
+      continue
+    }
     for (const [suffix, list] of [
       [JOURNAL_SUFFIX, out.journals],
       [HOLD_SUFFIX, out.holds],

@@ -25,6 +25,8 @@ export class MoveEndings {
   readonly #ctx: PassContext
   readonly #state: PassState
   readonly #grace: GraceBook
+  /** Hosts settle kept (their journal file could not go), until the run's results say so (takeUnsettled). */
+  readonly #unsettled = new Map<string, string>()
 
   constructor(ctx: PassContext, state: PassState, grace: GraceBook) {
     this.#ctx = ctx
@@ -96,8 +98,11 @@ export class MoveEndings {
       ctx.deps.logger.warn({ hosts: reverted, err: errorMessage(err) }, `layout: empty nested directories not removed: ${errorMessage(err)}`)
     })
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
+    // The journal files go once every host they name has ended: a batch's
+    // whole, after the kept hosts' moves are written to journals of their own.
+    const unsettled = await this.settle()
     ctx.failpoint('after-journal-remove')
-    this.#state.lift(lift.map((move) => move.journal.host))
+    this.#state.lift(lift.map((move) => move.journal.host).filter((host) => !unsettled.has(host)))
     for (const move of lift) this.#grace.end(move.journal.host)
     ctx.failpoint('after-lift')
     await ctx.reloadEdge()
@@ -113,6 +118,28 @@ export class MoveEndings {
       ),
       ...keep.map((move) => ctx.resultWithMetrics(move.journal.host, 'held', HOLD_AFTER_REVERT, move.journal.to, ctx.secondsSince(move.fencedAt))),
     ]
+  }
+
+  /**
+   * Removes the journal files whose hosts have all ended (PassState.settle)
+   * and lifts the fences that waited for them. Answers, by host, why a
+   * host's journal stays: it is kept and fenced, for recovery.
+   */
+  async settle(): Promise<ReadonlyMap<string, string>> {
+    const unsettled = await this.#state.settle()
+    for (const { host, why } of unsettled) {
+      const reason = `move ended, but ${why}; the host stays fenced for recovery`
+      this.#ctx.deps.logger.error({ host }, `layout: ${host}: ${reason}`)
+      this.#unsettled.set(host, reason)
+    }
+    return this.#unsettled
+  }
+
+  /** The hosts settle had to keep since the last call, with why; forgotten once taken. */
+  takeUnsettled(): Map<string, string> {
+    const out = new Map(this.#unsettled)
+    this.#unsettled.clear()
+    return out
   }
 
   /** Holds hosts: marker first, then the journal goes; the host stays fenced and stopped. */

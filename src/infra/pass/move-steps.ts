@@ -75,7 +75,7 @@ export class MoveSteps {
       // not moved; removing them now (or recovery, if this fails too)
       // leaves every host exactly where it was.
       results.push(...(await this.#endings.abandon(ready, `journal not written: ${errorMessage(err)}`)))
-      return results
+      return this.#settled(results)
     }
     ctx.failpoint('after-journal')
     results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined)))
@@ -120,7 +120,22 @@ export class MoveSteps {
       }
       ctx.deps.logger.error({ err: errorMessage(err), hosts: moves.map((move) => move.journal.host) }, `layout: move interrupted: ${errorMessage(err)}`)
     }
-    return results
+    return this.#settled(results)
+  }
+
+  /**
+   * Every journal file whose hosts have all ended goes (a host failed,
+   * held or kept may end a batch without reaching finish); a host whose
+   * file could not go is answered failed instead, kept for recovery.
+   */
+  async #settled(results: Result[]): Promise<Result[]> {
+    await this.#endings.settle()
+    const unsettled = this.#endings.takeUnsettled()
+    if (unsettled.size === 0) return results
+    return results.map((r) => {
+      const why = unsettled.get(r.host)
+      return why === undefined ? r : this.#ctx.resultWithMetrics(r.host, 'failed', why, r.to)
+    })
   }
 
   /**

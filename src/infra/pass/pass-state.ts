@@ -4,15 +4,26 @@
 // follow from them (design §1, §3 step 3). Every journal, hold and fence is
 // opened and closed here, on disk and in memory together, so the two never
 // drift apart; the rest of the pass only asks and tells.
+//
+// A journal file may name many hosts (a batch's, design §3.3): a host's
+// move is closed in memory when it ends, and the file goes once every host
+// it names is closed or kept (settle), a kept host's move first written to
+// a journal of its own; a host's fence is lifted once no file names it.
 import type { FenceTable } from '../../domain/fence.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
+import { errorMessage } from '../../errors.js'
 import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
-import { removeJournals, writeJournals, type Journal } from './journal.js'
+import { writeBatchJournal } from './batch-journal.js'
+import { JournalFiles } from './journal-files.js'
+import { batchJournalName, hostJournalName, removeJournalFiles, writeJournals, type Journal } from './journal.js'
 import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
 /** The reason of the hold a revert completed under an unreadable intent leaves (design §4). */
 export const HOLD_AFTER_REVERT =
   'revert completed while the intent was unreadable: kept down rather than released flat, since the fleet may want it nested'
+
+/** What settle could not do: hosts whose journal stays on disk, and why. */
+export type Unsettled = Array<{ host: string; why: string }>
 
 export class PassState {
   readonly #dirs: Dirs
@@ -23,6 +34,12 @@ export class PassState {
   readonly #kept = new Map<string, string>()
   readonly #holds = new Map<string, Hold>()
   readonly #notes = new Map<string, string>()
+  /** Journal files on disk: the hosts each names, and their moves. */
+  readonly #files = new JournalFiles()
+  /** Hosts whose move has ended while a file still names them. */
+  readonly #closed = new Set<string>()
+  /** Hosts to lift once no file names them. */
+  readonly #liftWhenGone = new Set<string>()
   /** Moves whenever a journal, hold, fence or note changes: the report is built again only then. */
   #changes = 0
 
@@ -107,32 +124,120 @@ export class PassState {
 
   // ---- journals ---------------------------------------------------------
 
-  /** Writes the journals (one directory fsync), then records their moves as in flight. */
+  /**
+   * Writes the journal of a batch's moves, then records them as in flight:
+   * one file naming them all (one open, write, fdatasync, rename and
+   * directory fsync), or a host's own journal for a lone move. The file is
+   * known before it is written, so a failed write is cleaned up by settle.
+   */
   async openJournals(journals: readonly Journal[]): Promise<void> {
-    await writeJournals(this.#dirs, journals, this.#slicer)
+    const first = journals[0]
+    if (first === undefined) return
+    const name = journals.length === 1 ? hostJournalName(first.host) : batchJournalName(first.generation)
+    this.#addFile(name, new Map(journals.map((j) => [j.host, j])))
     for (const journal of journals) this.#inFlight.set(journal.host, journal)
     this.#changes++
+    try {
+      if (journals.length === 1) await writeJournals(this.#dirs, journals, this.#slicer)
+      else await writeBatchJournal(this.#dirs, name, journals, this.#slicer)
+    } catch (err) {
+      // Not in flight; but the file may have reached the disk, and goes at the next settle.
+      await this.closeJournals(journals.map((j) => j.host))
+      throw err
+    }
+  }
+
+  /** Records a journal file found on disk (recovery), with its moves, or none when it cannot be acted on. */
+  knowFile(name: string, hosts: readonly string[], moves: readonly Journal[] | undefined): void {
+    this.#addFile(name, moves === undefined ? undefined : new Map(moves.map((j) => [j.host, j])), hosts)
+  }
+
+  /** Forgets every file not in names: an operator removed it. */
+  forgetFilesBut(names: ReadonlySet<string>): void {
+    for (const name of this.#files.names()) if (!names.has(name)) this.#dropFile(name)
+  }
+
+  /** Whether a journal file on disk names host. */
+  named(host: string): boolean {
+    return this.#files.named(host)
+  }
+
+  /** The files that name host. */
+  filesNaming(host: string): string[] {
+    return this.#files.naming(host)
   }
 
   /** Takes up a journal found on disk (recovery): its move is in flight again, and no longer kept. */
   resumeJournal(journal: Journal): void {
     this.#kept.delete(journal.host)
+    this.#closed.delete(journal.host)
     this.#inFlight.set(journal.host, journal)
     this.#changes++
   }
 
-  /** Removes the journals of hosts (one directory fsync), then forgets them. When the removal throws, they are still in flight. */
+  /** Ends the moves of hosts: their journals go at the next settle, once no other host needs the file. */
   async closeJournals(hosts: readonly string[]): Promise<void> {
-    await removeJournals(this.#dirs, hosts, this.#slicer)
-    for (const host of hosts) this.#inFlight.delete(host)
+    for (const host of hosts) {
+      this.#inFlight.delete(host)
+      if (this.named(host)) this.#closed.add(host)
+    }
     this.#changes++
+    return Promise.resolve()
   }
 
   /** Host's journal stays on disk for recovery: its move is no longer in flight, and it is fenced with why. */
   keepJournal(host: string, why: string): void {
     this.#inFlight.delete(host)
+    this.#closed.delete(host)
+    // Kept, it is fenced until recovery or an operator lets it go: no lift waits for its file.
+    this.#liftWhenGone.delete(host)
     this.#kept.set(host, why)
     this.#changes++
+  }
+
+  /**
+   * Removes every journal file whose hosts are all closed or kept, with one
+   * directory fsync, and lifts the fences waiting for it. A file that names
+   * a kept host next to closed ones goes only after the kept hosts' moves
+   * are written to journals of their own. Answers the closed hosts a file
+   * still names because a write or removal failed: they are kept now, and
+   * stay fenced for recovery.
+   */
+  async settle(): Promise<Unsettled> {
+    const { going, own, stuck } = this.#files.plan(
+      (h) => this.#inFlight.has(h),
+      (h) => this.#closed.has(h),
+    )
+    const unsettled: Unsettled = [...stuck]
+    try {
+      if (own.length > 0) {
+        await writeJournals(this.#dirs, own, this.#slicer)
+        for (const j of own) this.#addFile(hostJournalName(j.host), new Map([[j.host, j]]))
+      }
+      await removeJournalFiles(this.#dirs, going, this.#slicer)
+      for (const name of going) this.#dropFile(name)
+    } catch (err) {
+      for (const name of going) for (const h of this.#files.hostsOf(name)) if (this.#closed.has(h)) unsettled.push({ host: h, why: `its journal could not be removed (${errorMessage(err)})` })
+    }
+    for (const { host, why } of unsettled) this.keepJournal(host, why)
+    this.#changes++
+    return unsettled
+  }
+
+  /** Records a file (again): nothing is lifted, since the file is there. */
+  #addFile(name: string, moves: ReadonlyMap<string, Journal> | undefined, hosts?: Iterable<string>): void {
+    this.#files.add(name, moves, hosts)
+  }
+
+  /** Forgets a file; the hosts it named that no file names now end, and those waiting are lifted. */
+  #dropFile(name: string): void {
+    const freed = this.#files.drop(name)
+    const lift: string[] = []
+    for (const h of freed) {
+      this.#closed.delete(h)
+      if (this.#liftWhenGone.delete(h)) lift.push(h)
+    }
+    if (lift.length > 0) this.#fence.lift(lift)
   }
 
   /**
@@ -171,12 +276,19 @@ export class PassState {
   // ---- fences and notes -------------------------------------------------
 
   fence(hosts: readonly string[], generation: number): void {
+    for (const h of hosts) this.#liftWhenGone.delete(h)
     this.#fence.fence(hosts, generation)
     this.#changes++
   }
 
+  /** Lifts the fences of hosts; one a journal file still names is lifted when the file goes (settle). */
   lift(hosts: readonly string[]): void {
-    this.#fence.lift(hosts)
+    const now: string[] = []
+    for (const h of hosts) {
+      if (this.named(h)) this.#liftWhenGone.add(h)
+      else now.push(h)
+    }
+    this.#fence.lift(now)
     this.#changes++
   }
 

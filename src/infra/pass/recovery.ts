@@ -10,15 +10,18 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
 import { holdStands, otherMode, recoveryAction, rowAt, wantedMode, type RecoveryAction, type RecoveryFacts } from '../../domain/pass-plan.js'
-import { isFlat, isNested, journalPath } from '../../domain/paths.js'
+import { isFlat, isNested } from '../../domain/paths.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
-import { lstatOrUndefined, present, unlinkMany } from '../fsutil.js'
-import { layoutDir, listLayout, readJournal, type LayoutListing } from './journal.js'
+import { unlinkMany } from '../fsutil.js'
+import { readBatchSync, readJournalSync, type BatchRead } from './batch-journal.js'
+import { hostJournalName, layoutDir, listLayout, type Journal, type LayoutListing } from './journal.js'
+import { lstatSyncOrUndefined } from './sliced-fs.js'
 import type { AwakeStop } from './awake-stop.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import { FromStep, type MoveSteps } from './move-steps.js'
 import type { PassContext } from './pass-context.js'
+import { sameMove } from './journal-files.js'
 import type { PassState } from './pass-state.js'
 
 type Redo = Exclude<RecoveryAction['kind'], 'keep'>
@@ -66,21 +69,22 @@ export class Recovery {
         results.push({ host: '', outcome: 'failed', reason: `${path.join(layoutDir(dirs), name)}: not named for a valid host; left alone` })
       }
     }
-    const onDisk = new Set(listing.journals)
+    const named = await this.#readAll(listing, atStart, results)
     // A kept journal an operator has removed: they decided; the host wakes as its row says.
     for (const host of this.#state.keptHosts()) {
-      if (onDisk.has(host)) continue
+      if (this.#state.named(host)) continue
       this.#state.releaseKept(host)
       results.push(ctx.resultWithMetrics(host, 'released', 'its journal was removed by an operator'))
     }
-    if (listing.journals.length === 0) return results
+    if (named.size === 0) return results
 
     const rows = new Map(registry.list().map((row) => [row.host, row]))
     const wants = wantedMode(intent, defaultOptedOut)
     const fencedAt = performance.now()
     const redo: Record<Redo, MoveInFlight[]> = { 'redo-move': [], rollback: [], 'redo-row': [], 'redo-finish': [] }
-    for (const host of listing.journals) {
-      const judged = await this.#judge(host, rows.get(host), wants, results)
+    for (const [host, journals] of named) {
+      await ctx.slicer.pause()
+      const judged = this.#judge(host, journals, rows.get(host), wants, results)
       if (judged === undefined) continue
       this.#state.resumeJournal(judged.move.journal)
       redo[judged.action].push({ ...judged.move, fencedAt })
@@ -106,28 +110,69 @@ export class Recovery {
   }
 
   /**
-   * Reads host's journal, fences the host, and asks the §4 table what to
-   * do. A journal that cannot be acted on is kept (its result pushed), and
-   * undefined answered; otherwise the redo, with the move it carries on.
+   * Reads every journal file of the listing, hosts' own and batches', made
+   * known to the pass state; answers, by host, what the files that name it
+   * say: a move each, or why one cannot be acted on (a string).
    */
-  async #judge(
+  async #readAll(listing: LayoutListing, atStart: boolean, results: Result[]): Promise<Map<string, Array<Journal | string>>> {
+    const { dirs, logger } = this.#ctx.deps
+    const named = new Map<string, Array<Journal | string>>()
+    const add = (host: string, what: Journal | string): void => {
+      const list = named.get(host)
+      if (list === undefined) named.set(host, [what])
+      else list.push(what)
+    }
+    const names = new Set<string>()
+    const files = [...listing.journals.map((host) => ({ name: hostJournalName(host), host })), ...listing.batches.map((name) => ({ name, host: undefined }))]
+    await this.#ctx.slicer.map(files, ({ name, host }) => {
+      const file = path.join(layoutDir(dirs), name)
+      let read: BatchRead
+      try {
+        read = host === undefined ? readBatchSync(dirs, name) : readJournalSync(dirs, host)
+      } catch (err) {
+        logger.warn({ file: name, err: errorMessage(err) }, `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`)
+        return
+      }
+      names.add(name)
+      if (read.ok) {
+        this.#state.knowFile(name, read.journals.map((j) => j.host), read.journals)
+        for (const j of read.journals) add(j.host, j)
+        return
+      }
+      this.#state.knowFile(name, read.hosts, undefined)
+      const why = `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
+      for (const h of read.hosts) add(h, why)
+      if (read.hosts.length === 0 && atStart) {
+        logger.error({ file: name }, `layout: ${file} ${read.reason}; it names no host that can be fenced, so it is left alone for an operator`)
+        results.push({ host: '', outcome: 'failed', reason: `${file} ${read.reason}; left alone for an operator` })
+      }
+    })
+    this.#state.forgetFilesBut(names)
+    return named
+  }
+
+  /**
+   * Fences host and asks the §4 table what to do, given what the journal
+   * files naming it say. One that cannot be acted on, or two naming
+   * different moves, keep it (its result pushed) and answer undefined;
+   * otherwise the redo, with the move it carries on.
+   */
+  #judge(
     host: string,
+    said: ReadonlyArray<Journal | string>,
     row: Route | undefined,
     wants: Mode | undefined,
     results: Result[],
-  ): Promise<{ action: Redo; move: Omit<MoveInFlight, 'fencedAt'> } | undefined> {
+  ): { action: Redo; move: Omit<MoveInFlight, 'fencedAt'> } | undefined {
     const ctx = this.#ctx
-    const { dirs, logger, registry } = ctx.deps
-    let read
-    try {
-      read = await readJournal(dirs, host)
-    } catch (err) {
-      logger.warn({ host, err: errorMessage(err) }, `layout: ${host}: journal vanished while being read: ${errorMessage(err)}`)
-      return undefined
-    }
-    if (!read.ok) {
-      const why = `journal ${journalPath(dirs, host)} ${read.reason}; the host stays fenced and nothing is changed`
-      this.#state.fence([host], this.#state.fencedUnder(host) ?? registry.nextGeneration())
+    const { logger, registry } = ctx.deps
+    const bad = said.find((x): x is string => typeof x === 'string')
+    const moves = said.filter((x): x is Journal => typeof x !== 'string')
+    const journal = moves[0]
+    const differ = moves.some((j) => !sameMove(j, moves[0] as Journal))
+    if (bad !== undefined || journal === undefined || differ) {
+      const why = bad ?? `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`
+      this.#state.fence([host], this.#state.fencedUnder(host) ?? journal?.generation ?? registry.nextGeneration())
       if (this.#state.keptReason(host) !== why) {
         logger.error({ host }, `layout: ${host}: ${why}`)
         ctx.deps.onRecover?.('keep')
@@ -136,12 +181,11 @@ export class Recovery {
       results.push(ctx.resultWithMetrics(host, 'held', why))
       return undefined
     }
-    const journal = read.journal
     this.#state.fence([host], journal.generation)
     let facts: RecoveryFacts
     try {
-      const dest = await lstatOrUndefined(journal.dest.dir)
-      facts = { fromExists: await present(journal.from.dir), destExists: dest !== undefined, destIsLink: dest?.isSymbolicLink() === true, row: rowAt(row, journal) }
+      const dest = lstatSyncOrUndefined(journal.dest.dir)
+      facts = { fromExists: lstatSyncOrUndefined(journal.from.dir) !== undefined, destExists: dest !== undefined, destIsLink: dest?.isSymbolicLink() === true, row: rowAt(row, journal) }
     } catch (err) {
       const why = `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`
       logger.error({ host }, `layout: ${host}: ${why}`)
@@ -169,9 +213,11 @@ export class Recovery {
     const ctx = this.#ctx
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
     this.#endings.liftUnheld(moves)
+    await this.#endings.settle()
+    const unsettled = this.#endings.takeUnsettled()
     await ctx.reloadEdge()
     return moves.map((move) =>
-      ctx.resultWithMetrics(
+      unsettled.has(move.journal.host) ? ctx.resultWithMetrics(move.journal.host, 'failed', unsettled.get(move.journal.host) ?? '', move.journal.to) : ctx.resultWithMetrics(
         move.journal.host,
         'recovered',
         `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`,

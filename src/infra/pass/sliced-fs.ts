@@ -60,6 +60,13 @@ export function lstatBigSyncOrUndefined(p: string): BigIntStats | undefined {
 
 /** Makes dir (one level) with mode when absent; answers whether it made it. A non-directory there is refused. */
 export function ensureDirSync(dir: string, mode: number): boolean {
+  // Looked at first: most parents exist already (D/nested, D/apps), and a
+  // failed mkdir costs an exception where lstat costs none.
+  const there = lstatSyncOrUndefined(dir)
+  if (there !== undefined) {
+    if (!there.isDirectory()) throw new Error(`${dir} is ${there.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+    return false
+  }
   try {
     fs.mkdirSync(dir, { mode })
     return true

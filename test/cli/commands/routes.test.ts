@@ -253,6 +253,25 @@ void test('rm refuses a host a journal or hold marker names, and keeps its row',
   assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com', 'b.example.com'])
 })
 
+void test('rm refuses a host a batch journal names among others, and every host while a batch journal cannot be read', async (t) => {
+  const s = await setup(t)
+  for (const h of ['a.example.com', 'b.example.com', 'c.example.com']) assert.equal(await s.run('add', h, '--dir', `/srv/${h}`), 0)
+  const layout = path.join(s.dataDir, 'layout')
+  await fs.mkdir(layout, { recursive: true })
+  const move = (host: string) => ({ host, to: 'nested', from: { dir: `/srv/${host}`, socket: '', db: '' }, dest: { dir: '', socket: '', db: '' } })
+  await fs.writeFile(path.join(layout, '_batch-7.journal'), JSON.stringify({ v: 2, generation: 7, startedAt: '2026-12-01T00:00:00.000Z', moves: [move('a.example.com'), move('b.example.com')] }))
+  for (const h of ['a.example.com', 'b.example.com']) {
+    assert.equal(await s.run('rm', h), 1)
+    assert.ok(s.err.text.includes(`${h} is mid-move (${path.join(layout, '_batch-7.journal')})`), s.err.text)
+  }
+  assert.equal(await s.run('rm', 'c.example.com'), 0, s.err.text)
+  assert.equal(await s.run('add', 'c.example.com', '--dir', '/srv/c.example.com'), 0)
+  await fs.writeFile(path.join(layout, '_batch-8.journal'), '{"v":2,')
+  assert.equal(await s.run('rm', 'c.example.com'), 1)
+  assert.match(s.err.text, /_batch-8\.journal .*cannot be read and may name c\.example\.com/)
+  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com'])
+})
+
 void test('usage errors exit 2 with the usage and change nothing', async (t) => {
   const s = await setup(t)
   const cases = [

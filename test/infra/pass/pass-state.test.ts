@@ -30,19 +30,57 @@ function marker(host: string, reason = 'a file of its has a second name'): HoldM
   return { v: 1, host, to: 'nested', reason, heldAt: '2026-11-30T08:00:00.000Z' }
 }
 
-void test('a journal opened is on disk and reported fenced; closing it removes it and un-fences', async (t) => {
-  const { dirs, state } = await setup(t)
+void test("a batch's journal names every host; a closed host's fence waits for the file, which goes once every host has ended", async (t) => {
+  const { dirs, fence, state, layout } = await setup(t)
   assert.equal(state.fencedReason(A), undefined)
   await state.openJournals([journal(dirs, A), journal(dirs, B)])
-  assert.ok(fs.existsSync(journalPath(dirs, A)))
+  fence.fence([A, B], 7)
+  assert.deepEqual(fs.readdirSync(layout), ['_batch-7.journal'], 'one file for the batch')
+  const batch = JSON.parse(fs.readFileSync(path.join(layout, '_batch-7.journal'), 'utf8')) as { v: number; moves: Array<{ host: string }> }
+  assert.equal(batch.v, 2)
+  assert.deepEqual(batch.moves.map((m) => m.host), [A, B])
   assert.equal(state.fencedReason(A), `layout move to nested in flight; see ${journalPath(dirs, A)}`)
-  assert.ok(state.inFlight(A) && state.journaled(A))
+  assert.ok(state.inFlight(A) && state.journaled(A) && state.named(A))
 
   await state.closeJournals([A])
-  assert.equal(fs.existsSync(journalPath(dirs, A)), false)
-  assert.equal(state.fencedReason(A), undefined)
+  state.lift([A])
+  assert.deepEqual(await state.settle(), [])
+  assert.ok(fs.existsSync(path.join(layout, '_batch-7.journal')), 'B is still in flight: the file stays')
   assert.equal(state.journaled(A), false)
-  assert.ok(state.inFlight(B), 'the other journal is still open')
+  assert.match(state.fencedReason(A) ?? '', /fenced for its move/, 'a file still names A: its fence waits')
+  assert.ok(state.inFlight(B), 'the other move is still open')
+
+  await state.closeJournals([B])
+  assert.deepEqual(await state.settle(), [])
+  assert.deepEqual(fs.readdirSync(layout), [], 'every host ended: the file is gone')
+  assert.equal(state.fencedReason(A), undefined, 'and the fence waiting for it is lifted')
+  assert.match(state.fencedReason(B) ?? '', /fenced for its move/, 'B was never lifted')
+})
+
+void test("a lone move's journal is its host's own", async (t) => {
+  const { dirs, state, layout } = await setup(t)
+  await state.openJournals([journal(dirs, A)])
+  assert.deepEqual(fs.readdirSync(layout), ['a.example.com.journal'])
+  await state.closeJournals([A])
+  await state.settle()
+  assert.deepEqual(fs.readdirSync(layout), [])
+})
+
+void test('a batch whose hosts partly end and partly stay: the kept hosts get journals of their own before the file goes', async (t) => {
+  const { dirs, fence, state, layout } = await setup(t)
+  const C = 'c.example.com'
+  await state.openJournals([journal(dirs, A), journal(dirs, B), journal(dirs, C)])
+  fence.fence([A, B, C], 7)
+  await state.closeJournals([A])
+  state.lift([A])
+  state.keepJournal(B, 'ambiguous: files at both ends')
+  state.keepJournal(C, 'move interrupted')
+  assert.deepEqual(await state.settle(), [])
+  assert.deepEqual(fs.readdirSync(layout).sort(), ['b.example.com.journal', 'c.example.com.journal'])
+  for (const h of [B, C]) assert.deepEqual(JSON.parse(fs.readFileSync(journalPath(dirs, h), 'utf8')), journal(dirs, h), `${h}: its own journal names its move`)
+  assert.equal(state.fencedReason(A), undefined, 'the finished host is no longer fenced by the others\' journal')
+  assert.equal(state.fencedReason(B), 'ambiguous: files at both ends')
+  assert.ok(state.named(B) && state.journaled(B))
 })
 
 void test('a journal that cannot be written is not reported in flight', async (t) => {
@@ -53,16 +91,23 @@ void test('a journal that cannot be written is not reported in flight', async (t
   assert.equal(state.fencedReason(A), undefined)
 })
 
-void test('a journal that cannot be removed stays in flight, as it stays on disk', async (t) => {
-  const { dirs, state } = await setup(t)
+void test('a journal that cannot be removed keeps its host fenced, as it stays on disk', async (t) => {
+  const { dirs, fence, state } = await setup(t)
   await state.openJournals([journal(dirs, A)])
+  fence.fence([A], 7)
   // A directory with something in it where the journal was: unlink(2) refuses it.
   fs.rmSync(journalPath(dirs, A))
   fs.mkdirSync(journalPath(dirs, A))
   fs.writeFileSync(path.join(journalPath(dirs, A), 'x'), '')
-  await assert.rejects(state.closeJournals([A]))
-  assert.ok(state.inFlight(A))
-  assert.match(state.fencedReason(A) ?? '', /in flight/)
+  await state.closeJournals([A])
+  state.lift([A])
+  const unsettled = await state.settle()
+  assert.deepEqual(unsettled.map((u) => u.host), [A])
+  assert.ok(state.journaled(A) && !state.inFlight(A))
+  assert.match(state.fencedReason(A) ?? '', /could not be removed/)
+  assert.equal(fence.fenced(A), 7, 'the lift that waited for the file is not made')
+  state.knowFile('a.example.com.journal', [A], [journal(dirs, A)])
+  assert.equal(fence.fenced(A), 7, 'nor when recovery reads the file again')
 })
 
 void test('a kept journal is fenced with its reason until an operator removes it; a hold then still holds', async (t) => {

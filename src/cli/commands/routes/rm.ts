@@ -1,10 +1,11 @@
 // `layoutd routes rm HOST` (design §8): a row removed from the registry,
 // refused while a journal or hold marker names it; its files stay where
 // they are.
+import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
 import { holdPath, journalPath } from '../../../domain/paths.js'
 import { errors } from '../../../errors.js'
-import { layoutDirectory } from '../../../infra/layout-dir.js'
+import { journalNames, layoutDirectory } from '../../../infra/layout-dir.js'
 import type { ParsedArgs } from '../../args.js'
 import type { Signature } from '../../command.js'
 import type { RoutesIo } from './index.js'
@@ -26,9 +27,13 @@ export async function run({ positionals: [host = ''] }: ParsedArgs<typeof option
   // A journal or hold marker names the row recovery will act on: removing
   // it would strand the files between two directories with nothing to say
   // where they belong.
+  // A journal is the host's own or a batch's naming it among others; a batch
+  // file whose hosts cannot be read may name it, and refuses too.
   const layout = layoutDirectory(io.config.dataDir)
-  const [journals, holds] = await Promise.all([layout.journalHosts(), layout.holdHosts()])
-  if (journals.includes(host)) throw errors.conflict(`${host} is mid-move (${journalPath(io.config, host)}); let the agent recover it first`)
+  const [journals, holds] = await Promise.all([journalNames(io.config.dataDir), layout.holdHosts()])
+  const file = journals.files.get(host)
+  if (file !== undefined) throw errors.conflict(`${host} is mid-move (${file}); let the agent recover it first`)
+  if (journals.unknown.length > 0) throw errors.conflict(`${journals.unknown.join(', ')} in ${path.dirname(journalPath(io.config, host))} cannot be read and may name ${host}; an operator decides first`)
   if (holds.includes(host)) throw errors.conflict(`${host} is held down after a refused move (${holdPath(io.config, host)}); clear the hold or revert first`)
   if (!io.registry.remove(host)) throw errors.notFound(`no route for host ${host}`)
   io.stdout.write(`removed ${host} (its files, if any, are left where they are)\n`)

@@ -1,0 +1,117 @@
+// The journal files of `<data>/layout` as the pass knows them (design §3.3):
+// which hosts each file names, with their moves, and which files name each
+// host. A batch's file names many hosts; it may go only once every host it
+// names has ended, and a kept host among them first needs a journal of its
+// own. This part answers which files may go and which own journals they
+// need (plan); the pass state does the I/O and keeps the fences.
+import { samePaths } from '../../domain/pass-plan.js'
+import { hostJournalName, type Journal } from './journal.js'
+
+/** Whether two journals record the same move (the generation and time aside: a kept host's own copy of a batch's move). */
+export function sameMove(a: Journal, b: Journal): boolean {
+  return a.host === b.host && a.to === b.to && samePaths(a.from, b.from) && samePaths(a.dest, b.dest)
+}
+
+/** A journal file on disk. */
+interface JournalFile {
+  hosts: Set<string>
+  /** Each host's move as the file says; undefined when the file cannot be acted on (kept whole for an operator). */
+  moves: Map<string, Journal> | undefined
+}
+
+/** What a settle does: the files that go, the own journals written first, the ended hosts a file that stays still names. */
+export interface SettlePlan {
+  going: string[]
+  own: Journal[]
+  stuck: Array<{ host: string; why: string }>
+}
+
+export class JournalFiles {
+  readonly #files = new Map<string, JournalFile>()
+  readonly #namedIn = new Map<string, Set<string>>()
+
+  /** Records a file with the moves it names (undefined: it cannot be acted on, and names hosts). */
+  add(name: string, moves: ReadonlyMap<string, Journal> | undefined, hosts: Iterable<string> = moves?.keys() ?? []): void {
+    this.drop(name)
+    const file: JournalFile = { hosts: new Set(hosts), moves: moves === undefined ? undefined : new Map(moves) }
+    this.#files.set(name, file)
+    for (const h of file.hosts) {
+      let set = this.#namedIn.get(h)
+      if (set === undefined) this.#namedIn.set(h, (set = new Set()))
+      set.add(name)
+    }
+  }
+
+  /** Forgets a file; answers the hosts no file names any more. */
+  drop(name: string): string[] {
+    const file = this.#files.get(name)
+    if (file === undefined) return []
+    this.#files.delete(name)
+    const freed: string[] = []
+    for (const h of file.hosts) {
+      const set = this.#namedIn.get(h)
+      set?.delete(name)
+      if (set !== undefined && set.size > 0) continue
+      this.#namedIn.delete(h)
+      freed.push(h)
+    }
+    return freed
+  }
+
+  hostsOf(name: string): string[] {
+    return [...(this.#files.get(name)?.hosts ?? [])]
+  }
+
+  names(): string[] {
+    return [...this.#files.keys()]
+  }
+
+  named(host: string): boolean {
+    return (this.#namedIn.get(host)?.size ?? 0) > 0
+  }
+
+  naming(host: string): string[] {
+    return [...(this.#namedIn.get(host) ?? [])]
+  }
+
+  /**
+   * The files that may go: every host they name has ended (ended) or is
+   * kept, and at least one has ended. A kept host needs its move written
+   * to a journal of its own first, unless another file already names it
+   * with the same move; a file that cannot be rewritten for a kept host
+   * (unreadable, or another file names that host with another move) stays,
+   * and its ended hosts are stuck behind it.
+   */
+  plan(inFlight: (host: string) => boolean, ended: (host: string) => boolean): SettlePlan {
+    const out: SettlePlan = { going: [], own: [], stuck: [] }
+    for (const [name, file] of this.#files) {
+      const hosts = [...file.hosts]
+      if (hosts.some(inFlight) || !hosts.some(ended)) continue
+      const copies = file.moves === undefined ? undefined : this.#ownCopies(name, file.moves, hosts.filter((h) => !ended(h)))
+      if (copies === undefined) {
+        for (const h of hosts.filter(ended)) out.stuck.push({ host: h, why: `${name} also names hosts it cannot be rewritten for, so it stays` })
+        continue
+      }
+      out.own.push(...copies)
+      out.going.push(name)
+    }
+    return out
+  }
+
+  #ownCopies(name: string, moves: ReadonlyMap<string, Journal>, kept: readonly string[]): Journal[] | undefined {
+    const out: Journal[] = []
+    for (const host of kept) {
+      const move = moves.get(host)
+      if (move === undefined || name === hostJournalName(host)) return undefined
+      const others = this.naming(host).filter((n) => n !== name)
+      if (others.length === 0) out.push(move)
+      else if (!others.every((n) => this.#sameIn(n, move))) return undefined
+    }
+    return out
+  }
+
+  #sameIn(name: string, move: Journal): boolean {
+    const m = this.#files.get(name)?.moves?.get(move.host)
+    return m !== undefined && sameMove(m, move)
+  }
+}
