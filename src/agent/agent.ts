@@ -48,7 +48,7 @@ export class Agent implements AgentApi {
     let version: Promise<string> | undefined
     this.#summary = new BoxPublisher({
       ...parts,
-      report: () => this.report(),
+      report: async () => (await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)).report,
       legBusy: () => this.#leg.busy(),
       version: () => (version ??= packageVersion().catch(() => 'unknown')),
       signal: this.#life.signal,
@@ -64,8 +64,7 @@ export class Agent implements AgentApi {
         // A large run leaves the heap grown to its peak: give it back now.
         trimHeapAfterRun(run.results.length)
       },
-      report: () => this.report(),
-      rowCounts: () => this.#view.counts(this.#phase, this.#pass, this.#leg),
+      reportSoon: () => this.#view.reportSoon(this.#phase, this.#pass, this.#leg),
     })
     this.#desk = new WakeDesk({
       claims: parts.claims,

@@ -16,7 +16,8 @@ export interface BoxPublisherOptions {
   store: DeployStore
   logger: Logger
   clock: Clock
-  report: () => LayoutReport
+  /** The report of now, built in slices of the event loop when it changed. */
+  report: () => Promise<LayoutReport>
   /** Whether a run of the leg is under way or due, read without building the report. */
   legBusy: () => { running: boolean; pending: boolean }
   version: () => Promise<string>
@@ -77,7 +78,7 @@ export class BoxPublisher {
     const { store, logger, clock, report, version, signal } = this.#o
     try {
       const at = new Date(clock.now()).toISOString()
-      const summary = this.#duringRun(at) ?? summarize(report(), this.#intent, await version(), at, this.#o.config.activatorUrl !== '')
+      const summary = this.#duringRun(at) ?? summarize(await report(), this.#intent, await version(), at, this.#o.config.activatorUrl !== '')
       if (sameSummary(this.#published, summary)) return
       await store.publishBox?.(summary, AbortSignal.any([signal, AbortSignal.timeout(30_000)]))
       this.#published = summary

@@ -10,6 +10,7 @@ import type { DefaultInputs } from '../domain/layout-default.js'
 import type { Mode } from '../domain/modes.js'
 import type { Clock, DeployStore, LayoutPass, Logger } from '../domain/ports.js'
 import type { LayoutReport, LegRun } from '../domain/schemas.js'
+import { errorMessage } from '../errors.js'
 import type { Isolation } from '../infra/isolation.js'
 import type { Metrics } from '../metrics.js'
 
@@ -33,10 +34,12 @@ export interface LegRunnerDeps {
   keys: () => Promise<void>
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
-  /** The report now (cached: built again only when it changed), for the held gauge. */
-  report: () => LayoutReport
-  /** The report's rows by word now, counted once per version of the report: the row gauges. */
-  rowCounts: () => Readonly<Record<string, number>>
+  /**
+   * The report and its rows by word, built in slices when it changed (a
+   * run's end must not hold the activator behind 10,000 rows): the row and
+   * held gauges.
+   */
+  reportSoon: () => Promise<{ report: LayoutReport; counts: Readonly<Record<string, number>> }>
   /** How long the run's read of the intent may take; the domain's 30 s when unset. */
   intentTimeoutMs?: number
 }
@@ -94,8 +97,13 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
     metrics.ops.setLastSuccess(Date.parse(run.finishedAt))
   }
   deps.onRunEnd(run)
-  metrics.setRows(deps.rowCounts())
   metrics.setDeferredHosts(run.results.filter((r) => r.outcome === 'deferred').length)
-  const pass = deps.pass()
-  metrics.setHeldHosts(pass === null ? 0 : Object.keys(deps.report().rows).filter((host) => pass.held(host) !== undefined).length)
+  void deps.reportSoon().then(
+    ({ report, counts }) => {
+      metrics.setRows(counts)
+      const pass = deps.pass()
+      metrics.setHeldHosts(pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length)
+    },
+    (err: unknown) => deps.logger.error({ err: errorMessage(err) }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
+  )
 }

@@ -4,16 +4,27 @@
 // or no activator armed), judged by what <data>/layout holds. It is a
 // cached value with a version (design §6.2): built again only when one of
 // its inputs has changed, each of which is read here in constant time.
+import { performance } from 'node:perf_hooks'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
 import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
 import type { Result } from '../domain/modes.js'
 import type { IsolationGate, LayoutDirectory, LayoutPass } from '../domain/ports.js'
-import { layoutStatusReport, unmanagedLayoutReport } from '../domain/report.js'
+import { managedReportSteps, unmanagedLayoutReport } from '../domain/report.js'
 import type { LayoutReport, LegRun, Route } from '../domain/schemas.js'
 import { withheldBy, withheldReasons } from '../domain/withheld-reasons.js'
 import type { Registry } from '../infra/registry.js'
+
+/** The longest slice of the event loop a report built by reportSoon takes. */
+const SLICE_MS = 4
+
+function countsOf(report: LayoutReport): Record<string, number> {
+  const counts: Record<string, number> = {}
+  for (const row of Object.values(report.rows)) counts[row.layout] = (counts[row.layout] ?? 0) + 1
+  return counts
+}
 
 export interface ReportViewDeps {
   config: Config
@@ -66,6 +77,8 @@ export class ReportView {
   #onDisk: { journals: Set<string>; holds: Set<string> } | null = null
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
+  /** Counts the builds begun: one built in slices is kept only when none began after it. */
+  #builds = 0
 
   constructor(deps: ReportViewDeps) {
     this.#deps = deps
@@ -105,15 +118,51 @@ export class ReportView {
     return this.#current(phase, pass, leg).counts
   }
 
-  #current(phase: Phase, pass: LayoutPass | null, leg: Leg): Built {
-    const { registry, state, gate } = this.#deps
-    const rows = registry.snapshot()
-    const inputs = [rows, pass, pass?.changes(), state.version, gate?.check(), leg.stateKey(), phase, this.#withheld, this.#onDisk]
+  /**
+   * The report of now, built in slices of the event loop when it must be
+   * built at all: for readers that can wait a few turns (the row gauges and
+   * the fleet summary after a run), so that a run's end does not hold the
+   * activator's questions behind a whole report of 10,000 rows. The
+   * status route asks report() and gets the report of its tick.
+   */
+  async reportSoon(phase: Phase, pass: LayoutPass | null, leg: Leg): Promise<{ report: LayoutReport; counts: Readonly<Record<string, number>> }> {
+    const inputs = this.#inputs(phase, pass, leg)
     const built = this.#built
     if (built !== undefined && sameInputs(built.inputs, inputs)) return built
-    const report = this.#build(phase, pass, leg, rows.routes)
-    const counts: Record<string, number> = {}
-    for (const row of Object.values(report.rows)) counts[row.layout] = (counts[row.layout] ?? 0) + 1
+    if (pass === null) return this.#current(phase, pass, leg)
+    const begun = ++this.#builds
+    const { config, state, gate } = this.#deps
+    const steps = managedReportSteps({ box: config.box, routes: (inputs[0] as { routes: readonly Route[] }).routes, pass, state, leg: leg.state() })
+    let since = performance.now()
+    for (;;) {
+      const step = steps.next()
+      if (step.done === true) {
+        const report = withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
+        // A build begun since is newer: keep that one, answer this.
+        return begun === this.#builds ? this.#keep(inputs, report) : { report, counts: countsOf(report) }
+      }
+      if (performance.now() - since >= SLICE_MS) {
+        await nextTurn()
+        since = performance.now()
+      }
+    }
+  }
+
+  #inputs(phase: Phase, pass: LayoutPass | null, leg: Leg): unknown[] {
+    const { registry, state, gate } = this.#deps
+    return [registry.snapshot(), pass, pass?.changes(), state.version, gate?.check(), leg.stateKey(), phase, this.#withheld, this.#onDisk]
+  }
+
+  #current(phase: Phase, pass: LayoutPass | null, leg: Leg): Built {
+    const inputs = this.#inputs(phase, pass, leg)
+    const built = this.#built
+    if (built !== undefined && sameInputs(built.inputs, inputs)) return built
+    this.#builds++
+    return this.#keep(inputs, this.#build(phase, pass, leg, (inputs[0] as { routes: readonly Route[] }).routes))
+  }
+
+  #keep(inputs: readonly unknown[], report: LayoutReport): Built {
+    const counts = countsOf(report)
     const version = ++this.#version
     this.#built = { inputs, version, tag: `${this.#epoch}.${version}`, report, counts }
     return this.#built
@@ -149,7 +198,10 @@ export class ReportView {
         warnings: [`start-up recovery is running (${phase}): nothing may wake until it is done`, ...report.warnings],
       }
     }
-    const report = layoutStatusReport({ box: config.box, routes, pass, state, leg: leg.state() })
-    return withheldReasons(report, this.#withheld, gate?.check() ?? null)
+    const steps = managedReportSteps({ box: config.box, routes, pass, state, leg: leg.state() })
+    for (;;) {
+      const step = steps.next()
+      if (step.done === true) return withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
+    }
   }
 }

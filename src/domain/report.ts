@@ -50,10 +50,30 @@ function row(layout: string, reason = '', note = ''): RowReport {
  */
 export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportInput): LayoutReport {
   if (input.pass === null) return unmanagedLayoutReport(input)
+  const steps = managedReportSteps(input)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+  }
+}
+
+/** Rows judged between two yields of managedReportSteps. */
+export const REPORT_ROWS_PER_STEP = 256
+
+/**
+ * The armed report, built a few hundred rows at a time: it yields between
+ * them, so a caller that need not have it this tick (the row gauges and the
+ * fleet summary after a run) can give the event loop back between steps
+ * rather than hold it for 10,000 rows. Run to its end at once, it is
+ * layoutStatusReport.
+ */
+export function* managedReportSteps(input: ManagedReportInput): Generator<void, LayoutReport, void> {
   const { pass, state, routes } = input
   const def = state.lastDefault()
   const rows: Record<string, RowReport> = {}
+  let judged = 0
   for (const route of routes) {
+    if (++judged % REPORT_ROWS_PER_STEP === 0) yield
     // Only instance-kind rows: sidecars, static and service rows are outside the pass.
     if (route.kind !== 'instance') continue
     if (activatorManaged(route)) {

@@ -35,7 +35,7 @@ void test('while a run is under way the summary is the last one marked busy, bui
     clock,
     report: () => {
       built++
-      return report(4 - moved, moved, running)
+      return Promise.resolve(report(4 - moved, moved, running))
     },
     legBusy: () => ({ running, pending: false }),
     version: () => Promise.resolve('0.1.0'),
