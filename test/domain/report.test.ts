@@ -186,11 +186,11 @@ void describe('unmanagedLayoutReport', () => {
   })
 })
 
-describe('managedReportSteps', () => {
-  it('yields every REPORT_ROWS_PER_STEP rows and ends with the report layoutStatusReport builds', async () => {
+void describe('managedReportSteps', () => {
+  void it('yields every REPORT_ROWS_PER_STEP rows and ends with the report layoutStatusReport builds', async () => {
     const { managedReportSteps, REPORT_ROWS_PER_STEP } = await import('../../src/domain/report.js')
     const routes = Array.from({ length: REPORT_ROWS_PER_STEP * 3 + 5 }, (_, i) => (i % 2 === 0 ? flat(`h${i}.example.com`) : nested(`h${i}.example.com`)))
-    const words = Object.fromEntries(routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', reason: '' } as Classification]))
+    const words: Record<string, Classification> = Object.fromEntries(routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', reason: '' }]))
     const state = new IntentState()
     const steps = managedReportSteps({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG })
     let yields = 0
