@@ -139,20 +139,31 @@ export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRea
   return { ok: true, journal: raw }
 }
 
-/** Reads a journal file as JSON. A missing file throws (ENOENT); anything unreadable is an answer. */
-async function readJson(dirs: Dirs, name: string): Promise<{ ok: true; raw: unknown } | { ok: false; reason: string }> {
-  let text: string
-  try {
-    text = await readNoFollow(path.join(layoutDir(dirs), name))
-  } catch (err) {
-    if (isNotFound(err)) throw err
-    return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
-  }
+type JsonRead = { ok: true; raw: unknown } | { ok: false; reason: string }
+
+/** What a read of a journal file that threw is: a missing file is thrown again (ENOENT), anything else an answer. */
+function unreadable(err: unknown): JsonRead {
+  if (isNotFound(err)) throw err
+  return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
+}
+
+function parsed(text: string): JsonRead {
   try {
     return { ok: true, raw: JSON.parse(text) }
   } catch (err) {
     return { ok: false, reason: `is not JSON (${errorMessage(err)})` }
   }
+}
+
+/** Reads a journal file as JSON. A missing file throws (ENOENT); anything unreadable is an answer. */
+async function readJson(dirs: Dirs, name: string): Promise<JsonRead> {
+  let text: string
+  try {
+    text = await readNoFollow(path.join(layoutDir(dirs), name))
+  } catch (err) {
+    return unreadable(err)
+  }
+  return parsed(text)
 }
 
 /** Reads and checks host's own journal. A missing file throws (ENOENT); anything unreadable is an answer. */
@@ -162,19 +173,14 @@ export async function readJournal(dirs: Dirs, host: string): Promise<JournalRead
 }
 
 /** readJson, synchronously (recovery reads many files in slices). */
-export function readJsonSync(dirs: Dirs, name: string): { ok: true; raw: unknown } | { ok: false; reason: string } {
+export function readJsonSync(dirs: Dirs, name: string): JsonRead {
   let text: string
   try {
     text = readNoFollowSync(path.join(layoutDir(dirs), name))
   } catch (err) {
-    if (isNotFound(err)) throw err
-    return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
+    return unreadable(err)
   }
-  try {
-    return { ok: true, raw: JSON.parse(text) }
-  } catch (err) {
-    return { ok: false, reason: `is not JSON (${errorMessage(err)})` }
-  }
+  return parsed(text)
 }
 
 /** What `<data>/layout` holds, as the pass sorts it. */
