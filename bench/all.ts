@@ -248,6 +248,9 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     await pool.close()
     await claimPool.close()
     await waitIdle(agent)
+    // After what a run's end sets going (the report for the gauges, the
+    // box's summary, the heap's trim a second later): the box as it stays.
+    await waitQuiet(agent)
     const rss = (await agent.metric('process_resident_memory_bytes')) ?? 0
     const heap = (await agent.metric('nodejs_heap_size_used_bytes')) ?? 0
     out.afterConverge = { seconds: convergeSeconds, movesPerSecond: Math.round(hosts.length / convergeSeconds), rssMB: round(rss / 2 ** 20, 1), heapUsedMB: round(heap / 2 ** 20, 1), targetRssMB: 150 }

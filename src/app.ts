@@ -134,6 +134,16 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
+/** What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not on that request. */
+const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host'])
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Compiles the hot routes' schemas now, a schema a turn of the loop; answers how many (lazy-compilers.ts). */
+    warmHotRoutes(): Promise<number>
+  }
+}
+
 /** The routes whose answer is sent in the tick their request is read: nothing to abort. */
 const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez'])
 
@@ -151,6 +161,7 @@ export const AJV_OPTIONS = { removeAdditional: false, coerceTypes: false } as co
 
 export async function buildApp(deps: AppDeps): Promise<App> {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...deps.timeouts }
+  const compilers = lazyCompilers()
   const app = Fastify({
     loggerInstance: deps.logger,
     // The activator polls /ready and Prometheus scrapes /metrics: a line per
@@ -174,7 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // `timeout`) is parsed by its route.
     ajv: { customOptions: AJV_OPTIONS },
     // Each route's schemas compile on its first request, not before listening (design §4.4).
-    schemaController: { compilersFactory: lazyCompilers() },
+    schemaController: { compilersFactory: compilers.factory },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A URL Fastify cannot even route (bad percent-encoding, a parameter
     // over the limit) still gets the envelope.
@@ -184,6 +195,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     },
     clientErrorHandler: answerMalformed,
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.decorate('warmHotRoutes', () => compilers.warm(HOT_ROUTES))
 
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {

@@ -98,11 +98,15 @@ export async function serve(config: Config): Promise<number> {
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
     await app.close()
   })
-  agent.start().catch((err: unknown) => {
-    logger.fatal({ err }, 'layoutd: start-up failed')
-    process.exitCode = 1
-    void app.close()
-  })
+  agent.start().then(
+    // Ready: what the activator asks next is compiled now, before it asks.
+    () => (agent.phase === 'ready' ? app.warmHotRoutes() : undefined),
+    (err: unknown) => {
+      logger.fatal({ err }, 'layoutd: start-up failed')
+      process.exitCode = 1
+      void app.close()
+    },
+  )
   return 0
 }
 

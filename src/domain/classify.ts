@@ -51,30 +51,43 @@ function ancestors(dir: string): string[] {
   return out
 }
 
-/** Hosts by path, in the order they were added. */
-type Index = Map<string, Set<string>>
+/**
+ * Hosts by path. Most paths are claimed by one host (a row's own dir and
+ * socket), held as the name alone; a Set only where several share a path
+ * (an ancestor directory): 10,000 rows make some 30,000 keys, and a Set
+ * for each would be most of the index's memory and of its time to build.
+ */
+type Index = Map<string, string | Set<string>>
 
 function push(m: Index, key: string, host: string): void {
-  const set = m.get(key)
-  if (set === undefined) m.set(key, new Set([host]))
-  else set.add(host)
+  const held = m.get(key)
+  if (held === undefined) m.set(key, host)
+  else if (typeof held === 'string') {
+    if (held !== host) m.set(key, new Set([held, host]))
+  } else held.add(host)
 }
 
 function drop(m: Index, key: string, host: string): void {
-  const set = m.get(key)
-  if (set === undefined) return
-  set.delete(host)
-  if (set.size === 0) m.delete(key)
+  const held = m.get(key)
+  if (held === undefined) return
+  if (typeof held === 'string') {
+    if (held === host) m.delete(key)
+    return
+  }
+  held.delete(host)
+  if (held.size === 0) m.delete(key)
 }
 
 /**
- * The least host of set that is not host: the claimant named is the same
+ * The least host held that is not host: the claimant named is the same
  * whatever order the rows were added and removed in (and, rows being
  * listed by host, the first other row of the list).
  */
-function other(set: ReadonlySet<string> | undefined, host: string): string | undefined {
+function other(held: string | ReadonlySet<string> | undefined, host: string): string | undefined {
+  if (held === undefined) return undefined
+  if (typeof held === 'string') return held === host ? undefined : held
   let least: string | undefined
-  for (const h of set ?? []) if (h !== host && (least === undefined || h < least)) least = h
+  for (const h of held) if (h !== host && (least === undefined || h < least)) least = h
   return least
 }
 
@@ -120,6 +133,37 @@ export class PathClaims {
       for (const ancestor of ancestors(dir)) drop(this.#under, ancestor, row.host)
     }
     if (row.socket !== '') drop(this.#sockets, norm(row.socket), row.host)
+  }
+
+  /**
+   * The claims of one host moved from its row as it was added (old) to
+   * now, touching only what differs: a move from D/apps/<host> to
+   * D/nested/<host>/data keeps every ancestor the two share (D and above,
+   * where the sets of thousands of hosts are), so a batch of 512 rewritten
+   * rows costs a few entries each, not every level of both paths.
+   */
+  replace(old: Route, now: Route): void {
+    const was = old.dir === '' ? undefined : norm(old.dir)
+    const is = now.dir === '' ? undefined : norm(now.dir)
+    if (was !== is) {
+      const before = was === undefined ? [] : ancestors(was)
+      const after = is === undefined ? [] : ancestors(is)
+      if (was !== undefined) {
+        drop(this.#dirs, was, old.host)
+        for (const a of before) if (!after.includes(a)) drop(this.#under, a, old.host)
+      }
+      if (is === undefined) this.#dirOf.delete(now.host)
+      else {
+        this.#dirOf.set(now.host, is)
+        push(this.#dirs, is, now.host)
+        for (const a of after) if (!before.includes(a)) push(this.#under, a, now.host)
+      }
+    }
+    const sockWas = old.socket === '' ? undefined : norm(old.socket)
+    const sockIs = now.socket === '' ? undefined : norm(now.socket)
+    if (sockWas === sockIs) return
+    if (sockWas !== undefined) drop(this.#sockets, sockWas, old.host)
+    if (sockIs !== undefined) push(this.#sockets, sockIs, now.host)
   }
 
   /** Another row (not host) whose dir is dir, lies inside it, or contains it. */

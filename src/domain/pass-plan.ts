@@ -194,7 +194,7 @@ export interface MoveCandidate {
 
 /** The bounds of an adaptive group commit (design §3.3). */
 export const MIN_BATCH = 128
-export const MAX_BATCH = 512
+export const MAX_BATCH = 256
 
 /**
  * How many hosts the next group commit takes when `waiting` are still to
@@ -266,14 +266,20 @@ export function sortByClaim(
  * happened to it last, unless that was only `unchanged`.
  */
 export function inRowOrder(results: readonly Result[], rows: ReadonlyArray<{ host: string }>): Result[] {
-  const whole = results.filter((r) => r.host === '')
+  const whole: Result[] = []
   const byHost = new Map<string, Result>()
   for (const r of results) {
-    if (r.host === '') continue
-    if (r.outcome === 'unchanged' && byHost.has(r.host)) continue
-    byHost.set(r.host, r)
+    if (r.host === '') whole.push(r)
+    else if (r.outcome !== 'unchanged' || !byHost.has(r.host)) byHost.set(r.host, r)
   }
-  const order = new Map(rows.map((r, i) => [r.host, i]))
-  const hosts = [...byHost.values()].sort((a, b) => (order.get(a.host) ?? -1) - (order.get(b.host) ?? -1))
-  return [...whole, ...hosts]
+  // One walk of the rows, no sort: a run of 10,000 hosts orders its results in milliseconds.
+  const inRows: Result[] = []
+  for (const row of rows) {
+    const r = byHost.get(row.host)
+    if (r === undefined) continue
+    inRows.push(r)
+    byHost.delete(row.host)
+  }
+  // What is left names no row (a journal whose host the registry no longer has): before the rows, as found.
+  return [...whole, ...byHost.values(), ...inRows]
 }

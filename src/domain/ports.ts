@@ -38,6 +38,8 @@ export interface AddOptions {
 /** The box's registry (SQLite). Synchronous: it is a local database file. */
 export interface RouteStore {
   list(): Route[]
+  /** The rows as list would answer them, listed again only when someone else has committed since the last look. */
+  snapshot(): RowsSnapshot
   get(host: string): Route | undefined
   /** Inserts a row; throws a coded error when the host exists. */
   add(route: Route, opts?: AddOptions): void
@@ -128,5 +130,5 @@ export interface LayoutDirectory {
 /** The registry's rows at one moment, listed once, and the same rows by host. */
 export interface RowsSnapshot {
   routes: Route[]
-  byHost: ReadonlyMap<string, Route>
+  byHost: Pick<ReadonlyMap<string, Route>, 'get'>
 }

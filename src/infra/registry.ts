@@ -15,6 +15,7 @@ import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domai
 import { fsyncSkipped } from './failpoint.js'
 import { migrate } from './migrations.js'
 import { insertChecked } from './registry-bulk.js'
+import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
@@ -179,8 +180,7 @@ export class Registry implements RouteStore {
   snapshot(): RowsSnapshot {
     const version = this.#claimsConnectionOpen().dataVersion.get() ?? 0
     if (this.#snapshot?.version !== version) {
-      const routes = this.list()
-      this.#snapshot = { version, rows: { routes, byHost: new Map(routes.map((r) => [r.host, r])) } }
+      this.#snapshot = { version, rows: listedSnapshot(this.list()) }
     }
     return this.#snapshot.rows
   }
@@ -241,7 +241,6 @@ export class Registry implements RouteStore {
 
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
     const at = this.#now().toISOString()
-    const changed = new Map(rows.map((r) => [r.host, r]))
     this.#carrying(
       () => {
         for (const r of rows) {
@@ -252,10 +251,7 @@ export class Registry implements RouteStore {
           }
         }
       },
-      (route) => {
-        const c = changed.get(route.host)
-        return c === undefined ? route : { ...route, dir: c.dir, socket: c.socket, db: c.db }
-      },
+      new Map(rows.map((r) => [r.host, r])),
     )
   }
 
@@ -273,7 +269,7 @@ export class Registry implements RouteStore {
    * another connection's commit moves) still reads as it did in there, the
    * new snapshot is the old one patched. Otherwise the next look lists.
    */
-  #carrying<T>(write: () => T, patch: ((route: Route) => Route) | undefined): T {
+  #carrying<T>(write: () => T, rewritten: ReadonlyMap<string, RowPaths> | undefined): T {
     const conn = this.#claimsConnectionOpen()
     let mine: number | undefined
     const result = this.#db
@@ -287,12 +283,7 @@ export class Registry implements RouteStore {
     if (mine === undefined || before === undefined) return result
     const version = conn.dataVersion.get() ?? 0
     if (this.#stmt.ping.get() !== mine) return result
-    if (patch === undefined) {
-      this.#snapshot = { version, rows: before.rows }
-      return result
-    }
-    const routes = before.rows.routes.map(patch)
-    this.#snapshot = { version, rows: { routes, byHost: new Map(routes.map((r) => [r.host, r])) } }
+    this.#snapshot = { version, rows: rewritten === undefined ? before.rows : carriedSnapshot(before.rows, rewritten) }
     return result
   }
 }

@@ -91,3 +91,27 @@ void test('PathClaims followed row by row answers as one built afresh', () => {
   claims.remove(c)
   assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com'), undefined, 'nothing claims it once both are gone')
 })
+
+void test('PathClaims.replace moves a row\'s claims as remove and add would, a path emptied or set included', () => {
+  const rows = [flat('a.example.com'), flat('b.example.com'), flat('c.example.com', { dir: '/data/apps/b.example.com/inner' })]
+  const claims = new PathClaims(rows)
+  const moves: Array<[number, Partial<Route>]> = [
+    [1, { dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock' }],
+    [0, { dir: '/data/nested/b.example.com/data/deeper' }],
+    [2, { dir: '', socket: '' }],
+    [2, { dir: '/data/apps/c.example.com', socket: '/data/run/c.example.com.sock' }],
+    [0, { dir: '/data/apps/a.example.com' }],
+  ]
+  const paths = ['/data/apps/b.example.com', '/data/nested/b.example.com', '/data/nested/b.example.com/data', '/data/apps/a.example.com', '/data/apps/c.example.com', '/data', '/']
+  const sockets = ['/data/run/b.example.com.sock', '/data/nested/b.example.com/run/app.sock', '/data/run/c.example.com.sock']
+  for (const [i, over] of moves) {
+    const old = rows[i] as Route
+    rows[i] = { ...old, ...over }
+    claims.replace(old, rows[i])
+    const fresh = new PathClaims(rows)
+    for (const host of ['a.example.com', 'b.example.com', 'c.example.com', 'z.example.com']) {
+      for (const p of paths) assert.deepEqual(claims.dirClaimant(p, host), fresh.dirClaimant(p, host), `${p} for ${host} after ${JSON.stringify(over)}`)
+      for (const s of sockets) assert.deepEqual(claims.socketClaimant(s, host), fresh.socketClaimant(s, host), `${s} for ${host}`)
+    }
+  }
+})

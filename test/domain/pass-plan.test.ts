@@ -195,7 +195,7 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
 void test('adaptiveBatchSize: half of what waits, between the bounds', () => {
   assert.equal(adaptiveBatchSize(1), MIN_BATCH, 'a few hosts: the smallest batch')
   assert.equal(adaptiveBatchSize(200), MIN_BATCH)
-  assert.equal(adaptiveBatchSize(600), 300)
+  assert.equal(adaptiveBatchSize(400), 200)
   assert.equal(adaptiveBatchSize(10_000), MAX_BATCH, 'ten thousand: the largest batch')
   const sizes = inBatches(Array.from({ length: 10_000 }, (_, i) => i), adaptiveBatchSize).map((b) => b.length)
   assert.equal(sizes.reduce((a, b) => a + b, 0), 10_000, 'every host in one batch')

@@ -13,6 +13,7 @@
 // journals removed with one fsync.
 import { performance } from 'node:perf_hooks'
 import { classifyWith, PathClaims } from '../../domain/classify.js'
+import { followRows, type ClaimsOf } from './claims-follower.js'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
 import { inBatches, inRowOrder, planRow, sortByClaim, type MoveCandidate } from '../../domain/pass-plan.js'
 import { activatorManaged } from '../../domain/paths.js'
@@ -30,35 +31,6 @@ import { PassState } from './pass-state.js'
 import { Recovery, removeUnfinishedTemps } from './recovery.js'
 
 export { BATCH_SIZE, STOP_TIMEOUT_MS, type PassDeps } from './pass-context.js'
-
-/** The path claims of one list of rows, with the rows by host they were built from. */
-interface ClaimsOf {
-  routes: readonly Route[]
-  byHost: Map<string, Route>
-  claims: PathClaims
-}
-
-/**
- * The claims of routes, from those of an earlier list: a converge rewrites
- * a batch of rows at a time, and a wake after each commit must not wait
- * for the claims of 10,000 rows to be built again. Only the rows whose
- * paths changed, and those added or removed, are taken back and added.
- */
-function followRows(prev: ClaimsOf | undefined, routes: readonly Route[]): ClaimsOf {
-  const byHost = new Map<string, Route>()
-  for (const row of routes) byHost.set(row.host, row)
-  if (prev === undefined) return { routes, byHost, claims: new PathClaims(routes) }
-  const claims = prev.claims
-  for (const [host, old] of prev.byHost) {
-    const now = byHost.get(host)
-    if (now === undefined || now.dir !== old.dir || now.socket !== old.socket) claims.remove(old)
-  }
-  for (const row of routes) {
-    const old = prev.byHost.get(row.host)
-    if (old === undefined || old.dir !== row.dir || old.socket !== row.socket) claims.add(row)
-  }
-  return { routes, byHost, claims }
-}
 
 /** The parts that need what is on disk: built once it is loaded. */
 interface LoadedParts {
@@ -132,7 +104,9 @@ export class Pass implements LayoutPass {
     // table is asked again under this mode before any row is planned.
     results.push(...(await parts.recovery.recoverJournals(mode, false, false)))
 
-    const rows = registry.list()
+    // As listed, or carried over this agent's own rewrites since: a run
+    // that starts on a box of 10,000 rows does not list them all again.
+    const rows = registry.snapshot().routes
     const candidates = await this.#planRows(rows, mode, grace, results)
 
     for (const planned of inBatches(candidates, this.#ctx.batchSize)) {

@@ -186,6 +186,7 @@ void test('an add the registry refuses after the directories were made removes t
   const real = s.registry
   const racing: RouteStore = {
     list: () => real.list(),
+    snapshot: () => real.snapshot(),
     get: (h) => real.get(h),
     add: (r) => {
       throw errors.hostExists(r.host)

@@ -1,0 +1,59 @@
+// The path claims the pass classifies against (design §1.1), followed from
+// one list of the registry's rows to the next rather than built again: the
+// report classifies every row against one list, and a wake after each
+// batch of a converge asks against a list that differs from the last by
+// that batch alone.
+import { PathClaims } from '../../domain/classify.js'
+import type { Route } from '../../domain/schemas.js'
+import { rewritesOf, rowIn } from '../rows-snapshot.js'
+
+/** The path claims of one list of rows, and how that list came to be. */
+export interface ClaimsOf {
+  routes: readonly Route[]
+  /** The listing routes was carried from (rows-snapshot.ts), or routes itself. */
+  since: readonly Route[]
+  /** How many of the rewrites since that listing the claims hold. */
+  followed: number
+  /** Each host's row as the claims hold it. */
+  claimed: Map<string, Route>
+  claims: PathClaims
+}
+
+/** Moves one host's claims from the row the claims hold to now (undefined: the row is gone). */
+function follow(c: ClaimsOf, host: string, now: Route | undefined): void {
+  const old = c.claimed.get(host)
+  if (now === undefined) {
+    if (old !== undefined) c.claims.remove(old)
+    c.claimed.delete(host)
+    return
+  }
+  if (old === undefined) c.claims.add(now)
+  else if (old.dir !== now.dir || old.socket !== now.socket) c.claims.replace(old, now)
+  c.claimed.set(host, now)
+}
+
+/**
+ * The claims of routes, from those of an earlier list: a converge rewrites
+ * a batch of rows at a time, and a wake after each commit must not wait
+ * for the claims of 10,000 rows to be built again, nor compared. A list
+ * the registry carried from the one the claims follow names its rewritten
+ * hosts, and only they are followed; any other list is compared row by
+ * row, and only the rows whose paths changed, or that came or went, are
+ * taken back and added.
+ */
+export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[]): ClaimsOf {
+  const rewrites = rewritesOf(routes)
+  const since = rewrites?.since ?? routes
+  const followed = rewrites?.hosts.length ?? 0
+  if (prev === undefined) {
+    return { routes, since, followed, claimed: new Map(routes.map((r) => [r.host, r])), claims: new PathClaims(routes) }
+  }
+  if (rewrites !== undefined && rewrites.since === prev.since && followed >= prev.followed) {
+    for (const host of new Set(rewrites.hosts.slice(prev.followed))) follow(prev, host, rowIn(routes, host))
+    return { ...prev, routes, followed }
+  }
+  const byHost = new Map(routes.map((r) => [r.host, r]))
+  for (const host of [...prev.claimed.keys()]) if (!byHost.has(host)) follow(prev, host, undefined)
+  for (const row of routes) follow(prev, row.host, row)
+  return { ...prev, routes, since, followed }
+}

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict'
+import { test, type TestContext } from 'node:test'
+import { PathClaims } from '../../../src/domain/classify.js'
+import type { Route } from '../../../src/domain/schemas.js'
+import { followRows, type ClaimsOf } from '../../../src/infra/pass/claims-follower.js'
+import { Registry } from '../../../src/infra/registry.js'
+import { rewritesOf } from '../../../src/infra/rows-snapshot.js'
+import { tmpDir } from '../../helpers/tmp.js'
+
+async function registry(t: TestContext, n: number): Promise<{ reg: Registry; dataDir: string }> {
+  const dataDir = await tmpDir(t)
+  const reg = Registry.open(dataDir)
+  t.after(() => reg.close())
+  reg.addMany(Array.from({ length: n }, (_, i) => flatRow(`h${i}.example.com`)))
+  return { reg, dataDir }
+}
+
+function flatRow(host: string): Route {
+  return { host, kind: 'instance', socket: `/d/run/${host}.sock`, dir: `/d/apps/${host}`, db: '', hibernate: true }
+}
+
+function nestedPaths(host: string): { host: string; dir: string; socket: string; db: string } {
+  return { host, dir: `/d/nested/${host}/data`, socket: `/d/nested/${host}/run/app.sock`, db: '' }
+}
+
+/** What every row's claimants are under claims, beside those of an index built afresh from routes. */
+function assertSameClaims(followed: ClaimsOf, routes: readonly Route[]): void {
+  const fresh = new PathClaims(routes)
+  for (const r of routes) {
+    assert.deepEqual(followed.claims.dirClaimant(r.dir, r.host), fresh.dirClaimant(r.dir, r.host), `dir claimant of ${r.host}`)
+    assert.deepEqual(followed.claims.socketClaimant(r.socket, r.host), fresh.socketClaimant(r.socket, r.host), `socket claimant of ${r.host}`)
+  }
+}
+
+void test('a list carried over rewrites names its listing and the hosts rewritten since, write by write', async (t) => {
+  const { reg } = await registry(t, 4)
+  const listed = reg.snapshot().routes
+  assert.equal(rewritesOf(listed), undefined, 'a listing was carried from nothing')
+  reg.setPaths([nestedPaths('h1.example.com')])
+  reg.setPaths([nestedPaths('h3.example.com'), nestedPaths('h1.example.com')])
+  const carried = reg.snapshot().routes
+  assert.notEqual(carried, listed)
+  assert.equal(rewritesOf(carried)?.since, listed)
+  assert.deepEqual(rewritesOf(carried)?.hosts, ['h1.example.com', 'h3.example.com', 'h1.example.com'], 'each write\'s hosts as it named them')
+  assert.deepEqual(
+    carried.map((r) => r.dir),
+    reg.list().map((r) => r.dir),
+  )
+})
+
+void test('claims followed over carried lists, skipping some, are those built afresh, and only the rewritten hosts are followed', async (t) => {
+  const { reg } = await registry(t, 50)
+  let followed = followRows(undefined, reg.snapshot().routes)
+  const listed = followed.since
+  reg.setPaths(Array.from({ length: 10 }, (_, i) => nestedPaths(`h${i}.example.com`)))
+  followed = followRows(followed, reg.snapshot().routes)
+  assertSameClaims(followed, reg.snapshot().routes)
+  assert.equal(followed.since, listed)
+  assert.equal(followed.followed, 10)
+  // Two batches the follower never saw, one of them putting h20's dir inside h21's: a conflict both ways.
+  reg.setPaths([nestedPaths('h30.example.com')])
+  reg.setPaths([{ host: 'h20.example.com', dir: '/d/apps/h21.example.com/inner', socket: '/d/run/h20.example.com.sock', db: '' }, nestedPaths('h0.example.com')])
+  const now = reg.snapshot().routes
+  followed = followRows(followed, now)
+  assert.equal(followed.followed, 13)
+  assertSameClaims(followed, now)
+  assert.match(followed.claims.dirClaimant('/d/apps/h21.example.com', 'h21.example.com')?.reason ?? '', /contains h20\.example\.com/)
+})
+
+void test('a list someone else changed is compared whole, and claims follow it all the same', async (t) => {
+  const { reg, dataDir } = await registry(t, 20)
+  let followed = followRows(undefined, reg.snapshot().routes)
+  reg.setPaths([nestedPaths('h2.example.com')])
+  followed = followRows(followed, reg.snapshot().routes)
+  // Another process (the CLI beside the agent) removes a row and adds one over h5's socket.
+  const other = Registry.open(dataDir)
+  other.remove('h7.example.com')
+  other.add({ ...flatRow('new.example.com'), socket: '/d/run/h5.example.com.sock' })
+  other.close()
+  const relisted = reg.snapshot().routes
+  assert.equal(rewritesOf(relisted), undefined, 'listed again, not carried')
+  followed = followRows(followed, relisted)
+  assert.equal(followed.since, relisted)
+  assertSameClaims(followed, relisted)
+  assert.equal(followed.claims.dirClaimant('/d/apps/h7.example.com', 'x.example.com'), undefined, 'the removed row claims nothing')
+  assert.equal(followed.claims.socketClaimant('/d/run/h5.example.com.sock', 'h5.example.com')?.host, 'new.example.com')
+})
+
+void test('once the rewrites outnumber the rows, a carried list starts a lineage of its own', async (t) => {
+  const { reg } = await registry(t, 2)
+  const listed = reg.snapshot().routes
+  reg.setPaths([nestedPaths('h0.example.com'), nestedPaths('h1.example.com')])
+  assert.equal(rewritesOf(reg.snapshot().routes)?.since, listed)
+  reg.setPaths([flatRow('h0.example.com')])
+  const dropped = reg.snapshot().routes
+  assert.equal(rewritesOf(dropped), undefined, 'three rewrites of two rows: no lineage kept')
+  reg.setPaths([nestedPaths('h0.example.com')])
+  assert.equal(rewritesOf(reg.snapshot().routes)?.since, dropped)
+  assertSameClaims(followRows(undefined, reg.snapshot().routes), reg.snapshot().routes)
+})
