@@ -157,7 +157,7 @@ interface Timed {
 }
 
 /** Ajv's options for the request schemas (why: below, where the app is made). */
-export const AJV_OPTIONS = { removeAdditional: false, coerceTypes: false } as const
+export const AJV_OPTIONS = { removeAdditional: false, coerceTypes: false, validateSchema: false } as const
 
 export async function buildApp(deps: AppDeps): Promise<App> {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...deps.timeouts }
@@ -182,7 +182,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // turns "x" into ["x"] and 12 into "12"), so `{"awake": "x"}` is refused,
     // not read as a set that releases every other claim (design §6). The
     // query strings take text only, and the one number (converge's
-    // `timeout`) is parsed by its route.
+    // `timeout`) is parsed by its route. Ajv does not check each schema
+    // against the JSON Schema meta-schema as it compiles it: that check
+    // compiles the meta-schema first, some 50 ms of the first request after
+    // a start (the activator's first /ready); TypeBox builds the schemas,
+    // and test/app/route-schemas.test.ts checks every one of them instead.
     ajv: { customOptions: AJV_OPTIONS },
     // Each route's schemas compile on its first request, not before listening (design §4.4).
     schemaController: { compilersFactory: compilers.factory },

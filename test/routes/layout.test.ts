@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { errors } from '../../src/errors.js'
 import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
+import type { LegRun, LegState } from '../../src/domain/schemas.js'
 
 void test('GET /layout/status answers the report with its version as a strong ETag, and 304 while it is unchanged', async (t) => {
   const { app, agent } = await build(t)
@@ -59,6 +60,21 @@ void test('POST /layout/converge?wait=1 waits for the run and answers its result
   const res = await pending
   assert.equal(res.statusCode, 200)
   assert.deepEqual(res.json(), { leg: agent.legValue, run: sampleRun() })
+})
+
+void test('POST /layout/converge?wait=1 writes its answer by the response schemas, as JSON, leaving out what they do not name', async (t) => {
+  const { app, agent } = await build(t)
+  const pending = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
+  const call = await agent.nextConverge()
+  // What the schemas do not name stays out of the answer, as the route's serializer would keep it out.
+  const leaky = (): LegRun => ({ ...sampleRun(), secret: 'x', results: sampleRun().results.map((r) => ({ ...r, secret: 'y' })) }) as LegRun
+  agent.legValue = { running: false, pending: false, lastRun: sampleRun(), retryAt: null, secret: 'z' } as unknown as LegState
+  call.finish(leaky())
+  const res = await pending
+  assert.equal(res.statusCode, 200)
+  assert.match(String(res.headers['content-type']), /^application\/json/)
+  assert.doesNotMatch(res.body, /secret/)
+  assert.deepEqual(res.json(), { leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null }, run: sampleRun() })
 })
 
 void test('POST /layout/converge?wait=true&timeout=N bounds the wait and answers 504 when the run outlasts it', async (t) => {

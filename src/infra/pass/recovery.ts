@@ -78,7 +78,7 @@ export class Recovery {
     }
     if (named.size === 0) return results
 
-    const rows = new Map(registry.list().map((row) => [row.host, row]))
+    const rows = registry.snapshot().byHost
     const wants = wantedMode(intent, defaultOptedOut)
     const fencedAt = performance.now()
     const redo: Record<Redo, MoveInFlight[]> = { 'redo-move': [], rollback: [], 'redo-row': [], 'redo-finish': [] }
@@ -236,7 +236,7 @@ export class Recovery {
   async restoreHolds(intent: IntentMode, defaultOptedOut: boolean): Promise<Result[]> {
     const ctx = this.#ctx
     const { dirs, registry } = ctx.deps
-    const rows = new Map(registry.list().map((row) => [row.host, row]))
+    const rows = registry.snapshot().byHost
     const results: Result[] = []
     const keep: string[] = []
     const drop: string[] = []
