@@ -7,8 +7,9 @@
 // gives them; only the moment each compiles changes. A schema is compiled
 // once, on its route's first request or when warm() names its route (the
 // activator's routes, once the agent is ready); a schema that cannot
-// compile fails its route's first request with a 500 and a logged error,
-// and the openapi tests compile every schema.
+// compile fails its route's first request with a 500 and a logged error.
+// Ajv does not check a schema against the meta-schema as it compiles it
+// (src/app.ts): test/app/route-schemas.test.ts checks every request schema.
 import { createRequire } from 'node:module'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyServerOptions } from 'fastify'

@@ -139,8 +139,8 @@ export class PathClaims {
    * The claims of one host moved from its row as it was added (old) to
    * now, touching only what differs: a move from D/apps/<host> to
    * D/nested/<host>/data keeps every ancestor the two share (D and above,
-   * where the sets of thousands of hosts are), so a batch of 512 rewritten
-   * rows costs a few entries each, not every level of both paths.
+   * where the sets of thousands of hosts are), so a batch of rewritten rows
+   * costs a few entries each, not every level of both paths.
    */
   replace(old: Route, now: Route): void {
     const was = old.dir === '' ? undefined : norm(old.dir)
