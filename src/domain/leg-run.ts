@@ -133,16 +133,20 @@ const NEEDS_A_LOOK: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
 export function logLayoutResults(results: readonly Result[], logger: Logger, routine: 'debug' | 'info' = 'debug'): boolean {
   let retry = false
   const awake: string[] = []
+  // A line nobody keeps is not built: at info, a run of 10,000 moves is its summary alone.
+  const routineKept = logger.isLevelEnabled?.(routine) ?? true
   for (const r of results) {
-    const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
     if (r.outcome === 'unchanged') continue
     if (r.outcome === 'held') retry = true
     if (r.outcome === 'deferred' && r.reason.startsWith('awake')) {
       awake.push(`${r.host} (${r.reason})`)
       continue
     }
+    const needsALook = NEEDS_A_LOOK.has(r.outcome)
+    if (!needsALook && !routineKept) continue
+    const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
     const line = r.host === '' ? `layout: ${r.outcome} -> ${r.reason}` : r.reason === '' ? `layout: ${r.host}: ${r.outcome}` : `layout: ${r.host}: ${r.outcome} -> ${r.reason}`
-    if (NEEDS_A_LOOK.has(r.outcome)) logger.warn(fields, line)
+    if (needsALook) logger.warn(fields, line)
     else logger[routine](fields, line)
   }
   if (awake.length > 0) {

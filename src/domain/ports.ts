@@ -11,6 +11,8 @@ export interface Logger {
   info(fields: Record<string, unknown>, msg: string): void
   warn(fields: Record<string, unknown>, msg: string): void
   error(fields: Record<string, unknown>, msg: string): void
+  /** Whether a line at level would be written (pino's own); a logger without it writes every level. */
+  isLevelEnabled?(level: 'debug' | 'info'): boolean
 }
 
 /** Wall time and timers, injectable so grace and retry can be tested on a fake clock. */

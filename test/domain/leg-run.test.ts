@@ -189,6 +189,39 @@ void describe('logLayoutResults', () => {
     )
   })
 
+  void it('builds no routine line a logger would drop, and still warns of what needs a look', () => {
+    class InfoLogger extends FakeLogger {
+      asked: string[] = []
+      isLevelEnabled(level: 'debug' | 'info'): boolean {
+        this.asked.push(level)
+        return level !== 'debug'
+      }
+    }
+    const logger = new InfoLogger()
+    const retry = logLayoutResults(
+      [
+        { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
+        { host: 'b.example.com', outcome: 'failed', reason: 'rename: EIO' },
+        { host: 'c.example.com', outcome: 'released', reason: '' },
+        { host: 'd.example.com', outcome: 'held', reason: 'a file of its has a second name' },
+      ],
+      logger,
+    )
+    assert.equal(retry, true)
+    assert.deepEqual(logger.asked, ['debug'])
+    assert.deepEqual(
+      logger.lines.map((l) => [l.level, l.msg]),
+      [
+        ['warn', 'layout: b.example.com: failed -> rename: EIO'],
+        ['warn', 'layout: d.example.com: held -> a file of its has a second name'],
+      ],
+    )
+    // Start-up recovery logs its routine lines at info, which this logger keeps.
+    const startup = new InfoLogger()
+    logLayoutResults([{ host: 'a.example.com', outcome: 'recovered', reason: 'finished the move to flat', to: 'flat' }], startup, 'info')
+    assert.deepEqual(startup.msgs(), ['layout: a.example.com: recovered -> finished the move to flat'])
+  })
+
   void it('logs a deferral for any other reason on its own, without a retry', () => {
     assert.deepEqual(log([{ host: 'a.example.com', outcome: 'deferred', reason: 'socket path too long' }]), {
       retry: false,

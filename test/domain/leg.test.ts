@@ -393,3 +393,43 @@ void describe('layoutLeg (a run that could not finish)', () => {
     assert.deepEqual(retries.at(-1), null, 'stop clears the retry it reports')
   })
 })
+
+void describe('a finished run', () => {
+  void it('is one frozen record, handed as it is to the hook, each waiter and state(), after the turn the run ended in', async () => {
+    const ended: LegRun[] = []
+    const { runs, leg } = setup({ onRunEnd: (run) => ended.push(run) })
+    const a = leg.kickAndWait(60_000)
+    const b = leg.kickAndWait(60_000)
+    await runs.started(1)
+    runs.finish(0, [moved('a.example'), moved('b.example')])
+    // The run's end goes out a turn later: nothing has been handed on in the tick it ended.
+    assert.equal(ended.length, 0)
+    const [ranA, ranB] = await Promise.all([a, b])
+    assert.ok(ranA !== null && ranB !== null)
+    assert.equal(ranA, ranB, 'every waiter gets the same record, not a copy each')
+    assert.equal(ended[0], ranA, 'the hook has that record too')
+    assert.equal(leg.state().lastRun, ranA, 'and state() answers it, uncopied')
+    assert.ok(Object.isFrozen(ranA) && Object.isFrozen(ranA.results) && ranA.results.every((r) => Object.isFrozen(r)))
+    assert.throws(() => {
+      ;(ranA.results as Result[]).push(moved('c.example'))
+    }, TypeError)
+    assert.throws(() => {
+      ;(ranA.results[0] as Result).reason = 'changed'
+    }, TypeError)
+    assert.deepEqual(ranA.results, [moved('a.example'), moved('b.example')])
+  })
+
+  void it('a run under way is still copied: it grows while it goes on', async () => {
+    const { runs, leg } = setup()
+    leg.kick()
+    await runs.started(1)
+    leg.progress(moved('a.example'))
+    const seen = leg.state().lastRun
+    assert.ok(seen !== null && !Object.isFrozen(seen))
+    leg.progress(moved('b.example'))
+    assert.equal(seen.results.length, 1, 'an answer of state() is not changed by later progress')
+    assert.equal(leg.state().lastRun?.results.length, 2)
+    runs.finish(0, [])
+    await leg.wait()
+  })
+})

@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import { errors } from '../../src/errors.js'
 import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
 import type { LegRun, LegState } from '../../src/domain/schemas.js'
+import { RESULTS_PER_TURN } from '../../src/routes/run-json.js'
 
 void test('GET /layout/status answers the report with its version as a strong ETag, and 304 while it is unchanged', async (t) => {
   const { app, agent } = await build(t)
@@ -75,6 +76,48 @@ void test('POST /layout/converge?wait=1 writes its answer by the response schema
   assert.match(String(res.headers['content-type']), /^application\/json/)
   assert.doesNotMatch(res.body, /secret/)
   assert.deepEqual(res.json(), { leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null }, run: sampleRun() })
+})
+
+void test('POST /layout/converge?wait=1 answers a run of many results, serialized a slice per turn, exactly as one piece', async (t) => {
+  const { app, agent } = await build(t)
+  const outcomes = ['moved', 'unchanged', 'held', 'deferred'] as const
+  const many = (n: number, tag: string): LegRun => ({
+    startedAt: '2026-12-02T00:00:00.000Z',
+    finishedAt: '2026-12-02T00:00:09.000Z',
+    // Reasons with quotes, brackets and the keys the answer is spliced at: none of them may move a splice.
+    results: Array.from({ length: n }, (_, i) => ({
+      host: `t${i}.${tag}.example`,
+      outcome: outcomes[i % outcomes.length] ?? 'moved',
+      reason: i % 7 === 0 ? `a "results":[] and "lastRun":null in ${tag} ]}` : '',
+      ...(i % 3 === 0 ? {} : { to: 'nested' as const }),
+    })),
+  })
+  // More than two slices of RESULTS_PER_TURN, the leg's last run the very run waited for.
+  const run = many(RESULTS_PER_TURN * 2 + 7, 'one')
+  const pending = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
+  const call = await agent.nextConverge()
+  agent.legValue = { running: false, pending: true, lastRun: run, retryAt: null, waiting: 'the activator' }
+  call.finish(run)
+  const res = await pending
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(res.json(), { leg: agent.legValue, run })
+
+  // A run started since: the leg's last run is another one, serialized apart.
+  const next = many(RESULTS_PER_TURN + 1, 'two')
+  const second = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
+  const call2 = await agent.nextConverge()
+  agent.legValue = { running: true, pending: false, lastRun: next, retryAt: '2026-12-02T01:00:00.000Z' }
+  call2.finish(run)
+  const res2 = await second
+  assert.deepEqual(res2.json(), { leg: agent.legValue, run })
+
+  // And a run with no result at all.
+  const empty: LegRun = { startedAt: run.startedAt, finishedAt: run.finishedAt, results: [] }
+  const third = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
+  const call3 = await agent.nextConverge()
+  agent.legValue = { running: false, pending: false, lastRun: null, retryAt: null }
+  call3.finish(empty)
+  assert.deepEqual((await third).json(), { leg: agent.legValue, run: empty })
 })
 
 void test('POST /layout/converge?wait=true&timeout=N bounds the wait and answers 504 when the run outlasts it', async (t) => {
