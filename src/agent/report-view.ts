@@ -137,7 +137,10 @@ export class ReportView {
     for (;;) {
       const step = steps.next()
       if (step.done === true) {
+        // The reasons and the counts each walk every row: a turn apiece.
+        await nextTurn()
         const report = withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
+        await nextTurn()
         // A build begun since is newer: keep that one, answer this.
         return begun === this.#builds ? this.#keep(inputs, report) : { report, counts: countsOf(report) }
       }
