@@ -77,3 +77,61 @@ void test('while a run is under way the summary is the last one marked busy, bui
   assert.equal(built, 3)
   assert.equal(published.at(-1)?.intent, 'i2')
 })
+
+void test('a report unchanged since the last summary (the same object) is not counted again; another one, or another intent, is', async () => {
+  const clock = new FakeClock()
+  const published: BoxSummary[] = []
+  const store = Object.assign(new FakeStore([]), {
+    publishBox: (s: BoxSummary) => {
+      published.push(s)
+      return Promise.resolve()
+    },
+  })
+  // Each count of a report reads its rows once: the reads say how many times it was counted.
+  let reads = 0
+  const counted = (r: LayoutReport): LayoutReport => {
+    const rows = r.rows
+    return Object.defineProperty({ ...r }, 'rows', {
+      get: () => {
+        reads++
+        return rows
+      },
+      enumerable: true,
+    })
+  }
+  let current = counted(report(3, 0, false))
+  const publisher = new BoxPublisher({
+    config: { activatorUrl: '' },
+    store,
+    logger: new FakeLogger(),
+    clock,
+    report: () => Promise.resolve(current),
+    legBusy: () => ({ running: false, pending: false }),
+    version: () => Promise.resolve('0.1.0'),
+    signal: new AbortController().signal,
+  })
+  const settle = async () => {
+    clock.advance(0)
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+  publisher.noteIntent(intent({ id: 'i1', mode: 'nested' }))
+  await settle()
+  assert.equal(reads, 1)
+  for (let i = 0; i < 3; i++) {
+    publisher.noteIntent(intent({ id: 'i1', mode: 'nested' }))
+    await settle()
+  }
+  assert.equal(reads, 1, 'the same report and intent: the last count stands')
+  assert.equal(published.length, 1)
+
+  publisher.noteIntent(intent({ id: 'i2', mode: 'nested' }))
+  await settle()
+  assert.equal(reads, 2, 'another intent: counted again')
+  assert.equal(published.at(-1)?.intent, 'i2')
+
+  current = counted(report(1, 2, false))
+  publisher.update()
+  await settle()
+  assert.equal(reads, 3, 'another report: counted again')
+  assert.deepEqual(published.at(-1)?.counts, { flat: 1, nested: 2 })
+})
