@@ -4,6 +4,7 @@
 // label can ever carry a hostname and a bad caller cannot explode the series
 // count.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { HttpHistogram } from './http-histogram.js'
 import { OpsMetrics } from './ops-metrics.js'
 import { MODES, OUTCOMES, type Mode, type Outcome, type ReportMode, type RowLayout } from './domain/modes.js'
 
@@ -152,7 +153,7 @@ export class Metrics {
     registers: [this.registry],
   })
 
-  private readonly httpSeconds = new Histogram({
+  private readonly httpSeconds = new HttpHistogram({
     name: `${PREFIX}http_request_duration_seconds`,
     help: 'HTTP requests served, by method, route pattern and status.',
     labelNames: ['method', 'route', 'status'] as const,
@@ -241,9 +242,9 @@ export class Metrics {
   }
 
   /**
-   * The series of the HTTP histogram, by method, route and status: labels
-   * hashed once per series instead of on every request (their set is
-   * closed: route patterns, never URLs).
+   * The series of the HTTP histogram, by method, route and status: found
+   * by one key per request, its labels checked once per series (their set
+   * is closed: route patterns, never URLs).
    */
   private readonly httpSeries = new Map<string, { observe(seconds: number): void }>()
 
@@ -251,7 +252,7 @@ export class Metrics {
   observeHttp(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${status} ${route}`
     let series = this.httpSeries.get(key)
-    if (series === undefined) this.httpSeries.set(key, (series = this.httpSeconds.labels({ method, route, status: String(status) })))
+    if (series === undefined) this.httpSeries.set(key, (series = this.httpSeconds.series(key, { method, route, status: String(status) })))
     series.observe(seconds)
   }
 

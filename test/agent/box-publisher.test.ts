@@ -16,8 +16,8 @@ function report(flat: number, nested: number, running: boolean): LayoutReport {
   return { box: 'kass-1', mode: 'nested', default: false, defaultBlocked: '', leg: { running, pending: false, lastRun: null, retryAt: null }, warnings: [], rows }
 }
 
-void test('while a run is under way the summary is the last one marked busy, built from no report; the run end publishes new counts', async () => {
-  const clock = new FakeClock()
+/** A store that keeps every summary published to it. */
+function recordingStore(): { store: FakeStore & { publishBox: (s: BoxSummary) => Promise<void> }; published: BoxSummary[] } {
   const published: BoxSummary[] = []
   const store = Object.assign(new FakeStore([]), {
     publishBox: (s: BoxSummary) => {
@@ -25,6 +25,12 @@ void test('while a run is under way the summary is the last one marked busy, bui
       return Promise.resolve()
     },
   })
+  return { store, published }
+}
+
+void test('while a run is under way the summary is the last one marked busy, built from no report; the run end publishes new counts', async () => {
+  const clock = new FakeClock()
+  const { store, published } = recordingStore()
   let running = false
   let moved = 0
   let built = 0
@@ -80,13 +86,7 @@ void test('while a run is under way the summary is the last one marked busy, bui
 
 void test('a report unchanged since the last summary (the same object) is not counted again; another one, or another intent, is', async () => {
   const clock = new FakeClock()
-  const published: BoxSummary[] = []
-  const store = Object.assign(new FakeStore([]), {
-    publishBox: (s: BoxSummary) => {
-      published.push(s)
-      return Promise.resolve()
-    },
-  })
+  const { store, published } = recordingStore()
   // Each count of a report reads its rows once: the reads say how many times it was counted.
   let reads = 0
   const counted = (r: LayoutReport): LayoutReport => {
