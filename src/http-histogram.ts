@@ -37,6 +37,8 @@ export class HttpHistogram {
     this.help = opts.help
     this.#labelNames = opts.labelNames
     this.#bounds = [...opts.buckets].sort((a, b) => a - b)
+    // prom-client types a metric as one of its own classes; its registry
+    // asks of one only its name, get() and reset().
     for (const r of opts.registers) r.registerMetric(this as never)
   }
 

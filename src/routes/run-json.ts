@@ -2,9 +2,9 @@
 // the event loop. `converge?wait=1` answers with the run it waited for:
 // after a converge of 10,000 hosts that is 10,000 results, twice (the run,
 // and the leg's last run), and serialized in one go it held the loop for
-// some 100 ms, the very moment a box that has just moved every tenant is
-// asked to wake them (design §4.4). Each slice goes through the schema's
-// own serializer, so the bytes are the ones the schema would have made.
+// some 100 ms in a profiled run, in the turn the run ended (design §9, "A
+// run's end"). Each slice goes through the schema's own serializer, so the
+// bytes are the ones the schema would have made.
 import type { FastifyReply } from 'fastify'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { LegRun, LegState, ResultSchema } from '../domain/schemas.js'
