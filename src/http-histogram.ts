@@ -2,8 +2,8 @@
 // Histogram. Each observation through a prom-client child converts its
 // labels, checks them and hashes them again: some 6% of the CPU of a
 // `/ready` answered at 10,000 a second, the route an activator polls. Here
-// a series is found once by its key and an observation is a bucket search
-// and three additions; the scrape writes the same exposition a prom-client
+// a series is found by one key and an observation is a bucket search and
+// three additions; the scrape writes the same exposition a prom-client
 // histogram of the same name, labels and buckets writes (a test holds the
 // two to each other).
 import type { Registry } from 'prom-client'
@@ -42,29 +42,28 @@ export class HttpHistogram {
     for (const r of opts.registers) r.registerMetric(this as never)
   }
 
-  /** The series of these label values, made on first use; key names it, one key for one set of values. */
-  series(key: string, labels: Record<string, string>): { observe(value: number): void } {
-    let s = this.#series.get(key)
-    if (s === undefined) {
-      for (const name of Object.keys(labels)) if (!this.#labelNames.includes(name)) throw new Error(`${this.name}: no label ${name}`)
-      s = { labels, counts: new Float64Array(this.#bounds.length), sum: 0, count: 0 }
-      this.#series.set(key, s)
-    }
-    const series = s
+  /** Makes the series key names, with its label values, unless it is there already. */
+  open(key: string, labels: Record<string, string>): void {
+    if (this.#series.has(key)) return
+    for (const name of Object.keys(labels)) if (!this.#labelNames.includes(name)) throw new Error(`${this.name}: no label ${name}`)
+    this.#series.set(key, { labels, counts: new Float64Array(this.#bounds.length), sum: 0, count: 0 })
+  }
+
+  /** Counts value in the series key names; false, counting nothing, when open() has not made it. */
+  observe(key: string, value: number): boolean {
+    const series = this.#series.get(key)
+    if (series === undefined) return false
+    if (!Number.isFinite(value)) throw new TypeError(`${this.name}: not a finite number: ${value}`)
+    series.sum += value
+    series.count++
     const bounds = this.#bounds
-    return {
-      observe: (value) => {
-        if (!Number.isFinite(value)) throw new TypeError(`${this.name}: not a finite number: ${value}`)
-        series.sum += value
-        series.count++
-        for (let i = 0; i < bounds.length; i++) {
-          if (value <= (bounds[i] ?? Infinity)) {
-            series.counts[i] = (series.counts[i] ?? 0) + 1
-            break
-          }
-        }
-      },
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= (bounds[i] ?? Infinity)) {
+        series.counts[i] = (series.counts[i] ?? 0) + 1
+        break
+      }
     }
+    return true
   }
 
   /** What prom-client's registry writes: per series its cumulative buckets, +Inf, the sum and the count. */

@@ -242,18 +242,15 @@ export class Metrics {
   }
 
   /**
-   * The series of the HTTP histogram, by method, route and status: found
-   * by one key per request, its labels checked once per series (their set
-   * is closed: route patterns, never URLs).
+   * One HTTP request. `route` is the route pattern (`/ready/:host`) or
+   * UNMATCHED_ROUTE, never the URL: the series are a closed set, each found
+   * by one key, its labels checked once when it is made.
    */
-  private readonly httpSeries = new Map<string, { observe(seconds: number): void }>()
-
-  /** One HTTP request. `route` is the route pattern (`/ready/:host`) or UNMATCHED_ROUTE, never the URL. */
   observeHttp(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${status} ${route}`
-    let series = this.httpSeries.get(key)
-    if (series === undefined) this.httpSeries.set(key, (series = this.httpSeconds.series(key, { method, route, status: String(status) })))
-    series.observe(seconds)
+    if (this.httpSeconds.observe(key, seconds)) return
+    this.httpSeconds.open(key, { method, route, status: String(status) })
+    this.httpSeconds.observe(key, seconds)
   }
 
   get contentType(): string {

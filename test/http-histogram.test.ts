@@ -18,15 +18,18 @@ void test('the HTTP histogram writes what a prom-client Histogram of the same na
     ['GET', 'unmatched', '404', [600, 120.5]],
   ] as const
   for (const [method, route, status, values] of seen) {
-    const mine = h.series(`${method} ${status} ${route}`, { method, route, status })
+    const key = `${method} ${status} ${route}`
+    assert.equal(h.observe(key, 1), false, 'no series before open(): nothing counted')
+    h.open(key, { method, route, status })
     for (const v of values) {
-      mine.observe(v)
+      assert.equal(h.observe(key, v), true)
       p.labels({ method, route, status }).observe(v)
     }
   }
   assert.equal(await ours.metrics(), await theirs.metrics())
-  // A series asked for again by its key is the same series.
-  h.series('GET 200 /ready', { method: 'GET', route: '/ready', status: '200' }).observe(0.002)
+  // A series opened again by its key is the same series, its counts kept.
+  h.open('GET 200 /ready', { method: 'GET', route: '/ready', status: '200' })
+  h.observe('GET 200 /ready', 0.002)
   p.labels({ method: 'GET', route: '/ready', status: '200' }).observe(0.002)
   assert.equal(await ours.metrics(), await theirs.metrics())
   assert.match(await ours.metrics(), /x_http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/ready",status="200"\} 5\n/)
@@ -34,8 +37,8 @@ void test('the HTTP histogram writes what a prom-client Histogram of the same na
 
 void test('the HTTP histogram refuses a label it does not have and a value that is not a finite number', () => {
   const h = new HttpHistogram({ name: 'y_seconds', help: 'h', labelNames: LABELS, buckets: BUCKETS, registers: [new Registry()] })
-  assert.throws(() => h.series('k', { host: 't1.example' }), /no label host/)
-  const s = h.series('GET 200 /ready', { method: 'GET', route: '/ready', status: '200' })
-  assert.throws(() => s.observe(Number.NaN), /not a finite number/)
-  assert.throws(() => s.observe(Infinity), /not a finite number/)
+  assert.throws(() => h.open('k', { host: 't1.example' }), /no label host/)
+  h.open('GET 200 /ready', { method: 'GET', route: '/ready', status: '200' })
+  assert.throws(() => h.observe('GET 200 /ready', Number.NaN), /not a finite number/)
+  assert.throws(() => h.observe('GET 200 /ready', Infinity), /not a finite number/)
 })
