@@ -1,11 +1,11 @@
 // The HTTP request histogram, kept by layoutd rather than by prom-client's
 // Histogram. Each observation through a prom-client child converts its
-// labels, checks them and hashes them again: some 6% of the CPU of a
-// `/ready` answered at 10,000 a second, the route an activator polls. Here
-// a series is found by one key and an observation is a bucket search and
-// three additions; the scrape writes the same exposition a prom-client
-// histogram of the same name, labels and buckets writes (a test holds the
-// two to each other).
+// labels, checks them and hashes them again: some 6% of the busy CPU of
+// an agent answering `/ready` some 7,000 times a second, the route an
+// activator polls. Here a series is found by one key and an observation is
+// a bucket search and three additions; the scrape writes the same
+// exposition a prom-client histogram of the same name, labels and buckets
+// writes (a test holds the two to each other).
 import type { Registry } from 'prom-client'
 
 interface Series {
