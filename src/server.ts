@@ -31,6 +31,7 @@ export async function serve(config: Config): Promise<number> {
     { Metrics },
     { armSkippedFsyncs },
     { packageVersion },
+    { SYNC_CONCURRENCY, threadPoolSize },
   ] = await Promise.all([
     import('close-with-grace'),
     import('./infra/edge.js'),
@@ -43,8 +44,16 @@ export async function serve(config: Config): Promise<number> {
     import('./metrics.js'),
     import('./infra/failpoint.js'),
     import('./package-version.js'),
+    import('./infra/fsutil.js'),
   ])
   const logger = createLogger(config.logLevel)
+  const pool = threadPoolSize()
+  if (pool < SYNC_CONCURRENCY) {
+    logger.warn(
+      { threadPool: pool, wanted: SYNC_CONCURRENCY },
+      `layoutd: libuv's thread pool has ${pool} threads, so a converge runs its fsyncs ${pool} at a time and takes longer; start node with UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} (contrib/layoutd.service, the image and npm start do)`,
+    )
+  }
   if (config.token === '' && !LOOPBACK.test(config.listen.host)) {
     logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
     process.stderr.write(`layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`)

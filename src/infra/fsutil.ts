@@ -74,8 +74,31 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
   return out
 }
 
-/** How many fsyncs run at once: the kernel folds concurrent ones into one journal commit. */
-const SYNC_CONCURRENCY = 16
+/**
+ * How many fsyncs run at once. The kernel folds concurrent ones into one
+ * journal commit and one flush of the disk's cache, so a batch's thousand
+ * directory fsyncs cost a few flushes instead of a thousand (design §3.3).
+ * They run on libuv's thread pool, which must be this large for them all
+ * to be in flight: the agent is started with UV_THREADPOOL_SIZE=64
+ * (threadPoolSize).
+ */
+export const SYNC_CONCURRENCY = 64
+
+/**
+ * The size of libuv's thread pool in a process started with env, by
+ * libuv's own rule (an unsigned atoi): UV_THREADPOOL_SIZE as an integer, 1
+ * for a value that is not one or is 0, 1024 at most (and for a negative
+ * one); 4 when unset. Read at the pool's first
+ * use, before any code of ours runs: only the environment node is started
+ * with can set it.
+ */
+export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.UV_THREADPOOL_SIZE
+  if (raw === undefined) return 4
+  const n = Number.parseInt(raw, 10)
+  if (!Number.isFinite(n) || n === 0) return 1
+  return n < 0 ? 1024 : Math.min(n, 1024)
+}
 
 /**
  * fsync a directory, so the entries created, renamed or removed in it are

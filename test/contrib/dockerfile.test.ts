@@ -9,6 +9,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { AgentProcess, makeSandbox } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -48,6 +49,7 @@ void test('the image: /data and /deploy are volumes, the listen address is loopb
   assert.match(env, /CARLOS_DEPLOYMENT_DIR=\/deploy\b/)
   assert.match(env, /CARLOS_AGENT_LISTEN=127\.0\.0\.1:9740\b/, 'loopback unless the operator gives a token and an address')
   assert.doesNotMatch(env, /CARLOS_AGENT_TOKEN/, 'no token baked into the image')
+  assert.match(env, new RegExp(`\\bUV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}\\b`), 'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)')
   const image = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(await fs.readFile(path.join(ROOT, 'Dockerfile'), 'utf8'))
   const major = Number(image?.[1])
   const engines = (JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node

@@ -8,6 +8,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
@@ -35,6 +36,7 @@ void test('the unit runs node directly, hardened, writing only the data and depl
   assert.match(one('Type'), /^(simple|notify)$/)
   assert.match(one('ExecStart'), /^\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js serve$/, 'node itself, never npm: a SIGTERM must reach the agent')
   assert.equal(one('EnvironmentFile'), '/etc/layoutd/layoutd.env')
+  assert.equal(one('Environment'), `UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`, 'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)')
   assert.equal(one('NoNewPrivileges'), 'yes')
   assert.equal(one('ProtectSystem'), 'strict')
   assert.deepEqual(one('ReadWritePaths').split(/\s+/).sort(), ['/data', '/deploy'])

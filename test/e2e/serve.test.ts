@@ -11,6 +11,7 @@ import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import type { LayoutReport } from '../../src/domain/schemas.js'
+import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { AgentExited, AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox, type StartOptions } from '../helpers/agent-process.js'
 
 /**
@@ -131,6 +132,17 @@ void test('a bad value stops the agent at boot, naming the variable and the valu
     (err: Error) => err,
   )
   assert.match(bad.message, /layoutd: CARLOS_LAYOUT_POLL=soon: a duration like 500ms, 5s, 10m, 1h/)
+})
+
+void test('an agent started with a small thread pool says its fsyncs will run that few at a time, and what to set', async (t) => {
+  const { start } = await sandbox(t)
+  const small = await start({ env: { UV_THREADPOOL_SIZE: '4' } })
+  await small.waitReady(20_000)
+  assert.match(small.tail(), new RegExp(`thread pool has 4 threads, so a converge runs its fsyncs 4 at a time.*UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`))
+  await small.stop()
+  const wide = await start()
+  await wide.waitReady(20_000)
+  assert.doesNotMatch(wide.tail(), /thread pool has/, 'no word when the pool is as large as the fsyncs it runs')
 })
 
 void test('without a token the agent refuses to listen beyond loopback', async (t) => {

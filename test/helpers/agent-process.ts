@@ -18,6 +18,7 @@ import { loadConfig } from '../../src/config.js'
 import { errorMessage } from '../../src/errors.js'
 import type { Mode } from '../../src/domain/modes.js'
 import { openDeployStore } from '../../src/infra/deploy-store.js'
+import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 
 /** The compiled CLI beside this compiled file, wherever the build was written. */
@@ -66,6 +67,8 @@ export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): Nod
     CARLOS_LAYOUT_POLL: '200ms',
     CARLOS_ACTIVATOR_URL: '',
     CARLOS_LOG_LEVEL: 'info',
+    // As contrib/layoutd.service, the image and npm start give it (design §3.3).
+    UV_THREADPOOL_SIZE: String(SYNC_CONCURRENCY),
     ...extra,
   }
 }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { atomicWrite, atomicWriteMany, ensureDir, fsyncDir, mapLimit, readNoFollow, setDirMode, unlinkMany, writeDurable } from '../../src/infra/fsutil.js'
+import { execFileSync } from 'node:child_process'
+import { atomicWrite, atomicWriteMany, ensureDir, fsyncDir, mapLimit, readNoFollow, setDirMode, threadPoolSize, unlinkMany, writeDurable } from '../../src/infra/fsutil.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 void test('atomicWriteMany writes whole files under their names and leaves no temporary', async (t) => {
@@ -83,4 +84,20 @@ void test('mapLimit throws the first error only after every call in flight has e
   )
   assert.deepEqual(ended.sort(), [1, 2], 'the two calls in flight finished before the rejection')
   assert.deepEqual(started.sort(), [0, 1, 2], 'nothing started after the failure')
+})
+
+void test('threadPoolSize reads UV_THREADPOOL_SIZE as libuv itself does', () => {
+  // The threads of a node whose pool has started, less those of one whose
+  // pool is a single thread: the pool libuv made, for each value.
+  const threads = (value: string | undefined): number => {
+    const env = { ...process.env }
+    delete env.UV_THREADPOOL_SIZE
+    if (value !== undefined) env.UV_THREADPOOL_SIZE = value
+    const script = "require('node:fs').stat('.', () => console.log(require('node:fs').readdirSync('/proc/self/task').length))"
+    return Number(execFileSync(process.execPath, ['-e', script], { env, encoding: 'utf8' }).trim())
+  }
+  const one = threads('1')
+  for (const value of [undefined, '8', ' 8', '12x', '0', '', 'many', '1', '2000', '-3']) {
+    assert.equal(threadPoolSize(value === undefined ? {} : { UV_THREADPOOL_SIZE: value }), threads(value) - one + 1, `UV_THREADPOOL_SIZE=${String(value)}`)
+  }
 })

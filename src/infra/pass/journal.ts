@@ -18,7 +18,7 @@ import type { Dirs } from '../../domain/paths.js'
 import { RowPaths } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncSkipped } from '../failpoint.js'
-import { ensureDir, fsyncDir, isNotFound, mapLimit, readNoFollow, readNoFollowSync, tmpName, type NamedData } from '../fsutil.js'
+import { ensureDir, fsyncDir, isNotFound, mapLimit, readNoFollow, readNoFollowSync, SYNC_CONCURRENCY, tmpName, type NamedData } from '../fsutil.js'
 import { defaultSlicer, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
 
 const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = constants
@@ -110,7 +110,6 @@ export async function writeManySliced(dir: string, files: readonly NamedData[], 
 }
 
 const fdatasync = promisify(fsSync.fdatasync)
-const SYNC_CONCURRENCY = 16
 
 /** Removes the own journals of hosts with one directory fsync. */
 export async function removeJournals(dirs: Dirs, hosts: Iterable<string>, slicer: Slicer = defaultSlicer): Promise<void> {
