@@ -154,6 +154,7 @@ export class Agent implements AgentApi {
     this.#parts.gate?.stop()
     this.#leg.stop()
     await this.#leg.wait()
+    this.#parts.closePass?.()
     await this.#keys
   }
 

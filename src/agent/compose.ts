@@ -13,6 +13,7 @@ import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
 import { Isolation } from '../infra/isolation.js'
 import { layoutDirectory } from '../infra/layout-dir.js'
 import { Pass } from '../infra/pass/pass.js'
+import { PreflightPool } from '../infra/pass/preflight-pool.js'
 import type { Registry } from '../infra/registry.js'
 import { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics.js'
@@ -57,6 +58,8 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // The pass is built once start-up has swept the claims and read the
   // start-up intent, as it always was; what it reports as it goes is the
   // agent's to hear, so the agent hands in that callback when it builds it.
+  // Preflight's walks on threads of their own (design §3.3), for every pass this agent builds.
+  const preflight = new PreflightPool()
   const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({
@@ -76,6 +79,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       onWait,
       reload,
       stopTimeoutMs,
+      preflight,
     })
   }
   // Read at each scrape: the gauge never lags the gate.
@@ -92,6 +96,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     gate,
     layoutDir: layoutDirectory(config.dataDir),
     makePass,
+    closePass: () => preflight.close(),
     intentTimeoutMs: adapters.intentTimeoutMs,
   })
   return agent

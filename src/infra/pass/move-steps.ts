@@ -8,8 +8,9 @@ import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
 import { fsyncNamedDirs, present } from '../fsutil.js'
-import { clearDestination, modeDirs, prepareParents, preflight, renameDir, swappedSincePreflight, syncParents, type DirIdentity } from './mover.js'
+import { clearDestination, modeDirs, prepareParents, renameDir, syncParents } from './mover.js'
 import type { PassContext } from './pass-context.js'
+import { swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
 import { lstatSyncOrUndefined } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
@@ -147,13 +148,16 @@ export class MoveSteps {
     const going: MoveInFlight[] = []
     const held: Array<{ move: MoveInFlight; reason: string }> = []
     const failed: Array<{ move: MoveInFlight; reason: string }> = []
-    const found = await this.#ctx.slicer.map(moves, async (move) => {
-      try {
-        const checked = await preflight(move.journal.from.dir, this.#ctx.slicer)
-        return checked.kind === 'missing' ? { kind: 'failed' as const, reason: await this.#missing(move) } : checked
-      } catch (err) {
-        return { kind: 'failed' as const, reason: `preflight: ${errorMessage(err)}` }
-      }
+    let walked: Array<Preflight | Error>
+    try {
+      walked = await this.#ctx.preflight.check(moves.map((move) => move.journal.from.dir))
+    } catch (err) {
+      walked = moves.map(() => (err instanceof Error ? err : new Error(String(err))))
+    }
+    const found = await this.#ctx.slicer.map(moves, async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; reason: string }> => {
+      const checked = walked[i] ?? new Error('no answer')
+      if (checked instanceof Error) return { kind: 'failed', reason: `preflight: ${checked.message}` }
+      return checked.kind === 'missing' ? { kind: 'failed', reason: await this.#missing(move) } : checked
     })
     for (const [i, move] of moves.entries()) {
       const checked = found[i]

@@ -1,78 +1,17 @@
-// The file half of one move (design §3 steps 5–7): preflight the source,
-// set aside what is in the way, prepare the destination's parents, rename.
-// Nothing here follows a symlink, and nothing here decides: the pass says
-// what to move, these say what they found and did.
-import fsSync, { type Stats } from 'node:fs'
+// The file half of one move (design §3 steps 6–7): set aside what is in
+// the way, prepare the destination's parents, rename (preflight, step 5, is
+// preflight.ts). Nothing here follows a symlink, and nothing here decides:
+// the pass says what to move, these say what they found and did.
+import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { childPath, ensureDir, fsyncDirs, fsyncNamedDirs, lstatOrUndefined, shownPath } from '../fsutil.js'
+import { ensureDir, fsyncDirs, fsyncNamedDirs, lstatOrUndefined } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
-import { defaultSlicer, ensureDirSync, lstatBigSyncOrUndefined, lstatSyncOrUndefined, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
-
-/** Which directory preflight saw: a rename must move that one (design §3 step 7). */
-export interface DirIdentity {
-  dev: bigint
-  ino: bigint
-}
-
-/** What preflight found. `held`: a reason the tenant could have caused. */
-export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
-
-/**
- * Checks the source of a move without following a symlink: the directory
- * itself must be a directory, not a link to one (renaming a link would move
- * the link and leave the files where the tenant pointed it), and no regular
- * file under it may have a second name. A hard link made while flat could
- * name a neighbour's file; moved into an isolated directory it would carry
- * that file along, out of reach of the isolation meant to protect it.
- * The walk stops at the first such file, and its calls are synchronous in
- * slices of the event loop (sliced-fs.ts). Throws on an I/O error: that is
- * a failure, not a tenant's doing.
- */
-export async function preflight(dir: string, slicer: Slicer = defaultSlicer): Promise<Preflight> {
-  const st = lstatBigSyncOrUndefined(dir)
-  if (st === undefined) return { kind: 'missing' }
-  if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
-  if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
-  // A name is bytes (design §2): the walk reads and builds every path as a
-  // Buffer, so a name that is not UTF-8 is lstat'd as it is, never as its
-  // lossy decoding (which names nothing, and failed every run with ENOENT).
-  const root = Buffer.from(dir)
-  const queue: Buffer[] = [root]
-  for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
-    for (const e of fsSync.readdirSync(d, { withFileTypes: true, encoding: 'buffer' })) {
-      const p = childPath(d, e.name)
-      if (e.isDirectory()) queue.push(p)
-      else if (e.isFile()) {
-        const links = fsSync.lstatSync(p).nlink
-        if (links > 1) return { kind: 'held', reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links` }
-      }
-      await slicer.pause()
-    }
-  }
-  return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
-}
-
-/**
- * After a rename: whether what now sits at `at` is the very directory
- * preflight saw (a directory, not a symlink, same device and inode). A
- * tenant that swapped its directory for a symlink, or for another
- * directory, between preflight and the rename got that moved instead
- * (rename(2) moves a link, never what it points at): answers what was
- * found, or undefined when it is the directory preflight saw.
- */
-export function swappedSincePreflight(at: string, seen: DirIdentity): string | undefined {
-  const st = lstatBigSyncOrUndefined(at)
-  if (st === undefined) return 'nothing'
-  if (st.isSymbolicLink()) return 'a symlink'
-  if (!st.isDirectory()) return 'not a directory'
-  if (st.dev !== seen.dev || st.ino !== seen.ino) return `another directory (device ${st.dev}, inode ${st.ino}; preflight saw device ${seen.dev}, inode ${seen.ino})`
-  return undefined
-}
+import { defaultSlicer, ensureDirSync, lstatSyncOrUndefined, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
 
 export interface Aside {
   /** Where the items went. */

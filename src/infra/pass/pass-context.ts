@@ -8,6 +8,7 @@ import { adaptiveBatchSize, type RecoveryAction } from '../../domain/pass-plan.j
 import type { Dirs } from '../../domain/paths.js'
 import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/ports.js'
 import { errorMessage } from '../../errors.js'
+import { SlicedPreflight, type Preflighter } from './preflight-pool.js'
 import { Slicer } from './sliced-fs.js'
 
 /** How long a stop may take before the move gives up on the host (design §3 step 3). */
@@ -46,6 +47,8 @@ export interface PassDeps {
   stopTimeoutMs?: number
   /** A fixed number of hosts per group commit (tests); unset, adaptive. */
   batchSize?: number
+  /** Where preflight walks sources: worker threads (PreflightPool) in the agent; unset, the loop's thread in slices. */
+  preflight?: Preflighter
 }
 
 export class PassContext {
@@ -55,9 +58,11 @@ export class PassContext {
   readonly batchSize: number | ((waiting: number) => number)
   /** Every part of the pass gives the event loop back through this one (sliced-fs.ts). */
   readonly slicer = new Slicer()
+  readonly preflight: Preflighter
 
   constructor(deps: PassDeps) {
     this.deps = deps
+    this.preflight = deps.preflight ?? new SlicedPreflight(this.slicer)
     this.stopTimeoutMs = deps.stopTimeoutMs ?? STOP_TIMEOUT_MS
     this.batchSize = deps.batchSize === undefined ? BATCH_SIZE : Math.max(1, deps.batchSize)
   }

@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { ensureDirSync, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
-import { preflight } from '../../../src/infra/pass/mover.js'
+import { preflight } from '../../../src/infra/pass/preflight.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 void test('a slicer gives the event loop a turn once its budget is spent, and not before', async () => {

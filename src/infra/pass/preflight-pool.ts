@@ -1,0 +1,158 @@
+// Preflight's walks off the event loop's thread (design §3.3). The walk
+// of every file of every source is most of a move's own work, and all of
+// it system calls: on worker threads it takes another core, and the
+// loop's thread is left to the activator, the HTTP routes and the rest of
+// the pass (the renames, the rows, the fsyncs' answers). Each source is
+// still walked after its journal and before its rename; only the thread
+// that walks it changes. A thread idle for a while ends, and the next walk
+// starts another: an agent whose layout is settled keeps none.
+import os from 'node:os'
+import { Worker } from 'node:worker_threads'
+import { preflight, type Preflight } from './preflight.js'
+import type { Slicer } from './sliced-fs.js'
+
+/** A list of sources for one thread to walk. */
+export interface WalkRequest {
+  id: number
+  dirs: string[]
+}
+
+/** What one source's walk found, or the error that stopped it. */
+export type WalkAnswer = Preflight | { kind: 'error'; message: string }
+
+export interface WalkReply {
+  id: number
+  found: WalkAnswer[]
+}
+
+/** Each source's preflight, in order; a source whose walk failed answers its error, and fails alone. */
+export interface Preflighter {
+  check(dirs: readonly string[]): Promise<Array<Preflight | Error>>
+}
+
+/** Preflight on the loop's thread, in slices (tests, and a pass given no pool). */
+export class SlicedPreflight implements Preflighter {
+  readonly #slicer: Slicer
+
+  constructor(slicer: Slicer) {
+    this.#slicer = slicer
+  }
+
+  async check(dirs: readonly string[]): Promise<Array<Preflight | Error>> {
+    return this.#slicer.map(dirs, (dir) => preflight(dir, this.#slicer).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err)))))
+  }
+}
+
+/** Sources per message: a batch is shared among the threads in pieces this large. */
+const CHUNK = 16
+
+/** How long a thread with nothing to walk is kept. */
+const IDLE_MS = 10_000
+
+/**
+ * Threads to walk on: the cores but one, which the loop's thread keeps
+ * (one on a box of 2 cores), at most 4.
+ */
+export function walkThreads(cores = os.availableParallelism()): number {
+  return Math.max(1, Math.min(4, cores - 1))
+}
+
+/** One worker thread and the requests it has not answered. */
+class WalkThread {
+  readonly #worker: Worker
+  readonly #pending = new Map<number, { resolve: (found: WalkAnswer[]) => void; reject: (err: Error) => void }>()
+  readonly #onGone: (t: WalkThread) => void
+  readonly #idleMs: number
+  #idle: NodeJS.Timeout | undefined
+  #dead: Error | undefined
+
+  constructor(idleMs: number, onGone: (t: WalkThread) => void) {
+    this.#idleMs = idleMs
+    this.#worker = new Worker(new URL('./preflight-worker.js', import.meta.url))
+    // Never what keeps the process alive: an agent stopping does not wait for it.
+    this.#worker.unref()
+    this.#worker.on('message', (reply: WalkReply) => {
+      const waiter = this.#pending.get(reply.id)
+      this.#pending.delete(reply.id)
+      waiter?.resolve(reply.found)
+      if (this.#pending.size === 0) this.#idleSoon()
+    })
+    this.#onGone = onGone
+    this.#worker.on('error', (err) => this.#gone(new Error(`the walking thread failed: ${err.message}`)))
+    this.#worker.on('exit', (code) => this.#gone(new Error(`the walking thread exited (code ${code})`)))
+  }
+
+  walk(id: number, dirs: string[]): Promise<WalkAnswer[]> {
+    if (this.#dead !== undefined) return Promise.reject(this.#dead)
+    clearTimeout(this.#idle)
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject })
+      const req: WalkRequest = { id, dirs }
+      this.#worker.postMessage(req)
+    })
+  }
+
+  /** Ends the thread, taken out of its pool at once; what it had not answered fails. */
+  end(): void {
+    this.#gone(new Error('the walking thread was ended'))
+    void this.#worker.terminate()
+  }
+
+  #gone(err: Error): void {
+    this.#dead ??= err
+    for (const waiter of this.#pending.values()) waiter.reject(this.#dead)
+    this.#pending.clear()
+    clearTimeout(this.#idle)
+    this.#onGone(this)
+  }
+
+  #idleSoon(): void {
+    this.#idle = setTimeout(() => this.end(), this.#idleMs)
+    this.#idle.unref()
+  }
+}
+
+/** Preflight on worker threads (walkThreads of them), started as walks come and ended when idle. */
+export class PreflightPool implements Preflighter {
+  readonly #size: number
+  readonly #idleMs: number
+  readonly #threads: WalkThread[] = []
+  #next = 0
+  #ids = 0
+
+  constructor(opts: { size?: number; idleMs?: number } = {}) {
+    this.#size = Math.max(1, opts.size ?? walkThreads())
+    this.#idleMs = opts.idleMs ?? IDLE_MS
+  }
+
+  /** How many threads are running now. */
+  get threads(): number {
+    return this.#threads.length
+  }
+
+  async check(dirs: readonly string[]): Promise<Array<Preflight | Error>> {
+    const chunks: Array<Promise<WalkAnswer[]>> = []
+    for (let i = 0; i < dirs.length; i += CHUNK) chunks.push(this.#thread().walk(++this.#ids, dirs.slice(i, i + CHUNK)))
+    const found = (await Promise.all(chunks)).flat()
+    return found.map((a) => (a.kind === 'error' ? new Error(a.message) : a))
+  }
+
+  /** Ends every thread (an agent stopping); a later walk starts them again. */
+  close(): void {
+    for (const t of this.#threads.splice(0)) t.end()
+  }
+
+  /** The threads in turn, one started while there are fewer than size. */
+  #thread(): WalkThread {
+    if (this.#threads.length < this.#size) {
+      const t = new WalkThread(this.#idleMs, (gone) => {
+        const i = this.#threads.indexOf(gone)
+        if (i >= 0) this.#threads.splice(i, 1)
+      })
+      this.#threads.push(t)
+      return t
+    }
+    this.#next = (this.#next + 1) % this.#threads.length
+    return this.#threads[this.#next] as WalkThread
+  }
+}

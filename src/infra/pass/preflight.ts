@@ -1,0 +1,84 @@
+// Step 5 of a move (design §3): the source checked without following a
+// symlink, and after the rename, the check that what moved is what was
+// checked. The walk is one generator, driven two ways: in slices of the
+// event loop (preflight), or whole on a thread of its own (preflightSync,
+// which preflight-worker.ts runs off the loop's thread).
+import fs from 'node:fs'
+import { childPath, shownPath } from '../fsutil.js'
+import { defaultSlicer, lstatBigSyncOrUndefined, type Slicer } from './sliced-fs.js'
+
+/** Which directory preflight saw: a rename must move that one (design §3 step 7). */
+export interface DirIdentity {
+  dev: bigint
+  ino: bigint
+}
+
+/** What preflight found. `held`: a reason the tenant could have caused. */
+export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
+
+/**
+ * The walk of one source, yielding after each entry it looked at and
+ * returning what it found. The directory itself must be a directory, not a
+ * link to one (renaming a link would move the link and leave the files
+ * where the tenant pointed it), and no regular file under it may have a
+ * second name. A hard link made while flat could name a neighbour's file;
+ * moved into an isolated directory it would carry that file along, out of
+ * reach of the isolation meant to protect it. The walk stops at the first
+ * such file. Throws on an I/O error: that is a failure, not a tenant's
+ * doing.
+ */
+function* walk(dir: string): Generator<undefined, Preflight> {
+  const st = lstatBigSyncOrUndefined(dir)
+  if (st === undefined) return { kind: 'missing' }
+  if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
+  if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
+  // A name is bytes (design §2): the walk reads and builds every path as a
+  // Buffer, so a name that is not UTF-8 is lstat'd as it is, never as its
+  // lossy decoding (which names nothing, and failed every run with ENOENT).
+  const root = Buffer.from(dir)
+  const queue: Buffer[] = [root]
+  for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
+    for (const e of fs.readdirSync(d, { withFileTypes: true, encoding: 'buffer' })) {
+      const p = childPath(d, e.name)
+      if (e.isDirectory()) queue.push(p)
+      else if (e.isFile()) {
+        const links = fs.lstatSync(p).nlink
+        if (links > 1) return { kind: 'held', reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links` }
+      }
+      yield
+    }
+  }
+  return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
+}
+
+/** Preflight on the event loop's thread, giving the loop back between slices (sliced-fs.ts). */
+export async function preflight(dir: string, slicer: Slicer = defaultSlicer): Promise<Preflight> {
+  const steps = walk(dir)
+  for (let step = steps.next(); ; step = steps.next()) {
+    if (step.done === true) return step.value
+    await slicer.pause()
+  }
+}
+
+/** Preflight in one go, for a thread that answers nothing else (preflight-worker.ts). */
+export function preflightSync(dir: string): Preflight {
+  const steps = walk(dir)
+  for (let step = steps.next(); ; step = steps.next()) if (step.done === true) return step.value
+}
+
+/**
+ * After a rename: whether what now sits at `at` is the very directory
+ * preflight saw (a directory, not a symlink, same device and inode). A
+ * tenant that swapped its directory for a symlink, or for another
+ * directory, between preflight and the rename got that moved instead
+ * (rename(2) moves a link, never what it points at): answers what was
+ * found, or undefined when it is the directory preflight saw.
+ */
+export function swappedSincePreflight(at: string, seen: DirIdentity): string | undefined {
+  const st = lstatBigSyncOrUndefined(at)
+  if (st === undefined) return 'nothing'
+  if (st.isSymbolicLink()) return 'a symlink'
+  if (!st.isDirectory()) return 'not a directory'
+  if (st.dev !== seen.dev || st.ino !== seen.ino) return `another directory (device ${st.dev}, inode ${st.ino}; preflight saw device ${seen.dev}, inode ${seen.ino})`
+  return undefined
+}

@@ -1,0 +1,88 @@
+// Preflight on worker threads answers what the walk on the loop's thread
+// answers, source by source and in order; a walk that fails fails alone; a
+// pool ended mid-walk fails that walk and starts again after; idle threads
+// end.
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { test } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
+import { PreflightPool, SlicedPreflight, walkThreads } from '../../../src/infra/pass/preflight-pool.js'
+import { preflight, type Preflight } from '../../../src/infra/pass/preflight.js'
+import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
+import { tmpDir } from '../../helpers/tmp.js'
+
+/** Sources of every kind preflight tells apart, and what the loop's walk answers for each. */
+function sources(root: string): string[] {
+  const tree = (name: string): string => {
+    const dir = path.join(root, name)
+    fs.mkdirSync(path.join(dir, 'sub', 'deep'), { recursive: true })
+    fs.writeFileSync(path.join(dir, 'sub', 'deep', 'f'), 'x')
+    fs.writeFileSync(path.join(dir, 'g'), 'y')
+    return dir
+  }
+  const out: string[] = []
+  for (let i = 0; i < 40; i++) out.push(tree(`ok-${i}`))
+  const linked = tree('linked')
+  fs.linkSync(path.join(linked, 'sub', 'deep', 'f'), path.join(root, 'neighbour-name'))
+  const odd = tree('odd')
+  fs.writeFileSync(Buffer.concat([Buffer.from(`${odd}/`), Buffer.from([0xff, 0xfe])]), 'z')
+  fs.linkSync(Buffer.concat([Buffer.from(`${odd}/`), Buffer.from([0xff, 0xfe])]), path.join(root, 'odd-second'))
+  fs.symlinkSync(tree('target'), path.join(root, 'link'))
+  fs.writeFileSync(path.join(root, 'file'), '')
+  out.splice(3, 0, linked, path.join(root, 'link'), path.join(root, 'file'), path.join(root, 'missing'), odd, path.join(root, 'file', 'below'))
+  return out
+}
+
+void test('the pool answers what the walk on the loop answers, source by source, in order', async (t) => {
+  const root = await tmpDir(t)
+  const dirs = sources(root)
+  const pool = new PreflightPool({ size: 2 })
+  t.after(() => pool.close())
+  const onThreads = await pool.check(dirs)
+  const onLoop = await new SlicedPreflight(new Slicer()).check(dirs)
+  assert.equal(onThreads.length, dirs.length)
+  // An error as its message: the loop's keeps its errno fields, a thread's is rebuilt from the message.
+  const shown = (a: Preflight | Error | undefined) => (a instanceof Error ? { kind: 'error', reason: a.message } : a)
+  const answers = onThreads.map(shown)
+  assert.deepEqual(answers, onLoop.map(shown))
+  assert.deepEqual(answers.slice(3, 9).map((a) => a?.kind), ['held', 'held', 'held', 'missing', 'held', 'error'])
+  assert.equal(answers.filter((a) => a?.kind === 'ok').length, 40)
+  const reason = (a: ReturnType<typeof shown>) => (a !== undefined && 'reason' in a ? a.reason : '')
+  assert.match(reason(answers[3]), /a file of its has a second name: sub\/deep\/f has 2 links/)
+  assert.match(reason(answers[7]), /\\xff\\xfe has 2 links/, 'a name that is not UTF-8 is walked as its bytes')
+  assert.match(reason(answers[8]), /ENOTDIR/, 'the error names what failed')
+  const st = fs.lstatSync(dirs[0] as string, { bigint: true })
+  assert.deepEqual(answers[0], { kind: 'ok', seen: { dev: st.dev, ino: st.ino } })
+  assert.deepEqual(await preflight(dirs[1] as string), onThreads[1])
+})
+
+void test('a pool ended mid-walk fails that walk, and the next walk starts a thread again', async (t) => {
+  const root = await tmpDir(t)
+  const big = path.join(root, 'big')
+  fs.mkdirSync(big)
+  for (let i = 0; i < 20_000; i++) fs.writeFileSync(path.join(big, `f${i}`), '')
+  const pool = new PreflightPool({ size: 1 })
+  t.after(() => pool.close())
+  const walking = pool.check(Array.from({ length: 8 }, () => big))
+  assert.equal(pool.threads, 1)
+  pool.close()
+  assert.equal(pool.threads, 0)
+  await assert.rejects(walking, /the walking thread was ended/)
+  const again = await pool.check([big])
+  assert.equal(again[0] instanceof Error ? 'error' : again[0]?.kind, 'ok')
+})
+
+void test('a thread idle for idleMs ends; the pool keeps none while nothing walks', async (t) => {
+  const root = await tmpDir(t)
+  const pool = new PreflightPool({ size: 2, idleMs: 50 })
+  t.after(() => pool.close())
+  await pool.check(Array.from({ length: 40 }, () => root))
+  assert.equal(pool.threads, 2)
+  for (let i = 0; i < 100 && pool.threads > 0; i++) await delay(20)
+  assert.equal(pool.threads, 0)
+})
+
+void test('walkThreads leaves the loop a core of its own', () => {
+  assert.deepEqual([1, 2, 3, 4, 8, 64].map((cores) => walkThreads(cores)), [1, 1, 2, 3, 4, 4])
+})
