@@ -27,6 +27,8 @@ export class MoveEndings {
   readonly #grace: GraceBook
   /** Hosts settle kept (their journal file could not go), until the run's results say so (takeUnsettled). */
   readonly #unsettled = new Map<string, string>()
+  /** The settle under way: one at a time, so each file is planned and removed by one of them. */
+  #settling: Promise<unknown> = Promise.resolve()
 
   constructor(ctx: PassContext, state: PassState, grace: GraceBook) {
     this.#ctx = ctx
@@ -125,7 +127,14 @@ export class MoveEndings {
    * and lifts the fences that waited for them. Answers, by host, why a
    * host's journal stays: it is kept and fenced, for recovery.
    */
-  async settle(): Promise<ReadonlyMap<string, string>> {
+  settle(): Promise<ReadonlyMap<string, string>> {
+    // Two batches in flight settle each in turn, never at once.
+    const turn = this.#settling.then(() => this.#settleNow())
+    this.#settling = turn.catch(() => undefined)
+    return turn
+  }
+
+  async #settleNow(): Promise<ReadonlyMap<string, string>> {
     const unsettled = await this.#state.settle()
     for (const { host, why } of unsettled) {
       const reason = `move ended, but ${why}; the host stays fenced for recovery`
@@ -135,10 +144,15 @@ export class MoveEndings {
     return this.#unsettled
   }
 
-  /** The hosts settle had to keep since the last call, with why; forgotten once taken. */
-  takeUnsettled(): Map<string, string> {
-    const out = new Map(this.#unsettled)
-    this.#unsettled.clear()
+  /** Which of hosts settle had to keep, with why; forgotten once taken (another batch's stay for it). */
+  takeUnsettled(hosts: Iterable<string>): Map<string, string> {
+    const out = new Map<string, string>()
+    for (const host of hosts) {
+      const why = this.#unsettled.get(host)
+      if (why === undefined) continue
+      out.set(host, why)
+      this.#unsettled.delete(host)
+    }
     return out
   }
 

@@ -43,7 +43,7 @@ export class MoveSteps {
    * the journal and the aside must not turn a plain move into a case for an
    * operator.
    */
-  async move(moves: MoveInFlight[]): Promise<Result[]> {
+  async move(moves: MoveInFlight[], onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
     const results: Result[] = []
     const ready: MoveInFlight[] = []
@@ -79,7 +79,7 @@ export class MoveSteps {
       return this.#settled(results)
     }
     ctx.failpoint('after-journal')
-    results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined)))
+    results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined, onWalked)))
     return results
   }
 
@@ -88,7 +88,7 @@ export class MoveSteps {
    * not expect leaves its hosts fenced with their journals on disk, for
    * recovery (or the next run) to finish from where the files are.
    */
-  async continueFrom(step: FromStep, moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined): Promise<Result[]> {
+  async continueFrom(step: FromStep, moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined, onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
     const results: Result[] = []
     try {
@@ -96,6 +96,7 @@ export class MoveSteps {
       if (step === FromStep.Preflight) {
         const seen = new Map<string, DirIdentity>()
         going = await this.#preflight(going, seen, results)
+        onWalked?.()
         going = await this.#prepare(going, results)
         going = await this.#rename(going, seen, results)
       }
@@ -131,7 +132,7 @@ export class MoveSteps {
    */
   async #settled(results: Result[]): Promise<Result[]> {
     await this.#endings.settle()
-    const unsettled = this.#endings.takeUnsettled()
+    const unsettled = this.#endings.takeUnsettled(results.map((r) => r.host))
     if (unsettled.size === 0) return results
     return results.map((r) => {
       const why = unsettled.get(r.host)

@@ -109,8 +109,14 @@ export class Pass implements LayoutPass {
     const rows = registry.snapshot().routes
     const candidates = await this.#planRows(rows, mode, grace, results)
 
+    // Two batches at a time (design §3.3): the next is started once this
+    // one is walked, so its walk goes on while this one is prepared,
+    // renamed, committed and finished. Each host is at one numbered step
+    // at every moment, whichever batch it is in.
+    let ahead: Promise<void> | undefined
+    let failure: { err: unknown } | undefined
     for (const planned of inBatches(candidates, this.#ctx.batchSize)) {
-      if (opts.signal.aborted) break
+      if (opts.signal.aborted || failure !== undefined) break
       let batch = planned
       // The gate can shut while a long run is under way; no host is stopped
       // for a nested move the box would then refuse to wake.
@@ -119,8 +125,21 @@ export class Pass implements LayoutPass {
         for (const candidate of batch) results.push(this.#ctx.resultWithMetrics(candidate.record.host, 'refused', `isolation not ready: ${shut}`, mode))
         batch = []
       }
-      results.push(...(await this.#moveBatch(batch, mode, opts, parts)))
+      let walked = (): void => undefined
+      const isWalked = new Promise<void>((resolve) => (walked = resolve))
+      const going = this.#moveBatch(batch, mode, opts, parts, walked).then(
+        (moved) => {
+          results.push(...moved)
+        },
+        (err: unknown) => {
+          failure ??= { err }
+        },
+      )
+      await Promise.all([Promise.race([isWalked, going]), ahead])
+      ahead = going
     }
+    await ahead
+    if (failure !== undefined) throw failure.err
     await grace.save().catch((err: unknown) => {
       logger.error({ err: errorMessage(err) }, `layout: grace book not saved: ${errorMessage(err)}`)
     })
@@ -183,7 +202,7 @@ export class Pass implements LayoutPass {
   }
 
   /** One batch: its sleeping hosts fenced and moved together, then its awake ones stopped and moved one at a time. */
-  async #moveBatch(batch: readonly MoveCandidate[], mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }, parts: LoadedParts): Promise<Result[]> {
+  async #moveBatch(batch: readonly MoveCandidate[], mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }, parts: LoadedParts, walked: () => void): Promise<Result[]> {
     const ctx = this.#ctx
     const { claims, clock, graceMs, registry } = ctx.deps
     const results: Result[] = []
@@ -211,7 +230,7 @@ export class Pass implements LayoutPass {
         wasHeld: candidate.wasHeld,
         fencedAt,
       }))
-      results.push(...(await parts.steps.move(moves)))
+      results.push(...(await parts.steps.move(moves, walked)))
     }
     for (const candidate of sorted.awake) {
       if (opts.signal.aborted) break

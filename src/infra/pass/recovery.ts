@@ -214,7 +214,7 @@ export class Recovery {
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
     this.#endings.liftUnheld(moves)
     await this.#endings.settle()
-    const unsettled = this.#endings.takeUnsettled()
+    const unsettled = this.#endings.takeUnsettled(moves.map((move) => move.journal.host))
     await ctx.reloadEdge()
     return moves.map((move) =>
       unsettled.has(move.journal.host) ? ctx.resultWithMetrics(move.journal.host, 'failed', unsettled.get(move.journal.host) ?? '', move.journal.to) : ctx.resultWithMetrics(

@@ -319,12 +319,13 @@ void test('a destination another row claims is refused', async (t) => {
   assert.match(r?.reason ?? '', /^destination taken: dir .* contains z\.example\.com's dir/)
 })
 
-void test('a run cancelled between batches stops before the next batch', async (t) => {
+void test('a run cancelled while a batch is journaled starts no batch after it, and finishes the one under way', async (t) => {
   const h = await harness(t, { batchSize: 1 })
   h.addFlat('a.example.com')
   h.addFlat('b.example.com')
   const ac = new AbortController()
-  h.pass = h.newPass({ failpoint: (s) => s === 'after-lift' && ac.abort() })
+  // The next batch starts once this one is walked (design §3.3): cancelled before, it never starts.
+  h.pass = h.newPass({ failpoint: (s) => s === 'after-journal' && ac.abort() })
   const res = await h.converge('nested', { signal: ac.signal })
   assert.deepEqual(outcomes(res), { 'a.example.com': 'moved' })
   assert.ok(isFlat(h.dirs, h.reg.get('b.example.com') ?? ({} as never)))
@@ -365,11 +366,32 @@ function passDepsOf(h: Awaited<ReturnType<typeof harness>>) {
   }
 }
 
+void test('two batches at a time: the next starts once this one is walked, and a third waits for the first to end', async (t) => {
+  const h = await harness(t)
+  for (const host of ['a.example.com', 'b.example.com', 'c.example.com']) h.addFlat(host)
+  const steps: string[] = []
+  h.pass = h.newPass({ batchSize: 1, failpoint: (s) => steps.push(s) })
+  const res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), { 'a.example.com': 'moved', 'b.example.com': 'moved', 'c.example.com': 'moved' })
+  /** Where the nth (from 1) of a step was reached. */
+  const nth = (step: string, n: number): number => {
+    const at = steps.flatMap((s, i) => (s === step ? [i] : []))[n - 1]
+    assert.ok(at !== undefined, `${step} reached ${n} times: ${steps.join(' ')}`)
+    return at
+  }
+  assert.ok(nth('after-fence', 2) > nth('after-preflight', 1), 'the second batch starts once the first is walked')
+  assert.ok(nth('after-fence', 2) < nth('after-lift', 1), 'and before the first has ended')
+  assert.ok(nth('after-fence', 3) > nth('after-lift', 1), 'the third waits for the first to end')
+  assert.ok(nth('after-fence', 3) > nth('after-preflight', 2), 'and for the second to be walked')
+  assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
 void test('a gate that shuts during a run refuses the hosts not yet stopped', async (t) => {
   const h = await harness(t)
   h.addFlat('a.example.com')
   h.addFlat('b.example.com')
-  h.pass = h.newPass({ batchSize: 1, failpoint: (s) => s === 'after-lift' && (h.gate.why = 'probe: ready: false') })
+  // Shut while a's batch is journaled, before b's batch starts (once a's is walked): a goes on, b is refused.
+  h.pass = h.newPass({ batchSize: 1, failpoint: (s) => s === 'after-journal' && (h.gate.why = 'probe: ready: false') })
   const res = await h.converge('nested')
   assert.deepEqual(res.map((r) => [r.host, r.outcome, r.reason]), [
     ['a.example.com', 'moved', ''],
