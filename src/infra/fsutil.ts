@@ -50,6 +50,19 @@ export function shownPath(p: Buffer): string {
   return [...p].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('')
 }
 
+/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
+export async function rmdirIfEmpty(dir: string): Promise<boolean> {
+  try {
+    await fs.rmdir(dir)
+    return true
+  } catch (err) {
+    const c = code(err)
+    if (c === 'ENOENT') return true
+    if (c === 'ENOTEMPTY' || c === 'EEXIST' || c === 'ENOTDIR') return false
+    throw err
+  }
+}
+
 /** Runs fn over items, at most limit at a time, keeping order in the answer. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length)

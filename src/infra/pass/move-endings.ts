@@ -96,7 +96,7 @@ export class MoveEndings {
     // stands, so a crash before the removal has recovery redo it; a
     // leftover that cannot go is logged, and never fails the move.
     const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
-    await removeEmptyNestedRoots(ctx.deps.dirs, reverted, ctx.slicer).catch((err: unknown) => {
+    await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
       ctx.deps.logger.warn({ hosts: reverted, err: errorMessage(err) }, `layout: empty nested directories not removed: ${errorMessage(err)}`)
     })
     await this.#state.closeJournals(moves.map((move) => move.journal.host))

@@ -1,11 +1,11 @@
-// The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, rmdir,
-// a mode set through a handle), made synchronously in short slices that
-// give the event loop back between them (design §3.3). Each such call on a
-// cached directory costs microseconds, where the same call through libuv's
-// four-thread pool costs a round trip of the loop; the slicer bounds how
-// long the loop is held, so a wake claim or `/ready/:host` never waits
-// behind a walk of thousands of files. fsyncs are not here: they wait on
-// the disk, and stay asynchronous.
+// The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, a mode
+// set through a handle), made synchronously in short slices that give the
+// event loop back between them (design §3.3). Each such call on a cached
+// directory costs microseconds, where the same call through libuv's thread
+// pool costs a round trip of the loop; the slicer bounds how long the loop
+// is held, so a wake claim or `/ready/:host` never waits behind a walk of
+// thousands of files. fsyncs and rmdirs are not here: they wait on the
+// disk or free an inode, and run on the pool, many at once.
 import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -103,19 +103,6 @@ export function unlinkSyncIfPresent(p: string): boolean {
     return true
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
-    throw err
-  }
-}
-
-/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
-export function rmdirSyncIfEmpty(dir: string): boolean {
-  try {
-    fs.rmdirSync(dir)
-    return true
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT') return true
-    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') return false
     throw err
   }
 }

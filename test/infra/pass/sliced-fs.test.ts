@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { ensureDirSync, renameDirSync, rmdirSyncIfEmpty, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
+import { ensureDirSync, renameDirSync, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
+import { rmdirIfEmpty } from '../../../src/infra/fsutil.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
@@ -33,7 +34,7 @@ void test('a walk of many files in slices lets timers run between them', async (
   assert.ok(turns > 0, 'the loop ran timers while the walk went on')
 })
 
-void test('the synchronous calls: a directory made once, a mode set, a rename never over something, unlink and rmdir of what is absent', async (t) => {
+void test('the synchronous calls: a directory made once, a mode set, a rename never over something, unlink of what is absent, rmdir of what is absent or kept', async (t) => {
   const root = await tmpDir(t)
   const a = path.join(root, 'a')
   assert.equal(ensureDirSync(a, 0o700), true)
@@ -49,7 +50,7 @@ void test('the synchronous calls: a directory made once, a mode set, a rename ne
   assert.equal(unlinkSyncIfPresent(path.join(root, 'nothing')), false)
   assert.equal(unlinkSyncIfPresent(path.join(root, 'link')), true)
   fs.writeFileSync(path.join(root, 'c', 'f'), '')
-  assert.equal(rmdirSyncIfEmpty(path.join(root, 'c')), false, 'something keeps it')
-  assert.equal(rmdirSyncIfEmpty(path.join(root, 'b')), true)
-  assert.equal(rmdirSyncIfEmpty(path.join(root, 'b')), true, 'gone already')
+  assert.equal(await rmdirIfEmpty(path.join(root, 'c')), false, 'something keeps it')
+  assert.equal(await rmdirIfEmpty(path.join(root, 'b')), true)
+  assert.equal(await rmdirIfEmpty(path.join(root, 'b')), true, 'gone already')
 })
