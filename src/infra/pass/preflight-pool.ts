@@ -43,6 +43,9 @@ export class SlicedPreflight implements Preflighter {
   }
 }
 
+/** The nice of a walking thread: below the loop's thread, which answers the activator (preflight-worker.ts). */
+export const WALK_NICE = 10
+
 /** Sources per message: a batch is shared among the threads in pieces this large. */
 const CHUNK = 16
 

@@ -2,10 +2,22 @@
 // list of sources, walks each in one go and answers what it found for
 // each, in order; a walk that fails is answered as its error, and the
 // others go on. It answers nothing else: nothing waits on it but the pass.
+import fs from 'node:fs'
+import os from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../../errors.js'
-import type { WalkAnswer, WalkReply, WalkRequest } from './preflight-pool.js'
+import { WALK_NICE, type WalkAnswer, type WalkReply, type WalkRequest } from './preflight-pool.js'
 import { preflightSync } from './preflight.js'
+
+// This thread alone is niced (Linux's setpriority takes a thread's id, and
+// /proc/thread-self names it): when the walk and the loop's thread want the
+// same core, the loop, which answers the activator, has it.
+try {
+  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
+  if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, WALK_NICE)
+} catch {
+  // Not Linux, or no /proc: the walk runs at the process's priority.
+}
 
 function answer(dir: string): WalkAnswer {
   try {

@@ -7,7 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
-import { PreflightPool, SlicedPreflight, walkThreads } from '../../../src/infra/pass/preflight-pool.js'
+import { PreflightPool, SlicedPreflight, WALK_NICE, walkThreads } from '../../../src/infra/pass/preflight-pool.js'
 import { preflight, type Preflight } from '../../../src/infra/pass/preflight.js'
 import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -86,4 +86,14 @@ void test('a thread idle for idleMs ends; the pool keeps none while nothing walk
 
 void test('walkThreads leaves the loop a core of its own', () => {
   assert.deepEqual([1, 2, 3, 4, 8, 64].map((cores) => walkThreads(cores)), [1, 1, 2, 3, 4, 4])
+})
+
+void test('a walking thread is niced below the loop\'s thread, and the loop\'s thread is not', async (t) => {
+  const pool = new PreflightPool({ size: 1 })
+  t.after(() => pool.close())
+  await pool.check([await tmpDir(t)])
+  /** The nice of each thread of this process (field 19 of /proc/<tid>/stat). */
+  const nices = fs.readdirSync('/proc/self/task').map((tid) => Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]))
+  assert.equal(nices.filter((n) => n === WALK_NICE).length, 1, `one thread at nice ${WALK_NICE}: ${nices.join(' ')}`)
+  assert.equal(fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ')[16], '0', 'the loop\'s thread keeps its nice')
 })
