@@ -7,7 +7,7 @@
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
-import { fsyncNamedDirs, present } from '../fsutil.js'
+import { fsyncNamedDirs, mapLimit, present, SYNC_CONCURRENCY } from '../fsutil.js'
 import { clearDestination, modeDirs, prepareParents, renameDir, syncParents } from './mover.js'
 import type { PassContext } from './pass-context.js'
 import { swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
@@ -179,14 +179,28 @@ export class MoveSteps {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
-    const prepared = await this.#ctx.slicer.map(moves, async (move) => {
+    type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; why: string }
+    const notPrepared = (err: unknown): Prepared => ({ ok: false, why: `destination not prepared: ${errorMessage(err)}` })
+    // What is in the way is set aside one host at a time: a set-aside makes
+    // shared directories (aside/) whose fsyncs the next one relies on.
+    const cleared = await this.#ctx.slicer.map(moves, async (move): Promise<Prepared | undefined> => {
       try {
         await this.#setAsideWhatIsInTheWay(move)
-        const { host, to, dest } = move.journal
-        const parents = prepareParents(dirs, host, to, dest, socketsGid).map((dir) => [dir, 'prepare-parents'] as const)
-        return { ok: true as const, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
+        return undefined
       } catch (err) {
-        return { ok: false as const, why: `destination not prepared: ${errorMessage(err)}` }
+        return notPrepared(err)
+      }
+    })
+    // The parents, many hosts at once: their mkdirs wait on the pool (mover.ts).
+    const prepared = await mapLimit(moves, SYNC_CONCURRENCY, async (move, i): Promise<Prepared> => {
+      const refused = cleared[i]
+      if (refused !== undefined) return refused
+      try {
+        const { host, to, dest } = move.journal
+        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map((dir) => [dir, 'prepare-parents'] as const)
+        return { ok: true, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
+      } catch (err) {
+        return notPrepared(err)
       }
     })
     for (const [i, move] of moves.entries()) {

@@ -11,7 +11,7 @@ import type { RowPaths } from '../../domain/schemas.js'
 import { ensureDir, fsyncDirs, fsyncNamedDirs, lstatOrUndefined, mapLimit, rmdirIfEmpty, SYNC_CONCURRENCY } from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
-import { ensureDirSync, lstatSyncOrUndefined, renameDirSync, setDirModeSync, unlinkSyncIfPresent } from './sliced-fs.js'
+import { ensureDirOffLoop, ensureDirSync, lstatSyncOrUndefined, renameDirSync, setDirModeSync, unlinkSyncIfPresent } from './sliced-fs.js'
 
 export interface Aside {
   /** Where the items went. */
@@ -115,9 +115,12 @@ const SHARED_PARENT_MODE = 0o755
  * entry on the way down to the destination's parent, so a power cut cannot
  * keep a renamed directory whose parent it lost. `run/` is not on that
  * path: the fsync of the destination's parent after the rename covers its
- * entry, and modeDirs names it for the fsync its mode needs.
+ * entry, and modeDirs names it for the fsync its mode needs. The shared
+ * parents are made on the loop's thread, before the first await, so hosts
+ * prepared at once never race to make them; each host's own two are made
+ * on the pool (ensureDirOffLoop).
  */
-export function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): string[] {
+export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
   const sync: string[] = []
   if (to === 'flat') {
     const apps = path.dirname(dest.dir)
@@ -127,10 +130,10 @@ export function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPath
   const root = nestedRoot(dirs, host)
   const base = path.dirname(root)
   if (ensureDirSync(base, SHARED_PARENT_MODE)) sync.push(path.dirname(base))
-  if (ensureDirSync(root, NESTED_ROOT_MODE)) sync.push(base)
+  if (await ensureDirOffLoop(root, NESTED_ROOT_MODE)) sync.push(base)
   setDirModeSync(root, NESTED_ROOT_MODE)
   const run = path.dirname(dest.socket)
-  ensureDirSync(run, NESTED_RUN_MODE)
+  await ensureDirOffLoop(run, NESTED_RUN_MODE)
   setDirModeSync(run, NESTED_RUN_MODE, gid)
   return sync
 }

@@ -4,8 +4,9 @@
 // directory costs microseconds, where the same call through libuv's thread
 // pool costs a round trip of the loop; the slicer bounds how long the loop
 // is held, so a wake claim or `/ready/:host` never waits behind a walk of
-// thousands of files. fsyncs and rmdirs are not here: they wait on the
-// disk or free an inode, and run on the pool, many at once.
+// thousands of files. fsyncs, mkdirs and rmdirs are not made here: they
+// wait on the disk or make or free an inode, and run on the pool, many at
+// once (ensureDirOffLoop looks here and makes there).
 import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -74,6 +75,28 @@ export function ensureDirSync(dir: string, mode: number): boolean {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
   }
   const st = fs.lstatSync(dir)
+  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  return false
+}
+
+/**
+ * ensureDirSync with its mkdir on the thread pool. A mkdir allocates an
+ * inode and waits its turn in the filesystem's journal behind the fsyncs
+ * of the batch before: some 0.24 ms each on the development machine, half
+ * of the loop's time in a migrate of 1,000 hosts when they were made here.
+ * Looked at first on the loop's thread, which costs microseconds.
+ */
+export async function ensureDirOffLoop(dir: string, mode: number): Promise<boolean> {
+  const there = lstatSyncOrUndefined(dir)
+  if (there === undefined) {
+    try {
+      await fs.promises.mkdir(dir, { mode })
+      return true
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
+  const st = there ?? fs.lstatSync(dir)
   if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
   return false
 }

@@ -116,7 +116,7 @@ void test('prepareParents: nested root 0750, run 2770 with the sockets group', a
   const dest = nestedPaths(d, H)
   const canChown = process.getuid?.() === 0
   const gid = canChown ? 4242 : -1
-  const sync = prepareParents(d, H, 'nested', dest, gid)
+  const sync = await prepareParents(d, H, 'nested', dest, gid)
   assert.deepEqual(sync, [d.dataDir, path.join(d.dataDir, 'nested')])
   assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
   const run = fs.statSync(path.dirname(dest.socket))
@@ -124,11 +124,20 @@ void test('prepareParents: nested root 0750, run 2770 with the sockets group', a
   if (canChown) assert.equal(run.gid, 4242)
   // Again: nothing new to sync, modes repaired.
   fs.chmodSync(nestedRoot(d, H), 0o777)
-  assert.deepEqual(prepareParents(d, H, 'nested', dest, -1), [])
+  assert.deepEqual(await prepareParents(d, H, 'nested', dest, -1), [])
   assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
 
-  assert.deepEqual(prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
+  assert.deepEqual(await prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
   assert.ok(fs.statSync(path.join(d.dataDir, 'apps')).isDirectory())
+})
+
+void test('prepareParents for many hosts at once: the shared parent made once and named once for its fsync', async (t) => {
+  const d = await dirsFor(t)
+  const hosts = Array.from({ length: 40 }, (_, i) => `h${i}.example.com`)
+  const synced = await Promise.all(hosts.map((h) => prepareParents(d, h, 'nested', nestedPaths(d, h), -1)))
+  assert.equal(synced.flat().filter((dir) => dir === d.dataDir).length, 1, 'D gained D/nested once')
+  assert.equal(synced.flat().filter((dir) => dir === path.join(d.dataDir, 'nested')).length, hosts.length, 'D/nested gained each root')
+  for (const h of hosts) assert.equal(fs.statSync(path.dirname(nestedPaths(d, h).socket)).mode & 0o7777, 0o2770)
 })
 
 void test('renameDir never renames over something', async (t) => {

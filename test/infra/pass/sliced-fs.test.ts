@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { ensureDirSync, renameDirSync, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
+import { ensureDirOffLoop, ensureDirSync, renameDirSync, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
 import { rmdirIfEmpty } from '../../../src/infra/fsutil.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -32,6 +32,20 @@ void test('a walk of many files in slices lets timers run between them', async (
     clearInterval(timer)
   }
   assert.ok(turns > 0, 'the loop ran timers while the walk went on')
+})
+
+void test('a directory made off the loop: made once among many asking at once, never through a symlink or over a file', async (t) => {
+  const root = await tmpDir(t)
+  const a = path.join(root, 'a')
+  const made = await Promise.all(Array.from({ length: 8 }, () => ensureDirOffLoop(a, 0o700)))
+  assert.deepEqual(made.filter(Boolean).length, 1, 'one of them made it; the others found it there')
+  assert.ok(fs.statSync(a).isDirectory())
+  assert.equal(await ensureDirOffLoop(a, 0o700), false)
+  fs.symlinkSync(a, path.join(root, 'link'))
+  await assert.rejects(ensureDirOffLoop(path.join(root, 'link'), 0o700), /is a symlink; refusing to use it/)
+  fs.writeFileSync(path.join(root, 'file'), '')
+  await assert.rejects(ensureDirOffLoop(path.join(root, 'file'), 0o700), /is not a directory; refusing to use it/)
+  await assert.rejects(ensureDirOffLoop(path.join(root, 'file', 'under'), 0o700), /ENOTDIR/)
 })
 
 void test('the synchronous calls: a directory made once, a mode set, a rename never over something, unlink of what is absent, rmdir of what is absent or kept', async (t) => {
