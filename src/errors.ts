@@ -178,6 +178,11 @@ export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
+/** Whatever was thrown, as an Error (a walk's answer is one or the other). */
+export function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err))
+}
+
 /** The CLI's exit status for a failure: 2 for a usage error, 1 for anything else (design §8). */
 export function exitStatusOf(err: unknown): 1 | 2 {
   return err instanceof UsageError ? 2 : 1

@@ -10,6 +10,7 @@ import type { FsyncName } from '../failpoint.js'
 import { fsyncNamedDirs, mapLimit, present, SYNC_CONCURRENCY } from '../fsutil.js'
 import { clearDestination, modeDirs, prepareParents, renameDir, syncParents } from './mover.js'
 import type { PassContext } from './pass-context.js'
+import { walkAll, type Walked } from './preflight-pool.js'
 import { swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
 import { lstatSyncOrUndefined } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
@@ -41,7 +42,11 @@ export class MoveSteps {
    * is set aside before the journal is written, not after: with a journal
    * on disk, files at both ends read as ambiguous (§4), and a crash between
    * the journal and the aside must not turn a plain move into a case for an
-   * operator.
+   * operator. The walk of step 5 starts as the journal is written, not
+   * once it is on disk: it reads and changes nothing, its hosts are
+   * fenced and stopped already, and what it found is used only after the
+   * journal landed. The journal's fsyncs wait behind the filesystem's
+   * commits of the batch before; the walk need not (design §3.3).
    */
   async move(moves: MoveInFlight[], onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
@@ -69,17 +74,20 @@ export class MoveSteps {
     }
     ctx.failpoint('after-aside')
     if (ready.length === 0) return results
+    const walking = this.#walk(ready)
     try {
       await this.#state.openJournals(ready.map((move) => move.journal))
     } catch (err) {
       // Each journal that did reach the disk names a move whose files have
       // not moved; removing them now (or recovery, if this fails too)
-      // leaves every host exactly where it was.
+      // leaves every host exactly where it was. No walk of the batch
+      // outlives it.
+      await walking
       results.push(...(await this.#endings.abandon(ready, `journal not written: ${errorMessage(err)}`)))
       return this.#settled(results)
     }
     ctx.failpoint('after-journal')
-    results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined, onWalked)))
+    results.push(...(await this.continueFrom(FromStep.Preflight, ready, 'moved', undefined, { walking, onWalked })))
     return results
   }
 
@@ -88,15 +96,21 @@ export class MoveSteps {
    * not expect leaves its hosts fenced with their journals on disk, for
    * recovery (or the next run) to finish from where the files are.
    */
-  async continueFrom(step: FromStep, moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined, onWalked?: () => void): Promise<Result[]> {
+  async continueFrom(
+    step: FromStep,
+    moves: MoveInFlight[],
+    outcome: 'moved' | 'recovered',
+    intent: IntentMode | undefined,
+    walk: { walking?: Promise<Walked>; onWalked?: () => void } = {},
+  ): Promise<Result[]> {
     const ctx = this.#ctx
     const results: Result[] = []
     try {
       let going = moves
       if (step === FromStep.Preflight) {
         const seen = new Map<string, DirIdentity>()
-        going = await this.#preflight(going, seen, results)
-        onWalked?.()
+        going = await this.#preflight(going, seen, results, walk.walking ?? this.#walk(going))
+        walk.onWalked?.()
         going = await this.#prepare(going, results)
         going = await this.#rename(going, seen, results)
       }
@@ -145,16 +159,11 @@ export class MoveSteps {
    * with nothing moved. Which directory each source is goes into seen, for
    * the check after its rename.
    */
-  async #preflight(moves: MoveInFlight[], seen: Map<string, DirIdentity>, results: Result[]): Promise<MoveInFlight[]> {
+  async #preflight(moves: MoveInFlight[], seen: Map<string, DirIdentity>, results: Result[], walking: Promise<Walked>): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
     const held: Array<{ move: MoveInFlight; reason: string }> = []
     const failed: Array<{ move: MoveInFlight; reason: string }> = []
-    let walked: Array<Preflight | Error>
-    try {
-      walked = await this.#ctx.preflight.check(moves.map((move) => move.journal.from.dir))
-    } catch (err) {
-      walked = moves.map(() => (err instanceof Error ? err : new Error(String(err))))
-    }
+    const walked = await walking
     const found = await this.#ctx.slicer.map(moves, async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; reason: string }> => {
       const checked = walked[i] ?? new Error('no answer')
       if (checked instanceof Error) return { kind: 'failed', reason: `preflight: ${checked.message}` }
@@ -172,6 +181,11 @@ export class MoveSteps {
     if (held.length > 0) results.push(...(await this.#endings.hold(held)))
     for (const { move, reason } of failed) results.push(...(await this.#endings.abandon([move], reason)))
     return going
+  }
+
+  /** The walks of moves' sources, in order (never rejects). */
+  #walk(moves: readonly MoveInFlight[]): Promise<Walked> {
+    return walkAll(this.#ctx.preflight, moves.map((move) => move.journal.from.dir))
   }
 
   /** Step 6: the destination's parents, and anything that appeared at it since it was cleared. */
@@ -233,8 +247,10 @@ export class MoveSteps {
       try {
         await renameDir(from.dir, dest.dir)
       } catch (err) {
-        // rename(2) is atomic: when it fails, nothing moved.
-        results.push(...(await this.#endings.abandon([move], `rename: ${errorMessage(err)}`)))
+        // rename(2) is atomic: when it fails, nothing moved. A source gone
+        // since it was walked is said as a missing one is.
+        const gone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSyncOrUndefined(from.dir) === undefined
+        results.push(...(await this.#endings.abandon([move], gone ? await this.#missing(move) : `rename: ${errorMessage(err)}`)))
         continue
       }
       const identity = seen.get(host)

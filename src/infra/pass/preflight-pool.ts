@@ -3,11 +3,12 @@
 // it system calls: on worker threads it takes another core, and the
 // loop's thread is left to the activator, the HTTP routes and the rest of
 // the pass (the renames, the rows, the fsyncs' answers). Each source is
-// still walked after its journal and before its rename; only the thread
+// still walked after its fence and before its rename; only the thread
 // that walks it changes. A thread idle for a while ends, and the next walk
 // starts another: an agent whose layout is settled keeps none.
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
+import { asError } from '../../errors.js'
 import { preflight, type Preflight } from './preflight.js'
 import type { Slicer } from './sliced-fs.js'
 
@@ -25,9 +26,17 @@ export interface WalkReply {
   found: WalkAnswer[]
 }
 
+/** What each source's walk found, in order, or the error it ended with. */
+export type Walked = Array<Preflight | Error>
+
 /** Each source's preflight, in order; a source whose walk failed answers its error, and fails alone. */
 export interface Preflighter {
-  check(dirs: readonly string[]): Promise<Array<Preflight | Error>>
+  check(dirs: readonly string[]): Promise<Walked>
+}
+
+/** A check that never rejects: one that throws whole answers its error for every source. */
+export function walkAll(preflighter: Preflighter, dirs: readonly string[]): Promise<Walked> {
+  return preflighter.check(dirs).catch((err: unknown) => dirs.map(() => asError(err)))
 }
 
 /** Preflight on the loop's thread, in slices (tests, and a pass given no pool). */
@@ -38,8 +47,8 @@ export class SlicedPreflight implements Preflighter {
     this.#slicer = slicer
   }
 
-  async check(dirs: readonly string[]): Promise<Array<Preflight | Error>> {
-    return this.#slicer.map(dirs, (dir) => preflight(dir, this.#slicer).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err)))))
+  async check(dirs: readonly string[]): Promise<Walked> {
+    return this.#slicer.map(dirs, (dir) => preflight(dir, this.#slicer).catch(asError))
   }
 }
 
@@ -133,7 +142,7 @@ export class PreflightPool implements Preflighter {
     return this.#threads.length
   }
 
-  async check(dirs: readonly string[]): Promise<Array<Preflight | Error>> {
+  async check(dirs: readonly string[]): Promise<Walked> {
     const chunks: Array<Promise<WalkAnswer[]>> = []
     for (let i = 0; i < dirs.length; i += CHUNK) chunks.push(this.#thread().walk(++this.#ids, dirs.slice(i, i + CHUNK)))
     const found = (await Promise.all(chunks)).flat()

@@ -4,7 +4,11 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../../src/domain/paths.js'
 import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
+import { tmpName } from '../../../src/infra/fsutil.js'
+import { batchJournalName } from '../../../src/infra/pass/journal.js'
 import { Pass } from '../../../src/infra/pass/pass.js'
+import { type Preflighter, SlicedPreflight } from '../../../src/infra/pass/preflight-pool.js'
+import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
 import { addByteNamedEntries, hashTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 import { GRACE_MS, harness, outcomes } from './pass-harness.js'
@@ -384,6 +388,72 @@ void test('two batches at a time: the next starts once this one is walked, and a
   assert.ok(nth('after-fence', 3) > nth('after-lift', 1), 'the third waits for the first to end')
   assert.ok(nth('after-fence', 3) > nth('after-preflight', 2), 'and for the second to be walked')
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
+})
+
+/** A walker that says when each walk starts and ends, and starts none until `go` is called. */
+function heldWalker(events: string[]): Preflighter & { go: () => void } {
+  let go = (): void => {}
+  const going = new Promise<void>((resolve) => (go = resolve))
+  const walker = new SlicedPreflight(new Slicer())
+  return {
+    go: () => go(),
+    async check(dirs) {
+      events.push('walk-start')
+      await going
+      const found = await walker.check(dirs)
+      events.push('walk-end')
+      return found
+    },
+  }
+}
+
+void test('a batch is walked while its journal is written, and what the walk found is used once the journal landed', async (t) => {
+  const h = await harness(t)
+  for (const host of ['a.example.com', 'b.example.com']) h.addFlat(host)
+  const events: string[] = []
+  const preflight = heldWalker(events)
+  h.pass = h.newPass({
+    preflight,
+    failpoint: (s) => {
+      events.push(s)
+      if (s === 'after-journal') preflight.go()
+    },
+  })
+  const res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), { 'a.example.com': 'moved', 'b.example.com': 'moved' })
+  const at = (e: string): number => events.indexOf(e)
+  assert.ok(at('walk-start') < at('after-journal'), `the walk starts before the journal is on disk: ${events.join(' ')}`)
+  assert.ok(at('after-journal') < at('after-preflight') && at('walk-end') < at('after-preflight'), 'what it found is acted on after both')
+})
+
+void test('a journal that cannot be written fails its batch only once the walk of the batch is over', async (t) => {
+  const h = await harness(t)
+  for (const host of ['a.example.com', 'b.example.com']) h.addFlat(host)
+  const events: string[] = []
+  const preflight = heldWalker(events)
+  const layout = path.join(h.dirs.dataDir, 'layout')
+  let generation = 0
+  h.pass = h.newPass({
+    preflight,
+    failpoint: (s) => {
+      events.push(s)
+      // A symlink where the batch's journal is about to be written: it is never opened through one.
+      if (s === 'after-fence') generation = h.fence.fenced('a.example.com') ?? 0
+      if (s !== 'after-aside') return
+      fs.mkdirSync(layout, { recursive: true })
+      fs.symlinkSync('/nowhere', path.join(layout, tmpName(batchJournalName(generation))))
+    },
+  })
+  setTimeout(() => preflight.go(), 50)
+  const res = await h.converge('nested')
+  assert.deepEqual(outcomes(res), { 'a.example.com': 'failed', 'b.example.com': 'failed' })
+  assert.match(res[0]?.reason ?? '', /journal not written/)
+  assert.ok(events.includes('walk-end'), `no walk outlives its batch: ${events.join(' ')}`)
+  assert.ok(!events.includes('after-journal'))
+  for (const host of ['a.example.com', 'b.example.com']) {
+    assert.ok(isFlat(h.dirs, h.reg.get(host)!), 'the row is where it was')
+    assert.equal(h.fence.fenced(host), undefined, 'and the host may wake')
+  }
 })
 
 void test('a gate that shuts during a run refuses the hosts not yet stopped', async (t) => {
