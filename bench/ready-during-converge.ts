@@ -13,7 +13,12 @@
 // same converge too (each granted claim released at once): the claim rate
 // an activator sees while the box converges.
 //
-//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--dir D] [--keep]
+// With --console, an operator's console page is open through the converge:
+// every 2 s it asks GET /layout/status with the ETag it holds, and on a
+// 200 fetches the page (GET /) again, as console.js does; its answers'
+// times are counted apart.
+//
+//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--dir D] [--keep]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -42,6 +47,8 @@ export interface ReadyDuringConverge {
   during: Latencies
   /** POST /wakes/:host at claimRate per second through the same converge (each granted claim released at once); absent at rate 0. */
   claimsDuring?: Latencies & { rate: number }
+  /** With --console: the console page's polls through the converge, each a status ask and, when it changed, the page. */
+  consoleDuring?: ConsolePolls
   lagDuringConverge: LoopLag
   converge: { seconds: number; movesPerSecond: number }
   machine: { cpus: number; loadavg: number[] }
@@ -112,6 +119,40 @@ export async function openLoad(pool: Pool, hosts: readonly string[], rate: numbe
   return { requests: times.length + errors, non200, errors, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99), maxMs: times.at(-1) ?? 0 }
 }
 
+export interface ConsolePolls {
+  everyMs: number
+  polls: number
+  /** Polls answered 200 (the report changed), each followed by the page. */
+  redraws: number
+  statusP50Ms: number
+  statusMaxMs: number
+  pageP50Ms: number
+  pageMaxMs: number
+}
+
+/** The console page's loop (src/routes/console-page/console.js), until stop is aborted. */
+export async function pollLikeConsole(pool: Pool, stop: AbortSignal, everyMs = 2000): Promise<ConsolePolls> {
+  const status: number[] = []
+  const page: number[] = []
+  let etag = ''
+  while (!stop.aborted) {
+    await delay(everyMs)
+    const t0 = performance.now()
+    const res = await pool.request({ method: 'GET', path: '/layout/status', headers: { 'if-none-match': etag } })
+    await res.body.dump()
+    status.push(performance.now() - t0)
+    if (res.statusCode !== 200) continue
+    etag = String(res.headers.etag ?? '')
+    const t1 = performance.now()
+    const html = await pool.request({ method: 'GET', path: '/' })
+    await html.body.dump()
+    page.push(performance.now() - t1)
+  }
+  const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b)
+  const [s, p] = [sorted(status), sorted(page)]
+  return { everyMs, polls: s.length, redraws: p.length, statusP50Ms: percentile(s, 50), statusMaxMs: s.at(-1) ?? 0, pageP50Ms: percentile(p, 50), pageMaxMs: p.at(-1) ?? 0 }
+}
+
 /** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
 async function kickAndWait(url: string): Promise<void> {
   const res = await request(new URL('/layout/converge?wait=1&timeout=600', url), { method: 'POST', headersTimeout: 700_000, bodyTimeout: 700_000 })
@@ -121,7 +162,7 @@ async function kickAndWait(url: string): Promise<void> {
 
 export async function runReadyDuringConverge(
   root: string,
-  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number },
+  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number; console?: boolean },
   log: (l: string) => void = () => undefined,
 ): Promise<ReadyDuringConverge> {
   log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
@@ -148,6 +189,7 @@ export async function runReadyDuringConverge(
     const claimRate = opts.claimRate ?? 0
     // The claims take the hosts from the other end, so a claim and a /ready/:host seldom name one host at once.
     const claims = claimRate > 0 ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim) : undefined
+    const consoleOpen = opts.console === true ? pollLikeConsole(claimPool, ac.signal) : undefined
     const c0 = performance.now()
     let seconds: number
     try {
@@ -158,6 +200,7 @@ export async function runReadyDuringConverge(
     }
     const during = await load
     const claimsDuring = claims === undefined ? undefined : { rate: claimRate, ...(await claims) }
+    const consoleDuring = await consoleOpen
     const lagDuringConverge = await probe.stop()
     // A host a claim held when its batch came was deferred (awake, inside
     // its grace) and is moved by the leg's retry once the claim is gone:
@@ -176,6 +219,7 @@ export async function runReadyDuringConverge(
       idle,
       during,
       ...(claimsDuring === undefined ? {} : { claimsDuring }),
+      ...(consoleDuring === undefined ? {} : { consoleDuring }),
       lagDuringConverge,
       converge: { seconds, movesPerSecond: opts.hosts / seconds },
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
@@ -194,6 +238,7 @@ async function main(): Promise<number> {
       rate: { type: 'string', default: '100' },
       idle: { type: 'string', default: '5' },
       claims: { type: 'string', default: '0' },
+      console: { type: 'boolean', default: false },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
@@ -203,12 +248,12 @@ async function main(): Promise<number> {
   const idleSeconds = Number(values.idle)
   const claimRate = Number(values.claims)
   if (![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1) || !(Number.isInteger(claimRate) && claimRate >= 0)) {
-    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--dir D] [--keep]\n')
+    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--dir D] [--keep]\n')
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-ready-bench-'))
   try {
-    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds, claimRate }, (l) => process.stderr.write(`${l}\n`))
+    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds, claimRate, console: values.console }, (l) => process.stderr.write(`${l}\n`))
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {
