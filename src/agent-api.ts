@@ -167,6 +167,13 @@ export interface AgentApi {
    * process's, so a restart never matches an older tag.
    */
   reportTag(): string
+  /**
+   * The report with its tag, built in slices of the event loop when its
+   * version has none yet (design §6.2): what the status route and the
+   * console serve, so a poll during a converge never holds the activator's
+   * questions behind a whole report.
+   */
+  reportSoon(): Promise<{ report: LayoutReport; tag: string }>
   /** Kicks the leg and returns its state right after the kick. */
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */

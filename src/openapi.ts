@@ -17,6 +17,7 @@ const schemaOnlyApi: AgentApi = {
   readiness: schemaOnly,
   report: schemaOnly,
   reportTag: schemaOnly,
+  reportSoon: schemaOnly,
   kick: schemaOnly,
   converge: schemaOnly,
   legState: schemaOnly,

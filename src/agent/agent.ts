@@ -184,6 +184,10 @@ export class Agent implements AgentApi {
     return this.#view.tag(this.#phase, this.#pass, this.#leg)
   }
 
+  reportSoon(): Promise<{ report: LayoutReport; tag: string }> {
+    return this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+  }
+
   kick(): LegState {
     this.#requireReady().kick()
     return this.#leg.state()

@@ -1,9 +1,10 @@
-// The report as the agent serves it (design §6): the registry's rows at
-// this tick, judged by the armed pass, with the reasons the last finished
-// run withheld rows for; before the pass is published (recovery under way,
-// or no activator armed), judged by what <data>/layout holds. It is a
-// cached value with a version (design §6.2): built again only when one of
-// its inputs has changed, each of which is read here in constant time.
+// The report as the agent serves it (design §6): the registry's rows,
+// judged by the armed pass, with the reasons the last finished run
+// withheld rows for; before the pass is published (recovery under way, or
+// no activator armed), judged by what <data>/layout holds. It is a cached
+// value with a version (design §6.2): the version moves when one of its
+// inputs has changed, each of which is read here in constant time, and
+// the report of a version is built once, in slices, when first asked.
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
@@ -11,7 +12,7 @@ import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
 import type { Result } from '../domain/modes.js'
-import type { IsolationGate, LayoutDirectory, LayoutPass } from '../domain/ports.js'
+import type { IsolationGate, LayoutDirectory, LayoutPass, RowsSnapshot } from '../domain/ports.js'
 import { managedReportSteps, unmanagedLayoutReport } from '../domain/report.js'
 import type { LayoutReport, LegRun, Route } from '../domain/schemas.js'
 import { withheldBy, withheldReasons } from '../domain/withheld-reasons.js'
@@ -34,11 +35,17 @@ export interface ReportViewDeps {
   gate: IsolationGate | null
 }
 
-/** The report as last built, with what it was built from. */
-interface Built {
+/** A version: the inputs it stands for, given its number when they were first seen. */
+interface Version {
   inputs: readonly unknown[]
   version: number
-  /** `<epoch>.<version>`, made once per build. */
+  /** `<epoch>.<version>`, made once per version. */
+  tag: string
+}
+
+/** A report built, for its version. */
+export interface Built {
+  version: number
   tag: string
   report: LayoutReport
   counts: Readonly<Record<string, number>>
@@ -67,8 +74,12 @@ export class ReportView {
   readonly #deps: ReportViewDeps
   /** When this view was made: a version of another process never matches one of this. */
   readonly #epoch = Date.now().toString(36)
+  /** The version of the inputs last seen: numbered as they are seen, built only when asked. */
+  #seen: Version | undefined
   #built: Built | undefined
-  #version = 0
+  /** A build in slices under way, for its version: a reader of that version waits for it rather than build again. */
+  #building: { version: number; done: Promise<Built> } | undefined
+  #versions = 0
   /**
    * The hosts <data>/layout names, as last listed: what the report goes by
    * with no pass armed. null until start-up has listed it: before, no row is
@@ -77,7 +88,7 @@ export class ReportView {
   #onDisk: { journals: Set<string>; holds: Set<string> } | null = null
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
-  /** Counts the builds begun: one built in slices is kept only when none began after it. */
+  /** How many builds began (whole or in slices): what a test counts to see one was not made. */
   #builds = 0
 
   constructor(deps: ReportViewDeps) {
@@ -106,7 +117,12 @@ export class ReportView {
    * the report would read differently, and nothing is built to tell.
    */
   tag(phase: Phase, pass: LayoutPass | null, leg: Leg): string {
-    return this.#current(phase, pass, leg).tag
+    return this.#version(phase, pass, leg).tag
+  }
+
+  /** How many builds have begun. */
+  get builds(): number {
+    return this.#builds
   }
 
   report(phase: Phase, pass: LayoutPass | null, leg: Leg): LayoutReport {
@@ -119,20 +135,30 @@ export class ReportView {
   }
 
   /**
-   * The report of now, built in slices of the event loop when it must be
-   * built at all: for readers that can wait a few turns (the row gauges and
-   * the fleet summary after a run), so that a run's end does not hold the
-   * activator's questions behind a whole report of 10,000 rows. The
-   * status route asks report() and gets the report of its tick.
+   * The report of now with its tag, built in slices of the event loop when
+   * it must be built at all, so that a reader never holds the activator's
+   * questions behind a whole report of 10,000 rows: the status route and
+   * the console (whose poll during a converge finds a new version each
+   * time), the row gauges and the fleet summary after a run. Readers of
+   * one version share one build. Each row is judged against the registry
+   * and the pass as they are in its slice (design §6.2).
    */
-  async reportSoon(phase: Phase, pass: LayoutPass | null, leg: Leg): Promise<{ report: LayoutReport; counts: Readonly<Record<string, number>> }> {
-    const inputs = this.#inputs(phase, pass, leg)
-    const built = this.#built
-    if (built !== undefined && sameInputs(built.inputs, inputs)) return built
+  async reportSoon(phase: Phase, pass: LayoutPass | null, leg: Leg): Promise<Built> {
+    const seen = this.#version(phase, pass, leg)
+    if (this.#built?.version === seen.version) return this.#built
+    if (this.#building?.version === seen.version) return this.#building.done
     if (pass === null) return this.#current(phase, pass, leg)
-    const begun = ++this.#builds
-    const { config, state, gate } = this.#deps
-    const steps = managedReportSteps({ box: config.box, routes: (inputs[0] as { routes: readonly Route[] }).routes, pass, state, leg: leg.state() })
+    const done = this.#buildSoon(seen, pass, leg).finally(() => {
+      if (this.#building?.done === done) this.#building = undefined
+    })
+    this.#building = { version: seen.version, done }
+    return done
+  }
+
+  async #buildSoon(seen: Version, pass: LayoutPass, leg: Leg): Promise<Built> {
+    this.#builds++
+    const { config, state, gate, registry } = this.#deps
+    const steps = managedReportSteps({ box: config.box, routes: (seen.inputs[0] as RowsSnapshot).routes, rowsNow: () => registry.snapshot(), pass, state, leg: leg.state() })
     let since = performance.now()
     for (;;) {
       const step = steps.next()
@@ -141,8 +167,7 @@ export class ReportView {
         await nextTurn()
         const report = withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
         await nextTurn()
-        // A build begun since is newer: keep that one, answer this.
-        return begun === this.#builds ? this.#keep(inputs, report) : { report, counts: countsOf(report) }
+        return this.#keep(seen, report)
       }
       if (performance.now() - since >= SLICE_MS) {
         await nextTurn()
@@ -156,19 +181,29 @@ export class ReportView {
     return [registry.snapshot(), pass, pass?.changes(), state.version, gate?.check(), leg.stateKey(), phase, this.#withheld, this.#onDisk]
   }
 
-  #current(phase: Phase, pass: LayoutPass | null, leg: Leg): Built {
+  /** The version of the inputs now: a new number when any of them changed since last seen, and nothing built to tell. */
+  #version(phase: Phase, pass: LayoutPass | null, leg: Leg): Version {
     const inputs = this.#inputs(phase, pass, leg)
-    const built = this.#built
-    if (built !== undefined && sameInputs(built.inputs, inputs)) return built
-    this.#builds++
-    return this.#keep(inputs, this.#build(phase, pass, leg, (inputs[0] as { routes: readonly Route[] }).routes))
+    const seen = this.#seen
+    if (seen !== undefined && sameInputs(seen.inputs, inputs)) return seen
+    const version = ++this.#versions
+    this.#seen = { inputs, version, tag: `${this.#epoch}.${version}` }
+    return this.#seen
   }
 
-  #keep(inputs: readonly unknown[], report: LayoutReport): Built {
-    const counts = countsOf(report)
-    const version = ++this.#version
-    this.#built = { inputs, version, tag: `${this.#epoch}.${version}`, report, counts }
-    return this.#built
+  /** The report of this tick, built whole when its version has none yet. */
+  #current(phase: Phase, pass: LayoutPass | null, leg: Leg): Built {
+    const seen = this.#version(phase, pass, leg)
+    if (this.#built?.version === seen.version) return this.#built
+    this.#builds++
+    return this.#keep(seen, this.#build(phase, pass, leg, (seen.inputs[0] as RowsSnapshot).routes))
+  }
+
+  /** Keeps a report built for its version, unless one of a later version is kept already. */
+  #keep(seen: Version, report: LayoutReport): Built {
+    const built: Built = { version: seen.version, tag: seen.tag, report, counts: countsOf(report) }
+    if (this.#built === undefined || this.#built.version <= built.version) this.#built = built
+    return built
   }
 
   #build(phase: Phase, pass: LayoutPass | null, leg: Leg, routes: readonly Route[]): LayoutReport {

@@ -6,7 +6,7 @@ import { validHost } from './hostname.js'
 import type { IntentState } from './intent-state.js'
 import type { ReportMode } from './modes.js'
 import { activatorManaged, external, isNested, journalPath, type Dirs } from './paths.js'
-import type { LayoutPass } from './ports.js'
+import type { LayoutPass, RowsSnapshot } from './ports.js'
 import type { LayoutReport, LegState, Route, RowReport } from './schemas.js'
 
 /** The leg of a box that has none (no activator armed): never ran, never will. */
@@ -25,6 +25,13 @@ export interface ManagedReportInput extends CommonInput {
   pass: LayoutPass
   state: IntentState
   leg: LegState
+  /**
+   * The registry's rows as they are now, for a report built in slices while
+   * the pass moves hosts: each row is judged by its row and the pass of the
+   * same slice, never a row of the build's start against a fence lifted
+   * since. The hosts reported are those of `routes`, less any gone since.
+   */
+  rowsNow?: () => RowsSnapshot
 }
 
 export interface UnmanagedReportInput extends CommonInput {
@@ -68,16 +75,21 @@ export const REPORT_ROWS_PER_STEP = 256
  * layoutStatusReport.
  */
 export function* managedReportSteps(input: ManagedReportInput): Generator<void, LayoutReport, void> {
-  const { pass, state, routes } = input
+  const { pass, state, routes, rowsNow } = input
   const def = state.lastDefault()
   const rows: Record<string, RowReport> = {}
   let judged = 0
-  for (const route of routes) {
-    if (++judged % REPORT_ROWS_PER_STEP === 0) yield
+  let now = rowsNow?.()
+  for (const listed of routes) {
+    if (++judged % REPORT_ROWS_PER_STEP === 0) {
+      yield
+      now = rowsNow?.()
+    }
+    const route = now === undefined ? listed : now.byHost.get(listed.host)
     // Only instance-kind rows: sidecars, static and service rows are outside the pass.
-    if (route.kind !== 'instance') continue
+    if (route === undefined || route.kind !== 'instance') continue
     if (activatorManaged(route)) {
-      let { layout, reason } = pass.classify(route, routes)
+      let { layout, reason } = pass.classify(route, now?.routes ?? routes)
       // A host the pass keeps down after a refused nested move classifies
       // flat (no journal), but it does not wake: say so, with the refusal.
       const why = pass.held(route.host)

@@ -129,9 +129,15 @@ function warnings(list: readonly string[]): Html {
 /** The rows the query selects, sorted by host. */
 export function selectRows(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Array<[string, RowReport]> {
   const needle = query.q.toLowerCase()
-  return Object.entries(rows)
-    .filter(([host, r]) => (query.word === '' || r.layout === query.word) && (needle === '' || host.toLowerCase().includes(needle)))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  const selected: Array<[string, RowReport]> = []
+  // The hosts sorted bare (by UTF-16 code units, as `<` compares them):
+  // a console's poll during a converge draws a new report of 10,000 rows
+  // each time, and a comparator of our own costs several times as much.
+  for (const host of Object.keys(rows).sort()) {
+    const r = rows[host]
+    if (r !== undefined && (query.word === '' || r.layout === query.word) && (needle === '' || host.toLowerCase().includes(needle))) selected.push([host, r])
+  }
+  return selected
 }
 
 function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {

@@ -5,15 +5,13 @@
 // (src/routes/console-page/, copied beside this module by the build).
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import type { FastifyInstance } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
-import type { LayoutReport } from '../domain/schemas.js'
-import { errors } from '../errors.js'
 import { fill, html, trusted } from './console-html.js'
 import { filterForm, livePart, ROW_WORDS, type ConsoleQuery } from './console-view.js'
 import { commonErrors } from './error-envelope.js'
+import { etagOf } from './layout.js'
 
 export interface ConsoleRoutesOptions {
   api: AgentApi
@@ -57,19 +55,6 @@ async function loadAssets(): Promise<Assets> {
   return { template, style, script, policy }
 }
 
-/**
- * The report and its ETag, as GET /layout/status serves them: the page
- * carries that ETag, and its script asks the route whether it still holds.
- * Asked through the route itself, so the two can never disagree about what
- * the tag names, however the route comes by it.
- */
-async function reportWithTag(app: FastifyInstance): Promise<{ report: LayoutReport; etag: string }> {
-  const res = await app.inject({ method: 'GET', url: '/layout/status' })
-  if (res.statusCode !== 200) throw errors.internal()
-  const etag = res.headers.etag
-  return { report: res.json<LayoutReport>(), etag: typeof etag === 'string' ? etag : '' }
-}
-
 export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { api }) => {
   const assets = await loadAssets()
   app.get(
@@ -98,7 +83,10 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
     },
     async (request, reply) => {
       const query: ConsoleQuery = { word: request.query.word ?? '', q: request.query.q ?? '', page: Number(request.query.page ?? '1') }
-      const { report, etag } = await reportWithTag(app)
+      // The report and tag GET /layout/status serves (the page carries the
+      // tag its script asks that route about), built in slices when new.
+      const { report, tag } = await api.reportSoon()
+      const etag = etagOf(tag)
       const page = fill(assets.template, {
         title: html`${report.box}: layoutd`,
         style: trusted(assets.style),

@@ -7,6 +7,7 @@ import type { AgentApi } from '../agent-api.js'
 import { errors } from '../errors.js'
 import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
+import { reportJson } from './report-json.js'
 import { legAndRunJson } from './run-json.js'
 
 /** The longest a `converge?wait=1` holds its request, in seconds. */
@@ -47,7 +48,7 @@ const Mint = Type.Object(
 // since one version is one report and so one body, and a console polling
 // the report gets 304 until anything in it changes, with nothing built or
 // hashed to tell.
-function etagOf(tag: string): string {
+export function etagOf(tag: string): string {
   return `"${tag}"`
 }
 
@@ -61,10 +62,38 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)
 }
 
+/** The status route's 200: the report with its leg. */
+export const StatusBody = Type.Object({ ...LayoutReport.properties, leg: LegState }, { additionalProperties: false, description: 'The report, with its ETag.' })
+
 export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
-  /** The report's bytes as last served, with the tag they were served under. */
-  let body: { tag: string; bytes: Buffer } | undefined
+  /** The report's bytes for a tag: one serialization per version, which its later readers wait for. */
+  let body: { tag: string; bytes: Promise<Buffer> } | undefined
   let quoted: { tag: string; etag: string } | undefined
+  const quote = (tag: string): string => {
+    // The quoted tag is made once per version.
+    if (quoted?.tag !== tag) quoted = { tag, etag: etagOf(tag) }
+    return quoted.etag
+  }
+  /**
+   * The bytes of the report of tag (the version of this tick), built and
+   * serialized in slices when that version has none yet. Readers of one
+   * version share its serialization.
+   */
+  const served = async (reply: FastifyReply, tag: string): Promise<Buffer> => {
+    let mine = body
+    if (mine?.tag !== tag) {
+      // Asked in the tick the tag was read: its build is of that version.
+      const built = await api.reportSoon()
+      mine = body?.tag === built.tag ? body : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
+      const kept = (body = mine)
+      // A failed serialization is not kept: the next reader tries again.
+      kept.bytes.catch(() => {
+        if (body === kept) body = undefined
+      })
+    }
+    return mine.bytes
+  }
+
   app.get(
     '/layout/status',
     {
@@ -78,34 +107,26 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
         security: [],
         headers: StatusHeaders,
         response: {
-          200: Type.Object(
-            { ...LayoutReport.properties, leg: LegState },
-            { additionalProperties: false, description: 'The report, with its ETag.' },
-          ),
+          200: StatusBody,
           304: Type.Null({ description: 'Not modified: the report is still the one with this ETag.' }),
           ...parserErrors,
           500: commonErrors[500],
         },
       },
     },
-    (request, typed) => {
+    async (request, typed) => {
       // Untyped: the 200 goes out as the bytes already serialized, which
       // the schema's type for the body does not describe.
       const reply: FastifyReply = typed
+      // Reading the tag builds nothing: a 304 costs a comparison.
       const tag = api.reportTag()
-      // The quoted tag is made once per version.
-      if (quoted?.tag !== tag) quoted = { tag, etag: etagOf(tag) }
-      const etag = quoted.etag
+      const etag = quote(tag)
       void reply.header('etag', etag).header('cache-control', 'no-cache')
-      if (etagMatches(request.headers['if-none-match'], etag)) {
-        void reply.code(304).send()
-        return
-      }
+      if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send()
       // The body is serialized once per version, by this route's own
       // response schema, and the bytes are sent as they are: a JSON
       // content type with a Buffer bypasses the serializer.
-      if (body?.tag !== tag) body = { tag, bytes: Buffer.from(reply.serialize(api.report()) as string) }
-      void reply.type('application/json; charset=utf-8').send(body.bytes)
+      return reply.type('application/json; charset=utf-8').send(await served(reply, tag))
     },
   )
 

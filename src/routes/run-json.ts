@@ -24,7 +24,7 @@ const RESULTS = Type.Object({ results: Type.Array(ResultSchema) }, { additionalP
  * serializer makes for that property left empty. A key is never found
  * inside a string value, where every quote is escaped.
  */
-function spliced(whole: string, empty: string, part: string): string {
+export function spliced(whole: string, empty: string, part: string): string {
   const at = whole.lastIndexOf(empty)
   if (at < 0) throw new Error(`serialized run: ${empty} not found`)
   return whole.slice(0, at) + part + whole.slice(at + empty.length)

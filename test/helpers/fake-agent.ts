@@ -76,6 +76,18 @@ export class FakeAgent implements AgentApi {
 
   reportTag(): string {
     this.reportReads++
+    return this.#tag()
+  }
+
+  /** Builds answered, one per GET /layout/status that found its version unserved. */
+  reportBuilds = 0
+
+  reportSoon(): Promise<{ report: LayoutReport; tag: string }> {
+    this.reportBuilds++
+    return Promise.resolve().then(() => ({ report: this.report(), tag: this.#tag() }))
+  }
+
+  #tag(): string {
     if (this.reportError !== undefined) throw this.reportError
     let version = this.#versions.get(this.reportValue)
     if (version === undefined) this.#versions.set(this.reportValue, (version = ++this.#lastVersion))

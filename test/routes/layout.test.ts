@@ -2,8 +2,11 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { errors } from '../../src/errors.js'
 import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
-import type { LegRun, LegState } from '../../src/domain/schemas.js'
+import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { RESULTS_PER_TURN } from '../../src/routes/run-json.js'
+import Fastify from 'fastify'
+import { StatusBody } from '../../src/routes/layout.js'
+import { ROWS_PER_TURN } from '../../src/routes/report-json.js'
 
 void test('GET /layout/status answers the report with its version as a strong ETag, and 304 while it is unchanged', async (t) => {
   const { app, agent } = await build(t)
@@ -36,6 +39,47 @@ void test('GET /layout/status answers the report with its version as a strong ET
   const same = await app.inject({ method: 'GET', url: '/layout/status' })
   assert.equal(same.body, changed.body)
   assert.equal(agent.reportReads, reads + 1)
+})
+
+void test('GET /layout/status serializes a report of many rows a slice per turn, byte for byte what its schema makes in one piece', async (t) => {
+  const { app, agent } = await build(t)
+  // Hosts and texts with quotes, braces and the keys the answer is spliced at: none of them may move a splice.
+  const rows: LayoutReport['rows'] = {}
+  for (let i = 0; i < ROWS_PER_TURN * 2 + 3; i++) {
+    const host = i % 5 === 0 ? `odd "rows":{} \\ host ${i}` : `t${i}.example.com`
+    rows[host] = { layout: i % 2 === 0 ? 'flat' : 'nested', reason: i % 7 === 0 ? 'a "lastRun":null and "rows":{} ]}' : '', note: i % 11 === 0 ? 'set aside "x"' : '' }
+  }
+  const results = Array.from({ length: RESULTS_PER_TURN + 1 }, (_, i) => ({ host: `t${i}.example.com`, outcome: 'moved' as const, reason: i % 3 === 0 ? '"rows":{}' : '', to: 'nested' as const }))
+  agent.reportValue = {
+    ...sampleReport(),
+    rows,
+    leg: { running: true, pending: false, lastRun: { startedAt: '2026-12-02T00:00:00.000Z', finishedAt: null, results }, retryAt: null },
+    warnings: ['"rows":{} and "lastRun":null'],
+  }
+  const res = await app.inject({ method: 'GET', url: '/layout/status' })
+  assert.equal(res.statusCode, 200)
+  // In one piece: a bare Fastify serializing the same object by the route's schema.
+  const whole = Fastify()
+  t.after(() => whole.close())
+  whole.get('/', { schema: { response: { 200: StatusBody } } }, () => agent.reportValue)
+  assert.equal(res.body, (await whole.inject({ method: 'GET', url: '/' })).body)
+  assert.deepEqual(res.json(), agent.reportValue)
+  // And an empty box: no rows, no run.
+  agent.reportValue = { ...sampleReport(), rows: {}, leg: { running: false, pending: false, lastRun: null, retryAt: null } }
+  assert.deepEqual((await app.inject({ method: 'GET', url: '/layout/status' })).json(), agent.reportValue)
+})
+
+void test('a conditional GET /layout/status builds nothing, and a new version is built once for its readers', async (t) => {
+  const { app, agent } = await build(t)
+  const first = await app.inject({ method: 'GET', url: '/layout/status' })
+  const builds = agent.reportBuilds
+  for (let i = 0; i < 3; i++) assert.equal((await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': first.headers.etag } })).statusCode, 304)
+  assert.equal((await app.inject({ method: 'GET', url: '/layout/status' })).body, first.body)
+  assert.equal(agent.reportBuilds, builds, 'the version served: nothing built again')
+  agent.reportValue = { ...sampleReport(), warnings: ['changed'] }
+  await app.inject({ method: 'GET', url: '/layout/status' })
+  await app.inject({ method: 'GET', url: '/layout/status' })
+  assert.equal(agent.reportBuilds, builds + 1)
 })
 
 void test('POST /layout/converge kicks the leg and answers 202 with its state', async (t) => {
