@@ -79,11 +79,16 @@ export async function moveTo(f: FaultBox, to: 'flat' | 'nested', force = false):
 
 /** Waits for a finished run whose results name the fault, and answers that result with the leg's state. */
 export async function faultedRun(f: FaultBox, names: RegExp): Promise<{ result: Result; state: LegState }> {
-  return until(`a run whose results name ${names}`, () => {
-    const state = f.b.agent.legState()
-    const result = idle(state) ? state.lastRun?.results.find((r) => names.test(r.reason)) : undefined
-    return result === undefined ? undefined : { result, state }
-  })
+  try {
+    return await until(`a run whose results name ${names}`, () => {
+      const state = f.b.agent.legState()
+      const result = idle(state) ? state.lastRun?.results.find((r) => names.test(r.reason)) : undefined
+      return result === undefined ? undefined : { result, state }
+    })
+  } catch (err) {
+    // What the leg did instead says why: a run that failed earlier, one still running, none at all.
+    throw new Error(`${(err as Error).message}; the leg then: ${JSON.stringify(f.b.agent.legState())}`)
+  }
 }
 
 /** The files are in exactly one place, byte-identical; the row names that place, or a journal does with the host fenced. */
