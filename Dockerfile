@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
-# layoutd's image, on Node 26, the Active LTS line since 2026-10-28. The
-# code needs Node 20.19+ or 22+ (package.json engines) and better-sqlite3
-# 12.11 builds for Node 20 through 26; the suite runs on Node 20. Another
-# line: docker build --build-arg NODE_IMAGE=node:24-trixie-slim .
+# layoutd's image, on Node 26, the Active LTS line since 2026-10-28, the
+# line the suite runs on (./nodew; test/contrib/dockerfile.test.ts holds the
+# two equal). The code needs Node 24+ (package.json engines). Another line:
+# docker build --build-arg NODE_IMAGE=node:24-trixie-slim .
 ARG NODE_IMAGE=node:26-trixie-slim
 
 # Build: compiles better-sqlite3 and the TypeScript, then drops the dev tools.

@@ -26,6 +26,7 @@ if [ ${#need_debs[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_debs[@]}" >&2
 fi
 
+echo "test: node $(node --version) ($(command -v node))" >&2
 npm run --silent build
 # Only the *.test.js files are tests: helpers under dist/test are modules
 # the tests import, and a runner handed the directory would count them too.

@@ -135,7 +135,7 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
     })
     assert.equal(r.code, 1)
     assert.match(r.err, /^layoutd: Cannot find module '.*\/dist\/src\/main\.js' imported from .*\n/)
-    assert.match(r.err, /\nlayoutd: the build or a dependency is missing: run `npm ci` \(installs and builds\) or `npm run build` in .*layoutd-nobuild-.*\/\n$/)
+    assert.match(r.err, /\nlayoutd: the build or a dependency is missing: run `\.\/nodew npm ci` \(installs and builds\) or `npm run build` in .*layoutd-nobuild-.*\/\n$/)
     assert.doesNotMatch(r.err, /^\s+at /m)
   } finally {
     await fs.rm(root, { recursive: true, force: true })

@@ -90,7 +90,7 @@ class WalkThread {
       if (this.#pending.size === 0) this.#idleSoon()
     })
     this.#onGone = onGone
-    this.#worker.on('error', (err) => this.#gone(new Error(`the walking thread failed: ${err.message}`)))
+    this.#worker.on('error', (err: Error) => this.#gone(new Error(`the walking thread failed: ${err.message}`)))
     this.#worker.on('exit', (code) => this.#gone(new Error(`the walking thread exited (code ${code})`)))
   }
 
