@@ -49,10 +49,24 @@ const layering = [
   layer({
     files: ['src/domain/**/*.ts'],
     forbidden: [
-      reaching(['infra', 'routes', 'agent', 'cli'], ['server', 'app', 'main', 'config', 'metrics', 'agent-api', 'logger', 'openapi']),
+      reaching(
+        ['infra', 'routes', 'agent', 'cli'],
+        ['server', 'app', 'main', 'config', 'metrics', 'agent-api', 'logger', 'openapi'],
+      ),
     ],
     // The rules do no I/O: a file, a socket or a database is an adapter's.
-    packages: ['node:fs', 'node:fs/promises', 'fs', 'fs/promises', 'node:net', 'node:http', 'node:child_process', 'better-sqlite3', 'undici', 'fastify'],
+    packages: [
+      'node:fs',
+      'node:fs/promises',
+      'fs',
+      'fs/promises',
+      'node:net',
+      'node:http',
+      'node:child_process',
+      'better-sqlite3',
+      'undici',
+      'fastify',
+    ],
     message:
       'layering (docs/architecture.md): src/domain imports nothing from src/infra, src/routes, src/agent, src/cli or the ' +
       'entry points, of the top-level files only src/errors.ts, and does no I/O; name what it needs in src/domain/ports.ts.',

@@ -77,7 +77,12 @@ async function get<T>(origin: string, p: string): Promise<{ status: number; body
 async function send(origin: string, method: 'PUT', p: string, body: unknown): Promise<number> {
   const client = new Client(origin)
   try {
-    const res = await client.request({ method, path: p, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
+    const res = await client.request({
+      method,
+      path: p,
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    })
     await res.body.dump()
     return res.statusCode
   } finally {
@@ -87,7 +92,11 @@ async function send(origin: string, method: 'PUT', p: string, body: unknown): Pr
 
 /** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
 async function convergeAndWait(origin: string): Promise<void> {
-  const res = await request(new URL('/layout/converge?wait=1&timeout=600', origin), { method: 'POST', headersTimeout: 700_000, bodyTimeout: 700_000 })
+  const res = await request(new URL('/layout/converge?wait=1&timeout=600', origin), {
+    method: 'POST',
+    headersTimeout: 700_000,
+    bodyTimeout: 700_000,
+  })
   await res.body.dump()
   if (res.statusCode !== 200) throw new Error(`POST /layout/converge?wait=1 answered ${res.statusCode}`)
 }
@@ -105,10 +114,14 @@ async function startBare(reportFile: string, readyFile: string): Promise<{ origi
 }
 
 async function waitIdle(agent: AgentProcess): Promise<void> {
-  await agent.waitFor('the first run of the leg to end', async () => {
-    const leg = (await agent.status()).leg
-    return !leg.running && !leg.pending && leg.lastRun !== null ? true : undefined
-  }, 600_000)
+  await agent.waitFor(
+    'the first run of the leg to end',
+    async () => {
+      const leg = (await agent.status()).leg
+      return !leg.running && !leg.pending && leg.lastRun !== null ? true : undefined
+    },
+    600_000,
+  )
 }
 
 /** CPU seconds the process has used (user + system), from /proc. */
@@ -123,11 +136,15 @@ function cpuSeconds(pid: number): number {
  * meanwhile would time that work, not the route.
  */
 async function waitQuiet(agent: AgentProcess): Promise<void> {
-  await agent.waitFor('the agent to go quiet', async () => {
-    const before = cpuSeconds(agent.pid)
-    await new Promise((resolve) => setTimeout(resolve, 1000))
-    return cpuSeconds(agent.pid) - before < 0.05 ? true : undefined
-  }, 600_000)
+  await agent.waitFor(
+    'the agent to go quiet',
+    async () => {
+      const before = cpuSeconds(agent.pid)
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      return cpuSeconds(agent.pid) - before < 0.05 ? true : undefined
+    },
+    600_000,
+  )
 }
 
 /**
@@ -136,7 +153,11 @@ async function waitQuiet(agent: AgentProcess): Promise<void> {
  * the figure least moved by what else runs, and taking turns keeps a
  * quiet or a busy moment from favouring one side.
  */
-async function sides(rounds: number, ours: () => Promise<LoadResult>, bare: () => Promise<LoadResult>): Promise<Side & { rounds: { layoutd: number[]; bareFastify: number[] } }> {
+async function sides(
+  rounds: number,
+  ours: () => Promise<LoadResult>,
+  bare: () => Promise<LoadResult>,
+): Promise<Side & { rounds: { layoutd: number[]; bareFastify: number[] } }> {
   const a: LoadResult[] = []
   const b: LoadResult[] = []
   for (let i = 0; i < rounds; i++) {
@@ -144,7 +165,10 @@ async function sides(rounds: number, ours: () => Promise<LoadResult>, bare: () =
     b.push(await bare())
   }
   const best = (xs: LoadResult[]): LoadResult => xs.reduce((x, y) => (y.perSecond > x.perSecond ? y : x))
-  return { ...side(best(a), best(b)), rounds: { layoutd: a.map((r) => r.perSecond), bareFastify: b.map((r) => r.perSecond) } }
+  return {
+    ...side(best(a), best(b)),
+    rounds: { layoutd: a.map((r) => r.perSecond), bareFastify: b.map((r) => r.perSecond) },
+  }
 }
 
 /**
@@ -189,7 +213,11 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
       const spec = { seconds: opts.seconds, connections: 10 }
       const rounds = opts.rounds
       log('status 200')
-      const status200 = await sides(rounds, () => load({ ...spec, origin: agent.url, path: '/layout/status' }), () => load({ ...spec, origin: bare.origin, path: '/status' }))
+      const status200 = await sides(
+        rounds,
+        () => load({ ...spec, origin: agent.url, path: '/layout/status' }),
+        () => load({ ...spec, origin: bare.origin, path: '/status' }),
+      )
       log('status 304')
       const status304 = await sides(
         rounds,
@@ -197,18 +225,37 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
         () => load({ ...spec, origin: bare.origin, path: '/status304', headers: { 'if-none-match': '"bare.1"' } }),
       )
       log('/ready')
-      const readyLoad = await sides(rounds, () => load({ ...spec, origin: agent.url, path: '/ready' }), () => load({ ...spec, origin: bare.origin, path: '/ready' }))
+      const readyLoad = await sides(
+        rounds,
+        () => load({ ...spec, origin: agent.url, path: '/ready' }),
+        () => load({ ...spec, origin: bare.origin, path: '/ready' }),
+      )
       log('/ready/:host')
-      const readyHost = await load({ ...spec, origin: agent.url, path: (n) => `/ready/${hosts[n % hosts.length] ?? ''}` })
+      const readyHost = await load({
+        ...spec,
+        origin: agent.url,
+        path: (n) => `/ready/${hosts[n % hosts.length] ?? ''}`,
+      })
       log('claims')
-      const claims = await load({ ...spec, connections: 4, warmup: 0, origin: agent.url, method: 'POST', path: (n) => `/wakes/${hosts[n % hosts.length] ?? ''}` })
-      if ((await send(agent.url, 'PUT', '/wakes', { awake: [] })) !== 200) throw new Error('PUT /wakes did not release the claims')
+      const claims = await load({
+        ...spec,
+        connections: 4,
+        warmup: 0,
+        origin: agent.url,
+        method: 'POST',
+        path: (n) => `/wakes/${hosts[n % hosts.length] ?? ''}`,
+      })
+      if ((await send(agent.url, 'PUT', '/wakes', { awake: [] })) !== 200)
+        throw new Error('PUT /wakes did not release the claims')
       Object.assign(out, {
         status200,
         status304,
         ready: readyLoad,
         readyHost,
-        claimsIdle: { ...claims, what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)' },
+        claimsIdle: {
+          ...claims,
+          what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)',
+        },
       })
     } finally {
       bare.stop()
@@ -253,7 +300,13 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     await waitQuiet(agent)
     const rss = (await agent.metric('process_resident_memory_bytes')) ?? 0
     const heap = (await agent.metric('nodejs_heap_size_used_bytes')) ?? 0
-    out.afterConverge = { seconds: convergeSeconds, movesPerSecond: Math.round(hosts.length / convergeSeconds), rssMB: round(rss / 2 ** 20, 1), heapUsedMB: round(heap / 2 ** 20, 1), targetRssMB: 150 }
+    out.afterConverge = {
+      seconds: convergeSeconds,
+      movesPerSecond: Math.round(hosts.length / convergeSeconds),
+      rssMB: round(rss / 2 ** 20, 1),
+      heapUsedMB: round(heap / 2 ** 20, 1),
+      targetRssMB: 150,
+    }
   } finally {
     await agent.stop()
   }
@@ -270,7 +323,15 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
       const row = registry.get(host)
       if (row === undefined) throw new Error(`${host} has no row`)
       const dest = pathsFor(dirs, host, 'flat')
-      return { v: 1, host, to: 'flat', from: { dir: row.dir, socket: row.socket, db: row.db }, dest: { ...dest, db: path.join(dest.dir, path.relative(row.dir, row.db)) }, generation, startedAt }
+      return {
+        v: 1,
+        host,
+        to: 'flat',
+        from: { dir: row.dir, socket: row.socket, db: row.db },
+        dest: { ...dest, db: path.join(dest.dir, path.relative(row.dir, row.db)) },
+        generation,
+        startedAt,
+      }
     })
   } finally {
     registry.close()
@@ -290,9 +351,20 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
 
   return {
     hosts: hosts.length,
-    routesImport: { rows: hosts.length, seconds: importSeconds, targetSeconds: 2, what: 'layoutd routes import FILE, spawn to exit' },
+    routesImport: {
+      rows: hosts.length,
+      seconds: importSeconds,
+      targetSeconds: 2,
+      what: 'layoutd routes import FILE, spawn to exit',
+    },
     ...out,
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, loadavgBefore: load0, loadavgAfter: os.loadavg() },
+    machine: {
+      cpus: os.cpus().length,
+      model: os.cpus()[0]?.model ?? '',
+      node: process.version,
+      loadavgBefore: load0,
+      loadavgAfter: os.loadavg(),
+    },
   }
 }
 
@@ -307,9 +379,16 @@ async function main(): Promise<number> {
       keep: { type: 'boolean', default: false },
     },
   })
-  const [hosts, seconds, journals, rounds] = [Number(values.hosts), Number(values.seconds), Number(values.journals), Number(values.rounds)]
+  const [hosts, seconds, journals, rounds] = [
+    Number(values.hosts),
+    Number(values.seconds),
+    Number(values.journals),
+    Number(values.rounds),
+  ]
   if (![hosts, seconds, journals, rounds].every((x) => Number.isInteger(x) && x > 0)) {
-    process.stderr.write('usage: node dist/bench/all.js [--hosts N] [--seconds S] [--journals J] [--rounds R] [--dir D] [--keep]\n')
+    process.stderr.write(
+      'usage: node dist/bench/all.js [--hosts N] [--seconds S] [--journals J] [--rounds R] [--dir D] [--keep]\n',
+    )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-bench-all-'))

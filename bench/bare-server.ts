@@ -32,11 +32,15 @@ const app = Fastify({
   ajv: { customOptions: AJV_OPTIONS },
 })
 app.get('/status', { schema: { headers: StatusHeaders, response: { 200: ReportBody } } }, () => report)
-app.get('/status304', { schema: { headers: StatusHeaders, response: { 200: ReportBody, 304: Type.Null() } } }, (request, reply) => {
-  void reply.header('etag', ETAG)
-  if (request.headers['if-none-match'] === ETAG) return reply.code(304).send()
-  return report
-})
+app.get(
+  '/status304',
+  { schema: { headers: StatusHeaders, response: { 200: ReportBody, 304: Type.Null() } } },
+  (request, reply) => {
+    void reply.header('etag', ETAG)
+    if (request.headers['if-none-match'] === ETAG) return reply.code(304).send()
+    return report
+  },
+)
 app.get('/ready', { schema: { querystring: ReadyQuery, response: { 200: ReadyBody } } }, () => ready)
 
 const address = await app.listen({ host: '127.0.0.1', port: 0 })

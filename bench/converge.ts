@@ -42,7 +42,10 @@ interface Leg {
 const RUN_SECONDS = 'carlos_layout_leg_run_seconds'
 
 async function legTotals(agent: AgentProcess): Promise<{ seconds: number; runs: number }> {
-  return { seconds: (await agent.metric(`${RUN_SECONDS}_sum`)) ?? 0, runs: (await agent.metric(`${RUN_SECONDS}_count`)) ?? 0 }
+  return {
+    seconds: (await agent.metric(`${RUN_SECONDS}_sum`)) ?? 0,
+    runs: (await agent.metric(`${RUN_SECONDS}_count`)) ?? 0,
+  }
 }
 
 /**
@@ -52,11 +55,18 @@ async function legTotals(agent: AgentProcess): Promise<{ seconds: number; runs: 
  * every batch, and each answer then builds it for every row, so the wait
  * asks seldom: the pass's time is the leg's own metric, not this wait's.
  */
-async function waitConverged(agent: AgentProcess, hosts: readonly string[], mode: Mode, timeoutMs: number): Promise<void> {
+async function waitConverged(
+  agent: AgentProcess,
+  hosts: readonly string[],
+  mode: Mode,
+  timeoutMs: number,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs
   let etag: string | undefined
   for (;;) {
-    const res = await request(`${agent.url}/layout/status`, { headers: etag === undefined ? {} : { 'if-none-match': etag } })
+    const res = await request(`${agent.url}/layout/status`, {
+      headers: etag === undefined ? {} : { 'if-none-match': etag },
+    })
     if (res.statusCode === 200) {
       const r = (await res.body.json()) as LayoutReport
       const tag = res.headers.etag
@@ -71,7 +81,13 @@ async function waitConverged(agent: AgentProcess, hosts: readonly string[], mode
   }
 }
 
-async function converge(agent: AgentProcess, w: World, mode: Mode, t0: number, before: { seconds: number; runs: number }): Promise<Leg> {
+async function converge(
+  agent: AgentProcess,
+  w: World,
+  mode: Mode,
+  t0: number,
+  before: { seconds: number; runs: number },
+): Promise<Leg> {
   const hosts = w.tenants.map((t) => t.host)
   await waitConverged(agent, hosts, mode, 600_000)
   const wallSeconds = (performance.now() - t0) / 1000
@@ -88,7 +104,10 @@ export const BASELINE_BATCH = 256
  * head of this file), to nested and back to flat. The tree is where the
  * pass left it (flat) and is left there again.
  */
-export async function groupCommittedBaseline(w: World, batch = BASELINE_BATCH): Promise<{ renames: number; seconds: number; movesPerSecond: number }> {
+export async function groupCommittedBaseline(
+  w: World,
+  batch = BASELINE_BATCH,
+): Promise<{ renames: number; seconds: number; movesPerSecond: number }> {
   const journalDir = path.join(w.sb.root, 'baseline-journal')
   fs.mkdirSync(journalDir, { recursive: true })
   const nested = path.join(w.dirs.dataDir, 'nested')
@@ -98,7 +117,11 @@ export async function groupCommittedBaseline(w: World, batch = BASELINE_BATCH): 
   const t0 = performance.now()
   for (const to of ['nested', 'flat'] as const) {
     for (let i = 0; i < hosts.length; i += batch) {
-      const moves = hosts.slice(i, i + batch).map((host) => ({ host, from: pathsFor(w.dirs, host, to === 'nested' ? 'flat' : 'nested').dir, to: pathsFor(w.dirs, host, to).dir }))
+      const moves = hosts.slice(i, i + batch).map((host) => ({
+        host,
+        from: pathsFor(w.dirs, host, to === 'nested' ? 'flat' : 'nested').dir,
+        to: pathsFor(w.dirs, host, to).dir,
+      }))
       const journal = path.join(journalDir, `batch-${to}-${i}.journal`)
       const fd = fs.openSync(journal, 'w', 0o600)
       try {
@@ -124,7 +147,8 @@ export async function groupCommittedBaseline(w: World, batch = BASELINE_BATCH): 
     }
   }
   const seconds = (performance.now() - t0) / 1000
-  for (const host of hosts) fs.rmSync(path.dirname(pathsFor(w.dirs, host, 'nested').dir), { recursive: true, force: true })
+  for (const host of hosts)
+    fs.rmSync(path.dirname(pathsFor(w.dirs, host, 'nested').dir), { recursive: true, force: true })
   fs.rmSync(journalDir, { recursive: true, force: true })
   return { renames: 2 * hosts.length, seconds, movesPerSecond: (2 * hosts.length) / seconds }
 }
@@ -156,11 +180,18 @@ export interface ConvergeBench {
   machine: { cpus: number; loadavg: number[] }
 }
 
-export async function runConvergeBench(root: string, hosts: number, log: (l: string) => void = () => undefined): Promise<ConvergeBench> {
+export async function runConvergeBench(
+  root: string,
+  hosts: number,
+  log: (l: string) => void = () => undefined,
+): Promise<ConvergeBench> {
   // The agent's pool is SYNC_CONCURRENCY threads (sandboxEnv); a baseline
   // on a smaller one would wait on the disk more often than the pass does.
   const pool = threadPoolSize()
-  if (pool < SYNC_CONCURRENCY) throw new Error(`this process's thread pool has ${pool} threads, the agent's ${SYNC_CONCURRENCY}: run it with UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} (npm run bench:converge does)`)
+  if (pool < SYNC_CONCURRENCY)
+    throw new Error(
+      `this process's thread pool has ${pool} threads, the agent's ${SYNC_CONCURRENCY}: run it with UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} (npm run bench:converge does)`,
+    )
   const s0 = performance.now()
   log(`converge: making ${hosts} flat tenants under ${root}`)
   const w = await makeWorld(root, hosts)
@@ -176,7 +207,11 @@ export async function runConvergeBench(root: string, hosts: number, log: (l: str
     await agent.waitReady(120_000)
     const startSeconds = (performance.now() - a0) / 1000
     const names = w.tenants.map((t) => t.host)
-    await waitFor('every instance key', () => names.every((h) => fs.existsSync(path.join(pathsFor(w.dirs, h, 'flat').dir, INSTANCE_ENV))), 600_000)
+    await waitFor(
+      'every instance key',
+      () => names.every((h) => fs.existsSync(path.join(pathsFor(w.dirs, h, 'flat').dir, INSTANCE_ENV))),
+      600_000,
+    )
     await waitConverged(agent, names, 'flat', 600_000)
     const keysSeconds = (performance.now() - a0) / 1000 - startSeconds
     log(`converge: keys minted in ${keysSeconds.toFixed(2)} s after ready; migrating`)
@@ -206,7 +241,10 @@ export async function runConvergeBench(root: string, hosts: number, log: (l: str
       migrate,
       revert,
       pass: { moves: 2 * hosts, seconds: passSeconds, movesPerSecond: (2 * hosts) / passSeconds },
-      baseline: { what: `the same renames group-committed ${BASELINE_BATCH} at a time: a journal file and its fsyncs per batch, one fsync per distinct parent, ${SYNC_CONCURRENCY} fsyncs in flight on a pool of ${pool} threads`, ...base },
+      baseline: {
+        what: `the same renames group-committed ${BASELINE_BATCH} at a time: a journal file and its fsyncs per batch, one fsync per distinct parent, ${SYNC_CONCURRENCY} fsyncs in flight on a pool of ${pool} threads`,
+        ...base,
+      },
       ratio: (2 * hosts) / passSeconds / base.movesPerSecond,
       treesIntact: true,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
@@ -217,7 +255,13 @@ export async function runConvergeBench(root: string, hosts: number, log: (l: str
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { hosts: { type: 'string', default: '1000' }, dir: { type: 'string' }, keep: { type: 'boolean', default: false } } })
+  const { values } = parseArgs({
+    options: {
+      hosts: { type: 'string', default: '1000' },
+      dir: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+    },
+  })
   const hosts = Number(values.hosts)
   if (!Number.isInteger(hosts) || hosts < 1) {
     process.stderr.write('usage: UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts N] [--dir D] [--keep]\n')

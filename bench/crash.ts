@@ -53,7 +53,7 @@ const MORE_ODD_NAMES = [
   '😀 emoji ☃',
   'x'.repeat(255),
   '..dots..',
-  "quote'\"both",
+  'quote\'"both',
   'semi;colon|pipe&amp',
   '$HOME',
 ]
@@ -137,7 +137,11 @@ export function rowPathsFor(w: World, t: Tenant, mode: Mode): RowPaths {
  * layout: flat by default; nested ones are minted as the pass would leave
  * them (root 0750, run/ 2770).
  */
-export async function makeWorld(root: string, n: number, opts: { firstSeed?: number; mode?: Mode } = {}): Promise<World> {
+export async function makeWorld(
+  root: string,
+  n: number,
+  opts: { firstSeed?: number; mode?: Mode } = {},
+): Promise<World> {
   const sb = await makeSandbox(root)
   const dirs: Dirs = { dataDir: sb.dataDir, runDir: path.join(sb.dataDir, 'run') }
   fs.mkdirSync(dirs.runDir, { recursive: true })
@@ -227,12 +231,17 @@ export function layoutFiles(dirs: Dirs): LayoutFiles {
       }
       // A host's own journal names one move; a batch's (`_batch-<generation>.journal`) names many.
       const parsed = JSON.parse(text) as JournalFile | BatchFile
-      const named = 'moves' in parsed ? parsed.moves.map((m) => ({ ...m, generation: parsed.generation, startedAt: parsed.startedAt })) : [parsed]
-      if (!('moves' in parsed) && parsed.host !== n.slice(0, -'.journal'.length)) out.other.push(`${n} (it names ${parsed.host})`)
+      const named =
+        'moves' in parsed
+          ? parsed.moves.map((m) => ({ ...m, generation: parsed.generation, startedAt: parsed.startedAt }))
+          : [parsed]
+      if (!('moves' in parsed) && parsed.host !== n.slice(0, -'.journal'.length))
+        out.other.push(`${n} (it names ${parsed.host})`)
       for (const j of named) {
         const was = out.journals.get(j.host)
         // Named twice (its own journal and a batch's, while the batch is rewritten): only ever the same move.
-        if (was !== undefined && (was.to !== j.to || !samePaths(was.from, j.from) || !samePaths(was.dest, j.dest))) out.other.push(`${n} (it names ${j.host} with another move than a second journal)`)
+        if (was !== undefined && (was.to !== j.to || !samePaths(was.from, j.from) || !samePaths(was.dest, j.dest)))
+          out.other.push(`${n} (it names ${j.host} with another move than a second journal)`)
         out.journals.set(j.host, j)
       }
     } else if (n === 'grace.json') continue
@@ -291,7 +300,7 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
   const files = layoutFiles(w.dirs)
   const registry = Registry.open(w.sb.dataDir)
   const placements: Placement[] = []
-  const final = typeof opts.final === 'string' ? (() => opts.final as Mode) : opts.final
+  const final = typeof opts.final === 'string' ? () => opts.final as Mode : opts.final
   let rowBehind = 0
   try {
     for (const t of w.tenants) {
@@ -311,7 +320,8 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
       else {
         const tp = treePrint(dir)
         if (tp.hash !== t.hash) problems.push(`${t.host}: tree at ${dir} differs from the original (hash)`)
-        if (t.key !== undefined && tp.key !== t.key) problems.push(`${t.host}: its instance key ${tp.key === undefined ? 'vanished' : 'changed'}`)
+        if (t.key !== undefined && tp.key !== t.key)
+          problems.push(`${t.host}: its instance key ${tp.key === undefined ? 'vanished' : 'changed'}`)
         t.key ??= tp.key
         if (final !== undefined && !/^"instance\.env" file 600 [0-9a-f]{64}$/.test(tp.key ?? '')) {
           problems.push(`${t.host}: no instance key (mode 600) after the final converge: ${String(tp.key)}`)
@@ -325,11 +335,14 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
       if (samePaths(row, here)) continue
       rowBehind++
       if (j === undefined) {
-        problems.push(`${t.host}: row ${JSON.stringify(row)} disagrees with the files (${at}) and no journal names the move`)
+        problems.push(
+          `${t.host}: row ${JSON.stringify(row)} disagrees with the files (${at}) and no journal names the move`,
+        )
         continue
       }
       const other: Mode = at === 'flat' ? 'nested' : 'flat'
-      if (!samePaths(row, rowPathsFor(w, t, other))) problems.push(`${t.host}: row ${JSON.stringify(row)} is neither shape`)
+      if (!samePaths(row, rowPathsFor(w, t, other)))
+        problems.push(`${t.host}: row ${JSON.stringify(row)} is neither shape`)
     }
     for (const [host, j] of files.journals) {
       const t = w.tenants.find((x) => x.host === host)
@@ -338,7 +351,11 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
         continue
       }
       const from: Mode = j.to === 'nested' ? 'flat' : 'nested'
-      if (j.host !== host || !samePaths(j.from, rowPathsFor(w, t, from)) || !samePaths(j.dest, rowPathsFor(w, t, j.to))) {
+      if (
+        j.host !== host ||
+        !samePaths(j.from, rowPathsFor(w, t, from)) ||
+        !samePaths(j.dest, rowPathsFor(w, t, j.to))
+      ) {
         problems.push(`${host}: journal does not name its two shapes: ${JSON.stringify(j)}`)
       }
     }
@@ -347,7 +364,9 @@ export function checkState(w: World, opts: StateOptions = {}): StateCheck {
   }
   const holds = new Set(opts.holds ?? [])
   for (const h of files.holds) if (!holds.has(h)) problems.push(`${h}: unexpected hold marker`)
-  for (const o of files.other) if (!(o === 'aside' && opts.aside === true)) problems.push(`unexpected ${o} in ${path.join(w.dirs.dataDir, 'layout')}`)
+  for (const o of files.other)
+    if (!(o === 'aside' && opts.aside === true))
+      problems.push(`unexpected ${o} in ${path.join(w.dirs.dataDir, 'layout')}`)
   if (final !== undefined) {
     for (const h of holds) if (!files.holds.includes(h)) problems.push(`${h}: hold marker missing`)
     for (const h of files.journals.keys()) problems.push(`${h}: journal left after the final converge`)
@@ -383,7 +402,9 @@ export async function checkFence(
     checked++
     const row = report.rows[h]
     if (row?.layout !== 'fenced') {
-      problems.push(`${h}: a journal names it, yet /layout/status says ${JSON.stringify(row)} (agent ${agent.pid}, mode ${report.mode})`)
+      problems.push(
+        `${h}: a journal names it, yet /layout/status says ${JSON.stringify(row)} (agent ${agent.pid}, mode ${report.mode})`,
+      )
     }
   }
   const fenced = Object.values(report.rows).filter((r) => r.layout === 'fenced').length
@@ -502,10 +523,18 @@ async function life(
   st: Watch,
   logFile: string | undefined,
   finalMode: Mode,
-): Promise<{ listenedAt: number; readyAt: number | undefined; fencedAt: number | undefined; killedAt: number | undefined }> {
+): Promise<{
+  listenedAt: number
+  readyAt: number | undefined
+  fencedAt: number | undefined
+  killedAt: number | undefined
+}> {
   const before = layoutFiles(w.dirs).journals
   const failpoint = plan !== 'never' && plan.at === 'step' ? plan.step : undefined
-  const agent = await AgentProcess.start(w.sb, { ...(logFile === undefined ? {} : { logFile }), ...(failpoint === undefined ? {} : { failpoint }) })
+  const agent = await AgentProcess.start(w.sb, {
+    ...(logFile === undefined ? {} : { logFile }),
+    ...(failpoint === undefined ? {} : { failpoint }),
+  })
   // Kills count from the moment it listens: recovery starts there, and what
   // comes before (node loading its modules) is nothing a kill could break.
   const listenedAt = performance.now()
@@ -524,7 +553,9 @@ async function life(
     // Watch until the kill: readiness, then the fence against the journals.
     while (killedAt === undefined && agent.exit === undefined) {
       if (failpoint !== undefined && readyAt !== undefined && performance.now() - readyAt > READY_TIMEOUT_MS) {
-        throw new Broken(`the failpoint ${failpoint} was not reached ${READY_TIMEOUT_MS} ms after the agent was ready:\n${agent.tail()}`)
+        throw new Broken(
+          `the failpoint ${failpoint} was not reached ${READY_TIMEOUT_MS} ms after the agent was ready:\n${agent.tail()}`,
+        )
       }
       if (readyAt === undefined) {
         if (await agent.ready().catch(() => false)) {
@@ -537,7 +568,9 @@ async function life(
           for (const [h, j] of before) {
             const k = now.get(h)
             if (k !== undefined && k.generation === j.generation && k.startedAt === j.startedAt) {
-              st.problems.push(`${h}: the journal the crash left (generation ${j.generation}) outlived start-up recovery`)
+              st.problems.push(
+                `${h}: the journal the crash left (generation ${j.generation}) outlived start-up recovery`,
+              )
             }
           }
         } else if (performance.now() - listenedAt > READY_TIMEOUT_MS) {
@@ -562,11 +595,13 @@ async function life(
         w.tenants.length > 200 ? 250 : 25,
       )
       const exit = await agent.stop()
-      if (exit.code !== 0) throw new Broken(`the agent did not stop cleanly on SIGTERM: ${JSON.stringify(exit)}\n${agent.tail()}`)
+      if (exit.code !== 0)
+        throw new Broken(`the agent did not stop cleanly on SIGTERM: ${JSON.stringify(exit)}\n${agent.tail()}`)
     } else {
       await killing
       if (failpoint !== undefined) killedAt ??= performance.now()
-      if (agent.exit?.signal !== 'SIGKILL') throw new Broken(`the agent exited on its own: ${JSON.stringify(agent.exit)}\n${agent.tail()}`)
+      if (agent.exit?.signal !== 'SIGKILL')
+        throw new Broken(`the agent exited on its own: ${JSON.stringify(agent.exit)}\n${agent.tail()}`)
     }
   } catch (err) {
     await agent.kill()
@@ -658,7 +693,8 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
           if (fencedAt !== undefined) legMs = 0.7 * legMs + 0.3 * (fencedAt - readyAt)
           // Killed with work left before the leg fenced anything: its first
           // steps (the key backfill, the intent read) take longer than thought.
-          else if (killedAt !== undefined && atBefore < opts.hosts) legMs = Math.min(MAX_LEG_MS, Math.max(legMs, 1.5 * (killedAt - readyAt)))
+          else if (killedAt !== undefined && atBefore < opts.hosts)
+            legMs = Math.min(MAX_LEG_MS, Math.max(legMs, 1.5 * (killedAt - readyAt)))
           const moved = countAt(w, target) - atBefore
           const ranMs = (killedAt ?? readyAt) - (fencedAt ?? readyAt)
           if (moved > 0 && ranMs > 0) moveMs = 0.7 * moveMs + 0.3 * (ranMs / moved)
@@ -671,9 +707,14 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
         ph.killsByStep[step]++
         if (c.files.journals.size > 0) ph.killsMidMove++
         if (c.rowBehind > 0) ph.killsRowBehind++
-        const when = plan.at === 'step' ? `at failpoint ${plan.step}` : `${Math.round(plan.afterMs)} ms after ${plan.at === 'start' ? 'it listened' : 'it was ready'}`
-        if (c.problems.length > 0) throw new Broken(`after kill ${k + 1} of the ${mode} phase (${when}):\n${capped(c.problems)}`)
-        if (st.problems.length > 0) throw new Broken(`during life ${k + 1} of the ${mode} phase:\n${capped(st.problems)}`)
+        const when =
+          plan.at === 'step'
+            ? `at failpoint ${plan.step}`
+            : `${Math.round(plan.afterMs)} ms after ${plan.at === 'start' ? 'it listened' : 'it was ready'}`
+        if (c.problems.length > 0)
+          throw new Broken(`after kill ${k + 1} of the ${mode} phase (${when}):\n${capped(c.problems)}`)
+        if (st.problems.length > 0)
+          throw new Broken(`during life ${k + 1} of the ${mode} phase:\n${capped(st.problems)}`)
         log(
           `crash: ${mode} kill ${k + 1}/${kills}${k === flipAt ? ` (intent ${other})` : ''} ${when}: ${countAt(w, mode)}/${opts.hosts} ${mode}, ` +
             `${c.files.journals.size} journal(s), ${c.rowBehind} row(s) behind, landed ${step}${readyAt === undefined ? ', before ready' : ''}`,
@@ -687,7 +728,9 @@ export async function runCrash(opts: CrashOptions): Promise<CrashSummary> {
       if (st.problems.length > 0) throw new Broken(`during the final ${mode} run:\n${capped(st.problems)}`)
       ph.seconds = (performance.now() - p0) / 1000
       summary.phases.push(ph)
-      log(`crash: ${mode} phase done: ${opts.hosts} ${mode}, every tree intact, ${kills} kills, ${ph.seconds.toFixed(1)} s`)
+      log(
+        `crash: ${mode} phase done: ${opts.hosts} ${mode}, every tree intact, ${kills} kills, ${ph.seconds.toFixed(1)} s`,
+      )
     }
   } catch (err) {
     if (!(err instanceof Broken)) throw err

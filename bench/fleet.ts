@@ -112,7 +112,13 @@ async function addTenants(box: Box): Promise<void> {
   errors.on('data', (s: string) => (err += s))
   try {
     for (const host of box.hosts) {
-      const code = await routesCommand(['add', host, '--hibernate'], { config, registry, stdout: quiet(), stderr: errors, mint: () => Promise.resolve('flat') })
+      const code = await routesCommand(['add', host, '--hibernate'], {
+        config,
+        registry,
+        stdout: quiet(),
+        stderr: errors,
+        mint: () => Promise.resolve('flat'),
+      })
       if (code !== 0) throw new Error(`routes add ${host} on ${box.sb.box}: exit ${code}: ${err}`)
     }
   } finally {
@@ -157,7 +163,8 @@ async function timeline(box: Box, mode: Mode, t0: number): Promise<{ seen: numbe
     if (v.outcome === 'moved' && v.to === mode && v.host !== undefined) last.set(v.host, v.time)
   }
   const missing = box.hosts.filter((h) => !last.has(h))
-  if (missing.length > 0) throw new Error(`${box.sb.box}: no move of ${missing.join(', ')} to ${mode} logged after the record`)
+  if (missing.length > 0)
+    throw new Error(`${box.sb.box}: no move of ${missing.join(', ')} to ${mode} logged after the record`)
   if (seen === undefined) throw new Error(`${box.sb.box}: its watch logged no record after the one made`)
   return { seen, moved: Math.max(...last.values()) }
 }
@@ -198,7 +205,13 @@ async function converged(boxes: Box[], mode: Mode, t0: number): Promise<LegFigur
     seen.push(tl.seen - t0)
   }
   const ms = Object.values(perBox)
-  return { boxes: boxes.length, perBox, medianMs: median(ms), maxMs: Math.max(...ms), watch: { medianMs: median(seen), maxMs: Math.max(...seen) } }
+  return {
+    boxes: boxes.length,
+    perBox,
+    medianMs: median(ms),
+    maxMs: Math.max(...ms),
+    watch: { medianMs: median(seen), maxMs: Math.max(...seen) },
+  }
 }
 
 /** The etcd of the fleet, and the environment every box shares to reach it. */
@@ -208,7 +221,11 @@ async function startEtcd(root: string, plain: boolean): Promise<{ etcd: EtcdServ
     return { etcd, env: { CARLOS_DEPLOYMENT_ETCD: etcd.url } }
   }
   const certs = await makeEtcdCerts(path.join(root, 'certs'))
-  const etcd = await EtcdServer.start(path.join(root, 'etcd'), { certs, clientCertAuth: true, admin: await certs.client('admin') })
+  const etcd = await EtcdServer.start(path.join(root, 'etcd'), {
+    certs,
+    clientCertAuth: true,
+    admin: await certs.client('admin'),
+  })
   await etcd.enableAuth([{ name: 'layoutd', password: 'fleet-password', readwrite: ['/carlos/layout/'] }])
   const passwordFile = path.join(root, 'certs', 'layoutd.password')
   await fs.writeFile(passwordFile, 'fleet-password\n', { mode: 0o600 })
@@ -227,12 +244,18 @@ async function startEtcd(root: string, plain: boolean): Promise<{ etcd: EtcdServ
 }
 
 /** Waits until the fleet's view (the live boxes' labels) says want; answers when, in ms from the call. */
-async function untilBoxes(store: DeployStore, want: (labels: string[]) => boolean, what: string, ms = 60_000): Promise<number> {
+async function untilBoxes(
+  store: DeployStore,
+  want: (labels: string[]) => boolean,
+  what: string,
+  ms = 60_000,
+): Promise<number> {
   const t0 = performance.now()
   for (;;) {
     const labels = ((await store.listBoxes?.(AbortSignal.timeout(10_000))) ?? []).map((b) => b.box)
     if (want(labels)) return performance.now() - t0
-    if (performance.now() - t0 > ms) throw new Error(`fleet: ${what}: ${labels.length} boxes after ${ms} ms: ${labels.join(' ')}`)
+    if (performance.now() - t0 > ms)
+      throw new Error(`fleet: ${what}: ${labels.length} boxes after ${ms} ms: ${labels.join(' ')}`)
     await new Promise((r) => setTimeout(r, 50))
   }
 }
@@ -253,7 +276,13 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
         hosts,
         logFile: path.join(sb.root, 'agent.log'),
         // debug: each host's move is a line of its own only there; the timeline reads them.
-        env: { ...etcdEnv, CARLOS_LAYOUT_DEFAULT: 'flat', CARLOS_LAYOUT_POLL: POLL, CARLOS_ETCD_BOX_TTL: BOX_TTL, CARLOS_LOG_LEVEL: 'debug' },
+        env: {
+          ...etcdEnv,
+          CARLOS_LAYOUT_DEFAULT: 'flat',
+          CARLOS_LAYOUT_POLL: POLL,
+          CARLOS_ETCD_BOX_TTL: BOX_TTL,
+          CARLOS_LOG_LEVEL: 'debug',
+        },
       }
       await addTenants(box)
       boxes.push(box)
@@ -304,15 +333,28 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
       if (b === target) continue
       const s = await agentOf(b).status()
       const moved = b.hosts.filter((h) => s.rows[h]?.layout !== 'nested')
-      if (s.mode !== 'nested' || moved.length > 0) throw new Error(`${b.sb.box} left nested on another box's revert: mode ${s.mode}, rows ${JSON.stringify(s.rows)}`)
+      if (s.mode !== 'nested' || moved.length > 0)
+        throw new Error(
+          `${b.sb.box} left nested on another box's revert: mode ${s.mode}, rows ${JSON.stringify(s.rows)}`,
+        )
     }
 
     const victim = boxes.at(-1) ?? first
     log(`fleet: kill -9 ${victim.sb.box}`)
     await agentOf(victim).kill()
-    const killedBoxGoneMs = await untilBoxes(store, (l) => !l.includes(victim.sb.box), `${victim.sb.box} gone after its lease`, 30_000)
+    const killedBoxGoneMs = await untilBoxes(
+      store,
+      (l) => !l.includes(victim.sb.box),
+      `${victim.sb.box} gone after its lease`,
+      30_000,
+    )
     // Every other box stays (or, its renewals late on a loaded machine, comes back).
-    await untilBoxes(store, (l) => l.length === boxes.length - 1 && !l.includes(victim.sb.box), 'every live box in the view after the kill', 30_000)
+    await untilBoxes(
+      store,
+      (l) => l.length === boxes.length - 1 && !l.includes(victim.sb.box),
+      'every live box in the view after the kill',
+      30_000,
+    )
     return {
       agents: boxes.length,
       hostsPerBox: opts.hostsPerBox,
@@ -321,7 +363,12 @@ export async function runFleet(opts: FleetOptions): Promise<FleetFigures> {
       startSeconds,
       migrate,
       revert: { ...revert, box: target.sb.box },
-      fleetStatus: { medianMs: median(timings), maxMs: Math.max(...timings), boxesShown: shown.boxes.length, waitExit0Ms },
+      fleetStatus: {
+        medianMs: median(timings),
+        maxMs: Math.max(...timings),
+        boxesShown: shown.boxes.length,
+        waitExit0Ms,
+      },
       killedBoxGoneMs,
       boxTtlMs: BOX_TTL_MS,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
@@ -351,7 +398,13 @@ async function main(): Promise<number> {
   }
   const root = values.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-fleet-')))
   try {
-    const r = await runFleet({ root, boxes, hostsPerBox, plain: values.plain, log: (l) => process.stderr.write(`${l}\n`) })
+    const r = await runFleet({
+      root,
+      boxes,
+      hostsPerBox,
+      plain: values.plain,
+      log: (l) => process.stderr.write(`${l}\n`),
+    })
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

@@ -46,7 +46,12 @@ export async function load(spec: LoadSpec): Promise<LoadResult> {
   let bodyBytes = 0
   const one = async (): Promise<{ status: number; ms: number }> => {
     const t0 = performance.now()
-    const res = await pool.request({ origin: spec.origin, path: pathOf(n++), method: spec.method ?? 'GET', headers: spec.headers })
+    const res = await pool.request({
+      origin: spec.origin,
+      path: pathOf(n++),
+      method: spec.method ?? 'GET',
+      headers: spec.headers,
+    })
     const body = Buffer.from(await res.body.arrayBuffer())
     bodyBytes = body.length
     return { status: res.statusCode, ms: performance.now() - t0 }

@@ -91,7 +91,13 @@ export const askClaim: Ask = async (pool, host) => {
  * its own tick, to a host taken round-robin, until stop is aborted; answers
  * the latencies counted from each request's due time.
  */
-export async function openLoad(pool: Pool, hosts: readonly string[], rate: number, stop: AbortSignal, ask: Ask = askReady): Promise<Latencies> {
+export async function openLoad(
+  pool: Pool,
+  hosts: readonly string[],
+  rate: number,
+  stop: AbortSignal,
+  ask: Ask = askReady,
+): Promise<Latencies> {
   const times: number[] = []
   let non200 = 0
   let errors = 0
@@ -116,7 +122,14 @@ export async function openLoad(pool: Pool, hosts: readonly string[], rate: numbe
   }
   await Promise.all(inFlight)
   times.sort((a, b) => a - b)
-  return { requests: times.length + errors, non200, errors, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99), maxMs: times.at(-1) ?? 0 }
+  return {
+    requests: times.length + errors,
+    non200,
+    errors,
+    p50Ms: percentile(times, 50),
+    p99Ms: percentile(times, 99),
+    maxMs: times.at(-1) ?? 0,
+  }
 }
 
 export interface ConsolePolls {
@@ -150,12 +163,24 @@ export async function pollLikeConsole(pool: Pool, stop: AbortSignal, everyMs = 2
   }
   const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b)
   const [s, p] = [sorted(status), sorted(page)]
-  return { everyMs, polls: s.length, redraws: p.length, statusP50Ms: percentile(s, 50), statusMaxMs: s.at(-1) ?? 0, pageP50Ms: percentile(p, 50), pageMaxMs: p.at(-1) ?? 0 }
+  return {
+    everyMs,
+    polls: s.length,
+    redraws: p.length,
+    statusP50Ms: percentile(s, 50),
+    statusMaxMs: s.at(-1) ?? 0,
+    pageP50Ms: percentile(p, 50),
+    pageMaxMs: p.at(-1) ?? 0,
+  }
 }
 
 /** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
 async function kickAndWait(url: string): Promise<void> {
-  const res = await request(new URL('/layout/converge?wait=1&timeout=600', url), { method: 'POST', headersTimeout: 700_000, bodyTimeout: 700_000 })
+  const res = await request(new URL('/layout/converge?wait=1&timeout=600', url), {
+    method: 'POST',
+    headersTimeout: 700_000,
+    bodyTimeout: 700_000,
+  })
   await res.body.dump()
   if (res.statusCode !== 200) throw new Error(`POST /layout/converge?wait=1 answered ${res.statusCode}`)
 }
@@ -210,7 +235,10 @@ export async function runReadyDuringConverge(
       const report = await agent.status()
       const notNested = hosts.filter((h) => report.rows[h]?.layout !== 'nested')
       if (notNested.length === 0) break
-      if (performance.now() > deadline) throw new Error(`${notNested.length} hosts are not nested 120 s after the converge, e.g. ${notNested.slice(0, 3).join(', ')}`)
+      if (performance.now() > deadline)
+        throw new Error(
+          `${notNested.length} hosts are not nested 120 s after the converge, e.g. ${notNested.slice(0, 3).join(', ')}`,
+        )
       await delay(1000)
     }
     return {
@@ -247,13 +275,22 @@ async function main(): Promise<number> {
   const rate = Number(values.rate)
   const idleSeconds = Number(values.idle)
   const claimRate = Number(values.claims)
-  if (![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1) || !(Number.isInteger(claimRate) && claimRate >= 0)) {
-    process.stderr.write('usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--dir D] [--keep]\n')
+  if (
+    ![hosts, rate, idleSeconds].every((n) => Number.isInteger(n) && n >= 1) ||
+    !(Number.isInteger(claimRate) && claimRate >= 0)
+  ) {
+    process.stderr.write(
+      'usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--dir D] [--keep]\n',
+    )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-ready-bench-'))
   try {
-    const r = await runReadyDuringConverge(root, { hosts, rate, idleSeconds, claimRate, console: values.console }, (l) => process.stderr.write(`${l}\n`))
+    const r = await runReadyDuringConverge(
+      root,
+      { hosts, rate, idleSeconds, claimRate, console: values.console },
+      (l) => process.stderr.write(`${l}\n`),
+    )
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

@@ -73,7 +73,14 @@ export interface SoakSummary {
   recoveredJournals: number
   grants: number
   wrongGrants: number
-  claims: { sent: number; refused: Record<string, number>; releases: number; interrupted: number; awakeSets: number; stopsAsked: number }
+  claims: {
+    sent: number
+    refused: Record<string, number>
+    releases: number
+    interrupted: number
+    awakeSets: number
+    stopsAsked: number
+  }
   /** Files hashed: at each grant and at the end, every file of each tree checked. */
   filesChecked: number
   /** Trees hashed: one per grant, and every tenant's at the end. */
@@ -178,14 +185,18 @@ export class GrantChecks {
     if (mode === undefined) return { problem: `granted ${g.dir}, neither of its layouts' directories` }
     if (g.layout !== mode) return { problem: `granted as ${g.layout} at its ${mode} paths` }
     const want = rowPathsFor(this.#w, known.t, mode)
-    if (g.socket !== want.socket || g.db !== want.db) return { problem: `granted socket ${g.socket} and db ${g.db}; its ${mode} ones are ${want.socket} and ${want.db}` }
+    if (g.socket !== want.socket || g.db !== want.db)
+      return {
+        problem: `granted socket ${g.socket} and db ${g.db}; its ${mode} ones are ${want.socket} and ${want.db}`,
+      }
     const row = this.#registry.get(host)
     if (row === undefined || row.dir !== g.dir || row.socket !== g.socket || row.db !== g.db) {
       return { problem: `granted ${g.dir}, but the registry row names ${row === undefined ? 'nothing' : row.dir}` }
     }
     const other = pathsFor(this.#w.dirs, host, mode === 'flat' ? 'nested' : 'flat').dir
     if (present(other)) return { problem: `its files are in both places: ${g.dir} and ${other}` }
-    if (!present(g.dir) || !fs.lstatSync(g.dir).isDirectory()) return { problem: `granted ${g.dir}, which is not a directory` }
+    if (!present(g.dir) || !fs.lstatSync(g.dir).isDirectory())
+      return { problem: `granted ${g.dir}, which is not a directory` }
     const layout = path.join(this.#w.dirs.dataDir, 'layout')
     if (present(path.join(layout, `${host}.journal`))) return { problem: 'granted while a journal names it' }
     if (present(path.join(layout, `${host}.hold`))) return { problem: 'granted while a hold marker names it' }
@@ -200,7 +211,8 @@ export class GrantChecks {
       this.trees++
       this.files += p.files
       if (tp.hash !== p.t.hash) return `the tree at ${g.dir} differs from the one made at setup (hash)`
-      if (p.t.key !== undefined && tp.key !== p.t.key) return `its instance key ${tp.key === undefined ? 'vanished' : 'changed'}`
+      if (p.t.key !== undefined && tp.key !== p.t.key)
+        return `its instance key ${tp.key === undefined ? 'vanished' : 'changed'}`
       p.t.key ??= tp.key
       return undefined
     } catch (err) {
@@ -291,14 +303,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
     } catch (err) {
       // A kill's connection reset can come before the child's exit is seen.
       const exit = await Promise.race([agent.exited, delay(5000, undefined)])
-      if (exit?.signal !== 'SIGKILL') problems.push(`agent pid ${agent.pid} never took the awake set: ${errorMessage(err)}`)
+      if (exit?.signal !== 'SIGKILL')
+        problems.push(`agent pid ${agent.pid} never took the awake set: ${errorMessage(err)}`)
     }
   }
 
   // Ends the flips and the sampling early when the soak itself fails.
   const halt = new AbortController()
-  const pause = (ms: number): Promise<boolean> =>
-    delay(ms, true, { signal: halt.signal }).catch(() => false)
+  const pause = (ms: number): Promise<boolean> => delay(ms, true, { signal: halt.signal }).catch(() => false)
 
   // The intent: nested, then flipped every flipSeconds until the end.
   let finalMode: Mode = 'nested'
@@ -340,9 +352,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
         if (mb === undefined) continue
         nextRss += RSS_EVERY_MS
         const at = performance.now()
-        const s = { atS: Math.round((at - runStart) / 1000), mb, life: lives.length, ageS: Math.round((at - life.startedAt) / 1000) }
+        const s = {
+          atS: Math.round((at - runStart) / 1000),
+          mb,
+          life: lives.length,
+          ageS: Math.round((at - life.startedAt) / 1000),
+        }
         rss.push(s)
-        log(`soak: rss ${mb} MB (life ${s.life}, pid ${agent.pid}, ${s.ageS} s old) at ${s.atS} s; ${act.counts.grants} grants, ${kills} kills`)
+        log(
+          `soak: rss ${mb} MB (life ${s.life}, pid ${agent.pid}, ${s.ageS} s old) at ${s.atS} s; ${act.counts.grants} grants, ${kills} kills`,
+        )
       }
     })()
 
@@ -351,12 +370,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
       const until = Math.min(end, performance.now() + lifeMs)
       const ac = new AbortController()
       const why = await Promise.race([
-        delay(Math.max(0, until - performance.now()), 'time' as const, { signal: ac.signal }).catch(() => 'time' as const),
+        delay(Math.max(0, until - performance.now()), 'time' as const, { signal: ac.signal }).catch(
+          () => 'time' as const,
+        ),
         current.agent.exited.then(() => 'exited' as const),
       ])
       ac.abort()
       if (why === 'exited') {
-        problems.push(`the agent exited on its own: ${JSON.stringify(current.agent.exit)}; its last output:\n${current.agent.tail()}`)
+        problems.push(
+          `the agent exited on its own: ${JSON.stringify(current.agent.exit)}; its last output:\n${current.agent.tail()}`,
+        )
       } else if (until >= end) break
       else {
         await readCounters(current.agent, current.life)
@@ -387,15 +410,19 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
       const r = await agent.status().catch(() => undefined)
       const off = r === undefined ? [] : hosts.filter((h) => r.rows[h]?.layout !== finalMode)
       const examples = off.slice(0, 10).map((h) => `${h}: ${r?.rows[h]?.layout} (${r?.rows[h]?.reason})`)
-      problems.push(`the agent did not converge ${finalMode}: ${off.length} hosts are not (${examples.join('; ')}); ${errorMessage(err)}`)
+      problems.push(
+        `the agent did not converge ${finalMode}: ${off.length} hosts are not (${examples.join('; ')}); ${errorMessage(err)}`,
+      )
     }
     const report = await agent.status().catch(() => undefined)
-    for (const h of layoutFiles(w.dirs).holds) holdsLeft.push({ host: h, reason: report?.rows[h]?.reason ?? '(not in the report)' })
+    for (const h of layoutFiles(w.dirs).holds)
+      holdsLeft.push({ host: h, reason: report?.rows[h]?.reason ?? '(not in the report)' })
     await readCounters(agent, life)
     log('soak: converged; stopping the agent (SIGTERM)')
     const exit = await agent.stop()
     life.endedAt = performance.now()
-    if (exit.code !== 0) problems.push(`the agent did not stop cleanly on SIGTERM: ${JSON.stringify(exit)}\n${agent.tail()}`)
+    if (exit.code !== 0)
+      problems.push(`the agent did not stop cleanly on SIGTERM: ${JSON.stringify(exit)}\n${agent.tail()}`)
     settleSeconds = (performance.now() - s0) / 1000
   } finally {
     // On a throw, nothing may outlive the soak.
@@ -422,7 +449,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
   const first = afterWarmup[0] ?? null
   const last = rss.at(-1)?.mb ?? null
   const max = rss.length === 0 ? null : Math.max(...rss.map((s) => s.mb))
-  const ratio = (a: number | null): number | null => (a === null || first === null ? null : Math.round((a / first) * 100) / 100)
+  const ratio = (a: number | null): number | null =>
+    a === null || first === null ? null : Math.round((a / first) * 100) / 100
   const c = act.counts
   return {
     minutes: opts.minutes,
@@ -437,7 +465,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
     recoveredJournals: lives.reduce((n, l) => n + l.recovered, 0),
     grants: c.grants,
     wrongGrants: c.wrongGrants.length,
-    claims: { sent: c.claims, refused: c.refused, releases: c.releases, interrupted: c.interrupted, awakeSets: c.awakeSets, stopsAsked: c.stopsAsked },
+    claims: {
+      sent: c.claims,
+      refused: c.refused,
+      releases: c.releases,
+      interrupted: c.interrupted,
+      awakeSets: c.awakeSets,
+      stopsAsked: c.stopsAsked,
+    },
     filesChecked: checks.files,
     treesChecked: checks.trees,
     journalsLeft: final.files.journals.size,
@@ -452,11 +487,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
       maxMb: max,
       lastOverFirst: ratio(last),
       maxOverFirst: ratio(max),
-      longestLifeSeconds: Math.round(Math.max(0, ...lives.map((l) => ((l.endedAt ?? performance.now()) - l.startedAt) / 1000))),
+      longestLifeSeconds: Math.round(
+        Math.max(0, ...lives.map((l) => ((l.endedAt ?? performance.now()) - l.startedAt) / 1000)),
+      ),
     },
     agentErrorLines: errorsSeen,
     seconds: { setup: setupSeconds, run: runSeconds, settle: settleSeconds, total: (performance.now() - t0) / 1000 },
-    problems: problems.length > MAX_PROBLEMS ? [...problems.slice(0, MAX_PROBLEMS), `... and ${problems.length - MAX_PROBLEMS} more`] : problems,
+    problems:
+      problems.length > MAX_PROBLEMS
+        ? [...problems.slice(0, MAX_PROBLEMS), `... and ${problems.length - MAX_PROBLEMS} more`]
+        : problems,
   }
 }
 
@@ -490,7 +530,8 @@ async function main(): Promise<number> {
     !(Number.isInteger(tenants) && tenants >= 1) && '--tenants must be a whole number of at least 1',
     !(flipSeconds > 0) && '--flip-seconds must be above 0',
     !(killEverySeconds >= 0) && '--kill-every-seconds must be 0 (no kills) or above',
-    !(Number.isInteger(claimers) && claimers >= 1 && claimers < tenants) && '--claimers must be a whole number from 1 to below --tenants',
+    !(Number.isInteger(claimers) && claimers >= 1 && claimers < tenants) &&
+      '--claimers must be a whole number from 1 to below --tenants',
     !Number.isInteger(seed) && '--seed must be a whole number',
   ].filter((m) => m !== false)
   if (bad.length > 0) {

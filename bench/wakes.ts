@@ -92,7 +92,8 @@ function makeTenants(sb: Sandbox, n: number): string[] {
 /** Why a grant is wrong, checked while its claim stands; undefined when it is right. */
 async function grantProblem(sb: Sandbox, host: string, g: WakeGrant): Promise<string | undefined> {
   try {
-    if ((await fsp.readFile(path.join(g.dir, 'host.txt'), 'utf8')) !== host) return `${host}: ${g.dir} holds another tenant's files`
+    if ((await fsp.readFile(path.join(g.dir, 'host.txt'), 'utf8')) !== host)
+      return `${host}: ${g.dir} holds another tenant's files`
     if ((await fsp.readFile(g.db, 'utf8')) !== `db of ${host}`) return `${host}: ${g.db} is not its database`
   } catch (err) {
     return `${host}: granted ${g.dir}, where its files are not (${(err as Error).message})`
@@ -109,7 +110,13 @@ async function grantProblem(sb: Sandbox, host: string, g: WakeGrant): Promise<st
 function summarise(ms: number[], seconds: number): Latency {
   const sorted = Float64Array.from(ms).sort()
   const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
-  return { requests: ms.length, perSecond: ms.length / seconds, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: sorted[sorted.length - 1] ?? 0 }
+  return {
+    requests: ms.length,
+    perSecond: ms.length / seconds,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    maxMs: sorted[sorted.length - 1] ?? 0,
+  }
 }
 
 interface LoopResult {
@@ -127,7 +134,13 @@ interface LoopResult {
  * no other worker holds, run `check` on a grant, and release it; until
  * `seconds` have passed.
  */
-async function claimLoop(pool: Pool, hosts: readonly string[], connections: number, seconds: number, check?: (host: string, g: WakeGrant) => Promise<string | undefined>): Promise<LoopResult> {
+async function claimLoop(
+  pool: Pool,
+  hosts: readonly string[],
+  connections: number,
+  seconds: number,
+  check?: (host: string, g: WakeGrant) => Promise<string | undefined>,
+): Promise<LoopResult> {
   const r: LoopResult = { claimMs: [], releaseMs: [], granted: 0, refused: {}, wrong: [], errors: [], seconds }
   // Two workers never hold one host: one's release would end the other's claim.
   const held = new Set<string>()
@@ -180,7 +193,12 @@ async function claimLoop(pool: Pool, hosts: readonly string[], connections: numb
 }
 
 /** Migrates and reverts, over and over, until the deadline; answers how many converges finished. */
-async function convergeLoop(agent: AgentProcess, sb: Sandbox, hosts: readonly string[], deadline: number): Promise<{ completed: number }> {
+async function convergeLoop(
+  agent: AgentProcess,
+  sb: Sandbox,
+  hosts: readonly string[],
+  deadline: number,
+): Promise<{ completed: number }> {
   let completed = 0
   let mode: Mode = 'nested'
   while (performance.now() < deadline) {
@@ -200,7 +218,9 @@ async function convergeLoop(agent: AgentProcess, sb: Sandbox, hosts: readonly st
 
 /** The bare route, in a process of its own as the agent is: spawned from this same file. */
 async function startBare(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-bare'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-bare'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   const lines = createInterface({ input: child.stdout })
   const port = await new Promise<string>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`the bare server exited (${String(code)})`)))
@@ -335,7 +355,9 @@ async function main(): Promise<number> {
   const connections = Number(values.connections)
   const bareSeconds = Number(values['bare-duration'] ?? values.duration)
   if (![hosts, connections].every((n) => Number.isInteger(n) && n >= 1) || !(seconds > 0) || !(bareSeconds > 0)) {
-    process.stderr.write('usage: node dist/bench/wakes.js [--hosts N] [--duration SECONDS] [--connections C] [--bare-duration SECONDS] [--dir D] [--keep]\n')
+    process.stderr.write(
+      'usage: node dist/bench/wakes.js [--hosts N] [--duration SECONDS] [--connections C] [--bare-duration SECONDS] [--dir D] [--keep]\n',
+    )
     return 2
   }
   if (connections >= hosts) {
@@ -344,7 +366,9 @@ async function main(): Promise<number> {
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-wakes-'))
   try {
-    const r = await runWakesBench(root, { hosts, connections, seconds, bareSeconds }, (l) => process.stderr.write(`${l}\n`))
+    const r = await runWakesBench(root, { hosts, connections, seconds, bareSeconds }, (l) =>
+      process.stderr.write(`${l}\n`),
+    )
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return r.claims.wrongGrants === 0 && r.claims.errors === 0 ? 0 : 1
   } finally {

@@ -15,7 +15,9 @@ let esbuild
 try {
   esbuild = await import('esbuild')
 } catch {
-  process.stderr.write(`bundle-typebox: esbuild is not installed (run \`npm ci\`); ${file} left unbundled: a start loads TypeBox module by module\n`)
+  process.stderr.write(
+    `bundle-typebox: esbuild is not installed (run \`npm ci\`); ${file} left unbundled: a start loads TypeBox module by module\n`,
+  )
   process.exit(0)
 }
 const result = await esbuild.build({
@@ -27,7 +29,9 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node20',
   legalComments: 'eof',
-  banner: { js: '// TypeBox bundled whole by scripts/bundle-typebox.mjs (npm run build): one file to load, not some 700.' },
+  banner: {
+    js: '// TypeBox bundled whole by scripts/bundle-typebox.mjs (npm run build): one file to load, not some 700.',
+  },
   logLevel: 'warning',
 })
 if (result.errors.length > 0) process.exit(1)

@@ -19,9 +19,12 @@ export type ReadyCheck = Static<typeof ReadyCheck>
 export const ReadyBody = Type.Object(
   {
     ready: Type.Boolean({ description: 'Start-up recovery is done and the activator may wake instances.' }),
-    phase: Type.Union([Type.Literal('starting'), Type.Literal('recovering'), Type.Literal('ready'), Type.Literal('stopping')], {
-      description: 'Where the agent is in its life: starting, recovering, ready or stopping.',
-    }),
+    phase: Type.Union(
+      [Type.Literal('starting'), Type.Literal('recovering'), Type.Literal('ready'), Type.Literal('stopping')],
+      {
+        description: 'Where the agent is in its life: starting, recovering, ready or stopping.',
+      },
+    ),
     checks: Type.Array(ReadyCheck, { description: 'Every readiness check, in order.' }),
     nested: Type.Object(
       {
@@ -37,11 +40,12 @@ export const ReadyBody = Type.Object(
             name: Type.String({ description: '`selfcheck`, `mounts` or `probe`.' }),
             ok: Type.Boolean({ description: 'Whether it passed.' }),
             code: Type.String({
-              description: 'Stable, for alerts and scripts: `ok`, an errno code (`EROFS`, `ENOSPC`, `EACCES`) or a named reason (`not-a-directory`, `no-nosymfollow`, `probe-not-ready`, `not-yet-run`).',
+              description:
+                'Stable, for alerts and scripts: `ok`, an errno code (`EROFS`, `ENOSPC`, `EACCES`) or a named reason (`not-a-directory`, `no-nosymfollow`, `probe-not-ready`, `not-yet-run`).',
             }),
             detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
           },
-          { title: 'IsolationCheck', additionalProperties: false, description: "One check of the isolation gate." },
+          { title: 'IsolationCheck', additionalProperties: false, description: 'One check of the isolation gate.' },
         ),
         {
           description:
@@ -51,7 +55,11 @@ export const ReadyBody = Type.Object(
       ),
     ),
   },
-  { title: 'Readiness', additionalProperties: false, description: 'The phase, the readiness checks and the isolation gate.' },
+  {
+    title: 'Readiness',
+    additionalProperties: false,
+    description: 'The phase, the readiness checks and the isolation gate.',
+  },
 )
 export type Readiness = Static<typeof ReadyBody>
 export type Phase = Readiness['phase']
@@ -76,7 +84,9 @@ export const WakeGrant = Type.Object(
   {
     host,
     layout,
-    dir: Type.String({ description: "The instance's directory, where its files are now; they do not move while the claim stands." }),
+    dir: Type.String({
+      description: "The instance's directory, where its files are now; they do not move while the claim stands.",
+    }),
     socket: Type.String({ description: 'The unix socket the instance must listen on.' }),
     db: Type.String({ description: "The instance's database file, inside `dir`; empty when none." }),
   },
@@ -116,7 +126,7 @@ export const WakeSetBody = Type.Object(
   {
     awake: Type.Array(Type.String({ maxLength: MAX_HOST_TEXT, description: 'A hostname the activator has awake.' }), {
       maxItems: MAX_AWAKE_SET,
-      description: "Every host the activator has awake now: the whole set; every claim not named here ends.",
+      description: 'Every host the activator has awake now: the whole set; every claim not named here ends.',
     }),
   },
   { additionalProperties: false, description: "The activator's awake set, sent at its own start." },
@@ -124,7 +134,9 @@ export const WakeSetBody = Type.Object(
 
 export const WakeSet = Type.Object(
   {
-    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), { description: 'Every host now claimed, sorted.' }),
+    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), {
+      description: 'Every host now claimed, sorted.',
+    }),
     stop: Type.Array(
       Type.Object(
         {
@@ -140,13 +152,19 @@ export const WakeSet = Type.Object(
       },
     ),
   },
-  { title: 'WakeSet', additionalProperties: false, description: 'The claim set as recorded, and what must be stopped.' },
+  {
+    title: 'WakeSet',
+    additionalProperties: false,
+    description: 'The claim set as recorded, and what must be stopped.',
+  },
 )
 export type WakeSet = Static<typeof WakeSet>
 
 export const WakeList = Type.Object(
   {
-    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), { description: 'Every host holding a wake claim, sorted.' }),
+    awake: Type.Array(Type.String({ description: 'A claimed hostname.' }), {
+      description: 'Every host holding a wake claim, sorted.',
+    }),
     swept: Type.Boolean({
       description:
         'The claims persisted in the registry were read at start (or the activator has since sent its whole set). ' +

@@ -1,6 +1,14 @@
 // The HTTP API as a Fastify instance, built around what it needs and never
 // listening: server.ts listens, tests inject, openapi.ts reads the schemas.
-import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
+import Fastify, {
+  LogController,
+  type ConnectionError,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type HookHandlerDoneFunction,
+} from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -92,7 +100,11 @@ function abandoned(err: FastifyError | null | undefined, request: FastifyRequest
 function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const known =
-    err.code === 'HPE_HEADER_OVERFLOW' ? errors.headersTooLarge() : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? errors.requestTimeout() : errors.malformedRequest()
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? errors.headersTooLarge()
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? errors.requestTimeout()
+        : errors.malformedRequest()
   this.log.debug({ code: known.code, parser: err.code }, 'request refused by the HTTP parser')
   const body = JSON.stringify(envelope(known.code, known.message))
   if (socket.writable) {
@@ -114,7 +126,13 @@ function catalogued(err: FastifyError | null | undefined, request: FastifyReques
   // Fastify's message names the part and the field: `querystring/timeout must be <= 600`.
   if (err.validation !== undefined) return errors.badRequest(err.message)
   const status = err.statusCode
-  if (typeof err.code === 'string' && err.code.startsWith('FST_') && status !== undefined && status >= 400 && status < 500) {
+  if (
+    typeof err.code === 'string' &&
+    err.code.startsWith('FST_') &&
+    status !== undefined &&
+    status >= 400 &&
+    status < 500
+  ) {
     return FRAMEWORK_ERRORS[err.code]?.(request) ?? errors.clientError(status, err.message)
   }
   return errors.internal()
@@ -205,13 +223,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {
       // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
-      request.log.info({ method: request.method, route: request.routeOptions.url, url: pathOf(request.url) }, 'request aborted by the client')
-      return reply.code(CLIENT_CLOSED_STATUS).send(envelope('client_closed', 'the client closed the connection before its request was read'))
+      request.log.info(
+        { method: request.method, route: request.routeOptions.url, url: pathOf(request.url) },
+        'request aborted by the client',
+      )
+      return reply
+        .code(CLIENT_CLOSED_STATUS)
+        .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
     if (status >= 500) {
       // The client learns only the code; the log keeps what happened and to which request.
-      request.log.error({ err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status }, 'request failed')
+      request.log.error(
+        { err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status },
+        'request failed',
+      )
     } else {
       request.log.info({ code: body.error.code, status, reason: body.error.message }, 'request refused')
     }
@@ -238,10 +264,19 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     const timed = request as Timed
     if (timed[COUNTED] === true) return
     timed[COUNTED] = true
-    deps.metrics.observeHttp(request.method, request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE), status, seconds)
+    deps.metrics.observeHttp(
+      request.method,
+      request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE),
+      status,
+      seconds,
+    )
   }
   const onAbort = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
-    count(request, CLIENT_CLOSED_STATUS, (performance.now() - ((request as Timed)[STARTED] ?? performance.now())) / 1000)
+    count(
+      request,
+      CLIENT_CLOSED_STATUS,
+      (performance.now() - ((request as Timed)[STARTED] ?? performance.now())) / 1000,
+    )
     done()
   }
   // Fastify listens for each request's close on a route with an abort

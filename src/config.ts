@@ -66,7 +66,8 @@ const text = (v: string): string => v
 function boxLabel(v: string, env: string): string {
   const label = v.toLowerCase()
   const why = hostError(label)
-  if (why !== null) throw refused(env, v, `a box label, as a hostname is (${why.replace(/^hostname /, '')}); set CARLOS_BOX`)
+  if (why !== null)
+    throw refused(env, v, `a box label, as a hostname is (${why.replace(/^hostname /, '')}); set CARLOS_BOX`)
   return label
 }
 const absolute = (v: string): string => path.resolve(v)
@@ -75,12 +76,14 @@ const optionalFile = (v: string): string => (v === '' ? '' : path.resolve(v))
 
 /** etcd's user name: one word of visible ASCII, as its auth takes it; empty: no auth. */
 function etcdUser(v: string, env: string): string {
-  if (v !== '' && !/^[\x21-\x7e]{1,128}$/.test(v)) throw refused(env, v, 'an etcd user name: 1 to 128 visible ASCII characters, no space')
+  if (v !== '' && !/^[\x21-\x7e]{1,128}$/.test(v))
+    throw refused(env, v, 'an etcd user name: 1 to 128 visible ASCII characters, no space')
   return v
 }
 
 /** A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout floor's rule, design §5.2). */
-const BUILD_VERSION = /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/
+const BUILD_VERSION =
+  /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/
 
 /**
  * The running platform build: a version, a commit id (7 to 40 hex digits,
@@ -90,7 +93,11 @@ const BUILD_VERSION = /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-
  */
 function buildStamp(v: string, env: string): string {
   if (v === '' || v === 'dev' || BUILD_VERSION.test(v) || /^[0-9a-f]{7,40}$/.test(v)) return v
-  throw refused(env, v, 'a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev')
+  throw refused(
+    env,
+    v,
+    'a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev',
+  )
 }
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
@@ -113,7 +120,8 @@ function oneOf<const T extends string>(...allowed: T[]) {
 }
 
 function listenAddress(v: string, env: string): { host: string; port: number } {
-  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$/.test(v)) throw refused(env, v, 'host:port, like 127.0.0.1:9740 or [::1]:9740')
+  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$/.test(v))
+    throw refused(env, v, 'host:port, like 127.0.0.1:9740 or [::1]:9740')
   const i = v.lastIndexOf(':')
   const port = Number(v.slice(i + 1))
   if (port < 1 || port > 65535) throw refused(env, v, `port ${port} is out of range`)
@@ -138,7 +146,10 @@ function httpUrl(v: string, env: string): string {
 
 /** Comma-separated http(s) endpoints; empty: none. */
 function endpoints(v: string, env: string): string[] {
-  const eps = v.split(',').map((s) => s.trim()).filter(Boolean)
+  const eps = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   const bad = eps.find((ep) => !isHttp(ep))
   if (bad !== undefined) throw refused(env, v, `${JSON.stringify(bad)} is not an http(s) URL`)
   return eps
@@ -151,7 +162,10 @@ function endpoints(v: string, env: string): string[] {
  */
 function mounts(v: string, env: string): string[] {
   if (v.trim() === 'none') return []
-  const list = v.split(',').map((s) => s.trim()).filter(Boolean)
+  const list = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   if (list.includes('none')) throw refused(env, v, 'none stands alone')
   return list.map((p) => path.resolve(p))
 }
@@ -167,8 +181,14 @@ export const MIN_TOKEN_BYTES = 16
  */
 function bearerToken(v: string, env: string): string {
   if (v === '') return v
-  if (!/^[\x21-\x7e]+$/.test(v)) throw refusedSecret(env, v, 'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it')
-  if (Buffer.byteLength(v) < MIN_TOKEN_BYTES) throw refusedSecret(env, v, `a bearer token of at least ${MIN_TOKEN_BYTES} bytes`)
+  if (!/^[\x21-\x7e]+$/.test(v))
+    throw refusedSecret(
+      env,
+      v,
+      'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it',
+    )
+  if (Buffer.byteLength(v) < MIN_TOKEN_BYTES)
+    throw refusedSecret(env, v, `a bearer token of at least ${MIN_TOKEN_BYTES} bytes`)
   return v
 }
 
@@ -177,14 +197,44 @@ const LOG_LEVELS = oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal', 'si
 /** Every variable, by the Config field it resolves to. The data dir comes first: other defaults live under it. */
 export const ENVIRONMENT = {
   dataDir: variable('CARLOS_DATA_DIR', './data', "The box's data root.", absolute),
-  box: variable('CARLOS_BOX', () => os.hostname(), "The box's label, a hostname (upper case folded); default the hostname.", boxLabel),
-  runDir: variable('CARLOS_RUN_DIR', (d) => path.join(d, 'run'), 'Where flat sockets live; default <data>/run.', absolute),
-  build: variable('CARLOS_BUILD', '', 'The running platform build, stamped by the deployment: a version (v0.25.0), a commit id, or dev.', buildStamp),
+  box: variable(
+    'CARLOS_BOX',
+    () => os.hostname(),
+    "The box's label, a hostname (upper case folded); default the hostname.",
+    boxLabel,
+  ),
+  runDir: variable(
+    'CARLOS_RUN_DIR',
+    (d) => path.join(d, 'run'),
+    'Where flat sockets live; default <data>/run.',
+    absolute,
+  ),
+  build: variable(
+    'CARLOS_BUILD',
+    '',
+    'The running platform build, stamped by the deployment: a version (v0.25.0), a commit id, or dev.',
+    buildStamp,
+  ),
   // Not refused here: an invalid value is reported by the layout default's rule (design §5).
-  layoutDefault: variable('CARLOS_LAYOUT_DEFAULT', '', 'nested (default) or flat: the layout when no intent is recorded.', text),
+  layoutDefault: variable(
+    'CARLOS_LAYOUT_DEFAULT',
+    '',
+    'nested (default) or flat: the layout when no intent is recorded.',
+    text,
+  ),
   pollMs: variable('CARLOS_LAYOUT_POLL', '5s', 'How often the deploy store is read for a new intent.', parseDuration),
-  retryMs: variable('CARLOS_LAYOUT_RETRY', '10m', 'When the leg runs again on its own after deferring or holding a host.', parseDuration),
-  graceMs: variable('CARLOS_LAYOUT_AWAKE_GRACE', '1h', 'How long an awake instance is waited for before it is stopped for its move.', parseDuration),
+  retryMs: variable(
+    'CARLOS_LAYOUT_RETRY',
+    '10m',
+    'When the leg runs again on its own after deferring or holding a host.',
+    parseDuration,
+  ),
+  graceMs: variable(
+    'CARLOS_LAYOUT_AWAKE_GRACE',
+    '1h',
+    'How long an awake instance is waited for before it is stopped for its move.',
+    parseDuration,
+  ),
   nestedMounts: variable(
     'CARLOS_NESTED_MOUNTS',
     (d) => path.join(d, 'nested'),
@@ -193,24 +243,84 @@ export const ENVIRONMENT = {
     (d) => [path.join(d, 'nested')],
   ),
   mountinfo: variable('CARLOS_MOUNTINFO', '/proc/self/mountinfo', 'The mount table the gate reads.', text),
-  probeFile: variable('CARLOS_PROBE_FILE', '/run/carlos-control/probe.out', "The isolation probe's verdict file.", text),
+  probeFile: variable(
+    'CARLOS_PROBE_FILE',
+    '/run/carlos-control/probe.out',
+    "The isolation probe's verdict file.",
+    text,
+  ),
   probeEveryMs: variable('CARLOS_PROBE_EVERY', '5m', 'How often the probe verdict is read.', parseDuration),
   listen: variable('CARLOS_AGENT_LISTEN', '127.0.0.1:9740', 'host:port the HTTP API listens on.', listenAddress),
-  token: variable('CARLOS_AGENT_TOKEN', '', 'Bearer token mutating endpoints require, at least 16 bytes; empty: loopback only.', bearerToken),
-  activator: variable('CARLOS_ACTIVATOR', 'claims', 'claims: the wake-claim contract; none: no pass, nothing moves.', oneOf('claims', 'none')),
+  token: variable(
+    'CARLOS_AGENT_TOKEN',
+    '',
+    'Bearer token mutating endpoints require, at least 16 bytes; empty: loopback only.',
+    bearerToken,
+  ),
+  activator: variable(
+    'CARLOS_ACTIVATOR',
+    'claims',
+    'claims: the wake-claim contract; none: no pass, nothing moves.',
+    oneOf('claims', 'none'),
+  ),
   activatorUrl: variable('CARLOS_ACTIVATOR_URL', '', 'The activator, asked to stop instances.', httpUrl),
-  edgeReloadUrl: variable('CARLOS_EDGE_RELOAD_URL', '', 'POSTed after moves so the edge reloads its routes; optional.', httpUrl),
+  edgeReloadUrl: variable(
+    'CARLOS_EDGE_RELOAD_URL',
+    '',
+    'POSTed after moves so the edge reloads its routes; optional.',
+    httpUrl,
+  ),
   deploymentDir: variable('CARLOS_DEPLOYMENT_DIR', './deploy', 'The directory deploy store.', absolute),
-  etcdEndpoints: variable('CARLOS_DEPLOYMENT_ETCD', '', 'Comma-separated etcd endpoints; when set, the deploy store.', endpoints),
-  etcdCa: variable('CARLOS_ETCD_CA', '', "The CA file etcd's server certificates are checked against; endpoints must then be https.", optionalFile),
-  etcdCert: variable('CARLOS_ETCD_CERT', '', 'The client certificate file shown to etcd (with CARLOS_ETCD_KEY); endpoints must then be https.', optionalFile),
+  etcdEndpoints: variable(
+    'CARLOS_DEPLOYMENT_ETCD',
+    '',
+    'Comma-separated etcd endpoints; when set, the deploy store.',
+    endpoints,
+  ),
+  etcdCa: variable(
+    'CARLOS_ETCD_CA',
+    '',
+    "The CA file etcd's server certificates are checked against; endpoints must then be https.",
+    optionalFile,
+  ),
+  etcdCert: variable(
+    'CARLOS_ETCD_CERT',
+    '',
+    'The client certificate file shown to etcd (with CARLOS_ETCD_KEY); endpoints must then be https.',
+    optionalFile,
+  ),
   etcdKey: variable('CARLOS_ETCD_KEY', '', "The client certificate's key file.", optionalFile),
-  etcdUser: variable('CARLOS_ETCD_USER', '', "etcd's user layoutd authenticates as (with CARLOS_ETCD_PASSWORD_FILE); empty: no etcd auth.", etcdUser),
-  etcdPasswordFile: variable('CARLOS_ETCD_PASSWORD_FILE', '', "The file holding CARLOS_ETCD_USER's password (never the password itself).", optionalFile),
-  etcdWatchSilenceMs: variable('CARLOS_ETCD_WATCH_SILENCE', '5s', 'A watch stream silent this long (no event, progress or answer) is dropped and made again.', parseDuration),
-  etcdBoxTtlMs: variable('CARLOS_ETCD_BOX_TTL', '30s', "The lease of this box's summary in etcd: a box that dies leaves the fleet's view after it.", parseDuration),
+  etcdUser: variable(
+    'CARLOS_ETCD_USER',
+    '',
+    "etcd's user layoutd authenticates as (with CARLOS_ETCD_PASSWORD_FILE); empty: no etcd auth.",
+    etcdUser,
+  ),
+  etcdPasswordFile: variable(
+    'CARLOS_ETCD_PASSWORD_FILE',
+    '',
+    "The file holding CARLOS_ETCD_USER's password (never the password itself).",
+    optionalFile,
+  ),
+  etcdWatchSilenceMs: variable(
+    'CARLOS_ETCD_WATCH_SILENCE',
+    '5s',
+    'A watch stream silent this long (no event, progress or answer) is dropped and made again.',
+    parseDuration,
+  ),
+  etcdBoxTtlMs: variable(
+    'CARLOS_ETCD_BOX_TTL',
+    '30s',
+    "The lease of this box's summary in etcd: a box that dies leaves the fleet's view after it.",
+    parseDuration,
+  ),
   logLevel: variable('CARLOS_LOG_LEVEL', 'info', 'pino log level.', LOG_LEVELS),
-  failpoint: variable('CARLOS_FAILPOINT', '', 'Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); skip-fsync:NAME takes one of the move\'s fsyncs out.', text),
+  failpoint: variable(
+    'CARLOS_FAILPOINT',
+    '',
+    "Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); skip-fsync:NAME takes one of the move's fsyncs out.",
+    text,
+  ),
 }
 
 type Environment = typeof ENVIRONMENT
@@ -242,17 +352,25 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
 /** The etcd variables that only make sense together (design §7.1). */
 function checkEtcdAccess(c: Config, environ: NodeJS.ProcessEnv): void {
   if ((c.etcdCert === '') !== (c.etcdKey === '')) {
-    const [set, unset] = c.etcdCert === '' ? ['CARLOS_ETCD_KEY', 'CARLOS_ETCD_CERT'] : ['CARLOS_ETCD_CERT', 'CARLOS_ETCD_KEY']
+    const [set, unset] =
+      c.etcdCert === '' ? ['CARLOS_ETCD_KEY', 'CARLOS_ETCD_CERT'] : ['CARLOS_ETCD_CERT', 'CARLOS_ETCD_KEY']
     throw refused(set, environ[set] ?? '', `a client certificate and its key go together; set ${unset} too`)
   }
   if ((c.etcdUser === '') !== (c.etcdPasswordFile === '')) {
-    const [set, unset] = c.etcdUser === '' ? ['CARLOS_ETCD_PASSWORD_FILE', 'CARLOS_ETCD_USER'] : ['CARLOS_ETCD_USER', 'CARLOS_ETCD_PASSWORD_FILE']
+    const [set, unset] =
+      c.etcdUser === ''
+        ? ['CARLOS_ETCD_PASSWORD_FILE', 'CARLOS_ETCD_USER']
+        : ['CARLOS_ETCD_USER', 'CARLOS_ETCD_PASSWORD_FILE']
     throw refused(set, environ[set] ?? '', `an etcd user and its password file go together; set ${unset} too`)
   }
   if (c.etcdCert !== '' || c.etcdCa !== '') {
     const plain = c.etcdEndpoints.find((ep) => ep.startsWith('http:'))
     if (plain !== undefined) {
-      throw refused('CARLOS_DEPLOYMENT_ETCD', environ.CARLOS_DEPLOYMENT_ETCD ?? '', `${plain} is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write https://`)
+      throw refused(
+        'CARLOS_DEPLOYMENT_ETCD',
+        environ.CARLOS_DEPLOYMENT_ETCD ?? '',
+        `${plain} is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write https://`,
+      )
     }
   }
 }

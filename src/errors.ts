@@ -68,17 +68,25 @@ export const errors = {
   payloadTooLarge: (limit: number | undefined) =>
     new AppError('payload_too_large', 413, `the request body is larger than the limit of ${limit} bytes`),
   unsupportedMediaType: (contentType: string) =>
-    new AppError('unsupported_media_type', 415, `content type ${JSON.stringify(contentType)} is not accepted; send application/json`),
+    new AppError(
+      'unsupported_media_type',
+      415,
+      `content type ${JSON.stringify(contentType)} is not accepted; send application/json`,
+    ),
   /** A path parameter longer than the router takes (design §6: sized for 253-byte hosts and then some). */
-  uriTooLong: (limit: number) => new AppError('uri_too_long', 414, `a path parameter is longer than ${limit} bytes; no hostname is`),
+  uriTooLong: (limit: number) =>
+    new AppError('uri_too_long', 414, `a path parameter is longer than ${limit} bytes; no hostname is`),
   /** Refused by Node's HTTP parser before any route: answered on the raw socket. */
-  headersTooLarge: () => new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
+  headersTooLarge: () =>
+    new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
   requestTimeout: () => new AppError('request_timeout', 408, 'the request did not arrive whole in time'),
   malformedRequest: () => new AppError('bad_request', 400, 'the request is not well-formed HTTP/1.1'),
   invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
-  emptyJson: () => new AppError('bad_request', 400, 'the request body is empty but its content type is application/json'),
+  emptyJson: () =>
+    new AppError('bad_request', 400, 'the request body is empty but its content type is application/json'),
   /** A client error of Fastify's that the catalogue has no better word for; it keeps Fastify's status. */
-  clientError: (status: number, message: string) => new AppError(status === 400 ? 'bad_request' : 'client_error', status, message),
+  clientError: (status: number, message: string) =>
+    new AppError(status === 400 ? 'bad_request' : 'client_error', status, message),
 
   // Hosts and the registry (design §2).
   invalidHost: (host: string, why: string) => new InvalidHostError(host, why),
@@ -92,20 +100,34 @@ export const errors = {
     ),
   /** `routes add` of a row whose dir or socket another row claims (design §1.1 `conflict`, §8). */
   pathClaimed: (host: string, why: string, other: string) =>
-    new AppError('path_claimed', 409, `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`),
+    new AppError(
+      'path_claimed',
+      409,
+      `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`,
+    ),
   /** `routes import` found lines it cannot store: every one is named, and nothing was written (design §8). */
   importRefused: (file: string, bad: ReadonlyArray<{ line: number; why: string }>) => {
     const shown = bad.slice(0, IMPORT_LINES_SHOWN).map((b) => `\n  line ${b.line}: ${b.why}`)
     const rest = bad.slice(IMPORT_LINES_SHOWN, IMPORT_LINES_SHOWN + IMPORT_LINES_NUMBERED).map((b) => b.line)
     const more = bad.length - shown.length
-    const tail = more === 0 ? '' : `\n  … and ${more} more: line${more === 1 ? '' : 's'} ${rest.join(', ')}${more > rest.length ? ', …' : ''}`
-    return new AppError('import_refused', 400, `refused ${file}: ${bad.length} bad line${bad.length === 1 ? '' : 's'}, nothing was written:${shown.join('')}${tail}`)
+    const tail =
+      more === 0
+        ? ''
+        : `\n  … and ${more} more: line${more === 1 ? '' : 's'} ${rest.join(', ')}${more > rest.length ? ', …' : ''}`
+    return new AppError(
+      'import_refused',
+      400,
+      `refused ${file}: ${bad.length} bad line${bad.length === 1 ? '' : 's'}, nothing was written:${shown.join('')}${tail}`,
+    )
   },
   /** `routes import` could not read its file (or standard input). */
   importUnreadable: (file: string, cause: unknown) =>
-    new AppError('import_unreadable', 400, `cannot read ${file}: ${errorMessage(cause)}; nothing was written`, { cause }),
+    new AppError('import_unreadable', 400, `cannot read ${file}: ${errorMessage(cause)}; nothing was written`, {
+      cause,
+    }),
   /** A box label follows the hostname rule (design §1). */
-  invalidBoxLabel: (box: string, why: string) => new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
+  invalidBoxLabel: (box: string, why: string) =>
+    new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
   /** `intent --box` naming a box no agent has reported, where the store knows the boxes (design §7.3). */
   unknownBox: (box: string, known: number) =>
     new AppError(
@@ -127,7 +149,11 @@ export const errors = {
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
   convergeTimeout: (seconds: number) =>
-    new AppError('converge_timeout', 504, `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`),
+    new AppError(
+      'converge_timeout',
+      504,
+      `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`,
+    ),
   internal: () => new AppError('internal', 500, 'internal error'),
   /** `layoutd serve` on an address something else listens on; `holder` names the process when /proc says (design §8). */
   addressInUse: (address: string, holder: string) =>
@@ -138,7 +164,11 @@ export const errors = {
     ),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
-    new AppError('data_dir_locked', 409, `${dataDir} is in use by another layoutd serve (${holder}); one agent per data root: stop that one first`),
+    new AppError(
+      'data_dir_locked',
+      409,
+      `${dataDir} is in use by another layoutd serve (${holder}); one agent per data root: stop that one first`,
+    ),
 
   // The command line (design §8).
   usage: (message: string, options?: ErrorOptions) => new UsageError(message, options),

@@ -32,7 +32,13 @@ export class HttpHistogram {
   readonly #labelNames: readonly string[]
   readonly #series = new Map<string, Series>()
 
-  constructor(opts: { name: string; help: string; labelNames: readonly string[]; buckets: readonly number[]; registers: readonly Registry[] }) {
+  constructor(opts: {
+    name: string
+    help: string
+    labelNames: readonly string[]
+    buckets: readonly number[]
+    registers: readonly Registry[]
+  }) {
     this.name = opts.name
     this.help = opts.help
     this.#labelNames = opts.labelNames
@@ -45,7 +51,8 @@ export class HttpHistogram {
   /** Makes the series key names, with its label values, unless it is there already. */
   open(key: string, labels: Record<string, string>): void {
     if (this.#series.has(key)) return
-    for (const name of Object.keys(labels)) if (!this.#labelNames.includes(name)) throw new Error(`${this.name}: no label ${name}`)
+    for (const name of Object.keys(labels))
+      if (!this.#labelNames.includes(name)) throw new Error(`${this.name}: no label ${name}`)
     this.#series.set(key, { labels, counts: new Float64Array(this.#bounds.length), sum: 0, count: 0 })
   }
 

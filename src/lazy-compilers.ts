@@ -65,7 +65,9 @@ function lazySerializers(pending: Pending[]): Factory<(data: unknown) => string>
     return (route) => {
       let serialize: ((data: unknown) => string) | undefined
       const made = (): ((data: unknown) => string) => {
-        compile ??= (fromFastify('@fastify/fast-json-stringify-compiler') as () => Factory<(data: unknown) => string>)()(externalSchemas, options)
+        compile ??= (
+          fromFastify('@fastify/fast-json-stringify-compiler') as () => Factory<(data: unknown) => string>
+        )()(externalSchemas, options)
         serialize ??= compile(route)
         return serialize
       }
@@ -93,7 +95,10 @@ export function lazyCompilers(): LazyCompilers {
   const pending: Pending[] = []
   return {
     // Fastify types a validator as Ajv's whole function; it calls it and reads `errors`, all a lazy one has.
-    factory: { buildValidator: lazyValidators(pending), buildSerializer: lazySerializers(pending) } as unknown as CompilersFactory,
+    factory: {
+      buildValidator: lazyValidators(pending),
+      buildSerializer: lazySerializers(pending),
+    } as unknown as CompilersFactory,
     async warm(urls) {
       let made = 0
       for (const p of pending) {

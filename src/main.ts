@@ -3,4 +3,8 @@
 // status it answers (design §8).
 import { dispatch } from './cli/dispatch.js'
 
-process.exitCode = await dispatch(process.argv.slice(2), { environ: process.env, stdout: process.stdout, stderr: process.stderr })
+process.exitCode = await dispatch(process.argv.slice(2), {
+  environ: process.env,
+  stdout: process.stdout,
+  stderr: process.stderr,
+})

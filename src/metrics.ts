@@ -34,7 +34,8 @@ export type IntentReadResult = 'recorded' | 'none' | 'unreadable'
 export const INTENT_READ_RESULTS: readonly IntentReadResult[] = ['recorded', 'none', 'unreadable']
 
 /** How a wake claim (`POST /wakes/:host`) was answered: granted, or the refusal's kind. */
-export type WakeClaimResult = 'granted' | 'fenced' | 'held' | 'conflict' | 'not_ready' | 'gate_shut' | 'unknown_host' | 'error'
+export type WakeClaimResult =
+  'granted' | 'fenced' | 'held' | 'conflict' | 'not_ready' | 'gate_shut' | 'unknown_host' | 'error'
 export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = [
   'granted',
   'fenced',
@@ -48,7 +49,13 @@ export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = [
 
 /** What start-up recovery did with a journal (design §4). */
 export type RecoveryAction = 'redone' | 'rolled_back' | 'committed' | 'finished' | 'kept_fenced'
-export const RECOVERY_ACTIONS: readonly RecoveryAction[] = ['redone', 'rolled_back', 'committed', 'finished', 'kept_fenced']
+export const RECOVERY_ACTIONS: readonly RecoveryAction[] = [
+  'redone',
+  'rolled_back',
+  'committed',
+  'finished',
+  'kept_fenced',
+]
 
 /** The route label of a request that matched no route: the raw URL never becomes a label. */
 export const UNMATCHED_ROUTE = 'unmatched'
@@ -166,7 +173,11 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry })
     // These three are gauges named like counters, which promtool's lint
     // refuses; the same counts stay exported by type as nodejs_active_*.
-    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
       this.registry.removeSingleMetric(name)
     }
     // Zero series from the start: a rate() over a counter that appears only

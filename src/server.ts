@@ -55,8 +55,13 @@ export async function serve(config: Config): Promise<number> {
     )
   }
   if (config.token === '' && !LOOPBACK.test(config.listen.host)) {
-    logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
-    process.stderr.write(`layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`)
+    logger.error(
+      { listen: config.listen.host },
+      'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN',
+    )
+    process.stderr.write(
+      `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`,
+    )
     return 1
   }
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
@@ -81,7 +86,14 @@ export async function serve(config: Config): Promise<number> {
     lock.release()
     throw err
   }
-  const agent = composeAgent({ config, logger, metrics, registry, store, reload: edgeReloader(config.edgeReloadUrl, logger) })
+  const agent = composeAgent({
+    config,
+    logger,
+    metrics,
+    registry,
+    store,
+    reload: edgeReloader(config.edgeReloadUrl, logger),
+  })
   const app = await buildApp({ api: agent, metrics, logger, token: config.token })
   app.addHook('onClose', async () => {
     await agent.stop()
@@ -118,4 +130,3 @@ export async function serve(config: Config): Promise<number> {
   )
   return 0
 }
-

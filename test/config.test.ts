@@ -31,9 +31,14 @@ void test('durations are 500ms, 5s, 10m, 1h', () => {
 
 void test('one duration rule: every duration variable refuses with the same friendly message, and nothing else comes first', () => {
   for (const env of ['CARLOS_LAYOUT_POLL', 'CARLOS_LAYOUT_RETRY', 'CARLOS_LAYOUT_AWAKE_GRACE', 'CARLOS_PROBE_EVERY']) {
-    assert.throws(() => loadConfig({ [env]: '5' }), { name: 'ConfigError', message: `${env}=5: a duration like 500ms, 5s, 10m, 1h` })
+    assert.throws(() => loadConfig({ [env]: '5' }), {
+      name: 'ConfigError',
+      message: `${env}=5: a duration like 500ms, 5s, 10m, 1h`,
+    })
     assert.throws(() => loadConfig({ [env]: '1.5s' }), { message: `${env}=1.5s: a duration like 500ms, 5s, 10m, 1h` })
-    assert.throws(() => loadConfig({ [env]: '0ms' }), { message: `${env}=0ms: a duration above zero, like 500ms, 5s, 10m, 1h` })
+    assert.throws(() => loadConfig({ [env]: '0ms' }), {
+      message: `${env}=0ms: a duration above zero, like 500ms, 5s, 10m, 1h`,
+    })
   }
 })
 
@@ -62,21 +67,43 @@ void test('a refused value names the variable and the value', () => {
   // One shape, NAME=value: what is wanted; the value is quoted only where it would not read on its own.
   const cases: Array<[Record<string, string>, string]> = [
     [{ CARLOS_LAYOUT_POLL: '5' }, 'CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h'],
-    [{ CARLOS_LAYOUT_AWAKE_GRACE: 'an hour' }, 'CARLOS_LAYOUT_AWAKE_GRACE="an hour": a duration like 500ms, 5s, 10m, 1h'],
+    [
+      { CARLOS_LAYOUT_AWAKE_GRACE: 'an hour' },
+      'CARLOS_LAYOUT_AWAKE_GRACE="an hour": a duration like 500ms, 5s, 10m, 1h',
+    ],
     [{ CARLOS_ACTIVATOR: 'systemd' }, 'CARLOS_ACTIVATOR=systemd: one of claims, none'],
-    [{ CARLOS_BUILD: 'v0.25' }, 'CARLOS_BUILD=v0.25: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
-    [{ CARLOS_BUILD: 'latest' }, 'CARLOS_BUILD=latest: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
-    [{ CARLOS_BUILD: 'abc12' }, 'CARLOS_BUILD=abc12: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev'],
+    [
+      { CARLOS_BUILD: 'v0.25' },
+      'CARLOS_BUILD=v0.25: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev',
+    ],
+    [
+      { CARLOS_BUILD: 'latest' },
+      'CARLOS_BUILD=latest: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev',
+    ],
+    [
+      { CARLOS_BUILD: 'abc12' },
+      'CARLOS_BUILD=abc12: a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev',
+    ],
     [{ CARLOS_LOG_LEVEL: 'loud' }, 'CARLOS_LOG_LEVEL=loud: one of trace, debug, info, warn, error, fatal, silent'],
-    [{ CARLOS_AGENT_LISTEN: 'localhost' }, 'CARLOS_AGENT_LISTEN=localhost: host:port, like 127.0.0.1:9740 or [::1]:9740'],
+    [
+      { CARLOS_AGENT_LISTEN: 'localhost' },
+      'CARLOS_AGENT_LISTEN=localhost: host:port, like 127.0.0.1:9740 or [::1]:9740',
+    ],
     [{ CARLOS_AGENT_LISTEN: '127.0.0.1:70000' }, 'CARLOS_AGENT_LISTEN=127.0.0.1:70000: port 70000 is out of range'],
-    [{ CARLOS_DEPLOYMENT_ETCD: 'http://a:2379,etcd-1:2379' }, 'CARLOS_DEPLOYMENT_ETCD=http://a:2379,etcd-1:2379: "etcd-1:2379" is not an http(s) URL'],
+    [
+      { CARLOS_DEPLOYMENT_ETCD: 'http://a:2379,etcd-1:2379' },
+      'CARLOS_DEPLOYMENT_ETCD=http://a:2379,etcd-1:2379: "etcd-1:2379" is not an http(s) URL',
+    ],
     [{ CARLOS_ACTIVATOR_URL: 'not a url' }, 'CARLOS_ACTIVATOR_URL="not a url": an http(s) URL'],
     [{ CARLOS_EDGE_RELOAD_URL: 'ftp://edge' }, 'CARLOS_EDGE_RELOAD_URL=ftp://edge: an http(s) URL'],
     [{ CARLOS_NESTED_MOUNTS: '/a,none' }, 'CARLOS_NESTED_MOUNTS=/a,none: none stands alone'],
-    [{ CARLOS_BOX: 'web_01' }, 'CARLOS_BOX=web_01: a box label, as a hostname is (label "web_01" is not a-z, 0-9 and inner hyphens); set CARLOS_BOX'],
+    [
+      { CARLOS_BOX: 'web_01' },
+      'CARLOS_BOX=web_01: a box label, as a hostname is (label "web_01" is not a-z, 0-9 and inner hyphens); set CARLOS_BOX',
+    ],
   ]
-  for (const [env, message] of cases) assert.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
+  for (const [env, message] of cases)
+    assert.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })
 
 void test('an empty variable counts as unset; CARLOS_NESTED_MOUNTS=none is the only way to require no mount', () => {
@@ -99,7 +126,10 @@ void test('listen takes a bracketed IPv6 address; the log level and activator ke
 })
 
 void test('etcd endpoints are a comma-separated list', () => {
-  assert.deepEqual(loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://a:2379, http://b:2379' }).etcdEndpoints, ['http://a:2379', 'http://b:2379'])
+  assert.deepEqual(loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://a:2379, http://b:2379' }).etcdEndpoints, [
+    'http://a:2379',
+    'http://b:2379',
+  ])
 })
 
 void test('the default mount is the data dir nested, whole, even when the data dir names a comma or is called none', () => {

@@ -55,13 +55,23 @@ void test('an invalid host is one thing: errors.invalidHost, requireValidHost an
   assert.equal(err.code, 'invalid_host')
   assert.equal(err.statusCode, 400)
   assert.equal(err.host, 'A.example.com')
-  assert.throws(() => requireValidHost('A.example.com'), { name: 'InvalidHostError', code: 'invalid_host', message: err.message })
+  assert.throws(() => requireValidHost('A.example.com'), {
+    name: 'InvalidHostError',
+    code: 'invalid_host',
+    message: err.message,
+  })
 })
 
 void test('one exit rule: a usage error exits 2, anything else 1', () => {
   assert.equal(exitStatusOf(new UsageError('x')), 2)
   assert.equal(exitStatusOf(errors.usage('x')), 2)
-  for (const err of [new AgentUnreachable('x'), new ConfigError('x'), errors.conflict('x'), new Error('x'), 'a string']) {
+  for (const err of [
+    new AgentUnreachable('x'),
+    new ConfigError('x'),
+    errors.conflict('x'),
+    new Error('x'),
+    'a string',
+  ]) {
     assert.equal(exitStatusOf(err), 1, String(err))
   }
 })

@@ -9,7 +9,12 @@ const LABELS = ['method', 'route', 'status'] as const
 void test('the HTTP histogram writes what a prom-client Histogram of the same name, labels and buckets writes for the same observations', async () => {
   const ours = new Registry()
   const theirs = new Registry()
-  const spec = { name: 'x_http_request_duration_seconds', help: 'HTTP requests served.', labelNames: LABELS, buckets: BUCKETS }
+  const spec = {
+    name: 'x_http_request_duration_seconds',
+    help: 'HTTP requests served.',
+    labelNames: LABELS,
+    buckets: BUCKETS,
+  }
   const h = new HttpHistogram({ ...spec, registers: [ours] })
   const p = new Histogram({ ...spec, registers: [theirs] })
   const seen = [
@@ -32,11 +37,20 @@ void test('the HTTP histogram writes what a prom-client Histogram of the same na
   h.observe('GET 200 /ready', 0.002)
   p.labels({ method: 'GET', route: '/ready', status: '200' }).observe(0.002)
   assert.equal(await ours.metrics(), await theirs.metrics())
-  assert.match(await ours.metrics(), /x_http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/ready",status="200"\} 5\n/)
+  assert.match(
+    await ours.metrics(),
+    /x_http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/ready",status="200"\} 5\n/,
+  )
 })
 
 void test('the HTTP histogram refuses a label it does not have and a value that is not a finite number', () => {
-  const h = new HttpHistogram({ name: 'y_seconds', help: 'h', labelNames: LABELS, buckets: BUCKETS, registers: [new Registry()] })
+  const h = new HttpHistogram({
+    name: 'y_seconds',
+    help: 'h',
+    labelNames: LABELS,
+    buckets: BUCKETS,
+    registers: [new Registry()],
+  })
   assert.throws(() => h.open('k', { host: 't1.example' }), /no label host/)
   h.open('GET 200 /ready', { method: 'GET', route: '/ready', status: '200' })
   assert.throws(() => h.observe('GET 200 /ready', Number.NaN), /not a finite number/)

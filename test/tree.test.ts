@@ -25,8 +25,16 @@ void test('docs/architecture.md names every file under src/, and no file that is
   const named = new Set(page.match(/src\/[A-Za-z0-9/_.-]*\.ts/g) ?? [])
   const present = await sourceFiles()
   assert.ok(present.length > 50, `found only ${present.length} source files under ${ROOT}src`)
-  assert.deepEqual(present.filter((f) => !named.has(f)), [], 'files docs/architecture.md does not name (give each its line)')
-  assert.deepEqual([...named].filter((f) => !present.includes(f)).sort(), [], 'files docs/architecture.md names that are gone')
+  assert.deepEqual(
+    present.filter((f) => !named.has(f)),
+    [],
+    'files docs/architecture.md does not name (give each its line)',
+  )
+  assert.deepEqual(
+    [...named].filter((f) => !present.includes(f)).sort(),
+    [],
+    'files docs/architecture.md names that are gone',
+  )
 })
 
 void test('every file under src/ opens with a comment saying what it owns', async () => {

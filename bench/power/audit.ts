@@ -94,7 +94,13 @@ function moveRecords(text: string): MoveRecord[] {
   const walk = (v: unknown, depth: number): void => {
     if (typeof v !== 'object' || v === null || depth > 4) return
     const r = v as Partial<MoveRecord>
-    if (typeof r.host === 'string' && typeof r.to === 'string' && typeof r.from?.dir === 'string' && typeof r.dest?.dir === 'string' && typeof r.dest.socket === 'string') {
+    if (
+      typeof r.host === 'string' &&
+      typeof r.to === 'string' &&
+      typeof r.from?.dir === 'string' &&
+      typeof r.dest?.dir === 'string' &&
+      typeof r.dest.socket === 'string'
+    ) {
       out.push(r as MoveRecord)
       return
     }
@@ -134,7 +140,10 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
     return out
   }
   /** When op i became durable, in words: never, or at the barrier that made it. */
-  const shownDur = (i: number): string => (dur[i] === Infinity ? 'it is never made durable' : `it is durable only at #${dur[i]} (${ops[dur[i] as number]?.what})`)
+  const shownDur = (i: number): string =>
+    dur[i] === Infinity
+      ? 'it is never made durable'
+      : `it is durable only at #${dur[i]} (${ops[dur[i] as number]?.what})`
   const opName = (i: number): string => `#${i} (${ops[i]?.what})`
   const layoutIno = (): Ino | undefined => lookup(live, ['layout'])
   const walIno = (): Ino | undefined => lookup(live, ['registry.db-wal'])
@@ -155,8 +164,15 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
     if (u === undefined) return
     unlinked.delete(host)
     if ((dur[u] ?? Infinity) >= before) {
-      const when = before === ops.length ? 'by the end of the trace' : `before the host's next journal took its name at ${opName(before)}`
-      fail('journal-removal-durable', host, `${host}: the journal's unlink ${opName(u)} is not durable ${when} (${shownDur(u)}): a power cut brings back a finished move's journal`)
+      const when =
+        before === ops.length
+          ? 'by the end of the trace'
+          : `before the host's next journal took its name at ${opName(before)}`
+      fail(
+        'journal-removal-durable',
+        host,
+        `${host}: the journal's unlink ${opName(u)} is not durable ${when} (${shownDur(u)}): a power cut brings back a finished move's journal`,
+      )
     }
   }
 
@@ -164,12 +180,27 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
     // Before the op is applied: what it finds.
     if (o.op === 'create' && o.node === 'file' && o.dir === layoutIno()) layoutFiles.set(o.ino, [])
     if (o.op === 'write') layoutFiles.get(o.ino)?.push(i)
-    if (o.op === 'rename' && o.fromDir === o.toDir && o.toDir === layoutIno() && layoutFiles.has(o.ino) && o.toName.endsWith('.journal')) {
+    if (
+      o.op === 'rename' &&
+      o.fromDir === o.toDir &&
+      o.toDir === layoutIno() &&
+      layoutFiles.has(o.ino) &&
+      o.toName.endsWith('.journal')
+    ) {
       const node = live.nodes.get(o.ino)
       const records = node?.kind === 'file' ? moveRecords(node.data.toString('utf8')) : []
       for (const r of records) {
         judgeUnlink(r.host, i)
-        const j: JournalSeen = { host: r.host, to: r.to, fromDir: r.from.dir, destDir: r.dest.dir, destSocket: r.dest.socket, ino: o.ino, writes: layoutFiles.get(o.ino) ?? [], name: o.toName }
+        const j: JournalSeen = {
+          host: r.host,
+          to: r.to,
+          fromDir: r.from.dir,
+          destDir: r.dest.dir,
+          destSocket: r.dest.socket,
+          ino: o.ino,
+          writes: layoutFiles.get(o.ino) ?? [],
+          name: o.toName,
+        }
         const move: AuditedMove = { host: j.host, to: j.to, journal: i, rename: -1, commit: -1, unlink: -1 }
         moves.push(move)
         open.set(j.host, { j, move })
@@ -180,15 +211,36 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
         if (move.rename >= 0) continue
         const fromParts = rel(j.fromDir)
         const destParts = rel(j.destDir)
-        if (lookup(live, fromParts) !== o.ino || o.toDir !== lookup(live, destParts.slice(0, -1)) || o.toName !== destParts[destParts.length - 1]) continue
+        if (
+          lookup(live, fromParts) !== o.ino ||
+          o.toDir !== lookup(live, destParts.slice(0, -1)) ||
+          o.toName !== destParts[destParts.length - 1]
+        )
+          continue
         move.rename = i
         // The journal: its data, and every entry of its path, durable before the files move.
-        for (const w of j.writes) if ((dur[w] ?? Infinity) >= i) fail('journal-before-rename', j.host, `${j.host}: the journal's data ${opName(w)} is not durable before the rename of its files ${opName(i)} (${shownDur(w)}): a power cut may keep the rename and an empty journal`)
+        for (const w of j.writes)
+          if ((dur[w] ?? Infinity) >= i)
+            fail(
+              'journal-before-rename',
+              j.host,
+              `${j.host}: the journal's data ${opName(w)} is not durable before the rename of its files ${opName(i)} (${shownDur(w)}): a power cut may keep the rename and an empty journal`,
+            )
         for (const m of madeOnPath(path.posix.join(root, 'layout', Buffer.from(j.name, 'latin1').toString()))) {
-          if ((dur[m.at] ?? Infinity) >= i) fail('journal-before-rename', j.host, `${j.host}: the entry ${m.shown} made at ${opName(m.at)} is not durable before the rename of its files ${opName(i)} (${shownDur(m.at)}): a power cut may keep the rename and lose the journal`)
+          if ((dur[m.at] ?? Infinity) >= i)
+            fail(
+              'journal-before-rename',
+              j.host,
+              `${j.host}: the entry ${m.shown} made at ${opName(m.at)} is not durable before the rename of its files ${opName(i)} (${shownDur(m.at)}): a power cut may keep the rename and lose the journal`,
+            )
         }
         for (const m of madeOnPath(path.posix.dirname(j.destDir))) {
-          if ((dur[m.at] ?? Infinity) >= i) fail('destination-before-rename', j.host, `${j.host}: the entry ${m.shown} made at ${opName(m.at)} is not durable before the rename into it ${opName(i)} (${shownDur(m.at)}): a power cut may keep the rename and lose the directory, the tree in neither place`)
+          if ((dur[m.at] ?? Infinity) >= i)
+            fail(
+              'destination-before-rename',
+              j.host,
+              `${j.host}: the entry ${m.shown} made at ${opName(m.at)} is not durable before the rename into it ${opName(i)} (${shownDur(m.at)}): a power cut may keep the rename and lose the directory, the tree in neither place`,
+            )
         }
       }
     }
@@ -203,15 +255,26 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
           ['destination', r.toDir],
         ] as const) {
           if (!ops.slice(move.rename + 1, i).some((f) => f.op === 'fsync' && f.ino === dir)) {
-            fail('parents-before-commit', j.host, `${j.host}: the rename's ${side} parent is not fsynced between the rename ${opName(move.rename)} and the registry commit that points at ${j.destDir} ${opName(i)}: the row may outlive a rename a power cut undid`)
+            fail(
+              'parents-before-commit',
+              j.host,
+              `${j.host}: the rename's ${side} parent is not fsynced between the rename ${opName(move.rename)} and the registry commit that points at ${j.destDir} ${opName(i)}: the row may outlive a rename a power cut undid`,
+            )
           }
         }
         const runDir = path.posix.dirname(j.destSocket)
         const made = madeOnPath(runDir)
         const runIno = lookup(live, rel(runDir))
-        const modes = ops.slice(move.journal, i).flatMap((c, k) => (c.op === 'chmod' && c.ino === runIno ? [move.journal + k] : []))
+        const modes = ops
+          .slice(move.journal, i)
+          .flatMap((c, k) => (c.op === 'chmod' && c.ino === runIno ? [move.journal + k] : []))
         for (const at of [...made.map((m) => m.at), ...modes]) {
-          if ((dur[at] ?? Infinity) >= i) fail('run-before-commit', j.host, `${j.host}: ${opName(at)}, on the way to the socket's directory ${runDir}, is not durable before the registry commit ${opName(i)} (${shownDur(at)}): a power cut may leave the row pointing at a run/ the edge cannot reach`)
+          if ((dur[at] ?? Infinity) >= i)
+            fail(
+              'run-before-commit',
+              j.host,
+              `${j.host}: ${opName(at)}, on the way to the socket's directory ${runDir}, is not durable before the registry commit ${opName(i)} (${shownDur(at)}): a power cut may leave the row pointing at a run/ the edge cannot reach`,
+            )
         }
       }
     }
@@ -220,7 +283,11 @@ export function audit(ops: readonly Op[], initial: FsImage, root: string): Audit
         m.move.unlink = i
         open.delete(host)
         if (m.move.commit >= 0 && (dur[m.move.commit] ?? Infinity) >= i) {
-          fail('commit-before-journal-removal', host, `${host}: the registry commit ${opName(m.move.commit)} is not durable before the journal's unlink ${opName(i)} (${shownDur(m.move.commit)}): a power cut may keep the unlink and lose the row, and nothing names the move`)
+          fail(
+            'commit-before-journal-removal',
+            host,
+            `${host}: the registry commit ${opName(m.move.commit)} is not durable before the journal's unlink ${opName(i)} (${shownDur(m.move.commit)}): a power cut may keep the unlink and lose the row, and nothing names the move`,
+          )
         }
         if (m.move.commit >= 0) unlinked.set(host, i)
       }

@@ -41,7 +41,10 @@ async function main(setupFile: string): Promise<void> {
   const sb = ctx.world.sb
   // This namespace's sandbox: the probe's verdict, as the recording had it; the rest per state.
   fs.writeFileSync(sb.probeFile, 'ready: true\n')
-  const send = (m: JobDone): Promise<void> => new Promise((resolve, reject) => process.send?.(m, undefined, {}, (err) => (err === null ? resolve() : reject(err))))
+  const send = (m: JobDone): Promise<void> =>
+    new Promise((resolve, reject) =>
+      process.send?.(m, undefined, {}, (err) => (err === null ? resolve() : reject(err))),
+    )
   process.on('message', (job: StateJob | 'done') => {
     if (job === 'done') {
       process.disconnect()
@@ -56,7 +59,12 @@ async function main(setupFile: string): Promise<void> {
       try {
         result = await checkLinked(ctx, job.mode, setup.agent)
       } catch (err) {
-        result = { problems: [`the check failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`], journal: false, wakeProbes: 0, readyMs: NaN }
+        result = {
+          problems: [`the check failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`],
+          journal: false,
+          wakeProbes: 0,
+          readyMs: NaN,
+        }
       } finally {
         fs.unlinkSync(sb.dataDir)
       }

@@ -58,7 +58,9 @@ export function strayProblems(ctx: CheckContext): string[] {
   const at = copiesUnder(path.join(ctx.world.dirs.dataDir, 'layout', 'aside', s.host), s.data)
   const st = fs.lstatSync(s.path, { throwIfNoEntry: false })
   if (st?.isFile() === true && fs.readFileSync(s.path).equals(s.data)) at.push(s.path)
-  return at.length === 1 ? [] : [`${s.host}: what was set aside is in ${at.length === 0 ? 'no place' : `${at.length} places: ${at.join(', ')}`}`]
+  return at.length === 1
+    ? []
+    : [`${s.host}: what was set aside is in ${at.length === 0 ? 'no place' : `${at.length} places: ${at.join(', ')}`}`]
 }
 
 /** The state on disk: every tree in one place (or a journal naming the move), markers explained, the stray in one place. */
@@ -82,7 +84,12 @@ export async function checkLinked(ctx: CheckContext, mode: Mode, how: AgentHow):
   const w: World = { ...ctx.world, tenants: ctx.world.tenants.map((t) => ({ ...t, key: undefined })) }
   const held = ctx.held === undefined ? [] : [ctx.held]
   const journals = layoutFiles(w.dirs).journals
-  const out: CheckResult = { problems: onDisk(ctx, w, held, 'on disk after the crash'), journal: journals.size > 0, wakeProbes: 0, readyMs: NaN }
+  const out: CheckResult = {
+    problems: onDisk(ctx, w, held, 'on disk after the crash'),
+    journal: journals.size > 0,
+    wakeProbes: 0,
+    readyMs: NaN,
+  }
   let agent: StartedAgent
   try {
     agent = how === 'process' ? await AgentProcess.start(sb, { listenTimeoutMs: 120_000 }) : await startInProcess(sb)
@@ -101,7 +108,10 @@ export async function checkLinked(ctx: CheckContext, mode: Mode, how: AgentHow):
         out.wakeProbes++
         if (res.status !== 200) continue
         const k = layoutFiles(w.dirs).journals.get(h)
-        if (k !== undefined && k.generation === j.generation) out.problems.push(`${h}: a wake was granted while the journal the crash left (generation ${j.generation}) still stood`)
+        if (k !== undefined && k.generation === j.generation)
+          out.problems.push(
+            `${h}: a wake was granted while the journal the crash left (generation ${j.generation}) still stood`,
+          )
       }
       if (await agent.ready().catch(() => false)) break
       if (agent.exit !== undefined) {
@@ -118,12 +128,16 @@ export async function checkLinked(ctx: CheckContext, mode: Mode, how: AgentHow):
     const now = layoutFiles(w.dirs).journals
     for (const [h, j] of journals) {
       const k = now.get(h)
-      if (k !== undefined && k.generation === j.generation && k.startedAt === j.startedAt) out.problems.push(`${h}: the journal the crash left outlived start-up recovery`)
+      if (k !== undefined && k.generation === j.generation && k.startedAt === j.startedAt)
+        out.problems.push(`${h}: the journal the crash left outlived start-up recovery`)
     }
   } finally {
     // An agent that does not stop would act on the next state's disk: the checker reports it and ends.
     const ac = new AbortController()
-    const stopped = await Promise.race([agent.kill().then(() => true), delay(120_000, false, { signal: ac.signal }).catch(() => false)])
+    const stopped = await Promise.race([
+      agent.kill().then(() => true),
+      delay(120_000, false, { signal: ac.signal }).catch(() => false),
+    ])
     ac.abort()
     if (!stopped) {
       out.problems.push(`the agent did not stop within 120 s:\n${agent.tail()}`)

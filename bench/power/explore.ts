@@ -21,7 +21,16 @@ import type { Mode } from '../../src/domain/modes.js'
 import { rng } from '../crash.js'
 import type { AgentHow } from './check.js'
 import type { JobDone, StateJob, WorkerSetup } from './check-worker.js'
-import { durableAt, enumerate, imageHash, replay, type CrashState, type FsImage, type Op, type OpBody } from './model.js'
+import {
+  durableAt,
+  enumerate,
+  imageHash,
+  replay,
+  type CrashState,
+  type FsImage,
+  type Op,
+  type OpBody,
+} from './model.js'
 import { record, type Recording } from './record.js'
 import { materialise } from './trace.js'
 
@@ -85,7 +94,8 @@ function describe(ops: readonly Op[], s: CrashState): string {
 function registryOp(initial: FsImage, ops: readonly Op[]): (o: OpBody) => boolean {
   const registryInos = new Set<number>()
   const root = initial.nodes.get(initial.root)
-  if (root?.kind === 'dir') for (const [name, ino] of root.entries) if (REGISTRY_FILE.test(`/${name}`)) registryInos.add(ino)
+  if (root?.kind === 'dir')
+    for (const [name, ino] of root.entries) if (REGISTRY_FILE.test(`/${name}`)) registryInos.add(ino)
   for (const o of ops) {
     const m = /^create (.*)$/.exec(o.what)
     if (o.op === 'create' && m !== null && REGISTRY_FILE.test(m[1] ?? '')) registryInos.add(o.ino)
@@ -102,13 +112,37 @@ function startChecker(rec: Recording, root: string, k: number, setupFile: string
   const own = path.join(root, `checker-${k}`)
   fs.mkdirSync(own, { recursive: true })
   const script = 'mount --bind "$1" "$2" && exec "$3" "$4" "$5"'
-  return spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', own, rec.world.sb.root, process.execPath, WORKER_JS, setupFile], {
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  })
+  return spawn(
+    'unshare',
+    [
+      '--mount',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
+      script,
+      'sh',
+      own,
+      rec.world.sb.root,
+      process.execPath,
+      WORKER_JS,
+      setupFile,
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    },
+  )
 }
 
 /** Runs the jobs on n checkers, each state materialised just before it is handed out; answers every verdict. */
-async function runCheckers(rec: Recording, root: string, n: number, agent: AgentHow, jobs: Array<() => StateJob>, onDone: (job: StateJob, d: JobDone) => void): Promise<void> {
+async function runCheckers(
+  rec: Recording,
+  root: string,
+  n: number,
+  agent: AgentHow,
+  jobs: Array<() => StateJob>,
+  onDone: (job: StateJob, d: JobDone) => void,
+): Promise<void> {
   const setupFile = path.join(root, 'checker-setup.json')
   const setup: WorkerSetup = {
     world: rec.world,
@@ -139,7 +173,12 @@ async function runCheckers(rec: Recording, root: string, n: number, agent: Agent
       })
       child.once('exit', (code, signal) => {
         if (current === undefined && code === 0) resolve()
-        else reject(new Error(`checker ${k} exited (code ${String(code)}, signal ${String(signal)})${current === undefined ? '' : ` during state ${current.n}`}`))
+        else
+          reject(
+            new Error(
+              `checker ${k} exited (code ${String(code)}, signal ${String(signal)})${current === undefined ? '' : ` during state ${current.n}`}`,
+            ),
+          )
       })
     })
   })
@@ -173,14 +212,31 @@ export async function explore(opts: {
   const rec = await record({ ...opts, scenario: { hold: opts.hosts >= 2, aside: opts.hosts >= 3 } })
   // --drop-barrier: the same run without the fsyncs that match, to show what the explorer finds when one is missing.
   const drop = opts.dropBarrier === undefined ? undefined : new RegExp(opts.dropBarrier)
-  const ops = rec.lowered.ops.filter((o) => !(o.op === 'fsync' && drop?.test(o.what.replaceAll(rec.world.sb.dataDir, 'D')) === true))
+  const ops = rec.lowered.ops.filter(
+    (o) => !(o.op === 'fsync' && drop?.test(o.what.replaceAll(rec.world.sb.dataDir, 'D')) === true),
+  )
   const barriersDropped = rec.lowered.ops.length - ops.length
   if (opts.dumpOps !== undefined) {
     const dur = durableAt(ops)
-    fs.writeFileSync(opts.dumpOps, ops.map((o, i) => `#${i} ${o.what}${o.op === 'fsync' ? '' : ` (durable ${dur[i] === Infinity ? 'never' : `at #${dur[i]}`})`}\n`).join(''))
+    fs.writeFileSync(
+      opts.dumpOps,
+      ops
+        .map(
+          (o, i) =>
+            `#${i} ${o.what}${o.op === 'fsync' ? '' : ` (durable ${dur[i] === Infinity ? 'never' : `at #${dur[i]}`})`}\n`,
+        )
+        .join(''),
+    )
   }
-  const en = enumerate(ops, { asOfLastFsync: registryOp(rec.initial, ops), random: rng(opts.seed), exhaustiveUpTo: 64, samplesPerPoint: opts.samplesPerPoint })
-  opts.log(`power: ${ops.length} ops, ${en.points} crash points, ${en.states.length} states enumerated (${en.possible} possible)`)
+  const en = enumerate(ops, {
+    asOfLastFsync: registryOp(rec.initial, ops),
+    random: rng(opts.seed),
+    exhaustiveUpTo: 64,
+    samplesPerPoint: opts.samplesPerPoint,
+  })
+  opts.log(
+    `power: ${ops.length} ops, ${en.points} crash points, ${en.states.length} states enumerated (${en.possible} possible)`,
+  )
   // Distinct images only: many subsets leave the same tree.
   const distinct = new Map<string, CrashState>()
   for (const s of en.states) {
@@ -190,7 +246,13 @@ export async function explore(opts: {
   // Checked: all when few, else a seeded sample spread over the trace.
   const random = rng(opts.seed + 1)
   let todo = [...distinct.values()]
-  if (todo.length > opts.maxChecks) todo = todo.map((s) => ({ s, k: random() })).sort((a, b) => a.k - b.k).slice(0, opts.maxChecks).map((x) => x.s).sort((a, b) => a.at - b.at)
+  if (todo.length > opts.maxChecks)
+    todo = todo
+      .map((s) => ({ s, k: random() }))
+      .sort((a, b) => a.k - b.k)
+      .slice(0, opts.maxChecks)
+      .map((x) => x.s)
+      .sort((a, b) => a.at - b.at)
   opts.log(`power: ${distinct.size} distinct states, checking ${todo.length} on ${opts.workers} checker(s)`)
   const violations: Violation[] = []
   const readyMs: number[] = []
@@ -214,10 +276,16 @@ export async function explore(opts: {
     if (Number.isFinite(result.readyMs)) readyMs.push(result.readyMs)
     const s = todo[job.n] as CrashState
     if (result.problems.length > 0) {
-      violations.push({ state: `state ${job.n}: ${describe(ops, s)} [intent ${job.mode}, kept at ${path.dirname(job.dir)}]`, problems: result.problems })
+      violations.push({
+        state: `state ${job.n}: ${describe(ops, s)} [intent ${job.mode}, kept at ${path.dirname(job.dir)}]`,
+        problems: result.problems,
+      })
       opts.log(`power: VIOLATION in state ${job.n}: ${result.problems[0]}`)
     } else fs.rmSync(path.dirname(job.dir), { recursive: true, force: true })
-    if (checked % 50 === 0) opts.log(`power: ${checked}/${todo.length} checked in ${Math.round((performance.now() - t0) / 1000)} s, ${violations.length} violation(s)`)
+    if (checked % 50 === 0)
+      opts.log(
+        `power: ${checked}/${todo.length} checked in ${Math.round((performance.now() - t0) / 1000)} s, ${violations.length} violation(s)`,
+      )
   })
   readyMs.sort((a, b) => a - b)
   return {
@@ -271,7 +339,10 @@ async function main(): Promise<number> {
   const workers = Number(values.workers)
   const samplesPerPoint = Number(values.samples)
   const agent = values.agent
-  if (![hosts, seed, maxChecks, workers, samplesPerPoint].every((n) => Number.isInteger(n) && n >= 1) || (agent !== 'process' && agent !== 'in-process')) {
+  if (
+    ![hosts, seed, maxChecks, workers, samplesPerPoint].every((n) => Number.isInteger(n) && n >= 1) ||
+    (agent !== 'process' && agent !== 'in-process')
+  ) {
     process.stderr.write(
       'usage: npm run crash:power -- [--hosts N] [--seed S] [--max-checks N] [--workers N] [--samples N] [--agent in-process|process] [--dir D] [--states-dir D] [--keep] [--dump-ops FILE] [--drop-barrier REGEX]\n',
     )
@@ -279,10 +350,24 @@ async function main(): Promise<number> {
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'layoutd-power-'))
   const shm = fs.statSync('/dev/shm', { throwIfNoEntry: false })?.isDirectory() === true
-  const statesRoot = values['states-dir'] ?? (shm ? fs.mkdtempSync('/dev/shm/layoutd-power-states-') : path.join(root, 'states'))
-  const summary = await explore({ hosts, seed, root, maxChecks, workers, agent, statesRoot, samplesPerPoint, dumpOps: values['dump-ops'], dropBarrier: values['drop-barrier'], log: (l) => process.stderr.write(`${l}\n`) })
+  const statesRoot =
+    values['states-dir'] ?? (shm ? fs.mkdtempSync('/dev/shm/layoutd-power-states-') : path.join(root, 'states'))
+  const summary = await explore({
+    hosts,
+    seed,
+    root,
+    maxChecks,
+    workers,
+    agent,
+    statesRoot,
+    samplesPerPoint,
+    dumpOps: values['dump-ops'],
+    dropBarrier: values['drop-barrier'],
+    log: (l) => process.stderr.write(`${l}\n`),
+  })
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`)
-  if (!values.keep && summary.violations.length === 0) for (const d of [root, statesRoot]) fs.rmSync(d, { recursive: true, force: true })
+  if (!values.keep && summary.violations.length === 0)
+    for (const d of [root, statesRoot]) fs.rmSync(d, { recursive: true, force: true })
   else process.stderr.write(`power: kept ${root} and the states at ${statesRoot}\n`)
   return summary.violations.length === 0 ? 0 : 1
 }

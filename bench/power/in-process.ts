@@ -38,9 +38,13 @@ export interface StartedAgent {
 /** Starts the agent on sb in this process, in src/server.ts's order, and answers once it listens (start-up recovery under way). */
 export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
   const startedAt = performance.now()
-  const config = loadConfig(sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`, CARLOS_LOG_LEVEL: 'error' }))
+  const config = loadConfig(
+    sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`, CARLOS_LOG_LEVEL: 'error' }),
+  )
   const lines: string[] = []
-  const sink = { write: (s: string) => (lines.push(s), lines.length > 40 && lines.shift(), true) } as unknown as NodeJS.WritableStream
+  const sink = {
+    write: (s: string) => (lines.push(s), lines.length > 40 && lines.shift(), true),
+  } as unknown as NodeJS.WritableStream
   const logger = createLogger(config.logLevel, sink)
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
@@ -53,7 +57,14 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
     lock.release()
     throw err
   }
-  const agent = composeAgent({ config, logger, metrics, registry, store, reload: edgeReloader(config.edgeReloadUrl, logger) })
+  const agent = composeAgent({
+    config,
+    logger,
+    metrics,
+    registry,
+    store,
+    reload: edgeReloader(config.edgeReloadUrl, logger),
+  })
   const app = await buildApp({ api: agent, metrics, logger, token: config.token })
   app.addHook('onClose', async () => {
     await agent.stop()
@@ -90,7 +101,8 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
     async ready() {
       return (await app.inject({ method: 'GET', url: '/ready' })).statusCode === 200
     },
-    tail: () => `${exit === undefined ? '' : `start-up failed: ${exit instanceof Error ? exit.message : JSON.stringify(exit)}\n`}${lines.join('')}`,
+    tail: () =>
+      `${exit === undefined ? '' : `start-up failed: ${exit instanceof Error ? exit.message : JSON.stringify(exit)}\n`}${lines.join('')}`,
     kill: () => (closed ??= app.close()),
   }
 }

@@ -12,7 +12,17 @@ function world(): FsImage {
   return {
     root: 1,
     nodes: new Map([
-      [1, { kind: 'dir', mode: 0o755, entries: new Map([['layout', 2], ['apps', 3]]) }],
+      [
+        1,
+        {
+          kind: 'dir',
+          mode: 0o755,
+          entries: new Map([
+            ['layout', 2],
+            ['apps', 3],
+          ]),
+        },
+      ],
       [2, { kind: 'dir', mode: 0o755, entries: new Map() }],
       [3, { kind: 'dir', mode: 0o755, entries: new Map([['t', 4]]) }],
       [4, { kind: 'dir', mode: 0o750, entries: new Map([['f', 5]]) }],
@@ -104,11 +114,18 @@ void test('ops taken as of their last fsync are never left in flight', () => {
 })
 
 void test('past the exhaustive bound a point is sampled, and the same seed samples the same states', () => {
-  const ops: OpBody[] = Array.from({ length: 10 }, (_, i) => ({ op: 'create', dir: 2, name: `n${i}`, ino: 20 + i, node: 'file', mode: 0o644 }) as const)
+  const ops: OpBody[] = Array.from(
+    { length: 10 },
+    (_, i) => ({ op: 'create', dir: 2, name: `n${i}`, ino: 20 + i, node: 'file', mode: 0o644 }) as const,
+  )
   const a = enumerate(ops, { random: rng(7), exhaustiveUpTo: 16, samplesPerPoint: 8 })
   const b = enumerate(ops, { random: rng(7), exhaustiveUpTo: 16, samplesPerPoint: 8 })
   assert.equal(a.possible, String(2 ** 10))
   assert.ok(a.states.length < 2 ** 10)
   assert.deepEqual(a.states, b.states)
-  assert.ok(a.states.some((s) => s.how === 'all-but-one') && a.states.some((s) => s.how === 'none') && a.states.some((s) => s.how === 'all'))
+  assert.ok(
+    a.states.some((s) => s.how === 'all-but-one') &&
+      a.states.some((s) => s.how === 'none') &&
+      a.states.some((s) => s.how === 'all'),
+  )
 })

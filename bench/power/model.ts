@@ -155,15 +155,27 @@ export function enumerate(ops: readonly OpBody[], opts: EnumerateOptions): Enume
       states.push({ at, persisted, inFlight, kept, how })
     }
     if (2 ** inFlight.length <= exhaustive) {
-      for (let mask = 0; mask < 2 ** inFlight.length; mask++) add(inFlight.filter((_, k) => (mask & (1 << k)) !== 0), 'every-subset')
+      for (let mask = 0; mask < 2 ** inFlight.length; mask++)
+        add(
+          inFlight.filter((_, k) => (mask & (1 << k)) !== 0),
+          'every-subset',
+        )
       continue
     }
     add([], 'none')
     add(inFlight, 'all')
     for (let k = 1; k < inFlight.length; k++) add(inFlight.slice(0, k), 'prefix')
-    for (const drop of inFlight) add(inFlight.filter((i) => i !== drop), 'all-but-one')
+    for (const drop of inFlight)
+      add(
+        inFlight.filter((i) => i !== drop),
+        'all-but-one',
+      )
     for (const only of inFlight) add([only], 'only-one')
-    for (let s = 0; s < samples; s++) add(inFlight.filter(() => opts.random() < 0.5), 'sampled')
+    for (let s = 0; s < samples; s++)
+      add(
+        inFlight.filter(() => opts.random() < 0.5),
+        'sampled',
+      )
   }
   return { states, points: points.length, possible: possible.toString() }
 }

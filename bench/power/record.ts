@@ -99,7 +99,13 @@ export async function waitConverged(
   for (;;) {
     if (exited()) throw new Error(`the traced agent exited before every host was ${word}`)
     const r = await report(url)
-    if (r !== undefined && !r.leg.running && !r.leg.pending && hosts.every((h) => r.rows[h]?.layout === (except[h] ?? word))) return
+    if (
+      r !== undefined &&
+      !r.leg.running &&
+      !r.leg.pending &&
+      hosts.every((h) => r.rows[h]?.layout === (except[h] ?? word))
+    )
+      return
     if (performance.now() > deadline) throw new Error(`not every host ${word} within ${timeoutMs} ms`)
     await delay(50)
   }
@@ -138,15 +144,36 @@ export async function record(opts: {
   // The intents only: the running agent rewrites its box summary under layout/boxes (a temporary file
   // renamed into place), which a copy taken beside it may list and then not find.
   const copyIntents = (to: string): void =>
-    fs.cpSync(sb.deployDir, to, { recursive: true, filter: (src) => path.relative(sb.deployDir, src) !== path.join('layout', 'boxes') })
+    fs.cpSync(sb.deployDir, to, {
+      recursive: true,
+      filter: (src) => path.relative(sb.deployDir, src) !== path.join('layout', 'boxes'),
+    })
   copyIntents(deploy.nested)
   const { image: initial, nextIno } = loadImage(sb.dataDir)
   const traceFile = path.join(opts.root, 'agent.strace')
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
-  const args = ['-f', '-y', '-qq', '-xx', '-ttt', '-s', '65536', '-e', `trace=${TRACED}`, '-o', traceFile, process.execPath, MAIN_JS, 'serve']
+  const args = [
+    '-f',
+    '-y',
+    '-qq',
+    '-xx',
+    '-ttt',
+    '-s',
+    '65536',
+    '-e',
+    `trace=${TRACED}`,
+    '-o',
+    traceFile,
+    process.execPath,
+    MAIN_JS,
+    'serve',
+  ]
   opts.log(`power: recording ${opts.hosts} tenants flat -> nested -> flat under strace`)
-  const child = spawn(STRACE, args, { env: sandboxEnv(sb, { ...opts.env, CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(STRACE, args, {
+    env: sandboxEnv(sb, { ...opts.env, CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }),
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
   let exited = false

@@ -43,7 +43,13 @@ function parseCall(pid: number, t: number, text: string): Call | undefined {
   const open = text.indexOf('(')
   const eq = text.lastIndexOf(') = ')
   if (open < 0 || eq < open) return undefined
-  return { pid, t, name: text.slice(0, open), args: splitArgs(text.slice(open + 1, eq)), ret: text.slice(eq + 4).trim() }
+  return {
+    pid,
+    t,
+    name: text.slice(0, open),
+    args: splitArgs(text.slice(open + 1, eq)),
+    ret: text.slice(eq + 4).trim(),
+  }
 }
 
 /** Every completed call of a trace, in the order they completed. */
@@ -83,7 +89,10 @@ function fdOf(arg: string): { fd: number; path: string | undefined } {
   const m = /^(-?\d+|AT_FDCWD)(?:<(.*)>)?$/.exec(arg)
   if (m === null) return { fd: NaN, path: undefined }
   const fd = m[1] === 'AT_FDCWD' ? -100 : Number(m[1])
-  return { fd, path: m[2] === undefined ? undefined : Buffer.from(m[2].replaceAll('\\x', ''), 'hex').toString('latin1') }
+  return {
+    fd,
+    path: m[2] === undefined ? undefined : Buffer.from(m[2].replaceAll('\\x', ''), 'hex').toString('latin1'),
+  }
 }
 
 function ok(c: Call): boolean {
@@ -126,7 +135,10 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
     const n = path.posix.normalize(p)
     if (n === rootL) return []
     if (!n.startsWith(`${rootL}/`)) return undefined
-    return n.slice(rootL.length + 1).split('/').filter((x) => x !== '')
+    return n
+      .slice(rootL.length + 1)
+      .split('/')
+      .filter((x) => x !== '')
   }
   /** An absolute path from a dirfd argument and a path argument. */
   const abs = (dirfdArg: string | undefined, pathArg: string): string => {
@@ -174,7 +186,8 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
       switch (c.name) {
         case 'openat':
         case 'open': {
-          const [dirfd, pathArg, flags = '', modeArg] = c.name === 'open' ? [undefined, a[0], a[1], a[2]] : [a[0], a[1], a[2], a[3]]
+          const [dirfd, pathArg, flags = '', modeArg] =
+            c.name === 'open' ? [undefined, a[0], a[1], a[2]] : [a[0], a[1], a[2], a[3]]
           if (pathArg === undefined) break
           const p = abs(dirfd, pathArg)
           if (!touches(p)) break
@@ -192,7 +205,18 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
               break
             }
             ino = nextIno++
-            emit(c, { op: 'create', dir: par.dir, name: par.name, ino, node: 'file', mode: Number.parseInt(modeArg ?? '0644', 8) & 0o7777 & ~0o022 }, `create ${shown(p)}`)
+            emit(
+              c,
+              {
+                op: 'create',
+                dir: par.dir,
+                name: par.name,
+                ino,
+                node: 'file',
+                mode: Number.parseInt(modeArg ?? '0644', 8) & 0o7777 & ~0o022,
+              },
+              `create ${shown(p)}`,
+            )
           } else if (flags.includes('O_TRUNC') && live.nodes.get(ino)?.kind === 'file') {
             emit(c, { op: 'truncate', ino, length: 0 }, `truncate ${shown(p)} (O_TRUNC)`)
           }
@@ -215,9 +239,14 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
           if (s.cut && s.bytes.length < n) cutWrites++
           const data = s.bytes.subarray(0, n)
           const node = live.nodes.get(f.ino)
-          const offset = c.name === 'pwrite64' ? Number(a[3]) : f.append && node?.kind === 'file' ? node.data.length : f.offset
+          const offset =
+            c.name === 'pwrite64' ? Number(a[3]) : f.append && node?.kind === 'file' ? node.data.length : f.offset
           if (c.name === 'write') f.offset = offset + n
-          emit(c, { op: 'write', ino: f.ino, offset, data }, `${c.name} ${n} B at ${offset} to ${shown(fdOf(a[0] ?? '').path ?? '?')}`)
+          emit(
+            c,
+            { op: 'write', ino: f.ino, offset, data },
+            `${c.name} ${n} B at ${offset} to ${shown(fdOf(a[0] ?? '').path ?? '?')}`,
+          )
           break
         }
         case 'lseek': {
@@ -229,7 +258,11 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
           const f = fileOf(c, a[0])
           if (f === undefined) break
           underRoot++
-          emit(c, { op: 'truncate', ino: f.ino, length: Number(a[1]) }, `ftruncate ${shown(fdOf(a[0] ?? '').path ?? '?')} to ${a[1]}`)
+          emit(
+            c,
+            { op: 'truncate', ino: f.ino, length: Number(a[1]) },
+            `ftruncate ${shown(fdOf(a[0] ?? '').path ?? '?')} to ${a[1]}`,
+          )
           break
         }
         case 'fsync':
@@ -243,7 +276,11 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
         case 'fchmod': {
           const f = fileOf(c, a[0])
           if (f === undefined) break
-          emit(c, { op: 'chmod', ino: f.ino, mode: Number.parseInt(a[1] ?? '0', 8) }, `fchmod ${shown(fdOf(a[0] ?? '').path ?? '?')} ${a[1]}`)
+          emit(
+            c,
+            { op: 'chmod', ino: f.ino, mode: Number.parseInt(a[1] ?? '0', 8) },
+            `fchmod ${shown(fdOf(a[0] ?? '').path ?? '?')} ${a[1]}`,
+          )
           break
         }
         case 'chmod':
@@ -252,7 +289,11 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
           if (!touches(p)) break
           const ino = lookup(live, rel(p) ?? [])
           if (ino === undefined) break
-          emit(c, { op: 'chmod', ino, mode: Number.parseInt((c.name === 'chmod' ? a[1] : a[2]) ?? '0', 8) }, `chmod ${shown(p)}`)
+          emit(
+            c,
+            { op: 'chmod', ino, mode: Number.parseInt((c.name === 'chmod' ? a[1] : a[2]) ?? '0', 8) },
+            `chmod ${shown(p)}`,
+          )
           break
         }
         case 'mkdir':
@@ -260,7 +301,14 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
         case 'symlink':
         case 'symlinkat': {
           const isDir = c.name.startsWith('mkdir')
-          const p = c.name === 'mkdir' ? abs(undefined, a[0] ?? '""') : c.name === 'mkdirat' ? abs(a[0], a[1] ?? '""') : c.name === 'symlink' ? abs(undefined, a[1] ?? '""') : abs(a[1], a[2] ?? '""')
+          const p =
+            c.name === 'mkdir'
+              ? abs(undefined, a[0] ?? '""')
+              : c.name === 'mkdirat'
+                ? abs(a[0], a[1] ?? '""')
+                : c.name === 'symlink'
+                  ? abs(undefined, a[1] ?? '""')
+                  : abs(a[1], a[2] ?? '""')
           if (!touches(p)) break
           underRoot++
           const par = parentOf(p)
@@ -270,13 +318,41 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
           }
           const modeArg = c.name === 'mkdir' ? a[1] : a[2]
           const ino = nextIno++
-          if (isDir) emit(c, { op: 'create', dir: par.dir, name: par.name, ino, node: 'dir', mode: Number.parseInt(modeArg ?? '0755', 8) & 0o7777 & ~0o022 }, `mkdir ${shown(p)}`)
-          else emit(c, { op: 'create', dir: par.dir, name: par.name, ino, node: 'symlink', mode: 0o777, target: decodeString(a[0] ?? '""').bytes }, `symlink ${shown(p)}`)
+          if (isDir)
+            emit(
+              c,
+              {
+                op: 'create',
+                dir: par.dir,
+                name: par.name,
+                ino,
+                node: 'dir',
+                mode: Number.parseInt(modeArg ?? '0755', 8) & 0o7777 & ~0o022,
+              },
+              `mkdir ${shown(p)}`,
+            )
+          else
+            emit(
+              c,
+              {
+                op: 'create',
+                dir: par.dir,
+                name: par.name,
+                ino,
+                node: 'symlink',
+                mode: 0o777,
+                target: decodeString(a[0] ?? '""').bytes,
+              },
+              `symlink ${shown(p)}`,
+            )
           break
         }
         case 'link':
         case 'linkat': {
-          const [from, to] = c.name === 'link' ? [abs(undefined, a[0] ?? '""'), abs(undefined, a[1] ?? '""')] : [abs(a[0], a[1] ?? '""'), abs(a[2], a[3] ?? '""')]
+          const [from, to] =
+            c.name === 'link'
+              ? [abs(undefined, a[0] ?? '""'), abs(undefined, a[1] ?? '""')]
+              : [abs(a[0], a[1] ?? '""'), abs(a[2], a[3] ?? '""')]
           if (!touches(to)) break
           underRoot++
           const ino = lookup(live, rel(from) ?? [])
@@ -306,7 +382,10 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
         case 'rename':
         case 'renameat':
         case 'renameat2': {
-          const [from, to] = c.name === 'rename' ? [abs(undefined, a[0] ?? '""'), abs(undefined, a[1] ?? '""')] : [abs(a[0], a[1] ?? '""'), abs(a[2], a[3] ?? '""')]
+          const [from, to] =
+            c.name === 'rename'
+              ? [abs(undefined, a[0] ?? '""'), abs(undefined, a[1] ?? '""')]
+              : [abs(a[0], a[1] ?? '""'), abs(a[2], a[3] ?? '""')]
           if (!touches(from) && !touches(to)) break
           underRoot++
           const src = parentOf(from)
@@ -316,7 +395,11 @@ export function lower(calls: readonly Call[], root: string, initial: FsImage, ne
             skip(c, 'renamed across the data root or a path the image does not have')
             break
           }
-          emit(c, { op: 'rename', fromDir: src.dir, fromName: src.name, toDir: dst.dir, toName: dst.name, ino }, `rename ${shown(from)} -> ${shown(to)}`)
+          emit(
+            c,
+            { op: 'rename', fromDir: src.dir, fromName: src.name, toDir: dst.dir, toName: dst.name, ino },
+            `rename ${shown(from)} -> ${shown(to)}`,
+          )
           break
         }
         default:
@@ -343,9 +426,11 @@ export function loadImage(dir: string): { image: FsImage; nextIno: Ino } {
     const mode = st.mode & 0o7777
     if (st.isDirectory()) {
       const entries = new Map<Name, Ino>()
-      for (const name of fs.readdirSync(abs, { encoding: 'buffer' })) entries.set(name.toString('latin1'), walk(Buffer.concat([abs, Buffer.from('/'), name])))
+      for (const name of fs.readdirSync(abs, { encoding: 'buffer' }))
+        entries.set(name.toString('latin1'), walk(Buffer.concat([abs, Buffer.from('/'), name])))
       nodes.set(ino, { kind: 'dir', mode, entries })
-    } else if (st.isSymbolicLink()) nodes.set(ino, { kind: 'symlink', mode, target: fs.readlinkSync(abs, { encoding: 'buffer' }) })
+    } else if (st.isSymbolicLink())
+      nodes.set(ino, { kind: 'symlink', mode, target: fs.readlinkSync(abs, { encoding: 'buffer' }) })
     else if (st.isFile()) nodes.set(ino, { kind: 'file', mode, data: fs.readFileSync(abs) })
     // A socket or FIFO is not kept: a crash keeps neither's contents, and the agent makes its own.
     else next--
@@ -370,7 +455,8 @@ export function materialise(img: FsImage, dir: string): void {
     }
     if (n.kind === 'dir') {
       fs.mkdirSync(abs)
-      for (const [name, child] of n.entries) walk(child, Buffer.concat([abs, Buffer.from('/'), Buffer.from(name, 'latin1')]), depth + 1)
+      for (const [name, child] of n.entries)
+        walk(child, Buffer.concat([abs, Buffer.from('/'), Buffer.from(name, 'latin1')]), depth + 1)
       dirModes.push([abs, n.mode])
     } else if (n.kind === 'symlink') fs.symlinkSync(n.target, abs)
     else {

@@ -70,7 +70,13 @@ export class Agent implements AgentApi {
       claims: parts.claims,
       fence: parts.fence,
       metrics,
-      facts: () => ({ armed: gate !== null, phase: this.#phase, pass: this.#pass, rows: () => registry.snapshot(), gate }),
+      facts: () => ({
+        armed: gate !== null,
+        phase: this.#phase,
+        pass: this.#pass,
+        rows: () => registry.snapshot(),
+        gate,
+      }),
     })
     this.#state.onChange((s) => this.#recordIntentMetrics(s.intent, s.default.applied))
     // The gauge says the mode from the first scrape, not only after a change:
@@ -97,10 +103,18 @@ export class Agent implements AgentApi {
     // symlink would hand recovery a journal planted behind it (design §2.1).
     await this.#parts.layoutDir.verifyRoots()
     if (gate === null) {
-      logger.info({ activator: 'none' }, 'layout: no activator armed on this box; the report is unmanaged and nothing moves')
+      logger.info(
+        { activator: 'none' },
+        'layout: no activator armed on this box; the report is unmanaged and nothing moves',
+      )
       await this.#view.listLayoutDir()
       this.#phase = 'ready'
-      const listing = (this.#reads = new PeriodicRead({ read: () => this.#view.listLayoutDir(), failure: POLL_FAILED, everyMs: config.pollMs, ...this.#parts }))
+      const listing = (this.#reads = new PeriodicRead({
+        read: () => this.#view.listLayoutDir(),
+        failure: POLL_FAILED,
+        everyMs: config.pollMs,
+        ...this.#parts,
+      }))
       if (!this.#life.signal.aborted) listing.schedule()
       return
     }
@@ -109,7 +123,11 @@ export class Agent implements AgentApi {
     // Until the pass is published the report judges rows by what
     // <data>/layout holds, so a host a journal names reads fenced while
     // recovery runs, never flat.
-    await this.#view.listLayoutDir().catch((err: unknown) => logger.error({ err }, 'layout: list <data>/layout at start failed; recovery reads it again'))
+    await this.#view
+      .listLayoutDir()
+      .catch((err: unknown) =>
+        logger.error({ err }, 'layout: list <data>/layout at start failed; recovery reads it again'),
+      )
     const swept = claims.sweep()
     const intent = await startupRecoveryIntent({
       layoutDir: this.#parts.layoutDir,
@@ -127,12 +145,20 @@ export class Agent implements AgentApi {
     // Recovery acts on a few hosts once per start: each is worth a line at info.
     logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger, 'info')
     logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger, 'info')
-    logger.info({ intent, swept }, `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`)
+    logger.info(
+      { intent, swept },
+      `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
+    )
     this.#pass = pass
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
     // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
-    this.#keys = backfillKeysAtStart({ ...this.#parts, pass, slots: this.#desk.slots, signal: this.#life.signal }).catch((err: unknown) => {
+    this.#keys = backfillKeysAtStart({
+      ...this.#parts,
+      pass,
+      slots: this.#desk.slots,
+      signal: this.#life.signal,
+    }).catch((err: unknown) => {
       logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (each host's next start mints its key)`)
     })
     const poller = (this.#reads = new IntentPoller({
@@ -209,7 +235,12 @@ export class Agent implements AgentApi {
 
   mint(): Promise<Mode> {
     const { config, store, registry, gate } = this.#parts
-    return mintLayoutIntentWith({ store, dirs: config, routes: () => registry.snapshot().routes, ...intentInputs(config, gate) })
+    return mintLayoutIntentWith({
+      store,
+      dirs: config,
+      routes: () => registry.snapshot().routes,
+      ...intentInputs(config, gate),
+    })
   }
 
   // ---- wake claims: the wake desk's ---------------------------------------

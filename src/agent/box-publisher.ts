@@ -89,7 +89,11 @@ export class BoxPublisher {
     } catch (err) {
       if (signal.aborted) return
       // Logged once per spell of failures; the next change or read tries again.
-      if (!this.#failing) logger.warn({ store: store.describe(), err: errorMessage(err) }, `fleet: the box summary could not be published: ${errorMessage(err)}`)
+      if (!this.#failing)
+        logger.warn(
+          { store: store.describe(), err: errorMessage(err) },
+          `fleet: the box summary could not be published: ${errorMessage(err)}`,
+        )
       this.#failing = true
     }
   }
@@ -102,7 +106,8 @@ export class BoxPublisher {
   #summary(report: LayoutReport, version: string, at: string): BoxSummary {
     const intent = JSON.stringify(this.#intent)
     const built = this.#built
-    if (built?.report === report && built.intent === intent && built.version === version) return { ...built.summary, at }
+    if (built?.report === report && built.intent === intent && built.version === version)
+      return { ...built.summary, at }
     const summary = summarize(report, this.#intent, version, at, this.#o.config.activatorUrl !== '')
     this.#built = { report, intent, version, summary }
     return summary

@@ -49,7 +49,12 @@ const RECOVERY_LABEL: Record<RecoveryAction['kind'], RecoveryLabel> = {
 export function composeAgent(adapters: AgentAdapters): Agent {
   const { config, logger, metrics, registry, store, reload, stopTimeoutMs } = adapters
   const clock = adapters.clock ?? systemClock
-  const claims = new WakeClaims({ store: registry.claimStore(), activatorUrl: config.activatorUrl, logger, now: () => new Date(clock.now()) })
+  const claims = new WakeClaims({
+    store: registry.claimStore(),
+    activatorUrl: config.activatorUrl,
+    logger,
+    now: () => new Date(clock.now()),
+  })
   const fence = new FenceTable()
   // The gate exists only where an activator is armed: with none, nothing
   // could wake nested and the default does not apply. Its answer changes

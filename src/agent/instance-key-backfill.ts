@@ -35,7 +35,10 @@ export async function backfillKeysAtStart(deps: KeyBackfillDeps): Promise<void> 
       .routes.filter((r) => activatorManaged(r) && r.dir !== '' && hostError(r.host) === null)
       .map((r) => r.host)
   } catch (err) {
-    logger.error({ err }, `agent: instance keys: list routes: ${errorMessage(err)} (each host's next start mints its key)`)
+    logger.error(
+      { err },
+      `agent: instance keys: list routes: ${errorMessage(err)} (each host's next start mints its key)`,
+    )
     return
   }
   const counts = await backfillInstanceKeys({
@@ -45,7 +48,8 @@ export async function backfillKeysAtStart(deps: KeyBackfillDeps): Promise<void> 
     target: (host) => {
       // Read again in the slot: the row may have changed since the list.
       const route = registry.get(host)
-      if (route === undefined || !activatorManaged(route) || route.dir === '') return { skip: 'no longer an activator-managed row with a directory' }
+      if (route === undefined || !activatorManaged(route) || route.dir === '')
+        return { skip: 'no longer an activator-managed row with a directory' }
       const { layout, reason } = pass.classify(route, registry.snapshot().routes)
       // Keys go only into directories the pass manages (design §4.5): a row
       // classified flat or nested has its dir exactly at its host's path
@@ -59,6 +63,9 @@ export async function backfillKeysAtStart(deps: KeyBackfillDeps): Promise<void> 
     signal: deps.signal,
   })
   if (counts.minted + counts.skipped + counts.failed > 0) {
-    logger.info({ ...counts }, `agent: instance keys: ${counts.minted} minted, ${counts.present} present, ${counts.skipped} skipped, ${counts.failed} failed`)
+    logger.info(
+      { ...counts },
+      `agent: instance keys: ${counts.minted} minted, ${counts.present} present, ${counts.skipped} skipped, ${counts.failed} failed`,
+    )
   }
 }

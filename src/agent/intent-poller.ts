@@ -40,7 +40,13 @@ export class IntentPoller {
 
   constructor(opts: IntentPollerOptions) {
     this.#opts = opts
-    this.#reads = new PeriodicRead({ read: () => this.#read(), failure: POLL_FAILED, everyMs: opts.pollMs, clock: opts.clock, logger: opts.logger })
+    this.#reads = new PeriodicRead({
+      read: () => this.#read(),
+      failure: POLL_FAILED,
+      everyMs: opts.pollMs,
+      clock: opts.clock,
+      logger: opts.logger,
+    })
   }
 
   /**

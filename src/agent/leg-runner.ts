@@ -84,7 +84,9 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
 function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {
   const s = state.snapshot()
   metrics.ops.setIntentReadable(s.intent !== 'unreadable')
-  metrics.intentRead(s.intent === 'unreadable' ? 'unreadable' : s.intent === 'none' || s.default.applied ? 'none' : 'recorded')
+  metrics.intentRead(
+    s.intent === 'unreadable' ? 'unreadable' : s.intent === 'none' || s.default.applied ? 'none' : 'recorded',
+  )
 }
 
 /** A run has finished: the leg's own metrics, then the row gauges from the report as the run left it. */
@@ -93,7 +95,11 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
   metrics.setLegRunning(false)
   metrics.legRun(seconds)
   // Clean: the intent (or the default) was read and no host failed; a refused or deferred host is not a failed run.
-  if (deps.state.snapshot().intent !== 'unreadable' && run.finishedAt !== null && !run.results.some((r) => r.outcome === 'failed')) {
+  if (
+    deps.state.snapshot().intent !== 'unreadable' &&
+    run.finishedAt !== null &&
+    !run.results.some((r) => r.outcome === 'failed')
+  ) {
     metrics.ops.setLastSuccess(Date.parse(run.finishedAt))
   }
   deps.onRunEnd(run)
@@ -102,8 +108,11 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
     ({ report, counts }) => {
       metrics.setRows(counts)
       const pass = deps.pass()
-      metrics.setHeldHosts(pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length)
+      metrics.setHeldHosts(
+        pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length,
+      )
     },
-    (err: unknown) => deps.logger.error({ err: errorMessage(err) }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
+    (err: unknown) =>
+      deps.logger.error({ err: errorMessage(err) }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
   )
 }

@@ -15,7 +15,10 @@ import type { Metrics } from '../metrics.js'
  * onResult hears each result as it is decided, onWait what the run under
  * way waits on (null when it waits no more).
  */
-export type PassFactory = (onResult: (result: Result) => void, onWait?: (what: string | null) => void) => Promise<LayoutPass>
+export type PassFactory = (
+  onResult: (result: Result) => void,
+  onWait?: (what: string | null) => void,
+) => Promise<LayoutPass>
 
 /** The adapters and shared state the agent works with, built by composeAgent. */
 export interface AgentParts {

@@ -56,7 +56,13 @@ function wakeClaimsCheck({ phase, armed, claims }: ReadinessFacts): ReadyCheck {
   return {
     name: 'wake-claims',
     ok: phase === 'ready' && (!armed || claims.swept),
-    detail: !armed ? 'no activator armed' : claims.swept ? 'loaded' : phase === 'ready' ? 'unreadable: every host counts as awake' : 'not yet loaded',
+    detail: !armed
+      ? 'no activator armed'
+      : claims.swept
+        ? 'loaded'
+        : phase === 'ready'
+          ? 'unreadable: every host counts as awake'
+          : 'not yet loaded',
   }
 }
 
@@ -89,7 +95,14 @@ function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateChe
   if (a.length !== b.length) return false
   return a.every((c, i) => {
     const d = b[i]
-    return d !== undefined && c.name === d.name && c.ok === d.ok && c.code === d.code && c.reason === d.reason && c.detail === d.detail
+    return (
+      d !== undefined &&
+      c.name === d.name &&
+      c.ok === d.ok &&
+      c.code === d.code &&
+      c.reason === d.reason &&
+      c.detail === d.detail
+    )
   })
 }
 
@@ -117,7 +130,11 @@ export function readinessOf(facts: ReadinessFacts): Readiness {
   ) {
     return last.readiness
   }
-  const checks: ReadyCheck[] = [registry, wakeClaimsCheck(facts), { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase }]
+  const checks: ReadyCheck[] = [
+    registry,
+    wakeClaimsCheck(facts),
+    { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase },
+  ]
   const readiness: Readiness = {
     // Wake claims that could not be read do not hold the box down: the
     // pass treats every host as awake, and flat wakes go on. A registry

@@ -158,7 +158,14 @@ export class ReportView {
   async #buildSoon(seen: Version, pass: LayoutPass, leg: Leg): Promise<Built> {
     this.#builds++
     const { config, state, gate, registry } = this.#deps
-    const steps = managedReportSteps({ box: config.box, routes: (seen.inputs[0] as RowsSnapshot).routes, rowsNow: () => registry.snapshot(), pass, state, leg: leg.state() })
+    const steps = managedReportSteps({
+      box: config.box,
+      routes: (seen.inputs[0] as RowsSnapshot).routes,
+      rowsNow: () => registry.snapshot(),
+      pass,
+      state,
+      leg: leg.state(),
+    })
     let since = performance.now()
     for (;;) {
       const step = steps.next()
@@ -178,7 +185,17 @@ export class ReportView {
 
   #inputs(phase: Phase, pass: LayoutPass | null, leg: Leg): unknown[] {
     const { registry, state, gate } = this.#deps
-    return [registry.snapshot(), pass, pass?.changes(), state.version, gate?.check(), leg.stateKey(), phase, this.#withheld, this.#onDisk]
+    return [
+      registry.snapshot(),
+      pass,
+      pass?.changes(),
+      state.version,
+      gate?.check(),
+      leg.stateKey(),
+      phase,
+      this.#withheld,
+      this.#onDisk,
+    ]
   }
 
   /** The version of the inputs now: a new number when any of them changed since last seen, and nothing built to tell. */
@@ -224,7 +241,8 @@ export class ReportView {
         // must never read nested or flat meanwhile, so every row we might
         // move reads fenced until the listing is in.
         for (const [host, r] of Object.entries(report.rows)) {
-          if (r.layout === 'nested' || r.layout === 'flat') report.rows[host] = { ...r, layout: 'fenced', reason: `layoutd is ${phase}: <data>/layout not listed yet` }
+          if (r.layout === 'nested' || r.layout === 'flat')
+            report.rows[host] = { ...r, layout: 'fenced', reason: `layoutd is ${phase}: <data>/layout not listed yet` }
         }
       }
       if (config.activator === 'none') return report

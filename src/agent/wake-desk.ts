@@ -44,7 +44,14 @@ export class WakeDesk {
       const admitted = this.#deps.fence.admit(host, () => this.#deps.claims.claim(host))
       if (!admitted.admitted) {
         this.#recordClaimMetric('fenced')
-        return { granted: false, refusal: { host, layout: 'fenced', reason: `fenced: fenced for its move (generation ${admitted.generation})` } }
+        return {
+          granted: false,
+          refusal: {
+            host,
+            layout: 'fenced',
+            reason: `fenced: fenced for its move (generation ${admitted.generation})`,
+          },
+        }
       }
       this.#recordClaimMetric('granted')
       return { granted: true, grant: verdict.grant }

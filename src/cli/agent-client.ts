@@ -23,7 +23,8 @@ export function agentUrl(config: Config, flag: string | undefined): string {
 }
 
 /** What an agent that does not answer is told to do, after the reason. */
-export const START_HINT = 'is the agent running? start it with `layoutd serve` (or `npm start`), or give --url / CARLOS_AGENT_LISTEN'
+export const START_HINT =
+  'is the agent running? start it with `layoutd serve` (or `npm start`), or give --url / CARLOS_AGENT_LISTEN'
 
 /** The report, and its ETag for the next conditional request. */
 export interface TaggedReport {
@@ -103,13 +104,20 @@ export class AgentClient {
   }
 
   /** One request; timeoutMs bounds the time without a byte from the agent (0: none). */
-  private send(method: 'GET' | 'POST', path: string, timeoutMs: number, extra: Record<string, string>): Promise<Answer> {
+  private send(
+    method: 'GET' | 'POST',
+    path: string,
+    timeoutMs: number,
+    extra: Record<string, string>,
+  ): Promise<Answer> {
     const headers: Record<string, string> = { accept: 'application/json', ...extra }
     if (this.token !== '') headers.authorization = `Bearer ${this.token}`
     const unreachable = (err: unknown) => {
       // Refused: nothing listens there. Any other failure is said as it is.
       const hint = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? `; ${START_HINT}` : ''
-      return errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}${hint}`, { cause: err })
+      return errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}${hint}`, {
+        cause: err,
+      })
     }
     return new Promise((resolve, reject) => {
       let req: http.ClientRequest
@@ -127,7 +135,9 @@ export class AgentClient {
         const chunks: Buffer[] = []
         res.on('data', (c: Buffer) => chunks.push(c))
         res.on('error', (err) => reject(unreachable(err)))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
+        )
       })
       req.end()
     })
@@ -137,7 +147,9 @@ export class AgentClient {
     try {
       return JSON.parse(res.text)
     } catch {
-      throw errors.agentUnreachable(`${method} ${this.base}${path}: answered ${res.status} with a body that is not JSON`)
+      throw errors.agentUnreachable(
+        `${method} ${this.base}${path}: answered ${res.status} with a body that is not JSON`,
+      )
     }
   }
 

@@ -29,10 +29,16 @@ export function parseCommandArgs<const O extends OptionsConfig>(
 ): ParsedArgs<O> {
   let parsed: ParsedArgs<O>
   try {
-    parsed = parseArgs<Strict<O>>({ args: [...argv], options: { ...options, ...HELP_OPTION }, strict: true, allowPositionals: true })
+    parsed = parseArgs<Strict<O>>({
+      args: [...argv],
+      options: { ...options, ...HELP_OPTION },
+      strict: true,
+      allowPositionals: true,
+    })
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_') && err instanceof Error) throw errors.usage(err.message, { cause: err })
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_') && err instanceof Error)
+      throw errors.usage(err.message, { cause: err })
     throw err
   }
   if (asksForHelp(parsed)) return parsed

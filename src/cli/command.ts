@@ -96,12 +96,18 @@ export function failed(err: unknown, out: Output, signature: Signature, usage: s
     return status
   }
   const who = err instanceof ConfigError ? PROGRAM : signature
-  const bug = err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
+  const bug =
+    err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
   out.stderr.write(`${who.failures}: ${bug ? (err.stack ?? err.message) : errorMessage(err)}\n`)
   return status
 }
 
-export async function runCommand<O extends OptionsConfig, C>(command: Command<O, C>, argv: readonly string[], out: Output, scope: Scope<C>): Promise<number> {
+export async function runCommand<O extends OptionsConfig, C>(
+  command: Command<O, C>,
+  argv: readonly string[],
+  out: Output,
+  scope: Scope<C>,
+): Promise<number> {
   try {
     const args = parseCommandArgs(argv, command.options, command.positionals)
     if (asksForHelp(args)) {
@@ -114,7 +120,12 @@ export async function runCommand<O extends OptionsConfig, C>(command: Command<O,
   }
 }
 
-export async function runGroup<C>(group: CommandGroup<C>, argv: readonly string[], out: Output, scope: Scope<C>): Promise<number> {
+export async function runGroup<C>(
+  group: CommandGroup<C>,
+  argv: readonly string[],
+  out: Output,
+  scope: Scope<C>,
+): Promise<number> {
   const [name, ...rest] = argv
   if (name === '--help' || name === '-h') {
     out.stdout.write(group.usage)

@@ -70,7 +70,10 @@ export function countRows(rows: Record<string, RowReport>, paint: Paint = plain)
   const counts = new Map<string, number>()
   for (const row of Object.values(rows)) counts.set(row.layout, (counts.get(row.layout) ?? 0) + 1)
   const total = Object.keys(rows).length
-  const order = [...ROW_WORDS, ...[...counts.keys()].filter((w) => !(ROW_WORDS as readonly string[]).includes(w)).sort()]
+  const order = [
+    ...ROW_WORDS,
+    ...[...counts.keys()].filter((w) => !(ROW_WORDS as readonly string[]).includes(w)).sort(),
+  ]
   const parts = order.filter((w) => counts.has(w)).map((w) => paint(w, `${counts.get(w)} ${w}`))
   return `${total} row${total === 1 ? '' : 's'}${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`
 }
@@ -82,10 +85,14 @@ export function describeLeg(leg: LegState, now: number, paint: Paint = plain): s
   if (leg.running) {
     const done = run !== null && run.finishedAt === null ? run.results.length : 0
     const since = run !== null && run.finishedAt === null ? `, started ${relative(run.startedAt, now)}` : ''
-    parts.push(`running (${done} host${done === 1 ? '' : 's'} done${since})${leg.pending ? ', another run pending' : ''}`)
+    parts.push(
+      `running (${done} host${done === 1 ? '' : 's'} done${since})${leg.pending ? ', another run pending' : ''}`,
+    )
   } else parts.push(leg.pending ? 'pending' : 'idle')
-  if (run !== null && run.finishedAt !== null) parts.push(`last run ${relative(run.finishedAt, now)} (${summarize(run.results, paint)})`)
-  if (leg.retryAt !== null) parts.push(Date.parse(leg.retryAt) > now ? `retry ${relative(leg.retryAt, now)}` : 'retry due')
+  if (run !== null && run.finishedAt !== null)
+    parts.push(`last run ${relative(run.finishedAt, now)} (${summarize(run.results, paint)})`)
+  if (leg.retryAt !== null)
+    parts.push(Date.parse(leg.retryAt) > now ? `retry ${relative(leg.retryAt, now)}` : 'retry due')
   return parts.join(', ')
 }
 
@@ -114,7 +121,15 @@ export function formatReport(r: LayoutReport, now: number, paint: Paint = plain)
     )
     // The word is painted after the padding, so colour never shifts a column.
     const lines = table.split('\n')
-    out += '\n' + lines.map((line, i) => (i === 0 || line === '' ? line : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint))).join('\n')
+    out +=
+      '\n' +
+      lines
+        .map((line, i) =>
+          i === 0 || line === ''
+            ? line
+            : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
+        )
+        .join('\n')
   }
   for (const warning of r.warnings) out += `\nwarning: ${warning}`
   return r.warnings.length > 0 ? out + '\n' : out
@@ -139,16 +154,22 @@ export const RUNBOOK: Record<string, string> = {
 
 /** What the operator does about a row, in one line with the runbook entry. */
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
-  if (has.hold) return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
+  if (has.hold)
+    return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
   if (has.journal && row.layout === 'fenced' && !/in flight|for its move/.test(row.reason)) {
     return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
   }
-  if (mode === 'unreadable') return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
+  if (mode === 'unreadable')
+    return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
   const doc = RUNBOOK[row.layout]
-  if (row.layout === 'fenced' && /in flight|for its move|starting|recovering/.test(row.reason)) return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
+  if (row.layout === 'fenced' && /in flight|for its move|starting|recovering/.test(row.reason))
+    return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
   if (doc !== undefined) return `see ${doc}`
-  if (row.reason.startsWith('isolation not ready')) return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
-  if (row.reason.startsWith('awake')) return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
-  if (row.reason !== '') return 'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); docs/runbook.md#outcomes'
+  if (row.reason.startsWith('isolation not ready'))
+    return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
+  if (row.reason.startsWith('awake'))
+    return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
+  if (row.reason !== '')
+    return 'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); docs/runbook.md#outcomes'
   return 'nothing: the row is where the intent wants it'
 }

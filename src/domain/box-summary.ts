@@ -79,7 +79,11 @@ export function summarize(
     converged,
     counts,
     held,
-    leg: { running: leg.running, pending: leg.pending, lastRunAt: leg.lastRun?.finishedAt ?? leg.lastRun?.startedAt ?? null },
+    leg: {
+      running: leg.running,
+      pending: leg.pending,
+      lastRunAt: leg.lastRun?.finishedAt ?? leg.lastRun?.startedAt ?? null,
+    },
     ...(canStopAwake === undefined ? {} : { canStopAwake }),
     at,
   }
@@ -121,7 +125,10 @@ export function fleetView(summaries: readonly BoxSummary[], records: readonly In
     return { summary, wants, state }
   })
   const rank = { converging: 0, none: 1, converged: 2 } as const
-  rows.sort((a, b) => rank[a.state] - rank[b.state] || (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0))
+  rows.sort(
+    (a, b) =>
+      rank[a.state] - rank[b.state] || (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0),
+  )
   const fleetWide = [...records].reverse().find((r) => r.box === undefined)
   const converged = rows.filter((r) => r.state === 'converged').length
   return {

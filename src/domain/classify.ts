@@ -172,7 +172,8 @@ export class PathClaims {
     const same = other(this.#dirs.get(d), host)
     if (same !== undefined) return { host: same, reason: `dir ${d} is also claimed by ${same}` }
     const inner = other(this.#under.get(d), host)
-    if (inner !== undefined) return { host: inner, reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}` }
+    if (inner !== undefined)
+      return { host: inner, reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}` }
     for (const a of ancestors(d)) {
       const outer = other(this.#dirs.get(a), host)
       if (outer !== undefined) return { host: outer, reason: `dir ${d} is inside ${outer}'s dir ${a}` }
@@ -207,7 +208,10 @@ export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyCont
   if (isNested(ctx.dirs, route)) return classified('nested')
   if (isFlat(ctx.dirs, route)) return classified('flat')
   if (route.socket === '') return classified('foreign', 'no socket: the activator does not manage it')
-  return classified('foreign', `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`)
+  return classified(
+    'foreign',
+    `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`,
+  )
 }
 
 /**

@@ -28,7 +28,9 @@ export function dryRun(report: LayoutReport, mode: Mode): DryRun {
 }
 
 export function formatDryRun(box: string, mode: Mode, d: DryRun): string {
-  const lines = [`box ${box} would converge to ${mode}: ${d.move.length} to move, ${d.unchanged.length} already ${mode}, ${d.withheld.length} withheld`]
+  const lines = [
+    `box ${box} would converge to ${mode}: ${d.move.length} to move, ${d.unchanged.length} already ${mode}, ${d.withheld.length} withheld`,
+  ]
   for (const h of d.move) lines.push(`  move      ${h}`)
   for (const w of d.withheld) lines.push(`  withheld  ${w.host} (${w.word}): ${w.reason}`)
   return `${lines.join('\n')}\n`
@@ -73,12 +75,17 @@ export function prunePlan(records: readonly IntentRecord[], keep: number, boxes:
   records.slice(Math.max(0, records.length - keep)).forEach((r) => mark(r.id, `one of the newest ${keep}`))
   const fleetWide = [...records].reverse().find((r) => r.box === undefined)
   mark(fleetWide?.id, 'the newest addressing the whole fleet')
-  const labels = new Set<string>([...records.flatMap((r) => (r.box === undefined ? [] : [r.box])), ...boxes.map((b) => b.box)])
+  const labels = new Set<string>([
+    ...records.flatMap((r) => (r.box === undefined ? [] : [r.box])),
+    ...boxes.map((b) => b.box),
+  ])
   for (const label of [...labels].sort()) {
     const read = selectIntent(records, label)
     if (read.found) mark(read.intent.id, `the newest addressing box ${label}`)
   }
-  for (const b of boxes) if (b.intent !== null) mark(b.intent, `box ${b.box} reports it ${b.converged ? 'converged' : 'is converging'} to it`)
+  for (const b of boxes)
+    if (b.intent !== null)
+      mark(b.intent, `box ${b.box} reports it ${b.converged ? 'converged' : 'is converging'} to it`)
   const ids = new Set(records.map((r) => r.id))
   return {
     remove: records.filter((r) => !why.has(r.id)).map((r) => r.id),

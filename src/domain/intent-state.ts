@@ -80,7 +80,10 @@ export class IntentState {
 
   #set(intent: IntentMode, why: string, def: DefaultState): void {
     const same =
-      intent === this.#intent && why === this.#why && def.applied === this.#default.applied && def.blocked === this.#default.blocked
+      intent === this.#intent &&
+      why === this.#why &&
+      def.applied === this.#default.applied &&
+      def.blocked === this.#default.blocked
     if (same) return
     this.#intent = intent
     this.#why = why

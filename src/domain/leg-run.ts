@@ -40,7 +40,10 @@ export interface LegRunDeps extends DefaultInputs {
  * did not happen, a move an I/O error interrupted), and comes back with
  * backoff (design §5.1).
  */
-export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new AbortController().signal): Promise<LegOutcome> {
+export async function layoutLegWith(
+  deps: LegRunDeps,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<LegOutcome> {
   const { logger, state } = deps
   let read: IntentRead
   try {
@@ -67,7 +70,10 @@ export async function layoutLegWith(deps: LegRunDeps, signal: AbortSignal = new 
           `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; record \`layoutd intent revert --box LABEL\` to opt out)`,
         )
       } else if (d.reason !== '') {
-        logger.info({ intent: 'none', blocked: d.reason }, `layout: no intent recorded; nested by default is not in force -> ${d.reason}`)
+        logger.info(
+          { intent: 'none', blocked: d.reason },
+          `layout: no intent recorded; nested by default is not in force -> ${d.reason}`,
+        )
       }
     }
     state.noteDefault(d.mode, d.reason)
@@ -130,7 +136,11 @@ const NEEDS_A_LOOK: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
  * standing intent every serial move meets them until they sleep or their
  * grace runs out.
  */
-export function logLayoutResults(results: readonly Result[], logger: Logger, routine: 'debug' | 'info' = 'debug'): boolean {
+export function logLayoutResults(
+  results: readonly Result[],
+  logger: Logger,
+  routine: 'debug' | 'info' = 'debug',
+): boolean {
   let retry = false
   const awake: string[] = []
   // A line nobody keeps is not built: at info, a run of 10,000 moves is its summary alone.
@@ -145,12 +155,20 @@ export function logLayoutResults(results: readonly Result[], logger: Logger, rou
     const needsALook = NEEDS_A_LOOK.has(r.outcome)
     if (!needsALook && !routineKept) continue
     const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
-    const line = r.host === '' ? `layout: ${r.outcome} -> ${r.reason}` : r.reason === '' ? `layout: ${r.host}: ${r.outcome}` : `layout: ${r.host}: ${r.outcome} -> ${r.reason}`
+    const line =
+      r.host === ''
+        ? `layout: ${r.outcome} -> ${r.reason}`
+        : r.reason === ''
+          ? `layout: ${r.host}: ${r.outcome}`
+          : `layout: ${r.host}: ${r.outcome} -> ${r.reason}`
     if (needsALook) logger.warn(fields, line)
     else logger[routine](fields, line)
   }
   if (awake.length > 0) {
-    logger[routine]({ outcome: 'deferred', hosts: awake.length }, `layout: deferred until asleep -> ${awake.join(', ')}`)
+    logger[routine](
+      { outcome: 'deferred', hosts: awake.length },
+      `layout: deferred until asleep -> ${awake.join(', ')}`,
+    )
   }
   return retry || awake.length > 0
 }

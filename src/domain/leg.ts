@@ -240,7 +240,8 @@ export class Leg {
       running: this.#flight.running,
       pending: this.#flight.pending,
       // A finished run is frozen and shared; the one under way still grows.
-      lastRun: this.#lastRun === null ? null : this.#lastRun.finishedAt === null ? copyRun(this.#lastRun) : this.#lastRun,
+      lastRun:
+        this.#lastRun === null ? null : this.#lastRun.finishedAt === null ? copyRun(this.#lastRun) : this.#lastRun,
       retryAt: this.#retryAt,
       ...(this.#waiting === null ? {} : { waiting: this.#waiting }),
     }
@@ -273,7 +274,11 @@ export class Leg {
     }
     this.#waiting = null
     const endMs = clock.now()
-    const done = frozenRun({ startedAt: run.startedAt, finishedAt: new Date(endMs).toISOString(), results: outcome.results })
+    const done = frozenRun({
+      startedAt: run.startedAt,
+      finishedAt: new Date(endMs).toISOString(),
+      results: outcome.results,
+    })
     this.#lastRun = done
     this.#changes++
     if (!this.#flight.stopped) this.#scheduleAfter(outcome)

@@ -51,7 +51,9 @@ export async function mintLayoutIntentWith(deps: MintDeps, signal?: AbortSignal)
   if (read.found) {
     const { id, mode } = read.intent
     if (!validMode(mode)) {
-      throw errors.intentUnreadable(`layout intent ${id} names mode ${JSON.stringify(mode)}, which this build does not know`)
+      throw errors.intentUnreadable(
+        `layout intent ${id} names mode ${JSON.stringify(mode)}, which this build does not know`,
+      )
     }
     return mode
   }

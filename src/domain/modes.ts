@@ -24,15 +24,7 @@ export function validMode(m: unknown): m is Mode {
 export type RowLayout = 'fenced' | 'conflict' | 'foreign' | 'nested' | 'flat' | 'external'
 
 /** The outcomes of one host's run through the pass (design §3). */
-export type Outcome =
-  | 'unchanged'
-  | 'moved'
-  | 'deferred'
-  | 'held'
-  | 'refused'
-  | 'failed'
-  | 'recovered'
-  | 'released'
+export type Outcome = 'unchanged' | 'moved' | 'deferred' | 'held' | 'refused' | 'failed' | 'recovered' | 'released'
 
 export const OUTCOMES: readonly Outcome[] = [
   'unchanged',

@@ -63,7 +63,10 @@ export function planRow(route: Route, mode: Mode, ctx: PlanContext): RowPlan {
     if (ctx.gate !== null) return { kind: 'refused', reason: `isolation not ready: ${ctx.gate}` }
     const n = Buffer.byteLength(dest.socket)
     if (n > MAX_SOCKET_PATH) {
-      return { kind: 'refused', reason: `nested socket path ${dest.socket} is ${n} bytes, over ${MAX_SOCKET_PATH}: it could not be bound` }
+      return {
+        kind: 'refused',
+        reason: `nested socket path ${dest.socket} is ${n} bytes, over ${MAX_SOCKET_PATH}: it could not be bound`,
+      }
     }
   }
   // The move sets aside whatever it finds at its destination, so a
@@ -71,7 +74,11 @@ export function planRow(route: Route, mode: Mode, ctx: PlanContext): RowPlan {
   const destDir = mode === 'nested' ? nestedRoot(ctx.dirs, route.host) : dest.dir
   const claimant = ctx.claims.dirClaimant(destDir, route.host) ?? ctx.claims.socketClaimant(dest.socket, route.host)
   if (claimant !== undefined) return { kind: 'refused', reason: `destination taken: ${claimant.reason}` }
-  return { kind: 'move', from: { dir: route.dir, socket: route.socket, db: route.db }, dest: { ...dest, db: carryDb(route.db, route.dir, dest.dir) } }
+  return {
+    kind: 'move',
+    from: { dir: route.dir, socket: route.socket, db: route.db },
+    dest: { ...dest, db: carryDb(route.db, route.dir, dest.dir) },
+  }
 }
 
 /**
@@ -122,22 +129,38 @@ export type RecoveryAction =
 /** The design §4 table. `wants` is wantedMode of the intent recovery runs under. */
 export function recoveryAction(move: MoveRecord, facts: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
   if (facts.fromExists && facts.destExists) {
-    return { kind: 'keep', reason: `ambiguous: files at both ${move.from.dir} and ${move.dest.dir}; an operator decides which to keep` }
+    return {
+      kind: 'keep',
+      reason: `ambiguous: files at both ${move.from.dir} and ${move.dest.dir}; an operator decides which to keep`,
+    }
   }
   if (!facts.fromExists && !facts.destExists) {
-    return { kind: 'keep', reason: `files missing: neither ${move.from.dir} nor ${move.dest.dir} exists; nothing is invented` }
+    return {
+      kind: 'keep',
+      reason: `files missing: neither ${move.from.dir} nor ${move.dest.dir} exists; nothing is invented`,
+    }
   }
   if (!facts.fromExists && facts.destIsLink === true) {
-    return { kind: 'keep', reason: `${move.dest.dir} is a symlink, not the directory the move renamed there; an operator decides` }
+    return {
+      kind: 'keep',
+      reason: `${move.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`,
+    }
   }
   if (facts.row === 'missing') {
-    return { kind: 'keep', reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}` }
+    return {
+      kind: 'keep',
+      reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}`,
+    }
   }
   if (facts.row === 'other') {
-    return { kind: 'keep', reason: `the row's paths are neither the journal's from (${move.from.dir}) nor its dest (${move.dest.dir})` }
+    return {
+      kind: 'keep',
+      reason: `the row's paths are neither the journal's from (${move.from.dir}) nor its dest (${move.dest.dir})`,
+    }
   }
   if (facts.fromExists) {
-    if (facts.row === 'dest') return { kind: 'keep', reason: `files are at ${move.from.dir} but the row already says ${move.dest.dir}` }
+    if (facts.row === 'dest')
+      return { kind: 'keep', reason: `files are at ${move.from.dir} but the row already says ${move.dest.dir}` }
     return wants === otherMode(move.to) ? { kind: 'rollback' } : { kind: 'redo-move' }
   }
   return facts.row === 'from' ? { kind: 'redo-row' } : { kind: 'redo-finish' }
@@ -160,7 +183,11 @@ export function holdStands(
   if (wants === undefined || wants === holdTo) return { stands: true }
   // The fleet no longer wants the move that was refused, and the host is
   // already where it wants it: it wakes as it is.
-  if (rowShape === wants) return { stands: false, reason: `the intent is ${intent === 'none' ? 'none (default opted out)' : intent}; the host is ${wants} already` }
+  if (rowShape === wants)
+    return {
+      stands: false,
+      reason: `the intent is ${intent === 'none' ? 'none (default opted out)' : intent}; the host is ${wants} already`,
+    }
   return { stands: true }
 }
 
@@ -169,7 +196,8 @@ export function recordShapeError(j: MoveRecord, dirs: Dirs): string | null {
   const want = pathsFor(dirs, j.host, j.to)
   const was = pathsFor(dirs, j.host, otherMode(j.to))
   if (j.dest.dir !== want.dir || j.dest.socket !== want.socket) return `dest is not the ${j.to} paths of ${j.host}`
-  if (j.from.dir !== was.dir || j.from.socket !== was.socket) return `from is not the ${otherMode(j.to)} paths of ${j.host}`
+  if (j.from.dir !== was.dir || j.from.socket !== was.socket)
+    return `from is not the ${otherMode(j.to)} paths of ${j.host}`
   if (j.from.db === '' && j.dest.db === '') return null
   let carried: string
   try {
@@ -214,7 +242,7 @@ export function adaptiveBatchSize(waiting: number): number {
  */
 export function inBatches<T>(items: readonly T[], size: number | ((waiting: number) => number)): T[][] {
   const batches: T[][] = []
-  for (let i = 0; i < items.length; ) {
+  for (let i = 0; i < items.length;) {
     const step = Math.max(1, typeof size === 'number' ? size : size(items.length - i))
     batches.push(items.slice(i, i + step))
     i += step

@@ -40,7 +40,13 @@ const parentsOf = new WeakMap<Dirs, Parents>()
 function parents(d: Dirs): Parents {
   let p = parentsOf.get(d)
   if (p === undefined || p.dataDir !== d.dataDir || p.runDir !== d.runDir) {
-    p = { dataDir: d.dataDir, runDir: d.runDir, apps: withSlash(path.join(d.dataDir, 'apps')), nested: withSlash(path.join(d.dataDir, 'nested')), run: withSlash(path.normalize(d.runDir)) }
+    p = {
+      dataDir: d.dataDir,
+      runDir: d.runDir,
+      apps: withSlash(path.join(d.dataDir, 'apps')),
+      nested: withSlash(path.join(d.dataDir, 'nested')),
+      run: withSlash(path.normalize(d.runDir)),
+    }
     parentsOf.set(d, p)
   }
   return p
@@ -92,7 +98,8 @@ const shapes = new WeakMap<Route, { dataDir: string; runDir: string; flat?: bool
 /** Whether the row's dir and socket have the given shape (its db, if any, inside dir). */
 export function hasShape(d: Dirs, route: Route, mode: Mode): boolean {
   let memo = shapes.get(route)
-  if (memo?.dataDir !== d.dataDir || memo.runDir !== d.runDir) shapes.set(route, (memo = { dataDir: d.dataDir, runDir: d.runDir }))
+  if (memo?.dataDir !== d.dataDir || memo.runDir !== d.runDir)
+    shapes.set(route, (memo = { dataDir: d.dataDir, runDir: d.runDir }))
   return (memo[mode] ??= shapeOf(d, route, mode))
 }
 

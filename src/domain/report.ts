@@ -136,7 +136,10 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
         `layout migration in flight; see ${journalPath(dirs, route.host)} (no activator on this box to recover it)`,
       )
     } else if (valid && holdHosts.has(route.host)) {
-      rows[route.host] = row('fenced', 'held down after a refused move to nested (no activator on this box to retry it)')
+      rows[route.host] = row(
+        'fenced',
+        'held down after a refused move to nested (no activator on this box to retry it)',
+      )
     } else if (isNested(dirs, route)) {
       rows[route.host] = row('nested', 'no activator on this box; judged by path shape')
     } else if (external(route)) {

@@ -45,7 +45,12 @@ export type RowPaths = Static<typeof RowPaths>
  */
 export const IntentRecord = Type.Object(
   {
-    id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$', description: 'Sorts by time; newest last.' }),
+    id: Type.String({
+      minLength: 1,
+      maxLength: 128,
+      pattern: '^[A-Za-z0-9._-]+$',
+      description: 'Sorts by time; newest last.',
+    }),
     mode: Type.String({ description: '`flat` or `nested`; any other value makes the intent unreadable.' }),
     force: Type.Boolean({ description: 'Skip the awake grace: stop awake instances at once.' }),
     box: Type.Optional(Type.String({ description: 'The box label the intent addresses; absent for the whole fleet.' })),
@@ -75,7 +80,9 @@ export const ResultSchema = Type.Object(
     host: Type.String({ description: 'The host; empty for a result about the whole run.' }),
     outcome: Outcome,
     reason: Type.String({ description: 'Why, when the outcome withheld or failed something.' }),
-    to: Type.Optional(Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the move went toward.' })),
+    to: Type.Optional(
+      Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the move went toward.' }),
+    ),
   },
   { title: 'Result', additionalProperties: false, description: "One host's result of a run of the pass." },
 )
@@ -94,13 +101,24 @@ export const LegState = Type.Object(
   {
     running: Type.Boolean({ description: 'A run of the pass is under way.' }),
     pending: Type.Boolean({ description: 'Another run is due after the current one.' }),
-    lastRun: Type.Union([LegRun, Type.Null()], { description: 'The last run that finished, or the one under way; null before any.' }),
-    retryAt: Type.Union([Type.String(), Type.Null()], { description: 'When the retry timer kicks the leg again; null when none is pending.' }),
+    lastRun: Type.Union([LegRun, Type.Null()], {
+      description: 'The last run that finished, or the one under way; null before any.',
+    }),
+    retryAt: Type.Union([Type.String(), Type.Null()], {
+      description: 'When the retry timer kicks the leg again; null when none is pending.',
+    }),
     waiting: Type.Optional(
-      Type.String({ description: 'What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); absent when it waits on nothing.' }),
+      Type.String({
+        description:
+          'What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); absent when it waits on nothing.',
+      }),
     ),
   },
-  { title: 'LegState', additionalProperties: false, description: 'The leg: whether a run is under way or due, and the last run.' },
+  {
+    title: 'LegState',
+    additionalProperties: false,
+    description: 'The leg: whether a run is under way or due, and the last run.',
+  },
 )
 export type LegState = Static<typeof LegState>
 
@@ -128,11 +146,19 @@ export const LayoutReport = Type.Object(
   {
     box: Type.String({ description: "The box's label." }),
     mode: Type.Union(
-      [Type.Literal('flat'), Type.Literal('nested'), Type.Literal('none'), Type.Literal('unreadable'), Type.Literal('unmanaged')],
+      [
+        Type.Literal('flat'),
+        Type.Literal('nested'),
+        Type.Literal('none'),
+        Type.Literal('unreadable'),
+        Type.Literal('unmanaged'),
+      ],
       { description: 'The intent this box last converged to: flat, nested, none, unreadable or unmanaged.' },
     ),
     default: Type.Boolean({ description: 'The box is nested by default rather than by a recorded intent.' }),
-    defaultBlocked: Type.String({ description: 'Why the nested default does not apply on this box; empty when it does or is not asked.' }),
+    defaultBlocked: Type.String({
+      description: 'Why the nested default does not apply on this box; empty when it does or is not asked.',
+    }),
     rows: Type.Record(ANY_KEY, RowReport, { description: 'Every instance-kind row, by host.' }),
     leg: LegState,
     warnings: Type.Array(Type.String(), { description: 'What an operator should know about the box as a whole.' }),

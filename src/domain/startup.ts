@@ -41,7 +41,12 @@ export type OpenedStore = { ok: true; store: DeployStore } | { ok: false; error:
  */
 export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMode> {
   const [journals, holds] = await Promise.allSettled([deps.layoutDir.journalHosts(), deps.layoutDir.holdHosts()])
-  if (journals.status === 'fulfilled' && holds.status === 'fulfilled' && journals.value.length === 0 && holds.value.length === 0) {
+  if (
+    journals.status === 'fulfilled' &&
+    holds.status === 'fulfilled' &&
+    journals.value.length === 0 &&
+    holds.value.length === 0
+  ) {
     return 'none'
   }
   if (holds.status === 'rejected') {
@@ -105,7 +110,10 @@ export async function startupLayoutIntent(
         { intent: 'unreadable', default: 'nested' },
         'layout: no intent recorded at start -> holds and journals kept until the first serial move asks the isolation gate (nested by default)',
       )
-      state.noteDefault('none', 'agent starting: holds and journals kept until the first serial move asks the isolation gate')
+      state.noteDefault(
+        'none',
+        'agent starting: holds and journals kept until the first serial move asks the isolation gate',
+      )
       return 'unreadable'
     }
     const d = defaultLayoutIntent(deps)
@@ -115,7 +123,10 @@ export async function startupLayoutIntent(
   const { id, mode } = read.intent
   if (!validMode(mode)) {
     const why = `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`
-    logger.warn({ intent: 'unreadable', id, mode }, `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested`)
+    logger.warn(
+      { intent: 'unreadable', id, mode },
+      `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested`,
+    )
     state.noteIntent('unreadable', why)
     return 'unreadable'
   }

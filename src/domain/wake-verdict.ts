@@ -25,7 +25,8 @@ export interface WakeRefusalReason {
   reason: string
 }
 
-export type WakeVerdict = { ok: true; grant: WakeGrantPaths } | { ok: false; refusal: WakeRefusalReason; kind: WakeRefusalKind }
+export type WakeVerdict =
+  { ok: true; grant: WakeGrantPaths } | { ok: false; refusal: WakeRefusalReason; kind: WakeRefusalKind }
 
 export interface WakeFacts {
   /** An activator is armed on this box (CARLOS_ACTIVATOR is not `none`). */
@@ -61,16 +62,29 @@ export function unmanagedReason(route: Route): string {
 export function judgeWake(host: string, facts: WakeFacts): WakeVerdict {
   if (!facts.armed) return refused(host, 'unmanaged', NO_ACTIVATOR, 'not_ready')
   const pass = facts.pass
-  if (facts.phase !== 'ready' || pass === null) return refused(host, 'unknown', `not ready: layoutd is ${facts.phase}`, 'not_ready')
+  if (facts.phase !== 'ready' || pass === null)
+    return refused(host, 'unknown', `not ready: layoutd is ${facts.phase}`, 'not_ready')
   const { routes, byHost } = facts.rows()
   const route = byHost.get(host)
-  if (route === undefined) return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
+  if (route === undefined)
+    return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
   if (!activatorManaged(route)) {
-    return refused(host, external(route) ? 'external' : 'unmanaged', `not activator-managed: ${unmanagedReason(route)}`, 'unknown_host')
+    return refused(
+      host,
+      external(route) ? 'external' : 'unmanaged',
+      `not activator-managed: ${unmanagedReason(route)}`,
+      'unknown_host',
+    )
   }
   const { layout, reason } = pass.classify(route, routes)
   const held = pass.held(host)
-  if (held !== undefined) return refused(host, 'fenced', layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`, 'held')
+  if (held !== undefined)
+    return refused(
+      host,
+      'fenced',
+      layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`,
+      'held',
+    )
   switch (layout) {
     case 'fenced':
       return refused(host, layout, `fenced: ${reason}`, 'fenced')

@@ -24,7 +24,11 @@ export function withheldBy(run: LegRun): Map<string, Result> {
  * a run that has not reached a host yet has nothing to say about it.
  * Changes report in place and returns it.
  */
-export function withheldReasons(report: LayoutReport, last: ReadonlyMap<string, Result>, gate: string | null): LayoutReport {
+export function withheldReasons(
+  report: LayoutReport,
+  last: ReadonlyMap<string, Result>,
+  gate: string | null,
+): LayoutReport {
   for (const [host, row] of Object.entries(report.rows)) {
     if (row.reason !== '') continue
     if (row.layout === 'nested' && gate !== null) {
@@ -32,7 +36,8 @@ export function withheldReasons(report: LayoutReport, last: ReadonlyMap<string, 
       continue
     }
     const withheld = last.get(host)
-    if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout) row.reason = withheld.reason
+    if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout)
+      row.reason = withheld.reason
   }
   return report
 }

@@ -26,7 +26,6 @@ const TEMP_MARK = '.tmp-'
 
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-
 /** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
 async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
   // O_NONBLOCK: a FIFO planted under a record's name must not hold a read
@@ -91,11 +90,13 @@ export class DirDeployStore implements DeployStore {
     this.#renewal = undefined
     const mine = this.#mine
     this.#mine = undefined
-    if (mine !== undefined) await fs.rm(path.join(this.boxesDir, `${mine.box}.json`), { force: true }).catch(() => undefined)
+    if (mine !== undefined)
+      await fs.rm(path.join(this.boxesDir, `${mine.box}.json`), { force: true }).catch(() => undefined)
   }
 
   async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
-    if (!Value.Check(BoxSummary, summary)) throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
+    if (!Value.Check(BoxSummary, summary))
+      throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
     this.#mine = summary
     await this.#writeMine(signal)
     this.#schedule()
@@ -148,8 +149,12 @@ export class DirDeployStore implements DeployStore {
       } catch (err) {
         throw new Error(`box summary ${file}: not JSON: ${errorMessage(err)}`, { cause: err })
       }
-      if (!Value.Check(BoxSummary, value)) throw new Error(`box summary ${file}: not a box summary: ${schemaErrors(BoxSummary, value)}`)
-      if (name !== `${value.box}.json`) throw new Error(`box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`)
+      if (!Value.Check(BoxSummary, value))
+        throw new Error(`box summary ${file}: not a box summary: ${schemaErrors(BoxSummary, value)}`)
+      if (name !== `${value.box}.json`)
+        throw new Error(
+          `box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`,
+        )
       if (value.expiresAt === undefined || !(Date.parse(value.expiresAt) > now)) continue
       out.push(value)
     }
@@ -197,7 +202,8 @@ export class DirDeployStore implements DeployStore {
       if (signal.aborted) throw err
       throw bad(`cannot read: ${errorMessage(err)}`, err)
     })
-    if (read.size > MAX_RECORD_BYTES) throw bad(`${read.size} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
+    if (read.size > MAX_RECORD_BYTES)
+      throw bad(`${read.size} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
     let value: unknown
     try {
       value = JSON.parse(read.text)
@@ -207,15 +213,18 @@ export class DirDeployStore implements DeployStore {
     if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
     // The name is the id, so two files can never claim one id and a copied
     // file cannot pose as another record.
-    if (name !== `${value.id}.json`) throw bad(`holds id ${JSON.stringify(value.id)}, so it must be named ${value.id}.json`)
+    if (name !== `${value.id}.json`)
+      throw bad(`holds id ${JSON.stringify(value.id)}, so it must be named ${value.id}.json`)
     return value
   }
 
   async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted()
-    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
+    if (!Value.Check(IntentRecord, intent))
+      throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
     // list() skips temp-looking names; a record it would skip must not be written.
-    if (intent.id.includes(TEMP_MARK)) throw new Error(`refusing to record intent ${intent.id}: an id may not contain ${JSON.stringify(TEMP_MARK)}`)
+    if (intent.id.includes(TEMP_MARK))
+      throw new Error(`refusing to record intent ${intent.id}: an id may not contain ${JSON.stringify(TEMP_MARK)}`)
     await this.ensureDir()
     const final = path.join(this.intentsDir, `${intent.id}.json`)
     const tmp = `${final}${TEMP_MARK}${process.pid}-${randomBytes(4).toString('hex')}`
@@ -231,7 +240,10 @@ export class DirDeployStore implements DeployStore {
       await placeNoReplace(tmp, final, intent.id)
     } catch (err) {
       await fs.rm(tmp, { force: true }).catch((rmErr: unknown) => {
-        throw new Error(`${errorMessage(err)} (and the temp file ${tmp} could not be removed: ${errorMessage(rmErr)})`, { cause: err })
+        throw new Error(
+          `${errorMessage(err)} (and the temp file ${tmp} could not be removed: ${errorMessage(rmErr)})`,
+          { cause: err },
+        )
       })
       throw err
     }

@@ -12,7 +12,10 @@ import type { EtcdCredentials } from './deploy-etcd/credentials.js'
 /** logger: where the etcd store reports its watch; default a logger of its own at the configured level. */
 export async function openDeployStore(config: Config, logger?: Logger): Promise<DeployStore> {
   if (config.etcdEndpoints.length > 0) {
-    const [{ EtcdDeployStore }, { EtcdCredentials }] = await Promise.all([import('./deploy-etcd/store.js'), import('./deploy-etcd/credentials.js')])
+    const [{ EtcdDeployStore }, { EtcdCredentials }] = await Promise.all([
+      import('./deploy-etcd/store.js'),
+      import('./deploy-etcd/credentials.js'),
+    ])
     return new EtcdDeployStore(config.etcdEndpoints, {
       logger: logger ?? createLogger(config.logLevel),
       credentials: etcdCredentials(EtcdCredentials, config),

@@ -12,7 +12,8 @@ export function edgeReloader(url: string, logger: Logger): (() => Promise<void>)
       const { request } = await import('undici')
       const res = await request(url, { method: 'POST', headersTimeout: 10_000, bodyTimeout: 10_000 })
       await res.body.dump()
-      if (res.statusCode >= 300) logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)
+      if (res.statusCode >= 300)
+        logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)
     } catch (err) {
       logger.warn({ err: errorMessage(err) }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
     }

@@ -73,7 +73,10 @@ export function armSkippedFsyncs(spec: string): void {
   for (const item of spec.split(',').map((s) => s.trim())) {
     if (!item.startsWith(SKIP_FSYNC)) continue
     const name = FSYNC_NAMES.find((n) => n === item.slice(SKIP_FSYNC.length))
-    if (name === undefined) throw new Error(`failpoint ${JSON.stringify(item)}: ${item.slice(SKIP_FSYNC.length)} is not one of the move's fsyncs (${FSYNC_NAMES.join(', ')})`)
+    if (name === undefined)
+      throw new Error(
+        `failpoint ${JSON.stringify(item)}: ${item.slice(SKIP_FSYNC.length)} is not one of the move's fsyncs (${FSYNC_NAMES.join(', ')})`,
+      )
     names.push(name)
   }
   skipped.clear()
@@ -97,7 +100,8 @@ function parsePoint(spec: string): Point {
   const eq = /^(.*)=(E[A-Z0-9]+)$/.exec(spec)
   const rest = eq === null ? spec : (eq[1] ?? '')
   const errno = eq === null ? '' : (eq[2] ?? '')
-  if (errno !== '' && !(errno in os.constants.errno)) throw new Error(`failpoint ${JSON.stringify(spec)}: ${errno} is not an errno`)
+  if (errno !== '' && !(errno in os.constants.errno))
+    throw new Error(`failpoint ${JSON.stringify(spec)}: ${errno} is not an errno`)
   const m = /^(.*)@([1-9][0-9]*)$/.exec(rest)
   return m === null ? { name: rest, nth: 1, seen: 0, errno } : { name: m[1] ?? '', nth: Number(m[2]), seen: 0, errno }
 }

@@ -47,7 +47,11 @@ const SLASH = Buffer.from('/')
 export function shownPath(p: Buffer): string {
   const text = p.toString('utf8')
   if (Buffer.from(text, 'utf8').equals(p)) return text
-  return [...p].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('')
+  return [...p]
+    .map((b) =>
+      b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`,
+    )
+    .join('')
 }
 
 /** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
@@ -64,7 +68,11 @@ export async function rmdirIfEmpty(dir: string): Promise<boolean> {
 }
 
 /** Runs fn over items, at most limit at a time, keeping order in the answer. */
-export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, i: number) => Promise<R>,
+): Promise<R[]> {
   const out = new Array<R>(items.length)
   let next = 0
   let failed = false
@@ -178,9 +186,16 @@ export interface SyncNames {
  * renamed into place, then dir is fsynced once. A crash leaves every file
  * either absent, or whole; never half-written under its real name.
  */
-export async function atomicWriteMany(dir: string, files: readonly NamedData[], mode = 0o600, names: SyncNames = {}): Promise<void> {
+export async function atomicWriteMany(
+  dir: string,
+  files: readonly NamedData[],
+  mode = 0o600,
+  names: SyncNames = {},
+): Promise<void> {
   if (files.length === 0) return
-  await mapLimit(files, SYNC_CONCURRENCY, (f) => writeDurable(path.join(dir, tmpName(f.name)), f.data, mode, names.data))
+  await mapLimit(files, SYNC_CONCURRENCY, (f) =>
+    writeDurable(path.join(dir, tmpName(f.name)), f.data, mode, names.data),
+  )
   for (const f of files) await fs.rename(path.join(dir, tmpName(f.name)), path.join(dir, f.name))
   await fsyncDir(dir, names.dir)
 }
@@ -217,7 +232,8 @@ export async function ensureDir(dir: string, mode: number): Promise<boolean> {
     if (code(err) !== 'EEXIST') throw err
   }
   const st = await fs.lstat(dir)
-  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  if (!st.isDirectory())
+    throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
   return false
 }
 
@@ -250,7 +266,8 @@ export async function readNoFollow(file: string): Promise<string> {
   try {
     const st = await fh.stat()
     if (!st.isFile()) throw new Error(`it is ${kindOf(st)}, not a regular file`)
-    if (st.size > READ_LIMIT_BYTES) throw new Error(`it is ${st.size} bytes, over the ${READ_LIMIT_BYTES} a record of ours can be`)
+    if (st.size > READ_LIMIT_BYTES)
+      throw new Error(`it is ${st.size} bytes, over the ${READ_LIMIT_BYTES} a record of ours can be`)
     return await fh.readFile('utf8')
   } finally {
     await fh.close()
@@ -267,7 +284,8 @@ export function readNoFollowSync(file: string): string {
   try {
     const st = fsSync.fstatSync(fd)
     if (!st.isFile()) throw new Error(`it is ${kindOf(st)}, not a regular file`)
-    if (st.size > READ_LIMIT_BYTES) throw new Error(`it is ${st.size} bytes, over the ${READ_LIMIT_BYTES} a record of ours can be`)
+    if (st.size > READ_LIMIT_BYTES)
+      throw new Error(`it is ${st.size} bytes, over the ${READ_LIMIT_BYTES} a record of ours can be`)
     return fsSync.readFileSync(fd, 'utf8')
   } finally {
     fsSync.closeSync(fd)

@@ -55,7 +55,8 @@ export function instanceEnv(key = randomBytes(32).toString('hex')): string {
  */
 async function walkFromRoot(root: string, dir: string): Promise<{ st: Stats } | { skip: string }> {
   const rel = path.relative(root, dir)
-  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return { skip: `${dir} is not inside the data root ${root}` }
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel))
+    return { skip: `${dir} is not inside the data root ${root}` }
   let at = root
   let st: Stats | undefined
   for (const name of rel.split(path.sep)) {
@@ -199,10 +200,14 @@ export async function backfillInstanceKeys(deps: BackfillDeps): Promise<Backfill
         }
         const r = await mintInstanceKey(t.dir, deps.root)
         counts[r.kind]++
-        if (r.kind === 'skipped') deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
+        if (r.kind === 'skipped')
+          deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
       } catch (err) {
         counts.failed++
-        deps.logger.error({ host, err: errorMessage(err) }, `agent: instance keys: ${host}: ${errorMessage(err)} (its next start mints its key)`)
+        deps.logger.error(
+          { host, err: errorMessage(err) },
+          `agent: instance keys: ${host}: ${errorMessage(err)} (its next start mints its key)`,
+        )
       }
     })
   })

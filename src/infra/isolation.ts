@@ -103,7 +103,8 @@ export function mountsFailure(text: string, required: readonly string[]): { code
   for (const want of required) {
     const opts = mounts.get(want)
     if (opts === undefined) return { code: 'not-a-mount', reason: `${want} is not a mount point` }
-    if (!opts.includes('nosymfollow')) return { code: 'no-nosymfollow', reason: `${want} is mounted without nosymfollow` }
+    if (!opts.includes('nosymfollow'))
+      return { code: 'no-nosymfollow', reason: `${want} is mounted without nosymfollow` }
   }
   return undefined
 }
@@ -181,7 +182,10 @@ export class Isolation implements IsolationGate {
     if (verdictKey(this.checks) === before) return
     const after = this.check()
     const failed = this.checks.filter((c) => !c.ok).map(({ name, code, detail }) => ({ name, code, detail }))
-    this.logger.info({ gate: after ?? 'open', failed }, after === null ? 'layout: isolation gate open' : `layout: isolation gate shut -> ${after}`)
+    this.logger.info(
+      { gate: after ?? 'open', failed },
+      after === null ? 'layout: isolation gate open' : `layout: isolation gate shut -> ${after}`,
+    )
     this.onChange(after)
   }
 
@@ -202,7 +206,8 @@ export class Isolation implements IsolationGate {
         this.nestedEntrySynced = true
       }
       const st = await fs.lstat(nested)
-      if (st.isSymbolicLink() || !st.isDirectory()) return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
+      if (st.isSymbolicLink() || !st.isDirectory())
+        return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
       await fs.mkdir(probe, { mode: 0o750 })
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
@@ -210,14 +215,24 @@ export class Isolation implements IsolationGate {
       const run = await fs.lstat(path.join(probe, 'run'))
       if (!run.isDirectory() || (run.mode & 0o7777) !== 0o2770) {
         const mode = (run.mode & 0o7777).toString(8)
-        return fail('selfcheck', 'mode-not-held', `chmod 2770 on a tree under ${nested} did not hold (mode ${mode})`, `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${mode})`)
+        return fail(
+          'selfcheck',
+          'mode-not-held',
+          `chmod 2770 on a tree under ${nested} did not hold (mode ${mode})`,
+          `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${mode})`,
+        )
       }
       return passed('selfcheck', 'ok')
     } catch (err) {
       // The errno's text names the probe directory, whose name is new each
       // time: it is the detail, and the code is the verdict.
       const code = errnoCode(err)
-      return fail('selfcheck', code, `cannot create, chmod and remove a tree under ${nested} (${code})`, errorMessage(err))
+      return fail(
+        'selfcheck',
+        code,
+        `cannot create, chmod and remove a tree under ${nested} (${code})`,
+        errorMessage(err),
+      )
     } finally {
       await fs.rm(probe, { recursive: true, force: true }).catch((err: unknown) => {
         this.logger.warn({ err, path: probe }, 'layout: isolation self-check could not remove its tree')
@@ -244,7 +259,12 @@ export class Isolation implements IsolationGate {
       text = await nodeFs.readFile(this.cfg.mountinfo, 'utf8')
     } catch (err) {
       const code = errnoCode(err)
-      return fail('mounts', code, `cannot read ${this.cfg.mountinfo} (${code})`, `cannot read ${this.cfg.mountinfo}: ${errorMessage(err)}`)
+      return fail(
+        'mounts',
+        code,
+        `cannot read ${this.cfg.mountinfo} (${code})`,
+        `cannot read ${this.cfg.mountinfo}: ${errorMessage(err)}`,
+      )
     }
     const why = mountsFailure(text, this.cfg.nestedMounts)
     return why === undefined ? passed('mounts', 'ok') : fail('mounts', why.code, why.reason)
@@ -267,7 +287,12 @@ export class Isolation implements IsolationGate {
       }
     } catch (err) {
       const code = errnoCode(err)
-      return fail('probe', code, `cannot read ${this.cfg.probeFile} (${code})`, `cannot read ${this.cfg.probeFile}: ${errorMessage(err)}`)
+      return fail(
+        'probe',
+        code,
+        `cannot read ${this.cfg.probeFile} (${code})`,
+        `cannot read ${this.cfg.probeFile}: ${errorMessage(err)}`,
+      )
     }
     const why = probeFailure(text)
     return why === undefined ? passed('probe', 'ok') : fail('probe', why.code, why.reason)

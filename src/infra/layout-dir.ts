@@ -96,7 +96,9 @@ async function batchHosts(file: string): Promise<string[] | undefined> {
 /** Every host a journal names: hosts' own journals and every batch's moves. */
 export async function journalNames(dataDir: string): Promise<JournalNames> {
   const dir = path.join(dataDir, 'layout')
-  const files = new Map((await hostsWithSuffix(dir, JOURNAL_SUFFIX)).map((h) => [h, path.join(dir, `${h}${JOURNAL_SUFFIX}`)]))
+  const files = new Map(
+    (await hostsWithSuffix(dir, JOURNAL_SUFFIX)).map((h) => [h, path.join(dir, `${h}${JOURNAL_SUFFIX}`)]),
+  )
   const unknown: string[] = []
   let names: string[]
   try {

@@ -67,7 +67,9 @@ export function migrate(db: Database.Database, steps: readonly Migration[] = MIG
     try {
       next.up(db)
     } catch (err) {
-      throw new Error(`${db.name}: migration ${version + 1} (${next.name}) failed: ${errorMessage(err)}`, { cause: err })
+      throw new Error(`${db.name}: migration ${version + 1} (${next.name}) failed: ${errorMessage(err)}`, {
+        cause: err,
+      })
     }
     db.pragma(`user_version = ${version + 1}`)
     return true

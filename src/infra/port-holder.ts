@@ -15,7 +15,10 @@ export interface PortHolder {
 const LISTEN = '0A'
 
 /** The inodes of sockets listening on port, from the kernel's tables (IPv4 and IPv6). */
-export async function listeningInodes(port: number, tables = ['/proc/net/tcp', '/proc/net/tcp6']): Promise<Set<string>> {
+export async function listeningInodes(
+  port: number,
+  tables = ['/proc/net/tcp', '/proc/net/tcp6'],
+): Promise<Set<string>> {
   const inodes = new Set<string>()
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0')
   for (const table of tables) {

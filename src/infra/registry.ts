@@ -51,7 +51,8 @@ function insidePath(child: string, parent: string): boolean {
 function pathsError(p: RowPaths, what: string): AppError | null {
   for (const field of ['dir', 'socket', 'db'] as const) {
     const v = p[field]
-    if (v !== '' && !path.isAbsolute(v)) return errors.badRequest(`${what}: ${field} ${JSON.stringify(v)} is not an absolute path`)
+    if (v !== '' && !path.isAbsolute(v))
+      return errors.badRequest(`${what}: ${field} ${JSON.stringify(v)} is not an absolute path`)
   }
   if (p.db !== '' && (p.dir === '' || !insidePath(p.db, p.dir))) {
     return errors.badRequest(`${what}: db ${JSON.stringify(p.db)} is not inside dir ${JSON.stringify(p.dir)}`)
@@ -87,7 +88,14 @@ export function refuseClaimedPaths(route: Route, rows: readonly Route[]): void {
 
 function toRoute(r: RouteRow): Route {
   // The table's CHECK constraints hold kind to the four kinds and hibernate to 0/1.
-  return { host: r.host, kind: r.kind as RouteKind, socket: r.socket, dir: r.dir, db: r.db, hibernate: r.hibernate === 1 }
+  return {
+    host: r.host,
+    kind: r.kind as RouteKind,
+    socket: r.socket,
+    dir: r.dir,
+    db: r.db,
+    hibernate: r.hibernate === 1,
+  }
 }
 
 // Prepared once per Registry: the pass runs these per host, and a statement
@@ -198,7 +206,11 @@ export class Registry implements RouteStore {
   #claimsConnectionOpen(): ClaimsConnection {
     if (this.#claimsConnection === undefined) {
       const db = openClaimsConnection(this.file)
-      this.#claimsConnection = { db, dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(), claims: SqliteClaimStore.on(db) }
+      this.#claimsConnection = {
+        db,
+        dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
+        claims: SqliteClaimStore.on(db),
+      }
     }
     return this.#claimsConnection
   }
@@ -225,7 +237,8 @@ export class Registry implements RouteStore {
       insert.immediate()
     } catch (err) {
       // The insert itself detects the duplicate, so two writers cannot both pass a check made before it.
-      if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw errors.hostExists(route.host)
+      if (err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
+        throw errors.hostExists(route.host)
       throw err
     }
   }
@@ -275,7 +288,8 @@ export class Registry implements RouteStore {
     const result = this.#db
       .transaction(() => {
         const out = write()
-        if (this.#snapshot !== undefined && conn.dataVersion.get() === this.#snapshot.version) mine = this.#stmt.ping.get()
+        if (this.#snapshot !== undefined && conn.dataVersion.get() === this.#snapshot.version)
+          mine = this.#stmt.ping.get()
         return out
       })
       .immediate()

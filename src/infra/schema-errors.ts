@@ -27,13 +27,17 @@ export function schemaErrors(schema: TSchema, value: unknown): string {
     // additionalProperties: false reports each extra key twice; the keyword error names them all.
     if (e.keyword === 'boolean') continue
     if (e.keyword === 'additionalProperties') {
-      why.push(`unknown field(s) ${(e.params).additionalProperties.join(', ')}`)
+      why.push(`unknown field(s) ${e.params.additionalProperties.join(', ')}`)
       continue
     }
     if (e.keyword === 'const' && /\/anyOf\/[0-9]+$/.test(e.schemaPath)) continue
     if (e.keyword === 'anyOf') {
       const values = choices.get(`${e.instancePath}|${e.schemaPath}`)
-      why.push(values !== undefined && values.length > 0 ? `${field} must be one of ${values.map(shown).join(', ')}` : `${field} ${e.message}`)
+      why.push(
+        values !== undefined && values.length > 0
+          ? `${field} must be one of ${values.map(shown).join(', ')}`
+          : `${field} ${e.message}`,
+      )
       continue
     }
     if (e.keyword === 'const') {

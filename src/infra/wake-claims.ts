@@ -61,7 +61,9 @@ export class SqliteClaimStore implements ClaimStore {
     this.#ownsConnection = ownsConnection
     this.#stmt = {
       wakes: db.prepare<[], string>('SELECT host FROM wakes ORDER BY host').pluck(),
-      claim: db.prepare<[string, string]>('INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING'),
+      claim: db.prepare<[string, string]>(
+        'INSERT INTO wakes (host, claimed_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING',
+      ),
       release: db.prepare<[string]>('DELETE FROM wakes WHERE host = ?'),
     }
   }
@@ -224,7 +226,10 @@ export class WakeClaims implements Claims {
     })
     const { activatorUrl, logger } = this.#o
     if (activatorUrl === '') {
-      logger.warn({ host }, `layout: ${host}: awake, and no CARLOS_ACTIVATOR_URL to ask for a stop; waiting for its release`)
+      logger.warn(
+        { host },
+        `layout: ${host}: awake, and no CARLOS_ACTIVATOR_URL to ask for a stop; waiting for its release`,
+      )
     } else {
       const url = `${activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
       try {
@@ -232,9 +237,11 @@ export class WakeClaims implements Claims {
         const { request } = await import('undici')
         const res = await request(url, { method: 'POST', signal, headersTimeout: 10_000, bodyTimeout: 10_000 })
         await res.body.dump()
-        if (res.statusCode >= 300) logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)
+        if (res.statusCode >= 300)
+          logger.warn({ host, status: res.statusCode }, `layout: ${host}: activator answered ${res.statusCode} to stop`)
       } catch (err) {
-        if (!signal.aborted) logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${errorMessage(err)}`)
+        if (!signal.aborted)
+          logger.warn({ host, err }, `layout: ${host}: asking the activator to stop it failed: ${errorMessage(err)}`)
       }
     }
     return released

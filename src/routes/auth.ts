@@ -40,13 +40,17 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
   if (!MUTATING.has(request.method)) return undefined
   if (token === '') {
     if (isLoopback(request.socket.remoteAddress)) return undefined
-    return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only')
+    return errors.forbidden(
+      'no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only',
+    )
   }
   const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
   const given = m?.[1]
   if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
   return errors.unauthorized(
-    given === undefined ? 'this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN>' : 'the bearer token is not the one configured',
+    given === undefined
+      ? 'this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN>'
+      : 'the bearer token is not the one configured',
   )
 }

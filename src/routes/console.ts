@@ -23,8 +23,18 @@ const QueryText = Type.Object({
       description: `Show only the rows of this word: ${ROW_WORDS.join(', ')}; empty or absent for every row.`,
     }),
   ),
-  q: Type.Optional(Type.String({ maxLength: 253, description: 'Show only the hosts containing this text, in any case; empty or absent for every host.' })),
-  page: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,5}$', description: 'Which page of rows, from 1 (the rows are shown 200 a page, sorted by host).' })),
+  q: Type.Optional(
+    Type.String({
+      maxLength: 253,
+      description: 'Show only the hosts containing this text, in any case; empty or absent for every host.',
+    }),
+  ),
+  page: Type.Optional(
+    Type.String({
+      pattern: '^[1-9][0-9]{0,5}$',
+      description: 'Which page of rows, from 1 (the rows are shown 200 a page, sorted by host).',
+    }),
+  ),
 })
 
 interface Assets {
@@ -74,7 +84,11 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
         response: {
           200: {
             description: 'The page.',
-            content: { 'text/html': { schema: Type.String({ description: 'An HTML page; every text from the report is escaped.' }) } },
+            content: {
+              'text/html': {
+                schema: Type.String({ description: 'An HTML page; every text from the report is escaped.' }),
+              },
+            },
           },
           400: commonErrors[400],
           500: commonErrors[500],
@@ -82,7 +96,11 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const query: ConsoleQuery = { word: request.query.word ?? '', q: request.query.q ?? '', page: Number(request.query.page ?? '1') }
+      const query: ConsoleQuery = {
+        word: request.query.word ?? '',
+        q: request.query.q ?? '',
+        page: Number(request.query.page ?? '1'),
+      }
       // The report and tag GET /layout/status serves (the page carries the
       // tag its script asks that route about), built in slices when new.
       const { report, tag } = await api.reportSoon()

@@ -35,12 +35,16 @@ export const commonErrors = {
  * own, so each operation names the client error it can get.
  */
 export const parserErrors = {
-  431: errorEnvelope('The request headers are larger than the limit (`headers_too_large`); answered before any route sees the request.'),
+  431: errorEnvelope(
+    'The request headers are larger than the limit (`headers_too_large`); answered before any route sees the request.',
+  ),
 }
 
 /** The answers of a mutating route, on top of commonErrors. */
 export const mutationErrors = {
-  401: errorEnvelope('A token is configured and the request lacks `Authorization: Bearer <token>`, or carries another one.'),
+  401: errorEnvelope(
+    'A token is configured and the request lacks `Authorization: Bearer <token>`, or carries another one.',
+  ),
   403: errorEnvelope('No token is configured, so mutations are accepted from loopback peers only.'),
   413: errorEnvelope('The request body is larger than the limit.'),
   415: errorEnvelope('The request body has a content type the API does not read (send application/json).'),

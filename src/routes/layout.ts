@@ -20,7 +20,8 @@ export interface LayoutRoutesOptions {
 const ConvergeQuery = Type.Object({
   wait: Type.Optional(
     Type.Union([Type.Literal('1'), Type.Literal('true'), Type.Literal('0'), Type.Literal('false')], {
-      description: '`1` or `true`: wait for the run this request asks for and answer with its results. Absent, `0` or `false`: answer at once.',
+      description:
+        '`1` or `true`: wait for the run this request asks for and answer with its results. Absent, `0` or `false`: answer at once.',
     }),
   ),
   // Text, as every query value is: the app coerces nothing (design §6), so
@@ -34,12 +35,16 @@ const ConvergeQuery = Type.Object({
 })
 
 export const StatusHeaders = Type.Object({
-  'if-none-match': Type.Optional(Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' })),
+  'if-none-match': Type.Optional(
+    Type.String({ description: 'An ETag of an earlier answer: `304` while the report is unchanged.' }),
+  ),
 })
 
 const Mint = Type.Object(
   {
-    mode: Type.Union([Type.Literal('nested'), Type.Literal('flat')], { description: 'The layout a new row of this box is created in.' }),
+    mode: Type.Union([Type.Literal('nested'), Type.Literal('flat')], {
+      description: 'The layout a new row of this box is created in.',
+    }),
   },
   { additionalProperties: false, description: 'The mode to mint a new row in.' },
 )
@@ -63,7 +68,10 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 }
 
 /** The status route's 200: the report with its leg. */
-export const StatusBody = Type.Object({ ...LayoutReport.properties, leg: LegState }, { additionalProperties: false, description: 'The report, with its ETag.' })
+export const StatusBody = Type.Object(
+  { ...LayoutReport.properties, leg: LegState },
+  { additionalProperties: false, description: 'The report, with its ETag.' },
+)
 
 export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
   /** The report's bytes for a tag: one serialization per version, which its later readers wait for. */
@@ -84,7 +92,10 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     if (mine?.tag !== tag) {
       // Asked in the tick the tag was read: its build is of that version.
       const built = await api.reportSoon()
-      mine = body?.tag === built.tag ? body : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
+      mine =
+        body?.tag === built.tag
+          ? body
+          : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
       const kept = (body = mine)
       // A failed serialization is not kept: the next reader tries again.
       kept.bytes.catch(() => {
@@ -148,10 +159,7 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
             { leg: LegState, run: LegRun },
             { additionalProperties: false, description: 'The run finished: the leg now and the results of the run.' },
           ),
-          202: Type.Object(
-            { leg: LegState },
-            { additionalProperties: false, description: 'Kicked.' },
-          ),
+          202: Type.Object({ leg: LegState }, { additionalProperties: false, description: 'Kicked.' }),
           ...commonErrors,
           ...mutationErrors,
           504: errorEnvelope('`wait` was asked and the run did not finish within `timeout` seconds; it goes on.'),
@@ -161,7 +169,8 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     async (request, reply) => {
       const { wait, timeout } = request.query
       const seconds = timeout === undefined ? MAX_WAIT_S : Number(timeout)
-      if (seconds < 1 || seconds > MAX_WAIT_S) throw errors.badRequest(`querystring/timeout must be a whole number of seconds from 1 to ${MAX_WAIT_S}`)
+      if (seconds < 1 || seconds > MAX_WAIT_S)
+        throw errors.badRequest(`querystring/timeout must be a whole number of seconds from 1 to ${MAX_WAIT_S}`)
       if (wait !== '1' && wait !== 'true') return reply.code(202).send({ leg: api.kick() })
       // The connection is silent while the run goes on; without this the
       // server's idle timeout would cut a legitimate wait short.
@@ -199,7 +208,9 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
           200: Mint,
           ...parserErrors,
           500: commonErrors[500],
-          503: errorEnvelope('The layout intent is unreadable (`intent_unreadable`): no mode can be promised until it is read.'),
+          503: errorEnvelope(
+            'The layout intent is unreadable (`intent_unreadable`): no mode can be promised until it is read.',
+          ),
         },
       },
     },

@@ -16,13 +16,16 @@ export const metricsRoutes: FastifyPluginCallbackTypebox<MetricsRoutesOptions> =
       schema: {
         operationId: 'getMetrics',
         summary: 'Prometheus metrics',
-        description: 'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, in the Prometheus text format.',
+        description:
+          'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, in the Prometheus text format.',
         tags: ['health'],
         security: [],
         response: {
           200: {
             description: 'The exposition text.',
-            content: { 'text/plain': { schema: Type.String({ description: 'Prometheus text exposition format 0.0.4.' }) } },
+            content: {
+              'text/plain': { schema: Type.String({ description: 'Prometheus text exposition format 0.0.4.' }) },
+            },
           },
           ...parserErrors,
           500: commonErrors[500],

@@ -34,7 +34,8 @@ export function liftComponents(doc: Node): Node {
     for (const [k, v] of Object.entries(node)) out[k] = lift(v)
     const title = out.title
     if (typeof title !== 'string' || typeof out.type !== 'string') return out
-    if (title in components && !isDeepStrictEqual(components[title], out)) throw new Error(`two different schemas are titled ${title}`)
+    if (title in components && !isDeepStrictEqual(components[title], out))
+      throw new Error(`two different schemas are titled ${title}`)
     components[title] = out
     return { $ref: `${COMPONENTS}${title}` }
   }
@@ -88,7 +89,8 @@ export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
           bearer: {
             type: 'http',
             scheme: 'bearer',
-            description: 'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
+            description:
+              'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
           },
         },
       },
@@ -112,13 +114,18 @@ export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> =
       schema: {
         operationId: 'getOpenApi',
         summary: 'This API, described',
-        description: 'The OpenAPI 3.1 document of every route, made from the schemas the routes validate and answer with; `openapi.yaml` is the same document.',
+        description:
+          'The OpenAPI 3.1 document of every route, made from the schemas the routes validate and answer with; `openapi.yaml` is the same document.',
         tags: ['console'],
         security: [],
         response: {
           200: {
             description: 'The OpenAPI document.',
-            content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document.' }) } },
+            content: {
+              'application/json': {
+                schema: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document.' }),
+              },
+            },
           },
           ...parserErrors,
           500: commonErrors[500],

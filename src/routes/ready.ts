@@ -12,7 +12,12 @@ export interface ReadyRoutesOptions {
 }
 
 export const ReadyQuery = Type.Object({
-  verbose: Type.Optional(Type.String({ description: 'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.' })),
+  verbose: Type.Optional(
+    Type.String({
+      description:
+        'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.',
+    }),
+  ),
 })
 
 function verboseText(r: Readiness): string {
@@ -21,7 +26,11 @@ function verboseText(r: Readiness): string {
   // wake: they never fail readiness (flat wakes go on), so they are marked
   // as information rather than as checks of their own.
   for (const c of r.isolation ?? []) {
-    lines.push(c.ok ? `[+]isolation/${c.name} ok (informational)` : `[-]isolation/${c.name} failed: ${c.detail} (informational: nested wakes and moves wait)`)
+    lines.push(
+      c.ok
+        ? `[+]isolation/${c.name} ok (informational)`
+        : `[-]isolation/${c.name} failed: ${c.detail} (informational: nested wakes and moves wait)`,
+    )
   }
   lines.push(r.ready ? 'readyz check passed' : 'readyz check failed')
   return lines.join('\n') + '\n'
@@ -32,7 +41,11 @@ function readyResponse(description: string) {
     description,
     content: {
       'application/json': { schema: ReadyBody },
-      'text/plain': { schema: Type.String({ description: 'With `verbose`: one line per check, then `readyz check passed` or `readyz check failed`.' }) },
+      'text/plain': {
+        schema: Type.String({
+          description: 'With `verbose`: one line per check, then `readyz check passed` or `readyz check failed`.',
+        }),
+      },
     },
   }
 }
@@ -72,7 +85,11 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
       // The agent answers the same object while readiness is unchanged: it
       // is serialized once, by this route's schema, and its bytes reused
       // (a JSON content type with a Buffer bypasses the serializer).
-      if (answer?.readiness !== r) answer = { readiness: r, bytes: Buffer.from(reply.serializeInput(r, r.ready ? '200' : '503', 'application/json') as string) }
+      if (answer?.readiness !== r)
+        answer = {
+          readiness: r,
+          bytes: Buffer.from(reply.serializeInput(r, r.ready ? '200' : '503', 'application/json') as string),
+        }
       void reply.type('application/json; charset=utf-8').send(answer.bytes)
     },
   )
@@ -93,7 +110,9 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
           200: WakeGrant,
           409: WakeRefusal,
           ...commonErrors,
-          400: errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.'),
+          400: errorEnvelope(
+            'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
+          ),
           414: hostTooLong,
         },
       },

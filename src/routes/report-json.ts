@@ -14,7 +14,10 @@ import { runJson, spliced } from './run-json.js'
 /** Rows serialized in one turn of the loop. */
 export const ROWS_PER_TURN = 500
 
-const ROWS = Type.Object({ rows: LayoutReport.properties.rows }, { additionalProperties: false }) as unknown as Record<string, unknown>
+const ROWS = Type.Object({ rows: LayoutReport.properties.rows }, { additionalProperties: false }) as unknown as Record<
+  string,
+  unknown
+>
 
 /** report's JSON by the schema body (the status route's 200), its rows a slice per turn. */
 export async function reportJson(reply: FastifyReply, report: LayoutReport, body: TSchema): Promise<string> {
@@ -28,7 +31,10 @@ export async function reportJson(reply: FastifyReply, report: LayoutReport, body
     slices.push(reply.serializeInput({ rows: part }, ROWS).slice('{"rows":{'.length, -'}}'.length))
   }
   const lastRun = report.leg.lastRun === null ? 'null' : await runJson(reply, report.leg.lastRun)
-  const head = reply.serializeInput({ ...report, rows: {}, leg: { ...report.leg, lastRun: null } }, body as unknown as Record<string, unknown>)
+  const head = reply.serializeInput(
+    { ...report, rows: {}, leg: { ...report.leg, lastRun: null } },
+    body as unknown as Record<string, unknown>,
+  )
   // The leg comes after the rows: spliced first, its text cannot move the rows' place.
   return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
 }

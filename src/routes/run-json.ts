@@ -17,7 +17,10 @@ export const RESULTS_PER_TURN = 500
 // (Fastify keeps each compiled serializer by its schema object).
 const LEG_STATE = LegState as unknown as Record<string, unknown>
 const LEG_RUN = LegRun as unknown as Record<string, unknown>
-const RESULTS = Type.Object({ results: Type.Array(ResultSchema) }, { additionalProperties: false }) as unknown as Record<string, unknown>
+const RESULTS = Type.Object(
+  { results: Type.Array(ResultSchema) },
+  { additionalProperties: false },
+) as unknown as Record<string, unknown>
 
 /**
  * Where a part serialized apart goes into its whole: the text the schema's
@@ -51,6 +54,10 @@ export async function runJson(reply: FastifyReply, run: LegRun): Promise<string>
 export async function legAndRunJson(reply: FastifyReply, leg: LegState, run: LegRun): Promise<string> {
   const ran = await runJson(reply, run)
   const last = leg.lastRun === null ? 'null' : leg.lastRun === run ? ran : await runJson(reply, leg.lastRun)
-  const state = spliced(reply.serializeInput({ ...leg, lastRun: null }, LEG_STATE), '"lastRun":null', `"lastRun":${last}`)
+  const state = spliced(
+    reply.serializeInput({ ...leg, lastRun: null }, LEG_STATE),
+    '"lastRun":null',
+    `"lastRun":${last}`,
+  )
   return `{"leg":${state},"run":${ran}}`
 }

@@ -23,10 +23,14 @@ export const HostParams = Type.Object({
  */
 const WAKE_SET_BODY_LIMIT = 1024 * 1024
 
-const invalidHost = errorEnvelope('The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.')
+const invalidHost = errorEnvelope(
+  'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
+)
 
 /** The answer to a host parameter too long for the router: longer than any hostname, so never one. */
-export const hostTooLong = errorEnvelope(`The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`)
+export const hostTooLong = errorEnvelope(
+  `The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`,
+)
 
 export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
   app.post(
@@ -103,10 +107,14 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
         response: {
           200: WakeSet,
           ...commonErrors,
-          400: errorEnvelope('The body is malformed, or names a hostname that is not a valid DNS name (`invalid_host`).'),
+          400: errorEnvelope(
+            'The body is malformed, or names a hostname that is not a valid DNS name (`invalid_host`).',
+          ),
           ...mutationErrors,
           409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
-          503: errorEnvelope('Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`.'),
+          503: errorEnvelope(
+            'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`.',
+          ),
         },
       },
     },
@@ -119,7 +127,8 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
       schema: {
         operationId: 'listWakes',
         summary: 'The wake claims',
-        description: 'Every host holding a wake claim, and whether the claims persisted in the registry could be read at start.',
+        description:
+          'Every host holding a wake claim, and whether the claims persisted in the registry could be read at start.',
         tags: ['activator'],
         security: [],
         response: {

@@ -13,11 +13,22 @@ function report(flat: number, nested: number, running: boolean): LayoutReport {
   const rows: LayoutReport['rows'] = {}
   for (let i = 0; i < flat; i++) rows[`f${i}.example.com`] = { layout: 'flat', reason: '', note: '' }
   for (let i = 0; i < nested; i++) rows[`n${i}.example.com`] = { layout: 'nested', reason: '', note: '' }
-  return { box: 'kass-1', mode: 'nested', default: false, defaultBlocked: '', leg: { running, pending: false, lastRun: null, retryAt: null }, warnings: [], rows }
+  return {
+    box: 'kass-1',
+    mode: 'nested',
+    default: false,
+    defaultBlocked: '',
+    leg: { running, pending: false, lastRun: null, retryAt: null },
+    warnings: [],
+    rows,
+  }
 }
 
 /** A store that keeps every summary published to it. */
-function recordingStore(): { store: FakeStore & { publishBox: (s: BoxSummary) => Promise<void> }; published: BoxSummary[] } {
+function recordingStore(): {
+  store: FakeStore & { publishBox: (s: BoxSummary) => Promise<void> }
+  published: BoxSummary[]
+} {
   const published: BoxSummary[] = []
   const store = Object.assign(new FakeStore([]), {
     publishBox: (s: BoxSummary) => {

@@ -70,16 +70,27 @@ for (const [fault, layoutDefault] of [
     if (fault === 'ENOSPC') await fill(nested)
     const logger = new FakeLogger()
     const reads = { n: 0 }
-    const b = await agentBox(t, { dir, logger, env: { CARLOS_LAYOUT_DEFAULT: layoutDefault }, wrapStore: (s) => counting(s, reads) })
+    const b = await agentBox(t, {
+      dir,
+      logger,
+      env: { CARLOS_LAYOUT_DEFAULT: layoutDefault },
+      wrapStore: (s) => counting(s, reads),
+    })
     try {
       await b.agent.start()
-      await until('the gate to name the fault', () => b.agent.readiness().isolation?.[0]?.ok === false && b.agent.readiness().nested.reason.includes(fault))
+      await until(
+        'the gate to name the fault',
+        () => b.agent.readiness().isolation?.[0]?.ok === false && b.agent.readiness().nested.reason.includes(fault),
+      )
       // Sixty of the poller's reads: about three seconds of the fault.
       await until('sixty poller reads', () => reads.n >= 60, 30_000)
       const runs = await legRuns(b)
       t.diagnostic(`${runs} leg runs, ${logger.lines.length} log lines in ${reads.n} store reads`)
       assert.ok(runs <= 5, `the leg ran ${runs} times in ${reads.n} poller reads`)
-      assert.ok(logger.lines.length <= 10, `${logger.lines.length} log lines:\n${logger.msgs().slice(0, 20).join('\n')}`)
+      assert.ok(
+        logger.lines.length <= 10,
+        `${logger.lines.length} log lines:\n${logger.msgs().slice(0, 20).join('\n')}`,
+      )
       const reason = b.agent.readiness().nested.reason
       assert.doesNotMatch(reason, /\.selfcheck-/, 'the reason names no probe directory')
       assert.equal(logger.msgs().filter((m) => m.startsWith('layout: isolation gate shut')).length, 1)

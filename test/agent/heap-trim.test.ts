@@ -13,7 +13,8 @@ void test('a run that reached TRIM_AFTER_HOSTS hosts is followed by a full colle
   let seen = (): void => {}
   const obs = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
-      if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue
+      if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR)
+        continue
       major++
       seen()
     }
@@ -26,7 +27,7 @@ void test('a run that reached TRIM_AFTER_HOSTS hosts is followed by a full colle
     const first = new Promise<void>((resolve) => (seen = resolve))
     assert.equal(trimHeapAfterRun(TRIM_AFTER_HOSTS), true)
     await delay(TRIM_DELAY_MS / 2)
-    assert.equal(major, 0, 'the collection came in the breath of the run\'s ending')
+    assert.equal(major, 0, "the collection came in the breath of the run's ending")
     await Promise.race([first, delay(5000)])
     assert.equal(major, 1, 'no full collection after a large run')
   } finally {

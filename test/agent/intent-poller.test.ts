@@ -23,7 +23,10 @@ void test('a newly recorded intent converges the box without a restart', async (
   const report = b.agent.report()
   assert.equal(report.rows['a.example.com']?.layout, 'nested')
   assert.equal(report.rows['b.example.com']?.layout, 'nested')
-  assert.equal(await fs.readFile(path.join(nestedPaths(b.config, 'a.example.com').dir, 'host.txt'), 'utf8'), 'a.example.com')
+  assert.equal(
+    await fs.readFile(path.join(nestedPaths(b.config, 'a.example.com').dir, 'host.txt'), 'utf8'),
+    'a.example.com',
+  )
 
   // An intent for another box is not this box's: nothing changes.
   await recordIntent(b, 'flat', { id: '20261130T090001.000Z-bbbbbb', box: 'kass-2' })
@@ -39,21 +42,30 @@ void test('a malformed intent record makes the intent unreadable: nothing moves'
   await b.agent.start()
   const dir = path.join(b.config.deploymentDir, 'layout', 'intents')
   await fs.mkdir(dir, { recursive: true })
-  await fs.writeFile(path.join(dir, '20261130T090000.000Z-cccccc.json'), '{"id": "20261130T090000.000Z-cccccc", "mode": ')
+  await fs.writeFile(
+    path.join(dir, '20261130T090000.000Z-cccccc.json'),
+    '{"id": "20261130T090000.000Z-cccccc", "mode": ',
+  )
   const run = await b.agent.converge(10_000)
   assert.ok(run)
   assert.deepEqual(run.results, [])
   const report = b.agent.report()
   assert.equal(report.mode, 'unreadable')
   assert.equal(report.rows['a.example.com']?.layout, 'flat')
-  assert.ok(report.warnings.some((w) => w.includes('cannot be read')), report.warnings.join('; '))
+  assert.ok(
+    report.warnings.some((w) => w.includes('cannot be read')),
+    report.warnings.join('; '),
+  )
 })
 
 void test('the summary the agent publishes says whether it can stop an awake instance (CARLOS_ACTIVATOR_URL set)', async (t) => {
   const published = async (env: Record<string, string>) => {
     const b = await agentBox(t, { env: { CARLOS_LAYOUT_DEFAULT: 'flat', ...env } })
     await b.agent.start()
-    await until('the summary published', async () => ((await b.store.listBoxes?.(AbortSignal.timeout(5_000))) ?? []).length > 0)
+    await until(
+      'the summary published',
+      async () => ((await b.store.listBoxes?.(AbortSignal.timeout(5_000))) ?? []).length > 0,
+    )
     const [summary] = (await b.store.listBoxes?.(AbortSignal.timeout(5_000))) ?? []
     await b.close()
     return summary

@@ -43,7 +43,9 @@ void test("the leg's own read fails once while the poller's succeeds: a retry is
   await b.agent.start()
   await until('the start-up runs to read flat and end', () => {
     const r = b.agent.report()
-    return r.mode === 'flat' && b.agent.readiness().nested.allowed && !r.leg.running && !r.leg.pending ? true : undefined
+    return r.mode === 'flat' && b.agent.readiness().nested.allowed && !r.leg.running && !r.leg.pending
+      ? true
+      : undefined
   })
   // The leg's own read fails; the poller's read at start succeeded.
   w.failNext()
@@ -57,14 +59,17 @@ void test("the leg's own read fails once while the poller's succeeds: a retry is
   const retryAt = failedRun.leg.retryAt
   assert.ok(retryAt !== null, 'a run that could not read its intent schedules a retry')
   const at = Date.parse(retryAt)
-  assert.ok(at >= before + 0.8 * 1500 && at <= Date.now() + 1500, `retryAt ${retryAt} is one jittered retry interval out`)
+  assert.ok(
+    at >= before + 0.8 * 1500 && at <= Date.now() + 1500,
+    `retryAt ${retryAt} is one jittered retry interval out`,
+  )
   assert.equal(await gauge(b, 'leg_next_retry_timestamp_seconds'), at / 1000)
 
   const back = await until('the retry to read the intent again, and its run to end', () => {
     const r = b.agent.report()
     return r.mode === 'flat' && !r.leg.running && !r.leg.pending ? r : undefined
   })
-  assert.equal(w.reads(), readsAfterFailure + 1, 'one read more, the retry\'s: nothing else came back')
+  assert.equal(w.reads(), readsAfterFailure + 1, "one read more, the retry's: nothing else came back")
   assert.equal(back.leg.retryAt, null, 'a run that finished clean leaves no retry')
   await until('the gauge to say no retry', async () => (await gauge(b, 'leg_next_retry_timestamp_seconds')) === 0)
 })

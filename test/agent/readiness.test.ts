@@ -14,7 +14,10 @@ void test('the registry readiness check asks the database: a closed connection f
   b.registry.close()
   const closedAt = performance.now()
   await until('readiness to see the closed registry', () => !b.agent.readiness().ready)
-  assert.ok(performance.now() - closedAt < REGISTRY_CHECK_MS + 500, `seen after ${Math.round(performance.now() - closedAt)} ms`)
+  assert.ok(
+    performance.now() - closedAt < REGISTRY_CHECK_MS + 500,
+    `seen after ${Math.round(performance.now() - closedAt)} ms`,
+  )
   const r = b.agent.readiness()
   assert.equal(r.checks[0]?.ok, false)
   assert.match(r.checks[0]?.detail ?? '', /not open/)
@@ -87,7 +90,11 @@ void test('a wake is judged without re-validating a registry host; a name that i
   assert.equal(unknown.granted, false)
   assert.match(unknown.granted ? '' : unknown.refusal.reason, /unknown host/)
   for (const bad of ['A.example.com', 'a_b.example.com', '..%2Fetc']) {
-    assert.throws(() => b.agent.readyFor(bad), (err: AppError) => err.code === 'invalid_host', bad)
+    assert.throws(
+      () => b.agent.readyFor(bad),
+      (err: AppError) => err.code === 'invalid_host',
+      bad,
+    )
     await assert.rejects(b.agent.claimWake(bad), (err: AppError) => err.code === 'invalid_host', bad)
   }
   assert.deepEqual(b.agent.wakes().awake, [])

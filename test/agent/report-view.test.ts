@@ -28,7 +28,7 @@ function fakePass(usPerRow = 0) {
     changed: 0,
     changes: () => pass.changed,
     classify: (route: Route) => {
-      for (const until = performance.now() + usPerRow / 1000; performance.now() < until; );
+      for (const until = performance.now() + usPerRow / 1000; performance.now() < until;);
       return { layout: route.dir.includes('/nested/') ? ('nested' as const) : ('flat' as const), reason: '' }
     },
     held: () => undefined,
@@ -43,13 +43,27 @@ function setup(n: number, usPerRow = 0) {
   const view = new ReportView({
     config: { box: 'b1', activator: 'http://127.0.0.1:1' } as unknown as Config,
     registry,
-    layoutDir: { verifyRoots: () => Promise.resolve(), journalHosts: () => Promise.resolve([]), holdHosts: () => Promise.resolve([]) },
+    layoutDir: {
+      verifyRoots: () => Promise.resolve(),
+      journalHosts: () => Promise.resolve([]),
+      holdHosts: () => Promise.resolve([]),
+    },
     state: new IntentState(),
     gate: null,
   })
-  const leg = new Leg({ run: () => Promise.resolve({ results: [], retry: false, unfinished: false }), clock: new FakeClock(), logger: new FakeLogger(), retryMs: 600_000 })
+  const leg = new Leg({
+    run: () => Promise.resolve({ results: [], retry: false, unfinished: false }),
+    clock: new FakeClock(),
+    logger: new FakeLogger(),
+    retryMs: 600_000,
+  })
   const pass = fakePass(usPerRow)
-  return { view, leg, pass: pass as unknown as LayoutPass & { changed: number }, setRows: (r: Route[]) => (rows = listedSnapshot(r)) }
+  return {
+    view,
+    leg,
+    pass: pass as unknown as LayoutPass & { changed: number },
+    setRows: (r: Route[]) => (rows = listedSnapshot(r)),
+  }
 }
 
 void test('the tag moves when an input does, and reading it builds nothing', () => {
@@ -71,7 +85,11 @@ void test('the readers of one version share one build in slices, which hands the
   const ticking = setInterval(() => turns++, 0)
   try {
     const tag = view.tag('ready', pass, leg)
-    const [a, b, c] = await Promise.all([view.reportSoon('ready', pass, leg), view.reportSoon('ready', pass, leg), view.reportSoon('ready', pass, leg)])
+    const [a, b, c] = await Promise.all([
+      view.reportSoon('ready', pass, leg),
+      view.reportSoon('ready', pass, leg),
+      view.reportSoon('ready', pass, leg),
+    ])
     assert.equal(view.builds, 1)
     assert.ok(a === b && b === c)
     assert.equal(a?.tag, tag)

@@ -69,7 +69,15 @@ void test('with a journal present, start-up reads the intent before the activato
   const dest = nestedPaths(b.config, 'a.example.com')
   await fs.writeFile(
     path.join(b.config.dataDir, 'layout', 'a.example.com.journal'),
-    JSON.stringify({ v: 1, host: 'a.example.com', to: 'nested', from, dest, generation: 1, startedAt: new Date().toISOString() }),
+    JSON.stringify({
+      v: 1,
+      host: 'a.example.com',
+      to: 'nested',
+      from,
+      dest,
+      generation: 1,
+      startedAt: new Date().toISOString(),
+    }),
   )
   b.registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, ...from })
   gated?.hold()
@@ -115,7 +123,8 @@ void test('recovery counts each journal by the action the design §4 table took'
   }
   await b.agent.start()
   const text = await b.metrics.text()
-  const count = (action: string) => Number(new RegExp(`^carlos_layout_recovered_journals_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(text)?.[1])
+  const count = (action: string) =>
+    Number(new RegExp(`^carlos_layout_recovered_journals_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(text)?.[1])
   assert.equal(count('committed'), 1)
   assert.equal(count('kept_fenced'), 1)
   assert.equal(count('finished'), 0)
@@ -127,5 +136,6 @@ void test('intent_mode says none from the moment the agent is built, before any 
   const b = await agentBox(t)
   const text = await b.metrics.text()
   assert.match(text, /^carlos_layout_intent_mode\{mode="none"\} 1$/m)
-  for (const mode of ['flat', 'nested', 'unreadable', 'unmanaged']) assert.match(text, new RegExp(`^carlos_layout_intent_mode\\{mode="${mode}"\\} 0$`, 'm'), mode)
+  for (const mode of ['flat', 'nested', 'unreadable', 'unmanaged'])
+    assert.match(text, new RegExp(`^carlos_layout_intent_mode\\{mode="${mode}"\\} 0$`, 'm'), mode)
 })

@@ -18,11 +18,21 @@ void test('a URL that cannot be decoded answers the 400 envelope too', async (t)
 
 void test('a malformed or empty JSON body answers 400 bad_request', async (t) => {
   const { app, agent } = await build(t)
-  const broken = await app.inject({ method: 'POST', url: '/layout/converge', headers: { 'content-type': 'application/json' }, payload: '{"x":' })
+  const broken = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { 'content-type': 'application/json' },
+    payload: '{"x":',
+  })
   assert.equal(broken.statusCode, 400)
   assert.deepEqual(errorOf(broken.body), { code: 'bad_request', message: 'the request body is not valid JSON' })
 
-  const empty = await app.inject({ method: 'POST', url: '/layout/converge', headers: { 'content-type': 'application/json' }, payload: '' })
+  const empty = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { 'content-type': 'application/json' },
+    payload: '',
+  })
   assert.equal(empty.statusCode, 400)
   assert.equal(errorOf(empty.body).code, 'bad_request')
   assert.equal(agent.kicks, 0)
@@ -31,15 +41,28 @@ void test('a malformed or empty JSON body answers 400 bad_request', async (t) =>
 void test('a body over the limit answers 413 payload_too_large', async (t) => {
   const { app, agent } = await build(t)
   const big = JSON.stringify({ pad: 'x'.repeat(64 * 1024) })
-  const res = await app.inject({ method: 'POST', url: '/layout/converge', headers: { 'content-type': 'application/json' }, payload: big })
+  const res = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { 'content-type': 'application/json' },
+    payload: big,
+  })
   assert.equal(res.statusCode, 413)
-  assert.deepEqual(errorOf(res.body), { code: 'payload_too_large', message: 'the request body is larger than the limit of 65536 bytes' })
+  assert.deepEqual(errorOf(res.body), {
+    code: 'payload_too_large',
+    message: 'the request body is larger than the limit of 65536 bytes',
+  })
   assert.equal(agent.kicks, 0)
 })
 
 void test('a body of a type the API does not read answers 415', async (t) => {
   const { app } = await build(t)
-  const res = await app.inject({ method: 'POST', url: '/layout/converge', headers: { 'content-type': 'application/xml' }, payload: '<x/>' })
+  const res = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { 'content-type': 'application/xml' },
+    payload: '<x/>',
+  })
   assert.equal(res.statusCode, 415)
   const err = errorOf(res.body)
   assert.equal(err.code, 'unsupported_media_type')

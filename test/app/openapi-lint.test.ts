@@ -17,8 +17,18 @@ interface Report {
 
 void test('npx @redocly/cli lint --extends=recommended finds no error and no warning in openapi.yaml', async () => {
   // Only what the linter needs to run: no telemetry, no update check.
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? ROOT, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }
-  const child = spawn(process.execPath, [REDOCLY, 'lint', '--extends=recommended', '--format=json', 'openapi.yaml'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? ROOT,
+    REDOCLY_TELEMETRY: 'off',
+    REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true',
+    NO_COLOR: '1',
+  }
+  const child = spawn(process.execPath, [REDOCLY, 'lint', '--extends=recommended', '--format=json', 'openapi.yaml'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))

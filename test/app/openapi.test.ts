@@ -12,7 +12,10 @@ const COMMITTED = new URL('../../../openapi.yaml', import.meta.url)
 void test('openapi.yaml is what the route schemas generate', async () => {
   const committed = await readFile(COMMITTED, 'utf8')
   const generated = await generateOpenApi()
-  assert.ok(generated === committed, 'openapi.yaml drifted from the route schemas: run `npm run build && npm run openapi` and commit it')
+  assert.ok(
+    generated === committed,
+    'openapi.yaml drifted from the route schemas: run `npm run build && npm run openapi` and commit it',
+  )
 })
 
 type Node = Record<string, unknown>
@@ -36,7 +39,8 @@ function undescribed(schema: unknown, at: string, components: Node, out: string[
       if (!isNode(prop)) out.push(`${at}.${name}`)
       else if (typeof prop.$ref === 'string') {
         const target = components[prop.$ref.slice(PREFIX.length)]
-        if (!prop.$ref.startsWith(PREFIX) || !isNode(target) || typeof target.description !== 'string') out.push(`${at}.${name} (${prop.$ref})`)
+        if (!prop.$ref.startsWith(PREFIX) || !isNode(target) || typeof target.description !== 'string')
+          out.push(`${at}.${name} (${prop.$ref})`)
       } else if (typeof prop.description !== 'string') out.push(`${at}.${name}`)
     }
   }
@@ -81,7 +85,10 @@ void test('every operation has an operationId, a summary, a description, tags, i
       // A change takes the bearer token; a read says, by an empty list, that it takes none.
       assert.deepEqual(op.security, method === 'get' ? [] : [{ bearer: [] }], `${where} security`)
       assert.ok(isNode(op.responses) && isNode(op.responses['500']), `${where} documents its 500`)
-      assert.ok(Object.keys(op.responses).some((s) => s.startsWith('4')), `${where} documents a 4xx`)
+      assert.ok(
+        Object.keys(op.responses).some((s) => s.startsWith('4')),
+        `${where} documents a 4xx`,
+      )
       for (const p of Array.isArray(op.parameters) ? op.parameters : []) {
         assert.ok(isNode(p) && typeof p.description === 'string', `${where} parameter ${JSON.stringify(p)}`)
       }
@@ -91,18 +98,32 @@ void test('every operation has an operationId, a summary, a description, tags, i
   assert.ok(operations >= 13, `operations: ${operations}`)
   for (const [name, schema] of Object.entries(schemas)) {
     assert.ok(isNode(schema) && typeof schema.description === 'string', `component ${name} has a description`)
-    assert.deepEqual(undescribed({ properties: { [name]: schema } }, 'components', schemas, []), [], `component ${name}: fields without a description`)
+    assert.deepEqual(
+      undescribed({ properties: { [name]: schema } }, 'components', schemas, []),
+      [],
+      `component ${name}: fields without a description`,
+    )
   }
 })
 
 void test('shared schemas are components, referred to with $ref; the bearer scheme is declared', async () => {
   const { doc, components, schemas } = await documentOf()
   const used = refs(doc)
-  for (const ref of used) assert.ok(ref.startsWith(PREFIX) && ref.slice(PREFIX.length) in schemas, `${ref} names a component`)
+  for (const ref of used)
+    assert.ok(ref.startsWith(PREFIX) && ref.slice(PREFIX.length) in schemas, `${ref} names a component`)
   const count = (name: string): number => used.filter((r) => r === `${PREFIX}${name}`).length
   // The error body is written once and referred to by every error answer.
   assert.ok(count('ErrorDetail') >= 30, `ErrorDetail is referred to ${count('ErrorDetail')} times`)
-  for (const name of ['LegState', 'LegRun', 'Result', 'RowReport', 'WakeGrant', 'WakeRefusal', 'Readiness', 'ReadyCheck']) {
+  for (const name of [
+    'LegState',
+    'LegRun',
+    'Result',
+    'RowReport',
+    'WakeGrant',
+    'WakeRefusal',
+    'Readiness',
+    'ReadyCheck',
+  ]) {
     assert.ok(count(name) >= 1, `${name} is a component in use`)
   }
   // A component never holds a copy of another: LegState refers to LegRun, which refers to Result.
@@ -118,10 +139,17 @@ void test('shared schemas are components, referred to with $ref; the bearer sche
 
 void test('two different schemas under one title are refused rather than written as one', () => {
   const schema = (type: string): Node => ({ type: 'object', title: 'Same', properties: { a: { type } } })
-  const doc = { paths: { '/x': { get: { responses: { 200: { content: { 'application/json': { schema: schema('string') } } } } } } } }
+  const doc = {
+    paths: { '/x': { get: { responses: { 200: { content: { 'application/json': { schema: schema('string') } } } } } } },
+  }
   const lifted = liftComponents(doc)
   assert.deepEqual((lifted.components as Node).schemas, { Same: schema('string') })
-  const twice = { paths: { ...doc.paths, '/y': { get: { responses: { 200: { content: { 'application/json': { schema: schema('number') } } } } } } } }
+  const twice = {
+    paths: {
+      ...doc.paths,
+      '/y': { get: { responses: { 200: { content: { 'application/json': { schema: schema('number') } } } } } },
+    },
+  }
   assert.throws(() => liftComponents(twice), /two different schemas are titled Same/)
 })
 

@@ -36,7 +36,10 @@ void test('the hot routes log nothing; an internal error logs one line at error'
 
 void test('a request that logs nothing gets no child logger; the first line it logs still carries its request id', async (t) => {
   const lines: string[] = []
-  const logger = createLogger('info', new Writable({ write: (chunk: Buffer, _enc, done) => void (lines.push(chunk.toString('utf8')), done()) }))
+  const logger = createLogger(
+    'info',
+    new Writable({ write: (chunk: Buffer, _enc, done) => void (lines.push(chunk.toString('utf8')), done()) }),
+  )
   const makeChild = logger.child.bind(logger)
   let children = 0
   logger.child = ((...args: Parameters<typeof logger.child>) => {
@@ -51,13 +54,19 @@ void test('a request that logs nothing gets no child logger; the first line it l
   await app.ready()
   children = 0 // what the app made for itself while it was built
   for (let i = 0; i < 5; i++) {
-    for (const url of ['/ready', `/ready/${HOST}`, '/layout/status']) assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
+    for (const url of ['/ready', `/ready/${HOST}`, '/layout/status'])
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
     assert.equal((await app.inject({ method: 'POST', url: `/wakes/${HOST}` })).statusCode, 200)
   }
   assert.equal(children, 0, 'a child logger was made for a request that logged nothing')
   assert.deepEqual(lines, [])
   // A refused body is logged (at info), under its request's id.
-  const bad = await app.inject({ method: 'PUT', url: '/wakes', headers: { 'content-type': 'application/json' }, payload: '{' })
+  const bad = await app.inject({
+    method: 'PUT',
+    url: '/wakes',
+    headers: { 'content-type': 'application/json' },
+    payload: '{',
+  })
   assert.equal(bad.statusCode, 400)
   assert.equal(children, 1)
   assert.equal(lines.length, 1, lines.join(''))

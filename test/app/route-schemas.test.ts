@@ -37,7 +37,9 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
     const methods = Array.isArray(route.method) ? route.method : [route.method]
     for (const m of methods) if (m !== 'HEAD') routes.add(`${m} ${route.url}`)
     const schema = route.schema as Record<string, unknown> | undefined
-    for (const part of PARTS) if (schema?.[part] !== undefined) seen.push({ route: `${methods.join(',')} ${route.url}`, part, schema: schema[part] })
+    for (const part of PARTS)
+      if (schema?.[part] !== undefined)
+        seen.push({ route: `${methods.join(',')} ${route.url}`, part, schema: schema[part] })
   })
   const api = new FakeAgent()
   await app.register(healthRoutes)
@@ -59,9 +61,21 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
   const { app: full } = await build(t)
   await full.ready()
   const doc = full.swagger() as { paths: Record<string, Record<string, unknown>> }
-  const documented = new Set(Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`)))
-  assert.deepEqual([...routes].filter((r) => !documented.has(r)).sort(), [], 'routes registered here the document does not name')
-  assert.deepEqual([...documented].filter((r) => !routes.has(r)).sort(), [], 'routes of the app this test does not register')
+  const documented = new Set(
+    Object.entries(doc.paths).flatMap(([p, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`),
+    ),
+  )
+  assert.deepEqual(
+    [...routes].filter((r) => !documented.has(r)).sort(),
+    [],
+    'routes registered here the document does not name',
+  )
+  assert.deepEqual(
+    [...documented].filter((r) => !routes.has(r)).sort(),
+    [],
+    'routes of the app this test does not register',
+  )
 })
 
 void test('a schema the meta-schema refuses is refused by this check', () => {

@@ -44,7 +44,7 @@ void test('over a socket: a converge wait outlives the idle timeout of the conne
   call.finish(sampleRun())
   const res = await pending
   assert.equal(res.statusCode, 200)
-  assert.deepEqual((await res.body.json() as { run: unknown }).run, sampleRun())
+  assert.deepEqual(((await res.body.json()) as { run: unknown }).run, sampleRun())
 })
 
 void test('a client that disconnects mid-body is one quiet line without a stack, and no 500 in the metrics', async (t) => {
@@ -78,7 +78,11 @@ void test('a client that disconnects mid-body is one quiet line without a stack,
   assert.doesNotMatch(text, /status="500"/)
   assert.match(text, /carlos_layout_http_request_duration_seconds_count\{method="PUT",route="\/wakes",status="499"\} 1/)
   assert.deepEqual(agent.replaced, [], 'nothing of the half body reached the agent')
-  assert.equal(parsed().filter((l) => l.msg === 'request aborted by the client').length, 1, 'one line per dropped connection')
+  assert.equal(
+    parsed().filter((l) => l.msg === 'request aborted by the client').length,
+    1,
+    'one line per dropped connection',
+  )
 })
 
 /** Sends raw bytes and answers everything the server wrote before it closed the connection. */

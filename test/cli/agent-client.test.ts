@@ -62,7 +62,9 @@ void test('no agent, or something that does not answer JSON: AgentUnreachable, n
     assert.match(err.message, /^cannot reach layoutd at http:\/\/127\.0\.0\.1:1: /)
     return true
   })
-  const server = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>not an agent</html>'))
+  const server = http.createServer((_req, res) =>
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<html>not an agent</html>'),
+  )
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.after(() => new Promise<void>((resolve) => server.close(() => resolve())))
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`

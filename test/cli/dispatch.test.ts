@@ -16,11 +16,20 @@ interface Ran {
   err: string
 }
 
-function layoutd(args: readonly string[], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Promise<Ran> {
+function layoutd(
+  args: readonly string[],
+  env: Record<string, string> = {},
+  nodeArgs: readonly string[] = [],
+): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeArgs, MAIN_JS, ...args], { env: { PATH: process.env.PATH, ...env } }, (err, out, errText) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
-    })
+    execFile(
+      process.execPath,
+      [...nodeArgs, MAIN_JS, ...args],
+      { env: { PATH: process.env.PATH, ...env } },
+      (err, out, errText) => {
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
+      },
+    )
   })
 }
 
@@ -59,7 +68,9 @@ void test('--help and -h work on every command and subcommand, exit 0, with a ba
 })
 
 void test('--version prints the version of package.json', async () => {
-  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    version: string
+  }
   const r = await layoutd(['--version'])
   assert.equal(r.code, 0)
   assert.equal(r.out, `${pkg.version}\n`)
@@ -87,20 +98,37 @@ register('data:text/javascript,' + encodeURIComponent('export async function res
 `)}`
 
 void test('layoutd status and converge load node:http, not undici, the agent, Fastify, pino, SQLite or TypeBox; routes loads SQLite', async () => {
-  const heavy = ['/node_modules/undici/', '/node_modules/fastify/', '/node_modules/typebox/', '/node_modules/pino', '/node_modules/better-sqlite3/', '/src/agent', '/src/server.js']
+  const heavy = [
+    '/node_modules/undici/',
+    '/node_modules/fastify/',
+    '/node_modules/typebox/',
+    '/node_modules/pino',
+    '/node_modules/better-sqlite3/',
+    '/src/agent',
+    '/src/server.js',
+  ]
   for (const command of ['status', 'converge']) {
     const r = await layoutd([command, '--url', 'http://127.0.0.1:1'], {}, ['--import', TRACE])
     assert.equal(r.code, 1)
     const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
-    assert.ok(loaded.some((l) => l.includes(`/cli/commands/${command}.js`)), r.err)
-    assert.ok(loaded.some((l) => l === 'loaded node:http'), r.err)
+    assert.ok(
+      loaded.some((l) => l.includes(`/cli/commands/${command}.js`)),
+      r.err,
+    )
+    assert.ok(
+      loaded.some((l) => l === 'loaded node:http'),
+      r.err,
+    )
     for (const h of heavy) assert.equal(loaded.filter((l) => l.includes(h)).length, 0, `${command} loaded ${h}`)
   }
   // The trace sees a heavy module when one is loaded: routes opens the registry.
   const data = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-trace-'))
   try {
     const r = await layoutd(['routes', 'list'], { CARLOS_DATA_DIR: data }, ['--import', TRACE])
-    assert.ok(r.err.split('\n').some((l) => l.startsWith('loaded ') && l.includes('/node_modules/better-sqlite3/')), r.err)
+    assert.ok(
+      r.err.split('\n').some((l) => l.startsWith('loaded ') && l.includes('/node_modules/better-sqlite3/')),
+      r.err,
+    )
   } finally {
     await fs.rm(data, { recursive: true, force: true })
   }
@@ -110,13 +138,24 @@ void test('layoutd serve loads TypeBox as one file, and neither undici nor the e
   const data = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-trace-'))
   try {
     // Beyond loopback with no token: serve refuses once its modules are loaded, before it opens anything.
-    const env = { CARLOS_DATA_DIR: data, CARLOS_DEPLOYMENT_DIR: path.join(data, 'deploy'), CARLOS_AGENT_LISTEN: '0.0.0.0:1' }
+    const env = {
+      CARLOS_DATA_DIR: data,
+      CARLOS_DEPLOYMENT_DIR: path.join(data, 'deploy'),
+      CARLOS_AGENT_LISTEN: '0.0.0.0:1',
+    }
     const r = await layoutd(['serve'], env, ['--import', TRACE])
     assert.equal(r.code, 1, r.err)
     const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '))
-    assert.ok(loaded.some((l) => l.endsWith('/src/server.js')), r.err)
-    assert.ok(loaded.some((l) => l.endsWith('/src/domain/typebox.js')), r.err)
-    for (const h of ['/node_modules/typebox/', '/node_modules/undici/', '/deploy-etcd/']) assert.equal(loaded.filter((l) => l.includes(h)).length, 0, `serve loaded ${h}`)
+    assert.ok(
+      loaded.some((l) => l.endsWith('/src/server.js')),
+      r.err,
+    )
+    assert.ok(
+      loaded.some((l) => l.endsWith('/src/domain/typebox.js')),
+      r.err,
+    )
+    for (const h of ['/node_modules/typebox/', '/node_modules/undici/', '/deploy-etcd/'])
+      assert.equal(loaded.filter((l) => l.includes(h)).length, 0, `serve loaded ${h}`)
   } finally {
     await fs.rm(data, { recursive: true, force: true })
   }
@@ -135,7 +174,10 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
     })
     assert.equal(r.code, 1)
     assert.match(r.err, /^layoutd: Cannot find module '.*\/dist\/src\/main\.js' imported from .*\n/)
-    assert.match(r.err, /\nlayoutd: the build or a dependency is missing: run `\.\/nodew npm ci` \(installs and builds\) or `npm run build` in .*layoutd-nobuild-.*\/\n$/)
+    assert.match(
+      r.err,
+      /\nlayoutd: the build or a dependency is missing: run `\.\/nodew npm ci` \(installs and builds\) or `npm run build` in .*layoutd-nobuild-.*\/\n$/,
+    )
     assert.doesNotMatch(r.err, /^\s+at /m)
   } finally {
     await fs.rm(root, { recursive: true, force: true })

@@ -19,7 +19,8 @@ async function promtool(...args: string[]): Promise<string> {
     return stdout + stderr
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string }
-    if (e.code === 'ENOENT') throw new Error('promtool is not on PATH: install it (Debian: prometheus) to run this test')
+    if (e.code === 'ENOENT')
+      throw new Error('promtool is not on PATH: install it (Debian: prometheus) to run this test')
     throw new Error(`promtool ${args.join(' ')} failed: ${e.stdout ?? ''}${e.stderr ?? ''}`)
   }
 }
@@ -40,9 +41,17 @@ void test('every metric a rule names is exported, and the README lists every exp
   const rules = await fs.readFile(path.join(ROOT, 'contrib/layoutd.rules.yml'), 'utf8')
   const used = new Set([...rules.matchAll(/carlos_layout_\w+/g)].map((m) => m[0]))
   assert.ok(used.size >= 5, [...used].join(' '))
-  assert.deepEqual([...used].filter((n) => !names.has(n)), [], 'rules naming a metric the agent does not export')
+  assert.deepEqual(
+    [...used].filter((n) => !names.has(n)),
+    [],
+    'rules naming a metric the agent does not export',
+  )
   const readme = await fs.readFile(path.join(ROOT, 'README.md'), 'utf8')
   const section = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('\n## ', readme.indexOf('## Metrics') + 1))
   assert.ok(section.length > 100, 'the README has a Metrics section')
-  assert.deepEqual([...names].filter((n) => !section.includes(`\`${n}\``)), [], 'metrics the README does not list')
+  assert.deepEqual(
+    [...names].filter((n) => !section.includes(`\`${n}\``)),
+    [],
+    'metrics the README does not list',
+  )
 })

@@ -53,7 +53,11 @@ void test('the command names complete, and a prefix narrows them', async () => {
   const commands = [...new Set(entries.map((e) => e.cmd))]
   assert.deepEqual(commands.sort(), ['converge', 'fleet', 'intent', 'routes', 'serve', 'status'])
   const offered = await complete('layoutd', '')
-  assert.deepEqual(commands.filter((c) => !offered.includes(c)), [], 'commands bash does not offer')
+  assert.deepEqual(
+    commands.filter((c) => !offered.includes(c)),
+    [],
+    'commands bash does not offer',
+  )
   assert.ok(offered.includes('--version') && offered.includes('--help'))
   assert.deepEqual(await complete('layoutd', 'ro'), ['routes'])
   assert.deepEqual(await complete('layoutd', 'co'), ['converge'])
@@ -66,19 +70,35 @@ void test('every subcommand and every option the usage names completes', async (
     const subs = entries.filter((e) => e.cmd === cmd && e.sub !== undefined).map((e) => e.sub ?? '')
     assert.ok(subs.length >= 2, `${cmd} has subcommands in the usage`)
     const offered = await complete('layoutd', cmd, '')
-    assert.deepEqual(subs.filter((s) => !offered.includes(s)), [], `${cmd}: subcommands bash does not offer`)
+    assert.deepEqual(
+      subs.filter((s) => !offered.includes(s)),
+      [],
+      `${cmd}: subcommands bash does not offer`,
+    )
   }
   for (const { cmd, sub, flags } of entries) {
     const line = sub === undefined ? ['layoutd', cmd, '--'] : ['layoutd', cmd, sub, 'x', '--']
     const offered = await complete(...line)
-    assert.deepEqual(flags.filter((f) => !offered.includes(f)), [], `${line.join(' ')}: options bash does not offer`)
+    assert.deepEqual(
+      flags.filter((f) => !offered.includes(f)),
+      [],
+      `${line.join(' ')}: options bash does not offer`,
+    )
     assert.ok(offered.includes('--help'), `${line.join(' ')} offers --help`)
   }
 })
 
 void test('option values: --kind offers the kinds, --dir and routes import complete a path', async () => {
-  assert.deepEqual(await complete('layoutd', 'routes', 'add', 'a.example.com', '--kind', 's'), ['sidecar', 'static', 'service'])
+  assert.deepEqual(await complete('layoutd', 'routes', 'add', 'a.example.com', '--kind', 's'), [
+    'sidecar',
+    'static',
+    'service',
+  ])
   const dirs = await complete('layoutd', 'routes', 'add', 'a.example.com', '--dir', path.join(ROOT, 'contri'))
   assert.deepEqual(dirs, [path.join(ROOT, 'contrib')])
-  assert.deepEqual(await complete('layoutd', 'routes', 'import', path.join(ROOT, 'contri')), [path.join(ROOT, 'contrib')], 'routes import takes a file')
+  assert.deepEqual(
+    await complete('layoutd', 'routes', 'import', path.join(ROOT, 'contri')),
+    [path.join(ROOT, 'contrib')],
+    'routes import takes a file',
+  )
 })

@@ -44,36 +44,67 @@ void test('the image: /data and /deploy are volumes, the listen address is loopb
   const all = await instructions()
   const volumes = all.filter((i) => i.op === 'VOLUME').flatMap((i) => JSON.parse(i.args) as string[])
   assert.deepEqual(volumes.sort(), ['/data', '/deploy'])
-  const env = all.filter((i) => i.op === 'ENV').map((i) => i.args).join(' ')
+  const env = all
+    .filter((i) => i.op === 'ENV')
+    .map((i) => i.args)
+    .join(' ')
   assert.match(env, /CARLOS_DATA_DIR=\/data\b/)
   assert.match(env, /CARLOS_DEPLOYMENT_DIR=\/deploy\b/)
-  assert.match(env, /CARLOS_AGENT_LISTEN=127\.0\.0\.1:9740\b/, 'loopback unless the operator gives a token and an address')
+  assert.match(
+    env,
+    /CARLOS_AGENT_LISTEN=127\.0\.0\.1:9740\b/,
+    'loopback unless the operator gives a token and an address',
+  )
   assert.doesNotMatch(env, /CARLOS_AGENT_TOKEN/, 'no token baked into the image')
-  assert.match(env, new RegExp(`\\bUV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}\\b`), 'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)')
+  assert.match(
+    env,
+    new RegExp(`\\bUV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}\\b`),
+    'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)',
+  )
   const image = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(await fs.readFile(path.join(ROOT, 'Dockerfile'), 'utf8'))
   const major = Number(image?.[1])
-  const engines = (JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node
+  const engines = (
+    JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }
+  ).engines.node
   const floor = Number(/^>=(\d+)$/.exec(engines)?.[1])
   assert.ok(major >= floor && major % 2 === 0, `node ${major}: an even (LTS) line that engines "${engines}" allows`)
-  assert.equal(Number(process.versions.node.split('.')[0]), major, `the suite runs on the image's Node line (${major}), not ${process.version}`)
-  const sqlite = JSON.parse(await fs.readFile(path.join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { engines: { node: string } }
+  assert.equal(
+    Number(process.versions.node.split('.')[0]),
+    major,
+    `the suite runs on the image's Node line (${major}), not ${process.version}`,
+  )
+  const sqlite = JSON.parse(await fs.readFile(path.join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as {
+    engines: { node: string }
+  }
   const sqliteFloor = Number(/^>=(\d+)$/.exec(sqlite.engines.node)?.[1])
   assert.ok(major >= sqliteFloor, `better-sqlite3 (engines "${sqlite.engines.node}") runs on node ${major}`)
-  assert.deepEqual(all.filter((i) => i.op === 'ENTRYPOINT').map((i) => JSON.parse(i.args) as string[]), [['node', '--max-semi-space-size=4', 'dist/src/main.js']], 'node is PID 1: SIGTERM reaches the agent; a young generation of 8 MB (design §9)')
+  assert.deepEqual(
+    all.filter((i) => i.op === 'ENTRYPOINT').map((i) => JSON.parse(i.args) as string[]),
+    [['node', '--max-semi-space-size=4', 'dist/src/main.js']],
+    'node is PID 1: SIGTERM reaches the agent; a young generation of 8 MB (design §9)',
+  )
 })
 
 void test('every path the build copies is in the repository and not ignored by .dockerignore', async () => {
-  const ignored = (await fs.readFile(path.join(ROOT, '.dockerignore'), 'utf8')).split('\n').filter((l) => l !== '' && !l.startsWith('#'))
-  for (const must of ['node_modules', 'dist', 'data', 'deploy']) assert.ok(ignored.includes(must), `.dockerignore leaves out ${must}`)
-  const copied = (await instructions()).filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1))
+  const ignored = (await fs.readFile(path.join(ROOT, '.dockerignore'), 'utf8'))
+    .split('\n')
+    .filter((l) => l !== '' && !l.startsWith('#'))
+  for (const must of ['node_modules', 'dist', 'data', 'deploy'])
+    assert.ok(ignored.includes(must), `.dockerignore leaves out ${must}`)
+  const copied = (await instructions())
+    .filter((i) => i.op === 'COPY' && !i.args.startsWith('--from'))
+    .flatMap((i) => i.args.split(/\s+/).slice(0, -1))
   assert.ok(copied.length >= 5)
   for (const p of copied) {
     await fs.access(path.join(ROOT, p))
     assert.ok(!ignored.includes(p), `${p} is copied and ignored`)
   }
   // npm ci builds in the image: every folder the build script reads from must be copied before it.
-  const build = (JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { build: string } }).scripts.build
-  for (const [, folder] of build.matchAll(/\b(scripts|src)\//g)) assert.ok(copied.includes(folder ?? ''), `the build reads ${folder}/, which the image's build stage does not copy`)
+  const build = (
+    JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { build: string } }
+  ).scripts.build
+  for (const [, folder] of build.matchAll(/\b(scripts|src)\//g))
+    assert.ok(copied.includes(folder ?? ''), `the build reads ${folder}/, which the image's build stage does not copy`)
 })
 
 void test('the HEALTHCHECK command passes while the agent lives, on its address or a wildcard, and fails once it is gone', async (t) => {
@@ -83,7 +114,8 @@ void test('the HEALTHCHECK command passes while the agent lives, on its address 
   const agent = await AgentProcess.start(sb)
   t.after(() => agent.kill())
   const port = new URL(agent.url).port
-  const check = (listen: string) => run(process.execPath, args, { env: { PATH: process.env.PATH, CARLOS_AGENT_LISTEN: listen } })
+  const check = (listen: string) =>
+    run(process.execPath, args, { env: { PATH: process.env.PATH, CARLOS_AGENT_LISTEN: listen } })
   await check(`127.0.0.1:${port}`)
   await check(`0.0.0.0:${port}`)
   await agent.stop()

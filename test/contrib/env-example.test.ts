@@ -27,8 +27,16 @@ void test('every variable of the ENVIRONMENT table is in the example once, under
   const found = variableLines(lines)
   const table = Object.values(ENVIRONMENT).map((v) => v.env)
   assert.ok(table.length > 15, `the table has only ${table.length} variables`)
-  assert.deepEqual(table.filter((env) => !found.has(env)), [], 'variables missing from contrib/layoutd.env.example')
-  assert.deepEqual([...found.keys()].filter((env) => !table.includes(env)), [], 'variables in the example that layoutd does not read')
+  assert.deepEqual(
+    table.filter((env) => !found.has(env)),
+    [],
+    'variables missing from contrib/layoutd.env.example',
+  )
+  assert.deepEqual(
+    [...found.keys()].filter((env) => !table.includes(env)),
+    [],
+    'variables in the example that layoutd does not read',
+  )
   for (const [env, at] of found) {
     assert.equal(at.length, 1, `${env} once`)
     const above = lines[(at[0] ?? 0) - 1] ?? ''
@@ -36,7 +44,7 @@ void test('every variable of the ENVIRONMENT table is in the example once, under
   }
 })
 
-void test('what the example sets is accepted, and its roots are the unit\'s ReadWritePaths', async () => {
+void test("what the example sets is accepted, and its roots are the unit's ReadWritePaths", async () => {
   const set: Record<string, string> = {}
   for (const line of (await read('contrib/layoutd.env.example')).split('\n')) {
     const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line)

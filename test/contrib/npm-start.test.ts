@@ -26,11 +26,17 @@ function alive(pid: number): boolean {
 void test('a SIGTERM to npm start stops the agent it started', async (t) => {
   const sb = await makeSandbox(await tmpDir(t, 'layoutd-npm-start-'))
   const port = await freePort()
-  const npm = spawn('npm', ['start'], { cwd: ROOT, env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'pipe', 'pipe'] })
+  const npm = spawn('npm', ['start'], {
+    cwd: ROOT,
+    env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let output = ''
   npm.stdout.on('data', (b: Buffer) => (output += b.toString()))
   npm.stderr.on('data', (b: Buffer) => (output += b.toString()))
-  const npmExited = new Promise<NodeJS.Signals | number | null>((resolve) => npm.once('exit', (code, signal) => resolve(signal ?? code)))
+  const npmExited = new Promise<NodeJS.Signals | number | null>((resolve) =>
+    npm.once('exit', (code, signal) => resolve(signal ?? code)),
+  )
   // The agent's own record of who holds the data root: node's pid, once it listens.
   const holder = path.join(sb.dataDir, 'agent.json')
   const agent = await until(

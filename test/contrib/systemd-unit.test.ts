@@ -34,9 +34,17 @@ void test('the unit runs node directly, hardened, writing only the data and depl
     return v?.[0] ?? ''
   }
   assert.match(one('Type'), /^(simple|notify)$/)
-  assert.match(one('ExecStart'), /^\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js serve$/, 'node itself, never npm: a SIGTERM must reach the agent')
+  assert.match(
+    one('ExecStart'),
+    /^\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js serve$/,
+    'node itself, never npm: a SIGTERM must reach the agent',
+  )
   assert.equal(one('EnvironmentFile'), '/etc/layoutd/layoutd.env')
-  assert.equal(one('Environment'), `UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`, 'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)')
+  assert.equal(
+    one('Environment'),
+    `UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`,
+    'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)',
+  )
   assert.equal(one('NoNewPrivileges'), 'yes')
   assert.equal(one('ProtectSystem'), 'strict')
   assert.deepEqual(one('ReadWritePaths').split(/\s+/).sort(), ['/data', '/deploy'])
@@ -53,9 +61,16 @@ void test('systemd-analyze verify accepts the unit, with no warning', async (t) 
   const shipped = await fs.readFile(UNIT, 'utf8')
   const main = path.join(ROOT, 'dist/src/main.js')
   await fs.access(main)
-  const copy = shipped.replace(/^ExecStart=\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js /m, `ExecStart=${process.execPath} --max-semi-space-size=4 ${main} `)
+  const copy = shipped.replace(
+    /^ExecStart=\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js /m,
+    `ExecStart=${process.execPath} --max-semi-space-size=4 ${main} `,
+  )
   const changed = copy.split('\n').filter((line, i) => line !== shipped.split('\n')[i])
-  assert.deepEqual(changed, [`ExecStart=${process.execPath} --max-semi-space-size=4 ${main} serve`], 'only ExecStart differs from the shipped unit')
+  assert.deepEqual(
+    changed,
+    [`ExecStart=${process.execPath} --max-semi-space-size=4 ${main} serve`],
+    'only ExecStart differs from the shipped unit',
+  )
   const dir = await tmpDir(t, 'layoutd-unit-')
   const unit = path.join(dir, 'layoutd.service')
   await fs.writeFile(unit, copy)
@@ -70,7 +85,10 @@ void test('the check sees a misspelt directive and a missing program', async (t)
   const unit = path.join(dir, 'layoutd.service')
   const shipped = await fs.readFile(UNIT, 'utf8')
   const execStart = /^ExecStart=\/usr\/bin\/node /m
-  await fs.writeFile(unit, shipped.replace(execStart, `ExecStart=${process.execPath} `).replace('NoNewPrivileges=', 'NoNewPrivilege='))
+  await fs.writeFile(
+    unit,
+    shipped.replace(execStart, `ExecStart=${process.execPath} `).replace('NoNewPrivileges=', 'NoNewPrivilege='),
+  )
   const typo = await run('systemd-analyze', ['verify', unit])
   assert.match(typo.stderr, /Unknown key 'NoNewPrivilege'/)
   await fs.writeFile(unit, shipped.replace(execStart, `ExecStart=${path.join(dir, 'no-such-node')} `))

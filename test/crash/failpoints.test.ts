@@ -50,7 +50,10 @@ async function setup(t: TestContext, to: Mode, opts: { force?: boolean } = {}): 
   return { w, agents, subject, bystander, from, to }
 }
 
-async function start(s: World2, opts: { failpoint?: string; env?: Record<string, string> } = {}): Promise<AgentProcess> {
+async function start(
+  s: World2,
+  opts: { failpoint?: string; env?: Record<string, string> } = {},
+): Promise<AgentProcess> {
   // Node itself can take longer than the helper's default to listen when the box is loaded.
   const agent = await AgentProcess.start(s.w.sb, { listenTimeoutMs: LIFE_MS, ...opts })
   s.agents.push(agent)
@@ -59,7 +62,10 @@ async function start(s: World2, opts: { failpoint?: string; env?: Record<string,
 
 /** Waits for an agent started with a failpoint to kill itself there. */
 async function crashed(agent: AgentProcess): Promise<Exit> {
-  const exit = await Promise.race([agent.exited, new Promise<'late'>((resolve) => setTimeout(resolve, LIFE_MS, 'late').unref())])
+  const exit = await Promise.race([
+    agent.exited,
+    new Promise<'late'>((resolve) => setTimeout(resolve, LIFE_MS, 'late').unref()),
+  ])
   assert.notEqual(exit, 'late', `the failpoint did not fire within ${LIFE_MS} ms:\n${agent.tail()}`)
   assert.deepEqual(exit, { code: null, signal: 'SIGKILL' }, `the agent did not die at its failpoint:\n${agent.tail()}`)
   return exit as Exit
@@ -78,7 +84,10 @@ function where(w: World, host: string): { files: Mode | 'both' | 'none'; row: Mo
       const p = rowPathsFor(w, t, m)
       return r?.dir === p.dir && r.socket === p.socket && r.db === p.db
     }
-    return { files: flat && nested ? 'both' : flat ? 'flat' : nested ? 'nested' : 'none', row: is('flat') ? 'flat' : is('nested') ? 'nested' : 'other' }
+    return {
+      files: flat && nested ? 'both' : flat ? 'flat' : nested ? 'nested' : 'none',
+      row: is('flat') ? 'flat' : is('nested') ? 'nested' : 'other',
+    }
   } finally {
     reg.close()
   }
@@ -90,7 +99,8 @@ function settled(agent: AgentProcess, words: Record<string, string>): Promise<La
     `rows ${JSON.stringify(words)}`,
     async () => {
       const r = await agent.status()
-      const ok = !r.leg.running && !r.leg.pending && Object.entries(words).every(([h, word]) => r.rows[h]?.layout === word)
+      const ok =
+        !r.leg.running && !r.leg.pending && Object.entries(words).every(([h, word]) => r.rows[h]?.layout === word)
       return ok ? r : undefined
     },
     LIFE_MS,
@@ -159,13 +169,15 @@ void describe('a crash at each step of a move finishes exactly after a restart',
         const want = frozen(step, s)
         for (const host of [subject, bystander]) {
           const at = where(w, host)
-          const wantHost = step === 'after-hold' && host === bystander ? { files: s.from, row: s.from, journal: true } : want
+          const wantHost =
+            step === 'after-hold' && host === bystander ? { files: s.from, row: s.from, journal: true } : want
           assert.deepEqual(at, { files: wantHost.files, row: wantHost.row }, `${host} at ${step}`)
           assert.equal(layoutFiles(w.dirs).journals.has(host), wantHost.journal, `${host}: journal at ${step}`)
         }
         const j = layoutFiles(w.dirs).journals.get(subject)
         if (want.journal) assert.equal(j?.to, to, 'the journal names the move')
-        if (step === 'after-hold') assert.deepEqual(layoutFiles(w.dirs).holds, [subject], 'the hold marker is written before the journal goes')
+        if (step === 'after-hold')
+          assert.deepEqual(layoutFiles(w.dirs).holds, [subject], 'the hold marker is written before the journal goes')
         if (step === 'after-preflight') assert.equal(fs.existsSync(destParent(s, subject)), false, 'step 6 has not run')
         if (step === 'after-prepare') {
           assert.equal(fs.existsSync(destParent(s, subject)), true, 'step 6 made the destination parent')
@@ -194,7 +206,11 @@ void describe('a crash at each step of a move finishes exactly after a restart',
         if (step === 'after-aside') assert.match(report.rows[subject]?.note ?? '', /^set aside at /)
         assert.deepEqual(await agent.stop(), { code: 0, signal: null }, agent.tail())
 
-        const end = checkState(w, { final: (h) => (held && h === subject ? s.from : to), holds: held ? [subject] : [], aside: step === 'after-aside' })
+        const end = checkState(w, {
+          final: (h) => (held && h === subject ? s.from : to),
+          holds: held ? [subject] : [],
+          aside: step === 'after-aside',
+        })
         assert.deepEqual(end.problems, [])
         assert.deepEqual(where(w, subject), held ? { files: s.from, row: s.from } : { files: to, row: to })
         assert.deepEqual(where(w, bystander), { files: to, row: to })
@@ -207,7 +223,11 @@ void describe('a crash at each step of a move finishes exactly after a restart',
       await crashed(await start(s, { failpoint: `after-rename:${subject}` }))
       assert.deepEqual(where(w, subject), { files: to, row: s.from })
       assert.deepEqual(where(w, bystander), { files: s.from, row: s.from })
-      assert.deepEqual([...layoutFiles(w.dirs).journals.keys()].sort(), [subject, bystander].sort(), 'both are journaled')
+      assert.deepEqual(
+        [...layoutFiles(w.dirs).journals.keys()].sort(),
+        [subject, bystander].sort(),
+        'both are journaled',
+      )
       assert.deepEqual(checkState(w).problems, [])
 
       const agent = await start(s)
@@ -245,7 +265,10 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     await agent.waitReady(LIFE_MS)
     const report = await settled(agent, { [subject]: 'fenced', [bystander]: 'nested' })
     const reason = report.rows[subject]?.reason ?? ''
-    assert.ok(reason.includes(flatDir) && reason.includes(nestedPaths(w.dirs, subject).dir), `the reason names both paths: ${reason}`)
+    assert.ok(
+      reason.includes(flatDir) && reason.includes(nestedPaths(w.dirs, subject).dir),
+      `the reason names both paths: ${reason}`,
+    )
     assert.ok(layoutFiles(w.dirs).journals.has(subject), 'the journal stays while the host is kept')
     // The activator's gate is open (/ready 200), yet this host does not wake.
     assert.equal(await agent.ready(), true)
@@ -269,13 +292,21 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     const made = spawnSync('mkfifo', [fifo])
     assert.equal(made.status, 0, `mkfifo: ${String(made.stderr)}`)
     const agent = await start(s)
-    await agent.waitFor('the recovering phase', async () => ((await agent.readiness()).phase === 'recovering' ? true : undefined), LIFE_MS)
+    await agent.waitFor(
+      'the recovering phase',
+      async () => ((await agent.readiness()).phase === 'recovering' ? true : undefined),
+      LIFE_MS,
+    )
     const report = await agent.status()
     assert.equal(await agent.ready(), false, 'not ready while recovering')
     // SIGKILL ends the agent's wait on the FIFO; nothing ever writes to it.
     await agent.kill()
     const row = report.rows[subject]
-    assert.equal(row?.layout, 'fenced', `its files are in ${nestedPaths(w.dirs, subject).dir}, its row says flat, and the report says ${JSON.stringify(row)}`)
+    assert.equal(
+      row?.layout,
+      'fenced',
+      `its files are in ${nestedPaths(w.dirs, subject).dir}, its row says flat, and the report says ${JSON.stringify(row)}`,
+    )
   })
 
   void it('after-stop: a host awake at its move is stopped, and a crash right after is recovered', async (t) => {
@@ -309,12 +340,17 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     const addr = activator.address()
     assert.ok(addr !== null && typeof addr === 'object')
 
-    const agent = await start(s, { failpoint: 'after-stop', env: { CARLOS_ACTIVATOR_URL: `http://127.0.0.1:${addr.port}` } })
-    agentUrl = agent.url
-    const first = await agent.waitFor('the stop asked and answered', () => Promise.resolve(released[0]), LIFE_MS).catch((err: unknown) => {
-      if (agent.exit !== undefined) return 0 // died at the failpoint: the release was answered
-      throw err
+    const agent = await start(s, {
+      failpoint: 'after-stop',
+      env: { CARLOS_ACTIVATOR_URL: `http://127.0.0.1:${addr.port}` },
     })
+    agentUrl = agent.url
+    const first = await agent
+      .waitFor('the stop asked and answered', () => Promise.resolve(released[0]), LIFE_MS)
+      .catch((err: unknown) => {
+        if (agent.exit !== undefined) return 0 // died at the failpoint: the release was answered
+        throw err
+      })
     if (first === 404) {
       // DELETE /wakes/:host is a later issue: without it no claim can be released over HTTP.
       await agent.kill()

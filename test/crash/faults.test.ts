@@ -61,7 +61,10 @@ export async function faultBox(
   fs.mkdirSync(path.dirname(from.socket), { recursive: true })
   b.registry.add({ host: HOST, kind: 'instance', hibernate: true, ...from })
   await b.agent.start()
-  await until('the gate to open and the leg to be idle', () => b.agent.readiness().nested.allowed && idle(b.agent.legState()))
+  await until(
+    'the gate to open and the leg to be idle',
+    () => b.agent.readiness().nested.allowed && idle(b.agent.legState()),
+  )
   // After start: its instance key is in the tree by then (the leg's first run waits for the keys).
   const want = hashTree(from.dir)
   return { b, clock, from, dest, want }
@@ -144,7 +147,11 @@ void test('the registry locked by another process beyond the busy timeout: the r
   // Another program holds the registry's write lock (BEGIN EXCLUSIVE) for as long as the test says.
   const holder = spawn(
     process.execPath,
-    ['-e', "const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN EXCLUSIVE'); console.log('locked'); setInterval(() => {}, 1000)", f.b.registry.file],
+    [
+      '-e',
+      "const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN EXCLUSIVE'); console.log('locked'); setInterval(() => {}, 1000)",
+      f.b.registry.file,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   )
   t.after(() => holder.kill('SIGKILL'))
@@ -165,7 +172,8 @@ void test('the registry locked by another process beyond the busy timeout: the r
 
 void test('the deploy store never answering: the read times out, the report says unreadable naming it, the retry converges', async (t) => {
   let hang = false
-  const wrap = (store: DeployStore): DeployStore => withReads(store, (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)))
+  const wrap = (store: DeployStore): DeployStore =>
+    withReads(store, (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)))
   const f = await faultBox(t, 'nested', {}, { wrapStore: wrap, intentTimeoutMs: 200 })
   const runsBefore = f.b.agent.legState().lastRun?.startedAt
   hang = true
@@ -174,7 +182,10 @@ void test('the deploy store never answering: the read times out, the report says
     const s = f.b.agent.legState()
     return idle(s) && s.lastRun?.startedAt !== runsBefore && f.b.agent.report().mode === 'unreadable' ? s : undefined
   })
-  assert.ok(f.b.agent.report().warnings.some((w) => /timeout|timed out|aborted/i.test(w)), f.b.agent.report().warnings.join('; '))
+  assert.ok(
+    f.b.agent.report().warnings.some((w) => /timeout|timed out|aborted/i.test(w)),
+    f.b.agent.report().warnings.join('; '),
+  )
   assertOnePlace(f)
   assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved')
   hang = false

@@ -14,7 +14,15 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { rng, type World } from '../../bench/crash.js'
 import { strayProblems } from '../../bench/power/check.js'
-import { durableAt, enumerate, replay, type FsImage, type FsNode, type Op, type OpBody } from '../../bench/power/model.js'
+import {
+  durableAt,
+  enumerate,
+  replay,
+  type FsImage,
+  type FsNode,
+  type Op,
+  type OpBody,
+} from '../../bench/power/model.js'
 import { record, STRACE } from '../../bench/power/record.js'
 import { materialise } from '../../bench/power/trace.js'
 import { tmpDir } from '../helpers/tmp.js'
@@ -28,7 +36,13 @@ function before(): FsImage {
   return {
     root: 1,
     nodes: new Map<number, FsNode>([
-      [1, dir([['layout', 2], ['nested', 3]])],
+      [
+        1,
+        dir([
+          ['layout', 2],
+          ['nested', 3],
+        ]),
+      ],
       [2, dir([])],
       [3, dir([[HOST, 4]])],
       [4, dir([['run', 5]])],
@@ -37,7 +51,14 @@ function before(): FsImage {
   }
 }
 
-const mkdir = (dir: number, name: string, ino: number): OpBody => ({ op: 'create', dir, name, ino, node: 'dir', mode: 0o700 })
+const mkdir = (dir: number, name: string, ino: number): OpBody => ({
+  op: 'create',
+  dir,
+  name,
+  ino,
+  node: 'dir',
+  mode: 0o700,
+})
 const fsync = (ino: number): OpBody => ({ op: 'fsync', ino })
 const MKDIRS = [mkdir(2, 'aside', 10), mkdir(10, HOST, 11), mkdir(11, '20260101T000000.000Z', 12)]
 const RENAME: OpBody = { op: 'rename', fromDir: 4, fromName: 'run', toDir: 12, toName: 'run', ino: 5 }
@@ -57,8 +78,14 @@ function explore(root: string, bodies: OpBody[]): { states: number; lost: string
     const data = path.join(root, String(n))
     materialise(replay(before(), ops, s.persisted), data)
     const world = { dirs: { dataDir: data, runDir: path.join(data, 'run') } } as unknown as World
-    const problems = strayProblems({ world, stray: { host: HOST, path: path.join(data, 'nested', HOST, 'run'), data: STRAY } })
-    if (problems.length > 0) lost.push(`crash before op ${s.at}, kept [${s.kept.join(',')}] of [${s.inFlight.join(',')}]: ${problems.join('; ')}`)
+    const problems = strayProblems({
+      world,
+      stray: { host: HOST, path: path.join(data, 'nested', HOST, 'run'), data: STRAY },
+    })
+    if (problems.length > 0)
+      lost.push(
+        `crash before op ${s.at}, kept [${s.kept.join(',')}] of [${s.inFlight.join(',')}]: ${problems.join('; ')}`,
+      )
   }
   return { states: en.states.length, lost }
 }
@@ -77,8 +104,17 @@ void test('the old order of the aside has a crash state that loses what was set 
 })
 
 void test("the real agent's aside: every name on the way to the aside's directory is durable before the rename into it", async (t) => {
-  assert.ok(fs.existsSync(STRACE), `${STRACE} is missing: the test records the agent under strace (scripts/test.sh installs it)`)
-  const rec = await record({ hosts: 3, seed: 1, root: await tmpDir(t, 'layoutd-power-aside-'), log: () => {}, scenario: { aside: true } })
+  assert.ok(
+    fs.existsSync(STRACE),
+    `${STRACE} is missing: the test records the agent under strace (scripts/test.sh installs it)`,
+  )
+  const rec = await record({
+    hosts: 3,
+    seed: 1,
+    root: await tmpDir(t, 'layoutd-power-aside-'),
+    log: () => {},
+    scenario: { aside: true },
+  })
   assert.deepEqual(rec.lowered.skipped, [], 'every call under the data root was lowered')
   const ops = rec.lowered.ops
   const dur = durableAt(ops)
@@ -89,8 +125,15 @@ void test("the real agent's aside: every name on the way to the aside's director
   for (const [r, o] of renames) {
     if (o.op !== 'rename') continue
     // The mkdirs of the trace on the way down to the rename's new parent: each durable before it.
-    const made = [...ops.entries()].filter(([i, m]) => i < r && m.op === 'create' && m.what.startsWith(`mkdir ${asideDir}`) && o.what.includes(` -> ${m.what.slice('mkdir '.length)}/`))
+    const made = [...ops.entries()].filter(
+      ([i, m]) =>
+        i < r &&
+        m.op === 'create' &&
+        m.what.startsWith(`mkdir ${asideDir}`) &&
+        o.what.includes(` -> ${m.what.slice('mkdir '.length)}/`),
+    )
     assert.equal(made.length, 3, `aside/, aside/<host>/ and the stamp made before ${shown(r)}`)
-    for (const [m] of made) assert.ok((dur[m] ?? Infinity) < r, `${shown(m)} is durable only at ${dur[m]}, after the rename ${shown(r)}`)
+    for (const [m] of made)
+      assert.ok((dur[m] ?? Infinity) < r, `${shown(m)} is durable only at ${dur[m]}, after the rename ${shown(r)}`)
   }
 })

@@ -16,10 +16,30 @@ function world(): FsImage {
   return {
     root: 1,
     nodes: new Map<number, FsNode>([
-      [1, dir([['layout', 2], ['apps', 3], ['nested', 4], ['registry.db-wal', 5]])],
+      [
+        1,
+        dir([
+          ['layout', 2],
+          ['apps', 3],
+          ['nested', 4],
+          ['registry.db-wal', 5],
+        ]),
+      ],
       [2, dir([])],
-      [3, dir([['a', 10], ['b', 11]])],
-      [4, dir([['a', 20], ['b', 22]])],
+      [
+        3,
+        dir([
+          ['a', 10],
+          ['b', 11],
+        ]),
+      ],
+      [
+        4,
+        dir([
+          ['a', 20],
+          ['b', 22],
+        ]),
+      ],
       [5, { kind: 'file', mode: 0o644, data: Buffer.alloc(0) }],
       [10, dir([])],
       [11, dir([])],
@@ -31,22 +51,36 @@ function world(): FsImage {
   }
 }
 
-const move = (h: string) => ({ host: h, to: 'nested', from: { dir: `${D}/apps/${h}` }, dest: { dir: `${D}/nested/${h}/data`, socket: `${D}/nested/${h}/run/app.sock` } })
+const move = (h: string) => ({
+  host: h,
+  to: 'nested',
+  from: { dir: `${D}/apps/${h}` },
+  dest: { dir: `${D}/nested/${h}/data`, socket: `${D}/nested/${h}/run/app.sock` },
+})
 
 /** The batch: its journal, both renames, each parent fsynced once, one commit, the journal removed. */
 function batch(): Op[] {
   const bodies: Array<[OpBody, string]> = [
     [{ op: 'create', dir: 2, name: 'batch.journal.tmp', ino: 30, node: 'file', mode: 0o600 }, 'create journal'],
-    [{ op: 'write', ino: 30, offset: 0, data: Buffer.from(JSON.stringify({ moves: [move('a'), move('b')] })) }, 'write journal'],
+    [
+      { op: 'write', ino: 30, offset: 0, data: Buffer.from(JSON.stringify({ moves: [move('a'), move('b')] })) },
+      'write journal',
+    ],
     [{ op: 'fsync', ino: 30 }, 'fsync journal'],
-    [{ op: 'rename', fromDir: 2, fromName: 'batch.journal.tmp', toDir: 2, toName: 'batch.journal', ino: 30 }, 'name journal'],
+    [
+      { op: 'rename', fromDir: 2, fromName: 'batch.journal.tmp', toDir: 2, toName: 'batch.journal', ino: 30 },
+      'name journal',
+    ],
     [{ op: 'fsync', ino: 2 }, 'fsync layout'],
     [{ op: 'rename', fromDir: 3, fromName: 'a', toDir: 20, toName: 'data', ino: 10 }, 'rename a'],
     [{ op: 'rename', fromDir: 3, fromName: 'b', toDir: 22, toName: 'data', ino: 11 }, 'rename b'],
     [{ op: 'fsync', ino: 3 }, 'fsync apps'],
     [{ op: 'fsync', ino: 20 }, "fsync a's root"],
     [{ op: 'fsync', ino: 22 }, "fsync b's root"],
-    [{ op: 'write', ino: 5, offset: 0, data: Buffer.from(`rows ${move('a').dest.dir} ${move('b').dest.dir}`) }, 'commit'],
+    [
+      { op: 'write', ino: 5, offset: 0, data: Buffer.from(`rows ${move('a').dest.dir} ${move('b').dest.dir}`) },
+      'commit',
+    ],
     [{ op: 'fsync', ino: 5 }, 'fsync wal'],
     [{ op: 'unlink', dir: 2, name: 'batch.journal', ino: 30 }, 'remove journal'],
     [{ op: 'fsync', ino: 2 }, 'fsync layout'],
@@ -73,7 +107,10 @@ void test("without one host's destination fsync, that host alone breaks parents-
     r.violations.map((v) => [v.rule, v.host]),
     [['parents-before-commit', 'a']],
   )
-  assert.match(r.violations[0]?.message ?? '', /destination parent is not fsynced between the rename #5 \(rename a\) and the registry commit/)
+  assert.match(
+    r.violations[0]?.message ?? '',
+    /destination parent is not fsynced between the rename #5 \(rename a\) and the registry commit/,
+  )
 })
 
 void test("without the layout fsync after the journal's rename, every host it names breaks journal-before-rename", () => {

@@ -35,12 +35,21 @@ interface Audited {
 
 /** record.ts's run (flat → nested → flat) with the fsync named taken out, audited. */
 async function recorded(root: string, skip?: FsyncName): Promise<Audited> {
-  assert.ok(fs.existsSync(STRACE), `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`)
+  assert.ok(
+    fs.existsSync(STRACE),
+    `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`,
+  )
   const env = skip === undefined ? undefined : { CARLOS_FAILPOINT: `skip-fsync:${skip}` }
   const rec = await record({ hosts: HOSTS, seed: SEED, root, log: () => {}, env })
   assert.deepEqual(rec.lowered.skipped, [], 'every call under the data root was lowered')
   const dataDir = rec.world.sb.dataDir
-  return { report: audit(rec.lowered.ops, rec.initial, dataDir), shown: (s) => s.replaceAll(dataDir, 'D'), ops: rec.lowered.ops, initial: rec.initial, world: rec.world }
+  return {
+    report: audit(rec.lowered.ops, rec.initial, dataDir),
+    shown: (s) => s.replaceAll(dataDir, 'D'),
+    ops: rec.lowered.ops,
+    initial: rec.initial,
+    world: rec.world,
+  }
 }
 
 /**
@@ -53,7 +62,10 @@ async function recorded(root: string, skip?: FsyncName): Promise<Audited> {
  * gate makes it again, and the tenants migrate into it once more.
  */
 async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audited> {
-  assert.ok(fs.existsSync(STRACE), `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`)
+  assert.ok(
+    fs.existsSync(STRACE),
+    `${STRACE} is missing: the audit records the agent under strace (scripts/test.sh installs it)`,
+  )
   const world = await makeWorld(path.join(root, 'world'), HOSTS, { firstSeed: SEED * 7919 })
   const { sb } = world
   const hosts = world.tenants.map((t) => t.host)
@@ -63,8 +75,26 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
   const nested = path.join(sb.dataDir, 'nested')
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
-  const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`, CARLOS_FAILPOINT: skip === undefined ? '' : `skip-fsync:${skip}` })
-  const args = ['-f', '-y', '-qq', '-xx', '-ttt', '-s', '65536', '-e', `trace=${TRACED}`, '-o', traceFile, process.execPath, MAIN_JS, 'serve']
+  const env = sandboxEnv(sb, {
+    CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`,
+    CARLOS_FAILPOINT: skip === undefined ? '' : `skip-fsync:${skip}`,
+  })
+  const args = [
+    '-f',
+    '-y',
+    '-qq',
+    '-xx',
+    '-ttt',
+    '-s',
+    '65536',
+    '-e',
+    `trace=${TRACED}`,
+    '-o',
+    traceFile,
+    process.execPath,
+    MAIN_JS,
+    'serve',
+  ]
   const child = spawn(STRACE, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
@@ -97,7 +127,13 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
   assert.deepEqual(lowered.skipped, [], 'every call under the data root was lowered')
   const mkdirs = lowered.ops.filter((o) => o.what === `mkdir ${nested}`)
   assert.equal(mkdirs.length, 2, 'the gate made D/nested twice: at start, and after the operator removed it')
-  return { report: audit(lowered.ops, initial, sb.dataDir), shown: (s) => s.replaceAll(sb.dataDir, 'D'), ops: lowered.ops, initial, world }
+  return {
+    report: audit(lowered.ops, initial, sb.dataDir),
+    shown: (s) => s.replaceAll(sb.dataDir, 'D'),
+    ops: lowered.ops,
+    initial,
+    world,
+  }
 }
 
 /** A report's violations, one a line, as the failure and the diagnostics show them. */
@@ -108,7 +144,11 @@ function lines(a: Audited): string {
 /** Every move the audit followed went the whole way: journal, rename, commit, unlink. */
 function assertFollowed(a: Audited, moves: number): void {
   assert.equal(a.report.moves.length, moves, `moves followed: ${JSON.stringify(a.report.moves)}`)
-  for (const m of a.report.moves) assert.ok(m.journal < m.rename && m.rename < m.commit && m.commit < m.unlink, `${m.host} to ${m.to} was followed in order: ${JSON.stringify(m)}`)
+  for (const m of a.report.moves)
+    assert.ok(
+      m.journal < m.rename && m.rename < m.commit && m.commit < m.unlink,
+      `${m.host} to ${m.to} was followed in order: ${JSON.stringify(m)}`,
+    )
 }
 
 void test('the recorded migrate and revert keeps every rule of the move, for every host', async (t) => {
@@ -148,7 +188,13 @@ void describe('each of the move fsyncs taken out breaks the rule it guards', () 
       const broken = a.report.violations.filter((v) => v.rule === GUARDS[name])
       assert.ok(broken.length > 0, `without the ${name} fsync, ${GUARDS[name]} still held; violations:\n${lines(a)}`)
       // Per host: every host the batch moved is named, each on its own.
-      assert.deepEqual([...new Set(broken.map((v) => v.host))].sort(), a.report.moves.map((m) => m.host).filter((h, i, all) => all.indexOf(h) === i).sort())
+      assert.deepEqual(
+        [...new Set(broken.map((v) => v.host))].sort(),
+        a.report.moves
+          .map((m) => m.host)
+          .filter((h, i, all) => all.indexOf(h) === i)
+          .sort(),
+      )
       for (const v of a.report.violations) t.diagnostic(`${v.rule}: ${a.shown(v.message)}`)
       if (name === 'nested-entry') await nestedLostState(a, t)
     })
@@ -171,7 +217,10 @@ async function nestedLostState(a: Audited, t: { diagnostic: (s: string) => void 
   const last = a.report.moves.filter((m) => m.to === 'nested').slice(-HOSTS)
   const at = Math.min(...last.map((m) => m.unlink))
   const dur = durableAt(ops)
-  assert.ok(dur[mkdir] === Infinity && last.every((m) => (dur[m.commit] ?? Infinity) < at), 'the mkdir is never durable; the commit is, before the crash')
+  assert.ok(
+    dur[mkdir] === Infinity && last.every((m) => (dur[m.commit] ?? Infinity) < at),
+    'the mkdir is never durable; the commit is, before the crash',
+  )
   const kept = [...ops.keys()].filter((i) => i < at && i !== mkdir)
   fs.renameSync(world.sb.dataDir, `${world.sb.dataDir}.recorded`)
   materialise(replay(a.initial, ops, kept), world.sb.dataDir)
@@ -186,7 +235,9 @@ async function nestedLostState(a: Audited, t: { diagnostic: (s: string) => void 
       const row = report.rows[m.host]
       assert.equal(row?.layout, 'fenced', `${m.host}: ${JSON.stringify(row)}`)
       assert.match(row.reason, /files missing/, `${m.host}: ${JSON.stringify(row)}`)
-      t.diagnostic(`crash state without nested-entry: ${m.host} ${row.layout}: ${row.reason.replaceAll(world.sb.dataDir, 'D')}`)
+      t.diagnostic(
+        `crash state without nested-entry: ${m.host} ${row.layout}: ${row.reason.replaceAll(world.sb.dataDir, 'D')}`,
+      )
     }
   } finally {
     await agent.kill()

@@ -36,6 +36,10 @@ void test('random kill -9: 20 tenants migrate and revert through 6 kills with ev
     )
     assert.equal(p.killsTargeted, 1, `${p.mode}: the first life is killed at a failpoint`)
     assert.ok(p.killsMidMove >= 1, `${p.mode}: no kill landed mid-move: ${JSON.stringify(p)}\n${lines.join('\n')}`)
-    assert.equal(p.killsByStep.journaled + p.killsByStep.renamed + p.killsByStep.committed, p.killsMidMove, `${p.mode}: the steps that hold a journal are the kills mid-move`)
+    assert.equal(
+      p.killsByStep.journaled + p.killsByStep.renamed + p.killsByStep.committed,
+      p.killsMidMove,
+      `${p.mode}: the steps that hold a journal are the kills mid-move`,
+    )
   }
 })

@@ -29,7 +29,9 @@ function walk(node: ts.Node, visit: (n: ts.Node) => void): void {
 
 async function sourceFiles(): Promise<string[]> {
   const entries = await fs.readdir(path.join(ROOT, 'src'), { recursive: true, withFileTypes: true })
-  return entries.filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => path.relative(ROOT, path.join(e.parentPath, e.name)))
+  return entries
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => path.relative(ROOT, path.join(e.parentPath, e.name)))
 }
 
 /** The words a list item of the glossary defines: its bold or code words before the dash. */
@@ -47,7 +49,12 @@ async function glossaryTerms(): Promise<Set<string>> {
 function anchors(markdown: string): Set<string> {
   const out = new Set<string>()
   for (const m of markdown.matchAll(/^#{1,6} (.+)$/gm)) {
-    out.add((m[1] ?? '').toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'))
+    out.add(
+      (m[1] ?? '')
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} _-]/gu, '')
+        .replace(/ /g, '-'),
+    )
   }
   return out
 }
@@ -57,7 +64,8 @@ function unionLiterals(sf: ts.SourceFile, name: string): string[] {
   const out: string[] = []
   walk(sf, (n) => {
     if (ts.isTypeAliasDeclaration(n) && n.name.text === name && ts.isUnionTypeNode(n.type)) {
-      for (const t of n.type.types) if (ts.isLiteralTypeNode(t) && ts.isStringLiteral(t.literal)) out.push(t.literal.text)
+      for (const t of n.type.types)
+        if (ts.isLiteralTypeNode(t) && ts.isStringLiteral(t.literal)) out.push(t.literal.text)
     }
   })
   return out
@@ -73,9 +81,11 @@ function schemaFields(schema: unknown, out = new Set<string>()): Set<string> {
       schemaFields(sub, out)
     }
   }
-  for (const key of ['anyOf', 'oneOf', 'allOf']) if (Array.isArray(s[key])) for (const sub of s[key] as unknown[]) schemaFields(sub, out)
+  for (const key of ['anyOf', 'oneOf', 'allOf'])
+    if (Array.isArray(s[key])) for (const sub of s[key] as unknown[]) schemaFields(sub, out)
   schemaFields(s.items, out)
-  if (typeof s.patternProperties === 'object' && s.patternProperties !== null) for (const sub of Object.values(s.patternProperties)) schemaFields(sub, out)
+  if (typeof s.patternProperties === 'object' && s.patternProperties !== null)
+    for (const sub of Object.values(s.patternProperties)) schemaFields(sub, out)
   return out
 }
 
@@ -96,7 +106,8 @@ async function designWords(): Promise<string[]> {
 function fixedParts(e: ts.Expression): string[] {
   const tidy = (s: string) => s.replace(/^[\s,:;()]+|[\s,:;()]+$/g, '')
   if (ts.isStringLiteral(e) || ts.isNoSubstitutionTemplateLiteral(e)) return [tidy(e.text)]
-  if (ts.isTemplateExpression(e)) return [e.head.text, ...e.templateSpans.map((s) => s.literal.text)].map(tidy).filter((s) => s.length >= 6)
+  if (ts.isTemplateExpression(e))
+    return [e.head.text, ...e.templateSpans.map((s) => s.literal.text)].map(tidy).filter((s) => s.length >= 6)
   return []
 }
 
@@ -112,7 +123,8 @@ async function warningTexts(): Promise<string[]> {
     const sf = await parse(file)
     const constants = new Map<string, ts.Expression>()
     walk(sf, (n) => {
-      if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer !== undefined) constants.set(n.name.text, n.initializer)
+      if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer !== undefined)
+        constants.set(n.name.text, n.initializer)
     })
     const take = (e: ts.Expression) => {
       const value = ts.isIdentifier(e) ? constants.get(e.text) : e
@@ -122,17 +134,38 @@ async function warningTexts(): Promise<string[]> {
       if (ts.isCallExpression(n) && ts.isPropertyAccessExpression(n.expression)) {
         const callee = n.expression
         const on = callee.expression
-        if (callee.name.text === 'push' && ((ts.isIdentifier(on) && on.text === 'warnings') || (ts.isPropertyAccessExpression(on) && on.name.text === 'warnings'))) {
+        if (
+          callee.name.text === 'push' &&
+          ((ts.isIdentifier(on) && on.text === 'warnings') ||
+            (ts.isPropertyAccessExpression(on) && on.name.text === 'warnings'))
+        ) {
           n.arguments.forEach(take)
         }
         if (callee.name.text === 'noteDefault') n.arguments.slice(1).forEach(take)
       }
-      if (ts.isPropertyAssignment(n) && ts.isIdentifier(n.name) && n.name.text === 'warnings' && ts.isArrayLiteralExpression(n.initializer)) {
+      if (
+        ts.isPropertyAssignment(n) &&
+        ts.isIdentifier(n.name) &&
+        n.name.text === 'warnings' &&
+        ts.isArrayLiteralExpression(n.initializer)
+      ) {
         n.initializer.elements.forEach(take)
       }
       // A warning kept as a constant is named so: MIXED_WARNING.
-      if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && /WARNING$/.test(n.name.text) && n.initializer !== undefined) take(n.initializer)
-      if (file === 'src/domain/layout-default.ts' && ts.isPropertyAssignment(n) && ts.isIdentifier(n.name) && n.name.text === 'reason') take(n.initializer)
+      if (
+        ts.isVariableDeclaration(n) &&
+        ts.isIdentifier(n.name) &&
+        /WARNING$/.test(n.name.text) &&
+        n.initializer !== undefined
+      )
+        take(n.initializer)
+      if (
+        file === 'src/domain/layout-default.ts' &&
+        ts.isPropertyAssignment(n) &&
+        ts.isIdentifier(n.name) &&
+        n.name.text === 'reason'
+      )
+        take(n.initializer)
     })
   }
   return [...new Set(out)].filter((s) => s !== '')
@@ -159,7 +192,13 @@ async function gateCodes(): Promise<string[]> {
   const sf = await parse('src/infra/isolation.ts')
   const out = new Set<string>()
   walk(sf, (n) => {
-    if (ts.isPropertyAssignment(n) && ts.isIdentifier(n.name) && n.name.text === 'code' && ts.isStringLiteral(n.initializer)) out.add(n.initializer.text)
+    if (
+      ts.isPropertyAssignment(n) &&
+      ts.isIdentifier(n.name) &&
+      n.name.text === 'code' &&
+      ts.isStringLiteral(n.initializer)
+    )
+      out.add(n.initializer.text)
     if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'fail') {
       const code = n.arguments[1]
       if (code !== undefined && ts.isStringLiteral(code)) out.add(code.text)
@@ -175,29 +214,49 @@ void test('the glossary has a line for every word of the code, the report and th
   assert.ok(rowWords.length >= 6, `row words read from modes.ts: ${rowWords.join(', ')}`)
   const modes = (LayoutReport.properties.mode.anyOf as Array<{ const: string }>).map((s) => s.const)
   // Each part of the report on its own too: the report may refer to them rather than inline them.
-  const fields = [LayoutReport, RowReport, LegState, LegRun, ResultSchema].flatMap((schema) => [...schemaFields(schema)])
+  const fields = [LayoutReport, RowReport, LegState, LegRun, ResultSchema].flatMap((schema) => [
+    ...schemaFields(schema),
+  ])
   const design = await designWords()
   assert.ok(design.length > 20, `words read from design §1: ${design.join(', ')}`)
   const named = ['leg', 'pass', 'mint', 'gate', 'fenced', 'held', 'conflict', 'foreign', 'external', 'aside']
-  const missing = [...new Set([...rowWords, ...OUTCOMES, ...modes, ...fields, ...design, ...named])].filter((w) => !terms.has(w))
+  const missing = [...new Set([...rowWords, ...OUTCOMES, ...modes, ...fields, ...design, ...named])].filter(
+    (w) => !terms.has(w),
+  )
   assert.deepEqual(missing, [], 'words docs/glossary.md does not define')
 })
 
 void test('the runbook has an entry for every word that is not green, every warning, gate code and error code', async () => {
   const runbook = await read('docs/runbook.md')
   const headings = new Set([...runbook.matchAll(/^#{2,4} (.+)$/gm)].map((m) => m[1] ?? ''))
-  const rowWords = unionLiterals(await parse('src/domain/modes.ts'), 'RowLayout').filter((w) => w !== 'flat' && w !== 'nested')
-  const modes = (LayoutReport.properties.mode.anyOf as Array<{ const: string }>).map((s) => s.const).filter((m) => m !== 'flat' && m !== 'nested')
+  const rowWords = unionLiterals(await parse('src/domain/modes.ts'), 'RowLayout').filter(
+    (w) => w !== 'flat' && w !== 'nested',
+  )
+  const modes = (LayoutReport.properties.mode.anyOf as Array<{ const: string }>)
+    .map((s) => s.const)
+    .filter((m) => m !== 'flat' && m !== 'nested')
   const words = [...rowWords, ...WITHHELD, ...modes]
-  assert.deepEqual(words.filter((w) => !headings.has(w)), [], 'words without a section of docs/runbook.md')
+  assert.deepEqual(
+    words.filter((w) => !headings.has(w)),
+    [],
+    'words without a section of docs/runbook.md',
+  )
 
   const warnings = await warningTexts()
   assert.ok(warnings.length >= 8, `warnings read from the code: ${JSON.stringify(warnings)}`)
-  assert.deepEqual(warnings.filter((w) => !runbook.includes(w)), [], 'warnings (or the reasons they carry) docs/runbook.md does not quote')
+  assert.deepEqual(
+    warnings.filter((w) => !runbook.includes(w)),
+    [],
+    'warnings (or the reasons they carry) docs/runbook.md does not quote',
+  )
 
   const codes = [...(await errorCodes()), ...(await gateCodes())]
   assert.ok(codes.length > 30, `codes read from the code: ${codes.join(', ')}`)
-  assert.deepEqual(codes.filter((c) => !runbook.includes(`\`${c}\``)), [], 'codes docs/runbook.md does not explain')
+  assert.deepEqual(
+    codes.filter((c) => !runbook.includes(`\`${c}\``)),
+    [],
+    'codes docs/runbook.md does not explain',
+  )
 })
 
 void test('every link into design.md, and within the runbook, names a section that exists', async () => {
@@ -207,7 +266,8 @@ void test('every link into design.md, and within the runbook, names a section th
     const text = await read(page)
     const broken: string[] = []
     for (const m of text.matchAll(/\]\((design\.md|runbook\.md|)#([^)]+)\)/g)) {
-      const target = m[1] === 'design.md' ? design : m[1] === 'runbook.md' || page === 'docs/runbook.md' ? runbook : undefined
+      const target =
+        m[1] === 'design.md' ? design : m[1] === 'runbook.md' || page === 'docs/runbook.md' ? runbook : undefined
       if (target !== undefined && !target.has(m[2] ?? '')) broken.push(`${m[1]}#${m[2]}`)
     }
     assert.deepEqual(broken, [], `${page}: links to no section`)
@@ -220,7 +280,10 @@ void test('the checks see a word that is missing', async () => {
   const terms = await glossaryTerms()
   assert.ok(terms.has('fenced') && terms.has('defaultBlocked') && terms.has('label') && !terms.has('no-such-word'))
   const warnings = await warningTexts()
-  assert.ok(warnings.includes('nested instances share this box with flat ones: they are not isolated until none remains'), 'the mixed warning, resolved from its constant')
+  assert.ok(
+    warnings.includes('nested instances share this box with flat ones: they are not isolated until none remains'),
+    'the mixed warning, resolved from its constant',
+  )
   assert.ok(warnings.includes('start-up recovery is running'), 'a warning built in the agent, from its template')
   assert.ok((await gateCodes()).includes('no-nosymfollow') && (await errorCodes()).includes('mint_failed'))
 })

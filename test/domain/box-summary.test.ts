@@ -12,30 +12,70 @@ function report(rows: Record<string, [string, string]>, over: Partial<LayoutRepo
     mode: 'nested',
     default: false,
     defaultBlocked: '',
-    leg: { running: false, pending: false, lastRun: { startedAt: '2026-12-01T08:00:00.000Z', finishedAt: '2026-12-01T08:00:01.000Z', results: [] }, retryAt: null },
+    leg: {
+      running: false,
+      pending: false,
+      lastRun: { startedAt: '2026-12-01T08:00:00.000Z', finishedAt: '2026-12-01T08:00:01.000Z', results: [] },
+      retryAt: null,
+    },
     warnings: [],
     rows: Object.fromEntries(Object.entries(rows).map(([h, [layout, reason]]) => [h, { layout, reason, note: '' }])),
     ...over,
   }
 }
 
-const intent = (id: string, extra: Partial<IntentRecord> = {}): IntentRecord => ({ id, mode: 'nested', force: false, recordedAt: 'x', by: 'ops', ...extra })
+const intent = (id: string, extra: Partial<IntentRecord> = {}): IntentRecord => ({
+  id,
+  mode: 'nested',
+  force: false,
+  recordedAt: 'x',
+  by: 'ops',
+  ...extra,
+})
 
 void test('summarize: counts by word, held rows, and converged only when every row is where the intent wants it', () => {
   const at = '2026-12-01T08:00:02.000Z'
-  const done = summarize(report({ a: ['nested', ''], b: ['nested', ''], c: ['external', ''] }), intent('i1'), '0.1.0', at)
+  const done = summarize(
+    report({ a: ['nested', ''], b: ['nested', ''], c: ['external', ''] }),
+    intent('i1'),
+    '0.1.0',
+    at,
+  )
   assert.deepEqual(done, {
-    box: 'kass-1', version: '0.1.0', intent: 'i1', mode: 'nested', converged: true, counts: { nested: 2, external: 1 }, held: 0,
-    leg: { running: false, pending: false, lastRunAt: '2026-12-01T08:00:01.000Z' }, at,
+    box: 'kass-1',
+    version: '0.1.0',
+    intent: 'i1',
+    mode: 'nested',
+    converged: true,
+    counts: { nested: 2, external: 1 },
+    held: 0,
+    leg: { running: false, pending: false, lastRunAt: '2026-12-01T08:00:01.000Z' },
+    at,
   })
-  assert.equal(summarize(report({ a: ['nested', ''], b: ['flat', ''] }), intent('i1'), '0.1.0', at).converged, false, 'a flat row left')
-  const held = summarize(report({ a: ['nested', ''], b: ['fenced', 'held down after a refused move to nested: a file of its has a second name'] }), intent('i1'), '0.1.0', at)
+  assert.equal(
+    summarize(report({ a: ['nested', ''], b: ['flat', ''] }), intent('i1'), '0.1.0', at).converged,
+    false,
+    'a flat row left',
+  )
+  const held = summarize(
+    report({
+      a: ['nested', ''],
+      b: ['fenced', 'held down after a refused move to nested: a file of its has a second name'],
+    }),
+    intent('i1'),
+    '0.1.0',
+    at,
+  )
   assert.equal(held.held, 1)
   assert.equal(held.converged, false, 'a held row')
   const running = report({ a: ['nested', ''] })
   running.leg.running = true
   assert.equal(summarize(running, intent('i1'), '0.1.0', at).converged, false, 'a run under way')
-  assert.equal(summarize(report({ a: ['nested', ''] }, { mode: 'flat' }), intent('i1'), '0.1.0', at).converged, false, 'last converged to another mode')
+  assert.equal(
+    summarize(report({ a: ['nested', ''] }, { mode: 'flat' }), intent('i1'), '0.1.0', at).converged,
+    false,
+    'last converged to another mode',
+  )
   assert.equal(summarize(report({ a: ['nested', ''] }), null, '0.1.0', at).converged, false, 'no intent')
 })
 
@@ -49,17 +89,30 @@ void test('sameSummary: the time of the change aside', () => {
 
 void test('fleetView: each box against the intent addressing it; the unconverged first; the summary line', () => {
   const s = (box: string, intentId: string | null, converged: boolean, held = 0): BoxSummary => ({
-    box, version: '0.1.0', intent: intentId, mode: 'nested', converged, counts: { nested: 1 }, held,
-    leg: { running: false, pending: false, lastRunAt: null }, at: 'x',
+    box,
+    version: '0.1.0',
+    intent: intentId,
+    mode: 'nested',
+    converged,
+    counts: { nested: 1 },
+    held,
+    leg: { running: false, pending: false, lastRunAt: null },
+    at: 'x',
   })
   const records = [intent('i1'), intent('i2', { box: 'web-02', mode: 'flat' }), intent('i3')]
-  const v = fleetView([s('web-01', 'i3', true), s('web-02', 'i2', true), s('web-03', 'i1', true), s('web-04', 'i3', false, 2)], records)
-  assert.deepEqual(v.rows.map((r) => [r.summary.box, r.wants, r.state]), [
-    ['web-02', 'i3', 'converging'], // i3, fleet-wide and newer, supersedes its own i2
-    ['web-03', 'i3', 'converging'], // converged, but to an older intent
-    ['web-04', 'i3', 'converging'],
-    ['web-01', 'i3', 'converged'],
-  ])
+  const v = fleetView(
+    [s('web-01', 'i3', true), s('web-02', 'i2', true), s('web-03', 'i1', true), s('web-04', 'i3', false, 2)],
+    records,
+  )
+  assert.deepEqual(
+    v.rows.map((r) => [r.summary.box, r.wants, r.state]),
+    [
+      ['web-02', 'i3', 'converging'], // i3, fleet-wide and newer, supersedes its own i2
+      ['web-03', 'i3', 'converging'], // converged, but to an older intent
+      ['web-04', 'i3', 'converging'],
+      ['web-01', 'i3', 'converged'],
+    ],
+  )
   assert.equal(v.allConverged, false)
   assert.equal(summaryLine(v), '1/4 converged to i3; 3 converging; 2 held rows')
   const all = fleetView([s('web-01', 'i3', true), s('web-02', 'i3', true)], records)
@@ -67,6 +120,9 @@ void test('fleetView: each box against the intent addressing it; the unconverged
   assert.equal(summaryLine(all), '2/2 converged to i3; 0 converging; 0 held rows')
   const none = fleetView([s('web-01', null, false)], [])
   assert.equal(none.allConverged, false)
-  assert.equal(summaryLine(none), '0/1 converged to the intents addressing them; 0 converging; 0 held rows; 1 with no intent')
+  assert.equal(
+    summaryLine(none),
+    '0/1 converged to the intents addressing them; 0 converging; 0 held rows; 1 with no intent',
+  )
   assert.equal(fleetView([], records).allConverged, false, 'no box reported is not a converged fleet')
 })

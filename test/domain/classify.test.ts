@@ -21,13 +21,43 @@ void test('the row words, in order of precedence', () => {
     ['flat with a db inside', flat('a.example.com', { db: '/data/apps/a.example.com/db/app.db' }), [], 'flat', ''],
     ['nested shape', nested('a.example.com'), [], 'nested', ''],
     ['external: unflagged socket', flat('a.example.com', { hibernate: false }), [], 'external', ''],
-    ['foreign: neither shape', flat('a.example.com', { dir: '/srv/a' }), [], 'foreign', /^paths are neither the flat nor the nested shape/],
-    ['foreign: mixed shapes', flat('a.example.com', { socket: nestedPaths(dirs, 'a.example.com').socket }), [], 'foreign', /neither/],
+    [
+      'foreign: neither shape',
+      flat('a.example.com', { dir: '/srv/a' }),
+      [],
+      'foreign',
+      /^paths are neither the flat nor the nested shape/,
+    ],
+    [
+      'foreign: mixed shapes',
+      flat('a.example.com', { socket: nestedPaths(dirs, 'a.example.com').socket }),
+      [],
+      'foreign',
+      /neither/,
+    ],
     ['foreign: db outside dir', flat('a.example.com', { db: '/data/other.db' }), [], 'foreign', /neither/],
-    ['foreign: invalid host', flat('a.example.com', { host: 'A_B.example.com' }), [], 'foreign', /^not a valid hostname: /],
+    [
+      'foreign: invalid host',
+      flat('a.example.com', { host: 'A_B.example.com' }),
+      [],
+      'foreign',
+      /^not a valid hostname: /,
+    ],
     ['foreign: no socket', flat('a.example.com', { socket: '' }), [], 'foreign', /^no socket/],
-    ['conflict: same dir', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps/a.example.com' })], 'conflict', 'dir /data/apps/a.example.com is also claimed by b.example.com'],
-    ['conflict: dir inside', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps' })], 'conflict', "dir /data/apps/a.example.com is inside b.example.com's dir /data/apps"],
+    [
+      'conflict: same dir',
+      flat('a.example.com'),
+      [flat('b.example.com', { dir: '/data/apps/a.example.com' })],
+      'conflict',
+      'dir /data/apps/a.example.com is also claimed by b.example.com',
+    ],
+    [
+      'conflict: dir inside',
+      flat('a.example.com'),
+      [flat('b.example.com', { dir: '/data/apps' })],
+      'conflict',
+      "dir /data/apps/a.example.com is inside b.example.com's dir /data/apps",
+    ],
     [
       'conflict: dir contains',
       flat('a.example.com'),
@@ -35,11 +65,41 @@ void test('the row words, in order of precedence', () => {
       'conflict',
       "dir /data/apps/a.example.com contains b.example.com's dir /data/apps/a.example.com/x",
     ],
-    ['conflict: trailing slash is the same dir', flat('a.example.com'), [flat('b.example.com', { dir: '/data/apps/a.example.com/' })], 'conflict', /also claimed by b/],
-    ['conflict: same socket', flat('a.example.com'), [flat('b.example.com', { socket: '/data/run/a.example.com.sock' })], 'conflict', /^socket .* is also b.example.com's$/],
-    ['conflict: a sidecar counts', nested('a.example.com'), [{ ...nested('a.example.com'), host: 's.example.com', kind: 'sidecar' }], 'conflict', /s\.example\.com/],
-    ['conflict beats foreign', flat('a.example.com', { dir: '/srv/x' }), [flat('b.example.com', { dir: '/srv/x' })], 'conflict', /b\.example\.com/],
-    ['a sibling with a longer name is no conflict', flat('a.example.com'), [flat('a.example.com-2', { dir: '/data/apps/a.example.com-2' })], 'flat', ''],
+    [
+      'conflict: trailing slash is the same dir',
+      flat('a.example.com'),
+      [flat('b.example.com', { dir: '/data/apps/a.example.com/' })],
+      'conflict',
+      /also claimed by b/,
+    ],
+    [
+      'conflict: same socket',
+      flat('a.example.com'),
+      [flat('b.example.com', { socket: '/data/run/a.example.com.sock' })],
+      'conflict',
+      /^socket .* is also b.example.com's$/,
+    ],
+    [
+      'conflict: a sidecar counts',
+      nested('a.example.com'),
+      [{ ...nested('a.example.com'), host: 's.example.com', kind: 'sidecar' }],
+      'conflict',
+      /s\.example\.com/,
+    ],
+    [
+      'conflict beats foreign',
+      flat('a.example.com', { dir: '/srv/x' }),
+      [flat('b.example.com', { dir: '/srv/x' })],
+      'conflict',
+      /b\.example\.com/,
+    ],
+    [
+      'a sibling with a longer name is no conflict',
+      flat('a.example.com'),
+      [flat('a.example.com-2', { dir: '/data/apps/a.example.com-2' })],
+      'flat',
+      '',
+    ],
   ]
   for (const [name, rt, others, layout, reason] of cases) {
     const c = classify(rt, [rt, ...others], none)
@@ -52,22 +112,39 @@ void test('the row words, in order of precedence', () => {
 void test('fenced comes first, with the reason the pass gives', () => {
   const rt = flat('a.example.com')
   const ctx = { dirs, fenced: (h: string) => (h === 'a.example.com' ? 'layout move to nested in flight' : undefined) }
-  assert.deepEqual(classify(rt, [rt, flat('b.example.com', { dir: rt.dir })], ctx), { layout: 'fenced', reason: 'layout move to nested in flight' })
+  assert.deepEqual(classify(rt, [rt, flat('b.example.com', { dir: rt.dir })], ctx), {
+    layout: 'fenced',
+    reason: 'layout move to nested in flight',
+  })
   // Even over a conflict; but an external row is never ours to fence.
   assert.equal(classify({ ...rt, hibernate: false }, [rt], ctx).layout, 'external')
 })
 
 void test('classifyAll answers every row with one index', () => {
-  const rows = [flat('a.example.com'), nested('b.example.com'), flat('c.example.com', { dir: nestedPaths(dirs, 'b.example.com').dir })]
+  const rows = [
+    flat('a.example.com'),
+    nested('b.example.com'),
+    flat('c.example.com', { dir: nestedPaths(dirs, 'b.example.com').dir }),
+  ]
   const all = classifyAll(rows, none)
-  assert.deepEqual([...all.values()].map((c) => c.layout), ['flat', 'conflict', 'conflict'])
+  assert.deepEqual(
+    [...all.values()].map((c) => c.layout),
+    ['flat', 'conflict', 'conflict'],
+  )
 })
 
 void test('PathClaims finds claimants of any directory', () => {
-  const claims = new PathClaims([flat('a.example.com'), flat('b.example.com', { dir: '/data/nested/x.example.com/data/in' })])
+  const claims = new PathClaims([
+    flat('a.example.com'),
+    flat('b.example.com', { dir: '/data/nested/x.example.com/data/in' }),
+  ])
   assert.equal(claims.dirClaimant('/data/nested/x.example.com', 'x.example.com')?.host, 'b.example.com')
   assert.equal(claims.dirClaimant('/data/nested/y.example.com', 'y.example.com'), undefined)
-  assert.equal(claims.dirClaimant('/data/apps/a.example.com', 'a.example.com'), undefined, 'a row is not its own claimant')
+  assert.equal(
+    claims.dirClaimant('/data/apps/a.example.com', 'a.example.com'),
+    undefined,
+    'a row is not its own claimant',
+  )
   assert.equal(claims.socketClaimant('/data/run/a.example.com.sock', 'z.example.com')?.host, 'a.example.com')
 })
 
@@ -79,9 +156,17 @@ void test('PathClaims followed row by row answers as one built afresh', () => {
   claims.add(b)
   const fresh = new PathClaims([a, b, c])
   for (const host of ['a.example.com', 'b.example.com', 'c.example.com', 'z.example.com']) {
-    assert.deepEqual(claims.dirClaimant('/data/apps/b.example.com', host), fresh.dirClaimant('/data/apps/b.example.com', host), host)
+    assert.deepEqual(
+      claims.dirClaimant('/data/apps/b.example.com', host),
+      fresh.dirClaimant('/data/apps/b.example.com', host),
+      host,
+    )
   }
-  assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com')?.host, 'b.example.com', 'the least other host is named, whatever the order rows came in')
+  assert.equal(
+    claims.dirClaimant('/data/apps/b.example.com', 'z.example.com')?.host,
+    'b.example.com',
+    'the least other host is named, whatever the order rows came in',
+  )
   // b moves away: its claims go, c's stay.
   claims.remove(b)
   claims.add({ ...b, dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock' })
@@ -89,11 +174,19 @@ void test('PathClaims followed row by row answers as one built afresh', () => {
   assert.equal(claims.socketClaimant('/data/run/b.example.com.sock', 'z.example.com'), undefined)
   assert.equal(claims.dirClaimant('/data/nested/b.example.com', 'z.example.com')?.host, 'b.example.com')
   claims.remove(c)
-  assert.equal(claims.dirClaimant('/data/apps/b.example.com', 'z.example.com'), undefined, 'nothing claims it once both are gone')
+  assert.equal(
+    claims.dirClaimant('/data/apps/b.example.com', 'z.example.com'),
+    undefined,
+    'nothing claims it once both are gone',
+  )
 })
 
-void test('PathClaims.replace moves a row\'s claims as remove and add would, a path emptied or set included', () => {
-  const rows = [flat('a.example.com'), flat('b.example.com'), flat('c.example.com', { dir: '/data/apps/b.example.com/inner' })]
+void test("PathClaims.replace moves a row's claims as remove and add would, a path emptied or set included", () => {
+  const rows = [
+    flat('a.example.com'),
+    flat('b.example.com'),
+    flat('c.example.com', { dir: '/data/apps/b.example.com/inner' }),
+  ]
   const claims = new PathClaims(rows)
   const moves: Array<[number, Partial<Route>]> = [
     [1, { dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock' }],
@@ -102,16 +195,34 @@ void test('PathClaims.replace moves a row\'s claims as remove and add would, a p
     [2, { dir: '/data/apps/c.example.com', socket: '/data/run/c.example.com.sock' }],
     [0, { dir: '/data/apps/a.example.com' }],
   ]
-  const paths = ['/data/apps/b.example.com', '/data/nested/b.example.com', '/data/nested/b.example.com/data', '/data/apps/a.example.com', '/data/apps/c.example.com', '/data', '/']
-  const sockets = ['/data/run/b.example.com.sock', '/data/nested/b.example.com/run/app.sock', '/data/run/c.example.com.sock']
+  const paths = [
+    '/data/apps/b.example.com',
+    '/data/nested/b.example.com',
+    '/data/nested/b.example.com/data',
+    '/data/apps/a.example.com',
+    '/data/apps/c.example.com',
+    '/data',
+    '/',
+  ]
+  const sockets = [
+    '/data/run/b.example.com.sock',
+    '/data/nested/b.example.com/run/app.sock',
+    '/data/run/c.example.com.sock',
+  ]
   for (const [i, over] of moves) {
     const old = rows[i] as Route
     rows[i] = { ...old, ...over }
     claims.replace(old, rows[i])
     const fresh = new PathClaims(rows)
     for (const host of ['a.example.com', 'b.example.com', 'c.example.com', 'z.example.com']) {
-      for (const p of paths) assert.deepEqual(claims.dirClaimant(p, host), fresh.dirClaimant(p, host), `${p} for ${host} after ${JSON.stringify(over)}`)
-      for (const s of sockets) assert.deepEqual(claims.socketClaimant(s, host), fresh.socketClaimant(s, host), `${s} for ${host}`)
+      for (const p of paths)
+        assert.deepEqual(
+          claims.dirClaimant(p, host),
+          fresh.dirClaimant(p, host),
+          `${p} for ${host} after ${JSON.stringify(over)}`,
+        )
+      for (const s of sockets)
+        assert.deepEqual(claims.socketClaimant(s, host), fresh.socketClaimant(s, host), `${s} for ${host}`)
     }
   }
 })

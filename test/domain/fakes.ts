@@ -70,7 +70,14 @@ export class FakeClock implements Clock {
 }
 
 export function intent(over: Partial<IntentRecord> = {}): IntentRecord {
-  return { id: '20261130T080000.000Z-a', mode: 'nested', force: false, recordedAt: '2026-11-30T08:00:00Z', by: 'test', ...over }
+  return {
+    id: '20261130T080000.000Z-a',
+    mode: 'nested',
+    force: false,
+    recordedAt: '2026-11-30T08:00:00Z',
+    by: 'test',
+    ...over,
+  }
 }
 
 /**

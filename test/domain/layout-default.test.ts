@@ -44,7 +44,10 @@ void describe('defaultLayoutIntent', () => {
 
   void it('is none without a reason for the flat opt-out, and asks nothing else', () => {
     const gate = new FakeGate('not asked')
-    assert.deepEqual(defaultLayoutIntent({ ...ready, layoutDefault: 'flat', build: 'v0.1.0', gate }), { mode: 'none', reason: '' })
+    assert.deepEqual(defaultLayoutIntent({ ...ready, layoutDefault: 'flat', build: 'v0.1.0', gate }), {
+      mode: 'none',
+      reason: '',
+    })
     assert.equal(gate.asked, 0)
   })
 
@@ -77,9 +80,18 @@ void describe('defaultLayoutIntent', () => {
 
   void it('checks in order: value, floor, activator, gate', () => {
     const shut = new FakeGate('mounts: /data/nested lacks nosymfollow')
-    assert.match(defaultLayoutIntent({ layoutDefault: 'x', build: 'v0.1.0', gate: null }).reason, /^CARLOS_LAYOUT_DEFAULT=x/)
-    assert.match(defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: null }).reason, /^this box runs v0\.1\.0/)
-    assert.match(defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: shut }).reason, /^this box runs v0\.1\.0/)
+    assert.match(
+      defaultLayoutIntent({ layoutDefault: 'x', build: 'v0.1.0', gate: null }).reason,
+      /^CARLOS_LAYOUT_DEFAULT=x/,
+    )
+    assert.match(
+      defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: null }).reason,
+      /^this box runs v0\.1\.0/,
+    )
+    assert.match(
+      defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: shut }).reason,
+      /^this box runs v0\.1\.0/,
+    )
     assert.equal(shut.asked, 0)
   })
 })

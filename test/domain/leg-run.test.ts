@@ -37,10 +37,16 @@ void describe('layoutLegWith', () => {
   void it('converges nothing when the intent is unreadable, and notes it', async () => {
     const t = setup({ store: new FakeStore(new Error('etcd: deadline exceeded')) })
     t.state.noteIntent('nested')
-    assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: true }, 'an unreadable read could not finish: the leg comes back for it')
+    assert.deepEqual(
+      await layoutLegWith(t.deps),
+      { results: [], retry: false, unfinished: true },
+      'an unreadable read could not finish: the leg comes back for it',
+    )
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'unreadable', 'a failed read overwrites the mode seen before')
-    assert.deepEqual(t.logger.msgs(), ['layout: intent -> unreadable: etcd: deadline exceeded; not converging this move'])
+    assert.deepEqual(t.logger.msgs(), [
+      'layout: intent -> unreadable: etcd: deadline exceeded; not converging this move',
+    ])
   })
 
   void it('converges nothing when the intent names an unknown mode', async () => {
@@ -48,7 +54,9 @@ void describe('layoutLegWith', () => {
     assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: false, unfinished: false })
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'unreadable')
-    assert.deepEqual(t.logger.msgs(), ['layout: intent i-7 -> unreadable: mode "inside-out" is not flat or nested; not converging this move'])
+    assert.deepEqual(t.logger.msgs(), [
+      'layout: intent i-7 -> unreadable: mode "inside-out" is not flat or nested; not converging this move',
+    ])
   })
 
   void it('converges to a recorded intent with its force, and notes it', async () => {
@@ -62,13 +70,20 @@ void describe('layoutLegWith', () => {
   })
 
   void it('a run with a failed result could not finish: the leg comes back for it', async () => {
-    const failed: Result = { host: 'a.example.com', outcome: 'failed', reason: 'stop timed out: still awake after 60s', to: 'nested' }
+    const failed: Result = {
+      host: 'a.example.com',
+      outcome: 'failed',
+      reason: 'stop timed out: still awake after 60s',
+      to: 'nested',
+    }
     const t = setup({ store: new FakeStore([intent({ mode: 'nested' })]) }, [failed])
     assert.deepEqual(await layoutLegWith(t.deps), { results: [failed], retry: false, unfinished: true })
   })
 
   void it('converges to a recorded flat without force', async () => {
-    const t = setup({ store: new FakeStore([intent({ mode: 'flat' })]) }, [{ host: 'a.example.com', outcome: 'moved', reason: '' }])
+    const t = setup({ store: new FakeStore([intent({ mode: 'flat' })]) }, [
+      { host: 'a.example.com', outcome: 'moved', reason: '' },
+    ])
     assert.deepEqual((await layoutLegWith(t.deps)).retry, false)
     assert.deepEqual(t.converged, [['flat', false]])
     assert.equal(t.state.lastIntent(), 'flat')
@@ -84,7 +99,10 @@ void describe('layoutLegWith', () => {
     const t = setup()
     await layoutLegWith(t.deps)
     await layoutLegWith(t.deps)
-    assert.deepEqual(t.converged, [['nested', false], ['nested', false]])
+    assert.deepEqual(t.converged, [
+      ['nested', false],
+      ['nested', false],
+    ])
     assert.equal(t.state.lastIntent(), 'nested')
     assert.deepEqual(t.state.lastDefault(), { applied: true, blocked: '' })
     assert.deepEqual(told(t.logger), [NESTED_BY_DEFAULT])
@@ -139,7 +157,10 @@ void describe('layoutLegWith', () => {
   void it('below the floor, converges nothing and retries (the default is still asked for)', async () => {
     const t = setup({ build: 'v0.24.9' })
     assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true, unfinished: false })
-    assert.equal(t.state.lastDefault().blocked, 'this box runs v0.24.9, below v0.25.0, the first release on which nested instances wake')
+    assert.equal(
+      t.state.lastDefault().blocked,
+      'this box runs v0.24.9, below v0.25.0, the first release on which nested instances wake',
+    )
   })
 
   void it('a stopped leg does not publish unreadable', async () => {
@@ -218,7 +239,11 @@ void describe('logLayoutResults', () => {
     )
     // Start-up recovery logs its routine lines at info, which this logger keeps.
     const startup = new InfoLogger()
-    logLayoutResults([{ host: 'a.example.com', outcome: 'recovered', reason: 'finished the move to flat', to: 'flat' }], startup, 'info')
+    logLayoutResults(
+      [{ host: 'a.example.com', outcome: 'recovered', reason: 'finished the move to flat', to: 'flat' }],
+      startup,
+      'info',
+    )
     assert.deepEqual(startup.msgs(), ['layout: a.example.com: recovered -> finished the move to flat'])
   })
 
@@ -266,16 +291,32 @@ void describe('the levels an operator alerts on', () => {
     const t = setup({ store: new FakeStore([intent()]) }, answer)
     await layoutLegWith(t.deps)
     const at = (level: string) => t.logger.lines.filter((l) => l.level === level).map((l) => l.msg)
-    assert.deepEqual(at('info'), ['layout: run toward nested: 1 moved, 1 refused, 1 failed, 1 held, 1 deferred, 1 unchanged'])
-    assert.deepEqual(t.logger.lines.find((l) => l.level === 'info')?.fields, { mode: 'nested', moved: 1, refused: 1, failed: 1, held: 1, deferred: 1, unchanged: 1 })
+    assert.deepEqual(at('info'), [
+      'layout: run toward nested: 1 moved, 1 refused, 1 failed, 1 held, 1 deferred, 1 unchanged',
+    ])
+    assert.deepEqual(t.logger.lines.find((l) => l.level === 'info')?.fields, {
+      mode: 'nested',
+      moved: 1,
+      refused: 1,
+      failed: 1,
+      held: 1,
+      deferred: 1,
+      unchanged: 1,
+    })
     assert.deepEqual(at('warn'), [
       'layout: b.example.com: refused -> isolation not ready: probe',
       'layout: c.example.com: failed -> stop timed out',
       'layout: d.example.com: held -> db outside dir',
     ])
-    assert.deepEqual(at('debug'), ['layout: a.example.com: moved', 'layout: deferred until asleep -> e.example.com (awake: 59m of grace left)'])
+    assert.deepEqual(at('debug'), [
+      'layout: a.example.com: moved',
+      'layout: deferred until asleep -> e.example.com (awake: 59m of grace left)',
+    ])
     const u = setup({ store: new FakeStore(new Error('etcd: down')) })
     await layoutLegWith(u.deps)
-    assert.deepEqual(u.logger.lines.map((l) => l.level), ['warn'])
+    assert.deepEqual(
+      u.logger.lines.map((l) => l.level),
+      ['warn'],
+    )
   })
 })

@@ -78,7 +78,7 @@ void describe('layoutLeg.kick', () => {
     assert.deepEqual([leg.state().running, leg.state().pending], [false, false])
   })
 
-  void it('starts the run off the kicker\'s stack', async () => {
+  void it("starts the run off the kicker's stack", async () => {
     const { leg, runs } = setup()
     leg.kick()
     assert.equal(runs.calls.length, 0)
@@ -243,7 +243,9 @@ void describe('layoutLeg (a run that throws)', () => {
         return Promise.resolve({ results: [moved('a.example.com')], retry: false, unfinished: false })
       },
     })
-    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'registry is locked' }])
+    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [
+      { host: '', outcome: 'failed', reason: 'registry is locked' },
+    ])
     assert.deepEqual(
       logger.lines.map((l) => [l.level, l.msg]),
       [
@@ -252,7 +254,9 @@ void describe('layoutLeg (a run that throws)', () => {
       ],
     )
     assert.equal(clock.pending(), 1)
-    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [{ host: '', outcome: 'failed', reason: 'thrown before any await' }])
+    assert.deepEqual((await leg.kickAndWait(60_000))?.results, [
+      { host: '', outcome: 'failed', reason: 'thrown before any await' },
+    ])
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [moved('a.example.com')])
     assert.equal(calls, 3)
   })
@@ -299,10 +303,16 @@ void describe('layoutLeg.progress', () => {
     leg.progress(moved('b.example.com'))
     const during = leg.state()
     assert.equal(during.running, true)
-    assert.deepEqual(during.lastRun?.results.map((r) => r.host), ['a.example.com', 'b.example.com'])
+    assert.deepEqual(
+      during.lastRun?.results.map((r) => r.host),
+      ['a.example.com', 'b.example.com'],
+    )
     runs.finish(0, [moved('a.example.com'), moved('b.example.com'), moved('c.example.com')])
     await leg.wait()
-    assert.deepEqual(leg.state().lastRun?.results.map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com'])
+    assert.deepEqual(
+      leg.state().lastRun?.results.map((r) => r.host),
+      ['a.example.com', 'b.example.com', 'c.example.com'],
+    )
     leg.progress(moved('late.example.com'))
     assert.equal(leg.state().lastRun?.results.length, 3)
   })
@@ -383,12 +393,22 @@ void describe('layoutLeg (a run that could not finish)', () => {
     const clock = new FakeClock()
     const logger = new FakeLogger()
     const retries: Array<number | null> = []
-    const leg = new Leg({ clock, logger, retryMs: 1_000, random: () => 0, run: () => Promise.reject(new Error('SQLITE_BUSY')), onRetryChange: (at) => retries.push(at) })
+    const leg = new Leg({
+      clock,
+      logger,
+      retryMs: 1_000,
+      random: () => 0,
+      run: () => Promise.reject(new Error('SQLITE_BUSY')),
+      onRetryChange: (at) => retries.push(at),
+    })
     await leg.kickAndWait(60_000)
     await leg.kickAndWait(60_000)
     assert.equal(Date.parse(leg.state().retryAt ?? ''), clock.now() + 2_000)
     assert.deepEqual(retries, [clock.now() + 1_000, clock.now() + 2_000])
-    assert.match(logger.msgs().at(-1) ?? '', /^layout: leg run could not finish; the leg comes back at .* \(attempt 2\)$/)
+    assert.match(
+      logger.msgs().at(-1) ?? '',
+      /^layout: leg run could not finish; the leg comes back at .* \(attempt 2\)$/,
+    )
     leg.stop()
     assert.deepEqual(retries.at(-1), null, 'stop clears the retry it reports')
   })

@@ -16,40 +16,66 @@ const nestedRow = (over: Partial<Route> = {}): Route => ({
   hibernate: true,
   ...over,
 })
-const flatRow: Route = { host: 'b.example.com', kind: 'instance', socket: '/data/run/b.example.com.sock', dir: '/data/apps/b.example.com', db: '', hibernate: true }
+const flatRow: Route = {
+  host: 'b.example.com',
+  kind: 'instance',
+  socket: '/data/run/b.example.com.sock',
+  dir: '/data/apps/b.example.com',
+  db: '',
+  hibernate: true,
+}
 
 function deps(over: Partial<MintDeps> = {}): MintDeps {
-  return { store: new FakeStore([]), box: 'kass-1', dirs, layoutDefault: '', build: 'v0.25.0', gate: new FakeGate(null), ...over }
+  return {
+    store: new FakeStore([]),
+    box: 'kass-1',
+    dirs,
+    layoutDefault: '',
+    build: 'v0.25.0',
+    gate: new FakeGate(null),
+    ...over,
+  }
 }
 
 const notReady = new FakeGate('probe: not yet run')
 
 void describe('mintLayoutIntentWith', () => {
   void it("mints in the recorded intent's mode", async () => {
-    assert.equal(await mintLayoutIntentWith(deps({ store: new FakeStore([intent({ mode: 'nested' })]), layoutDefault: 'flat' })), 'nested')
     assert.equal(
-      await mintLayoutIntentWith(deps({ store: new FakeStore([intent({ mode: 'flat' })]), routes: () => [nestedRow()] })),
+      await mintLayoutIntentWith(deps({ store: new FakeStore([intent({ mode: 'nested' })]), layoutDefault: 'flat' })),
+      'nested',
+    )
+    assert.equal(
+      await mintLayoutIntentWith(
+        deps({ store: new FakeStore([intent({ mode: 'flat' })]), routes: () => [nestedRow()] }),
+      ),
       'flat',
       'a recorded flat wins over nested siblings',
     )
   })
 
   void it('refuses with intent_unreadable when the read fails', async () => {
-    await assert.rejects(mintLayoutIntentWith(deps({ store: new FakeStore(new Error('etcd: deadline exceeded')) })), (err: unknown) => {
-      assert.ok(err instanceof AppError)
-      assert.equal(err.code, 'intent_unreadable')
-      assert.match(err.message, /etcd: deadline exceeded/)
-      return true
-    })
+    await assert.rejects(
+      mintLayoutIntentWith(deps({ store: new FakeStore(new Error('etcd: deadline exceeded')) })),
+      (err: unknown) => {
+        assert.ok(err instanceof AppError)
+        assert.equal(err.code, 'intent_unreadable')
+        assert.match(err.message, /etcd: deadline exceeded/)
+        return true
+      },
+    )
   })
 
   void it('refuses with intent_unreadable, naming the intent and its mode, for an unknown mode', async () => {
-    await assert.rejects(mintLayoutIntentWith(deps({ store: new FakeStore([intent({ id: 'i-3', mode: 'sideways' })]) })), (err: unknown) => {
-      assert.ok(err instanceof AppError)
-      assert.equal(err.code, 'intent_unreadable')
-      assert.match(err.message, /layout intent i-3 names mode "sideways"/)
-      return true
-    })
+    await assert.rejects(
+      mintLayoutIntentWith(deps({ store: new FakeStore([intent({ id: 'i-3', mode: 'sideways' })]) })),
+      (err: unknown) => {
+        assert.ok(err instanceof AppError)
+        assert.equal(err.code, 'intent_unreadable')
+        assert.match(err.message, /layout intent i-3 names mode "sideways"/)
+        return true
+      },
+    )
   })
 
   void it('with no intent, mints nested when the default applies', async () => {
@@ -64,13 +90,22 @@ void describe('mintLayoutIntentWith', () => {
 
   void it('with no intent and the default nested but not yet ready, mints nested beside a managed nested row', async () => {
     assert.equal(await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [flatRow, nestedRow()] })), 'nested')
-    assert.equal(await mintLayoutIntentWith(deps({ gate: notReady, routes: () => Promise.resolve([nestedRow()]) })), 'nested')
+    assert.equal(
+      await mintLayoutIntentWith(deps({ gate: notReady, routes: () => Promise.resolve([nestedRow()]) })),
+      'nested',
+    )
   })
 
   void it('counts only activator-managed rows at nested paths', async () => {
     assert.equal(await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [flatRow] })), 'flat')
-    assert.equal(await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [nestedRow({ hibernate: false })] })), 'flat')
-    assert.equal(await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [nestedRow({ kind: 'sidecar' })] })), 'flat')
+    assert.equal(
+      await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [nestedRow({ hibernate: false })] })),
+      'flat',
+    )
+    assert.equal(
+      await mintLayoutIntentWith(deps({ gate: notReady, routes: () => [nestedRow({ kind: 'sidecar' })] })),
+      'flat',
+    )
     assert.equal(await mintLayoutIntentWith(deps({ gate: notReady })), 'flat', 'no registry to ask')
   })
 

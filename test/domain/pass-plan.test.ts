@@ -35,13 +35,29 @@ void test('the recovery table (design §4), row by row', () => {
     [{ fromExists: false, destExists: true, row: 'from' }, 'nested', 'redo-row'],
     [{ fromExists: false, destExists: true, row: 'from' }, 'flat', 'redo-row'],
     [{ fromExists: false, destExists: true, row: 'dest' }, 'flat', 'redo-finish'],
-    [{ fromExists: true, destExists: true, row: 'from' }, 'nested', 'keep:ambiguous: files at both /data/apps/a.example.com and /data/nested/a.example.com/data; an operator decides which to keep'],
+    [
+      { fromExists: true, destExists: true, row: 'from' },
+      'nested',
+      'keep:ambiguous: files at both /data/apps/a.example.com and /data/nested/a.example.com/data; an operator decides which to keep',
+    ],
     [{ fromExists: true, destExists: true, row: 'dest' }, 'nested', 'keep:ambiguous'],
-    [{ fromExists: false, destExists: false, row: 'from' }, 'nested', 'keep:files missing: neither /data/apps/a.example.com nor /data/nested/a.example.com/data exists; nothing is invented'],
+    [
+      { fromExists: false, destExists: false, row: 'from' },
+      'nested',
+      'keep:files missing: neither /data/apps/a.example.com nor /data/nested/a.example.com/data exists; nothing is invented',
+    ],
     [{ fromExists: false, destExists: false, row: 'dest' }, 'nested', 'keep:files missing'],
-    [{ fromExists: true, destExists: false, row: 'dest' }, 'nested', 'keep:files are at /data/apps/a.example.com but the row already says /data/nested/a.example.com/data'],
+    [
+      { fromExists: true, destExists: false, row: 'dest' },
+      'nested',
+      'keep:files are at /data/apps/a.example.com but the row already says /data/nested/a.example.com/data',
+    ],
     [{ fromExists: true, destExists: false, row: 'other' }, 'nested', "keep:the row's paths are neither"],
-    [{ fromExists: false, destExists: true, row: 'missing' }, 'nested', 'keep:the row is gone from the registry while its files are at /data/nested/a.example.com/data'],
+    [
+      { fromExists: false, destExists: true, row: 'missing' },
+      'nested',
+      'keep:the row is gone from the registry while its files are at /data/nested/a.example.com/data',
+    ],
   ]
   for (const [facts, wants, want] of cases) {
     const a = recoveryAction(rec, facts, wants)
@@ -73,14 +89,22 @@ void test('holdStands', () => {
   assert.equal(holdStands('nested', 'flat', 'flat', false).stands, false)
   assert.equal(holdStands('nested', 'flat', 'none', true).stands, false)
   assert.equal(holdStands('nested', 'nested', 'unreadable', false).stands, false, 'the held move has happened')
-  assert.deepEqual(holdStands('nested', undefined, 'flat', false), { stands: true }, 'a row in neither shape is not released')
+  assert.deepEqual(
+    holdStands('nested', undefined, 'flat', false),
+    { stands: true },
+    'a row in neither shape is not released',
+  )
   assert.deepEqual(holdStands('flat', 'nested', 'flat', false), { stands: true })
   assert.equal(holdStands('flat', 'nested', 'nested', false).stands, false)
 })
 
 void test('recordShapeError accepts only the two shapes of the host', () => {
   assert.equal(recordShapeError(rec, dirs), null)
-  const db = { ...rec, from: { ...rec.from, db: '/data/apps/a.example.com/d/app.db' }, dest: { ...rec.dest, db: '/data/nested/a.example.com/data/d/app.db' } }
+  const db = {
+    ...rec,
+    from: { ...rec.from, db: '/data/apps/a.example.com/d/app.db' },
+    dest: { ...rec.dest, db: '/data/nested/a.example.com/data/d/app.db' },
+  }
   assert.equal(recordShapeError(db, dirs), null)
   assert.match(recordShapeError({ ...db, dest: { ...db.dest, db: '/etc/passwd' } }, dirs) ?? '', /dest\.db/)
   assert.match(recordShapeError({ ...rec, from: { ...rec.from, dir: '/' } }, dirs) ?? '', /^from is not the flat paths/)
@@ -88,7 +112,13 @@ void test('recordShapeError accepts only the two shapes of the host', () => {
 })
 
 void test('planRow decides before anything is stopped', () => {
-  const flatRow: Route = { host: H, kind: 'instance', hibernate: true, ...flatPaths(dirs, H), db: '/data/apps/a.example.com/app.db' }
+  const flatRow: Route = {
+    host: H,
+    kind: 'instance',
+    hibernate: true,
+    ...flatPaths(dirs, H),
+    db: '/data/apps/a.example.com/app.db',
+  }
   const plan = (rt: Route, mode: Mode, over: { gate?: string | null; hold?: Mode; others?: Route[] } = {}) => {
     const rows = [rt, ...(over.others ?? [])]
     return planRow(rt, mode, {
@@ -106,13 +136,23 @@ void test('planRow decides before anything is stopped', () => {
   })
   assert.deepEqual(plan(flatRow, 'flat'), { kind: 'unchanged' })
   assert.equal(plan(flatRow, 'flat', { hold: 'nested' }).kind, 'release')
-  assert.deepEqual(plan(flatRow, 'nested', { gate: 'probe: not yet run' }), { kind: 'refused', reason: 'isolation not ready: probe: not yet run' })
+  assert.deepEqual(plan(flatRow, 'nested', { gate: 'probe: not yet run' }), {
+    kind: 'refused',
+    reason: 'isolation not ready: probe: not yet run',
+  })
   const nestedRow: Route = { ...flatRow, ...nestedPaths(dirs, H), db: '' }
   assert.equal(plan(nestedRow, 'flat', { gate: 'shut' }).kind, 'move', 'the gate only guards nested')
   const far: Route = { ...flatRow, host: `${'x'.repeat(63)}.${'y'.repeat(40)}.example.com`, db: '' }
   Object.assign(far, flatPaths(dirs, far.host))
   assert.match((plan(far, 'nested') as { reason: string }).reason, /over 107/)
-  const squatter: Route = { host: 'z.example.com', kind: 'static', hibernate: false, socket: '', dir: '/data/nested/a.example.com/run', db: '' }
+  const squatter: Route = {
+    host: 'z.example.com',
+    kind: 'static',
+    hibernate: false,
+    socket: '',
+    dir: '/data/nested/a.example.com/run',
+    db: '',
+  }
   assert.match((plan(flatRow, 'nested', { others: [squatter] }) as { reason: string }).reason, /^destination taken: /)
   assert.equal(plan({ ...flatRow, dir: '/srv/a', db: '' }, 'nested').kind, 'refused')
 })
@@ -134,7 +174,10 @@ void test('inBatches cuts a run into group commits of at most the batch size, in
   assert.deepEqual(inBatches([], 4), [])
   assert.deepEqual(inBatches([1, 2], 0), [[1], [2]], 'a batch holds one host at the least')
   // A size asked of what still waits: 5 waiting take 3, the 2 left take 1 each.
-  assert.deepEqual(inBatches([1, 2, 3, 4, 5], (waiting) => (waiting > 2 ? 3 : 1)), [[1, 2, 3], [4], [5]])
+  assert.deepEqual(
+    inBatches([1, 2, 3, 4, 5], (waiting) => (waiting > 2 ? 3 : 1)),
+    [[1, 2, 3], [4], [5]],
+  )
 })
 
 void test('sortByClaim: asleep moves together, awake inside its grace is deferred, the rest is stopped', () => {
@@ -145,7 +188,12 @@ void test('sortByClaim: asleep moves together, awake inside its grace is deferre
     ['d.example.com', 5_000],
   ])
   const asked: string[] = []
-  const batch = [candidate('a.example.com'), candidate('b.example.com'), candidate('c.example.com'), candidate('d.example.com', true)]
+  const batch = [
+    candidate('a.example.com'),
+    candidate('b.example.com'),
+    candidate('c.example.com'),
+    candidate('d.example.com', true),
+  ]
   const sorted = sortByClaim(batch, {
     claimed: (host) => awake.has(host),
     deferAwake: true,
@@ -154,9 +202,19 @@ void test('sortByClaim: asleep moves together, awake inside its grace is deferre
       return left.get(host) ?? 0
     },
   })
-  assert.deepEqual(sorted.sleeping.map((c) => c.record.host), ['a.example.com'])
-  assert.deepEqual(sorted.deferred.map((d) => [d.candidate.record.host, d.reason]), [['b.example.com', 'awake: 42m of grace left']])
-  assert.deepEqual(sorted.awake.map((c) => c.record.host), ['c.example.com', 'd.example.com'], 'grace over, or held before the run')
+  assert.deepEqual(
+    sorted.sleeping.map((c) => c.record.host),
+    ['a.example.com'],
+  )
+  assert.deepEqual(
+    sorted.deferred.map((d) => [d.candidate.record.host, d.reason]),
+    [['b.example.com', 'awake: 42m of grace left']],
+  )
+  assert.deepEqual(
+    sorted.awake.map((c) => c.record.host),
+    ['c.example.com', 'd.example.com'],
+    'grace over, or held before the run',
+  )
   assert.deepEqual(asked, ['b.example.com', 'c.example.com'], 'the grace of a sleeping or held host is never started')
 })
 
@@ -166,8 +224,14 @@ void test('sortByClaim under a forced intent stops every awake host and starts n
     deferAwake: false,
     graceLeft: () => assert.fail('no grace is asked for under a forced intent'),
   })
-  assert.deepEqual(sorted.sleeping.map((c) => c.record.host), ['a.example.com'])
-  assert.deepEqual(sorted.awake.map((c) => c.record.host), ['b.example.com'])
+  assert.deepEqual(
+    sorted.sleeping.map((c) => c.record.host),
+    ['a.example.com'],
+  )
+  assert.deepEqual(
+    sorted.awake.map((c) => c.record.host),
+    ['b.example.com'],
+  )
   assert.deepEqual(sorted.deferred, [])
 })
 
@@ -183,13 +247,23 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
   ]
   assert.deepEqual(
     inRowOrder(results, rows).map((r) => `${r.host}:${r.outcome}`),
-    [':failed', 'gone.example.com:released', 'a.example.com:deferred', 'b.example.com:recovered', 'c.example.com:moved'],
+    [
+      ':failed',
+      'gone.example.com:released',
+      'a.example.com:deferred',
+      'b.example.com:recovered',
+      'c.example.com:moved',
+    ],
   )
   const later: Result[] = [
     { host: 'a.example.com', outcome: 'recovered', reason: '' },
     { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: shut' },
   ]
-  assert.deepEqual(inRowOrder(later, rows).map((r) => r.outcome), ['refused'], 'a later outcome other than unchanged wins')
+  assert.deepEqual(
+    inRowOrder(later, rows).map((r) => r.outcome),
+    ['refused'],
+    'a later outcome other than unchanged wins',
+  )
 })
 
 void test('adaptiveBatchSize: half of what waits, between the bounds', () => {
@@ -197,7 +271,17 @@ void test('adaptiveBatchSize: half of what waits, between the bounds', () => {
   assert.equal(adaptiveBatchSize(200), MIN_BATCH)
   assert.equal(adaptiveBatchSize(400), 200)
   assert.equal(adaptiveBatchSize(10_000), MAX_BATCH, 'ten thousand: the largest batch')
-  const sizes = inBatches(Array.from({ length: 10_000 }, (_, i) => i), adaptiveBatchSize).map((b) => b.length)
-  assert.equal(sizes.reduce((a, b) => a + b, 0), 10_000, 'every host in one batch')
-  assert.ok(sizes.every((n, i) => n <= MAX_BATCH && (n >= MIN_BATCH || i === sizes.length - 1)), sizes.join(','))
+  const sizes = inBatches(
+    Array.from({ length: 10_000 }, (_, i) => i),
+    adaptiveBatchSize,
+  ).map((b) => b.length)
+  assert.equal(
+    sizes.reduce((a, b) => a + b, 0),
+    10_000,
+    'every host in one batch',
+  )
+  assert.ok(
+    sizes.every((n, i) => n <= MAX_BATCH && (n >= MIN_BATCH || i === sizes.length - 1)),
+    sizes.join(','),
+  )
 })

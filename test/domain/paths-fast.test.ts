@@ -20,10 +20,18 @@ const HOSTS = ['a.example.com', 'x', 'xn--bcher-kva.example', `${'a'.repeat(63)}
 void test('flat and nested paths equal path.join of the parts, whatever the data root looks like', () => {
   for (const d of DIRS) {
     for (const h of HOSTS) {
-      assert.deepEqual(flatPaths(d, h), { dir: path.join(d.dataDir, 'apps', h), socket: path.join(d.runDir, `${h}.sock`), db: '' }, `${d.dataDir} ${h}`)
+      assert.deepEqual(
+        flatPaths(d, h),
+        { dir: path.join(d.dataDir, 'apps', h), socket: path.join(d.runDir, `${h}.sock`), db: '' },
+        `${d.dataDir} ${h}`,
+      )
       const root = path.join(d.dataDir, 'nested', h)
       assert.equal(nestedRoot(d, h), root)
-      assert.deepEqual(nestedPaths(d, h), { dir: path.join(root, 'data'), socket: path.join(root, 'run', 'app.sock'), db: '' })
+      assert.deepEqual(nestedPaths(d, h), {
+        dir: path.join(root, 'data'),
+        socket: path.join(root, 'run', 'app.sock'),
+        db: '',
+      })
     }
   }
   // A Dirs changed after use is joined again.
@@ -40,19 +48,81 @@ void test('hasShape judges a db inside dir exactly as path.relative does', () =>
     const rel = path.relative(dir, db)
     return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
   }
-  const dbs = ['x.db', 'db/app.sqlite', '..x', '..x/y', '.x', 'a/./b', 'a/../b', 'a/../../b', 'a//b', 'a/', '.', '..', '', '/', 'a/..', 'a/.']
+  const dbs = [
+    'x.db',
+    'db/app.sqlite',
+    '..x',
+    '..x/y',
+    '.x',
+    'a/./b',
+    'a/../b',
+    'a/../../b',
+    'a//b',
+    'a/',
+    '.',
+    '..',
+    '',
+    '/',
+    'a/..',
+    'a/.',
+  ]
   for (const rest of dbs) {
     const db = `${dir}/${rest}`
-    assert.equal(hasShape(d, { host: 'a.example.com', kind: 'instance', hibernate: true, dir, socket: flatPaths(d, 'a.example.com').socket, db }, 'flat'), reference(db), JSON.stringify(rest))
+    assert.equal(
+      hasShape(
+        d,
+        {
+          host: 'a.example.com',
+          kind: 'instance',
+          hibernate: true,
+          dir,
+          socket: flatPaths(d, 'a.example.com').socket,
+          db,
+        },
+        'flat',
+      ),
+      reference(db),
+      JSON.stringify(rest),
+    )
   }
   for (const db of [`${dir}x/y`, dir, '/elsewhere/x.db', 'relative.db']) {
-    assert.equal(hasShape(d, { host: 'a.example.com', kind: 'instance', hibernate: true, dir, socket: flatPaths(d, 'a.example.com').socket, db }, 'flat'), reference(db), db)
+    assert.equal(
+      hasShape(
+        d,
+        {
+          host: 'a.example.com',
+          kind: 'instance',
+          hibernate: true,
+          dir,
+          socket: flatPaths(d, 'a.example.com').socket,
+          db,
+        },
+        'flat',
+      ),
+      reference(db),
+      db,
+    )
   }
 })
 
 void test('hostError: the one-expression check agrees with the label-by-label rule', () => {
   const ok = ['a', 'a.b', 'a-b.c', `${'a'.repeat(63)}`, `${'a.'.repeat(126)}a`, '0.0']
-  const bad = ['', 'A', 'a..b', '.a', 'a.', '-a', 'a-', `${'a'.repeat(64)}`, `${'a.'.repeat(126)}ab`, 'a_b', 'é.com', 'a b', 'a/b', '..']
+  const bad = [
+    '',
+    'A',
+    'a..b',
+    '.a',
+    'a.',
+    '-a',
+    'a-',
+    `${'a'.repeat(64)}`,
+    `${'a.'.repeat(126)}ab`,
+    'a_b',
+    'é.com',
+    'a b',
+    'a/b',
+    '..',
+  ]
   for (const h of ok) assert.equal(hostError(h), null, h)
   for (const h of bad) assert.notEqual(hostError(h), null, h)
   assert.equal(hostError(`${'a.'.repeat(126)}ab`), 'hostname is 254 bytes, over 253')
@@ -61,7 +131,14 @@ void test('hostError: the one-expression check agrees with the label-by-label ru
 void test('a conflict between dirs inside one another is found whether the paths are normal or not', async () => {
   const { classifyAll } = await import('../../src/domain/classify.js')
   const d = DIRS[0] as Dirs
-  const row = (host: string, dir: string) => ({ host, kind: 'instance' as const, hibernate: true, dir, socket: `/s/${host}.sock`, db: '' })
+  const row = (host: string, dir: string) => ({
+    host,
+    kind: 'instance' as const,
+    hibernate: true,
+    dir,
+    socket: `/s/${host}.sock`,
+    db: '',
+  })
   for (const [outer, inner] of [
     ['/srv/x', '/srv/x/y/z'],
     ['/srv/x/', '/srv/x/./y'],

@@ -29,7 +29,17 @@ void describe('release.BelowFloor', () => {
   })
 
   void it('passes a build it cannot place: unset, dev, a commit id, a partial number', () => {
-    for (const b of ['', '  ', 'dev', '3f9c2ab', '3f9c2ab1e0d94c5f8a7b6e5d4c3b2a1f0e9d8c7b', 'v0.24', 'v0.24.9.1', 'release-0.24.9', 'v0.024.9']) {
+    for (const b of [
+      '',
+      '  ',
+      'dev',
+      '3f9c2ab',
+      '3f9c2ab1e0d94c5f8a7b6e5d4c3b2a1f0e9d8c7b',
+      'v0.24',
+      'v0.24.9.1',
+      'release-0.24.9',
+      'v0.024.9',
+    ]) {
       assert.equal(belowFloor(b, 'v0.25.0'), false, `build ${JSON.stringify(b)}`)
     }
   })

@@ -9,10 +9,26 @@ import { LayoutReport, type LegState, type Route } from '../../src/domain/schema
 const dirs = { dataDir: '/data', runDir: '/data/run' }
 
 function flat(host: string, over: Partial<Route> = {}): Route {
-  return { host, kind: 'instance', socket: `/data/run/${host}.sock`, dir: `/data/apps/${host}`, db: '', hibernate: true, ...over }
+  return {
+    host,
+    kind: 'instance',
+    socket: `/data/run/${host}.sock`,
+    dir: `/data/apps/${host}`,
+    db: '',
+    hibernate: true,
+    ...over,
+  }
 }
 function nested(host: string, over: Partial<Route> = {}): Route {
-  return { host, kind: 'instance', socket: `/data/nested/${host}/run/app.sock`, dir: `/data/nested/${host}/data`, db: '', hibernate: true, ...over }
+  return {
+    host,
+    kind: 'instance',
+    socket: `/data/nested/${host}/run/app.sock`,
+    dir: `/data/nested/${host}/data`,
+    db: '',
+    hibernate: true,
+    ...over,
+  }
 }
 
 /** A pass that answers from tables, recording which rows it was asked to classify. */
@@ -48,16 +64,29 @@ class FakePass implements LayoutPass {
   }
 }
 
-const busyLeg: LegState = { running: true, pending: false, lastRun: { startedAt: '2026-11-30T08:00:00.000Z', finishedAt: null, results: [] }, retryAt: null }
+const busyLeg: LegState = {
+  running: true,
+  pending: false,
+  lastRun: { startedAt: '2026-11-30T08:00:00.000Z', finishedAt: null, results: [] },
+  retryAt: null,
+}
 
 void describe('layoutStatusReport', () => {
   void it("reports each instance-kind managed row in the pass's own words, with its note", () => {
     const pass = new FakePass(
-      { 'a.example.com': { layout: 'nested', reason: '' }, 'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left' } },
+      {
+        'a.example.com': { layout: 'nested', reason: '' },
+        'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left' },
+      },
       {},
       { 'a.example.com': 'set aside 1 entry at 2026-11-30T08:00:00Z' },
     )
-    const routes = [nested('a.example.com'), flat('b.example.com'), flat('side.example.com', { kind: 'sidecar' }), flat('s.example.com', { kind: 'static' })]
+    const routes = [
+      nested('a.example.com'),
+      flat('b.example.com'),
+      flat('side.example.com', { kind: 'sidecar' }),
+      flat('s.example.com', { kind: 'static' }),
+    ]
     const r = layoutStatusReport({ box: 'kass-1', routes, pass, state: new IntentState(), leg: busyLeg })
     assert.deepEqual(pass.asked, ['a.example.com', 'b.example.com'])
     assert.deepEqual(r.rows, {
@@ -71,16 +100,29 @@ void describe('layoutStatusReport', () => {
 
   void it('reports a held host that classifies flat as fenced, with the refusal', () => {
     const pass = new FakePass(
-      { 'a.example.com': { layout: 'flat', reason: '' }, 'b.example.com': { layout: 'conflict', reason: 'shares a socket' } },
+      {
+        'a.example.com': { layout: 'flat', reason: '' },
+        'b.example.com': { layout: 'conflict', reason: 'shares a socket' },
+      },
       { 'a.example.com': 'a file of its has a second name', 'b.example.com': 'x' },
     )
-    const r = layoutStatusReport({ box: 'kass-1', routes: [flat('a.example.com'), flat('b.example.com')], pass, state: new IntentState(), leg: IDLE_LEG })
+    const r = layoutStatusReport({
+      box: 'kass-1',
+      routes: [flat('a.example.com'), flat('b.example.com')],
+      pass,
+      state: new IntentState(),
+      leg: IDLE_LEG,
+    })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
       reason: 'held down after a refused move to nested: a file of its has a second name',
       note: '',
     })
-    assert.deepEqual(r.rows['b.example.com'], { layout: 'conflict', reason: 'shares a socket', note: '' }, 'only a flat word is turned')
+    assert.deepEqual(
+      r.rows['b.example.com'],
+      { layout: 'conflict', reason: 'shares a socket', note: '' },
+      'only a flat word is turned',
+    )
   })
 
   void it('reports an unflagged socket row as external, without asking the pass, and leaves out rows it does not manage', () => {
@@ -103,11 +145,20 @@ void describe('layoutStatusReport', () => {
   })
 
   void it('warns when nested and flat rows share the box, and only then', () => {
-    const pass = new FakePass({ 'a.example.com': { layout: 'nested', reason: '' }, 'b.example.com': { layout: 'flat', reason: '' } })
+    const pass = new FakePass({
+      'a.example.com': { layout: 'nested', reason: '' },
+      'b.example.com': { layout: 'flat', reason: '' },
+    })
     const base = { box: 'kass-1', pass, state: new IntentState(), leg: IDLE_LEG }
-    assert.deepEqual(layoutStatusReport({ ...base, routes: [nested('a.example.com'), flat('b.example.com')] }).warnings, [MIXED_WARNING])
+    assert.deepEqual(
+      layoutStatusReport({ ...base, routes: [nested('a.example.com'), flat('b.example.com')] }).warnings,
+      [MIXED_WARNING],
+    )
     assert.deepEqual(layoutStatusReport({ ...base, routes: [nested('a.example.com')] }).warnings, [])
-    assert.equal(MIXED_WARNING, 'nested instances share this box with flat ones: they are not isolated until none remains')
+    assert.equal(
+      MIXED_WARNING,
+      'nested instances share this box with flat ones: they are not isolated until none remains',
+    )
   })
 
   void it('warns when the intent is unreadable, with why', () => {
@@ -115,7 +166,9 @@ void describe('layoutStatusReport', () => {
     state.noteIntent('unreadable', 'etcd: deadline exceeded')
     const r = layoutStatusReport({ box: 'kass-1', routes: [], pass: new FakePass({}), state, leg: IDLE_LEG })
     assert.equal(r.mode, 'unreadable')
-    assert.deepEqual(r.warnings, ['the layout intent cannot be read (etcd: deadline exceeded): nothing moves and nothing is released flat until it can'])
+    assert.deepEqual(r.warnings, [
+      'the layout intent cannot be read (etcd: deadline exceeded): nothing moves and nothing is released flat until it can',
+    ])
   })
 
   void it('reports and warns why the nested default is blocked', () => {
@@ -127,7 +180,14 @@ void describe('layoutStatusReport', () => {
   })
 
   void it('is the unmanaged report when no pass is armed', () => {
-    const r = layoutStatusReport({ box: 'kass-1', routes: [nested('a.example.com')], pass: null, dirs, journalHosts: new Set(), holdHosts: new Set() })
+    const r = layoutStatusReport({
+      box: 'kass-1',
+      routes: [nested('a.example.com')],
+      pass: null,
+      dirs,
+      journalHosts: new Set(),
+      holdHosts: new Set(),
+    })
     assert.equal(r.mode, 'unmanaged')
     assert.equal(r.rows['a.example.com']?.layout, 'nested')
   })
@@ -137,16 +197,29 @@ void describe('unmanagedLayoutReport', () => {
   const none = new Set<string>()
 
   void it('fences a host a journal names, before judging its paths', () => {
-    const r = unmanagedLayoutReport({ box: 'kass-1', routes: [nested('a.example.com')], dirs, journalHosts: new Set(['a.example.com']), holdHosts: new Set(['a.example.com']) })
+    const r = unmanagedLayoutReport({
+      box: 'kass-1',
+      routes: [nested('a.example.com')],
+      dirs,
+      journalHosts: new Set(['a.example.com']),
+      holdHosts: new Set(['a.example.com']),
+    })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
-      reason: 'layout migration in flight; see /data/layout/a.example.com.journal (no activator on this box to recover it)',
+      reason:
+        'layout migration in flight; see /data/layout/a.example.com.journal (no activator on this box to recover it)',
       note: '',
     })
   })
 
   void it('fences a held host', () => {
-    const r = unmanagedLayoutReport({ box: 'kass-1', routes: [flat('a.example.com')], dirs, journalHosts: none, holdHosts: new Set(['a.example.com']) })
+    const r = unmanagedLayoutReport({
+      box: 'kass-1',
+      routes: [flat('a.example.com')],
+      dirs,
+      journalHosts: none,
+      holdHosts: new Set(['a.example.com']),
+    })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
       reason: 'held down after a refused move to nested (no activator on this box to retry it)',
@@ -174,14 +247,37 @@ void describe('unmanagedLayoutReport', () => {
   })
 
   void it('says unmanaged, with no default and an idle leg, and matches the schema', () => {
-    const r = unmanagedLayoutReport({ box: 'kass-1', routes: [flat('a.example.com')], dirs, journalHosts: none, holdHosts: none })
-    assert.deepEqual({ ...r, rows: undefined }, { box: 'kass-1', mode: 'unmanaged', default: false, defaultBlocked: '', rows: undefined, leg: IDLE_LEG, warnings: [] })
+    const r = unmanagedLayoutReport({
+      box: 'kass-1',
+      routes: [flat('a.example.com')],
+      dirs,
+      journalHosts: none,
+      holdHosts: none,
+    })
+    assert.deepEqual(
+      { ...r, rows: undefined },
+      {
+        box: 'kass-1',
+        mode: 'unmanaged',
+        default: false,
+        defaultBlocked: '',
+        rows: undefined,
+        leg: IDLE_LEG,
+        warnings: [],
+      },
+    )
     assert.ok(Value.Check(LayoutReport, r))
   })
 
   void it('names no journal for a host that is not a valid name', () => {
     const bad = flat('a.example.com', { host: 'Bad_Host' })
-    const r = unmanagedLayoutReport({ box: 'kass-1', routes: [bad], dirs, journalHosts: new Set(['Bad_Host']), holdHosts: none })
+    const r = unmanagedLayoutReport({
+      box: 'kass-1',
+      routes: [bad],
+      dirs,
+      journalHosts: new Set(['Bad_Host']),
+      holdHosts: none,
+    })
     assert.deepEqual(r.rows['Bad_Host'], { layout: 'flat', reason: '', note: '' })
   })
 })
@@ -189,8 +285,12 @@ void describe('unmanagedLayoutReport', () => {
 void describe('managedReportSteps', () => {
   void it('yields every REPORT_ROWS_PER_STEP rows and ends with the report layoutStatusReport builds', async () => {
     const { managedReportSteps, REPORT_ROWS_PER_STEP } = await import('../../src/domain/report.js')
-    const routes = Array.from({ length: REPORT_ROWS_PER_STEP * 3 + 5 }, (_, i) => (i % 2 === 0 ? flat(`h${i}.example.com`) : nested(`h${i}.example.com`)))
-    const words: Record<string, Classification> = Object.fromEntries(routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', reason: '' }]))
+    const routes = Array.from({ length: REPORT_ROWS_PER_STEP * 3 + 5 }, (_, i) =>
+      i % 2 === 0 ? flat(`h${i}.example.com`) : nested(`h${i}.example.com`),
+    )
+    const words: Record<string, Classification> = Object.fromEntries(
+      routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', reason: '' }]),
+    )
     const state = new IntentState()
     const steps = managedReportSteps({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG })
     let yields = 0
@@ -200,7 +300,10 @@ void describe('managedReportSteps', () => {
       step = steps.next()
     }
     assert.equal(yields, 3)
-    assert.deepEqual(step.value, layoutStatusReport({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG }))
+    assert.deepEqual(
+      step.value,
+      layoutStatusReport({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG }),
+    )
     assert.equal(Object.keys(step.value.rows).length, routes.length)
   })
 })

@@ -8,7 +8,13 @@ import type { Route } from '../../src/domain/schemas.js'
 void test('hasShape judges each row object once per dirs: a rewritten row and other dirs are judged afresh', () => {
   const d = { dataDir: '/data', runDir: '/run' }
   const host = 'a.example.com'
-  const flat: Route = { host, kind: 'instance', hibernate: true, ...flatPaths(d, host), db: `${flatPaths(d, host).dir}/app.db` }
+  const flat: Route = {
+    host,
+    kind: 'instance',
+    hibernate: true,
+    ...flatPaths(d, host),
+    db: `${flatPaths(d, host).dir}/app.db`,
+  }
   assert.equal(isFlat(d, flat), true)
   assert.equal(isNested(d, flat), false)
   assert.equal(isFlat(d, flat), true)
@@ -22,6 +28,12 @@ void test('hasShape judges each row object once per dirs: a rewritten row and ot
   // A db outside dir is no shape at all.
   assert.equal(isFlat(d, { ...flat, db: '/elsewhere/app.db' }), false)
   // An invalid host never has a shape, however its paths read.
-  const bad: Route = { ...flat, host: 'A.example.com', dir: '/data/apps/A.example.com', socket: '/run/A.example.com.sock', db: '' }
+  const bad: Route = {
+    ...flat,
+    host: 'A.example.com',
+    dir: '/data/apps/A.example.com',
+    socket: '/run/A.example.com.sock',
+    db: '',
+  }
   assert.equal(isFlat(d, bad), false)
 })

@@ -56,10 +56,15 @@ void describe('startupRecoveryIntent', () => {
   })
 
   void it('reads anyway when the journals cannot be listed, and says so', async () => {
-    const t = setup({ layoutDir: dir(new Error('EACCES: permission denied'), []), store: new FakeStore([intent({ mode: 'flat' })]) })
+    const t = setup({
+      layoutDir: dir(new Error('EACCES: permission denied'), []),
+      store: new FakeStore([intent({ mode: 'flat' })]),
+    })
     assert.equal(await startupRecoveryIntent(t.deps), 'flat')
     assert.equal(t.opens(), 1)
-    assert.deepEqual(t.logger.msgs(), ['layout: list journals at start: EACCES: permission denied; reading the intent anyway'])
+    assert.deepEqual(t.logger.msgs(), [
+      'layout: list journals at start: EACCES: permission denied; reading the intent anyway',
+    ])
   })
 
   void it('reads anyway when the hold markers cannot be listed, and says so', async () => {
@@ -108,7 +113,10 @@ void describe('startupLayoutIntent', () => {
 
   void it('is unreadable when the read fails', async () => {
     const t = setup()
-    assert.equal(await startupLayoutIntent(t.deps, opened(new FakeStore(new Error('malformed record 7')))), 'unreadable')
+    assert.equal(
+      await startupLayoutIntent(t.deps, opened(new FakeStore(new Error('malformed record 7')))),
+      'unreadable',
+    )
     assert.equal(t.state.lastIntent(), 'unreadable')
     assert.deepEqual(t.logger.msgs(), ['layout: intent -> unreadable: malformed record 7'])
   })
@@ -123,14 +131,20 @@ void describe('startupLayoutIntent', () => {
 
   void it('is the recorded mode, noted', async () => {
     const t = setup()
-    assert.equal(await startupLayoutIntent(t.deps, opened(new FakeStore([intent({ mode: 'nested', box: 'kass-1' })]))), 'nested')
+    assert.equal(
+      await startupLayoutIntent(t.deps, opened(new FakeStore([intent({ mode: 'nested', box: 'kass-1' })]))),
+      'nested',
+    )
     assert.equal(t.state.lastIntent(), 'nested')
     assert.deepEqual(t.logger.lines, [])
   })
 
   void it('reads only intents addressing this box', async () => {
     const t = setup({ layoutDefault: 'flat' })
-    const store = new FakeStore([intent({ id: 'a', mode: 'nested', box: 'kass-1' }), intent({ id: 'b', mode: 'flat', box: 'kass-2' })])
+    const store = new FakeStore([
+      intent({ id: 'a', mode: 'nested', box: 'kass-1' }),
+      intent({ id: 'b', mode: 'flat', box: 'kass-2' }),
+    ])
     assert.equal(await startupLayoutIntent(t.deps, opened(store)), 'nested')
   })
 

@@ -8,12 +8,19 @@ import { Compile, Type, Value } from '../../src/domain/typebox.js'
 
 void test('the built typebox module is one file: it imports no module', async () => {
   const text = await readFile(new URL('../../src/domain/typebox.js', import.meta.url), 'utf8')
-  assert.doesNotMatch(text, /^\s*import\b|\bfrom\s*['"]|\bimport\s*\(/m, 'dist/src/domain/typebox.js still imports: run npm ci (esbuild) and npm run build')
+  assert.doesNotMatch(
+    text,
+    /^\s*import\b|\bfrom\s*['"]|\bimport\s*\(/m,
+    'dist/src/domain/typebox.js still imports: run npm ci (esbuild) and npm run build',
+  )
   assert.ok(text.length > 100_000, `${text.length} bytes: not TypeBox whole`)
 })
 
 void test('Type, Value and Compile from the bundle build and check a schema', () => {
-  const row = Type.Object({ host: Type.String({ minLength: 1 }), hibernate: Type.Boolean() }, { additionalProperties: false })
+  const row = Type.Object(
+    { host: Type.String({ minLength: 1 }), hibernate: Type.Boolean() },
+    { additionalProperties: false },
+  )
   assert.equal(Value.Check(row, { host: 'a.example.com', hibernate: true }), true)
   assert.equal(Value.Check(row, { host: '', hibernate: true }), false)
   assert.equal(Value.Check(row, { host: 'a.example.com', hibernate: true, extra: 1 }), false)

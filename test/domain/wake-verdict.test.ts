@@ -10,11 +10,24 @@ import { FakeGate } from './fakes.js'
 const A = 'a.example.com'
 
 function instance(host: string, over: Partial<Route> = {}): Route {
-  return { host, kind: 'instance', hibernate: true, dir: `/data/apps/${host}`, socket: `/data/run/${host}.sock`, db: '', ...over }
+  return {
+    host,
+    kind: 'instance',
+    hibernate: true,
+    dir: `/data/apps/${host}`,
+    socket: `/data/run/${host}.sock`,
+    db: '',
+    ...over,
+  }
 }
 
 /** Facts for a ready, armed box whose pass says what classified and held say. */
-function facts(routes: Route[], classified: Record<string, Classification> = {}, held: Record<string, string> = {}, gate = new FakeGate()): WakeFacts {
+function facts(
+  routes: Route[],
+  classified: Record<string, Classification> = {},
+  held: Record<string, string> = {},
+  gate = new FakeGate(),
+): WakeFacts {
   return {
     armed: true,
     phase: 'ready',
@@ -49,7 +62,11 @@ void test('with no activator armed, every claim is the unmanaged answer, counted
       return { routes: [], byHost: new Map() }
     },
   })
-  assert.deepEqual(verdict, { ok: false, refusal: { host: A, layout: 'unmanaged', reason: NO_ACTIVATOR }, kind: 'not_ready' })
+  assert.deepEqual(verdict, {
+    ok: false,
+    refusal: { host: A, layout: 'unmanaged', reason: NO_ACTIVATOR },
+    kind: 'not_ready',
+  })
   assert.equal(read, false)
 })
 
@@ -76,7 +93,11 @@ void test('an unknown host, and rows the activator does not manage, say why and 
     ['e.example.com', 'external', 'not activator-managed: the row does not hibernate: another supervisor runs it'],
   ]
   for (const [host, layout, reason] of cases) {
-    assert.deepEqual(judgeWake(host, facts(rows)), { ok: false, refusal: { host, layout, reason }, kind: 'unknown_host' }, host)
+    assert.deepEqual(
+      judgeWake(host, facts(rows)),
+      { ok: false, refusal: { host, layout, reason }, kind: 'unknown_host' },
+      host,
+    )
   }
 })
 
@@ -87,19 +108,30 @@ void test('fenced, conflict and held rows are refused with their reason and thei
     refusal: { host: A, layout: 'fenced', reason: 'fenced: files missing' },
     kind: 'fenced',
   })
-  assert.deepEqual(judgeWake(A, facts(routes, { [A]: { layout: 'conflict', reason: 'dir is also claimed by b.example.com' } })), {
-    ok: false,
-    refusal: { host: A, layout: 'conflict', reason: 'conflict: dir is also claimed by b.example.com' },
-    kind: 'conflict',
-  })
+  assert.deepEqual(
+    judgeWake(A, facts(routes, { [A]: { layout: 'conflict', reason: 'dir is also claimed by b.example.com' } })),
+    {
+      ok: false,
+      refusal: { host: A, layout: 'conflict', reason: 'conflict: dir is also claimed by b.example.com' },
+      kind: 'conflict',
+    },
+  )
   // A held host reads fenced; its reason is the hold's, unless the pass already fences it for a reason of its own.
   assert.deepEqual(judgeWake(A, facts(routes, {}, { [A]: 'a file of its has a second name' })), {
     ok: false,
-    refusal: { host: A, layout: 'fenced', reason: 'held down after a refused move to nested: a file of its has a second name' },
+    refusal: {
+      host: A,
+      layout: 'fenced',
+      reason: 'held down after a refused move to nested: a file of its has a second name',
+    },
     kind: 'held',
   })
   const heldAndFenced = judgeWake(A, facts(routes, { [A]: { layout: 'fenced', reason: 'held: x' } }, { [A]: 'x' }))
-  assert.deepEqual(heldAndFenced, { ok: false, refusal: { host: A, layout: 'fenced', reason: 'held: x' }, kind: 'held' })
+  assert.deepEqual(heldAndFenced, {
+    ok: false,
+    refusal: { host: A, layout: 'fenced', reason: 'held: x' },
+    kind: 'held',
+  })
   // An external word from the pass is not the activator's either.
   const ext = judgeWake(A, facts(routes, { [A]: { layout: 'external', reason: '' } }))
   assert.equal(!ext.ok && ext.kind, 'unknown_host')

@@ -7,7 +7,15 @@ import { withheldBy, withheldReasons } from '../../src/domain/withheld-reasons.j
 import { IDLE_LEG } from '../../src/domain/report.js'
 
 function report(rows: Record<string, { layout: string; reason?: string }>): LayoutReport {
-  const out: LayoutReport = { box: 'kass-1', mode: 'nested', default: false, defaultBlocked: '', rows: {}, leg: IDLE_LEG, warnings: [] }
+  const out: LayoutReport = {
+    box: 'kass-1',
+    mode: 'nested',
+    default: false,
+    defaultBlocked: '',
+    rows: {},
+    leg: IDLE_LEG,
+    warnings: [],
+  }
   for (const [host, r] of Object.entries(rows)) out.rows[host] = { layout: r.layout, reason: r.reason ?? '', note: '' }
   return out
 }
@@ -34,7 +42,11 @@ void test('withheldBy keeps the deferred, refused, failed and held results of a 
 
 void test('a row short of where the last run wanted it takes the reason that run withheld it for', () => {
   const out = withheldReasons(
-    report({ 'd.example.com': { layout: 'flat' }, 'f.example.com': { layout: 'flat' }, 'm.example.com': { layout: 'nested' } }),
+    report({
+      'd.example.com': { layout: 'flat' },
+      'f.example.com': { layout: 'flat' },
+      'm.example.com': { layout: 'nested' },
+    }),
     withheldBy(RUN),
     null,
   )
@@ -61,7 +73,11 @@ void test('a row that has since reached the mode, a row with a reason of its own
 
 void test('while the gate is shut a nested row says it cannot wake, naming the check; a flat row still takes its withheld reason', () => {
   const gate = 'probe: the probe says ready: false'
-  const out = withheldReasons(report({ 'n.example.com': { layout: 'nested' }, 'r.example.com': { layout: 'flat' } }), withheldBy(RUN), gate)
+  const out = withheldReasons(
+    report({ 'n.example.com': { layout: 'nested' }, 'r.example.com': { layout: 'flat' } }),
+    withheldBy(RUN),
+    gate,
+  )
   assert.equal(out.rows['n.example.com']?.reason, `isolation not ready: ${gate}`)
   assert.equal(out.rows['r.example.com']?.reason, 'isolation not ready: probe: not yet run')
 })

@@ -49,7 +49,10 @@ async function addTenants(sb: Sandbox, hosts: readonly string[], mode: Mode = 'f
  * order they were added, and a failing one skips the rest, which would
  * leave the agent running.)
  */
-async function sandbox(t: TestContext): Promise<{ sb: Sandbox; start: (env: Record<string, string>) => Promise<{ agent: AgentProcess; act: ReferenceActivator }> }> {
+async function sandbox(t: TestContext): Promise<{
+  sb: Sandbox
+  start: (env: Record<string, string>) => Promise<{ agent: AgentProcess; act: ReferenceActivator }>
+}> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-act-'))
   const cleanups: Array<() => Promise<unknown>> = [() => fs.rm(root, { recursive: true, force: true })]
   t.after(async () => {
@@ -91,46 +94,58 @@ async function grantProblem(sb: Sandbox, host: string, g: WakeGrant): Promise<st
   return undefined
 }
 
-void test('an awake tenant is deferred through its grace, then stopped, moved, and wakes nested on its next claim', LIMIT, async (t) => {
-  const { sb, start } = await sandbox(t)
-  await addTenants(sb, ['a.example.com', 'b.example.com'])
-  const { agent, act } = await start({ ...QUICK, CARLOS_LAYOUT_AWAKE_GRACE: '1s' })
+void test(
+  'an awake tenant is deferred through its grace, then stopped, moved, and wakes nested on its next claim',
+  LIMIT,
+  async (t) => {
+    const { sb, start } = await sandbox(t)
+    await addTenants(sb, ['a.example.com', 'b.example.com'])
+    const { agent, act } = await start({ ...QUICK, CARLOS_LAYOUT_AWAKE_GRACE: '1s' })
 
-  const woke = await act.wake('a.example.com')
-  assert.equal(woke.status, 200)
-  assert.equal(woke.status === 200 && woke.grant.layout, 'flat')
+    const woke = await act.wake('a.example.com')
+    assert.equal(woke.status, 200)
+    assert.equal(woke.status === 200 && woke.grant.layout, 'flat')
 
-  const stopped = act.stopAsked('a.example.com')
-  const t0 = Date.now()
-  await recordIntent(sb, 'nested')
-  const deferred = await agent.waitFor(
-    'a deferred while b moves',
-    async () => {
-      const r = await agent.status()
-      return r.rows['b.example.com']?.layout === 'nested' && r.rows['a.example.com']?.reason.startsWith('awake') ? r : undefined
-    },
-    15_000,
-  )
-  assert.deepEqual(deferred.rows['a.example.com'], { layout: 'flat', reason: 'awake: 1m of grace left', note: '' })
-  const grace = JSON.parse(await fs.readFile(path.join(sb.dataDir, 'layout', 'grace.json'), 'utf8')) as { hosts: Record<string, { mode: string }> }
-  assert.equal(grace.hosts['a.example.com']?.mode, 'nested', 'the grace is on disk, so a restart does not reset it')
-  assert.ok(act.running.has('a.example.com'), 'still running through its grace')
+    const stopped = act.stopAsked('a.example.com')
+    const t0 = Date.now()
+    await recordIntent(sb, 'nested')
+    const deferred = await agent.waitFor(
+      'a deferred while b moves',
+      async () => {
+        const r = await agent.status()
+        return r.rows['b.example.com']?.layout === 'nested' && r.rows['a.example.com']?.reason.startsWith('awake')
+          ? r
+          : undefined
+      },
+      15_000,
+    )
+    assert.deepEqual(deferred.rows['a.example.com'], { layout: 'flat', reason: 'awake: 1m of grace left', note: '' })
+    const grace = JSON.parse(await fs.readFile(path.join(sb.dataDir, 'layout', 'grace.json'), 'utf8')) as {
+      hosts: Record<string, { mode: string }>
+    }
+    assert.equal(grace.hosts['a.example.com']?.mode, 'nested', 'the grace is on disk, so a restart does not reset it')
+    assert.ok(act.running.has('a.example.com'), 'still running through its grace')
 
-  const stop = await stopped
-  assert.ok(stop.at - t0 >= 1000, `stopped ${stop.at - t0} ms after the intent, within the 1s grace`)
-  await agent.waitConverged(['a.example.com', 'b.example.com'], 'nested', 15_000)
-  assert.equal(act.running.has('a.example.com'), false, 'stopped for its move')
+    const stop = await stopped
+    assert.ok(stop.at - t0 >= 1000, `stopped ${stop.at - t0} ms after the intent, within the 1s grace`)
+    await agent.waitConverged(['a.example.com', 'b.example.com'], 'nested', 15_000)
+    assert.equal(act.running.has('a.example.com'), false, 'stopped for its move')
 
-  const again = await act.wake('a.example.com')
-  assert.equal(again.status, 200)
-  assert.equal(again.status, 200, JSON.stringify(again))
-  assert.equal(again.grant.layout, 'nested')
-  assert.equal(again.grant.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
-  assert.equal(again.grant.socket, path.join(sb.dataDir, 'nested', 'a.example.com', 'run', 'app.sock'))
-  assert.equal(await grantProblem(sb, 'a.example.com', again.grant), undefined)
-  assert.match(await fs.readFile(path.join(again.grant.dir, 'instance.env'), 'utf8'), /^CARLOS_INSTANCE_KEY=[0-9a-f]{64}\n$/, 'its key moved with it')
-  assert.deepEqual(act.errors, [])
-})
+    const again = await act.wake('a.example.com')
+    assert.equal(again.status, 200)
+    assert.equal(again.status, 200, JSON.stringify(again))
+    assert.equal(again.grant.layout, 'nested')
+    assert.equal(again.grant.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
+    assert.equal(again.grant.socket, path.join(sb.dataDir, 'nested', 'a.example.com', 'run', 'app.sock'))
+    assert.equal(await grantProblem(sb, 'a.example.com', again.grant), undefined)
+    assert.match(
+      await fs.readFile(path.join(again.grant.dir, 'instance.env'), 'utf8'),
+      /^CARLOS_INSTANCE_KEY=[0-9a-f]{64}\n$/,
+      'its key moved with it',
+    )
+    assert.deepEqual(act.errors, [])
+  },
+)
 
 void test('a forced revert stops an awake tenant at once, with no grace', LIMIT, async (t) => {
   const { sb, start } = await sandbox(t)
@@ -203,34 +218,43 @@ void test('claims hammering a migrate and a revert never get a grant for a tenan
   assert.equal(await agent.metric('carlos_layout_wake_claims_total{result="error"}'), 0)
   assert.equal(await agent.metric('carlos_layout_wake_claims_total{result="granted"}'), grants)
   // Every refusal was for a reason of the contract.
-  for (const kind of refusals.keys()) assert.ok(['fenced'].includes(kind), `refused as ${kind}: ${JSON.stringify([...refusals])}`)
+  for (const kind of refusals.keys())
+    assert.ok(['fenced'].includes(kind), `refused as ${kind}: ${JSON.stringify([...refusals])}`)
   for (const h of hosts) assert.equal(await fs.readFile(path.join(sb.dataDir, 'apps', h, 'host.txt'), 'utf8'), h)
 })
 
-void test('the activator sends its awake set at its start: claims it no longer holds end, and it is told what to stop', LIMIT, async (t) => {
-  const { sb, start } = await sandbox(t)
-  await addTenants(sb, ['a.example.com', 'b.example.com'])
-  const { agent, act } = await start(QUICK)
-  assert.equal((await act.wake('a.example.com')).status, 200)
-  assert.equal((await act.wake('b.example.com')).status, 200)
+void test(
+  'the activator sends its awake set at its start: claims it no longer holds end, and it is told what to stop',
+  LIMIT,
+  async (t) => {
+    const { sb, start } = await sandbox(t)
+    await addTenants(sb, ['a.example.com', 'b.example.com'])
+    const { agent, act } = await start(QUICK)
+    assert.equal((await act.wake('a.example.com')).status, 200)
+    assert.equal((await act.wake('b.example.com')).status, 200)
 
-  // The activator restarts: b did not survive it, and it picked up an
-  // instance layoutd knows nothing of.
-  act.running.delete('b.example.com')
-  act.running.set('z.example.com', { host: 'z.example.com', layout: 'flat', dir: '', socket: '', db: '' })
-  const set = await act.announce()
-  assert.deepEqual(set.awake, ['a.example.com', 'z.example.com'])
-  assert.deepEqual(set.stop, [{ host: 'z.example.com', reason: 'unknown host: z.example.com is not in the registry' }])
+    // The activator restarts: b did not survive it, and it picked up an
+    // instance layoutd knows nothing of.
+    act.running.delete('b.example.com')
+    act.running.set('z.example.com', { host: 'z.example.com', layout: 'flat', dir: '', socket: '', db: '' })
+    const set = await act.announce()
+    assert.deepEqual(set.awake, ['a.example.com', 'z.example.com'])
+    assert.deepEqual(set.stop, [
+      { host: 'z.example.com', reason: 'unknown host: z.example.com is not in the registry' },
+    ])
 
-  // b's claim ended: a migrate moves it straight away, and defers a.
-  await recordIntent(sb, 'nested')
-  const r = await agent.waitFor(
-    'b moved, a deferred',
-    async () => {
-      const s = await agent.status()
-      return s.rows['b.example.com']?.layout === 'nested' && s.rows['a.example.com']?.reason.startsWith('awake') ? s : undefined
-    },
-    15_000,
-  )
-  assert.equal(r.rows['a.example.com']?.layout, 'flat')
-})
+    // b's claim ended: a migrate moves it straight away, and defers a.
+    await recordIntent(sb, 'nested')
+    const r = await agent.waitFor(
+      'b moved, a deferred',
+      async () => {
+        const s = await agent.status()
+        return s.rows['b.example.com']?.layout === 'nested' && s.rows['a.example.com']?.reason.startsWith('awake')
+          ? s
+          : undefined
+      },
+      15_000,
+    )
+    assert.equal(r.rows['a.example.com']?.layout, 'flat')
+  },
+)

@@ -42,7 +42,8 @@ async function later(): Promise<false> {
 /** The rows the page shows, as host → word. */
 async function rowsShown(page: Page): Promise<Record<string, string>> {
   const shown: Record<string, string> = {}
-  for (const tr of await page.locator('tbody tr[data-host]').all()) shown[(await tr.getAttribute('data-host')) ?? ''] = (await tr.getAttribute('data-word')) ?? ''
+  for (const tr of await page.locator('tbody tr[data-host]').all())
+    shown[(await tr.getAttribute('data-host')) ?? ''] = (await tr.getAttribute('data-word')) ?? ''
   return shown
 }
 
@@ -59,16 +60,31 @@ void test('the console in Chromium: rows turn nested while the page is open, the
   await agent.waitReady()
 
   for (const h of TENANTS) assert.match(await cli(sb, 'routes', 'add', h, '--hibernate'), /minted flat/)
-  await cli(sb, 'routes', 'add', EXTERNAL, '--socket', path.join(root, 'legacy.sock'), '--dir', path.join(root, 'legacy'))
+  await cli(
+    sb,
+    'routes',
+    'add',
+    EXTERNAL,
+    '--socket',
+    path.join(root, 'legacy.sock'),
+    '--dir',
+    path.join(root, 'legacy'),
+  )
   // As sqlite3(1) would write them: the agent sees another connection's commit.
   const db = new Database(path.join(sb.dataDir, 'registry.db'))
   const at = new Date().toISOString()
   HOSTILE.forEach((host, i) => {
     const [socket, dir] = [path.join(root, `odd-${i}.sock`), path.join(root, `odd-${i}`)]
-    db.prepare('INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(host, 'instance', socket, dir, '', 1, at, at)
+    db.prepare(
+      'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(host, 'instance', socket, dir, '', 1, at, at)
   })
   db.close()
-  await agent.waitFor('the rows in the report', async () => (Object.keys((await agent.status()).rows).length === 8 ? true : undefined), 20_000)
+  await agent.waitFor(
+    'the rows in the report',
+    async () => (Object.keys((await agent.status()).rows).length === 8 ? true : undefined),
+    20_000,
+  )
 
   const context = await browser.newContext({ viewport: { width: 1280, height: 960 } })
   const page = await context.newPage()
@@ -96,7 +112,9 @@ void test('the console in Chromium: rows turn nested while the page is open, the
     ;(globalThis as Record<string, unknown>).stillHere = true
   })
   // Nothing changed yet: the script's conditional request is answered 304.
-  await page.waitForResponse((res) => new URL(res.url()).pathname === '/layout/status' && res.status() === 304, { timeout: 15_000 })
+  await page.waitForResponse((res) => new URL(res.url()).pathname === '/layout/status' && res.status() === 304, {
+    timeout: 15_000,
+  })
 
   assert.match(await cli(sb, 'intent', 'migrate', '--box', 'kass-1'), /nested for box kass-1/)
   await until(
@@ -107,9 +125,20 @@ void test('the console in Chromium: rows turn nested while the page is open, the
     },
     30_000,
   )
-  assert.equal(await page.evaluate(() => (globalThis as Record<string, unknown>).stillHere), true, 'redrawn in place, not reloaded')
-  assert.ok(statusAnswers.includes(304) && statusAnswers.includes(200), `answers to the page's conditional requests: ${statusAnswers.join(' ')}`)
-  await until('the leg idle on the page', async () => ((await page.textContent('.leg')) ?? '').includes('idle') || (await later()), 30_000)
+  assert.equal(
+    await page.evaluate(() => (globalThis as Record<string, unknown>).stillHere),
+    true,
+    'redrawn in place, not reloaded',
+  )
+  assert.ok(
+    statusAnswers.includes(304) && statusAnswers.includes(200),
+    `answers to the page's conditional requests: ${statusAnswers.join(' ')}`,
+  )
+  await until(
+    'the leg idle on the page',
+    async () => ((await page.textContent('.leg')) ?? '').includes('idle') || (await later()),
+    30_000,
+  )
   assert.match((await page.textContent('.intent')) ?? '', /nested\s+recorded for this box or its fleet/)
   assert.match((await page.textContent('.legend')) ?? '', /all 8.*foreign 2.*nested 5.*external 1/s)
   assert.equal(await page.locator('script').count(), 1, 'a redraw brings no script in')

@@ -21,8 +21,16 @@ const HOSTS = ['a.example.com', 'b.example.com']
  * Runs the CLI with the box's environment plus env to its end; asserts exit 0 unless told.
  * (runCli of agent-process.ts takes no environment of its own, and these commands need etcd's.)
  */
-async function cli(sb: Sandbox, env: Record<string, string>, args: string[], want = 0): Promise<{ stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN_JS, ...args], { env: sandboxEnv(sb, env), stdio: ['ignore', 'pipe', 'pipe'] })
+async function cli(
+  sb: Sandbox,
+  env: Record<string, string>,
+  args: string[],
+  want = 0,
+): Promise<{ stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [MAIN_JS, ...args], {
+    env: sandboxEnv(sb, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))
@@ -47,7 +55,11 @@ async function nestedBox(t: TestContext, poll: string) {
   t.after(() => agent.stop())
   await agent.waitReady()
   // /ready comes before the agent's first read and its watch: wait for the watch, so the migrate below goes through it.
-  await agent.waitFor('the watch', () => Promise.resolve(agent.tail().includes('etcd deploy store: watching') ? true : undefined), 10_000)
+  await agent.waitFor(
+    'the watch',
+    () => Promise.resolve(agent.tail().includes('etcd deploy store: watching') ? true : undefined),
+    10_000,
+  )
   const t0 = performance.now()
   assert.match((await cli(sb, env, ['intent', 'migrate', '--fleet'])).stdout, /nested for the whole fleet/)
   const r = await agent.waitConverged(HOSTS, 'nested', 20_000)
@@ -56,15 +68,29 @@ async function nestedBox(t: TestContext, poll: string) {
 }
 
 const tenantFile = (sb: Sandbox, layout: 'nested' | 'flat') =>
-  layout === 'nested' ? path.join(sb.dataDir, 'nested', 'a.example.com', 'data', 'tenant.db') : path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db')
+  layout === 'nested'
+    ? path.join(sb.dataDir, 'nested', 'a.example.com', 'data', 'tenant.db')
+    : path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db')
 
 /** Waits until status says unreadable, then checks that nothing moved and the box still serves wakes. */
-async function assertUnreadableAndStill(agent: AgentProcess, sb: Sandbox, timeoutMs: number, why: RegExp): Promise<LayoutReport> {
-  const r = await agent.waitFor('status to say unreadable', async () => {
-    const s = await agent.status()
-    return s.mode === 'unreadable' ? s : undefined
-  }, timeoutMs)
-  assert.ok(r.warnings.some((w) => why.test(w) && /nothing moves and nothing is released flat/.test(w)), JSON.stringify(r.warnings))
+async function assertUnreadableAndStill(
+  agent: AgentProcess,
+  sb: Sandbox,
+  timeoutMs: number,
+  why: RegExp,
+): Promise<LayoutReport> {
+  const r = await agent.waitFor(
+    'status to say unreadable',
+    async () => {
+      const s = await agent.status()
+      return s.mode === 'unreadable' ? s : undefined
+    },
+    timeoutMs,
+  )
+  assert.ok(
+    r.warnings.some((w) => why.test(w) && /nothing moves and nothing is released flat/.test(w)),
+    JSON.stringify(r.warnings),
+  )
   for (const h of HOSTS) assert.equal(r.rows[h]?.layout, 'nested', `${h} stays nested while the intent is unreadable`)
   assert.equal(await fs.readFile(tenantFile(sb, 'nested'), 'utf8'), 'rows')
   assert.equal(await agent.ready(), true, '/ready stays 200')
@@ -72,10 +98,14 @@ async function assertUnreadableAndStill(agent: AgentProcess, sb: Sandbox, timeou
 }
 
 async function waitMode(agent: AgentProcess, mode: string, timeoutMs: number): Promise<LayoutReport> {
-  return agent.waitFor(`status to say ${mode}`, async () => {
-    const s = await agent.status()
-    return s.mode === mode ? s : undefined
-  }, timeoutMs)
+  return agent.waitFor(
+    `status to say ${mode}`,
+    async () => {
+      const s = await agent.status()
+      return s.mode === mode ? s : undefined
+    },
+    timeoutMs,
+  )
 }
 
 void test('etcd SIGKILLed: unreadable at once through the broken watch; restarted: the watch comes back and a revert converges', async (t) => {
@@ -120,10 +150,18 @@ void test('a garbage record in etcd: unreadable, the CLI names the key; removed:
   const { etcd, sb, env, agent } = await nestedBox(t, '300ms')
   const key = `${INTENT_PREFIX}20991231T000000.000Z-zzzzzz`
   await etcd.put(key, '{"id": "20991231T000000.000Z-zzzzzz", "mode": "flat"')
-  await assertUnreadableAndStill(agent, sb, 10_000, new RegExp(`intent record etcd ${key.replace(/\./g, '\\.')}: not JSON`))
+  await assertUnreadableAndStill(
+    agent,
+    sb,
+    10_000,
+    new RegExp(`intent record etcd ${key.replace(/\./g, '\\.')}: not JSON`),
+  )
   const st = await cli(sb, env, ['intent', 'status'], 1)
   assert.match(st.stdout, /^mode\s+unreadable$/m)
-  assert.match(st.stderr, new RegExp(`intent unreadable: etcd ${etcd.url}: intent record etcd ${key.replace(/\./g, '\\.')}: not JSON`))
+  assert.match(
+    st.stderr,
+    new RegExp(`intent unreadable: etcd ${etcd.url}: intent record etcd ${key.replace(/\./g, '\\.')}: not JSON`),
+  )
 
   await etcd.del(key)
   const back = await waitMode(agent, 'nested', 10_000)

@@ -62,7 +62,10 @@ async function passwordFile(name: string, password: string): Promise<string> {
 
 /** A store on the TLS etcd with these credentials, closed when the test ends. */
 function storeWith(t: TestContext, files: EtcdCredentialFiles): EtcdDeployStore {
-  const store = new EtcdDeployStore([server().etcd.url], { credentials: EtcdCredentials.load(files), requestTimeoutMs: 3000 })
+  const store = new EtcdDeployStore([server().etcd.url], {
+    credentials: EtcdCredentials.load(files),
+    requestTimeoutMs: 3000,
+  })
   t.after(() => store.close())
   return store
 }
@@ -78,7 +81,13 @@ async function unreadable(t: TestContext, files: EtcdCredentialFiles): Promise<s
 void test('1. a client certificate and our CA: records, lists, watches and keeps a box summary over https', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('layoutd')
-  const store = storeWith(t, { ca: certs.ca, cert, key, user: 'layoutd', passwordFile: await passwordFile('layoutd-1', 'layoutd-password') })
+  const store = storeWith(t, {
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd-1', 'layoutd-password'),
+  })
   const c = changes()
   const ac = new AbortController()
   t.after(() => ac.abort())
@@ -88,47 +97,94 @@ void test('1. a client certificate and our CA: records, lists, watches and keeps
   const landed = c.next('a record', 2000)
   await store.record(rec('20261201T080000.000Z-aaaaaa'), live())
   await landed
-  assert.deepEqual((await store.list(live())).map((r) => r.id), ['20261201T080000.000Z-aaaaaa'])
+  assert.deepEqual(
+    (await store.list(live())).map((r) => r.id),
+    ['20261201T080000.000Z-aaaaaa'],
+  )
   const s = await readIntentStatus(store, 'kass-1')
   assert.equal(s.mode, 'nested')
   await store.publishBox(
-    { box: 'kass-1', version: '0.1.0', intent: s.intent?.id ?? null, mode: 'nested', converged: true, counts: { nested: 1 }, held: 0, leg: { running: false, pending: false, lastRunAt: null }, at: new Date().toISOString() },
+    {
+      box: 'kass-1',
+      version: '0.1.0',
+      intent: s.intent?.id ?? null,
+      mode: 'nested',
+      converged: true,
+      counts: { nested: 1 },
+      held: 0,
+      leg: { running: false, pending: false, lastRunAt: null },
+      at: new Date().toISOString(),
+    },
     live(),
   )
-  assert.deepEqual((await store.listBoxes(live())).map((b) => b.box), ['kass-1'])
+  assert.deepEqual(
+    (await store.listBoxes(live())).map((b) => b.box),
+    ['kass-1'],
+  )
   await server().etcd.del(`${INTENT_PREFIX}20261201T080000.000Z-aaaaaa`)
 })
 
 void test('2. a CA that did not sign the server: unreadable, naming CARLOS_ETCD_CA', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('layoutd')
-  const why = await unreadable(t, { ca: certs.otherCa, cert, key, user: 'layoutd', passwordFile: await passwordFile('layoutd-2', 'layoutd-password') })
-  assert.match(why, /its certificate is not signed by a CA in CARLOS_ETCD_CA \((SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY)\)/)
+  const why = await unreadable(t, {
+    ca: certs.otherCa,
+    cert,
+    key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd-2', 'layoutd-password'),
+  })
+  assert.match(
+    why,
+    /its certificate is not signed by a CA in CARLOS_ETCD_CA \((SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY)\)/,
+  )
 })
 
 void test('3. an expired client certificate: unreadable, naming the certificate', async (t) => {
   const { certs } = server()
-  const why = await unreadable(t, { ca: certs.ca, cert: certs.expired.cert, key: certs.expired.key, user: 'layoutd', passwordFile: await passwordFile('layoutd-3', 'layoutd-password') })
+  const why = await unreadable(t, {
+    ca: certs.ca,
+    cert: certs.expired.cert,
+    key: certs.expired.key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd-3', 'layoutd-password'),
+  })
   assert.match(why, /it refused our client certificate: CARLOS_ETCD_CERT expired on Jan {1,2}2 00:00:00 2020 GMT/)
 })
 
 void test('4. no client certificate where etcd asks for one: unreadable, naming the certificate', async (t) => {
   const { certs } = server()
-  const why = await unreadable(t, { ca: certs.ca, user: 'layoutd', passwordFile: await passwordFile('layoutd-4', 'layoutd-password') })
+  const why = await unreadable(t, {
+    ca: certs.ca,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd-4', 'layoutd-password'),
+  })
   assert.match(why, /it asks for a client certificate and none is shown: set CARLOS_ETCD_CERT and CARLOS_ETCD_KEY/)
 })
 
 void test('4b. a client certificate with a Common Name: unreadable, saying the gateway refuses a CN', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.clientWithCn('layoutd')
-  const why = await unreadable(t, { ca: certs.ca, cert, key, user: 'layoutd', passwordFile: await passwordFile('layoutd-4b', 'layoutd-password') })
+  const why = await unreadable(t, {
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd-4b', 'layoutd-password'),
+  })
   assert.match(why, /refuses a client certificate with a Common Name through its JSON gateway.*without a CN/)
 })
 
 void test('5. user and password: the token reads; a read-only role may not record, and says so', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('reader')
-  const store = storeWith(t, { ca: certs.ca, cert, key, user: 'reader', passwordFile: await passwordFile('reader', 'reader-password') })
+  const store = storeWith(t, {
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'reader',
+    passwordFile: await passwordFile('reader', 'reader-password'),
+  })
   const s = await readIntentStatus(store, 'kass-1')
   assert.equal(s.mode, 'none', s.error)
   const config = loadConfig({ CARLOS_BOX: 'kass-1', CARLOS_DATA_DIR: dir })
@@ -143,21 +199,42 @@ void test('5. user and password: the token reads; a read-only role may not recor
 void test('6. a wrong password: unreadable, naming CARLOS_ETCD_PASSWORD_FILE', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('layoutd')
-  const why = await unreadable(t, { ca: certs.ca, cert, key, user: 'layoutd', passwordFile: await passwordFile('wrong', 'not-the-password') })
-  assert.match(why, /it refused CARLOS_ETCD_USER's password \(CARLOS_ETCD_PASSWORD_FILE\): .*authentication failed, invalid user ID or password/)
+  const why = await unreadable(t, {
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('wrong', 'not-the-password'),
+  })
+  assert.match(
+    why,
+    /it refused CARLOS_ETCD_USER's password \(CARLOS_ETCD_PASSWORD_FILE\): .*authentication failed, invalid user ID or password/,
+  )
 })
 
 void test('7. a role without read on /carlos/layout/: unreadable, permission denied', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('outsider')
-  const why = await unreadable(t, { ca: certs.ca, cert, key, user: 'outsider', passwordFile: await passwordFile('outsider', 'outsider-password') })
+  const why = await unreadable(t, {
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'outsider',
+    passwordFile: await passwordFile('outsider', 'outsider-password'),
+  })
   assert.match(why, /the user's role may not do this under the key prefix: .*permission denied/)
 })
 
 void test('8. a token etcd no longer knows is traded again, once, and the read goes through', async (t) => {
   const { certs, etcd } = server()
   const { cert, key } = await certs.client('layoutd')
-  const credentials = EtcdCredentials.load({ ca: certs.ca, cert, key, user: 'layoutd', passwordFile: await passwordFile('layoutd', 'layoutd-password') })
+  const credentials = EtcdCredentials.load({
+    ca: certs.ca,
+    cert,
+    key,
+    user: 'layoutd',
+    passwordFile: await passwordFile('layoutd', 'layoutd-password'),
+  })
   const store = new EtcdDeployStore([etcd.url], { credentials })
   t.after(() => store.close())
   await store.list(live())
@@ -165,9 +242,16 @@ void test('8. a token etcd no longer knows is traded again, once, and the read g
   assert.ok(first !== undefined)
   // The server's simple tokens live a second unused.
   await delay(2500)
-  const dispatcher = new Agent({ connect: { ca: await fs.readFile(certs.ca), cert: await fs.readFile(cert), key: await fs.readFile(key) } })
+  const dispatcher = new Agent({
+    connect: { ca: await fs.readFile(certs.ca), cert: await fs.readFile(cert), key: await fs.readFile(key) },
+  })
   t.after(() => dispatcher.close())
-  const stale = await request(`${etcd.url}/v3/kv/range`, { dispatcher, method: 'POST', headers: { authorization: first }, body: JSON.stringify({ key: Buffer.from(INTENT_PREFIX).toString('base64') }) })
+  const stale = await request(`${etcd.url}/v3/kv/range`, {
+    dispatcher,
+    method: 'POST',
+    headers: { authorization: first },
+    body: JSON.stringify({ key: Buffer.from(INTENT_PREFIX).toString('base64') }),
+  })
   assert.match(await stale.body.text(), /invalid auth token/, 'the first token is gone')
   assert.deepEqual(await store.list(live()), [])
   assert.ok(credentials.current !== undefined && credentials.current !== first, 'a new token')
@@ -176,10 +260,22 @@ void test('8. a token etcd no longer knows is traded again, once, and the read g
 void test('the environment: a certificate with a plain http endpoint, or without its key, or a user without a password file, is refused at start', async (t) => {
   const { certs } = server()
   const { cert, key } = await certs.client('layoutd')
-  assert.throws(() => loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://127.0.0.1:2379', CARLOS_ETCD_CERT: cert, CARLOS_ETCD_KEY: key }), /CARLOS_DEPLOYMENT_ETCD=http:\/\/127\.0\.0\.1:2379: .* is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write https:\/\//)
-  assert.throws(() => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_CERT: cert }), /CARLOS_ETCD_CERT=.*set CARLOS_ETCD_KEY too/)
-  assert.throws(() => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_USER: 'layoutd' }), /CARLOS_ETCD_USER=layoutd: an etcd user and its password file go together; set CARLOS_ETCD_PASSWORD_FILE too/)
-  const missing = loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_CA: path.join(dir, 'no-such-ca.pem') })
+  assert.throws(
+    () => loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://127.0.0.1:2379', CARLOS_ETCD_CERT: cert, CARLOS_ETCD_KEY: key }),
+    /CARLOS_DEPLOYMENT_ETCD=http:\/\/127\.0\.0\.1:2379: .* is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write https:\/\//,
+  )
+  assert.throws(
+    () => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_CERT: cert }),
+    /CARLOS_ETCD_CERT=.*set CARLOS_ETCD_KEY too/,
+  )
+  assert.throws(
+    () => loadConfig({ CARLOS_DEPLOYMENT_ETCD: server().etcd.url, CARLOS_ETCD_USER: 'layoutd' }),
+    /CARLOS_ETCD_USER=layoutd: an etcd user and its password file go together; set CARLOS_ETCD_PASSWORD_FILE too/,
+  )
+  const missing = loadConfig({
+    CARLOS_DEPLOYMENT_ETCD: server().etcd.url,
+    CARLOS_ETCD_CA: path.join(dir, 'no-such-ca.pem'),
+  })
   await assert.rejects(openDeployStore(missing), /CARLOS_ETCD_CA .*no-such-ca\.pem cannot be read: ENOENT/)
   // The whole environment, as the agent reads it, reaches etcd.
   const config = loadConfig({

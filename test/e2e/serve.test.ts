@@ -12,14 +12,26 @@ import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
-import { AgentExited, AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox, type StartOptions } from '../helpers/agent-process.js'
+import {
+  AgentExited,
+  AgentProcess,
+  MAIN_JS,
+  makeSandbox,
+  runCli,
+  sandboxEnv,
+  type Sandbox,
+  type StartOptions,
+} from '../helpers/agent-process.js'
 
 /**
  * A sandbox whose directory is removed only after every agent started in it
  * has stopped: t.after hooks run in the order they were added, so one hook
  * does both, in that order.
  */
-async function sandbox(t: TestContext, box?: string): Promise<{ sb: Sandbox; start: (opts?: StartOptions) => Promise<AgentProcess> }> {
+async function sandbox(
+  t: TestContext,
+  box?: string,
+): Promise<{ sb: Sandbox; start: (opts?: StartOptions) => Promise<AgentProcess> }> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-e2e-'))
   const agents: AgentProcess[] = []
   t.after(async () => {
@@ -56,7 +68,8 @@ void test('routes add, intent migrate --box, status: the rows and the mode chang
   assert.equal(live.statusCode, 200)
   await live.body.dump()
 
-  for (const h of ['a.example.com', 'b.example.com']) assert.match(await cli(sb, 'routes', 'add', h, '--hibernate'), /minted flat/)
+  for (const h of ['a.example.com', 'b.example.com'])
+    assert.match(await cli(sb, 'routes', 'add', h, '--hibernate'), /minted flat/)
   await fs.writeFile(path.join(sb.dataDir, 'apps', 'a.example.com', 'tenant.db'), 'rows')
   const before = await statusJson(sb, agent)
   assert.equal(before.rows['a.example.com']?.layout, 'flat')
@@ -82,7 +95,10 @@ void test('routes add, intent migrate --box, status: the rows and the mode chang
 
   // routes list agrees with where the files are.
   const rows = JSON.parse(await cli(sb, 'routes', 'list', '--json')) as Array<{ host: string; dir: string }>
-  assert.equal(rows.find((r) => r.host === 'a.example.com')?.dir, path.join(sb.dataDir, 'nested', 'a.example.com', 'data'))
+  assert.equal(
+    rows.find((r) => r.host === 'a.example.com')?.dir,
+    path.join(sb.dataDir, 'nested', 'a.example.com', 'data'),
+  )
 
   // And back, fleet-wide.
   await cli(sb, 'intent', 'revert', '--fleet')
@@ -108,7 +124,11 @@ void test('routes add mints in the shape the running agent answers, gate and all
   const agent = await start()
   await agent.waitReady()
   // No intent recorded, the default nested, the gate open once the probe is read.
-  await agent.waitFor('the gate to open', async () => ((await agent.status()).defaultBlocked === '' ? true : undefined), 20_000)
+  await agent.waitFor(
+    'the gate to open',
+    async () => ((await agent.status()).defaultBlocked === '' ? true : undefined),
+    20_000,
+  )
   const listen = new URL(agent.url).host
   const child = spawn(process.execPath, [MAIN_JS, 'routes', 'add', 'n.example.com', '--hibernate'], {
     env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: listen }),
@@ -138,7 +158,12 @@ void test('an agent started with a small thread pool says its fsyncs will run th
   const { start } = await sandbox(t)
   const small = await start({ env: { UV_THREADPOOL_SIZE: '4' } })
   await small.waitReady(20_000)
-  assert.match(small.tail(), new RegExp(`thread pool has 4 threads, so a converge runs its fsyncs 4 at a time.*UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`))
+  assert.match(
+    small.tail(),
+    new RegExp(
+      `thread pool has 4 threads, so a converge runs its fsyncs 4 at a time.*UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`,
+    ),
+  )
   await small.stop()
   const wide = await start()
   await wide.waitReady(20_000)
@@ -167,7 +192,12 @@ void test('one agent per data root: a second refuses naming the holder; kill -9 
   )
   assert.ok(refused instanceof AgentExited, String(refused))
   assert.equal(refused.exit.code, 1)
-  assert.match(refused.message, new RegExp(`layoutd: .*${sb.dataDir}.* is in use by another layoutd serve \\(pid ${first.pid}, listening on ${firstAddress.replace(/\./g, '\\.')}\\)`))
+  assert.match(
+    refused.message,
+    new RegExp(
+      `layoutd: .*${sb.dataDir}.* is in use by another layoutd serve \\(pid ${first.pid}, listening on ${firstAddress.replace(/\./g, '\\.')}\\)`,
+    ),
+  )
   assert.doesNotMatch(refused.message, /Server listening at/, 'the second agent never listened')
   assert.ok(await first.ready(), 'the first agent goes on')
 
@@ -193,14 +223,22 @@ void test('a port in use: the refusal names the address and the process that hol
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
   t.after(() => new Promise<void>((resolve) => holder.close(() => resolve())))
   const port = (holder.address() as AddressInfo).port
-  const child = spawn(process.execPath, [MAIN_JS, 'serve'], { env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+    env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
   child.stdout.resume()
   const [code] = (await once(child, 'close')) as [number | null]
   assert.equal(code, 1, stderr)
   const line = stderr.split('\n').find((l) => l.startsWith('layoutd: ')) ?? ''
-  assert.match(line, new RegExp(`^layoutd: cannot listen on 127\\.0\\.0\\.1:${port}: it is already in use by pid ${process.pid}: \\S*node\\b.*; stop that process, or set CARLOS_AGENT_LISTEN to a free address$`))
+  assert.match(
+    line,
+    new RegExp(
+      `^layoutd: cannot listen on 127\\.0\\.0\\.1:${port}: it is already in use by pid ${process.pid}: \\S*node\\b.*; stop that process, or set CARLOS_AGENT_LISTEN to a free address$`,
+    ),
+  )
   assert.doesNotMatch(stderr, /^\s+at /m, 'no stack')
   // The data root's lock went with the failed start: an agent on a free port starts.
   await (await start()).waitReady()

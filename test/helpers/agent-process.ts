@@ -41,7 +41,13 @@ export interface Sandbox {
 
 /** Makes a sandbox under root: an empty data dir, and a probe that says the isolation is ready. */
 export async function makeSandbox(root: string, box = 'crash-box'): Promise<Sandbox> {
-  const sb = { root, dataDir: path.join(root, 'data'), deployDir: path.join(root, 'deploy'), probeFile: path.join(root, 'probe.out'), box }
+  const sb = {
+    root,
+    dataDir: path.join(root, 'data'),
+    deployDir: path.join(root, 'deploy'),
+    probeFile: path.join(root, 'probe.out'),
+    box,
+  }
   await fs.mkdir(sb.dataDir, { recursive: true })
   await fs.mkdir(sb.deployDir, { recursive: true })
   await fs.writeFile(sb.probeFile, 'ready: true\n')
@@ -92,7 +98,10 @@ export interface Exit {
 }
 
 /** Runs a CLI command of the sandbox (`intent migrate`, `routes add ...`) to its end. */
-export async function runCli(sb: Sandbox, args: readonly string[]): Promise<{ exit: Exit; stdout: string; stderr: string }> {
+export async function runCli(
+  sb: Sandbox,
+  args: readonly string[],
+): Promise<{ exit: Exit; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [MAIN_JS, ...args], { env: sandboxEnv(sb), stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
@@ -170,8 +179,15 @@ export class AgentProcess {
   private constructor(sb: Sandbox, port: number, opts: StartOptions) {
     this.url = `http://127.0.0.1:${port}`
     this.startedAt = performance.now()
-    const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`, CARLOS_FAILPOINT: opts.failpoint ?? '', ...opts.env })
-    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const env = sandboxEnv(sb, {
+      CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`,
+      CARLOS_FAILPOINT: opts.failpoint ?? '',
+      ...opts.env,
+    })
+    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.#exit = { code, signal }
@@ -295,7 +311,8 @@ export class AgentProcess {
   async converge(timeoutS = 60): Promise<unknown> {
     const res = await this.#client.request({ method: 'POST', path: `/layout/converge?wait=1&timeout=${timeoutS}` })
     const body: unknown = await res.body.json()
-    if (res.statusCode !== 200) throw new Error(`POST /layout/converge answered ${res.statusCode}: ${JSON.stringify(body)}`)
+    if (res.statusCode !== 200)
+      throw new Error(`POST /layout/converge answered ${res.statusCode}: ${JSON.stringify(body)}`)
     return body
   }
 
@@ -315,7 +332,10 @@ export class AgentProcess {
       } catch (err) {
         lastErr = ` (last error: ${errorMessage(err)})`
       }
-      if (performance.now() > deadline) throw new AgentTimeout(`${what}: not within ${timeoutMs} ms${lastErr}; the agent's last output:\n${this.tail()}`)
+      if (performance.now() > deadline)
+        throw new AgentTimeout(
+          `${what}: not within ${timeoutMs} ms${lastErr}; the agent's last output:\n${this.tail()}`,
+        )
       const r = await this.#until(delay(POLL_MS), POLL_MS * 10, what)
       if (r !== 'done') throw new AgentExited(r, this.tail())
     }
@@ -334,7 +354,10 @@ export class AgentProcess {
   async waitNestedAllowed(timeoutMs = 30_000): Promise<void> {
     await this.waitFor(
       'the isolation gate open',
-      async () => ((await this.#get<{ nested?: { allowed?: boolean } }>('/ready')).body.nested?.allowed === true ? true : undefined),
+      async () =>
+        (await this.#get<{ nested?: { allowed?: boolean } }>('/ready')).body.nested?.allowed === true
+          ? true
+          : undefined,
       timeoutMs,
     )
   }
@@ -345,7 +368,12 @@ export class AgentProcess {
    * report. Polled at most every `everyMs`, so a large report does not keep
    * the agent busy answering instead of moving.
    */
-  async waitConverged(hosts: readonly string[], word: string, timeoutMs: number, everyMs = POLL_MS): Promise<LayoutReport> {
+  async waitConverged(
+    hosts: readonly string[],
+    word: string,
+    timeoutMs: number,
+    everyMs = POLL_MS,
+  ): Promise<LayoutReport> {
     return this.waitFor(
       `every host ${word}`,
       async () => {

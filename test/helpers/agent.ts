@@ -86,7 +86,16 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
   const store = opts.wrapStore ? opts.wrapStore(dirStore) : dirStore
   const metrics = new Metrics()
   const logger = createLogger('silent')
-  const agent = composeAgent({ config, logger: opts.logger ?? logger, clock: opts.clock, metrics, registry, store, stopTimeoutMs: opts.stopTimeoutMs, intentTimeoutMs: opts.intentTimeoutMs })
+  const agent = composeAgent({
+    config,
+    logger: opts.logger ?? logger,
+    clock: opts.clock,
+    metrics,
+    registry,
+    store,
+    stopTimeoutMs: opts.stopTimeoutMs,
+    intentTimeoutMs: opts.intentTimeoutMs,
+  })
   const app = await buildApp({ api: agent, metrics, logger, token: '' })
   let closed: Promise<void> | undefined
   // In order: the agent writes under dir until it has stopped.
@@ -133,7 +142,11 @@ export async function addNested(b: Pick<AgentBox, 'config' | 'registry'>, host: 
 }
 
 /** Records an intent in the box's deploy store, with a fresh id unless one is given. */
-export async function recordIntent(b: AgentBox, mode: 'flat' | 'nested', extra: Partial<IntentRecord> = {}): Promise<void> {
+export async function recordIntent(
+  b: AgentBox,
+  mode: 'flat' | 'nested',
+  extra: Partial<IntentRecord> = {},
+): Promise<void> {
   const id = `${new Date().toISOString().replace(/[-:]/g, '')}-${Math.random().toString(16).slice(2, 8)}`
   const record: IntentRecord = { id, mode, force: false, recordedAt: new Date().toISOString(), by: 'test', ...extra }
   await b.store.record(record, AbortSignal.timeout(5000))

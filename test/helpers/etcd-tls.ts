@@ -35,12 +35,43 @@ function openssl(dir: string, ...args: string[]): void {
 }
 
 function keyAndCsr(dir: string, name: string, subject: string): void {
-  openssl(dir, 'req', '-new', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject)
+  openssl(
+    dir,
+    'req',
+    '-new',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.csr`,
+    '-subj',
+    subject,
+  )
 }
 
 async function sign(dir: string, name: string, ext: string): Promise<Pair> {
   await fs.writeFile(path.join(dir, `${name}.ext`), ext)
-  openssl(dir, 'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-sha256', '-extfile', `${name}.ext`, '-out', `${name}.pem`)
+  openssl(
+    dir,
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-sha256',
+    '-extfile',
+    `${name}.ext`,
+    '-out',
+    `${name}.pem`,
+  )
   return { cert: path.join(dir, `${name}.pem`), key: path.join(dir, `${name}.key`) }
 }
 
@@ -48,8 +79,38 @@ const CLIENT_EXT = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEnci
 
 export async function makeEtcdCerts(dir: string): Promise<EtcdCerts> {
   await fs.mkdir(dir, { recursive: true })
-  openssl(dir, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=layoutd test CA')
-  openssl(dir, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '2', '-subj', '/CN=another CA')
+  openssl(
+    dir,
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=layoutd test CA',
+  )
+  openssl(
+    dir,
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'other-ca.key',
+    '-out',
+    'other-ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=another CA',
+  )
   keyAndCsr(dir, 'server', '/CN=127.0.0.1')
   const server = await sign(
     dir,
@@ -62,16 +123,42 @@ export async function makeEtcdCerts(dir: string): Promise<EtcdCerts> {
   await fs.writeFile(
     path.join(dir, 'ca.cnf'),
     [
-      '[ca]', 'default_ca = test',
-      '[test]', 'database = index.txt', 'serial = serial', 'new_certs_dir = .', 'certificate = ca.pem', 'private_key = ca.key',
-      'default_md = sha256', 'policy = any', 'unique_subject = no', 'x509_extensions = client',
-      '[any]', 'organizationName = supplied',
-      '[client]', ...CLIENT_EXT.trim().split('\n'),
+      '[ca]',
+      'default_ca = test',
+      '[test]',
+      'database = index.txt',
+      'serial = serial',
+      'new_certs_dir = .',
+      'certificate = ca.pem',
+      'private_key = ca.key',
+      'default_md = sha256',
+      'policy = any',
+      'unique_subject = no',
+      'x509_extensions = client',
+      '[any]',
+      'organizationName = supplied',
+      '[client]',
+      ...CLIENT_EXT.trim().split('\n'),
       '',
     ].join('\n'),
   )
   keyAndCsr(dir, 'expired', '/O=layoutd')
-  openssl(dir, 'ca', '-batch', '-config', 'ca.cnf', '-in', 'expired.csr', '-out', 'expired.pem', '-startdate', '20200101000000Z', '-enddate', '20200102000000Z', '-notext')
+  openssl(
+    dir,
+    'ca',
+    '-batch',
+    '-config',
+    'ca.cnf',
+    '-in',
+    'expired.csr',
+    '-out',
+    'expired.pem',
+    '-startdate',
+    '20200101000000Z',
+    '-enddate',
+    '20200102000000Z',
+    '-notext',
+  )
   const made = new Map<string, Pair>()
   const client = async (file: string, subject: string): Promise<Pair> => {
     const have = made.get(file)

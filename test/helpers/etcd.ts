@@ -38,7 +38,7 @@ export function etcdBinary(): string {
   if (r.error !== undefined || r.status !== 0) {
     throw new Error(
       `no etcd to test against (${bin}: ${r.error?.message ?? `exit ${String(r.status)}: ${r.stderr}`}); ` +
-        'install Debian\'s etcd-server (apt-get install -y etcd-server, as root; scripts/test.sh does it) or set ETCD_BIN',
+        "install Debian's etcd-server (apt-get install -y etcd-server, as root; scripts/test.sh does it) or set ETCD_BIN",
     )
   }
   return bin
@@ -123,7 +123,10 @@ export class EtcdServer {
     const bin = etcdBinary()
     for (let attempt = 1; ; attempt++) {
       const members: EtcdServer[] = []
-      for (let i = 0; i < n; i++) members.push(new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort(), security))
+      for (let i = 0; i < n; i++)
+        members.push(
+          new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort(), security),
+        )
       const initial = members.map((m) => `${m.name}=${m.peerUrl}`).join(',')
       for (const m of members) m.#initialCluster = initial
       await fs.mkdir(path.join(dir, `try-${attempt}`), { recursive: true })
@@ -168,17 +171,27 @@ export class EtcdServer {
     const child = spawn(
       this.bin,
       [
-        '--name', this.name,
-        '--data-dir', this.dataDir,
-        '--listen-client-urls', this.url,
-        '--advertise-client-urls', this.url,
-        '--listen-peer-urls', this.peerUrl,
-        '--initial-advertise-peer-urls', this.peerUrl,
-        '--initial-cluster', this.#initialCluster,
-        '--logger', 'zap',
+        '--name',
+        this.name,
+        '--data-dir',
+        this.dataDir,
+        '--listen-client-urls',
+        this.url,
+        '--advertise-client-urls',
+        this.url,
+        '--listen-peer-urls',
+        this.peerUrl,
+        '--initial-advertise-peer-urls',
+        this.peerUrl,
+        '--initial-cluster',
+        this.#initialCluster,
+        '--logger',
+        'zap',
         // A member elects after one election timeout: keep it short, so a start or restart is quick.
-        '--heartbeat-interval', '10',
-        '--election-timeout', '100',
+        '--heartbeat-interval',
+        '10',
+        '--election-timeout',
+        '100',
         ...this.#securityArgs(),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -186,7 +199,9 @@ export class EtcdServer {
     this.#child = child
     let ready: () => void = () => undefined
     const readyLine = new Promise<void>((resolve) => (ready = resolve))
-    const exited = new Promise<string>((resolve) => child.once('exit', (code, sig) => resolve(`exit ${String(code)}, signal ${String(sig)}`)))
+    const exited = new Promise<string>((resolve) =>
+      child.once('exit', (code, sig) => resolve(`exit ${String(code)}, signal ${String(sig)}`)),
+    )
     this.#exited = exited.then(() => undefined)
     let partial = ''
     const onData = (s: string): void => {
@@ -231,9 +246,12 @@ export class EtcdServer {
     const sec = this.security
     if (sec === undefined) return []
     return [
-      '--cert-file', sec.certs.server.cert,
-      '--key-file', sec.certs.server.key,
-      '--trusted-ca-file', sec.certs.ca,
+      '--cert-file',
+      sec.certs.server.cert,
+      '--key-file',
+      sec.certs.server.key,
+      '--trusted-ca-file',
+      sec.certs.ca,
       ...(sec.clientCertAuth === true ? ['--client-cert-auth'] : []),
       ...(sec.args ?? []),
     ]
@@ -252,7 +270,10 @@ export class EtcdServer {
       await this.#post('/v3/auth/role/add', { name: role })
       const grants = [...(u.read ?? []).map((p) => ['READ', p]), ...(u.readwrite ?? []).map((p) => ['READWRITE', p])]
       for (const [permType, prefix] of grants) {
-        await this.#post('/v3/auth/role/grant', { name: role, perm: { permType, key: b64(prefix ?? ''), range_end: endOf(prefix ?? '') } })
+        await this.#post('/v3/auth/role/grant', {
+          name: role,
+          perm: { permType, key: b64(prefix ?? ''), range_end: endOf(prefix ?? '') },
+        })
       }
       await this.#post('/v3/auth/user/add', { name: u.name, password: u.password })
       await this.#post('/v3/auth/user/grant', { user: u.name, role })
@@ -293,7 +314,10 @@ export class EtcdServer {
   /** The process state of /proc/<pid>/stat (R, S, T, ...): the field after the command, which is in parentheses and may hold any byte. */
   async #state(): Promise<string> {
     const stat = await fs.readFile(`/proc/${this.pid}/stat`, 'utf8')
-    const state = stat.slice(stat.lastIndexOf(')') + 1).trim().charAt(0)
+    const state = stat
+      .slice(stat.lastIndexOf(')') + 1)
+      .trim()
+      .charAt(0)
     if (state === '') throw new Error(`/proc/${this.pid}/stat has no state: ${JSON.stringify(stat)}`)
     return state
   }
@@ -302,7 +326,11 @@ export class EtcdServer {
     const headers: Record<string, string> = { 'content-type': 'application/json' }
     if (authenticate && this.#rootPassword !== undefined) {
       // A token per request: the tests may give tokens a second to live.
-      const { token } = (await this.#post('/v3/auth/authenticate', { name: 'root', password: this.#rootPassword }, false)) as { token: string }
+      const { token } = (await this.#post(
+        '/v3/auth/authenticate',
+        { name: 'root', password: this.#rootPassword },
+        false,
+      )) as { token: string }
       headers.authorization = token
     }
     const res = await request(`${this.url}${pathname}`, {
@@ -333,6 +361,11 @@ export class EtcdServer {
     const r = (await this.#post('/v3/kv/range', { key: b64(prefix), range_end: end.toString('base64') })) as {
       kvs?: Array<{ key: string; value?: string }>
     }
-    return new Map((r.kvs ?? []).map((kv) => [Buffer.from(kv.key, 'base64').toString(), Buffer.from(kv.value ?? '', 'base64').toString()]))
+    return new Map(
+      (r.kvs ?? []).map((kv) => [
+        Buffer.from(kv.key, 'base64').toString(),
+        Buffer.from(kv.value ?? '', 'base64').toString(),
+      ]),
+    )
   }
 }

@@ -139,7 +139,12 @@ export class FakeAgent implements AgentApi {
   #answer(host: string): WakeAnswer {
     const a = this.wakeAnswers.get(host)
     if (a instanceof Error) throw a
-    return a ?? { granted: false, refusal: { host, layout: 'unknown', reason: `unknown host: ${host} is not in the registry` } }
+    return (
+      a ?? {
+        granted: false,
+        refusal: { host, layout: 'unknown', reason: `unknown host: ${host} is not in the registry` },
+      }
+    )
   }
 
   async claimWake(host: string): Promise<WakeAnswer> {

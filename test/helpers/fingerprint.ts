@@ -53,7 +53,8 @@ function typeOf(st: fs.Stats): string {
 /** A path's bytes, readable where they are printable ASCII and escaped where not. */
 function shown(rel: Buffer): string {
   let out = ''
-  for (const b of rel) out += b >= 0x21 && b <= 0x7e && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`
+  for (const b of rel)
+    out += b >= 0x21 && b <= 0x7e && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`
   return out
 }
 
@@ -114,7 +115,10 @@ export function registryRows(dataDir: string, opts: { withoutMeta?: boolean } = 
     for (const t of tables) {
       const quoted = `"${t.replaceAll('"', '""')}"`
       // Ordered by every column: a table's rows in a stable order whatever its key.
-      const cols = db.prepare(`SELECT * FROM ${quoted} LIMIT 0`).columns().map((c) => `"${c.name.replaceAll('"', '""')}"`)
+      const cols = db
+        .prepare(`SELECT * FROM ${quoted} LIMIT 0`)
+        .columns()
+        .map((c) => `"${c.name.replaceAll('"', '""')}"`)
       const rows = db.prepare<[], Record<string, unknown>>(`SELECT * FROM ${quoted} ORDER BY ${cols.join(', ')}`).all()
       for (const r of rows) lines.push(`${t} ${JSON.stringify(r)}`)
     }
@@ -147,7 +151,11 @@ export function diffFingerprints(before: Fingerprint, after: Fingerprint): Finge
 }
 
 /** Fails, showing the lines that differ, unless the two fingerprints are the same. */
-export function assertUnchanged(before: Fingerprint, after: Fingerprint, what = 'the data root and the registry'): void {
+export function assertUnchanged(
+  before: Fingerprint,
+  after: Fingerprint,
+  what = 'the data root and the registry',
+): void {
   if (before.hash === after.hash) return
   const d = diffFingerprints(before, after)
   assert.fail(`${what} changed:\n+ ${d.added.join('\n+ ')}\n- ${d.removed.join('\n- ')}`)

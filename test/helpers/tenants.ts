@@ -7,7 +7,15 @@ import fs from 'node:fs'
 import path from 'node:path'
 
 /** The odd names every tree carries: spaces, unicode, leading dashes, dots. */
-export const ODD_NAMES = ['a file with spaces.txt', 'ünïcödé-名前.txt', '-leading-dash', '--', '.hidden', 'tab\there', 'new\nline']
+export const ODD_NAMES = [
+  'a file with spaces.txt',
+  'ünïcödé-名前.txt',
+  '-leading-dash',
+  '--',
+  '.hidden',
+  'tab\there',
+  'new\nline',
+]
 
 /** A small deterministic byte source, so a tree is the same for the same seed. */
 function bytes(seed: number, n: number): Buffer {

@@ -3,7 +3,11 @@
 // undefined / false for "not yet".
 import { setTimeout as delay } from 'node:timers/promises'
 
-export async function until<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  ms = 10_000,
+): Promise<T> {
   const deadline = Date.now() + ms
   for (;;) {
     const v = await check()

@@ -82,7 +82,11 @@ export async function settle(b: HostileBox): Promise<LegRun> {
 
 /** POST /layout/converge?wait=1: a run that starts after this call, and its results. */
 export async function converge(b: HostileBox): Promise<LegRun> {
-  const res = await b.app.inject({ method: 'POST', url: '/layout/converge?wait=1&timeout=60', remoteAddress: '127.0.0.1' })
+  const res = await b.app.inject({
+    method: 'POST',
+    url: '/layout/converge?wait=1&timeout=60',
+    remoteAddress: '127.0.0.1',
+  })
   if (res.statusCode !== 200) throw new Error(`converge answered ${res.statusCode}: ${res.body}`)
   return res.json<{ run: LegRun }>().run
 }
@@ -124,7 +128,11 @@ export function intentRecord(mode: string, extra: Partial<IntentRecord> = {}): I
 }
 
 /** Records an intent through the store (the way `layoutd intent` does). */
-export async function recordIntent(b: { store: DeployStore }, mode: 'flat' | 'nested', extra: Partial<IntentRecord> = {}): Promise<IntentRecord> {
+export async function recordIntent(
+  b: { store: DeployStore },
+  mode: 'flat' | 'nested',
+  extra: Partial<IntentRecord> = {},
+): Promise<IntentRecord> {
   const r = intentRecord(mode, extra)
   await b.store.record(r, AbortSignal.timeout(10_000))
   return r

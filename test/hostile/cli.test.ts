@@ -57,7 +57,12 @@ function state(): Fingerprint {
 }
 
 /** Runs `layoutd <argv>` in this process and asserts its exit status, its stderr, and that nothing changed. */
-async function refused(argv: string[], status: 1 | 2, stderr: RegExp, extraEnv: NodeJS.ProcessEnv = {}): Promise<string> {
+async function refused(
+  argv: string[],
+  status: 1 | 2,
+  stderr: RegExp,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<string> {
   const before = state()
   const out = new Sink()
   const err = new Sink()
@@ -72,11 +77,19 @@ async function refused(argv: string[], status: 1 | 2, stderr: RegExp, extraEnv: 
 // ---- routes add ------------------------------------------------------------
 
 void test('routes add with an upper-case host: exit 1, the host named and why', async () => {
-  await refused(['routes', 'add', 'A.example.com', '--hibernate'], 1, /^layoutd routes add: "A\.example\.com" is not a valid hostname: hostname must be lower case\n$/)
+  await refused(
+    ['routes', 'add', 'A.example.com', '--hibernate'],
+    1,
+    /^layoutd routes add: "A\.example\.com" is not a valid hostname: hostname must be lower case\n$/,
+  )
 })
 
 void test('routes add with a traversal host: exit 1, nothing made under the data root', async () => {
-  await refused(['routes', 'add', '../../etc/passwd', '--hibernate'], 1, /"\.\.\/\.\.\/etc\/passwd" is not a valid hostname/)
+  await refused(
+    ['routes', 'add', '../../etc/passwd', '--hibernate'],
+    1,
+    /"\.\.\/\.\.\/etc\/passwd" is not a valid hostname/,
+  )
 })
 
 void test('routes add with an empty host: exit 1', async () => {
@@ -90,19 +103,38 @@ void test('routes add with a host of 254 bytes: exit 1 naming its length', async
 })
 
 void test('routes add of a host already in the registry: exit 1 host_exists, its row kept', async () => {
-  await refused(['routes', 'add', 'a.example.com', '--hibernate', '--dir', '/tmp/elsewhere', '--socket', '/tmp/elsewhere.sock'], 1, /host a\.example\.com is already in the registry/)
+  await refused(
+    ['routes', 'add', 'a.example.com', '--hibernate', '--dir', '/tmp/elsewhere', '--socket', '/tmp/elsewhere.sock'],
+    1,
+    /host a\.example\.com is already in the registry/,
+  )
 })
 
 void test('routes add with a db outside its dir: exit 1 naming both', async () => {
   await refused(
-    ['routes', 'add', 'c.example.com', '--hibernate', '--dir', path.join(root, 'data', 'apps', 'c.example.com'), '--socket', '/tmp/c.sock', '--db', '/etc/shadow'],
+    [
+      'routes',
+      'add',
+      'c.example.com',
+      '--hibernate',
+      '--dir',
+      path.join(root, 'data', 'apps', 'c.example.com'),
+      '--socket',
+      '/tmp/c.sock',
+      '--db',
+      '/etc/shadow',
+    ],
     1,
     /db "\/etc\/shadow" is not inside dir/,
   )
 })
 
 void test('routes add with a kind that is not one: exit 2, the usage', async () => {
-  await refused(['routes', 'add', 'c.example.com', '--kind', 'daemon'], 2, /--kind "daemon" is not one of instance, sidecar, static, service\nusage:/)
+  await refused(
+    ['routes', 'add', 'c.example.com', '--kind', 'daemon'],
+    2,
+    /--kind "daemon" is not one of instance, sidecar, static, service\nusage:/,
+  )
 })
 
 void test('routes add with an unknown option: exit 2', async () => {
@@ -120,7 +152,11 @@ void test('routes add while the intent is unreadable: exit 1, refused to mint, n
   const planted = path.join(intents, 'zzzz.json')
   await fs.writeFile(planted, '{"mode": "nested"')
   try {
-    await refused(['routes', 'add', 'c.example.com', '--hibernate'], 1, /refused to mint paths for c\.example\.com: .*zzzz\.json: not JSON/)
+    await refused(
+      ['routes', 'add', 'c.example.com', '--hibernate'],
+      1,
+      /refused to mint paths for c\.example\.com: .*zzzz\.json: not JSON/,
+    )
   } finally {
     await fs.rm(planted)
   }
@@ -129,17 +165,38 @@ void test('routes add while the intent is unreadable: exit 1, refused to mint, n
 void test('routes add with a --socket over the 107 bytes a unix socket can bind: exit 1 naming the limit', async () => {
   const socket = `/run/${'s'.repeat(110)}.sock`
   // Hosts of their own: a todo case that is not yet refused adds its row.
-  await refused(['routes', 'add', 'd.example.com', '--hibernate', '--dir', path.join(dataDir(), 'apps', 'd.example.com'), '--socket', socket], 1, /107/)
+  await refused(
+    [
+      'routes',
+      'add',
+      'd.example.com',
+      '--hibernate',
+      '--dir',
+      path.join(dataDir(), 'apps', 'd.example.com'),
+      '--socket',
+      socket,
+    ],
+    1,
+    /107/,
+  )
 })
 
 void test('routes add with a --dir another row claims: exit 1 naming that row', async () => {
   const aDir = path.join(dataDir(), 'apps', 'a.example.com')
-  await refused(['routes', 'add', 'e.example.com', '--hibernate', '--dir', aDir, '--socket', '/tmp/e.sock'], 1, /a\.example\.com/)
+  await refused(
+    ['routes', 'add', 'e.example.com', '--hibernate', '--dir', aDir, '--socket', '/tmp/e.sock'],
+    1,
+    /a\.example\.com/,
+  )
 })
 
 void test('routes add with a --socket another row claims: exit 1 naming that row', async () => {
   const aSocket = path.join(dataDir(), 'run', 'a.example.com.sock')
-  await refused(['routes', 'add', 'f.example.com', '--hibernate', '--dir', '/tmp/f-elsewhere', '--socket', aSocket], 1, /a\.example\.com/)
+  await refused(
+    ['routes', 'add', 'f.example.com', '--hibernate', '--dir', '/tmp/f-elsewhere', '--socket', aSocket],
+    1,
+    /a\.example\.com/,
+  )
 })
 
 // ---- routes rm ---------------------------------------------------------------
@@ -198,7 +255,11 @@ void test('intent migrate on a store holding a corrupt record: exit 1, nothing r
 // ---- the agent's commands, and the program -----------------------------------------
 
 void test('status and converge with a --url that is not the agent: exit 1, unreachable', async () => {
-  await refused(['status', '--url', `http://127.0.0.1:${await freePort()}`], 1, /cannot reach layoutd at http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/)
+  await refused(
+    ['status', '--url', `http://127.0.0.1:${await freePort()}`],
+    1,
+    /cannot reach layoutd at http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/,
+  )
   await refused(['converge', '--url', 'file:///etc/passwd'], 1, /file:\/\/\/etc\/passwd/)
 })
 
@@ -208,8 +269,14 @@ void test('an unknown command: exit 2 with the usage', async () => {
 
 void test('the real binary: exit status and stderr as in process', () => {
   const before = state()
-  const r = spawnSync(process.execPath, [MAIN_JS, 'routes', 'add', 'Evil.example.com', '--hibernate'], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [MAIN_JS, 'routes', 'add', 'Evil.example.com', '--hibernate'], {
+    env: { PATH: process.env.PATH, ...env },
+    encoding: 'utf8',
+  })
   assert.equal(r.status, 1, r.stderr)
-  assert.equal(r.stderr, 'layoutd routes add: "Evil.example.com" is not a valid hostname: hostname must be lower case\n')
+  assert.equal(
+    r.stderr,
+    'layoutd routes add: "Evil.example.com" is not a valid hostname: hostname must be lower case\n',
+  )
   assertUnchanged(before, state())
 })

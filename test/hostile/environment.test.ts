@@ -43,14 +43,42 @@ const CASES: Array<[string, NodeJS.ProcessEnv, RegExp]> = [
   ['a poll with no unit', { CARLOS_LAYOUT_POLL: '5' }, /CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h/],
   ['a retry of zero', { CARLOS_LAYOUT_RETRY: '0s' }, /CARLOS_LAYOUT_RETRY=0s: a duration above zero/],
   ['a negative grace', { CARLOS_LAYOUT_AWAKE_GRACE: '-1h' }, /CARLOS_LAYOUT_AWAKE_GRACE=-1h: a duration/],
-  ['a probe interval past any clock', { CARLOS_PROBE_EVERY: '99999999999999999h' }, /CARLOS_PROBE_EVERY=99999999999999999h: a duration above zero/],
-  ['a listen port out of range', { CARLOS_AGENT_LISTEN: '127.0.0.1:99999' }, /CARLOS_AGENT_LISTEN=127\.0\.0\.1:99999: port 99999 is out of range/],
-  ['a listen address with a shell in it', { CARLOS_AGENT_LISTEN: '127.0.0.1:9740; rm -rf /' }, /CARLOS_AGENT_LISTEN="127\.0\.0\.1:9740; rm -rf \/": host:port/],
+  [
+    'a probe interval past any clock',
+    { CARLOS_PROBE_EVERY: '99999999999999999h' },
+    /CARLOS_PROBE_EVERY=99999999999999999h: a duration above zero/,
+  ],
+  [
+    'a listen port out of range',
+    { CARLOS_AGENT_LISTEN: '127.0.0.1:99999' },
+    /CARLOS_AGENT_LISTEN=127\.0\.0\.1:99999: port 99999 is out of range/,
+  ],
+  [
+    'a listen address with a shell in it',
+    { CARLOS_AGENT_LISTEN: '127.0.0.1:9740; rm -rf /' },
+    /CARLOS_AGENT_LISTEN="127\.0\.0\.1:9740; rm -rf \/": host:port/,
+  ],
   ['an activator that is not one', { CARLOS_ACTIVATOR: 'maybe' }, /CARLOS_ACTIVATOR=maybe: one of claims, none/],
-  ['an activator URL that is a file', { CARLOS_ACTIVATOR_URL: 'file:///etc/passwd' }, /CARLOS_ACTIVATOR_URL=file:\/\/\/etc\/passwd: an http\(s\) URL/],
-  ['an edge reload URL that is script', { CARLOS_EDGE_RELOAD_URL: 'javascript:alert(1)' }, /CARLOS_EDGE_RELOAD_URL=javascript:alert\(1\): an http\(s\) URL/],
-  ['an etcd endpoint that is not http', { CARLOS_DEPLOYMENT_ETCD: 'http://127.0.0.1:2379,gopher://x' }, /CARLOS_DEPLOYMENT_ETCD=.*"gopher:\/\/x" is not an http\(s\) URL/],
-  ['none beside a mount', { CARLOS_NESTED_MOUNTS: 'none,/data/nested' }, /CARLOS_NESTED_MOUNTS=none,\/data\/nested: none stands alone/],
+  [
+    'an activator URL that is a file',
+    { CARLOS_ACTIVATOR_URL: 'file:///etc/passwd' },
+    /CARLOS_ACTIVATOR_URL=file:\/\/\/etc\/passwd: an http\(s\) URL/,
+  ],
+  [
+    'an edge reload URL that is script',
+    { CARLOS_EDGE_RELOAD_URL: 'javascript:alert(1)' },
+    /CARLOS_EDGE_RELOAD_URL=javascript:alert\(1\): an http\(s\) URL/,
+  ],
+  [
+    'an etcd endpoint that is not http',
+    { CARLOS_DEPLOYMENT_ETCD: 'http://127.0.0.1:2379,gopher://x' },
+    /CARLOS_DEPLOYMENT_ETCD=.*"gopher:\/\/x" is not an http\(s\) URL/,
+  ],
+  [
+    'none beside a mount',
+    { CARLOS_NESTED_MOUNTS: 'none,/data/nested' },
+    /CARLOS_NESTED_MOUNTS=none,\/data\/nested: none stands alone/,
+  ],
   ['a log level pino does not know', { CARLOS_LOG_LEVEL: 'verbose' }, /CARLOS_LOG_LEVEL=verbose: one of trace/],
 ]
 
@@ -68,7 +96,11 @@ void test('a CARLOS_BOX that is no box label is refused, naming it', async () =>
 void test('CARLOS_DATA_DIR naming a file: exit 1, naming it, the file untouched', async () => {
   const before = fingerprint(dataDir)
   const err = new Sink()
-  const code = await dispatch(['routes', 'list'], { environ: { ...env, CARLOS_DATA_DIR: path.join(dataDir, 'tenant-file') }, stdout: new Sink(), stderr: err })
+  const code = await dispatch(['routes', 'list'], {
+    environ: { ...env, CARLOS_DATA_DIR: path.join(dataDir, 'tenant-file') },
+    stdout: new Sink(),
+    stderr: err,
+  })
   assert.equal(code, 1, err.text)
   assert.match(err.text, /tenant-file/)
   assertUnchanged(before, fingerprint(dataDir))
@@ -77,8 +109,14 @@ void test('CARLOS_DATA_DIR naming a file: exit 1, naming it, the file untouched'
 // ---- serve, for real ------------------------------------------------------------
 
 /** Runs `layoutd serve` until it exits or says it listens (then it is killed); answers which, and its output. */
-async function serveOutcome(sb: Sandbox, extra: Record<string, string>): Promise<{ exit: number | null; listening: boolean; output: string }> {
-  const child = spawn(process.execPath, [MAIN_JS, 'serve'], { env: sandboxEnv(sb, extra), stdio: ['ignore', 'pipe', 'pipe'] })
+async function serveOutcome(
+  sb: Sandbox,
+  extra: Record<string, string>,
+): Promise<{ exit: number | null; listening: boolean; output: string }> {
+  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+    env: sandboxEnv(sb, extra),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let output = ''
   let listening = false
   return new Promise((resolve, reject) => {
@@ -118,7 +156,10 @@ void test('serve with a bad value: exit 1 naming it, no registry made', async (t
 void test('serve with a bearer token under 16 bytes is refused at boot, naming the variable', async (t) => {
   const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
   const before = fingerprint(sb.dataDir)
-  const r = await serveOutcome(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`, CARLOS_AGENT_TOKEN: 'short' })
+  const r = await serveOutcome(sb, {
+    CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`,
+    CARLOS_AGENT_TOKEN: 'short',
+  })
   assert.equal(r.listening, false, 'it must not listen')
   assert.notEqual(r.exit, 0)
   assert.match(r.output, /CARLOS_AGENT_TOKEN/)
@@ -134,14 +175,22 @@ void test('a second serve on the same data root refuses to start, naming the hol
   const r = await serveOutcome(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`, CARLOS_BOX: 'kass-2' })
   assert.equal(r.listening, false, 'the second agent must not listen')
   assert.notEqual(r.exit, 0)
-  assert.match(r.output, new RegExp(String(first.pid)), 'the holder\'s pid is named')
+  assert.match(r.output, new RegExp(String(first.pid)), "the holder's pid is named")
 })
 
 // ---- valid values that say "do not move" -----------------------------------------------
 
 const BLOCKED_DEFAULTS: Array<[string, Record<string, string>, RegExp]> = [
-  ['CARLOS_LAYOUT_DEFAULT=bogus: the default is flat and says why', { CARLOS_LAYOUT_DEFAULT: 'bogus' }, /CARLOS_LAYOUT_DEFAULT=bogus is not nested or flat; staying flat/],
-  ['CARLOS_BUILD below the layout floor: the nested default is blocked, naming the build', { CARLOS_BUILD: 'v0.24.9' }, /v0\.24\.9/],
+  [
+    'CARLOS_LAYOUT_DEFAULT=bogus: the default is flat and says why',
+    { CARLOS_LAYOUT_DEFAULT: 'bogus' },
+    /CARLOS_LAYOUT_DEFAULT=bogus is not nested or flat; staying flat/,
+  ],
+  [
+    'CARLOS_BUILD below the layout floor: the nested default is blocked, naming the build',
+    { CARLOS_BUILD: 'v0.24.9' },
+    /v0\.24\.9/,
+  ],
 ]
 
 for (const [what, blocking, why] of BLOCKED_DEFAULTS) {
@@ -191,7 +240,14 @@ void test('D/apps as a symlink is refused at start, naming it', async (t) => {
       await recordIntent(x, 'nested')
       await fs.mkdir(path.join(away, 'a.example.com'))
       await fs.symlink(away, path.join(x.config.dataDir, 'apps'))
-      x.registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, dir: path.join(x.config.dataDir, 'apps', 'a.example.com'), socket: path.join(x.config.runDir, 'a.example.com.sock'), db: '' })
+      x.registry.add({
+        host: 'a.example.com',
+        kind: 'instance',
+        hibernate: true,
+        dir: path.join(x.config.dataDir, 'apps', 'a.example.com'),
+        socket: path.join(x.config.runDir, 'a.example.com.sock'),
+        db: '',
+      })
     },
   })
   const before = b.fp({ also: { away } })

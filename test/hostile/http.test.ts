@@ -22,17 +22,14 @@ let box: HostileBox
 const file = fileScope(after)
 
 before(async () => {
-  box = await hostileBox(
-    file,
-    {
-      before: async (b) => {
-        await addFlat(b, 'a.example.com')
-        await addFlat(b, 'b.example.com')
-        // Flat is where they are: a run moves nothing, so any change is the request's.
-        await recordIntent(b, 'flat')
-      },
+  box = await hostileBox(file, {
+    before: async (b) => {
+      await addFlat(b, 'a.example.com')
+      await addFlat(b, 'b.example.com')
+      // Flat is where they are: a run moves nothing, so any change is the request's.
+      await recordIntent(b, 'flat')
     },
-  )
+  })
 })
 
 interface Envelope {
@@ -43,7 +40,11 @@ interface Envelope {
 async function refused(req: InjectOptions, status: number, code: string, message?: RegExp): Promise<Envelope> {
   const before = box.fp()
   const res = await box.app.inject({ remoteAddress: '127.0.0.1', ...req })
-  assert.equal(res.statusCode, status, `${req.method ?? 'GET'} ${typeof req.url === 'string' ? req.url : JSON.stringify(req.url)}: ${res.body}`)
+  assert.equal(
+    res.statusCode,
+    status,
+    `${req.method ?? 'GET'} ${typeof req.url === 'string' ? req.url : JSON.stringify(req.url)}: ${res.body}`,
+  )
   const body = res.json<Envelope>()
   assert.deepEqual(Object.keys(body), ['error'], 'the error envelope, and nothing else')
   assert.equal(body.error.code, code, body.error.message)
@@ -90,13 +91,23 @@ void test('a URL with broken percent-encoding: 400 with the envelope', async () 
 })
 
 void test('POST /wakes/:host with a body that is not JSON: 400 bad_request, no claim', async () => {
-  await refused({ method: 'POST', url: '/wakes/a.example.com', headers: json, payload: '{"x":' }, 400, 'bad_request', /not valid JSON/)
+  await refused(
+    { method: 'POST', url: '/wakes/a.example.com', headers: json, payload: '{"x":' },
+    400,
+    'bad_request',
+    /not valid JSON/,
+  )
 })
 
 // ---- PUT /wakes bodies --------------------------------------------------
 
 void test('PUT /wakes with a body that is not JSON: 400 bad_request, claims kept', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [' }, 400, 'bad_request', /not valid JSON/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [' },
+    400,
+    'bad_request',
+    /not valid JSON/,
+  )
 })
 
 void test('PUT /wakes with an empty JSON body: 400 bad_request', async () => {
@@ -108,11 +119,19 @@ void test('PUT /wakes without awake: 400 bad_request naming the field', async ()
 })
 
 void test('PUT /wakes with a field the schema does not name: 400 bad_request', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [], "stop": ["a.example.com"]}' }, 400, 'bad_request')
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [], "stop": ["a.example.com"]}' },
+    400,
+    'bad_request',
+  )
 })
 
 void test('PUT /wakes with a __proto__ key: 400 bad_request', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [], "__proto__": {"x": 1}}' }, 400, 'bad_request')
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": [], "__proto__": {"x": 1}}' },
+    400,
+    'bad_request',
+  )
 })
 
 void test('PUT /wakes naming an invalid host among valid ones: 400 invalid_host, no claim replaced', async () => {
@@ -125,12 +144,22 @@ void test('PUT /wakes naming an invalid host among valid ones: 400 invalid_host,
 })
 
 void test('PUT /wakes as text/plain: 400 bad_request, the body must be an object', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: { 'content-type': 'text/plain' }, payload: 'a.example.com' }, 400, 'bad_request', /body must be object/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: { 'content-type': 'text/plain' }, payload: 'a.example.com' },
+    400,
+    'bad_request',
+    /body must be object/,
+  )
 })
 
 void test('PUT /wakes as application/x-www-form-urlencoded: 415 unsupported_media_type', async () => {
   await refused(
-    { method: 'PUT', url: '/wakes', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'awake=a.example.com' },
+    {
+      method: 'PUT',
+      url: '/wakes',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'awake=a.example.com',
+    },
     415,
     'unsupported_media_type',
     /application\/json/,
@@ -139,15 +168,29 @@ void test('PUT /wakes as application/x-www-form-urlencoded: 415 unsupported_medi
 
 void test('PUT /wakes over its 1 MiB limit: 413 payload_too_large', async () => {
   const awake = Array.from({ length: 60_000 }, (_, i) => `h${i}.example.com`)
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: JSON.stringify({ awake }) }, 413, 'payload_too_large', /1048576/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: JSON.stringify({ awake }) },
+    413,
+    'payload_too_large',
+    /1048576/,
+  )
 })
 
 void test('POST /layout/converge with a body over 64 KiB: 413 payload_too_large, no run', async () => {
-  await refused({ method: 'POST', url: '/layout/converge', headers: json, payload: JSON.stringify({ x: 'x'.repeat(70_000) }) }, 413, 'payload_too_large')
+  await refused(
+    { method: 'POST', url: '/layout/converge', headers: json, payload: JSON.stringify({ x: 'x'.repeat(70_000) }) },
+    413,
+    'payload_too_large',
+  )
 })
 
 void test('PUT /wakes {"awake": "not-a-list"}: 400, the claim set kept', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": "not-a-list"}' }, 400, 'bad_request', /awake/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": "not-a-list"}' },
+    400,
+    'bad_request',
+    /awake/,
+  )
 })
 
 void test('PUT /wakes {"awake": 12}: 400, the claim set kept', async () => {
@@ -155,7 +198,12 @@ void test('PUT /wakes {"awake": 12}: 400, the claim set kept', async () => {
 })
 
 void test('PUT /wakes {"awake": ["a.example.com", 42]}: 400, the claim set kept', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": ["a.example.com", 42]}' }, 400, 'bad_request', /awake/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": ["a.example.com", 42]}' },
+    400,
+    'bad_request',
+    /awake/,
+  )
 })
 
 // ---- queries, routes, methods ---------------------------------------------
@@ -180,10 +228,20 @@ void test('an unknown route, and a method no route takes: 404 not_found naming i
 // ---- who may mutate --------------------------------------------------------
 
 void test('a mutation from a non-loopback peer with no token configured: 403 forbidden', async () => {
-  await refused({ method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": []}', remoteAddress: '10.1.2.3' }, 403, 'forbidden', /loopback/)
+  await refused(
+    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": []}', remoteAddress: '10.1.2.3' },
+    403,
+    'forbidden',
+    /loopback/,
+  )
   // A forwarded header is never trusted.
   await refused(
-    { method: 'POST', url: '/layout/converge', headers: { 'x-forwarded-for': '127.0.0.1' }, remoteAddress: '192.0.2.7' },
+    {
+      method: 'POST',
+      url: '/layout/converge',
+      headers: { 'x-forwarded-for': '127.0.0.1' },
+      remoteAddress: '192.0.2.7',
+    },
     403,
     'forbidden',
   )
@@ -191,12 +249,27 @@ void test('a mutation from a non-loopback peer with no token configured: 403 for
 
 void test('with a token configured: a missing, wrong or non-bearer token is 401 unauthorized', async (t) => {
   // The shared agent, behind a second app that requires a token.
-  const app = await buildApp({ api: box.agent, metrics: new Metrics(), logger: createLogger('silent'), token: 't'.repeat(32) })
+  const app = await buildApp({
+    api: box.agent,
+    metrics: new Metrics(),
+    logger: createLogger('silent'),
+    token: 't'.repeat(32),
+  })
   t.after(() => app.close())
-  const cases: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong-token-of-some-length' }, { authorization: `Basic ${'t'.repeat(32)}` }]
+  const cases: Array<Record<string, string>> = [
+    {},
+    { authorization: 'Bearer wrong-token-of-some-length' },
+    { authorization: `Basic ${'t'.repeat(32)}` },
+  ]
   for (const headers of cases) {
     const before = box.fp()
-    const res = await app.inject({ method: 'PUT', url: '/wakes', headers: { ...json, ...headers }, payload: '{"awake": []}', remoteAddress: '127.0.0.1' })
+    const res = await app.inject({
+      method: 'PUT',
+      url: '/wakes',
+      headers: { ...json, ...headers },
+      payload: '{"awake": []}',
+      remoteAddress: '127.0.0.1',
+    })
     assert.equal(res.statusCode, 401, JSON.stringify(headers))
     assert.equal(res.json<Envelope>().error.code, 'unauthorized')
     assert.equal(res.headers['www-authenticate'], 'Bearer realm="layoutd"')
@@ -252,7 +325,11 @@ function realAgent(): Promise<{ sb: Sandbox; agent: AgentProcess }> {
       await fs.rm(root, { recursive: true, force: true })
     })
     await agent.waitReady()
-    await agent.waitFor('the first run', async () => ((await agent.status()).leg.lastRun?.finishedAt ? true : undefined), 30_000)
+    await agent.waitFor(
+      'the first run',
+      async () => ((await agent.status()).leg.lastRun?.finishedAt ? true : undefined),
+      30_000,
+    )
     return { sb, agent }
   })()
   return real
@@ -275,7 +352,9 @@ function raw(port: number, bytes: string): Promise<string> {
 function dropMidBody(port: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const s = net.connect(port, '127.0.0.1', () => {
-      s.write('PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": [')
+      s.write(
+        'PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": [',
+      )
       s.destroy()
       resolve()
     })
@@ -289,7 +368,10 @@ void test('over a real socket: garbage, a bad host and a half-sent body are refu
   const port = Number(new URL(agent.url).port)
   const garbage = await raw(port, 'HELLO /wakes HTTP/9.9\r\n\r\n')
   assert.match(garbage, /^HTTP\/1\.1 400/, garbage)
-  const badHost = await raw(port, 'POST /wakes/..%2f..%2fetc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n')
+  const badHost = await raw(
+    port,
+    'POST /wakes/..%2f..%2fetc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n',
+  )
   assert.match(badHost, /^HTTP\/1\.1 400/)
   assert.match(badHost, /"code":"invalid_host"/)
   const badSet = await raw(

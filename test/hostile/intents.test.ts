@@ -46,7 +46,12 @@ before(async () => {
  * unreadable for the reason given and that nothing changed; then removes it
  * with unplant and asserts the box reads its flat intent again.
  */
-async function unreadable(b: HostileBox, plant: () => Promise<void>, unplant: () => Promise<void>, why: RegExp): Promise<void> {
+async function unreadable(
+  b: HostileBox,
+  plant: () => Promise<void>,
+  unplant: () => Promise<void>,
+  why: RegExp,
+): Promise<void> {
   const before = b.fp()
   await plant()
   try {
@@ -57,7 +62,10 @@ async function unreadable(b: HostileBox, plant: () => Promise<void>, unplant: ()
     const warning = r.warnings.find((w) => w.startsWith('the layout intent cannot be read'))
     assert.ok(warning !== undefined, `a warning says why: ${JSON.stringify(r.warnings)}`)
     assert.match(warning, why)
-    assert.deepEqual(Object.fromEntries(Object.entries(r.rows).map(([h, row]) => [h, row.layout])), { 'a.example.com': 'flat', 'b.example.com': 'flat' })
+    assert.deepEqual(Object.fromEntries(Object.entries(r.rows).map(([h, row]) => [h, row.layout])), {
+      'a.example.com': 'flat',
+      'b.example.com': 'flat',
+    })
     assertUnchanged(before, b.fp())
   } finally {
     await unplant()
@@ -73,11 +81,19 @@ const intentsDir = () => path.join(dirBox.config.deploymentDir, 'layout', 'inten
 /** Plants a file (or whatever make makes) at <intents>/<name> for one case. */
 async function inDir(name: string, make: (file: string) => Promise<void>, why: RegExp): Promise<void> {
   const f = path.join(intentsDir(), name)
-  await unreadable(dirBox, () => make(f), () => fs.rm(f, { recursive: true, force: true }), why)
+  await unreadable(
+    dirBox,
+    () => make(f),
+    () => fs.rm(f, { recursive: true, force: true }),
+    why,
+  )
 }
 
 const text = (data: string | Buffer) => (f: string) => fs.writeFile(f, data)
-const nested = (extra: Record<string, unknown> = {}): IntentRecord & Record<string, unknown> => ({ ...intentRecord('nested'), ...extra })
+const nested = (extra: Record<string, unknown> = {}): IntentRecord & Record<string, unknown> => ({
+  ...intentRecord('nested'),
+  ...extra,
+})
 
 void test('dir store: a record that is not JSON', async () => {
   await inDir('zz-garbage.json', text('{"mode": "nested", '), /zz-garbage\.json: not JSON/)
@@ -101,12 +117,20 @@ void test('dir store: a record whose mode this build does not know', async () =>
 })
 
 void test('dir store: a record whose id is a traversal path', async () => {
-  await inDir('zz-traversal.json', text(JSON.stringify(nested({ id: '../../../etc/passwd' }))), /zz-traversal\.json: not an intent record: .*id/)
+  await inDir(
+    'zz-traversal.json',
+    text(JSON.stringify(nested({ id: '../../../etc/passwd' }))),
+    /zz-traversal\.json: not an intent record: .*id/,
+  )
 })
 
 void test('dir store: a record named for another id than it holds', async () => {
   const r = nested()
-  await inDir('zz-copied.json', text(JSON.stringify(r)), new RegExp(`holds id "${r.id}", so it must be named ${r.id}\\.json`))
+  await inDir(
+    'zz-copied.json',
+    text(JSON.stringify(r)),
+    new RegExp(`holds id "${r.id}", so it must be named ${r.id}\\.json`),
+  )
 })
 
 void test('dir store: a record over the 64 KiB limit', async () => {
@@ -115,7 +139,11 @@ void test('dir store: a record over the 64 KiB limit', async () => {
 })
 
 void test('dir store: a FIFO under a record name does not hang the read', async () => {
-  await inDir('zz-fifo.json', (f) => Promise.resolve(void execFileSync('mkfifo', [f])), /zz-fifo\.json: cannot read: is not a regular file/)
+  await inDir(
+    'zz-fifo.json',
+    (f) => Promise.resolve(void execFileSync('mkfifo', [f])),
+    /zz-fifo\.json: cannot read: is not a regular file/,
+  )
 })
 
 void test('dir store: a symlink under a record name is not followed', async () => {
@@ -130,7 +158,11 @@ void test('dir store: a directory under a record name', async () => {
 })
 
 void test('dir store: a record that is not UTF-8', async () => {
-  await inDir('zz-latin1.json', text(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])), /zz-latin1\.json: not an intent record/)
+  await inDir(
+    'zz-latin1.json',
+    text(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])),
+    /zz-latin1\.json: not an intent record/,
+  )
 })
 
 void test('dir store: the intents directory is a file', async () => {
@@ -150,14 +182,17 @@ void test('dir store: the intents directory is a file', async () => {
   )
 })
 
-void test('dir store: a nested record for another box is not this box\'s, and moves nothing', async () => {
+void test("dir store: a nested record for another box is not this box's, and moves nothing", async () => {
   const before = dirBox.fp()
   const r = intentRecord('nested', { box: 'kass-1.evil' })
   const f = path.join(intentsDir(), `${r.id}.json`)
   await fs.writeFile(f, JSON.stringify(r))
   try {
     const run = await converge(dirBox)
-    assert.deepEqual(run.results.map((x) => x.outcome), ['unchanged', 'unchanged'])
+    assert.deepEqual(
+      run.results.map((x) => x.outcome),
+      ['unchanged', 'unchanged'],
+    )
     assert.equal((await report(dirBox)).mode, 'flat')
     assertUnchanged(before, dirBox.fp())
   } finally {
@@ -169,7 +204,12 @@ void test('dir store: a nested record for another box is not this box\'s, and mo
 
 /** Puts value at key (under the store's prefix) for one case. */
 async function inEtcd(key: string, value: string | Buffer, why: RegExp): Promise<void> {
-  await unreadable(etcdBox, () => etcd.put(`${PREFIX}${key}`, value), () => etcd.del(`${PREFIX}${key}`), why)
+  await unreadable(
+    etcdBox,
+    () => etcd.put(`${PREFIX}${key}`, value),
+    () => etcd.del(`${PREFIX}${key}`),
+    why,
+  )
 }
 
 void test('etcd: a value that is not JSON', async () => {

@@ -98,7 +98,10 @@ void test('a journal naming another host', async () => {
 })
 
 void test('a journal whose dest is outside the data root (/etc)', async () => {
-  await kept(write(journal(HOST, { dest: { dir: '/etc', socket: '/run/x.sock', db: '' } })), /dest is not the nested paths of a\.example\.com/)
+  await kept(
+    write(journal(HOST, { dest: { dir: '/etc', socket: '/run/x.sock', db: '' } })),
+    /dest is not the nested paths of a\.example\.com/,
+  )
 })
 
 void test('a journal whose from is a traversal path', async () => {
@@ -130,7 +133,7 @@ void test('a journal that is a symlink to a good one is not followed', async () 
   await kept((f) => fs.symlink(real, f), /cannot be read: .*ELOOP/)
 })
 
-void test('a directory in a journal\'s place', async () => {
+void test("a directory in a journal's place", async () => {
   await kept((f) => fs.mkdir(f), /cannot be read: it is a directory, not a regular file/)
 })
 
@@ -159,7 +162,7 @@ void test('a good journal whose files are at both ends: ambiguous, an operator d
   }
 })
 
-void test('a FIFO in a journal\'s place does not block the pass', async () => {
+void test("a FIFO in a journal's place does not block the pass", async () => {
   const f = path.join(layout(), `${HOST}.journal`)
   execFileSync('mkfifo', [f])
   try {
@@ -195,7 +198,10 @@ void test('a FIFO in a journal\'s place does not block the pass', async () => {
 // ---- at start: a fresh box on planted files ------------------------------------
 
 /** A box started on what plant leaves in D/layout; answers it with the fingerprint from just before its start. */
-async function startedOn(t: { after(fn: () => unknown): void }, plant: (layoutDir: string, b: HostileBox) => Promise<void>): Promise<{ b: HostileBox; before: Fingerprint }> {
+async function startedOn(
+  t: { after(fn: () => unknown): void },
+  plant: (layoutDir: string, b: HostileBox) => Promise<void>,
+): Promise<{ b: HostileBox; before: Fingerprint }> {
   let before: Fingerprint | undefined
   const b = await hostileBox(t, {
     before: async (x) => {
@@ -214,7 +220,9 @@ async function startedOn(t: { after(fn: () => unknown): void }, plant: (layoutDi
 }
 
 void test('at start, a journal named for no valid host is reported and left alone', async (t) => {
-  const { b, before } = await startedOn(t, (dir) => fs.writeFile(path.join(dir, 'Evil..example.com.journal'), JSON.stringify({ v: 1 })))
+  const { b, before } = await startedOn(t, (dir) =>
+    fs.writeFile(path.join(dir, 'Evil..example.com.journal'), JSON.stringify({ v: 1 })),
+  )
   const line = b.lines().find((l) => l.msg.includes('Evil..example.com.journal'))
   assert.match(line?.msg ?? '', /not named for a valid host; left alone/)
   onlyGeneration(before, b.fp())
@@ -230,16 +238,25 @@ void test('at start, a hold marker that is not JSON stands: the host is fenced, 
 
 void test('at start, a hold marker for another host stands, and says so', async (t) => {
   const { b, before } = await startedOn(t, (dir) =>
-    fs.writeFile(path.join(dir, `${HOST}.hold`), JSON.stringify({ v: 1, host: 'b.example.com', to: 'nested', reason: 'x', heldAt: '2026-01-01T00:00:00Z' })),
+    fs.writeFile(
+      path.join(dir, `${HOST}.hold`),
+      JSON.stringify({ v: 1, host: 'b.example.com', to: 'nested', reason: 'x', heldAt: '2026-01-01T00:00:00Z' }),
+    ),
   )
-  assert.match((await report(b)).rows[HOST]?.reason ?? '', /is not a hold marker for a\.example\.com; an operator decides/)
+  assert.match(
+    (await report(b)).rows[HOST]?.reason ?? '',
+    /is not a hold marker for a\.example\.com; an operator decides/,
+  )
   onlyGeneration(before, b.fp())
 })
 
 void test('at start, a hold marker that is a symlink is not followed, and stands', async (t) => {
   const { b, before } = await startedOn(t, async (dir, x) => {
     const real = path.join(x.dir, 'hold-elsewhere')
-    await fs.writeFile(real, JSON.stringify({ v: 1, host: HOST, to: 'flat', reason: 'x', heldAt: '2026-01-01T00:00:00Z' }))
+    await fs.writeFile(
+      real,
+      JSON.stringify({ v: 1, host: HOST, to: 'flat', reason: 'x', heldAt: '2026-01-01T00:00:00Z' }),
+    )
     await fs.symlink(real, path.join(dir, `${HOST}.hold`))
   })
   assert.match((await report(b)).rows[HOST]?.reason ?? '', /cannot be read: .*ELOOP/)
@@ -248,19 +265,38 @@ void test('at start, a hold marker that is a symlink is not followed, and stands
 
 void test('at start, a good hold marker of a host the registry does not have is dropped: that file, and nothing else', async (t) => {
   const { b, before } = await startedOn(t, (dir) =>
-    fs.writeFile(path.join(dir, 'ghost.example.com.hold'), JSON.stringify({ v: 1, host: 'ghost.example.com', to: 'nested', reason: 'x', heldAt: '2026-01-01T00:00:00Z' })),
+    fs.writeFile(
+      path.join(dir, 'ghost.example.com.hold'),
+      JSON.stringify({ v: 1, host: 'ghost.example.com', to: 'nested', reason: 'x', heldAt: '2026-01-01T00:00:00Z' }),
+    ),
   )
   const d = diffFingerprints(before, b.fp())
   assert.deepEqual(d.added, [])
-  assert.deepEqual(d.removed.map((l) => l.split(' ')[0]), ['layout/ghost.example.com.hold'])
-  assert.ok(b.lines().some((l) => /ghost\.example\.com.*hold dropped: the row is gone/.test(l.msg) || /hold dropped: the row is gone/.test(JSON.stringify(l))))
+  assert.deepEqual(
+    d.removed.map((l) => l.split(' ')[0]),
+    ['layout/ghost.example.com.hold'],
+  )
+  assert.ok(
+    b
+      .lines()
+      .some(
+        (l) =>
+          /ghost\.example\.com.*hold dropped: the row is gone/.test(l.msg) ||
+          /hold dropped: the row is gone/.test(JSON.stringify(l)),
+      ),
+  )
 })
 
-void test('at start, a journal\'s temporary file a crash left is removed: that file, and nothing else', async (t) => {
-  const { b, before } = await startedOn(t, (dir) => fs.writeFile(path.join(dir, `${HOST}.journal.tmp`), '{"v": 1, "host": "a.exa'))
+void test("at start, a journal's temporary file a crash left is removed: that file, and nothing else", async (t) => {
+  const { b, before } = await startedOn(t, (dir) =>
+    fs.writeFile(path.join(dir, `${HOST}.journal.tmp`), '{"v": 1, "host": "a.exa'),
+  )
   const d = diffFingerprints(before, b.fp())
   assert.deepEqual(d.added, [])
-  assert.deepEqual(d.removed.map((l) => l.split(' ')[0]), [`layout/${HOST}.journal.tmp`])
+  assert.deepEqual(
+    d.removed.map((l) => l.split(' ')[0]),
+    [`layout/${HOST}.journal.tmp`],
+  )
   assert.equal((await report(b)).rows[HOST]?.layout, 'flat')
 })
 
@@ -274,7 +310,15 @@ void test('D/layout as a symlink is refused at start, before anything behind it 
       await recordIntent(x, 'nested')
       await fs.writeFile(
         path.join(outside, `${HOST}.journal`),
-        JSON.stringify({ v: 1, host: HOST, to: 'nested', from: flatPaths(x.config, HOST), dest: nestedPaths(x.config, HOST), generation: 1, startedAt: new Date().toISOString() }),
+        JSON.stringify({
+          v: 1,
+          host: HOST,
+          to: 'nested',
+          from: flatPaths(x.config, HOST),
+          dest: nestedPaths(x.config, HOST),
+          generation: 1,
+          startedAt: new Date().toISOString(),
+        }),
       )
       await fs.symlink(outside, path.join(x.config.dataDir, 'layout'))
       before = x.fp({ also: { outside } })

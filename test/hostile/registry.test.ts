@@ -34,7 +34,7 @@ interface Row {
 
 before(async () => {
   outside = await tmpDir(file, 'layoutd-hostile-outside-')
-  await fs.writeFile(path.join(outside, 'secret.txt'), 'not the tenant\'s')
+  await fs.writeFile(path.join(outside, 'secret.txt'), "not the tenant's")
   box = await hostileBox(file, {
     before: async (b) => {
       await recordIntent(b, 'nested')
@@ -50,8 +50,11 @@ const also = (): FingerprintOptions => ({ also: { outside } })
 
 function insert(rows: Row[]): void {
   const at = new Date().toISOString()
-  const stmt = db.prepare('INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-  for (const r of rows) stmt.run(r.host, r.kind ?? 'instance', r.socket ?? '', r.dir ?? '', r.db ?? '', r.hibernate ?? 1, at, at)
+  const stmt = db.prepare(
+    'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+  )
+  for (const r of rows)
+    stmt.run(r.host, r.kind ?? 'instance', r.socket ?? '', r.dir ?? '', r.db ?? '', r.hibernate ?? 1, at, at)
 }
 
 function remove(rows: Row[]): void {
@@ -85,7 +88,11 @@ const D = () => box.config.dataDir
 const flat = (host: string) => flatPaths(box.config, host)
 
 void test('a traversal host: foreign, not a valid hostname', async () => {
-  await judged([{ host: '../../etc', dir: path.join(D(), 'apps', '../../etc'), socket: path.join(D(), 'run', '../../etc.sock') }], 'foreign', /not a valid hostname/)
+  await judged(
+    [{ host: '../../etc', dir: path.join(D(), 'apps', '../../etc'), socket: path.join(D(), 'run', '../../etc.sock') }],
+    'foreign',
+    /not a valid hostname/,
+  )
 })
 
 void test('an upper-case host at the flat paths of its lower-case name: foreign', async () => {
@@ -94,39 +101,66 @@ void test('an upper-case host at the flat paths of its lower-case name: foreign'
 })
 
 void test('a host with a newline in it: foreign', async () => {
-  await judged([{ host: 'nl.example.com\nx', dir: path.join(D(), 'apps', 'nl'), socket: path.join(D(), 'run', 'nl.sock') }], 'foreign', /not a valid hostname/)
+  await judged(
+    [{ host: 'nl.example.com\nx', dir: path.join(D(), 'apps', 'nl'), socket: path.join(D(), 'run', 'nl.sock') }],
+    'foreign',
+    /not a valid hostname/,
+  )
 })
 
 void test('a host of 254 bytes: foreign, naming its length', async () => {
   const host = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`
-  await judged([{ host, dir: path.join(D(), 'apps', 'long'), socket: path.join(D(), 'run', 'long.sock') }], 'foreign', /254 bytes/)
+  await judged(
+    [{ host, dir: path.join(D(), 'apps', 'long'), socket: path.join(D(), 'run', 'long.sock') }],
+    'foreign',
+    /254 bytes/,
+  )
 })
 
 void test('a valid host whose dir climbs out of the data root (apps/../../outside): foreign', async () => {
   const host = 'climb.example.com'
-  await judged([{ host, dir: path.join(D(), 'apps', '..', '..', path.basename(outside)), socket: flat(host).socket }], 'foreign', /neither the flat nor the nested shape/)
+  await judged(
+    [{ host, dir: path.join(D(), 'apps', '..', '..', path.basename(outside)), socket: flat(host).socket }],
+    'foreign',
+    /neither the flat nor the nested shape/,
+  )
 })
 
 void test('a valid host whose dir is outside the data root: foreign', async () => {
-  await judged([{ host: 'out.example.com', dir: outside, socket: flat('out.example.com').socket }], 'foreign', /neither the flat nor the nested shape/)
+  await judged(
+    [{ host: 'out.example.com', dir: outside, socket: flat('out.example.com').socket }],
+    'foreign',
+    /neither the flat nor the nested shape/,
+  )
 })
 
 void test('a valid host with a relative dir: foreign', async () => {
-  await judged([{ host: 'rel.example.com', dir: 'apps/rel.example.com', socket: flat('rel.example.com').socket }], 'foreign', /neither the flat nor the nested shape/)
+  await judged(
+    [{ host: 'rel.example.com', dir: 'apps/rel.example.com', socket: flat('rel.example.com').socket }],
+    'foreign',
+    /neither the flat nor the nested shape/,
+  )
 })
 
 void test('a valid host at the flat paths with its db outside its dir: foreign', async () => {
   const p = flat('db.example.com')
-  await judged([{ host: 'db.example.com', dir: p.dir, socket: p.socket, db: path.join(outside, 'secret.txt') }], 'foreign', /neither the flat nor the nested shape/)
+  await judged(
+    [{ host: 'db.example.com', dir: p.dir, socket: p.socket, db: path.join(outside, 'secret.txt') }],
+    'foreign',
+    /neither the flat nor the nested shape/,
+  )
 })
 
-void test('a hibernating row with no socket is not the activator\'s: not reported, not moved, not woken', async () => {
+void test("a hibernating row with no socket is not the activator's: not reported, not moved, not woken", async () => {
   const host = 'nosock.example.com'
   insert([{ host, dir: flat(host).dir }])
   try {
     const before = box.fp(also())
     const run = await converge(box)
-    assert.equal(run.results.find((x) => x.host === host), undefined)
+    assert.equal(
+      run.results.find((x) => x.host === host),
+      undefined,
+    )
     assert.equal((await report(box)).rows[host], undefined)
     const claim = await box.app.inject({ method: 'POST', url: `/wakes/${host}`, remoteAddress: '127.0.0.1' })
     assert.equal(claim.statusCode, 409)
@@ -178,7 +212,10 @@ void test('a row whose flat destination another row claims: refused, destination
   // squat's own move to nested would set nest's files aside.
   const n = nestedPaths(box.config, 'squat.example.com')
   const p = flat('squat.example.com')
-  insert([{ host: 'squat.example.com', dir: p.dir, socket: p.socket }, { host: 'other.example.com', kind: 'static', dir: path.dirname(n.dir) }])
+  insert([
+    { host: 'squat.example.com', dir: p.dir, socket: p.socket },
+    { host: 'other.example.com', kind: 'static', dir: path.dirname(n.dir) },
+  ])
   try {
     const before = box.fp(also())
     const run = await converge(box)
@@ -224,19 +261,32 @@ void test('a row at the flat paths whose dir is a symlink out of the data root i
   assert.match(r.rows[host]?.reason ?? '', /is a symlink/)
   const d = diffFingerprints(before, box.fp(also()))
   // D/layout is made for it when this is the box's first marker.
-  assert.deepEqual(d.added.filter((l) => !l.startsWith('meta ') && !/^layout dir /.test(l)).map((l) => l.split(' ')[0]), [`layout/${host}.hold`])
-  assert.deepEqual(d.removed.filter((l) => !l.startsWith('meta ')), [])
+  assert.deepEqual(
+    d.added.filter((l) => !l.startsWith('meta ') && !/^layout dir /.test(l)).map((l) => l.split(' ')[0]),
+    [`layout/${host}.hold`],
+  )
+  assert.deepEqual(
+    d.removed.filter((l) => !l.startsWith('meta ')),
+    [],
+  )
   const claim = await box.app.inject({ method: 'POST', url: `/wakes/${host}`, remoteAddress: '127.0.0.1' })
   assert.equal(claim.statusCode, 409, 'a held host does not wake')
 })
 
-void test('no instance key is written into a foreign row\'s dir outside the data root', async (t) => {
+void test("no instance key is written into a foreign row's dir outside the data root", async (t) => {
   const away = await tmpDir(t, 'layoutd-hostile-away-')
-  await fs.writeFile(path.join(away, 'data.txt'), 'someone else\'s')
+  await fs.writeFile(path.join(away, 'data.txt'), "someone else's")
   // Started, and its first leg run over: the key backfill ends before that run.
   const b = await hostileBox(t, {
     before: (x) => {
-      x.registry.add({ host: 'away.example.com', kind: 'instance', hibernate: true, dir: away, socket: flatPaths(x.config, 'away.example.com').socket, db: '' })
+      x.registry.add({
+        host: 'away.example.com',
+        kind: 'instance',
+        hibernate: true,
+        dir: away,
+        socket: flatPaths(x.config, 'away.example.com').socket,
+        db: '',
+      })
     },
   })
   assert.equal((await report(b)).rows['away.example.com']?.layout, 'foreign')

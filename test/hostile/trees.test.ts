@@ -34,9 +34,14 @@ interface Case {
  * A pass with one flat tenant (and a neighbour), whose failpoint hook runs
  * act once at step; answers the case, fingerprinted just before the move.
  */
-async function moveCase(t: TestContext, step: string, act: (c: Case) => void, prepare?: (c: Case) => void): Promise<{ c: Case; result: Result | undefined }> {
+async function moveCase(
+  t: TestContext,
+  step: string,
+  act: (c: Case) => void,
+  prepare?: (c: Case) => void,
+): Promise<{ c: Case; result: Result | undefined }> {
   const outside = await tmpDir(t, 'layoutd-hostile-outside-')
-  fs.writeFileSync(path.join(outside, 'secret.txt'), 'not the tenant\'s')
+  fs.writeFileSync(path.join(outside, 'secret.txt'), "not the tenant's")
   // Set once the case is fingerprinted: the harness's own steps before that do not act.
   const hook: { fire?: () => void } = {}
   const h = await harness(t, { failpoint: (s) => s === step && hook.fire?.() })
@@ -82,30 +87,50 @@ function stayed(c: Case): void {
 }
 
 function outsideUntouched(c: Case): void {
-  const now = fingerprint(c.h.dirs.dataDir, { also: { outside: c.outside } }).tree.filter((l) => l.startsWith('<outside>/'))
-  assert.deepEqual(now, c.before.tree.filter((l) => l.startsWith('<outside>/')), 'the dir outside the data root is untouched')
+  const now = fingerprint(c.h.dirs.dataDir, { also: { outside: c.outside } }).tree.filter((l) =>
+    l.startsWith('<outside>/'),
+  )
+  assert.deepEqual(
+    now,
+    c.before.tree.filter((l) => l.startsWith('<outside>/')),
+    'the dir outside the data root is untouched',
+  )
 }
 
 void test('FIFOs, sockets and device nodes in a tree move with it, exactly', async (t) => {
-  const { c, result } = await moveCase(t, 'after-fence', () => undefined, (x) => {
-    execFileSync('mkfifo', [path.join(x.flat, 'a-fifo')])
-    execFileSync('mknod', [path.join(x.flat, 'a-null'), 'c', '1', '3'])
-    execFileSync('python3', ['-c', `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(path.join(x.flat, 'sub', 'a.sock'))})`])
-  })
+  const { c, result } = await moveCase(
+    t,
+    'after-fence',
+    () => undefined,
+    (x) => {
+      execFileSync('mkfifo', [path.join(x.flat, 'a-fifo')])
+      execFileSync('mknod', [path.join(x.flat, 'a-null'), 'c', '1', '3'])
+      execFileSync('python3', [
+        '-c',
+        `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(path.join(x.flat, 'sub', 'a.sock'))})`,
+      ])
+    },
+  )
   assert.equal(result?.outcome, 'moved', result?.reason)
   assert.deepEqual(treeLines(c.nested), c.tree, 'the tree arrived as it left')
-  assert.ok(treeLines(c.nested).some((l) => l.startsWith('a-fifo fifo')) && treeLines(c.nested).some((l) => l.startsWith('a-null chardev')))
+  assert.ok(
+    treeLines(c.nested).some((l) => l.startsWith('a-fifo fifo')) &&
+      treeLines(c.nested).some((l) => l.startsWith('a-null chardev')),
+  )
   outsideUntouched(c)
 })
 
-void test('a hard link to a neighbour\'s file, made after the fence: held, its marker the one change', async (t) => {
+void test("a hard link to a neighbour's file, made after the fence: held, its marker the one change", async (t) => {
   const { c, result } = await moveCase(t, 'after-fence', (x) => {
     fs.linkSync(path.join(flatPaths(x.h.dirs, 'b.example.com').dir, 'index.html'), path.join(x.flat, 'stolen.html'))
   })
   assert.equal(result?.outcome, 'held')
   assert.match(result.reason, /a file of its has a second name: stolen\.html has 2 links/)
   const { added } = changed(c)
-  assert.ok(added.some((l) => l.startsWith(`layout/${HOST}.hold file`)), added.join('\n'))
+  assert.ok(
+    added.some((l) => l.startsWith(`layout/${HOST}.hold file`)),
+    added.join('\n'),
+  )
   assert.equal(c.h.reg.get(HOST)?.dir, c.flat)
   assert.ok(fs.existsSync(path.join(c.flat, 'index.html')))
   outsideUntouched(c)
@@ -130,13 +155,19 @@ void test('the dir swapped for a symlink after preflight is not moved, nor its r
     fs.symlinkSync(x.outside, x.flat)
   })
   assert.notEqual(result?.outcome, 'moved', result?.reason)
-  assert.equal(fs.lstatSync(c.nested, { throwIfNoEntry: false })?.isSymbolicLink() ?? false, false, 'no symlink at the nested dir')
+  assert.equal(
+    fs.lstatSync(c.nested, { throwIfNoEntry: false })?.isSymbolicLink() ?? false,
+    false,
+    'no symlink at the nested dir',
+  )
   assert.notEqual(c.h.reg.get(HOST)?.dir, c.nested, 'the row does not serve the link')
   outsideUntouched(c)
 })
 
 void test('the dir gone after the fence: failed, files missing, nothing made at the destination', async (t) => {
-  const { c, result } = await moveCase(t, 'after-fence', (x) => fs.renameSync(x.flat, path.join(x.h.dirs.dataDir, 'gone')))
+  const { c, result } = await moveCase(t, 'after-fence', (x) =>
+    fs.renameSync(x.flat, path.join(x.h.dirs.dataDir, 'gone')),
+  )
   assert.equal(result?.outcome, 'failed')
   assert.match(result.reason, /files missing: .*a\.example\.com does not exist/)
   assert.equal(fs.existsSync(c.nested), false)
@@ -145,7 +176,9 @@ void test('the dir gone after the fence: failed, files missing, nothing made at 
 })
 
 void test('the dir gone after its journal: failed, files missing, the journal removed', async (t) => {
-  const { c, result } = await moveCase(t, 'after-journal', (x) => fs.renameSync(x.flat, path.join(x.h.dirs.dataDir, 'gone')))
+  const { c, result } = await moveCase(t, 'after-journal', (x) =>
+    fs.renameSync(x.flat, path.join(x.h.dirs.dataDir, 'gone')),
+  )
   assert.equal(result?.outcome, 'failed')
   assert.match(result.reason, /files missing/)
   assert.equal(fs.existsSync(c.nested), false)
@@ -202,9 +235,17 @@ void test('modes changed and a file added after preflight travel with the tree',
 })
 
 void test('a file name that is not valid UTF-8 moves with its bytes', async (t) => {
-  const { c, result } = await moveCase(t, 'after-fence', () => undefined, (x) => {
-    fs.writeFileSync(Buffer.concat([Buffer.from(`${x.flat}/`), Buffer.from([0x66, 0xff, 0xfe, 0x2e, 0x74])]), 'latin-1 name')
-  })
+  const { c, result } = await moveCase(
+    t,
+    'after-fence',
+    () => undefined,
+    (x) => {
+      fs.writeFileSync(
+        Buffer.concat([Buffer.from(`${x.flat}/`), Buffer.from([0x66, 0xff, 0xfe, 0x2e, 0x74])]),
+        'latin-1 name',
+      )
+    },
+  )
   assert.equal(result?.outcome, 'moved', result?.reason)
   assert.deepEqual(treeLines(c.nested), c.tree)
 })
@@ -214,6 +255,9 @@ void test('a symlink out of the data root planted inside the tree after prefligh
     fs.symlinkSync(x.outside, path.join(x.flat, 'sub', 'escape'))
   })
   assert.equal(result?.outcome, 'moved', result?.reason)
-  assert.ok(treeLines(c.nested).some((l) => l.startsWith(`sub/escape link 777 ${Buffer.byteLength(c.outside)} ${c.outside}`)), 'the link moved as a link')
+  assert.ok(
+    treeLines(c.nested).some((l) => l.startsWith(`sub/escape link 777 ${Buffer.byteLength(c.outside)} ${c.outside}`)),
+    'the link moved as a link',
+  )
   outsideUntouched(c)
 })

@@ -18,15 +18,26 @@ void test('a second holder is refused naming the first one, its pid and address;
     (err: unknown) =>
       err instanceof AppError &&
       err.code === 'data_dir_locked' &&
-      err.message === `${dataDir} is in use by another layoutd serve (pid ${process.pid}, not listening yet); one agent per data root: stop that one first`,
+      err.message ===
+        `${dataDir} is in use by another layoutd serve (pid ${process.pid}, not listening yet); one agent per data root: stop that one first`,
   )
-  assert.equal(await fs.readFile(path.join(dataDir, AGENT_HOLDER_FILE), 'utf8'), before, 'the refused one wrote nothing')
+  assert.equal(
+    await fs.readFile(path.join(dataDir, AGENT_HOLDER_FILE), 'utf8'),
+    before,
+    'the refused one wrote nothing',
+  )
 
   first.listening('127.0.0.1:9740')
-  assert.throws(() => AgentLock.acquire(dataDir), { message: new RegExp(`\\(pid ${process.pid}, listening on 127\\.0\\.0\\.1:9740\\)`) })
+  assert.throws(() => AgentLock.acquire(dataDir), {
+    message: new RegExp(`\\(pid ${process.pid}, listening on 127\\.0\\.0\\.1:9740\\)`),
+  })
 
   first.release()
-  await assert.rejects(fs.stat(path.join(dataDir, AGENT_HOLDER_FILE)), { code: 'ENOENT' }, 'a clean stop leaves no holder')
+  await assert.rejects(
+    fs.stat(path.join(dataDir, AGENT_HOLDER_FILE)),
+    { code: 'ENOENT' },
+    'a clean stop leaves no holder',
+  )
   const next = AgentLock.acquire(dataDir)
   next.release()
   next.release()
@@ -37,5 +48,7 @@ void test('a holder file that cannot be read still refuses, saying so', async (t
   const first = AgentLock.acquire(dataDir)
   t.after(() => first.release())
   await fs.writeFile(path.join(dataDir, AGENT_HOLDER_FILE), '{not json')
-  assert.throws(() => AgentLock.acquire(dataDir), { message: /in use by another layoutd serve \(its holder could not be read from .*agent\.json: / })
+  assert.throws(() => AgentLock.acquire(dataDir), {
+    message: /in use by another layoutd serve \(its holder could not be read from .*agent\.json: /,
+  })
 })

@@ -69,7 +69,10 @@ void test('record refuses to overwrite an existing id and leaves the first recor
 
 void test('record refuses a record the schema refuses, and writes nothing', async (t) => {
   const { store, dir } = await setup(t)
-  await assert.rejects(store.record(rec('bad/id'), live()), /refusing to record an invalid intent: id must be letters, digits, dots, underscores and hyphens only/)
+  await assert.rejects(
+    store.record(rec('bad/id'), live()),
+    /refusing to record an invalid intent: id must be letters, digits, dots, underscores and hyphens only/,
+  )
   const extra = { ...rec('20261130T080102.123Z-abcdef'), color: 'red' } as IntentRecord
   await assert.rejects(store.record(extra, live()), /unknown field\(s\) color/)
   await assert.rejects(store.record(rec('x.json.tmp-1-ab'), live()), /may not contain ".tmp-"/)
@@ -89,10 +92,18 @@ void test('temp files and names that are not .json are ignored', async (t) => {
 void test('a malformed record makes list throw, naming the file and what is wrong', async (t) => {
   const cases: Array<[string, string, RegExp]> = [
     ['bad JSON', '{"id": ', /not JSON/],
-    ['schema failure', JSON.stringify({ id: 'x', mode: 'nested', recordedAt: 'now', by: 'me' }), /not an intent record: .*force/],
+    [
+      'schema failure',
+      JSON.stringify({ id: 'x', mode: 'nested', recordedAt: 'now', by: 'me' }),
+      /not an intent record: .*force/,
+    ],
     ['wrong field type', JSON.stringify({ ...rec('x'), force: 'yes' }), /force must be boolean/],
     ['not an object', '[1]', /not an intent record: record must be object/],
-    ['name/id mismatch', JSON.stringify(rec('20261130T000000.000Z-000000')), /holds id "20261130T000000.000Z-000000", so it must be named/],
+    [
+      'name/id mismatch',
+      JSON.stringify(rec('20261130T000000.000Z-000000')),
+      /holds id "20261130T000000.000Z-000000", so it must be named/,
+    ],
   ]
   for (const [what, body, why] of cases) {
     await t.test(what, async (t) => {
@@ -121,7 +132,10 @@ void test('an oversized record makes list throw without reading it whole', async
 void test('a directory entry named .json that is not a file makes list throw, naming it', async (t) => {
   const { store, dir } = await setup(t)
   await fs.mkdir(path.join(dir, 'sub.json'), { recursive: true })
-  await assert.rejects(store.list(live()), (err: Error) => err.message.includes(path.join(dir, 'sub.json')) && /cannot read/.test(err.message))
+  await assert.rejects(
+    store.list(live()),
+    (err: Error) => err.message.includes(path.join(dir, 'sub.json')) && /cannot read/.test(err.message),
+  )
 })
 
 void test('an intents path that cannot be listed (a file: ENOTDIR) throws with the path, not "no intents"', async (t) => {
@@ -162,5 +176,8 @@ void test('a FIFO planted under a record name is refused at once, not waited on'
   const { store, dir } = await setup(t)
   await fs.mkdir(dir, { recursive: true })
   execFileSync('mkfifo', [path.join(dir, '20261130T080000.000Z-ffffff.json')])
-  await assert.rejects(store.list(AbortSignal.timeout(5_000)), /20261130T080000\.000Z-ffffff\.json: cannot read: is not a regular file/)
+  await assert.rejects(
+    store.list(AbortSignal.timeout(5_000)),
+    /20261130T080000\.000Z-ffffff\.json: cannot read: is not a regular file/,
+  )
 })

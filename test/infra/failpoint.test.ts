@@ -7,7 +7,15 @@ void test('a failpoint fires at its step, its host, or its nth arrival', () => {
   const killed: string[] = []
   const fp = failpointFrom('after-rename:b.example.com, after-journal@2', (s) => killed.push(s))
   assert.ok(fp)
-  for (const s of ['after-journal', 'after-rename:a.example.com', 'after-rename', 'after-rename:b.example.com', 'after-journal', 'after-journal']) fp(s)
+  for (const s of [
+    'after-journal',
+    'after-rename:a.example.com',
+    'after-rename',
+    'after-rename:b.example.com',
+    'after-journal',
+    'after-journal',
+  ])
+    fp(s)
   assert.deepEqual(killed, ['after-rename:b.example.com', 'after-journal'])
 })
 
@@ -15,7 +23,10 @@ void test('a failpoint naming an errno throws it at its step, once, with the cod
   const killed: string[] = []
   const fp = failpointFrom('after-journal=ENOSPC, after-rename@2=EIO, after-row', (s) => killed.push(s))
   assert.ok(fp)
-  assert.throws(() => fp('after-journal'), (err: NodeJS.ErrnoException) => err.code === 'ENOSPC' && /after-journal/.test(err.message) && err.errno === -28)
+  assert.throws(
+    () => fp('after-journal'),
+    (err: NodeJS.ErrnoException) => err.code === 'ENOSPC' && /after-journal/.test(err.message) && err.errno === -28,
+  )
   fp('after-journal')
   fp('after-rename')
   assert.throws(() => fp('after-rename'), { code: 'EIO' })
@@ -37,7 +48,10 @@ void test('skip-fsync takes out the named fsyncs only, refuses a name that is no
   const killed: string[] = []
   failpointFrom('skip-fsync:journal-data,after-row', (s) => killed.push(s))?.('after-row')
   assert.deepEqual(killed, ['after-row'])
-  assert.throws(() => armSkippedFsyncs('skip-fsync:journal'), /skip-fsync:journal.*journal is not one of the move's fsyncs \(layout-dir, journal-data/)
+  assert.throws(
+    () => armSkippedFsyncs('skip-fsync:journal'),
+    /skip-fsync:journal.*journal is not one of the move's fsyncs \(layout-dir, journal-data/,
+  )
   armSkippedFsyncs('')
   assert.equal(fsyncSkipped('journal-data'), false)
 })

@@ -3,7 +3,18 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { execFileSync } from 'node:child_process'
-import { atomicWrite, atomicWriteMany, ensureDir, fsyncDir, mapLimit, readNoFollow, setDirMode, threadPoolSize, unlinkMany, writeDurable } from '../../src/infra/fsutil.js'
+import {
+  atomicWrite,
+  atomicWriteMany,
+  ensureDir,
+  fsyncDir,
+  mapLimit,
+  readNoFollow,
+  setDirMode,
+  threadPoolSize,
+  unlinkMany,
+  writeDurable,
+} from '../../src/infra/fsutil.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 void test('atomicWriteMany writes whole files under their names and leaves no temporary', async (t) => {
@@ -93,11 +104,16 @@ void test('threadPoolSize reads UV_THREADPOOL_SIZE as libuv itself does', () => 
     const env = { ...process.env }
     delete env.UV_THREADPOOL_SIZE
     if (value !== undefined) env.UV_THREADPOOL_SIZE = value
-    const script = "require('node:fs').stat('.', () => console.log(require('node:fs').readdirSync('/proc/self/task').length))"
+    const script =
+      "require('node:fs').stat('.', () => console.log(require('node:fs').readdirSync('/proc/self/task').length))"
     return Number(execFileSync(process.execPath, ['-e', script], { env, encoding: 'utf8' }).trim())
   }
   const one = threads('1')
   for (const value of [undefined, '8', ' 8', '12x', '0', '', 'many', '1', '2000', '-3']) {
-    assert.equal(threadPoolSize(value === undefined ? {} : { UV_THREADPOOL_SIZE: value }), threads(value) - one + 1, `UV_THREADPOOL_SIZE=${String(value)}`)
+    assert.equal(
+      threadPoolSize(value === undefined ? {} : { UV_THREADPOOL_SIZE: value }),
+      threads(value) - one + 1,
+      `UV_THREADPOOL_SIZE=${String(value)}`,
+    )
   }
 })

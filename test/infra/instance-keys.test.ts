@@ -151,12 +151,33 @@ void test('the backfill mints in each host slot, skips what the slot read says t
   assert.deepEqual(counts, { minted: 2, present: 0, skipped: 2, failed: 1 })
   assert.ok(seenBusy.every(Boolean), 'each row is read again inside its host slot')
   assert.match(await fs.readFile(path.join(a, INSTANCE_ENV), 'utf8'), KEY_FILE)
-  assert.notEqual(await fs.readFile(path.join(a, INSTANCE_ENV), 'utf8'), await fs.readFile(path.join(b, INSTANCE_ENV), 'utf8'))
-  assert.ok(lines.some((l) => l.startsWith('agent: instance keys: f.example.com: not minted: fenced')), lines.join('\n'))
-  assert.ok(lines.some((l) => l.startsWith('agent: instance keys: x.example.com: not minted: ') && l.includes('not a directory')), lines.join('\n'))
-  assert.ok(lines.some((l) => l.startsWith('agent: instance keys: e.example.com: ') && l.includes('SQLITE_IOERR')), lines.join('\n'))
+  assert.notEqual(
+    await fs.readFile(path.join(a, INSTANCE_ENV), 'utf8'),
+    await fs.readFile(path.join(b, INSTANCE_ENV), 'utf8'),
+  )
+  assert.ok(
+    lines.some((l) => l.startsWith('agent: instance keys: f.example.com: not minted: fenced')),
+    lines.join('\n'),
+  )
+  assert.ok(
+    lines.some(
+      (l) => l.startsWith('agent: instance keys: x.example.com: not minted: ') && l.includes('not a directory'),
+    ),
+    lines.join('\n'),
+  )
+  assert.ok(
+    lines.some((l) => l.startsWith('agent: instance keys: e.example.com: ') && l.includes('SQLITE_IOERR')),
+    lines.join('\n'),
+  )
 
-  const again = await backfillInstanceKeys({ hosts: ['a.example.com'], root, slots, target: () => ({ dir: a }), logger: collectingLogger(lines), signal: new AbortController().signal })
+  const again = await backfillInstanceKeys({
+    hosts: ['a.example.com'],
+    root,
+    slots,
+    target: () => ({ dir: a }),
+    logger: collectingLogger(lines),
+    signal: new AbortController().signal,
+  })
   assert.deepEqual(again, { minted: 0, present: 1, skipped: 0, failed: 0 })
 })
 
@@ -179,8 +200,12 @@ void test('a row that cannot be read is a failed host, and the backfill ends onl
   })
   assert.deepEqual(counts, { minted: 23, present: 0, skipped: 0, failed: 1 })
   // Resolved means done: every other host's key is on disk now, not later.
-  for (const h of hosts.slice(1)) assert.match(await fs.readFile(path.join(dirs.get(h) ?? '', INSTANCE_ENV), 'utf8'), KEY_FILE)
-  assert.ok(lines.some((l) => l.includes('h0.example.com') && l.includes('SQLITE_BUSY')), lines.join('\n'))
+  for (const h of hosts.slice(1))
+    assert.match(await fs.readFile(path.join(dirs.get(h) ?? '', INSTANCE_ENV), 'utf8'), KEY_FILE)
+  assert.ok(
+    lines.some((l) => l.includes('h0.example.com') && l.includes('SQLITE_BUSY')),
+    lines.join('\n'),
+  )
 })
 
 void test('keys go only into directories the pass manages: a foreign row outside the data root, and a nested path through a symlink, get none', async (t) => {
@@ -202,7 +227,14 @@ void test('keys go only into directories the pass manages: a foreign row outside
   const registry = Registry.open(dataDir)
   t.after(() => registry.close())
   registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, ...flat })
-  registry.add({ host: 'f.example.com', kind: 'instance', hibernate: true, dir: foreignDir, socket: path.join(outside, 'f.sock'), db: '' })
+  registry.add({
+    host: 'f.example.com',
+    kind: 'instance',
+    hibernate: true,
+    dir: foreignDir,
+    socket: path.join(outside, 'f.sock'),
+    db: '',
+  })
   registry.add({ host: 'l.example.com', kind: 'instance', hibernate: true, ...nestedPaths(dirs, 'l.example.com') })
   const lines: string[] = []
   await backfillKeysAtStart({
@@ -213,8 +245,18 @@ void test('keys go only into directories the pass manages: a foreign row outside
     logger: collectingLogger(lines),
     signal: new AbortController().signal,
   })
-  assert.match(await fs.readFile(path.join(flat.dir, INSTANCE_ENV), 'utf8'), KEY_FILE, 'the managed flat row gets its key')
+  assert.match(
+    await fs.readFile(path.join(flat.dir, INSTANCE_ENV), 'utf8'),
+    KEY_FILE,
+    'the managed flat row gets its key',
+  )
   assert.equal(hashTree(outside), outsideBefore, 'nothing outside the data root changed')
-  assert.ok(lines.some((l) => l.startsWith('agent: instance keys: f.example.com: not minted: foreign')), lines.join('\n'))
-  assert.ok(lines.some((l) => l.startsWith('agent: instance keys: l.example.com: not minted:') && l.includes('symlink')), lines.join('\n'))
+  assert.ok(
+    lines.some((l) => l.startsWith('agent: instance keys: f.example.com: not minted: foreign')),
+    lines.join('\n'),
+  )
+  assert.ok(
+    lines.some((l) => l.startsWith('agent: instance keys: l.example.com: not minted:') && l.includes('symlink')),
+    lines.join('\n'),
+  )
 })

@@ -25,19 +25,34 @@ void test('parseMountinfo reads mount points with their escapes and per-mount op
 
 void test('a later mount on the same point wins', () => {
   const over = `${MOUNTINFO}\n50 40 8:5 / /data/nested rw,nosuid - tmpfs tmpfs rw`
-  assert.deepEqual(mountsFailure(over, ['/data/nested']), { code: 'no-nosymfollow', reason: '/data/nested is mounted without nosymfollow' })
+  assert.deepEqual(mountsFailure(over, ['/data/nested']), {
+    code: 'no-nosymfollow',
+    reason: '/data/nested is mounted without nosymfollow',
+  })
 })
 
 void test('mountsFailure names the first required mount that does not isolate, with its code', () => {
   assert.equal(mountsFailure(MOUNTINFO, ['/data/nested', '/data/with space']), undefined)
-  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/nested', '/data/plain']), { code: 'no-nosymfollow', reason: '/data/plain is mounted without nosymfollow' })
-  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/other']), { code: 'not-a-mount', reason: '/data/other is not a mount point' })
+  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/nested', '/data/plain']), {
+    code: 'no-nosymfollow',
+    reason: '/data/plain is mounted without nosymfollow',
+  })
+  assert.deepEqual(mountsFailure(MOUNTINFO, ['/data/other']), {
+    code: 'not-a-mount',
+    reason: '/data/other is not a mount point',
+  })
 })
 
 void test('probeFailure wants `ready: true` and reports what it says otherwise, with its code', () => {
   assert.equal(probeFailure('checked: 2026-11-30\nready: true\n'), undefined)
-  assert.deepEqual(probeFailure('ready: false\nreason: landlock unavailable\n'), { code: 'probe-not-ready', reason: 'the probe says ready: false (landlock unavailable)' })
-  assert.deepEqual(probeFailure('hello'), { code: 'probe-unreadable', reason: 'the probe verdict has no `ready:` line' })
+  assert.deepEqual(probeFailure('ready: false\nreason: landlock unavailable\n'), {
+    code: 'probe-not-ready',
+    reason: 'the probe says ready: false (landlock unavailable)',
+  })
+  assert.deepEqual(probeFailure('hello'), {
+    code: 'probe-unreadable',
+    reason: 'the probe verdict has no `ready:` line',
+  })
   assert.deepEqual(probeFailure('ready: truthy'), { code: 'probe-not-ready', reason: 'the probe says ready: truthy' })
 })
 
@@ -50,7 +65,11 @@ void test('the gate is shut until its first read, opens when every check passes,
   await fs.writeFile(mountinfo, `40 22 8:2 / ${nested} rw,nosymfollow - ext4 /dev/x rw\n`)
   await fs.writeFile(probeFile, 'ready: false\n')
   const changes: Array<string | null> = []
-  const gate = new Isolation({ dataDir, nestedMounts: [nested], mountinfo, probeFile, probeEveryMs: 60_000 }, new FakeLogger(), (v) => changes.push(v))
+  const gate = new Isolation(
+    { dataDir, nestedMounts: [nested], mountinfo, probeFile, probeEveryMs: 60_000 },
+    new FakeLogger(),
+    (v) => changes.push(v),
+  )
 
   assert.equal(gate.check(), 'selfcheck: not yet run')
   assert.equal(await gate.refresh({ probe: true }), 'probe: the probe says ready: false')
@@ -58,12 +77,19 @@ void test('the gate is shut until its first read, opens when every check passes,
   // Without reading the probe the cached verdict stands.
   assert.equal(await gate.refresh({ probe: false }), 'probe: the probe says ready: false')
   assert.equal(await gate.refresh({ probe: true }), null)
-  assert.deepEqual(gate.report().map((c) => c.ok), [true, true, true])
+  assert.deepEqual(
+    gate.report().map((c) => c.ok),
+    [true, true, true],
+  )
 
   // A remount without nosymfollow is seen at the next refresh.
   await fs.writeFile(mountinfo, `40 22 8:2 / ${nested} rw - ext4 /dev/x rw\n`)
   assert.equal(await gate.refresh({ probe: false }), `mounts: ${nested} is mounted without nosymfollow`)
-  assert.deepEqual(changes, ['probe: the probe says ready: false', null, `mounts: ${nested} is mounted without nosymfollow`])
+  assert.deepEqual(changes, [
+    'probe: the probe says ready: false',
+    null,
+    `mounts: ${nested} is mounted without nosymfollow`,
+  ])
   // The self-check leaves nothing behind under D/nested.
   assert.deepEqual(await fs.readdir(nested), [])
 })
@@ -78,7 +104,10 @@ void test('the self-check refuses a D/nested that is a symlink', async (t) => {
     { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000 },
     new FakeLogger(),
   )
-  assert.match((await gate.refresh({ probe: true })) ?? '', /^selfcheck: .*nested is not a directory \(a symlink is refused\)/)
+  assert.match(
+    (await gate.refresh({ probe: true })) ?? '',
+    /^selfcheck: .*nested is not a directory \(a symlink is refused\)/,
+  )
   assert.deepEqual(await fs.readdir(path.join(dir, 'elsewhere')), [], 'nothing was created through the symlink')
 })
 
@@ -88,7 +117,10 @@ void test('the self-check removes the tree a killed self-check left behind', asy
   const nested = path.join(dataDir, 'nested')
   await fs.mkdir(path.join(nested, '.selfcheck-123-abcd', 'run'), { recursive: true })
   await fs.mkdir(path.join(nested, 'a.example.com'))
-  const gate = new Isolation({ dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000 }, new FakeLogger())
+  const gate = new Isolation(
+    { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000 },
+    new FakeLogger(),
+  )
   await gate.refresh({ probe: false })
   assert.equal(gate.report()[0]?.ok, true)
   assert.deepEqual(await fs.readdir(nested), ['a.example.com'])
@@ -104,7 +136,12 @@ void test('a self-check that fails the same way every time is one change: its co
     ...fs,
     mkdir: (async (p: string, opts?: unknown) => {
       if (denied && path.basename(p).startsWith('.selfcheck-')) {
-        throw Object.assign(new Error(`EACCES: permission denied, mkdir '${p}'`), { code: 'EACCES', errno: -13, syscall: 'mkdir', path: p })
+        throw Object.assign(new Error(`EACCES: permission denied, mkdir '${p}'`), {
+          code: 'EACCES',
+          errno: -13,
+          syscall: 'mkdir',
+          path: p,
+        })
       }
       return fs.mkdir(p, opts as Parameters<typeof fs.mkdir>[1])
     }) as SelfCheckFs['mkdir'],
@@ -112,7 +149,14 @@ void test('a self-check that fails the same way every time is one change: its co
   const logger = new FakeLogger()
   const changes: Array<string | null> = []
   const gate = new Isolation(
-    { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile: '/nonexistent', probeEveryMs: 60_000, selfCheckFs },
+    {
+      dataDir,
+      nestedMounts: [],
+      mountinfo: '/nonexistent',
+      probeFile: '/nonexistent',
+      probeEveryMs: 60_000,
+      selfCheckFs,
+    },
     logger,
     (v) => changes.push(v),
   )
@@ -124,7 +168,11 @@ void test('a self-check that fails the same way every time is one change: its co
   assert.equal(logger.msgs().filter((m) => m.startsWith('layout: isolation gate')).length, 1)
   const self = gate.report()[0]
   assert.equal(self?.code, 'EACCES')
-  assert.match(self?.detail ?? '', /^EACCES: permission denied, mkdir '.*\.selfcheck-/, 'the errno text stays as the detail')
+  assert.match(
+    self?.detail ?? '',
+    /^EACCES: permission denied, mkdir '.*\.selfcheck-/,
+    'the errno text stays as the detail',
+  )
 
   denied = false
   // The probe has not been read: the gate now waits on it alone.
@@ -138,21 +186,31 @@ void test('the answer changes with a check code, not with its words', async (t) 
   const probeFile = path.join(dir, 'probe.out')
   await fs.writeFile(probeFile, 'ready: false\nreason: first words\n')
   const changes: Array<string | null> = []
-  const gate = new Isolation({ dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 }, new FakeLogger(), (v) => changes.push(v))
+  const gate = new Isolation(
+    { dataDir, nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 },
+    new FakeLogger(),
+    (v) => changes.push(v),
+  )
   await gate.refresh({ probe: true })
   await fs.writeFile(probeFile, 'ready: false\nreason: other words\n')
   assert.equal(await gate.refresh({ probe: true }), 'probe: the probe says ready: false (other words)')
   assert.equal(gate.report()[2]?.code, 'probe-not-ready')
   await fs.rm(probeFile)
   assert.equal(await gate.refresh({ probe: true }), `probe: cannot read ${probeFile} (ENOENT)`)
-  assert.deepEqual(changes, ['probe: the probe says ready: false (first words)', `probe: cannot read ${probeFile} (ENOENT)`])
+  assert.deepEqual(changes, [
+    'probe: the probe says ready: false (first words)',
+    `probe: cannot read ${probeFile} (ENOENT)`,
+  ])
 })
 
-void test('a FIFO in the probe verdict\'s place shuts the gate at once, naming it, instead of holding the refresh', async (t) => {
+void test("a FIFO in the probe verdict's place shuts the gate at once, naming it, instead of holding the refresh", async (t) => {
   const dir = await tmpDir(t)
   const probeFile = path.join(dir, 'probe.out')
   execFileSync('mkfifo', [probeFile])
-  const gate = new Isolation({ dataDir: path.join(dir, 'data'), nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 }, new FakeLogger())
+  const gate = new Isolation(
+    { dataDir: path.join(dir, 'data'), nestedMounts: [], mountinfo: '/nonexistent', probeFile, probeEveryMs: 60_000 },
+    new FakeLogger(),
+  )
   assert.equal(await gate.refresh({ probe: true }), `probe: ${probeFile} is not a regular file`)
   assert.equal(gate.report()[2]?.code, 'not-a-regular-file')
 })

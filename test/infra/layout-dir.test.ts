@@ -28,7 +28,15 @@ for (const root of ['layout', 'apps', 'nested'] as const) {
     fs.mkdirSync(target)
     if (root === 'layout') {
       // A journal planted behind the link: a move of a flat tenant to nested, not yet begun.
-      const journal = { v: 1, host: H, to: 'nested', from: flatPaths(b.config, H), dest: nestedPaths(b.config, H), generation: 1, startedAt: new Date().toISOString() }
+      const journal = {
+        v: 1,
+        host: H,
+        to: 'nested',
+        from: flatPaths(b.config, H),
+        dest: nestedPaths(b.config, H),
+        generation: 1,
+        startedAt: new Date().toISOString(),
+      }
       fs.writeFileSync(path.join(target, `${H}.journal`), `${JSON.stringify(journal)}\n`)
     } else {
       fs.writeFileSync(path.join(target, 'planted'), 'x')
@@ -66,7 +74,10 @@ void test('a data root that is a file is refused with what it is; absent roots a
   await assert.rejects(verifyDataRoots(data), (err: unknown) => {
     assert.ok(err instanceof AppError)
     assert.equal(err.code, 'data_root_not_directory')
-    assert.equal(err.message, `${path.join(data, 'nested')} is a regular file, not a directory; layoutd uses only a real directory there (not a symlink) and changes nothing until it is one`)
+    assert.equal(
+      err.message,
+      `${path.join(data, 'nested')} is a regular file, not a directory; layoutd uses only a real directory there (not a symlink) and changes nothing until it is one`,
+    )
     return true
   })
 })
@@ -76,7 +87,10 @@ void test('the pass refuses a data root turned into a symlink before its next ru
   h.addFlat(H)
   // A first run loads the pass (its load verifies the roots too): the check
   // under test is the one every later run makes.
-  assert.deepEqual((await h.converge('flat')).map((r) => r.outcome), ['unchanged'])
+  assert.deepEqual(
+    (await h.converge('flat')).map((r) => r.outcome),
+    ['unchanged'],
+  )
   const outside = await tmpDir(t, 'layoutd-outside-')
   fs.renameSync(path.join(h.dirs.dataDir, 'apps'), path.join(outside, 'apps'))
   fs.symlinkSync(path.join(outside, 'apps'), path.join(h.dirs.dataDir, 'apps'))
@@ -89,20 +103,40 @@ void test('the pass refuses a data root turned into a symlink before its next ru
 void test('before start-up has listed D/layout, the report calls no row nested or flat: a journal may name it', async (t) => {
   const b = await agentBox(t)
   await addFlat(b, H)
-  const report = (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{ rows: Record<string, { layout: string; reason: string }> }>()
-  assert.deepEqual(report.rows[H], { layout: 'fenced', reason: 'layoutd is starting: <data>/layout not listed yet', note: '' })
+  const report = (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{
+    rows: Record<string, { layout: string; reason: string }>
+  }>()
+  assert.deepEqual(report.rows[H], {
+    layout: 'fenced',
+    reason: 'layoutd is starting: <data>/layout not listed yet',
+    note: '',
+  })
   await b.agent.start()
-  await until('the row judged once D/layout is listed', async () => (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{ rows: Record<string, { layout: string }> }>().rows[H]?.layout === 'flat')
+  await until(
+    'the row judged once D/layout is listed',
+    async () =>
+      (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<{
+        rows: Record<string, { layout: string }>
+      }>().rows[H]?.layout === 'flat',
+  )
 })
 
-void test('the hosts a journal names: hosts\' own journals and every move of a batch\'s; a batch that cannot be read names itself', async (t) => {
+void test("the hosts a journal names: hosts' own journals and every move of a batch's; a batch that cannot be read names itself", async (t) => {
   const data = await tmpDir(t)
   const layout = path.join(data, 'layout')
   fs.mkdirSync(layout)
   const dir = layoutDirectory(data)
   assert.deepEqual(await dir.journalHosts(), [])
   fs.writeFileSync(path.join(layout, 'c.example.com.journal'), '{}')
-  fs.writeFileSync(path.join(layout, '_batch-3.journal'), JSON.stringify({ v: 2, generation: 3, startedAt: '', moves: [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'NOT A HOST' }] }))
+  fs.writeFileSync(
+    path.join(layout, '_batch-3.journal'),
+    JSON.stringify({
+      v: 2,
+      generation: 3,
+      startedAt: '',
+      moves: [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'NOT A HOST' }],
+    }),
+  )
   assert.deepEqual(await dir.journalHosts(), ['a.example.com', 'b.example.com', 'c.example.com'])
   const named = await journalNames(data)
   assert.equal(named.files.get('a.example.com'), path.join(layout, '_batch-3.journal'))

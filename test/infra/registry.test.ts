@@ -38,7 +38,10 @@ void test('open creates the data dir, migrates, and reopens cleanly', async (t) 
   reg.add(route('a.example.com'))
   reg.close()
   const again = openIn(t, dataDir)
-  assert.deepEqual(again.list().map((r) => r.host), ['a.example.com'])
+  assert.deepEqual(
+    again.list().map((r) => r.host),
+    ['a.example.com'],
+  )
   const db = raw(t, dataDir)
   assert.equal(db.pragma('user_version', { simple: true }), MIGRATIONS.length)
   assert.equal(db.pragma('journal_mode', { simple: true }), 'wal')
@@ -103,7 +106,11 @@ void test('invalid hosts are refused and nothing is stored', async (t) => {
   ]
   assert.equal(Buffer.byteLength(bad[6] ?? ''), 254)
   for (const host of bad) {
-    assert.throws(() => reg.add(route(host, { dir: '/data/x', socket: '' })), (err) => code(err) === 'invalid_host', host)
+    assert.throws(
+      () => reg.add(route(host, { dir: '/data/x', socket: '' })),
+      (err) => code(err) === 'invalid_host',
+      host,
+    )
   }
   assert.deepEqual(reg.list(), [])
 })
@@ -112,7 +119,10 @@ void test('a duplicate host is refused and the first row stands', async (t) => {
   const reg = openIn(t, await tmpDir(t))
   const first = route('a.example.com')
   reg.add(first)
-  assert.throws(() => reg.add(route('a.example.com', { dir: '/elsewhere' })), (err) => code(err) === 'host_exists')
+  assert.throws(
+    () => reg.add(route('a.example.com', { dir: '/elsewhere' })),
+    (err) => code(err) === 'host_exists',
+  )
   assert.deepEqual(reg.list(), [first])
 })
 
@@ -128,7 +138,10 @@ void test('paths must be absolute and db must lie inside dir', async (t) => {
     [{ dir: '', db: '/data/apps/a.example.com/app.db' }, /is not inside dir ""/],
   ]
   for (const [over, msg] of cases) {
-    assert.throws(() => reg.add(route('a.example.com', over)), (err) => code(err) === 'bad_request' && msg.test((err as Error).message))
+    assert.throws(
+      () => reg.add(route('a.example.com', over)),
+      (err) => code(err) === 'bad_request' && msg.test((err as Error).message),
+    )
   }
   assert.deepEqual(reg.list(), [])
 })
@@ -141,12 +154,24 @@ void test('setPaths rewrites many rows in one transaction and bumps updated_at',
   reg.add(route('b.example.com'))
   now = new Date('2026-01-02T00:00:00.000Z')
   reg.setPaths([
-    { host: 'a.example.com', dir: '/data/nested/a.example.com/data', socket: '/data/nested/a.example.com/run/app.sock', db: '/data/nested/a.example.com/data/app.db' },
-    { host: 'b.example.com', dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock', db: '' },
+    {
+      host: 'a.example.com',
+      dir: '/data/nested/a.example.com/data',
+      socket: '/data/nested/a.example.com/run/app.sock',
+      db: '/data/nested/a.example.com/data/app.db',
+    },
+    {
+      host: 'b.example.com',
+      dir: '/data/nested/b.example.com/data',
+      socket: '/data/nested/b.example.com/run/app.sock',
+      db: '',
+    },
   ])
   assert.equal(reg.get('a.example.com')?.db, '/data/nested/a.example.com/data/app.db')
   assert.equal(reg.get('b.example.com')?.socket, '/data/nested/b.example.com/run/app.sock')
-  const stamps = raw(t, dataDir).prepare('SELECT created_at, updated_at FROM routes WHERE host = ?').get('a.example.com')
+  const stamps = raw(t, dataDir)
+    .prepare('SELECT created_at, updated_at FROM routes WHERE host = ?')
+    .get('a.example.com')
   assert.deepEqual(stamps, { created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-02T00:00:00.000Z' })
 })
 
@@ -157,7 +182,12 @@ void test('setPaths with one unknown host changes nothing', async (t) => {
   assert.throws(
     () =>
       reg.setPaths([
-        { host: 'a.example.com', dir: '/data/nested/a.example.com/data', socket: '/data/nested/a.example.com/run/app.sock', db: '' },
+        {
+          host: 'a.example.com',
+          dir: '/data/nested/a.example.com/data',
+          socket: '/data/nested/a.example.com/run/app.sock',
+          db: '',
+        },
         { host: 'gone.example.com', dir: '/data/nested/gone.example.com/data', socket: '', db: '' },
       ]),
     (err) => code(err) === 'not_found' && /gone\.example\.com/.test((err as Error).message),
@@ -180,18 +210,27 @@ void test('the generation is strictly increasing across close and reopen', async
   assert.equal(again.nextGeneration(), 4)
 })
 
-
 void test('snapshot lists the rows once, and again only after a commit: its own row rewrite, or another connection’s', async (t) => {
   const dataDir = await tmpDir(t)
   const reg = openIn(t, dataDir)
   reg.add(route('a.example.com'))
   const first = reg.snapshot()
-  assert.deepEqual(first.routes.map((r) => r.host), ['a.example.com'])
+  assert.deepEqual(
+    first.routes.map((r) => r.host),
+    ['a.example.com'],
+  )
   assert.equal(first.byHost.get('a.example.com')?.dir, '/data/apps/a.example.com')
   assert.equal(reg.snapshot(), first, 'nothing committed: the same snapshot, not a new list')
 
   // A move's row rewrite on the registry's own connection is seen.
-  reg.setPaths([{ host: 'a.example.com', dir: '/data/nested/a.example.com/app', socket: '/data/nested/a.example.com/run/s.sock', db: '' }])
+  reg.setPaths([
+    {
+      host: 'a.example.com',
+      dir: '/data/nested/a.example.com/app',
+      socket: '/data/nested/a.example.com/run/s.sock',
+      db: '',
+    },
+  ])
   const moved = reg.snapshot()
   assert.notEqual(moved, first)
   assert.equal(moved.byHost.get('a.example.com')?.dir, '/data/nested/a.example.com/app')
@@ -200,7 +239,10 @@ void test('snapshot lists the rows once, and again only after a commit: its own 
   const cli = Registry.open(dataDir)
   cli.add(route('b.example.com'))
   cli.close()
-  assert.deepEqual(reg.snapshot().routes.map((r) => r.host), ['a.example.com', 'b.example.com'])
+  assert.deepEqual(
+    reg.snapshot().routes.map((r) => r.host),
+    ['a.example.com', 'b.example.com'],
+  )
 })
 
 void test('a row rewrite and a new generation carry the snapshot over, unless someone else committed first', async (t) => {
@@ -213,11 +255,22 @@ void test('a row rewrite and a new generation carry the snapshot over, unless so
   assert.deepEqual(afterGeneration.routes, reg.list())
   assert.equal(afterGeneration, first, 'a new generation changes no row: the same snapshot')
 
-  reg.setPaths([{ host: 'b.example.com', dir: '/data/nested/b.example.com/data', socket: '/data/nested/b.example.com/run/app.sock', db: '' }])
+  reg.setPaths([
+    {
+      host: 'b.example.com',
+      dir: '/data/nested/b.example.com/data',
+      socket: '/data/nested/b.example.com/run/app.sock',
+      db: '',
+    },
+  ])
   const carried = reg.snapshot()
   assert.deepEqual(carried.routes, reg.list(), 'the carried rows are the rows')
   assert.equal(carried.byHost.get('b.example.com')?.dir, '/data/nested/b.example.com/data')
-  assert.equal(carried.byHost.get('c.example.com'), first.byHost.get('c.example.com'), 'an unchanged row is the same object')
+  assert.equal(
+    carried.byHost.get('c.example.com'),
+    first.byHost.get('c.example.com'),
+    'an unchanged row is the same object',
+  )
   assert.equal(reg.snapshot(), carried, 'nothing committed since: the same snapshot')
 
   // The CLI adds a row before the next rewrite: the snapshot is behind, so
@@ -225,10 +278,20 @@ void test('a row rewrite and a new generation carry the snapshot over, unless so
   const cli = Registry.open(dataDir)
   cli.add(route('d.example.com'))
   cli.close()
-  reg.setPaths([{ host: 'c.example.com', dir: '/data/nested/c.example.com/data', socket: '/data/nested/c.example.com/run/app.sock', db: '' }])
+  reg.setPaths([
+    {
+      host: 'c.example.com',
+      dir: '/data/nested/c.example.com/data',
+      socket: '/data/nested/c.example.com/run/app.sock',
+      db: '',
+    },
+  ])
   const listed = reg.snapshot()
   assert.deepEqual(listed.routes, reg.list())
-  assert.deepEqual(listed.routes.map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com', 'd.example.com'])
+  assert.deepEqual(
+    listed.routes.map((r) => r.host),
+    ['a.example.com', 'b.example.com', 'c.example.com', 'd.example.com'],
+  )
   assert.notEqual(listed.byHost.get('a.example.com'), first.byHost.get('a.example.com'), 'listed again, not carried')
 })
 

@@ -19,5 +19,8 @@ void test('a journal: a constant named, a choice listing its values, a bound', (
     schemaErrors(Journal, { v: 2, host: 'a', to: 'sideways', from: paths, dest: paths, generation: -1, startedAt: '' }),
     'v must be 1; to must be one of flat, nested; generation must be >= 0',
   )
-  assert.equal(schemaErrors(Journal, { v: 1, host: 'a', to: 'flat', from: paths, dest: paths, generation: 0, startedAt: '' }), '')
+  assert.equal(
+    schemaErrors(Journal, { v: 1, host: 'a', to: 'flat', from: paths, dest: paths, generation: 0, startedAt: '' }),
+    '',
+  )
 })

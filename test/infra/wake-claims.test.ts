@@ -69,7 +69,10 @@ void test('the claim store: claims round-trip across a reopen, keep their first 
   assert.deepEqual(store.wakes(), ['a.example.com', 'b.example.com'])
   assert.equal(store.releaseWake('b.example.com'), true)
   assert.equal(store.releaseWake('b.example.com'), false)
-  assert.throws(() => store.claimWake('Bad.example.com', t0), (err: unknown) => (err as AppError).code === 'invalid_host')
+  assert.throws(
+    () => store.claimWake('Bad.example.com', t0),
+    (err: unknown) => (err as AppError).code === 'invalid_host',
+  )
   store.close()
 
   const again = SqliteClaimStore.open(registry.file)
@@ -83,7 +86,10 @@ void test('the claim store: claims round-trip across a reopen, keep their first 
     { host: 'a.example.com', at: t0.toISOString() },
     { host: 'c.example.com', at: t1.toISOString() },
   ])
-  assert.throws(() => again.replaceWakes(['d.example.com', 'a/b'], t1), (err: unknown) => (err as AppError).code === 'invalid_host')
+  assert.throws(
+    () => again.replaceWakes(['d.example.com', 'a/b'], t1),
+    (err: unknown) => (err as AppError).code === 'invalid_host',
+  )
   assert.deepEqual(again.wakes(), ['a.example.com', 'c.example.com'])
   again.replaceWakes([], t1)
   assert.deepEqual(again.wakes(), [])

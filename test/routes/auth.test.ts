@@ -13,14 +13,27 @@ void test('with a token set, a mutation needs Authorization: Bearer <token>', as
   assert.equal(errorOf(none.body).code, 'unauthorized')
   assert.match(String(none.headers['www-authenticate']), /^Bearer/)
 
-  const wrong = await app.inject({ method: 'POST', url: '/layout/converge', headers: { authorization: 'Bearer tok-5f0c9a1e7b3e' } })
+  const wrong = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { authorization: 'Bearer tok-5f0c9a1e7b3e' },
+  })
   assert.equal(wrong.statusCode, 401)
-  const basic = await app.inject({ method: 'POST', url: '/layout/converge', headers: { authorization: `Basic ${TOKEN}` } })
+  const basic = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { authorization: `Basic ${TOKEN}` },
+  })
   assert.equal(basic.statusCode, 401)
   assert.equal(agent.kicks, 0, 'no refused request reached the agent')
 
   // A peer beyond loopback is fine once it carries the token.
-  const ok = await app.inject({ method: 'POST', url: '/layout/converge', remoteAddress: '10.0.0.7', headers: { authorization: `Bearer ${TOKEN}` } })
+  const ok = await app.inject({
+    method: 'POST',
+    url: '/layout/converge',
+    remoteAddress: '10.0.0.7',
+    headers: { authorization: `Bearer ${TOKEN}` },
+  })
   assert.equal(ok.statusCode, 202)
   assert.equal(agent.kicks, 1)
 

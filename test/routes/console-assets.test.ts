@@ -15,18 +15,31 @@ const ASSETS = ['page.html', 'console.css', 'console.js']
 void test('the build puts the console files beside the compiled route', async () => {
   for (const name of ASSETS) {
     const built = await fs.readFile(new URL(`../../src/routes/console-page/${name}`, import.meta.url), 'utf8')
-    assert.equal(built, await fs.readFile(`${ROOT}src/routes/console-page/${name}`, 'utf8'), `${name} as built is the source's`)
+    assert.equal(
+      built,
+      await fs.readFile(`${ROOT}src/routes/console-page/${name}`, 'utf8'),
+      `${name} as built is the source's`,
+    )
   }
 })
 
 void test('npm pack carries the console files wherever it carries the console route', async () => {
   // --ignore-scripts: the list, without building again (the test runs on a build).
-  const { stdout } = await promisify(execFile)('npm', ['pack', '--dry-run', '--ignore-scripts', '--json'], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 })
-  const files = new Set((JSON.parse(stdout) as Array<{ files: Array<{ path: string }> }>)[0]?.files.map((f) => f.path) ?? [])
+  const { stdout } = await promisify(execFile)('npm', ['pack', '--dry-run', '--ignore-scripts', '--json'], {
+    cwd: ROOT,
+    maxBuffer: 16 * 1024 * 1024,
+  })
+  const files = new Set(
+    (JSON.parse(stdout) as Array<{ files: Array<{ path: string }> }>)[0]?.files.map((f) => f.path) ?? [],
+  )
   const routes = ['src/routes/console.ts', 'dist/src/routes/console.js'].filter((f) => files.has(f))
   assert.ok(routes.length > 0, 'the package carries the console route, as source or compiled')
   for (const route of routes) {
     const dir = route.replace(/console\.[jt]s$/, 'console-page/')
-    assert.deepEqual(ASSETS.filter((a) => !files.has(dir + a)), [], `the package carries ${route}: the console files beside it`)
+    assert.deepEqual(
+      ASSETS.filter((a) => !files.has(dir + a)),
+      [],
+      `the package carries ${route}: the console files beside it`,
+    )
   }
 })

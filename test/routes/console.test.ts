@@ -105,7 +105,10 @@ void test('a box of 10,000 rows is drawn a page at a time, and the word and the 
   assert.match(flat.body, /value="T0012"/)
 
   const searched = await app.inject({ method: 'GET', url: '/?q=t0999&page=1&word=' })
-  assert.deepEqual(rowsOf(searched.body), Array.from({ length: 10 }, (_, i) => `t0999${i}.example.com`))
+  assert.deepEqual(
+    rowsOf(searched.body),
+    Array.from({ length: 10 }, (_, i) => `t0999${i}.example.com`),
+  )
 })
 
 void test('a word the console does not know, or a page that is not a number, is refused with the envelope', async (t) => {
@@ -128,7 +131,11 @@ void test('the page shows the intent, the gate, the leg and the warnings', async
     leg: {
       running: true,
       pending: true,
-      lastRun: { startedAt: new Date(now - 5000).toISOString(), finishedAt: null, results: [{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }] },
+      lastRun: {
+        startedAt: new Date(now - 5000).toISOString(),
+        finishedAt: null,
+        results: [{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }],
+      },
       retryAt: new Date(now + 9 * 60_000 + 30_000).toISOString(),
     },
     warnings: ['nested instances share this box with flat ones'],

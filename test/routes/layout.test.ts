@@ -14,7 +14,7 @@ void test('GET /layout/status answers the report with its version as a strong ET
   assert.equal(first.statusCode, 200)
   assert.deepEqual(first.json(), sampleReport())
   const etag = first.headers.etag
-  assert.equal(etag, '"fake.1"', 'the ETag is the report\'s tag, quoted, never weak')
+  assert.equal(etag, '"fake.1"', "the ETag is the report's tag, quoted, never weak")
 
   const again = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': etag } })
   assert.equal(again.statusCode, 304)
@@ -22,7 +22,11 @@ void test('GET /layout/status answers the report with its version as a strong ET
   assert.equal(again.headers.etag, etag)
 
   // A proxy may weaken the tag and a client may send a list: both still match.
-  const listed = await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': `"other", W/${etag}` } })
+  const listed = await app.inject({
+    method: 'GET',
+    url: '/layout/status',
+    headers: { 'if-none-match': `"other", W/${etag}` },
+  })
   assert.equal(listed.statusCode, 304)
 
   agent.reportValue = { ...sampleReport(), warnings: ['something changed'] }
@@ -47,13 +51,27 @@ void test('GET /layout/status serializes a report of many rows a slice per turn,
   const rows: LayoutReport['rows'] = {}
   for (let i = 0; i < ROWS_PER_TURN * 2 + 3; i++) {
     const host = i % 5 === 0 ? `odd "rows":{} \\ host ${i}` : `t${i}.example.com`
-    rows[host] = { layout: i % 2 === 0 ? 'flat' : 'nested', reason: i % 7 === 0 ? 'a "lastRun":null and "rows":{} ]}' : '', note: i % 11 === 0 ? 'set aside "x"' : '' }
+    rows[host] = {
+      layout: i % 2 === 0 ? 'flat' : 'nested',
+      reason: i % 7 === 0 ? 'a "lastRun":null and "rows":{} ]}' : '',
+      note: i % 11 === 0 ? 'set aside "x"' : '',
+    }
   }
-  const results = Array.from({ length: RESULTS_PER_TURN + 1 }, (_, i) => ({ host: `t${i}.example.com`, outcome: 'moved' as const, reason: i % 3 === 0 ? '"rows":{}' : '', to: 'nested' as const }))
+  const results = Array.from({ length: RESULTS_PER_TURN + 1 }, (_, i) => ({
+    host: `t${i}.example.com`,
+    outcome: 'moved' as const,
+    reason: i % 3 === 0 ? '"rows":{}' : '',
+    to: 'nested' as const,
+  }))
   agent.reportValue = {
     ...sampleReport(),
     rows,
-    leg: { running: true, pending: false, lastRun: { startedAt: '2026-12-02T00:00:00.000Z', finishedAt: null, results }, retryAt: null },
+    leg: {
+      running: true,
+      pending: false,
+      lastRun: { startedAt: '2026-12-02T00:00:00.000Z', finishedAt: null, results },
+      retryAt: null,
+    },
     warnings: ['"rows":{} and "lastRun":null'],
   }
   const res = await app.inject({ method: 'GET', url: '/layout/status' })
@@ -65,7 +83,11 @@ void test('GET /layout/status serializes a report of many rows a slice per turn,
   assert.equal(res.body, (await whole.inject({ method: 'GET', url: '/' })).body)
   assert.deepEqual(res.json(), agent.reportValue)
   // And an empty box: no rows, no run.
-  agent.reportValue = { ...sampleReport(), rows: {}, leg: { running: false, pending: false, lastRun: null, retryAt: null } }
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: {},
+    leg: { running: false, pending: false, lastRun: null, retryAt: null },
+  }
   assert.deepEqual((await app.inject({ method: 'GET', url: '/layout/status' })).json(), agent.reportValue)
 })
 
@@ -73,7 +95,12 @@ void test('a conditional GET /layout/status builds nothing, and a new version is
   const { app, agent } = await build(t)
   const first = await app.inject({ method: 'GET', url: '/layout/status' })
   const builds = agent.reportBuilds
-  for (let i = 0; i < 3; i++) assert.equal((await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': first.headers.etag } })).statusCode, 304)
+  for (let i = 0; i < 3; i++)
+    assert.equal(
+      (await app.inject({ method: 'GET', url: '/layout/status', headers: { 'if-none-match': first.headers.etag } }))
+        .statusCode,
+      304,
+    )
   assert.equal((await app.inject({ method: 'GET', url: '/layout/status' })).body, first.body)
   assert.equal(agent.reportBuilds, builds, 'the version served: nothing built again')
   agent.reportValue = { ...sampleReport(), warnings: ['changed'] }
@@ -112,14 +139,24 @@ void test('POST /layout/converge?wait=1 writes its answer by the response schema
   const pending = Promise.resolve(app.inject({ method: 'POST', url: '/layout/converge?wait=1' }))
   const call = await agent.nextConverge()
   // What the schemas do not name stays out of the answer, as the route's serializer would keep it out.
-  const leaky = (): LegRun => ({ ...sampleRun(), secret: 'x', results: sampleRun().results.map((r) => ({ ...r, secret: 'y' })) }) as LegRun
-  agent.legValue = { running: false, pending: false, lastRun: sampleRun(), retryAt: null, secret: 'z' } as unknown as LegState
+  const leaky = (): LegRun =>
+    ({ ...sampleRun(), secret: 'x', results: sampleRun().results.map((r) => ({ ...r, secret: 'y' })) }) as LegRun
+  agent.legValue = {
+    running: false,
+    pending: false,
+    lastRun: sampleRun(),
+    retryAt: null,
+    secret: 'z',
+  } as unknown as LegState
   call.finish(leaky())
   const res = await pending
   assert.equal(res.statusCode, 200)
   assert.match(String(res.headers['content-type']), /^application\/json/)
   assert.doesNotMatch(res.body, /secret/)
-  assert.deepEqual(res.json(), { leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null }, run: sampleRun() })
+  assert.deepEqual(res.json(), {
+    leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null },
+    run: sampleRun(),
+  })
 })
 
 void test('POST /layout/converge?wait=1 answers a run of many results, serialized a slice per turn, exactly as one piece', async (t) => {
@@ -202,5 +239,8 @@ void test('GET /layout/mint answers the mode, and 503 intent_unreadable while th
   agent.mintValue = errors.intentUnreadable('deploy store timed out')
   const down = await app.inject({ method: 'GET', url: '/layout/mint' })
   assert.equal(down.statusCode, 503)
-  assert.deepEqual(errorOf(down.body), { code: 'intent_unreadable', message: 'the layout intent is unreadable: deploy store timed out' })
+  assert.deepEqual(errorOf(down.body), {
+    code: 'intent_unreadable',
+    message: 'the layout intent is unreadable: deploy store timed out',
+  })
 })

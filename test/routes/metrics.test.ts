@@ -28,7 +28,9 @@ function promtoolCheck(text: string): Promise<{ code: number | null; output: str
     child.stdout.on('data', (d: Buffer) => (output += d.toString()))
     child.stderr.on('data', (d: Buffer) => (output += d.toString()))
     child.on('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'ENOENT' ? new Error('promtool is not on PATH: install it (Prometheus) to run this test') : err),
+      reject(
+        err.code === 'ENOENT' ? new Error('promtool is not on PATH: install it (Prometheus) to run this test') : err,
+      ),
     )
     child.on('close', (code) => resolve({ code, output }))
     child.stdin.end(text)
@@ -53,11 +55,26 @@ void test('the HTTP histogram is labelled by route pattern, "unmatched" for 404s
   const { app, metrics } = await build(t)
   assert.equal((await app.inject({ method: 'GET', url: '/layout/status' })).statusCode, 200)
   assert.equal((await app.inject({ method: 'GET', url: `/nowhere/${HOST}` })).statusCode, 404)
-  assert.equal((await app.inject({ method: 'POST', url: '/layout/converge', remoteAddress: '192.0.2.1' })).statusCode, 403)
+  assert.equal(
+    (await app.inject({ method: 'POST', url: '/layout/converge', remoteAddress: '192.0.2.1' })).statusCode,
+    403,
+  )
   const text = await metrics.text()
-  assert.equal(sample(text, 'carlos_layout_http_request_duration_seconds_count{method="GET",route="/layout/status",status="200"}'), 1)
-  assert.equal(sample(text, 'carlos_layout_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"}'), 1)
-  assert.equal(sample(text, 'carlos_layout_http_request_duration_seconds_count{method="POST",route="/layout/converge",status="403"}'), 1)
+  assert.equal(
+    sample(text, 'carlos_layout_http_request_duration_seconds_count{method="GET",route="/layout/status",status="200"}'),
+    1,
+  )
+  assert.equal(
+    sample(text, 'carlos_layout_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"}'),
+    1,
+  )
+  assert.equal(
+    sample(
+      text,
+      'carlos_layout_http_request_duration_seconds_count{method="POST",route="/layout/converge",status="403"}',
+    ),
+    1,
+  )
   assert.ok(!text.includes('example.com'), 'no hostname anywhere in the exposition')
   assert.doesNotMatch(text, /\{[^}]*\bhost=/, 'no label named host')
 })

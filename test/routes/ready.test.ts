@@ -11,7 +11,10 @@ void test('GET /ready answers 503 with the phase and checks until the agent is r
   agent.readinessValue = {
     ready: true,
     phase: 'ready',
-    checks: [{ name: 'registry', ok: true, detail: '' }, { name: 'recovery', ok: true, detail: '' }],
+    checks: [
+      { name: 'registry', ok: true, detail: '' },
+      { name: 'recovery', ok: true, detail: '' },
+    ],
     nested: { allowed: true, reason: '' },
   }
   const ready = await app.inject({ method: 'GET', url: '/ready' })
@@ -26,7 +29,12 @@ void test('GET /ready?verbose prints Kubernetes-style lines with the same status
   assert.match(String(failed.headers['content-type']), /^text\/plain/)
   assert.equal(failed.body, '[+]registry ok\n[-]recovery failed: recovering 2 journals\nreadyz check failed\n')
 
-  agent.readinessValue = { ...agent.readinessValue, ready: true, phase: 'ready', checks: [{ name: 'recovery', ok: true, detail: '' }] }
+  agent.readinessValue = {
+    ...agent.readinessValue,
+    ready: true,
+    phase: 'ready',
+    checks: [{ name: 'recovery', ok: true, detail: '' }],
+  }
   const passed = await app.inject({ method: 'GET', url: '/ready?verbose=1' })
   assert.equal(passed.statusCode, 200)
   assert.equal(passed.body, '[+]recovery ok\nreadyz check passed\n')

@@ -29,7 +29,12 @@ void test('PUT /wakes refuses a body of the wrong types, never coercing it into 
     'awake',
   ]
   for (const payload of bodies) {
-    const res = await app.inject({ method: 'PUT', url: '/wakes', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) })
+    const res = await app.inject({
+      method: 'PUT',
+      url: '/wakes',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify(payload),
+    })
     assert.equal(res.statusCode, 400, JSON.stringify(payload))
     const err = errorOf(res.body)
     assert.equal(err.code, 'bad_request', JSON.stringify(payload))
@@ -65,7 +70,16 @@ void test('on the real agent, a coerced set would have released real claims: it 
 
 void test('POST /layout/converge reads its timeout as whole seconds, without coercing anything else', async (t) => {
   const { app, agent } = await build(t)
-  for (const q of ['timeout=abc', 'timeout=1.5', 'timeout=0', 'timeout=601', 'timeout=-1', 'timeout=', 'timeout=5&timeout=6', 'wait=yes']) {
+  for (const q of [
+    'timeout=abc',
+    'timeout=1.5',
+    'timeout=0',
+    'timeout=601',
+    'timeout=-1',
+    'timeout=',
+    'timeout=5&timeout=6',
+    'wait=yes',
+  ]) {
     const res = await app.inject({ method: 'POST', url: `/layout/converge?wait=1&${q}` })
     assert.equal(res.statusCode, 400, q)
     assert.equal(errorOf(res.body).code, 'bad_request', q)
@@ -106,7 +120,11 @@ void test('a 253-byte host is added, asked about and woken; a longer one is inva
   assert.equal((await b.app.inject({ method: 'DELETE', url: `/wakes/${LONGEST}` })).statusCode, 204)
 
   for (const host of [`${LONGEST}x`, `${LONGEST}.${'e'.repeat(63)}.${'f'.repeat(63)}`]) {
-    for (const [method, url] of [['GET', `/ready/${host}`], ['POST', `/wakes/${host}`], ['DELETE', `/wakes/${host}`]] as const) {
+    for (const [method, url] of [
+      ['GET', `/ready/${host}`],
+      ['POST', `/wakes/${host}`],
+      ['DELETE', `/wakes/${host}`],
+    ] as const) {
       const res = await b.app.inject({ method, url })
       assert.equal(res.statusCode, 400, `${method} ${host.length}: ${res.body}`)
       assert.equal(errorOf(res.body).code, 'invalid_host')

@@ -25,7 +25,13 @@ function persistedWakes(registry: Registry): string[] {
   }
 }
 
-const GRANT: WakeGrant = { host: HOST, layout: 'flat', dir: '/data/apps/a.example.com', socket: '/data/run/a.example.com.sock', db: '' }
+const GRANT: WakeGrant = {
+  host: HOST,
+  layout: 'flat',
+  dir: '/data/apps/a.example.com',
+  socket: '/data/run/a.example.com.sock',
+  db: '',
+}
 
 // ---- the shapes, against a FakeAgent ---------------------------------------
 
@@ -36,7 +42,11 @@ void test('POST /wakes/:host answers 200 with the paths or 409 with the reason; 
   assert.equal(ok.statusCode, 200)
   assert.deepEqual(ok.json(), GRANT)
 
-  const refusal: WakeRefusal = { host: 'b.example.com', layout: 'fenced', reason: 'fenced: layout move to nested in flight' }
+  const refusal: WakeRefusal = {
+    host: 'b.example.com',
+    layout: 'fenced',
+    reason: 'fenced: layout move to nested in flight',
+  }
   agent.wakeAnswers.set('b.example.com', { granted: false, refusal })
   const no = await app.inject({ method: 'POST', url: '/wakes/b.example.com' })
   assert.equal(no.statusCode, 409)
@@ -103,7 +113,11 @@ void test('GET /ready/:host says what a claim would get, and claims nothing', as
   assert.equal(ok.headers['cache-control'], 'no-store')
   const unknown = await app.inject({ method: 'GET', url: '/ready/z.example.com' })
   assert.equal(unknown.statusCode, 409)
-  assert.deepEqual(unknown.json(), { host: 'z.example.com', layout: 'unknown', reason: 'unknown host: z.example.com is not in the registry' })
+  assert.deepEqual(unknown.json(), {
+    host: 'z.example.com',
+    layout: 'unknown',
+    reason: 'unknown host: z.example.com is not in the registry',
+  })
   assert.deepEqual(agent.claims, [])
 })
 
@@ -115,12 +129,20 @@ void test('claims, releases and the set are mutations: loopback or the token', a
     ['DELETE', `/wakes/${HOST}`],
     ['PUT', '/wakes'],
   ] as const) {
-    const res = await app.inject({ method, url, remoteAddress: '192.0.2.10', payload: method === 'PUT' ? { awake: [] } : undefined })
+    const res = await app.inject({
+      method,
+      url,
+      remoteAddress: '192.0.2.10',
+      payload: method === 'PUT' ? { awake: [] } : undefined,
+    })
     assert.equal(res.statusCode, 403, `${method} ${url}`)
   }
   assert.deepEqual([agent.claims, agent.releases, agent.replaced], [[], [], []])
   // Reads stay open to any peer.
-  assert.equal((await app.inject({ method: 'GET', url: `/ready/${HOST}`, remoteAddress: '192.0.2.10' })).statusCode, 200)
+  assert.equal(
+    (await app.inject({ method: 'GET', url: `/ready/${HOST}`, remoteAddress: '192.0.2.10' })).statusCode,
+    200,
+  )
   assert.equal((await app.inject({ method: 'GET', url: '/wakes', remoteAddress: '192.0.2.10' })).statusCode, 200)
 
   const { app: withToken } = await build(t, { token: 'tok-1' })
@@ -181,7 +203,11 @@ void test('a flat tenant is granted with its paths, the claim is kept in the reg
 
   const before = await b.app.inject({ method: 'GET', url: '/ready/a.example.com' })
   assert.equal(before.statusCode, 200)
-  assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), { awake: [], swept: true }, 'GET /ready/:host claims nothing')
+  assert.deepEqual(
+    (await b.app.inject({ method: 'GET', url: '/wakes' })).json(),
+    { awake: [], swept: true },
+    'GET /ready/:host claims nothing',
+  )
 
   const got = await claim(b, 'a.example.com')
   assert.equal(got.status, 200)
@@ -189,11 +215,18 @@ void test('a flat tenant is granted with its paths, the claim is kept in the reg
   assert.deepEqual(persistedWakes(b.registry), ['a.example.com'])
   // A second claim of an awake host is granted again and keeps one claim.
   assert.equal((await claim(b, 'a.example.com')).status, 200)
-  assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), { awake: ['a.example.com'], swept: true })
+  assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), {
+    awake: ['a.example.com'],
+    swept: true,
+  })
 
   assert.equal((await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode, 204)
   assert.deepEqual(persistedWakes(b.registry), [])
-  assert.equal((await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode, 204, 'a release repeats safely')
+  assert.equal(
+    (await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode,
+    204,
+    'a release repeats safely',
+  )
 
   const text = await b.metrics.text()
   assert.equal(sample(text, 'carlos_layout_wake_claims_total{result="granted"}'), 2)
@@ -206,7 +239,14 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
   const shared = flatPaths(b.config, 'c.example.com')
   await fs.mkdir(shared.dir, { recursive: true })
   b.registry.add({ host: 'c.example.com', kind: 'instance', hibernate: true, ...shared })
-  b.registry.add({ host: 'd.example.com', kind: 'instance', hibernate: true, dir: shared.dir, socket: path.join(b.config.runDir, 'd.sock'), db: '' })
+  b.registry.add({
+    host: 'd.example.com',
+    kind: 'instance',
+    hibernate: true,
+    dir: shared.dir,
+    socket: path.join(b.config.runDir, 'd.sock'),
+    db: '',
+  })
   b.registry.add({ host: 's.example.com', kind: 'sidecar', hibernate: false, socket: '', dir: '', db: '' })
 
   const early = await claim(b, 'a.example.com')
@@ -216,7 +256,10 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
 
   await b.agent.start()
   const unknown = await claim(b, 'z.example.com')
-  assert.deepEqual([unknown.status, unknown.body.layout, unknown.body.reason], [409, 'unknown', 'unknown host: z.example.com is not in the registry'])
+  assert.deepEqual(
+    [unknown.status, unknown.body.layout, unknown.body.reason],
+    [409, 'unknown', 'unknown host: z.example.com is not in the registry'],
+  )
   const sidecar = await claim(b, 's.example.com')
   assert.equal(sidecar.status, 409)
   assert.equal(sidecar.body.layout, 'unmanaged')
@@ -245,14 +288,28 @@ void test('a host a journal names is fenced, and a held host is held: both refus
   b.registry.add({ host: 'j.example.com', kind: 'instance', hibernate: true, ...from })
   await fs.writeFile(
     path.join(layout, 'j.example.com.journal'),
-    JSON.stringify({ v: 1, host: 'j.example.com', to: 'nested', from, dest: nestedPaths(b.config, 'j.example.com'), generation: 1, startedAt: new Date().toISOString() }),
+    JSON.stringify({
+      v: 1,
+      host: 'j.example.com',
+      to: 'nested',
+      from,
+      dest: nestedPaths(b.config, 'j.example.com'),
+      generation: 1,
+      startedAt: new Date().toISOString(),
+    }),
   )
   // A hold marker: no intent is recorded and the default is nested, so
   // start-up keeps it (the fail-closed intent).
   await addFlat(b, 'h.example.com')
   await fs.writeFile(
     path.join(layout, 'h.example.com.hold'),
-    JSON.stringify({ v: 1, host: 'h.example.com', to: 'nested', reason: 'a file of its has a second name: x has 2 links', heldAt: new Date().toISOString() }),
+    JSON.stringify({
+      v: 1,
+      host: 'h.example.com',
+      to: 'nested',
+      reason: 'a file of its has a second name: x has 2 links',
+      heldAt: new Date().toISOString(),
+    }),
   )
   await b.agent.start()
 
@@ -278,7 +335,9 @@ void test('a shut isolation gate refuses nested wakes and names its check; flat 
   await addFlat(b, 'f.example.com')
   await addNested(b, 'n.example.com')
   await b.agent.start()
-  await until('the probe to be read', () => (b.agent.readiness().isolation?.[2]?.detail !== 'not yet run' ? true : undefined))
+  await until('the probe to be read', () =>
+    b.agent.readiness().isolation?.[2]?.detail !== 'not yet run' ? true : undefined,
+  )
 
   const nested = await claim(b, 'n.example.com')
   assert.equal(nested.status, 409)
@@ -292,13 +351,19 @@ void test('a shut isolation gate refuses nested wakes and names its check; flat 
   const verbose = await b.app.inject({ method: 'GET', url: '/ready?verbose' })
   assert.equal(verbose.statusCode, 200)
   assert.match(verbose.body, /^\[\+\]isolation\/selfcheck ok \(informational\)$/m)
-  assert.match(verbose.body, /^\[-\]isolation\/probe failed: the probe says ready: false \(seccomp profile missing\) \(informational/m)
+  assert.match(
+    verbose.body,
+    /^\[-\]isolation\/probe failed: the probe says ready: false \(seccomp profile missing\) \(informational/m,
+  )
   assert.match(verbose.body, /readyz check passed\n$/)
 
   // The report says the same: the nested row cannot wake, and the default is blocked by the gate.
   await b.agent.converge(10_000)
   const report = (await b.app.inject({ method: 'GET', url: '/layout/status' })).json<LayoutReport>()
-  assert.equal(report.rows['n.example.com']?.reason, 'isolation not ready: probe: the probe says ready: false (seccomp profile missing)')
+  assert.equal(
+    report.rows['n.example.com']?.reason,
+    'isolation not ready: probe: the probe says ready: false (seccomp profile missing)',
+  )
   assert.match(report.defaultBlocked, /^isolation not ready: probe: /)
 
   // Under a recorded nested intent the flat row's move is refused, and its row says why.
@@ -311,7 +376,10 @@ void test('a shut isolation gate refuses nested wakes and names its check; flat 
       ['n.example.com', 'unchanged'],
     ],
   )
-  assert.equal(b.agent.report().rows['f.example.com']?.reason, 'isolation not ready: probe: the probe says ready: false (seccomp profile missing)')
+  assert.equal(
+    b.agent.report().rows['f.example.com']?.reason,
+    'isolation not ready: probe: the probe says ready: false (seccomp profile missing)',
+  )
 
   // The probe turns ready: at its next read the gate opens and the nested host wakes.
   await fs.writeFile(b.probe, 'ready: true\n')
@@ -325,11 +393,22 @@ void test('PUT /wakes records the whole set as claimed and names what must stop'
   await addFlat(b, 'b.example.com')
   const shared = flatPaths(b.config, 'c.example.com')
   b.registry.add({ host: 'c.example.com', kind: 'instance', hibernate: true, ...shared })
-  b.registry.add({ host: 'd.example.com', kind: 'instance', hibernate: true, dir: shared.dir, socket: path.join(b.config.runDir, 'd.sock'), db: '' })
+  b.registry.add({
+    host: 'd.example.com',
+    kind: 'instance',
+    hibernate: true,
+    dir: shared.dir,
+    socket: path.join(b.config.runDir, 'd.sock'),
+    db: '',
+  })
   await b.agent.start()
   assert.equal((await claim(b, 'b.example.com')).status, 200)
 
-  const res = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['d.example.com', 'a.example.com', 'z.example.com', 'a.example.com'] } })
+  const res = await b.app.inject({
+    method: 'PUT',
+    url: '/wakes',
+    payload: { awake: ['d.example.com', 'a.example.com', 'z.example.com', 'a.example.com'] },
+  })
   assert.equal(res.statusCode, 200)
   const set = res.json<WakeSet>()
   assert.deepEqual(set.awake, ['a.example.com', 'd.example.com', 'z.example.com'])
@@ -339,11 +418,19 @@ void test('PUT /wakes records the whole set as claimed and names what must stop'
   )
   assert.match(set.stop[0]?.reason ?? '', /^conflict: /)
   assert.match(set.stop[1]?.reason ?? '', /^unknown host: /)
-  assert.deepEqual(persistedWakes(b.registry), ['a.example.com', 'd.example.com', 'z.example.com'], 'b was not named: its claim ended')
+  assert.deepEqual(
+    persistedWakes(b.registry),
+    ['a.example.com', 'd.example.com', 'z.example.com'],
+    'b was not named: its claim ended',
+  )
 
   const bad = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['ok.example.com', '-bad'] } })
   assert.equal(bad.statusCode, 400)
-  assert.deepEqual(persistedWakes(b.registry), ['a.example.com', 'd.example.com', 'z.example.com'], 'an invalid host changes nothing')
+  assert.deepEqual(
+    persistedWakes(b.registry),
+    ['a.example.com', 'd.example.com', 'z.example.com'],
+    'an invalid host changes nothing',
+  )
 })
 
 void test('no window: from the moment its move fences it, a claimed host is refused; it moves only after its release', async (t) => {
@@ -363,7 +450,10 @@ void test('no window: from the moment its move fences it, a claimed host is refu
   const again = await claim(b, 'a.example.com')
   assert.equal(again.status, 409)
   assert.match(again.body.reason, /^fenced: /)
-  assert.equal(await fs.readFile(path.join(flatPaths(b.config, 'a.example.com').dir, 'host.txt'), 'utf8'), 'a.example.com')
+  assert.equal(
+    await fs.readFile(path.join(flatPaths(b.config, 'a.example.com').dir, 'host.txt'), 'utf8'),
+    'a.example.com',
+  )
   assert.equal(b.agent.legState().running, true)
 
   assert.equal((await b.app.inject({ method: 'DELETE', url: '/wakes/a.example.com' })).statusCode, 204)
@@ -382,7 +472,10 @@ void test('claims survive a restart of layoutd: the restarted pass defers the ho
   await first.close()
 
   const b = await realBox(t, { dir: first.dir })
-  assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), { awake: ['a.example.com'], swept: true })
+  assert.deepEqual((await b.app.inject({ method: 'GET', url: '/wakes' })).json(), {
+    awake: ['a.example.com'],
+    swept: true,
+  })
   await recordIntent(b, 'nested')
   const run = await b.agent.converge(10_000)
   const a = run?.results.find((r) => r.host === 'a.example.com')
@@ -391,7 +484,9 @@ void test('claims survive a restart of layoutd: the restarted pass defers the ho
   const report = b.agent.report()
   assert.deepEqual(report.rows['a.example.com'], { layout: 'flat', reason: 'awake: 60m of grace left', note: '' })
   // The grace is counted from the first deferral, on disk.
-  const grace = JSON.parse(await fs.readFile(path.join(b.config.dataDir, 'layout', 'grace.json'), 'utf8')) as { hosts: Record<string, { mode: string }> }
+  const grace = JSON.parse(await fs.readFile(path.join(b.config.dataDir, 'layout', 'grace.json'), 'utf8')) as {
+    hosts: Record<string, { mode: string }>
+  }
   assert.equal(grace.hosts['a.example.com']?.mode, 'nested')
 })
 
@@ -414,9 +509,21 @@ void test('after start every activator-managed tenant has an instance key; one i
     assert.match(await fs.readFile(file, 'utf8'), /^CARLOS_INSTANCE_KEY=[0-9a-f]{64}\n$/)
     assert.equal((await fs.lstat(file)).mode & 0o777, 0o600)
   }
-  assert.equal(await fs.readFile(path.join(flatPaths(b.config, 'k.example.com').dir, 'instance.env'), 'utf8'), kept, 'never overwritten')
-  await assert.rejects(fs.lstat(path.join(ext.dir, 'instance.env')), { code: 'ENOENT' }, 'an external row is not the activator’s')
-  const keys = await Promise.all(['a.example.com', 'n.example.com'].map(async (h) => fs.readFile(path.join(b.registry.get(h)?.dir ?? '', 'instance.env'), 'utf8')))
+  assert.equal(
+    await fs.readFile(path.join(flatPaths(b.config, 'k.example.com').dir, 'instance.env'), 'utf8'),
+    kept,
+    'never overwritten',
+  )
+  await assert.rejects(
+    fs.lstat(path.join(ext.dir, 'instance.env')),
+    { code: 'ENOENT' },
+    'an external row is not the activator’s',
+  )
+  const keys = await Promise.all(
+    ['a.example.com', 'n.example.com'].map(async (h) =>
+      fs.readFile(path.join(b.registry.get(h)?.dir ?? '', 'instance.env'), 'utf8'),
+    ),
+  )
   assert.notEqual(keys[0], keys[1], 'each tenant its own key')
 })
 
@@ -431,7 +538,9 @@ void test('CARLOS_ACTIVATOR=none: claims are refused and the set is not taken', 
   const put = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['a.example.com'] } })
   assert.equal(put.statusCode, 409)
   assert.equal(errorOf(put.body).code, 'conflict')
-  await assert.rejects(fs.lstat(path.join(flatPaths(b.config, 'a.example.com').dir, 'instance.env')), { code: 'ENOENT' })
+  await assert.rejects(fs.lstat(path.join(flatPaths(b.config, 'a.example.com').dir, 'instance.env')), {
+    code: 'ENOENT',
+  })
 })
 
 void test('a release that does not come in time: the move fails, the fence is lifted, the tenant runs on where it is', async (t) => {

@@ -34,7 +34,9 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   const client = new AgentClient(agentUrl(config, args.values.url), config.token)
   if (args.values.wait !== true) {
     const leg = await client.kick()
-    stdout.write(`converge requested (leg ${leg.running ? 'running' : 'idle'}${leg.pending ? ', another run pending' : ''})\n`)
+    stdout.write(
+      `converge requested (leg ${leg.running ? 'running' : 'idle'}${leg.pending ? ', another run pending' : ''})\n`,
+    )
     return 0
   }
   let done = false
@@ -69,12 +71,15 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   })
   for (const r of finished.results) {
     // A thousand 'moved' lines would hide the few that need an operator.
-    if (r.outcome !== 'unchanged' && r.outcome !== 'moved') stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
+    if (r.outcome !== 'unchanged' && r.outcome !== 'moved')
+      stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
   }
   stdout.write(`done: ${summarize(finished.results)}\n`)
   const stuck = finished.results.filter((r) => NEEDS_OPERATOR.has(r.outcome))
   if (stuck.length === 0) return 0
-  stdout.write(`${stuck.length} host${stuck.length === 1 ? '' : 's'} failed, refused or held: \`layoutd status HOST\` says what to do (docs/runbook.md#outcomes)\n`)
+  stdout.write(
+    `${stuck.length} host${stuck.length === 1 ? '' : 's'} failed, refused or held: \`layoutd status HOST\` says what to do (docs/runbook.md#outcomes)\n`,
+  )
   return 1
 }
 

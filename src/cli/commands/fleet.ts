@@ -8,7 +8,16 @@ import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
 import type { DeployStore } from '../../domain/ports.js'
 import { errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
-import { runGroup, subcommandIn, withDeployStore, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
+import {
+  runGroup,
+  subcommandIn,
+  withDeployStore,
+  type Cli,
+  type Command,
+  type CommandContext,
+  type CommandGroup,
+  type Signature,
+} from '../command.js'
 import { formatTable } from '../table.js'
 
 export const usage = `usage:
@@ -81,11 +90,21 @@ function ago(iso: string | null, now: number): string {
 export function formatFleet(v: FleetView, now: number): string {
   const rows = v.rows.map((r) => {
     const s = r.summary
-    const converged = r.state === 'converged' ? 'yes' : r.state === 'none' ? 'no intent' : s.leg.running ? 'running' : 'no'
+    const converged =
+      r.state === 'converged' ? 'yes' : r.state === 'none' ? 'no intent' : s.leg.running ? 'running' : 'no'
     const intent = r.wants ?? '-'
     const stale = r.wants !== null && s.intent !== r.wants ? ` (box read ${s.intent ?? 'none'})` : ''
     const n = (w: string) => String(s.counts[w] ?? 0)
-    return [s.box, `${intent}${stale}`, converged, n('nested'), n('flat'), n('fenced'), String(s.held), ago(s.leg.lastRunAt, now)]
+    return [
+      s.box,
+      `${intent}${stale}`,
+      converged,
+      n('nested'),
+      n('flat'),
+      n('fenced'),
+      String(s.held),
+      ago(s.leg.lastRunAt, now),
+    ]
   })
   return `${formatTable(['BOX', 'INTENT', 'CONVERGED', 'NESTED', 'FLAT', 'FENCED', 'HELD', 'LAST RUN'], rows)}\n${summaryLine(v)}\n`
 }
@@ -98,7 +117,8 @@ function toJson(v: FleetView): string {
 
 async function fleetStatus(io: FleetIo, o: { json?: boolean; wait?: boolean; timeout?: string }): Promise<number> {
   if (o.timeout !== undefined && o.wait !== true) throw errors.usage('--timeout goes with --wait')
-  if (o.timeout !== undefined && !/^[0-9]{1,6}$/.test(o.timeout)) throw errors.usage(`--timeout ${JSON.stringify(o.timeout)}: a whole number of seconds, like 600`)
+  if (o.timeout !== undefined && !/^[0-9]{1,6}$/.test(o.timeout))
+    throw errors.usage(`--timeout ${JSON.stringify(o.timeout)}: a whole number of seconds, like 600`)
   const now = io.now ?? (() => Date.now())
   const deadline = now() + Number(o.timeout ?? '600') * 1000
   let v = await readFleet(io.store)
@@ -115,7 +135,10 @@ async function fleetStatus(io: FleetIo, o: { json?: boolean; wait?: boolean; tim
   }
   io.stdout.write(o.json === true ? toJson(v) : formatFleet(v, now()))
   if (v.allConverged) return 0
-  const why = v.rows.length === 0 ? 'no box has reported' : `${v.rows.length - v.converged} of ${v.rows.length} boxes have not converged`
+  const why =
+    v.rows.length === 0
+      ? 'no box has reported'
+      : `${v.rows.length - v.converged} of ${v.rows.length} boxes have not converged`
   io.stderr.write(`${signature.failures}: ${why}${o.wait === true ? ` after waiting ${o.timeout ?? '600'}s` : ''}\n`)
   return 1
 }

@@ -14,7 +14,16 @@ import type { DeployStore } from '../../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
-import { runGroup, subcommandIn, withDeployStore, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../command.js'
+import {
+  runGroup,
+  subcommandIn,
+  withDeployStore,
+  type Cli,
+  type Command,
+  type CommandContext,
+  type CommandGroup,
+  type Signature,
+} from '../command.js'
 
 export const usage = `usage:
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
@@ -136,7 +145,8 @@ interface RecordAsk {
 /** The box a --box names, folded as CARLOS_BOX is; undefined for the fleet. */
 function addressed(ask: RecordAsk): string | undefined {
   if (ask.box !== undefined && ask.fleet) throw errors.usage('--box and --fleet are two different intents: give one')
-  if (ask.box === undefined && !ask.fleet) throw errors.usage('say whom the intent is for: --box LABEL for one box, or --fleet for every box')
+  if (ask.box === undefined && !ask.fleet)
+    throw errors.usage('say whom the intent is for: --box LABEL for one box, or --fleet for every box')
   if (ask.box === undefined) return undefined
   const box = ask.box.toLowerCase()
   const why = hostError(box)
@@ -158,7 +168,9 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
     // instance; a forced intent for one that cannot would fence its awake
     // tenants and wait on a release nobody asks for.
     if (ask.force) {
-      const cannot = known.filter((b) => b.canStopAwake === false && (box === undefined || b.box === box)).map((b) => b.box)
+      const cannot = known
+        .filter((b) => b.canStopAwake === false && (box === undefined || b.box === box))
+        .map((b) => b.box)
       if (cannot.length > 0) throw errors.forceWithoutActivator(cannot.sort(), box === undefined)
     }
   }
@@ -186,11 +198,18 @@ async function showDryRun(io: IntentIo, mode: Mode, box: string | undefined, wha
   io.stdout.write(`dry run: would record ${what}; nothing recorded\n`)
   const self = io.config.box
   // The other boxes it addresses, from what each published of itself (counts, not rows).
-  const summaries = io.store.listBoxes === undefined ? [] : await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
-  const others = summaries.filter((s) => s.box !== self && (box === undefined || s.box === box)).sort((a, b) => (a.box < b.box ? -1 : 1))
+  const summaries =
+    io.store.listBoxes === undefined ? [] : await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  const others = summaries
+    .filter((s) => s.box !== self && (box === undefined || s.box === box))
+    .sort((a, b) => (a.box < b.box ? -1 : 1))
   if (box !== undefined && box !== self) {
     const [summary] = others
-    io.stdout.write(summary === undefined ? `box ${box} is not this box (${self}): run --dry-run there to see its rows\n` : formatSummaryDryRun(summary, mode))
+    io.stdout.write(
+      summary === undefined
+        ? `box ${box} is not this box (${self}): run --dry-run there to see its rows\n`
+        : formatSummaryDryRun(summary, mode),
+    )
     return 0
   }
   const report = await (io.report ?? (() => agentReport(io)))()
@@ -206,7 +225,8 @@ async function agentReport(io: IntentIo) {
 
 async function prune(io: IntentIo, keepText: string | undefined, dry: boolean): Promise<number> {
   if (keepText === undefined) throw errors.usage('--keep N is required: how many of the newest records to keep')
-  if (!/^[0-9]{1,6}$/.test(keepText)) throw errors.usage(`--keep ${JSON.stringify(keepText)}: a whole number of records, like 10`)
+  if (!/^[0-9]{1,6}$/.test(keepText))
+    throw errors.usage(`--keep ${JSON.stringify(keepText)}: a whole number of records, like 10`)
   const keep = Number(keepText)
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   if (io.store.remove === undefined) throw new Error(`${io.store.describe()} cannot remove records`)
@@ -250,7 +270,11 @@ export async function readIntentStatus(store: DeployStore, box: string): Promise
   const { intent } = read
   // A mode this build does not know fails closed, as the agent does.
   if (!validMode(intent.mode)) {
-    return { intent, mode: 'unreadable', error: `intent ${intent.id}: mode ${JSON.stringify(intent.mode)} is not flat or nested` }
+    return {
+      intent,
+      mode: 'unreadable',
+      error: `intent ${intent.id}: mode ${JSON.stringify(intent.mode)} is not flat or nested`,
+    }
   }
   return { intent, mode: intent.mode }
 }

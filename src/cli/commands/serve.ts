@@ -21,6 +21,7 @@ export async function run(_args: unknown, { config }: CommandContext): Promise<n
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   // Anything but --help is refused in the words serve has always used.
-  if (argv.some((arg) => arg !== '--help' && arg !== '-h')) return Promise.resolve(failed(errors.usage('serve takes no arguments'), cli, signature, usage))
+  if (argv.some((arg) => arg !== '--help' && arg !== '-h'))
+    return Promise.resolve(failed(errors.usage('serve takes no arguments'), cli, signature, usage))
   return runCommand({ usage, options, signature, run }, argv, cli, withConfig(cli))
 }

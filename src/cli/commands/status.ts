@@ -63,12 +63,18 @@ const pause = (ms: number, signal?: AbortSignal) =>
 function timeoutSeconds(text: string | undefined): number {
   if (text === undefined) return READY_TIMEOUT_S
   const s = Number(text)
-  if (!/^[0-9]+(\.[0-9]+)?$/.test(text) || s <= 0) throw errors.usage(`--timeout ${JSON.stringify(text)}: a number of seconds above zero, like 30`)
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(text) || s <= 0)
+    throw errors.usage(`--timeout ${JSON.stringify(text)}: a number of seconds above zero, like 30`)
   return s
 }
 
 /** Asks /ready until it answers 200, or the timeout passes: 0 ready, 1 not. */
-export async function waitReady(client: AgentClient, url: string, seconds: number, { stdout, stderr }: CommandContext): Promise<number> {
+export async function waitReady(
+  client: AgentClient,
+  url: string,
+  seconds: number,
+  { stdout, stderr }: CommandContext,
+): Promise<number> {
   const deadline = Date.now() + seconds * 1000
   let last = 'no answer yet'
   for (;;) {
@@ -96,7 +102,12 @@ export async function waitReady(client: AgentClient, url: string, seconds: numbe
  * redrawn in place every time (relative times move on); elsewhere a new
  * copy is printed only when the report changed. Ends when signal aborts.
  */
-export async function watch(client: AgentClient, ctx: StatusContext, everyMs: number, signal: AbortSignal): Promise<number> {
+export async function watch(
+  client: AgentClient,
+  ctx: StatusContext,
+  everyMs: number,
+  signal: AbortSignal,
+): Promise<number> {
   let etag: string | undefined
   let report: LayoutReport | undefined
   let trouble = ''
@@ -117,7 +128,9 @@ export async function watch(client: AgentClient, ctx: StatusContext, everyMs: nu
     if (report !== undefined && (changed || ctx.tty) && !signal.aborted) {
       const stamp = new Date(ctx.now()).toISOString()
       const page = formatReport(report, ctx.now(), ctx.paint)
-      ctx.stdout.write(ctx.tty ? `\x1b[H\x1b[2J${page}\n(every ${everyMs / 1000}s; Ctrl-C ends)\n` : `--- ${stamp}\n${page}`)
+      ctx.stdout.write(
+        ctx.tty ? `\x1b[H\x1b[2J${page}\n(every ${everyMs / 1000}s; Ctrl-C ends)\n` : `--- ${stamp}\n${page}`,
+      )
     }
     await pause(everyMs, signal)
   }
@@ -125,7 +138,11 @@ export async function watch(client: AgentClient, ctx: StatusContext, everyMs: nu
 }
 
 /** A host's journal or hold marker, as JSON, when this box's data root holds one; undefined when none can be read here. */
-async function layoutFile(dataDir: string | undefined, host: string, suffix: string): Promise<Record<string, unknown> | undefined> {
+async function layoutFile(
+  dataDir: string | undefined,
+  host: string,
+  suffix: string,
+): Promise<Record<string, unknown> | undefined> {
   if (dataDir === undefined || hostError(host) !== null) return undefined
   try {
     return JSON.parse(await fs.readFile(path.join(dataDir, 'layout', host + suffix), 'utf8')) as Record<string, unknown>
@@ -138,27 +155,56 @@ async function layoutFile(dataDir: string | undefined, host: string, suffix: str
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
 /** One host: its word, reason and note, where it would wake, its journal or hold, and what to do. */
-export async function describeHost(client: AgentClient, host: string, dataDir: string | undefined, ctx: StatusContext, json: boolean): Promise<number> {
+export async function describeHost(
+  client: AgentClient,
+  host: string,
+  dataDir: string | undefined,
+  ctx: StatusContext,
+  json: boolean,
+): Promise<number> {
   const report = await client.status()
   const row = Object.hasOwn(report.rows, host) ? report.rows[host] : undefined
-  if (row === undefined) throw errors.notFound(`${host} is not a row of ${report.box}'s report (only instance rows are; \`layoutd routes list\` shows every row)`)
-  const [wake, journal, hold] = await Promise.all([client.wake(host).catch((err: unknown) => ({ granted: false as const, reason: errorMessage(err) })), layoutFile(dataDir, host, '.journal'), layoutFile(dataDir, host, '.hold')])
+  if (row === undefined)
+    throw errors.notFound(
+      `${host} is not a row of ${report.box}'s report (only instance rows are; \`layoutd routes list\` shows every row)`,
+    )
+  const [wake, journal, hold] = await Promise.all([
+    client.wake(host).catch((err: unknown) => ({ granted: false as const, reason: errorMessage(err) })),
+    layoutFile(dataDir, host, '.journal'),
+    layoutFile(dataDir, host, '.hold'),
+  ])
   const todo = whatToDo(row, { journal: journal !== undefined, hold: hold !== undefined }, report.mode)
   if (json) {
-    ctx.stdout.write(JSON.stringify({ host, ...row, wake, journal: journal ?? null, hold: hold ?? null, todo }, null, 2) + '\n')
+    ctx.stdout.write(
+      JSON.stringify({ host, ...row, wake, journal: journal ?? null, hold: hold ?? null, todo }, null, 2) + '\n',
+    )
     return 0
   }
   const now = ctx.now()
-  const lines: Array<[string, string]> = [['reason', row.reason || '-'], ['note', row.note || '-']]
-  if (wake.granted) lines.push(['paths', `dir ${wake.dir}, socket ${wake.socket}${wake.db === '' ? '' : `, db ${wake.db}`}`])
+  const lines: Array<[string, string]> = [
+    ['reason', row.reason || '-'],
+    ['note', row.note || '-'],
+  ]
+  if (wake.granted)
+    lines.push(['paths', `dir ${wake.dir}, socket ${wake.socket}${wake.db === '' ? '' : `, db ${wake.db}`}`])
   else lines.push(['wake', `refused: ${wake.reason}`])
   if (journal !== undefined) {
     const from = (journal.from as { dir?: unknown } | undefined)?.dir
     const dest = (journal.dest as { dir?: unknown } | undefined)?.dir
-    lines.push(['journal', journal.unreadable !== undefined ? `unreadable: ${str(journal.unreadable)}` : `moving to ${str(journal.to)}, journaled ${relative(str(journal.startedAt), now)}: ${str(from)} -> ${str(dest)}`])
+    lines.push([
+      'journal',
+      journal.unreadable !== undefined
+        ? `unreadable: ${str(journal.unreadable)}`
+        : `moving to ${str(journal.to)}, journaled ${relative(str(journal.startedAt), now)}: ${str(from)} -> ${str(dest)}`,
+    ])
   }
   if (hold !== undefined) {
-    lines.push(['hold', hold.unreadable !== undefined ? `unreadable: ${str(hold.unreadable)}` : `toward ${str(hold.to)}, held ${relative(str(hold.heldAt), now)}: ${str(hold.reason)}`])
+    lines.push([
+      'hold',
+      hold.unreadable !== undefined
+        ? `unreadable: ${str(hold.unreadable)}`
+        : `toward ${str(hold.to)}, held ${relative(str(hold.heldAt), now)}: ${str(hold.reason)}`,
+    ])
   }
   lines.push(['to do', todo])
   ctx.stdout.write(`${host}  ${ctx.paint(row.layout)}\n` + lines.map(([k, v]) => `  ${k.padEnd(8)}${v}\n`).join(''))
@@ -171,13 +217,15 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   const modes = [v.watch === true, v['wait-ready'] === true, host !== undefined].filter(Boolean).length
   if (modes > 1) throw errors.usage('HOST, --watch and --wait-ready go one at a time')
   if (v.timeout !== undefined && v['wait-ready'] !== true) throw errors.usage('--timeout goes with --wait-ready')
-  if (v.json === true && (v.watch === true || v['wait-ready'] === true)) throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
+  if (v.json === true && (v.watch === true || v['wait-ready'] === true))
+    throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
   const url = agentUrl(ctx.config, v.url)
   const client = new AgentClient(url, ctx.config.token)
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
   // The journal and hold are read only from this box's own data root: with
   // --url the agent may be another box's.
-  if (host !== undefined) return describeHost(client, host, v.url === undefined ? ctx.config.dataDir : undefined, ctx, v.json === true)
+  if (host !== undefined)
+    return describeHost(client, host, v.url === undefined ? ctx.config.dataDir : undefined, ctx, v.json === true)
   if (v.watch === true) {
     const stop = new AbortController()
     const end = () => stop.abort()
@@ -189,7 +237,9 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
     }
   }
   const report = await client.status()
-  ctx.stdout.write(v.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report, ctx.now(), ctx.paint))
+  ctx.stdout.write(
+    v.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report, ctx.now(), ctx.paint),
+  )
   return 0
 }
 
@@ -197,7 +247,8 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
 export function statusScope(cli: Cli): Scope<StatusContext> {
   const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
   const paint = wantsColour(cli.stdout as { isTTY?: boolean }, cli.environ) ? ansi : plain
-  return (use) => use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr, paint, tty, now: Date.now })
+  return (use) =>
+    use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr, paint, tty, now: Date.now })
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {

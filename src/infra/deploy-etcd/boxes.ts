@@ -43,7 +43,8 @@ export class EtcdBoxes {
   }
 
   async publish(summary: BoxSummary, signal: AbortSignal): Promise<void> {
-    if (!Value.Check(BoxSummary, summary)) throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
+    if (!Value.Check(BoxSummary, summary))
+      throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
     this.#value = { key: b64(`${this.#o.prefix}${summary.box}`), value: b64(`${JSON.stringify(summary)}\n`) }
     this.#written = false
     // Renewals start whatever the put does: a failed one is put again by the next.
@@ -69,7 +70,8 @@ export class EtcdBoxes {
   async #grant(signal: AbortSignal): Promise<string> {
     const ttl = Math.max(1, Math.ceil(this.#o.ttlMs / 1000))
     const { value } = await this.#o.gateway.call('/v3/lease/grant', { TTL: String(ttl) }, LeaseGrantResponse, signal)
-    if (value.ID === undefined || value.error) throw new Error(`etcd granted no lease: ${value.error ?? 'no ID in its answer'}`)
+    if (value.ID === undefined || value.error)
+      throw new Error(`etcd granted no lease: ${value.error ?? 'no ID in its answer'}`)
     return value.ID
   }
 
@@ -92,19 +94,29 @@ export class EtcdBoxes {
       if (lease === undefined || !this.#written) {
         // The last put failed: the summary is not in etcd until one succeeds.
         await this.#put(signal)
-        logger?.info({ store: gateway.describe() }, 'etcd deploy store: the box summary is published again on a new lease')
+        logger?.info(
+          { store: gateway.describe() },
+          'etcd deploy store: the box summary is published again on a new lease',
+        )
         return
       }
       const { value } = await gateway.call('/v3/lease/keepalive', { ID: lease }, LeaseKeepAliveResponse, signal)
       const ttl = value.result?.TTL
       if (value.error !== undefined || ttl === undefined || ttl === '0' || ttl.startsWith('-')) {
         // Expired while we were cut off (or too slow): the key went with it. A new lease, the summary again.
-        logger?.warn({ store: gateway.describe(), lease }, 'etcd deploy store: the box summary lease expired; publishing again on a new one')
+        logger?.warn(
+          { store: gateway.describe(), lease },
+          'etcd deploy store: the box summary lease expired; publishing again on a new one',
+        )
         this.#lease = undefined
         await this.#put(signal)
       }
     } catch (err) {
-      if (!gateway.closed.aborted) logger?.warn({ store: gateway.describe(), err: errorMessage(err) }, `etcd deploy store: the box summary lease was not renewed: ${errorMessage(err)}`)
+      if (!gateway.closed.aborted)
+        logger?.warn(
+          { store: gateway.describe(), err: errorMessage(err) },
+          `etcd deploy store: the box summary lease was not renewed: ${errorMessage(err)}`,
+        )
     } finally {
       this.#renewing = false
     }
@@ -123,7 +135,12 @@ export class EtcdBoxes {
   /** Every live box's summary, sorted by label. A malformed one throws naming its key. */
   async list(signal: AbortSignal): Promise<BoxSummary[]> {
     const { prefix, gateway } = this.#o
-    const { value } = await gateway.call('/v3/kv/range', { key: b64(prefix), range_end: prefixEnd(prefix) }, RangeResponse, signal)
+    const { value } = await gateway.call(
+      '/v3/kv/range',
+      { key: b64(prefix), range_end: prefixEnd(prefix) },
+      RangeResponse,
+      signal,
+    )
     const out: BoxSummary[] = []
     for (const kv of value.kvs ?? []) {
       const key = Buffer.from(kv.key, 'base64').toString('utf8')
@@ -133,8 +150,12 @@ export class EtcdBoxes {
       } catch (err) {
         throw new Error(`box summary etcd ${key}: not JSON: ${errorMessage(err)}`, { cause: err })
       }
-      if (!Value.Check(BoxSummary, parsed)) throw new Error(`box summary etcd ${key}: not a box summary: ${schemaErrors(BoxSummary, parsed)}`)
-      if (`${prefix}${parsed.box}` !== key) throw new Error(`box summary etcd ${key}: holds box ${JSON.stringify(parsed.box)}, so its key must be ${prefix}${parsed.box}`)
+      if (!Value.Check(BoxSummary, parsed))
+        throw new Error(`box summary etcd ${key}: not a box summary: ${schemaErrors(BoxSummary, parsed)}`)
+      if (`${prefix}${parsed.box}` !== key)
+        throw new Error(
+          `box summary etcd ${key}: holds box ${JSON.stringify(parsed.box)}, so its key must be ${prefix}${parsed.box}`,
+        )
       out.push(parsed)
     }
     return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))

@@ -52,19 +52,25 @@ export function explainFailure(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | undefined)?.code
   const msg = errorMessage(err)
   const c = typeof code === 'string' ? code : ''
-  if (/^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?)$/.test(c)) {
+  if (
+    /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?)$/.test(
+      c,
+    )
+  ) {
     return `its certificate is not signed by a CA in CARLOS_ETCD_CA (${c})`
   }
   if (c === 'CERT_HAS_EXPIRED') return 'its certificate has expired (CERT_HAS_EXPIRED)'
   if (c === 'ERR_TLS_CERT_ALTNAME_INVALID') return `its certificate does not name the endpoint's host (${msg})`
-  if (/certificate expired|alert number 45/i.test(msg)) return `it refused our client certificate as expired (CARLOS_ETCD_CERT): ${msg}`
+  if (/certificate expired|alert number 45/i.test(msg))
+    return `it refused our client certificate as expired (CARLOS_ETCD_CERT): ${msg}`
   if (/bad certificate|alert number 42|certificate required|alert number 116|unknown ca|alert number 48/i.test(msg)) {
     return `it refused our client certificate (CARLOS_ETCD_CERT, CARLOS_ETCD_KEY): ${msg}`
   }
   if (/CommonName of client sending a request against gateway/i.test(msg)) {
     return `it refuses a client certificate with a Common Name through its JSON gateway once auth is on; give CARLOS_ETCD_CERT a certificate without a CN (the user is CARLOS_ETCD_USER): ${msg}`
   }
-  if (/authentication failed|invalid user ID or password/i.test(msg)) return `it refused CARLOS_ETCD_USER's password (CARLOS_ETCD_PASSWORD_FILE): ${msg}`
+  if (/authentication failed|invalid user ID or password/i.test(msg))
+    return `it refused CARLOS_ETCD_USER's password (CARLOS_ETCD_PASSWORD_FILE): ${msg}`
   if (/permission denied/i.test(msg)) return `the user's role may not do this under the key prefix: ${msg}`
   if (/user name is empty|authentication is not enabled/i.test(msg)) return msg
   return undefined
@@ -97,10 +103,14 @@ export class EtcdCredentials {
    */
   static load(files: EtcdCredentialFiles): EtcdCredentials {
     if ((files.cert === undefined) !== (files.key === undefined)) {
-      throw new Error('CARLOS_ETCD_CERT and CARLOS_ETCD_KEY go together: a client certificate needs its key, and a key its certificate')
+      throw new Error(
+        'CARLOS_ETCD_CERT and CARLOS_ETCD_KEY go together: a client certificate needs its key, and a key its certificate',
+      )
     }
     if ((files.user === undefined) !== (files.passwordFile === undefined)) {
-      throw new Error('CARLOS_ETCD_USER and CARLOS_ETCD_PASSWORD_FILE go together: a user needs a password, and a password its user')
+      throw new Error(
+        'CARLOS_ETCD_USER and CARLOS_ETCD_PASSWORD_FILE go together: a user needs a password, and a password its user',
+      )
     }
     const tls: TlsOptions = {}
     if (files.ca !== undefined) tls.ca = readFileNamed('CARLOS_ETCD_CA', files.ca)
@@ -109,7 +119,10 @@ export class EtcdCredentials {
     let password: string | undefined
     if (files.passwordFile !== undefined) {
       const raw = readFileNamed('CARLOS_ETCD_PASSWORD_FILE', files.passwordFile)
-      if (raw.length > MAX_PASSWORD_BYTES) throw new Error(`CARLOS_ETCD_PASSWORD_FILE ${files.passwordFile} is ${raw.length} bytes; a password file holds one line`)
+      if (raw.length > MAX_PASSWORD_BYTES)
+        throw new Error(
+          `CARLOS_ETCD_PASSWORD_FILE ${files.passwordFile} is ${raw.length} bytes; a password file holds one line`,
+        )
       // One trailing newline is the file's, not the password's (echo pw > file).
       password = raw.toString('utf8').replace(/\r?\n$/, '')
       if (password === '') throw new Error(`CARLOS_ETCD_PASSWORD_FILE ${files.passwordFile} is empty`)
@@ -128,7 +141,12 @@ export class EtcdCredentials {
     const known = explainFailure(err)
     if (known !== undefined || !https) return known
     const code = (err as { code?: unknown } | undefined)?.code
-    if (code !== 'UND_ERR_SOCKET' && code !== 'ECONNRESET' && !/other side closed|socket hang up/i.test(errorMessage(err))) return undefined
+    if (
+      code !== 'UND_ERR_SOCKET' &&
+      code !== 'ECONNRESET' &&
+      !/other side closed|socket hang up/i.test(errorMessage(err))
+    )
+      return undefined
     const cert = this.tls.cert
     if (cert === undefined) {
       return `it closed the connection after the TLS handshake, as etcd does when it asks for a client certificate and none is shown: set CARLOS_ETCD_CERT and CARLOS_ETCD_KEY (${errorMessage(err)})`
@@ -140,7 +158,8 @@ export class EtcdCredentials {
     } catch {
       // Not a PEM we can read: the TLS layer would have refused it earlier; say what we can below.
     }
-    if (validTo !== undefined) return `it refused our client certificate: CARLOS_ETCD_CERT expired on ${validTo} (${errorMessage(err)})`
+    if (validTo !== undefined)
+      return `it refused our client certificate: CARLOS_ETCD_CERT expired on ${validTo} (${errorMessage(err)})`
     return `it closed the connection after the TLS handshake, as etcd does when it refuses our client certificate (CARLOS_ETCD_CERT: not signed by its CA?) (${errorMessage(err)})`
   }
 
@@ -153,7 +172,9 @@ export class EtcdCredentials {
   checkEndpoint(url: URL): void {
     if (url.protocol === 'https:') return
     if (this.tls.cert !== undefined || this.tls.ca !== undefined) {
-      throw new Error(`etcd endpoint ${url.href} is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write it https://`)
+      throw new Error(
+        `etcd endpoint ${url.href} is plain http while CARLOS_ETCD_CERT or CARLOS_ETCD_CA is set; write it https://`,
+      )
     }
   }
 

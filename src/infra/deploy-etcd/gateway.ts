@@ -62,7 +62,8 @@ export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base
 export function prefixEnd(prefix: string): string {
   const bytes = Buffer.from(prefix)
   const last = bytes.at(-1)
-  if (last === undefined || last === 0xff) throw new Error(`etcd key prefix ${JSON.stringify(prefix)} has no simple range end`)
+  if (last === undefined || last === 0xff)
+    throw new Error(`etcd key prefix ${JSON.stringify(prefix)} has no simple range end`)
   bytes[bytes.length - 1] = last + 1
   return bytes.toString('base64')
 }
@@ -111,7 +112,8 @@ export class EtcdGateway {
     const credentials = (this.credentials = opts.credentials ?? EtcdCredentials.none())
     this.endpoints = urls.map((url) => {
       const u = new URL(url)
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`etcd endpoint ${JSON.stringify(url)} is not http(s)`)
+      if (u.protocol !== 'http:' && u.protocol !== 'https:')
+        throw new Error(`etcd endpoint ${JSON.stringify(url)} is not http(s)`)
       credentials.checkEndpoint(u)
       // A watch holds one connection for as long as it lasts; reads take the others.
       const pool = new Pool(u.origin, { connections: 4, connect: { timeout: connectTimeout, ...credentials.tls } })
@@ -152,7 +154,12 @@ export class EtcdGateway {
    * Throws naming every endpoint's failure when none answers, or the
    * caller's reason when its signal ends the call.
    */
-  async call<S extends TSchema>(path: string, body: unknown, schema: S, signal: AbortSignal): Promise<{ value: Static<S>; url: string }> {
+  async call<S extends TSchema>(
+    path: string,
+    body: unknown,
+    schema: S,
+    signal: AbortSignal,
+  ): Promise<{ value: Static<S>; url: string }> {
     const token = await this.#token(signal)
     try {
       return await this.#callWith(path, body, schema, signal, token)
@@ -179,7 +186,8 @@ export class EtcdGateway {
   #token(signal: AbortSignal): Promise<string | undefined> {
     return this.credentials.token(async (body) => {
       const { value } = await this.#callWith('/v3/auth/authenticate', body, AuthenticateResponse, signal, undefined)
-      if (value.token === undefined || value.token === '') throw new Error('etcd authenticated the user but gave no token: is auth enabled on the cluster?')
+      if (value.token === undefined || value.token === '')
+        throw new Error('etcd authenticated the user but gave no token: is auth enabled on the cluster?')
       return value.token
     })
   }
@@ -213,14 +221,16 @@ export class EtcdGateway {
           signal: attempt.signal,
         })
         const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
-        if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode} to ${path}: ${gatewayMessage(text)}`)
+        if (res.statusCode !== 200)
+          throw new Error(`answered HTTP ${res.statusCode} to ${path}: ${gatewayMessage(text)}`)
         let value: unknown
         try {
           value = JSON.parse(text)
         } catch (err) {
           throw new Error(`answered ${path} with something that is not JSON: ${errorMessage(err)}`, { cause: err })
         }
-        if (!Value.Check(schema, value)) throw new Error(`answered ${path} with something that is not etcd's: ${schemaErrors(schema, value)}`)
+        if (!Value.Check(schema, value))
+          throw new Error(`answered ${path} with something that is not etcd's: ${schemaErrors(schema, value)}`)
         this.#preferred = i
         return { value, url: ep.url }
       } catch (err) {
@@ -236,7 +246,9 @@ export class EtcdGateway {
         attempt.done()
       }
     }
-    throw Object.assign(new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`), { stale })
+    throw Object.assign(new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`), {
+      stale,
+    })
   }
 
   /**
@@ -244,7 +256,13 @@ export class EtcdGateway {
    * stream is quiet for as long as nobody records an intent. The caller
    * reads the status and the body, and its signal ends the stream.
    */
-  stream(ep: Endpoint, path: string, body: unknown, signal: AbortSignal, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
+  stream(
+    ep: Endpoint,
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    headers: Record<string, string>,
+  ): Promise<Dispatcher.ResponseData> {
     return ep.pool.request({
       method: 'POST',
       path: `${ep.base}${path}`,
@@ -283,7 +301,10 @@ export class EtcdGateway {
     const ac = new AbortController()
     const onAbort = () => ac.abort(caller.reason)
     caller.addEventListener('abort', onAbort, { once: true })
-    const timer = setTimeout(() => ac.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs)
+    const timer = setTimeout(
+      () => ac.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)),
+      this.requestTimeoutMs,
+    )
     timer.unref()
     this.#inflight.add(ac)
     return {

@@ -72,7 +72,13 @@ export class EtcdDeployStore implements DeployStore {
       connectTimeoutMs: opts.connectTimeoutMs,
       credentials: opts.credentials,
     })
-    this.#boxes = new EtcdBoxes({ gateway: this.#gateway, prefix: boxPrefixFor(this.prefix), ttlMs: opts.boxTtlMs ?? BOX_TTL_MS, clock, logger: opts.logger })
+    this.#boxes = new EtcdBoxes({
+      gateway: this.#gateway,
+      prefix: boxPrefixFor(this.prefix),
+      ttlMs: opts.boxTtlMs ?? BOX_TTL_MS,
+      clock,
+      logger: opts.logger,
+    })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,
       prefix: this.prefix,
@@ -109,16 +115,28 @@ export class EtcdDeployStore implements DeployStore {
     // etcd takes at most 128 operations in one txn (its --max-txn-ops).
     for (let i = 0; i < ids.length; i += 128) {
       const success = ids.slice(i, i + 128).map((id) => ({ request_delete_range: { key: b64(`${this.prefix}${id}`) } }))
-      const { value } = await this.#gateway.call('/v3/kv/txn', { compare: [], success, failure: [] }, TxnResponse, signal)
-      if (value.succeeded !== true) throw new Error(`deploy store ${this.describe()}: the removal of ${success.length} records did not apply`)
+      const { value } = await this.#gateway.call(
+        '/v3/kv/txn',
+        { compare: [], success, failure: [] },
+        TxnResponse,
+        signal,
+      )
+      if (value.succeeded !== true)
+        throw new Error(`deploy store ${this.describe()}: the removal of ${success.length} records did not apply`)
     }
   }
 
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     // Linearizable (the default): the read goes through the leader, so a
     // member cut off from its quorum answers an error, never an old intent.
-    const { value, url } = await this.#gateway.call('/v3/kv/range', { key: b64(this.prefix), range_end: this.#rangeEnd }, RangeResponse, signal)
-    if (value.more === true) throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
+    const { value, url } = await this.#gateway.call(
+      '/v3/kv/range',
+      { key: b64(this.prefix), range_end: this.#rangeEnd },
+      RangeResponse,
+      signal,
+    )
+    if (value.more === true)
+      throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
     const records = (value.kvs ?? []).map((kv) => this.#decode(kv))
     // Plain code-unit order, the order newIntentId compares ids in.
     return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -129,9 +147,11 @@ export class EtcdDeployStore implements DeployStore {
     const key = Buffer.from(kv.key, 'base64').toString('utf8')
     const bad = (why: string, cause?: unknown) => new Error(`intent record etcd ${key}: ${why}`, { cause })
     const id = key.slice(this.prefix.length)
-    if (!Value.Check(IntentRecord.properties.id, id)) throw bad(`the key is not ${this.prefix}<id> (an id is [A-Za-z0-9._-], 1 to 128 long)`)
+    if (!Value.Check(IntentRecord.properties.id, id))
+      throw bad(`the key is not ${this.prefix}<id> (an id is [A-Za-z0-9._-], 1 to 128 long)`)
     const raw = Buffer.from(kv.value ?? '', 'base64')
-    if (raw.length > MAX_RECORD_BYTES) throw bad(`${raw.length} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
+    if (raw.length > MAX_RECORD_BYTES)
+      throw bad(`${raw.length} bytes, over the ${MAX_RECORD_BYTES}-byte limit of a record`)
     let value: unknown
     try {
       value = JSON.parse(utf8.decode(raw))
@@ -147,7 +167,8 @@ export class EtcdDeployStore implements DeployStore {
 
   async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted()
-    if (!Value.Check(IntentRecord, intent)) throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
+    if (!Value.Check(IntentRecord, intent))
+      throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
     const key = b64(`${this.prefix}${intent.id}`)
     const value = b64(`${JSON.stringify(intent, null, 2)}\n`)
     // Put only where the key was never created; otherwise read what is
@@ -163,7 +184,9 @@ export class EtcdDeployStore implements DeployStore {
     if (res.succeeded === true) return
     const existing = res.responses?.[0]?.response_range?.kvs?.[0]?.value
     if (existing === value) return
-    throw new Error(`intent ${intent.id} is already recorded (etcd ${url} key ${this.prefix}${intent.id}); refusing to overwrite it`)
+    throw new Error(
+      `intent ${intent.id} is already recorded (etcd ${url} key ${this.prefix}${intent.id}); refusing to overwrite it`,
+    )
   }
 
   /**

@@ -33,8 +33,10 @@ export function watchLineSays(line: string): WatchLineSays {
   } catch (err) {
     return { created: false, events: [], why: `a watch message that is not JSON: ${errorMessage(err)}` }
   }
-  if (!Value.Check(WatchLine, parsed)) return { created: false, events: [], why: `a watch message that is not etcd's: ${schemaErrors(WatchLine, parsed)}` }
-  if (parsed.error !== undefined) return { created: false, events: [], why: `etcd: ${parsed.error.message ?? 'an error without a message'}` }
+  if (!Value.Check(WatchLine, parsed))
+    return { created: false, events: [], why: `a watch message that is not etcd's: ${schemaErrors(WatchLine, parsed)}` }
+  if (parsed.error !== undefined)
+    return { created: false, events: [], why: `etcd: ${parsed.error.message ?? 'an error without a message'}` }
   const result = parsed.result
   if (result === undefined) return { created: false, events: [] }
   const events: WatchEvent[] = (result.events ?? []).map((e) => ({

@@ -109,7 +109,12 @@ export class PrefixWatch {
   }
 
   /** One watch stream, to its end; answers whether it was established and why it ended. */
-  async #watchOnce(ep: Endpoint, notify: () => void, stop: AbortSignal, seen: { revision: bigint | undefined }): Promise<{ created: boolean; why: string }> {
+  async #watchOnce(
+    ep: Endpoint,
+    notify: () => void,
+    stop: AbortSignal,
+    seen: { revision: bigint | undefined },
+  ): Promise<{ created: boolean; why: string }> {
     const { gateway, logger, clock, prefix, rangeEnd } = this.#opts
     const ac = new AbortController()
     const onStop = () => ac.abort(stop.reason)
@@ -159,7 +164,8 @@ export class PrefixWatch {
           notify()
         } else if (said.events.length > 0) {
           const fresh = said.events.filter((e) => seen.revision === undefined || e.revision > seen.revision)
-          for (const e of said.events) if (seen.revision === undefined || e.revision > seen.revision) seen.revision = e.revision
+          for (const e of said.events)
+            if (seen.revision === undefined || e.revision > seen.revision) seen.revision = e.revision
           if (fresh.length > 0) {
             const revision = String(fresh.at(-1)?.revision)
             // Records are an operator's act, rare enough to log each one seen.
@@ -170,7 +176,12 @@ export class PrefixWatch {
             this.#opts.onEvents?.(fresh)
             notify()
           }
-        } else if (created && said.why === undefined && said.revision !== undefined && (seen.revision === undefined || said.revision > seen.revision)) {
+        } else if (
+          created &&
+          said.why === undefined &&
+          said.revision !== undefined &&
+          (seen.revision === undefined || said.revision > seen.revision)
+        ) {
           // A progress notification: every event up to its revision has been sent.
           seen.revision = said.revision
         }
@@ -201,7 +212,13 @@ export class PrefixWatch {
       gateway.refusedToken(token, why)
       return { created, why }
     } catch (err) {
-      return { created, why: ac.signal.aborted && !stop.aborted ? errorMessage(ac.signal.reason) : (gateway.credentials.explain(err, ep.url.startsWith('https:')) ?? errorMessage(err)) }
+      return {
+        created,
+        why:
+          ac.signal.aborted && !stop.aborted
+            ? errorMessage(ac.signal.reason)
+            : (gateway.credentials.explain(err, ep.url.startsWith('https:')) ?? errorMessage(err)),
+      }
     } finally {
       silence()
       notCreated()
@@ -228,15 +245,22 @@ export class PrefixWatch {
       if (ac.signal.aborted) return
       const quiet = clock.now() - last
       if (quiet >= silenceMs) {
-        ac.abort(new Error(`nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): no event, no progress, no answer from ${ep.url}`))
+        ac.abort(
+          new Error(
+            `nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): no event, no progress, no answer from ${ep.url}`,
+          ),
+        )
         return
       }
       if (quiet >= early && !probing) {
         probing = true
-        gateway.probe(ep, ac.signal, silenceMs, this.#opts.prefix).then(
-          () => (last = clock.now()),
-          () => undefined,
-        ).finally(() => (probing = false))
+        gateway
+          .probe(ep, ac.signal, silenceMs, this.#opts.prefix)
+          .then(
+            () => (last = clock.now()),
+            () => undefined,
+          )
+          .finally(() => (probing = false))
       }
       cancel = clock.setTimer(Math.max(1, Math.min(early, last + silenceMs - clock.now())), check)
     }

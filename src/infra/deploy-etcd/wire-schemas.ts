@@ -39,7 +39,9 @@ export const WatchLine = Type.Object({
         Type.Array(
           Type.Object({
             type: Type.Optional(Type.String()),
-            kv: Type.Optional(Type.Object({ key: Type.Optional(Type.String()), mod_revision: Type.Optional(Type.String()) })),
+            kv: Type.Optional(
+              Type.Object({ key: Type.Optional(Type.String()), mod_revision: Type.Optional(Type.String()) }),
+            ),
           }),
         ),
       ),
@@ -61,6 +63,8 @@ export const LeaseGrantResponse = Type.Object({
 })
 
 export const LeaseKeepAliveResponse = Type.Object({
-  result: Type.Optional(Type.Object({ header: Type.Optional(Header), ID: Type.Optional(Type.String()), TTL: Type.Optional(Type.String()) })),
+  result: Type.Optional(
+    Type.Object({ header: Type.Optional(Header), ID: Type.Optional(Type.String()), TTL: Type.Optional(Type.String()) }),
+  ),
   error: Type.Optional(Type.Object({ message: Type.Optional(Type.String()) })),
 })

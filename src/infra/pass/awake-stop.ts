@@ -33,7 +33,10 @@ export class AwakeStop {
     // The claim may have been released since the batch was sorted; then
     // the host is asleep, and fenced asleep.
     if (claims.claimed(host)) {
-      const asks = ctx.deps.claims.canAskStop?.() !== false ? `the activator to stop ${host}` : `${host} to be released (no CARLOS_ACTIVATOR_URL to ask for a stop)`
+      const asks =
+        ctx.deps.claims.canAskStop?.() !== false
+          ? `the activator to stop ${host}`
+          : `${host} to be released (no CARLOS_ACTIVATOR_URL to ask for a stop)`
       ctx.deps.onWait?.(`${asks} (awake, ${why})`)
       let stopped: boolean
       try {

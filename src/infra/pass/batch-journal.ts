@@ -8,7 +8,14 @@ import type { Static } from 'typebox'
 import { validHost } from '../../domain/hostname.js'
 import type { Dirs } from '../../domain/paths.js'
 import { RowPaths } from '../../domain/schemas.js'
-import { checkJournal, ensureLayoutDir, hostJournalName, readJsonSync, writeManySliced, type Journal } from './journal.js'
+import {
+  checkJournal,
+  ensureLayoutDir,
+  hostJournalName,
+  readJsonSync,
+  writeManySliced,
+  type Journal,
+} from './journal.js'
 import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
 /** One move of a batch's journal: a v1 journal without what the batch holds once for all. */
@@ -27,7 +34,10 @@ export const BatchJournal = Type.Object(
     v: Type.Literal(2, { description: 'Format version: a batch of moves.' }),
     generation: Type.Integer({ minimum: 0, description: 'The fence generation every move of the batch runs under.' }),
     startedAt: Type.String({ description: 'When the batch was journaled (RFC 3339).' }),
-    moves: Type.Array(Type.Unknown(), { minItems: 1, description: 'Each move, checked one by one as a v1 journal is.' }),
+    moves: Type.Array(Type.Unknown(), {
+      minItems: 1,
+      description: 'Each move, checked one by one as a v1 journal is.',
+    }),
   },
   { additionalProperties: false },
 )
@@ -39,7 +49,12 @@ export type BatchJournal = Static<typeof BatchJournal>
  * into place, `<data>/layout` fsynced. When it returns the file is on disk
  * whole; when it throws it may be, and each move it names has not begun.
  */
-export async function writeBatchJournal(dirs: Dirs, name: string, journals: readonly Journal[], slicer: Slicer = defaultSlicer): Promise<void> {
+export async function writeBatchJournal(
+  dirs: Dirs,
+  name: string,
+  journals: readonly Journal[],
+  slicer: Slicer = defaultSlicer,
+): Promise<void> {
   const first = journals[0]
   if (first === undefined) return
   const batch = {
@@ -63,7 +78,9 @@ export type BatchRead = { ok: true; journals: Journal[] } | { ok: false; reason:
 export function namedHosts(raw: unknown): string[] {
   const moves = (raw as { moves?: unknown } | null)?.moves
   if (!Array.isArray(moves)) return []
-  const hosts = moves.map((m) => (m as { host?: unknown } | null)?.host).filter((h): h is string => typeof h === 'string' && validHost(h))
+  const hosts = moves
+    .map((m) => (m as { host?: unknown } | null)?.host)
+    .filter((h): h is string => typeof h === 'string' && validHost(h))
   return [...new Set(hosts)]
 }
 
@@ -73,16 +90,25 @@ export function checkBatch(raw: unknown, dirs: Dirs): BatchRead {
   if (!Value.Check(BatchJournal, raw)) {
     const first = Value.Errors(BatchJournal, raw)[0]
     const where = first?.instancePath === '' || first === undefined ? '' : `${first.instancePath}: `
-    return { ok: false, reason: `not a batch journal: ${where}${first?.message ?? 'does not match the batch journal format'}`, hosts }
+    return {
+      ok: false,
+      reason: `not a batch journal: ${where}${first?.message ?? 'does not match the batch journal format'}`,
+      hosts,
+    }
   }
   const journals: Journal[] = []
   const seen = new Set<string>()
   for (const [i, move] of raw.moves.entries()) {
     if (!Value.Check(BatchMove, move)) return { ok: false, reason: `move ${i} is not a move of a batch`, hosts }
-    if (!validHost(move.host)) return { ok: false, reason: `move ${i} names ${JSON.stringify(move.host)}, not a valid host`, hosts }
+    if (!validHost(move.host))
+      return { ok: false, reason: `move ${i} names ${JSON.stringify(move.host)}, not a valid host`, hosts }
     if (seen.has(move.host)) return { ok: false, reason: `move ${i} names ${move.host} a second time`, hosts }
     seen.add(move.host)
-    const checked = checkJournal({ v: 1, ...move, generation: raw.generation, startedAt: raw.startedAt }, move.host, dirs)
+    const checked = checkJournal(
+      { v: 1, ...move, generation: raw.generation, startedAt: raw.startedAt },
+      move.host,
+      dirs,
+    )
     if (!checked.ok) return { ok: false, reason: `move ${i} (${move.host}) ${checked.reason}`, hosts }
     journals.push(checked.journal)
   }

@@ -19,7 +19,9 @@ const GraceFile = Type.Object(
       Type.String(),
       Type.Object(
         {
-          mode: Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the host was deferred toward.' }),
+          mode: Type.Union([Type.Literal('flat'), Type.Literal('nested')], {
+            description: 'The mode the host was deferred toward.',
+          }),
           since: Type.Integer({ description: 'When it was first deferred (ms since the epoch).' }),
         },
         { additionalProperties: false },
@@ -54,7 +56,10 @@ export class GraceBook {
     } catch (err) {
       if (!isNotFound(err)) {
         const msg = errorMessage(err)
-        logger.warn({ file, err: msg }, `layout: ${file} cannot be read (${msg}); every awake host's grace starts again`)
+        logger.warn(
+          { file, err: msg },
+          `layout: ${file} cannot be read (${msg}); every awake host's grace starts again`,
+        )
       }
       return new GraceBook(dirs, {})
     }

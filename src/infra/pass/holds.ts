@@ -18,7 +18,9 @@ export const HoldMarker = Type.Object(
   {
     v: Type.Literal(1),
     host: Type.String({ description: 'The held host; equals the file name.' }),
-    to: Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The layout the refused move went toward.' }),
+    to: Type.Union([Type.Literal('flat'), Type.Literal('nested')], {
+      description: 'The layout the refused move went toward.',
+    }),
     reason: Type.String({ description: 'Why the move was refused, in words an operator can act on.' }),
     heldAt: Type.String({ description: 'When the host was held (RFC 3339).' }),
   },
@@ -27,16 +29,24 @@ export const HoldMarker = Type.Object(
 export type HoldMarker = Static<typeof HoldMarker>
 
 /** A hold as the pass keeps it. A marker that does not read back stands, under every intent, until an operator removes it. */
-export type Hold = { host: string; to: Mode; reason: string; corrupt: false } | { host: string; to: undefined; reason: string; corrupt: true }
+export type Hold =
+  | { host: string; to: Mode; reason: string; corrupt: false }
+  | { host: string; to: undefined; reason: string; corrupt: true }
 
 export async function writeHolds(dirs: Dirs, holds: readonly HoldMarker[]): Promise<void> {
   if (holds.length === 0) return
   const dir = await ensureLayoutDir(dirs)
-  await atomicWriteMany(dir, holds.map((h) => ({ name: `${h.host}${HOLD_SUFFIX}`, data: `${JSON.stringify(h)}\n` })))
+  await atomicWriteMany(
+    dir,
+    holds.map((h) => ({ name: `${h.host}${HOLD_SUFFIX}`, data: `${JSON.stringify(h)}\n` })),
+  )
 }
 
 export async function removeHolds(dirs: Dirs, hosts: Iterable<string>): Promise<void> {
-  await unlinkMany(layoutDir(dirs), [...hosts].map((h) => `${h}${HOLD_SUFFIX}`))
+  await unlinkMany(
+    layoutDir(dirs),
+    [...hosts].map((h) => `${h}${HOLD_SUFFIX}`),
+  )
 }
 
 /** Reads host's hold marker; undefined when there is none. */
@@ -53,10 +63,20 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
   try {
     raw = JSON.parse(text)
   } catch (err) {
-    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} is not JSON (${errorMessage(err)}); an operator decides` }
+    return {
+      host,
+      to: undefined,
+      corrupt: true,
+      reason: `hold marker ${file} is not JSON (${errorMessage(err)}); an operator decides`,
+    }
   }
   if (!Value.Check(HoldMarker, raw) || raw.host !== host) {
-    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} is not a hold marker for ${host}; an operator decides` }
+    return {
+      host,
+      to: undefined,
+      corrupt: true,
+      reason: `hold marker ${file} is not a hold marker for ${host}; an operator decides`,
+    }
   }
   return { host, to: raw.to, reason: raw.reason, corrupt: false }
 }

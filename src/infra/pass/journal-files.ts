@@ -31,7 +31,11 @@ export class JournalFiles {
   readonly #namedIn = new Map<string, Set<string>>()
 
   /** Records a file with the moves it names (undefined: it cannot be acted on, and names hosts). */
-  add(name: string, moves: ReadonlyMap<string, Journal> | undefined, hosts: Iterable<string> = moves?.keys() ?? []): void {
+  add(
+    name: string,
+    moves: ReadonlyMap<string, Journal> | undefined,
+    hosts: Iterable<string> = moves?.keys() ?? [],
+  ): void {
     this.drop(name)
     const file: JournalFile = { hosts: new Set(hosts), moves: moves === undefined ? undefined : new Map(moves) }
     this.#files.set(name, file)
@@ -87,9 +91,17 @@ export class JournalFiles {
     for (const [name, file] of this.#files) {
       const hosts = [...file.hosts]
       if (hosts.some(inFlight) || !hosts.some(ended)) continue
-      const copies = file.moves === undefined ? undefined : this.#ownCopies(name, file.moves, hosts.filter((h) => !ended(h)))
+      const copies =
+        file.moves === undefined
+          ? undefined
+          : this.#ownCopies(
+              name,
+              file.moves,
+              hosts.filter((h) => !ended(h)),
+            )
       if (copies === undefined) {
-        for (const h of hosts.filter(ended)) out.stuck.push({ host: h, why: `${name} also names hosts it cannot be rewritten for, so it stays` })
+        for (const h of hosts.filter(ended))
+          out.stuck.push({ host: h, why: `${name} also names hosts it cannot be rewritten for, so it stays` })
         continue
       }
       out.own.push(...copies)

@@ -18,7 +18,17 @@ import type { Dirs } from '../../domain/paths.js'
 import { RowPaths } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncSkipped } from '../failpoint.js'
-import { ensureDir, fsyncDir, isNotFound, mapLimit, readNoFollow, readNoFollowSync, SYNC_CONCURRENCY, tmpName, type NamedData } from '../fsutil.js'
+import {
+  ensureDir,
+  fsyncDir,
+  isNotFound,
+  mapLimit,
+  readNoFollow,
+  readNoFollowSync,
+  SYNC_CONCURRENCY,
+  tmpName,
+  type NamedData,
+} from '../fsutil.js'
 import { defaultSlicer, unlinkSyncIfPresent, type Slicer } from './sliced-fs.js'
 
 const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = constants
@@ -76,7 +86,11 @@ export async function ensureLayoutDir(dirs: Dirs): Promise<string> {
  * some may be, and each that is names a move not yet begun (its files are
  * still at from), which recovery finishes or rolls back exactly.
  */
-export async function writeJournals(dirs: Dirs, journals: readonly Journal[], slicer: Slicer = defaultSlicer): Promise<void> {
+export async function writeJournals(
+  dirs: Dirs,
+  journals: readonly Journal[],
+  slicer: Slicer = defaultSlicer,
+): Promise<void> {
   const dir = await ensureLayoutDir(dirs)
   await writeManySliced(
     dir,
@@ -112,12 +126,20 @@ export async function writeManySliced(dir: string, files: readonly NamedData[], 
 const fdatasync = promisify(fsSync.fdatasync)
 
 /** Removes the own journals of hosts with one directory fsync. */
-export async function removeJournals(dirs: Dirs, hosts: Iterable<string>, slicer: Slicer = defaultSlicer): Promise<void> {
+export async function removeJournals(
+  dirs: Dirs,
+  hosts: Iterable<string>,
+  slicer: Slicer = defaultSlicer,
+): Promise<void> {
   await removeJournalFiles(dirs, [...hosts].map(hostJournalName), slicer)
 }
 
 /** Removes journal files by name (absent ones are fine) with one directory fsync. */
-export async function removeJournalFiles(dirs: Dirs, names: Iterable<string>, slicer: Slicer = defaultSlicer): Promise<void> {
+export async function removeJournalFiles(
+  dirs: Dirs,
+  names: Iterable<string>,
+  slicer: Slicer = defaultSlicer,
+): Promise<void> {
   const dir = layoutDir(dirs)
   const removed = await slicer.map([...names], (n) => unlinkSyncIfPresent(path.join(dir, n)))
   if (removed.includes(true)) await fsyncDir(dir, 'journal-remove-dir')

@@ -50,7 +50,10 @@ export class MoveEndings {
     try {
       registry.setPaths(moves.map(rowOf))
     } catch (batchErr) {
-      logger.warn({ err: errorMessage(batchErr) }, `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`)
+      logger.warn(
+        { err: errorMessage(batchErr) },
+        `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`,
+      )
       done = []
       const failed: Array<{ move: MoveInFlight; err: unknown }> = []
       for (const move of moves) {
@@ -67,7 +70,10 @@ export class MoveEndings {
       await syncParents(failed.map(({ move }) => ({ from: move.journal.dest.dir, to: move.journal.from.dir })))
       for (const { move, err } of failed) {
         const why = `registry not updated: ${errorMessage(err)}`
-        logger.error({ host: move.journal.host, err: errorMessage(err) }, `layout: ${move.journal.host}: ${why}; files moved back`)
+        logger.error(
+          { host: move.journal.host, err: errorMessage(err) },
+          `layout: ${move.journal.host}: ${why}; files moved back`,
+        )
         results.push(...(await this.abandon([move], `${why}; the files were moved back`)))
       }
     }
@@ -80,24 +86,41 @@ export class MoveEndings {
    * revert completed under an unreadable intent is kept down as a hold
    * instead of being released flat (design §4).
    */
-  async finish(moves: MoveInFlight[], outcome: 'moved' | 'recovered', intent: IntentMode | undefined): Promise<Result[]> {
+  async finish(
+    moves: MoveInFlight[],
+    outcome: 'moved' | 'recovered',
+    intent: IntentMode | undefined,
+  ): Promise<Result[]> {
     if (moves.length === 0) return []
     const ctx = this.#ctx
     const keep = intent === 'unreadable' ? moves.filter((move) => move.journal.to === 'flat') : []
     const lift = moves.filter((move) => !keep.includes(move))
     if (keep.length > 0) {
       const heldAt = ctx.nowIso()
-      await this.#state.writeHolds(keep.map((move): HoldMarker => ({ v: 1, host: move.journal.host, to: 'nested', reason: HOLD_AFTER_REVERT, heldAt })))
+      await this.#state.writeHolds(
+        keep.map((move): HoldMarker => ({
+          v: 1,
+          host: move.journal.host,
+          to: 'nested',
+          reason: HOLD_AFTER_REVERT,
+          heldAt,
+        })),
+      )
     }
     // A hold the move has now outgrown goes before the journal: should the
     // journal outlive it, recovery only redoes this step.
-    await this.#state.dropHolds(lift.filter((move) => this.#state.hold(move.journal.host) !== undefined).map((move) => move.journal.host))
+    await this.#state.dropHolds(
+      lift.filter((move) => this.#state.hold(move.journal.host) !== undefined).map((move) => move.journal.host),
+    )
     // A revert leaves D/nested/<host>/ behind: removed while the journal
     // stands, so a crash before the removal has recovery redo it; a
     // leftover that cannot go is logged, and never fails the move.
     const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
     await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
-      ctx.deps.logger.warn({ hosts: reverted, err: errorMessage(err) }, `layout: empty nested directories not removed: ${errorMessage(err)}`)
+      ctx.deps.logger.warn(
+        { hosts: reverted, err: errorMessage(err) },
+        `layout: empty nested directories not removed: ${errorMessage(err)}`,
+      )
     })
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
     // The journal files go once every host they name has ended: a batch's
@@ -118,7 +141,15 @@ export class MoveEndings {
           ctx.secondsSince(move.fencedAt),
         ),
       ),
-      ...keep.map((move) => ctx.resultWithMetrics(move.journal.host, 'held', HOLD_AFTER_REVERT, move.journal.to, ctx.secondsSince(move.fencedAt))),
+      ...keep.map((move) =>
+        ctx.resultWithMetrics(
+          move.journal.host,
+          'held',
+          HOLD_AFTER_REVERT,
+          move.journal.to,
+          ctx.secondsSince(move.fencedAt),
+        ),
+      ),
     ]
   }
 
@@ -160,10 +191,20 @@ export class MoveEndings {
   async hold(held: ReadonlyArray<{ move: MoveInFlight; reason: string }>): Promise<Result[]> {
     const ctx = this.#ctx
     const heldAt = ctx.nowIso()
-    await this.#state.writeHolds(held.map(({ move, reason }): HoldMarker => ({ v: 1, host: move.journal.host, to: move.journal.to, reason, heldAt })))
+    await this.#state.writeHolds(
+      held.map(({ move, reason }): HoldMarker => ({
+        v: 1,
+        host: move.journal.host,
+        to: move.journal.to,
+        reason,
+        heldAt,
+      })),
+    )
     ctx.failpoint('after-hold')
     await this.#state.closeJournals(held.map(({ move }) => move.journal.host))
-    return held.map(({ move, reason }) => ctx.resultWithMetrics(move.journal.host, 'held', reason, move.journal.to, ctx.secondsSince(move.fencedAt)))
+    return held.map(({ move, reason }) =>
+      ctx.resultWithMetrics(move.journal.host, 'held', reason, move.journal.to, ctx.secondsSince(move.fencedAt)),
+    )
   }
 
   /**
@@ -183,7 +224,9 @@ export class MoveEndings {
       })
     }
     this.liftUnheld(moves)
-    return moves.map((move) => ctx.resultWithMetrics(move.journal.host, 'failed', reason, move.journal.to, ctx.secondsSince(move.fencedAt)))
+    return moves.map((move) =>
+      ctx.resultWithMetrics(move.journal.host, 'failed', reason, move.journal.to, ctx.secondsSince(move.fencedAt)),
+    )
   }
 
   /** Lifts the fences of hosts that were not held before the run. */

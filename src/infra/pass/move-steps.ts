@@ -70,7 +70,9 @@ export class MoveSteps {
         continue
       }
       this.#endings.liftUnheld([move])
-      results.push(ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+      results.push(
+        ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)),
+      )
     }
     ctx.failpoint('after-aside')
     if (ready.length === 0) return results
@@ -134,7 +136,10 @@ export class MoveSteps {
         this.#state.keepJournal(host, why)
         results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
       }
-      ctx.deps.logger.error({ err: errorMessage(err), hosts: moves.map((move) => move.journal.host) }, `layout: move interrupted: ${errorMessage(err)}`)
+      ctx.deps.logger.error(
+        { err: errorMessage(err), hosts: moves.map((move) => move.journal.host) },
+        `layout: move interrupted: ${errorMessage(err)}`,
+      )
     }
     return this.#settled(results)
   }
@@ -159,16 +164,24 @@ export class MoveSteps {
    * with nothing moved. Which directory each source is goes into seen, for
    * the check after its rename.
    */
-  async #preflight(moves: MoveInFlight[], seen: Map<string, DirIdentity>, results: Result[], walking: Promise<Walked>): Promise<MoveInFlight[]> {
+  async #preflight(
+    moves: MoveInFlight[],
+    seen: Map<string, DirIdentity>,
+    results: Result[],
+    walking: Promise<Walked>,
+  ): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
     const held: Array<{ move: MoveInFlight; reason: string }> = []
     const failed: Array<{ move: MoveInFlight; reason: string }> = []
     const walked = await walking
-    const found = await this.#ctx.slicer.map(moves, async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; reason: string }> => {
-      const checked = walked[i] ?? new Error('no answer')
-      if (checked instanceof Error) return { kind: 'failed', reason: `preflight: ${checked.message}` }
-      return checked.kind === 'missing' ? { kind: 'failed', reason: await this.#missing(move) } : checked
-    })
+    const found = await this.#ctx.slicer.map(
+      moves,
+      async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; reason: string }> => {
+        const checked = walked[i] ?? new Error('no answer')
+        if (checked instanceof Error) return { kind: 'failed', reason: `preflight: ${checked.message}` }
+        return checked.kind === 'missing' ? { kind: 'failed', reason: await this.#missing(move) } : checked
+      },
+    )
     for (const [i, move] of moves.entries()) {
       const checked = found[i]
       if (checked?.kind === 'ok') {
@@ -185,7 +198,10 @@ export class MoveSteps {
 
   /** The walks of moves' sources, in order (never rejects). */
   #walk(moves: readonly MoveInFlight[]): Promise<Walked> {
-    return walkAll(this.#ctx.preflight, moves.map((move) => move.journal.from.dir))
+    return walkAll(
+      this.#ctx.preflight,
+      moves.map((move) => move.journal.from.dir),
+    )
   }
 
   /** Step 6: the destination's parents, and anything that appeared at it since it was cleared. */
@@ -194,7 +210,10 @@ export class MoveSteps {
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
     type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; why: string }
-    const notPrepared = (err: unknown): Prepared => ({ ok: false, why: `destination not prepared: ${errorMessage(err)}` })
+    const notPrepared = (err: unknown): Prepared => ({
+      ok: false,
+      why: `destination not prepared: ${errorMessage(err)}`,
+    })
     // What is in the way is set aside one host at a time: a set-aside makes
     // shared directories (aside/) whose fsyncs the next one relies on.
     const cleared = await this.#ctx.slicer.map(moves, async (move): Promise<Prepared | undefined> => {
@@ -211,7 +230,9 @@ export class MoveSteps {
       if (refused !== undefined) return refused
       try {
         const { host, to, dest } = move.journal
-        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map((dir) => [dir, 'prepare-parents'] as const)
+        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map(
+          (dir) => [dir, 'prepare-parents'] as const,
+        )
         return { ok: true, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
       } catch (err) {
         return notPrepared(err)
@@ -239,7 +260,11 @@ export class MoveSteps {
    * where it was and its host held with the swap as the reason: the row is
    * never committed to it (design §3 step 7).
    */
-  async #rename(moves: MoveInFlight[], seen: ReadonlyMap<string, DirIdentity>, results: Result[]): Promise<MoveInFlight[]> {
+  async #rename(
+    moves: MoveInFlight[],
+    seen: ReadonlyMap<string, DirIdentity>,
+    results: Result[],
+  ): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
     const swapped: Array<{ move: MoveInFlight; reason: string }> = []
     for (const move of moves) {
@@ -250,11 +275,14 @@ export class MoveSteps {
         // rename(2) is atomic: when it fails, nothing moved. A source gone
         // since it was walked is said as a missing one is.
         const gone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSyncOrUndefined(from.dir) === undefined
-        results.push(...(await this.#endings.abandon([move], gone ? await this.#missing(move) : `rename: ${errorMessage(err)}`)))
+        results.push(
+          ...(await this.#endings.abandon([move], gone ? await this.#missing(move) : `rename: ${errorMessage(err)}`)),
+        )
         continue
       }
       const identity = seen.get(host)
-      const found = identity === undefined ? 'a directory preflight did not see' : swappedSincePreflight(dest.dir, identity)
+      const found =
+        identity === undefined ? 'a directory preflight did not see' : swappedSincePreflight(dest.dir, identity)
       if (found !== undefined) {
         const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
         try {
@@ -263,7 +291,9 @@ export class MoveSteps {
           // Something new at from: both ends hold something, and the journal says so to an operator.
           const why = `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`
           this.#state.keepJournal(host, why)
-          results.push(this.#ctx.resultWithMetrics(host, 'failed', why, move.journal.to, this.#ctx.secondsSince(move.fencedAt)))
+          results.push(
+            this.#ctx.resultWithMetrics(host, 'failed', why, move.journal.to, this.#ctx.secondsSince(move.fencedAt)),
+          )
           continue
         }
         swapped.push({ move, reason: `${swap}; it was moved back, and the row kept` })
@@ -273,9 +303,17 @@ export class MoveSteps {
       this.#ctx.failpoint(`after-rename:${host}`)
       await this.#ctx.slicer.pause()
     }
-    await syncParents([...going, ...swapped.map(({ move }) => move)].map((move) => ({ from: move.journal.from.dir, to: move.journal.dest.dir })))
+    await syncParents(
+      [...going, ...swapped.map(({ move }) => move)].map((move) => ({
+        from: move.journal.from.dir,
+        to: move.journal.dest.dir,
+      })),
+    )
     if (swapped.length > 0) {
-      this.#ctx.deps.logger.error({ hosts: swapped.map(({ move }) => move.journal.host) }, `layout: ${swapped.map(({ reason }) => reason).join('; ')}`)
+      this.#ctx.deps.logger.error(
+        { hosts: swapped.map(({ move }) => move.journal.host) },
+        `layout: ${swapped.map(({ reason }) => reason).join('; ')}`,
+      )
       results.push(...(await this.#endings.hold(swapped)))
     }
     this.#ctx.failpoint('after-rename')

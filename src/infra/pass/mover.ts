@@ -8,10 +8,25 @@ import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
-import { ensureDir, fsyncDirs, fsyncNamedDirs, lstatOrUndefined, mapLimit, rmdirIfEmpty, SYNC_CONCURRENCY } from '../fsutil.js'
+import {
+  ensureDir,
+  fsyncDirs,
+  fsyncNamedDirs,
+  lstatOrUndefined,
+  mapLimit,
+  rmdirIfEmpty,
+  SYNC_CONCURRENCY,
+} from '../fsutil.js'
 import { asideHostDir, asideNote, asideStamp } from './holds.js'
 import { ensureLayoutDir } from './journal.js'
-import { ensureDirOffLoop, ensureDirSync, lstatSyncOrUndefined, renameDirSync, setDirModeSync, unlinkSyncIfPresent } from './sliced-fs.js'
+import {
+  ensureDirOffLoop,
+  ensureDirSync,
+  lstatSyncOrUndefined,
+  renameDirSync,
+  setDirModeSync,
+  unlinkSyncIfPresent,
+} from './sliced-fs.js'
 
 export interface Aside {
   /** Where the items went. */
@@ -37,7 +52,12 @@ async function uniqueDir(base: string): Promise<string> {
  * aside directory and each item's old parent are fsynced), and answers what
  * it moved; undefined when nothing was there.
  */
-export async function setAside(dirs: Dirs, host: string, items: readonly string[], nowMs: number): Promise<Aside | undefined> {
+export async function setAside(
+  dirs: Dirs,
+  host: string,
+  items: readonly string[],
+  nowMs: number,
+): Promise<Aside | undefined> {
   const found: string[] = []
   for (const p of items) if ((await lstatOrUndefined(p)) !== undefined) found.push(p)
   if (found.length === 0) return undefined
@@ -70,7 +90,12 @@ export async function setAside(dirs: Dirs, host: string, items: readonly string[
  * is not a directory, and whatever is at the socket path. A stale socket of
  * the stopped instance is returned apart: it holds no data, and is removed.
  */
-export function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): { aside: string[]; staleSockets: string[] } {
+export function inTheWay(
+  dirs: Dirs,
+  host: string,
+  to: Mode,
+  dest: RowPaths,
+): { aside: string[]; staleSockets: string[] } {
   const aside: string[] = []
   const staleSockets: string[] = []
   if (to === 'nested') {
@@ -96,7 +121,13 @@ export function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): { 
 }
 
 /** Clears a move's destination (inTheWay), answering what was set aside. */
-export async function clearDestination(dirs: Dirs, host: string, to: Mode, dest: RowPaths, nowMs: number): Promise<Aside | undefined> {
+export async function clearDestination(
+  dirs: Dirs,
+  host: string,
+  to: Mode,
+  dest: RowPaths,
+  nowMs: number,
+): Promise<Aside | undefined> {
   const found = inTheWay(dirs, host, to, dest)
   for (const s of found.staleSockets) unlinkSyncIfPresent(s)
   if (found.aside.length === 0) return undefined
@@ -120,7 +151,13 @@ const SHARED_PARENT_MODE = 0o755
  * prepared at once never race to make them; each host's own two are made
  * on the pool (ensureDirOffLoop).
  */
-export async function prepareParents(dirs: Dirs, host: string, to: Mode, dest: RowPaths, gid: number): Promise<string[]> {
+export async function prepareParents(
+  dirs: Dirs,
+  host: string,
+  to: Mode,
+  dest: RowPaths,
+  gid: number,
+): Promise<string[]> {
   const sync: string[] = []
   if (to === 'flat') {
     const apps = path.dirname(dest.dir)
@@ -157,7 +194,10 @@ export function renameDir(from: string, to: string): Promise<void> {
  * once, as an entered one).
  */
 export async function syncParents(pairs: ReadonlyArray<{ from: string; to: string }>): Promise<void> {
-  await fsyncNamedDirs([...pairs.map((p) => [path.dirname(p.to), 'rename-dest-parent'] as const), ...pairs.map((p) => [path.dirname(p.from), 'rename-source-parent'] as const)])
+  await fsyncNamedDirs([
+    ...pairs.map((p) => [path.dirname(p.to), 'rename-dest-parent'] as const),
+    ...pairs.map((p) => [path.dirname(p.from), 'rename-source-parent'] as const),
+  ])
 }
 
 /**

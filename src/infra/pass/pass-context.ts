@@ -95,7 +95,10 @@ export class PassContext {
     try {
       await this.deps.reload()
     } catch (err) {
-      this.deps.logger.warn({ err: errorMessage(err) }, `layout: edge reload failed: ${errorMessage(err)}; the edge's own poll picks the rows up`)
+      this.deps.logger.warn(
+        { err: errorMessage(err) },
+        `layout: edge reload failed: ${errorMessage(err)}; the edge's own poll picks the rows up`,
+      )
     }
   }
 }

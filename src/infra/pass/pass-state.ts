@@ -217,7 +217,10 @@ export class PassState {
       await removeJournalFiles(this.#dirs, going, this.#slicer)
       for (const name of going) this.#dropFile(name)
     } catch (err) {
-      for (const name of going) for (const h of this.#files.hostsOf(name)) if (this.#closed.has(h)) unsettled.push({ host: h, why: `its journal could not be removed (${errorMessage(err)})` })
+      for (const name of going)
+        for (const h of this.#files.hostsOf(name))
+          if (this.#closed.has(h))
+            unsettled.push({ host: h, why: `its journal could not be removed (${errorMessage(err)})` })
     }
     for (const { host, why } of unsettled) this.keepJournal(host, why)
     this.#changes++
@@ -255,7 +258,8 @@ export class PassState {
   /** Writes the hold markers (one directory fsync), then records the holds. */
   async writeHolds(markers: readonly HoldMarker[]): Promise<void> {
     await writeHolds(this.#dirs, markers)
-    for (const marker of markers) this.#holds.set(marker.host, { host: marker.host, to: marker.to, reason: marker.reason, corrupt: false })
+    for (const marker of markers)
+      this.#holds.set(marker.host, { host: marker.host, to: marker.to, reason: marker.reason, corrupt: false })
     this.#changes++
   }
 

@@ -57,7 +57,10 @@ export class Pass implements LayoutPass {
     // The report classifies every row against the same list: index it once,
     // and follow a new list by the rows that changed in it.
     if (this.#claimsFor?.routes !== routes) this.#claimsFor = followRows(this.#claimsFor, routes)
-    return classifyWith(route, this.#claimsFor.claims, { dirs: this.#ctx.deps.dirs, fenced: (host) => this.#state.fencedReason(host) })
+    return classifyWith(route, this.#claimsFor.claims, {
+      dirs: this.#ctx.deps.dirs,
+      fenced: (host) => this.#state.fencedReason(host),
+    })
   }
 
   held(host: string): string | undefined {
@@ -122,7 +125,10 @@ export class Pass implements LayoutPass {
       // for a nested move the box would then refuse to wake.
       const shut = mode === 'nested' ? gate.check() : null
       if (shut !== null) {
-        for (const candidate of batch) results.push(this.#ctx.resultWithMetrics(candidate.record.host, 'refused', `isolation not ready: ${shut}`, mode))
+        for (const candidate of batch)
+          results.push(
+            this.#ctx.resultWithMetrics(candidate.record.host, 'refused', `isolation not ready: ${shut}`, mode),
+          )
         batch = []
       }
       let walked = (): void => undefined
@@ -190,7 +196,10 @@ export class Pass implements LayoutPass {
           results.push(ctx.resultWithMetrics(row.host, 'released', plan.reason, mode))
           break
         case 'move':
-          candidates.push({ record: { host: row.host, to: mode, from: plan.from, dest: plan.dest }, wasHeld: hold !== undefined })
+          candidates.push({
+            record: { host: row.host, to: mode, from: plan.from, dest: plan.dest },
+            wasHeld: hold !== undefined,
+          })
           break
       }
     }
@@ -202,7 +211,13 @@ export class Pass implements LayoutPass {
   }
 
   /** One batch: its sleeping hosts fenced and moved together, then its awake ones stopped and moved one at a time. */
-  async #moveBatch(batch: readonly MoveCandidate[], mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }, parts: LoadedParts, walked: () => void): Promise<Result[]> {
+  async #moveBatch(
+    batch: readonly MoveCandidate[],
+    mode: Mode,
+    opts: { deferAwake: boolean; signal: AbortSignal },
+    parts: LoadedParts,
+    walked: () => void,
+  ): Promise<Result[]> {
     const ctx = this.#ctx
     const { claims, clock, graceMs, registry } = ctx.deps
     const results: Result[] = []
@@ -215,7 +230,8 @@ export class Pass implements LayoutPass {
       deferAwake: opts.deferAwake,
       graceLeft: (host) => parts.grace.left(host, mode, now, graceMs),
     })
-    for (const { candidate, reason } of sorted.deferred) results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', reason, mode))
+    for (const { candidate, reason } of sorted.deferred)
+      results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', reason, mode))
     if (sorted.sleeping.length > 0) {
       const generation = registry.nextGeneration()
       this.#state.fence(

@@ -43,7 +43,11 @@ function* walk(dir: string): Generator<undefined, Preflight> {
       if (e.isDirectory()) queue.push(p)
       else if (e.isFile()) {
         const links = fs.lstatSync(p).nlink
-        if (links > 1) return { kind: 'held', reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links` }
+        if (links > 1)
+          return {
+            kind: 'held',
+            reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links`,
+          }
       }
       yield
     }
@@ -79,6 +83,7 @@ export function swappedSincePreflight(at: string, seen: DirIdentity): string | u
   if (st === undefined) return 'nothing'
   if (st.isSymbolicLink()) return 'a symlink'
   if (!st.isDirectory()) return 'not a directory'
-  if (st.dev !== seen.dev || st.ino !== seen.ino) return `another directory (device ${st.dev}, inode ${st.ino}; preflight saw device ${seen.dev}, inode ${seen.ino})`
+  if (st.dev !== seen.dev || st.ino !== seen.ino)
+    return `another directory (device ${st.dev}, inode ${st.ino}; preflight saw device ${seen.dev}, inode ${seen.ino})`
   return undefined
 }

@@ -9,7 +9,15 @@
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
-import { holdStands, otherMode, recoveryAction, rowAt, wantedMode, type RecoveryAction, type RecoveryFacts } from '../../domain/pass-plan.js'
+import {
+  holdStands,
+  otherMode,
+  recoveryAction,
+  rowAt,
+  wantedMode,
+  type RecoveryAction,
+  type RecoveryFacts,
+} from '../../domain/pass-plan.js'
 import { isFlat, isNested } from '../../domain/paths.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
@@ -33,7 +41,10 @@ type Redo = Exclude<RecoveryAction['kind'], 'keep'>
 export async function removeUnfinishedTemps(ctx: PassContext, listing: LayoutListing): Promise<void> {
   const { dirs, logger } = ctx.deps
   if (listing.temps.length === 0) return
-  logger.info({ files: listing.temps }, `layout: removing ${listing.temps.length} unfinished temporary file(s) in ${layoutDir(dirs)}`)
+  logger.info(
+    { files: listing.temps },
+    `layout: removing ${listing.temps.length} unfinished temporary file(s) in ${layoutDir(dirs)}`,
+  )
   await unlinkMany(layoutDir(dirs), listing.temps)
 }
 
@@ -66,7 +77,11 @@ export class Recovery {
     if (atStart) {
       for (const name of listing.strays) {
         logger.error({ file: name }, `layout: ${name}: not named for a valid host; left alone`)
-        results.push({ host: '', outcome: 'failed', reason: `${path.join(layoutDir(dirs), name)}: not named for a valid host; left alone` })
+        results.push({
+          host: '',
+          outcome: 'failed',
+          reason: `${path.join(layoutDir(dirs), name)}: not named for a valid host; left alone`,
+        })
       }
     }
     const named = await this.#readAll(listing, atStart, results)
@@ -97,7 +112,10 @@ export class Recovery {
     // kept through our restart is stopped first, like any awake host.
     const asleep: MoveInFlight[] = []
     for (const move of redo['redo-move']) {
-      if (!ctx.deps.claims.claimed(move.journal.host) || (await this.#awake.stop(move.journal.host, new AbortController().signal))) {
+      if (
+        !ctx.deps.claims.claimed(move.journal.host) ||
+        (await this.#awake.stop(move.journal.host, new AbortController().signal))
+      ) {
         asleep.push(move)
         continue
       }
@@ -114,7 +132,11 @@ export class Recovery {
    * known to the pass state; answers, by host, what the files that name it
    * say: a move each, or why one cannot be acted on (a string).
    */
-  async #readAll(listing: LayoutListing, atStart: boolean, results: Result[]): Promise<Map<string, Array<Journal | string>>> {
+  async #readAll(
+    listing: LayoutListing,
+    atStart: boolean,
+    results: Result[],
+  ): Promise<Map<string, Array<Journal | string>>> {
     const { dirs, logger } = this.#ctx.deps
     const named = new Map<string, Array<Journal | string>>()
     const add = (host: string, what: Journal | string): void => {
@@ -123,19 +145,29 @@ export class Recovery {
       else list.push(what)
     }
     const names = new Set<string>()
-    const files = [...listing.journals.map((host) => ({ name: hostJournalName(host), host })), ...listing.batches.map((name) => ({ name, host: undefined }))]
+    const files = [
+      ...listing.journals.map((host) => ({ name: hostJournalName(host), host })),
+      ...listing.batches.map((name) => ({ name, host: undefined })),
+    ]
     await this.#ctx.slicer.map(files, ({ name, host }) => {
       const file = path.join(layoutDir(dirs), name)
       let read: BatchRead
       try {
         read = host === undefined ? readBatchSync(dirs, name) : readJournalSync(dirs, host)
       } catch (err) {
-        logger.warn({ file: name, err: errorMessage(err) }, `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`)
+        logger.warn(
+          { file: name, err: errorMessage(err) },
+          `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`,
+        )
         return
       }
       names.add(name)
       if (read.ok) {
-        this.#state.knowFile(name, read.journals.map((j) => j.host), read.journals)
+        this.#state.knowFile(
+          name,
+          read.journals.map((j) => j.host),
+          read.journals,
+        )
         for (const j of read.journals) add(j.host, j)
         return
       }
@@ -143,7 +175,10 @@ export class Recovery {
       const why = `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
       for (const h of read.hosts) add(h, why)
       if (read.hosts.length === 0 && atStart) {
-        logger.error({ file: name }, `layout: ${file} ${read.reason}; it names no host that can be fenced, so it is left alone for an operator`)
+        logger.error(
+          { file: name },
+          `layout: ${file} ${read.reason}; it names no host that can be fenced, so it is left alone for an operator`,
+        )
         results.push({ host: '', outcome: 'failed', reason: `${file} ${read.reason}; left alone for an operator` })
       }
     })
@@ -171,7 +206,9 @@ export class Recovery {
     const journal = moves[0]
     const differ = moves.some((j) => !sameMove(j, moves[0] as Journal))
     if (bad !== undefined || journal === undefined || differ) {
-      const why = bad ?? `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`
+      const why =
+        bad ??
+        `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`
       this.#state.fence([host], this.#state.fencedUnder(host) ?? journal?.generation ?? registry.nextGeneration())
       if (this.#state.keptReason(host) !== why) {
         logger.error({ host }, `layout: ${host}: ${why}`)
@@ -185,7 +222,12 @@ export class Recovery {
     let facts: RecoveryFacts
     try {
       const dest = lstatSyncOrUndefined(journal.dest.dir)
-      facts = { fromExists: lstatSyncOrUndefined(journal.from.dir) !== undefined, destExists: dest !== undefined, destIsLink: dest?.isSymbolicLink() === true, row: rowAt(row, journal) }
+      facts = {
+        fromExists: lstatSyncOrUndefined(journal.from.dir) !== undefined,
+        destExists: dest !== undefined,
+        destIsLink: dest?.isSymbolicLink() === true,
+        row: rowAt(row, journal),
+      }
     } catch (err) {
       const why = `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`
       logger.error({ host }, `layout: ${host}: ${why}`)
@@ -196,14 +238,20 @@ export class Recovery {
     const action = recoveryAction(journal, facts, wants)
     if (action.kind === 'keep') {
       if (this.#state.keptReason(host) !== action.reason) {
-        logger.warn({ host, to: journal.to, ...facts }, `layout: ${host}: journal to ${journal.to} kept -> ${action.reason}`)
+        logger.warn(
+          { host, to: journal.to, ...facts },
+          `layout: ${host}: journal to ${journal.to} kept -> ${action.reason}`,
+        )
         ctx.deps.onRecover?.('keep')
       }
       this.#state.keepJournal(host, action.reason)
       results.push(ctx.resultWithMetrics(host, 'held', action.reason, journal.to))
       return undefined
     }
-    logger.info({ host, to: journal.to, action: action.kind, ...facts }, `layout: ${host}: journal to ${journal.to} -> ${action.kind}`)
+    logger.info(
+      { host, to: journal.to, action: action.kind, ...facts },
+      `layout: ${host}: journal to ${journal.to} -> ${action.kind}`,
+    )
     ctx.deps.onRecover?.(action.kind)
     return { action: action.kind, move: { journal, wasHeld: this.#state.hold(host) !== undefined } }
   }
@@ -217,13 +265,15 @@ export class Recovery {
     const unsettled = this.#endings.takeUnsettled(moves.map((move) => move.journal.host))
     await ctx.reloadEdge()
     return moves.map((move) =>
-      unsettled.has(move.journal.host) ? ctx.resultWithMetrics(move.journal.host, 'failed', unsettled.get(move.journal.host) ?? '', move.journal.to) : ctx.resultWithMetrics(
-        move.journal.host,
-        'recovered',
-        `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`,
-        move.journal.to,
-        ctx.secondsSince(move.fencedAt),
-      ),
+      unsettled.has(move.journal.host)
+        ? ctx.resultWithMetrics(move.journal.host, 'failed', unsettled.get(move.journal.host) ?? '', move.journal.to)
+        : ctx.resultWithMetrics(
+            move.journal.host,
+            'recovered',
+            `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`,
+            move.journal.to,
+            ctx.secondsSince(move.fencedAt),
+          ),
     )
   }
 
@@ -251,7 +301,9 @@ export class Recovery {
       }
       if (row === undefined) {
         drop.push(hold.host)
-        results.push(ctx.resultWithMetrics(hold.host, 'released', 'hold dropped: the row is gone from the registry', hold.to))
+        results.push(
+          ctx.resultWithMetrics(hold.host, 'released', 'hold dropped: the row is gone from the registry', hold.to),
+        )
         continue
       }
       const shape: Mode | undefined = isNested(dirs, row) ? 'nested' : isFlat(dirs, row) ? 'flat' : undefined

@@ -65,7 +65,8 @@ export function ensureDirSync(dir: string, mode: number): boolean {
   // failed mkdir costs an exception where lstat costs none.
   const there = lstatSyncOrUndefined(dir)
   if (there !== undefined) {
-    if (!there.isDirectory()) throw new Error(`${dir} is ${there.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+    if (!there.isDirectory())
+      throw new Error(`${dir} is ${there.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
     return false
   }
   try {
@@ -75,7 +76,8 @@ export function ensureDirSync(dir: string, mode: number): boolean {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
   }
   const st = fs.lstatSync(dir)
-  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  if (!st.isDirectory())
+    throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
   return false
 }
 
@@ -97,7 +99,8 @@ export async function ensureDirOffLoop(dir: string, mode: number): Promise<boole
     }
   }
   const st = there ?? fs.lstatSync(dir)
-  if (!st.isDirectory()) throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
+  if (!st.isDirectory())
+    throw new Error(`${dir} is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}; refusing to use it`)
   return false
 }
 
@@ -115,7 +118,8 @@ export function setDirModeSync(dir: string, mode: number, gid = -1): void {
 
 /** rename(2) to a destination that must not exist: rename would silently replace an empty directory there. */
 export function renameDirSync(from: string, to: string): void {
-  if (lstatSyncOrUndefined(to) !== undefined) throw new Error(`${to} appeared after it was cleared; not renaming over it`)
+  if (lstatSyncOrUndefined(to) !== undefined)
+    throw new Error(`${to} appeared after it was cleared; not renaming over it`)
   fs.renameSync(from, to)
 }
 

@@ -45,7 +45,12 @@ void test('converge --wait shows progress, then the hosts that need an operator 
   const call = await agent.nextConverge()
   agent.reportValue = {
     ...agent.reportValue,
-    leg: { running: true, pending: false, lastRun: { ...run([sampleRun().results[0]!]), finishedAt: null }, retryAt: null },
+    leg: {
+      running: true,
+      pending: false,
+      lastRun: { ...run([sampleRun().results[0]!]), finishedAt: null },
+      retryAt: null,
+    },
   }
   await until('the progress line', () => c.stdout.text.includes('running: 1 host done\n'))
   call.finish(
@@ -93,12 +98,20 @@ void test('converge --wait says what the run waits on; refused or held exits 1 w
   const { agent, url } = await listen(t)
   const running = (waiting?: string) => ({
     ...agent.reportValue,
-    leg: { running: true, pending: false, lastRun: { ...run([]), finishedAt: null }, retryAt: null, ...(waiting === undefined ? {} : { waiting }) },
+    leg: {
+      running: true,
+      pending: false,
+      lastRun: { ...run([]), finishedAt: null },
+      retryAt: null,
+      ...(waiting === undefined ? {} : { waiting }),
+    },
   })
   const c = converge('--wait', '--url', url)
   const call = await agent.nextConverge()
   agent.reportValue = running('the activator to stop t01.example.com (awake, force)')
-  await until('the waiting line', () => c.stdout.text.includes('waiting for the activator to stop t01.example.com (awake, force)\n'))
+  await until('the waiting line', () =>
+    c.stdout.text.includes('waiting for the activator to stop t01.example.com (awake, force)\n'),
+  )
   agent.reportValue = running()
   const reads = agent.reportReads
   await until('a few more polls', () => agent.reportReads >= reads + 2)
@@ -117,7 +130,9 @@ void test('converge --wait says what the run waits on; refused or held exits 1 w
   )
 
   const d = converge('--wait', '--url', url)
-  ;(await agent.nextConverge()).finish(run([{ host: 't04.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' }]))
+  ;(await agent.nextConverge()).finish(
+    run([{ host: 't04.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' }]),
+  )
   assert.equal(await d.done, 0, d.stderr.text)
   assert.match(d.stdout.text, /done: 1 deferred\n$/)
 })

@@ -18,7 +18,11 @@ const live = () => new AbortController().signal
 
 async function setup(t: TestContext) {
   const root = await tmpDir(t)
-  const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root, CARLOS_BOX: 'ops-1', CARLOS_DATA_DIR: path.join(root, 'data') })
+  const config = loadConfig({
+    CARLOS_DEPLOYMENT_DIR: root,
+    CARLOS_BOX: 'ops-1',
+    CARLOS_DATA_DIR: path.join(root, 'data'),
+  })
   let now = Date.parse('2026-12-01T08:00:00.000Z')
   const clock: Clock = { now: () => now, setTimer: () => () => undefined }
   const reader = new DirDeployStore(root, { clock })
@@ -27,12 +31,33 @@ async function setup(t: TestContext) {
     const store = new DirDeployStore(root, { boxTtlMs: 30_000, clock })
     t.after(() => store.close())
     return (s: Partial<BoxSummary>) =>
-      store.publishBox({ box: label, version: '0.1.0', intent: null, mode: 'none', converged: false, counts: {}, held: 0, leg: { running: false, pending: false, lastRunAt: null }, at: new Date(now).toISOString(), ...s }, live())
+      store.publishBox(
+        {
+          box: label,
+          version: '0.1.0',
+          intent: null,
+          mode: 'none',
+          converged: false,
+          counts: {},
+          held: 0,
+          leg: { running: false, pending: false, lastRunAt: null },
+          at: new Date(now).toISOString(),
+          ...s,
+        },
+        live(),
+      )
   }
   const run = async (...argv: string[]) => {
     const out = sink()
     const err = sink()
-    const code = await fleetCommand(argv, { config, store: reader, stdout: out.stream, stderr: err.stream, now: () => now, everyMs: 20 })
+    const code = await fleetCommand(argv, {
+      config,
+      store: reader,
+      stdout: out.stream,
+      stderr: err.stream,
+      now: () => now,
+      everyMs: 20,
+    })
     return { code, out: out.text(), err: err.text() }
   }
   const record = async (...argv: string[]) => {
@@ -50,21 +75,45 @@ void test('fleet status: the table, the unconverged first, the summary line; exi
   const id = await record('migrate', '--fleet')
   const web1 = box('web-01')
   const web2 = box('web-02')
-  await web1({ intent: id, mode: 'nested', converged: true, counts: { nested: 3, external: 1 }, leg: { running: false, pending: false, lastRunAt: '2026-12-01T07:59:30.000Z' } })
-  await web2({ intent: id, mode: 'flat', counts: { nested: 1, flat: 2, fenced: 1 }, held: 1, leg: { running: true, pending: false, lastRunAt: null } })
+  await web1({
+    intent: id,
+    mode: 'nested',
+    converged: true,
+    counts: { nested: 3, external: 1 },
+    leg: { running: false, pending: false, lastRunAt: '2026-12-01T07:59:30.000Z' },
+  })
+  await web2({
+    intent: id,
+    mode: 'flat',
+    counts: { nested: 1, flat: 2, fenced: 1 },
+    held: 1,
+    leg: { running: true, pending: false, lastRunAt: null },
+  })
   const r = await run('status')
   assert.equal(r.code, 1)
   assert.equal(
     r.out,
-    'BOX     INTENT' + ' '.repeat(id.length - 6) + '  CONVERGED  NESTED  FLAT  FENCED  HELD  LAST RUN\n' +
+    'BOX     INTENT' +
+      ' '.repeat(id.length - 6) +
+      '  CONVERGED  NESTED  FLAT  FENCED  HELD  LAST RUN\n' +
       `web-02  ${id}  running    1       2     1       1     -\n` +
       `web-01  ${id}  yes        3       0     0       0     30s ago\n` +
       `\n1/2 converged to ${id}; 1 converging; 1 held rows\n`,
   )
   assert.match(r.err, /1 of 2 boxes have not converged/)
   const j = await run('status', '--json')
-  const json = JSON.parse(j.out) as { boxes: Array<{ box: string; state: string; wants: string }>; allConverged: boolean; held: number }
-  assert.deepEqual(json.boxes.map((b) => [b.box, b.state, b.wants]), [['web-02', 'converging', id], ['web-01', 'converged', id]])
+  const json = JSON.parse(j.out) as {
+    boxes: Array<{ box: string; state: string; wants: string }>
+    allConverged: boolean
+    held: number
+  }
+  assert.deepEqual(
+    json.boxes.map((b) => [b.box, b.state, b.wants]),
+    [
+      ['web-02', 'converging', id],
+      ['web-01', 'converged', id],
+    ],
+  )
   assert.equal(json.allConverged, false)
   assert.equal(json.held, 1)
 
@@ -104,7 +153,13 @@ void test('fleet status --wait gives up after its timeout, exit 1', async (t) =>
 
 void test('fleet usage errors exit 2', async (t) => {
   const { run } = await setup(t)
-  for (const argv of [[], ['frobnicate'], ['status', '--timeout', '5'], ['status', '--wait', '--timeout', 'soon'], ['status', 'extra']]) {
+  for (const argv of [
+    [],
+    ['frobnicate'],
+    ['status', '--timeout', '5'],
+    ['status', '--wait', '--timeout', 'soon'],
+    ['status', 'extra'],
+  ]) {
     const r = await run(...argv)
     assert.equal(r.code, 2, argv.join(' '))
     assert.match(r.err, /usage:/)

@@ -31,7 +31,14 @@ async function setup(t: TestContext) {
   const run = async (...argv: string[]): Promise<Run> => {
     const out = sink()
     const err = sink()
-    const code = await intentCommand(argv, { config, store, stdout: out.stream, stderr: err.stream, now: () => clock, by: 'ops@test' })
+    const code = await intentCommand(argv, {
+      config,
+      store,
+      stdout: out.stream,
+      stderr: err.stream,
+      now: () => clock,
+      by: 'ops@test',
+    })
     return { code, out: out.text(), err: err.text() }
   }
   const status = async () => {
@@ -43,7 +50,10 @@ async function setup(t: TestContext) {
   }
   const put = async (r: Partial<IntentRecord> & { id: string }, name = `${r.id}.json`) => {
     await fs.mkdir(dir, { recursive: true })
-    await fs.writeFile(path.join(dir, name), JSON.stringify({ mode: 'nested', force: false, recordedAt: 'x', by: 'hand', ...r }))
+    await fs.writeFile(
+      path.join(dir, name),
+      JSON.stringify({ mode: 'nested', force: false, recordedAt: 'x', by: 'hand', ...r }),
+    )
   }
   return { root, config, dir, store, run, status, setClock, put }
 }
@@ -57,7 +67,13 @@ void test('migrate --fleet records a fleet-wide nested intent and status reads i
   const [rec] = await store.list(live())
   assert.ok(rec)
   assert.equal(r.out, `recorded intent ${rec.id}: nested for the whole fleet\n`)
-  assert.deepEqual(rec, { id: rec.id, mode: 'nested', force: false, recordedAt: '2026-11-30T08:00:00.000Z', by: 'ops@test' })
+  assert.deepEqual(rec, {
+    id: rec.id,
+    mode: 'nested',
+    force: false,
+    recordedAt: '2026-11-30T08:00:00.000Z',
+    by: 'ops@test',
+  })
   assert.ok(!('box' in rec))
   assert.match(rec.id, /^20261130T080000\.000Z-[0-9a-f]{6}$/)
   const s = await status()
@@ -94,7 +110,11 @@ void test('ids sort by time for many records in one millisecond and after the cl
     assert.equal((await status()).json.mode, want.at(-1))
   }
   const records = await store.list(live())
-  assert.deepEqual(records.map((r) => r.mode), want, 'the store lists the records in the order they were recorded')
+  assert.deepEqual(
+    records.map((r) => r.mode),
+    want,
+    'the store lists the records in the order they were recorded',
+  )
   assert.equal(new Set(records.map((r) => r.id)).size, records.length)
   // The stepped-back records keep the recordedAt the clock gave them.
   assert.equal(records.at(-1)?.recordedAt, '2026-11-30T07:00:00.000Z')
@@ -154,23 +174,39 @@ void test('status prints a short human text', async (t) => {
 
 void test('a malformed record, a schema failure, a name/id mismatch or ENOTDIR: status is unreadable, exit 1', async (t) => {
   const cases: Array<[string, (s: Awaited<ReturnType<typeof setup>>) => Promise<string>, RegExp]> = [
-    ['bad JSON', async ({ dir }) => {
-      await fs.writeFile(path.join(dir, 'x.json'), '{')
-      return path.join(dir, 'x.json')
-    }, /not JSON/],
-    ['schema failure', async ({ put, dir }) => {
-      await put({ id: 'y', force: 'no' as unknown as boolean })
-      return path.join(dir, 'y.json')
-    }, /force must be boolean/],
-    ['id/name mismatch', async ({ put, dir }) => {
-      await put({ id: 'zz' }, 'z.json')
-      return path.join(dir, 'z.json')
-    }, /must be named zz\.json/],
-    ['ENOTDIR', async ({ dir }) => {
-      await fs.rm(dir, { recursive: true })
-      await fs.writeFile(dir, 'a file where the directory should be')
-      return dir
-    }, /ENOTDIR/],
+    [
+      'bad JSON',
+      async ({ dir }) => {
+        await fs.writeFile(path.join(dir, 'x.json'), '{')
+        return path.join(dir, 'x.json')
+      },
+      /not JSON/,
+    ],
+    [
+      'schema failure',
+      async ({ put, dir }) => {
+        await put({ id: 'y', force: 'no' as unknown as boolean })
+        return path.join(dir, 'y.json')
+      },
+      /force must be boolean/,
+    ],
+    [
+      'id/name mismatch',
+      async ({ put, dir }) => {
+        await put({ id: 'zz' }, 'z.json')
+        return path.join(dir, 'z.json')
+      },
+      /must be named zz\.json/,
+    ],
+    [
+      'ENOTDIR',
+      async ({ dir }) => {
+        await fs.rm(dir, { recursive: true })
+        await fs.writeFile(dir, 'a file where the directory should be')
+        return dir
+      },
+      /ENOTDIR/,
+    ],
   ]
   for (const [what, spoil, why] of cases) {
     await t.test(what, async (t) => {
@@ -285,11 +321,20 @@ void test('--box and --fleet: one of the two is required, and the refusal writes
 
 void test('--force for this box without CARLOS_ACTIVATOR_URL is refused naming the variable; nothing is written', async (t) => {
   const root = await tmpDir(t)
-  const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root, CARLOS_BOX: 'kass-1', CARLOS_DATA_DIR: path.join(root, 'data') })
+  const config = loadConfig({
+    CARLOS_DEPLOYMENT_DIR: root,
+    CARLOS_BOX: 'kass-1',
+    CARLOS_DATA_DIR: path.join(root, 'data'),
+  })
   const store = new DirDeployStore(root)
   const out = sink()
   const err = sink()
-  const code = await intentCommand(['migrate', '--box', 'KASS-1', '--force'], { config, store, stdout: out.stream, stderr: err.stream })
+  const code = await intentCommand(['migrate', '--box', 'KASS-1', '--force'], {
+    config,
+    store,
+    stdout: out.stream,
+    stderr: err.stream,
+  })
   assert.equal(code, 1)
   assert.match(err.text(), /--force for box kass-1, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with/)
   assert.deepEqual(await store.list(live()), [])
@@ -315,7 +360,10 @@ void test('--force for another box is refused when its published summary says it
   await store.publishBox(summary('web-04'), live())
   const other = await run('migrate', '--box', 'web-02', '--force')
   assert.equal(other.code, 1)
-  assert.match(other.err, /--force for box web-02, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there/)
+  assert.match(
+    other.err,
+    /--force for box web-02, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there/,
+  )
   const fleet = await run('migrate', '--fleet', '--force')
   assert.equal(fleet.code, 1)
   assert.match(fleet.err, /--force for the whole fleet, but box web-02 has no CARLOS_ACTIVATOR_URL/)
@@ -345,22 +393,37 @@ void test('--dry-run prints what this box would do, from its report, and records
     },
   }
   for (const [argv, want] of [
-    [['migrate', '--box', 'kass-1', '--dry-run'], 'dry run: would record nested for box kass-1; nothing recorded\n' +
-      'box kass-1 would converge to nested: 1 to move, 1 already nested, 2 withheld\n' +
-      '  move      a.example.com\n' +
-      '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
-      '  withheld  d.example.com (external): not hibernating\n'],
-    [['revert', '--fleet', '--dry-run'], 'dry run: would record flat for the whole fleet; nothing recorded\n' +
-      'box kass-1 would converge to flat: 1 to move, 1 already flat, 2 withheld\n' +
-      '  move      b.example.com\n' +
-      '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
-      '  withheld  d.example.com (external): not hibernating\n'],
-    [['revert', '--box', 'kass-2', '--dry-run'], 'dry run: would record flat for box kass-2; nothing recorded\n' +
-      'box kass-2 is not this box (kass-1): run --dry-run there to see its rows\n'],
+    [
+      ['migrate', '--box', 'kass-1', '--dry-run'],
+      'dry run: would record nested for box kass-1; nothing recorded\n' +
+        'box kass-1 would converge to nested: 1 to move, 1 already nested, 2 withheld\n' +
+        '  move      a.example.com\n' +
+        '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
+        '  withheld  d.example.com (external): not hibernating\n',
+    ],
+    [
+      ['revert', '--fleet', '--dry-run'],
+      'dry run: would record flat for the whole fleet; nothing recorded\n' +
+        'box kass-1 would converge to flat: 1 to move, 1 already flat, 2 withheld\n' +
+        '  move      b.example.com\n' +
+        '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
+        '  withheld  d.example.com (external): not hibernating\n',
+    ],
+    [
+      ['revert', '--box', 'kass-2', '--dry-run'],
+      'dry run: would record flat for box kass-2; nothing recorded\n' +
+        'box kass-2 is not this box (kass-1): run --dry-run there to see its rows\n',
+    ],
   ] as const) {
     const out = sink()
     const err = sink()
-    const code = await intentCommand([...argv], { config, store, stdout: out.stream, stderr: err.stream, report: () => Promise.resolve(report) })
+    const code = await intentCommand([...argv], {
+      config,
+      store,
+      stdout: out.stream,
+      stderr: err.stream,
+      report: () => Promise.resolve(report),
+    })
     assert.equal(code, 0, err.text())
     assert.equal(out.text(), want)
   }
@@ -380,17 +443,31 @@ void test('--dry-run prints what this box would do, from its report, and records
     },
     live(),
   )
-  const other = 'box kass-2, from the summary it published at 2026-11-30T08:00:00.000Z: up to 5 to move, 2 already nested, 4 withheld (3 external, 1 fenced); run --dry-run there to see its rows\n'
+  const other =
+    'box kass-2, from the summary it published at 2026-11-30T08:00:00.000Z: up to 5 to move, 2 already nested, 4 withheld (3 external, 1 fenced); run --dry-run there to see its rows\n'
   for (const [argv, want] of [
-    [['migrate', '--box', 'kass-2', '--dry-run'], 'dry run: would record nested for box kass-2; nothing recorded\n' + other],
-    [['migrate', '--fleet', '--dry-run'], 'dry run: would record nested for the whole fleet; nothing recorded\n' +
-      'box kass-1 would converge to nested: 1 to move, 1 already nested, 2 withheld\n' +
-      '  move      a.example.com\n' +
-      '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
-      '  withheld  d.example.com (external): not hibernating\n' + other],
+    [
+      ['migrate', '--box', 'kass-2', '--dry-run'],
+      'dry run: would record nested for box kass-2; nothing recorded\n' + other,
+    ],
+    [
+      ['migrate', '--fleet', '--dry-run'],
+      'dry run: would record nested for the whole fleet; nothing recorded\n' +
+        'box kass-1 would converge to nested: 1 to move, 1 already nested, 2 withheld\n' +
+        '  move      a.example.com\n' +
+        '  withheld  c.example.com (conflict): shares its dir with a.example.com\n' +
+        '  withheld  d.example.com (external): not hibernating\n' +
+        other,
+    ],
   ] as const) {
     const out = sink()
-    const code = await intentCommand([...argv], { config, store, stdout: out.stream, stderr: sink().stream, report: () => Promise.resolve(report) })
+    const code = await intentCommand([...argv], {
+      config,
+      store,
+      stdout: out.stream,
+      stderr: sink().stream,
+      report: () => Promise.resolve(report),
+    })
     assert.equal(code, 0)
     assert.equal(out.text(), want)
   }
@@ -419,15 +496,25 @@ void test('prune --keep N keeps the newest N, the newest addressing each box, an
   await fs.writeFile(
     path.join(boxes, 'kass-3.json'),
     JSON.stringify({
-      box: 'kass-3', version: '0.1.0', intent: ids[2], mode: 'nested', converged: false, counts: {}, held: 0,
-      leg: { running: true, pending: false, lastRunAt: null }, at: '2026-11-30T08:00:02.000Z', expiresAt: '2999-01-01T00:00:00.000Z',
+      box: 'kass-3',
+      version: '0.1.0',
+      intent: ids[2],
+      mode: 'nested',
+      converged: false,
+      counts: {},
+      held: 0,
+      leg: { running: true, pending: false, lastRunAt: null },
+      at: '2026-11-30T08:00:02.000Z',
+      expiresAt: '2999-01-01T00:00:00.000Z',
     }),
   )
   const dry = await run('prune', '--keep', '1', '--dry-run')
   assert.equal(dry.code, 0, dry.err)
   assert.match(dry.out, /^would remove 3 of 7 intent records; 4 kept\n/)
   assert.equal((await store.list(live())).length, 7, 'a dry run removes nothing')
-  const before = await Promise.all(['kass-1', 'kass-2', 'kass-3', 'kass-9'].map(async (b) => selectIntent(await store.list(live()), b)))
+  const before = await Promise.all(
+    ['kass-1', 'kass-2', 'kass-3', 'kass-9'].map(async (b) => selectIntent(await store.list(live()), b)),
+  )
   const r = await run('prune', '--keep', '1')
   assert.equal(r.code, 0, r.err)
   for (const i of [0, 1, 3]) assert.match(r.out, new RegExp(`removed +${ids[i]}\\n`))
@@ -435,8 +522,13 @@ void test('prune --keep N keeps the newest N, the newest addressing each box, an
   assert.match(r.out, new RegExp(`kept +${ids[5]}: the newest addressing box kass-2`))
   assert.match(r.out, new RegExp(`kept +${ids[4]}: the newest addressing the whole fleet`))
   assert.match(r.out, new RegExp(`kept +${ids[2]}: box kass-3 reports it is converging to it`))
-  assert.deepEqual((await store.list(live())).map((x) => x.id), [ids[2], ids[4], ids[5], ids[6]])
+  assert.deepEqual(
+    (await store.list(live())).map((x) => x.id),
+    [ids[2], ids[4], ids[5], ids[6]],
+  )
   // Every box, named or not, still reads what it read before.
-  const after = await Promise.all(['kass-1', 'kass-2', 'kass-3', 'kass-9'].map(async (b) => selectIntent(await store.list(live()), b)))
+  const after = await Promise.all(
+    ['kass-1', 'kass-2', 'kass-3', 'kass-9'].map(async (b) => selectIntent(await store.list(live()), b)),
+  )
   assert.deepEqual(after, before)
 })

@@ -31,12 +31,24 @@ async function setup(t: TestContext) {
 }
 
 function row(i: number, extra: Record<string, unknown> = {}) {
-  return { host: `t${i}.example.com`, kind: 'instance', hibernate: true, dir: `/srv/apps/t${i}`, socket: `/run/t${i}.sock`, ...extra }
+  return {
+    host: `t${i}.example.com`,
+    kind: 'instance',
+    hibernate: true,
+    dir: `/srv/apps/t${i}`,
+    socket: `/run/t${i}.sock`,
+    ...extra,
+  }
 }
 
 void test('import writes every row of a JSON Lines file, blank lines skipped', async (t) => {
   const s = await setup(t)
-  const f = await s.file('rows.jsonl', [row(1), '', row(2, { db: '/srv/apps/t2/app.db' }), { host: 'static.example.com', kind: 'static', hibernate: false }])
+  const f = await s.file('rows.jsonl', [
+    row(1),
+    '',
+    row(2, { db: '/srv/apps/t2/app.db' }),
+    { host: 'static.example.com', kind: 'static', hibernate: false },
+  ])
   assert.equal(await s.run('import', f), 0, s.err.text)
   assert.match(s.out.text, /imported 3 rows/)
   assert.deepEqual(
@@ -72,7 +84,10 @@ void test('one bad line refuses the whole file, every bad line named by number, 
   assert.match(msg, /line 5: host t1\.example\.com is already on line 1/)
   assert.match(msg, /line 6: .*taken\.example\.com/)
   assert.match(msg, /line 7: unknown field\(s\) colour/)
-  assert.deepEqual(s.registry.list().map((r) => r.host), ['taken.example.com'])
+  assert.deepEqual(
+    s.registry.list().map((r) => r.host),
+    ['taken.example.com'],
+  )
 })
 
 void test('a host already in the registry refuses the file', async (t) => {
@@ -98,13 +113,37 @@ void test('- reads standard input; an unreadable file is import_unreadable', asy
 
 void test('the registry refuses a batch whose paths another row claims, as a whole', (t) => {
   return setup(t).then((s) => {
-    s.registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, dir: '/srv/a', socket: '/run/a.sock', db: '' })
+    s.registry.add({
+      host: 'a.example.com',
+      kind: 'instance',
+      hibernate: true,
+      dir: '/srv/a',
+      socket: '/run/a.sock',
+      db: '',
+    })
     const batch = [
-      { host: 'b.example.com', kind: 'instance' as const, hibernate: true, dir: '/srv/b', socket: '/run/b.sock', db: '' },
-      { host: 'c.example.com', kind: 'instance' as const, hibernate: true, dir: '/srv/a/inner', socket: '/run/c.sock', db: '' },
+      {
+        host: 'b.example.com',
+        kind: 'instance' as const,
+        hibernate: true,
+        dir: '/srv/b',
+        socket: '/run/b.sock',
+        db: '',
+      },
+      {
+        host: 'c.example.com',
+        kind: 'instance' as const,
+        hibernate: true,
+        dir: '/srv/a/inner',
+        socket: '/run/c.sock',
+        db: '',
+      },
     ]
     assert.throws(() => s.registry.addMany(batch), { code: 'path_claimed' })
-    assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
+    assert.deepEqual(
+      s.registry.list().map((r) => r.host),
+      ['a.example.com'],
+    )
   })
 })
 
@@ -112,7 +151,10 @@ void test('the registry refuses a batch whose paths another row claims, as a who
 // catches work that grows faster than the rows (a claims check per pair).
 void test('10,000 rows import in one go, in time linear in the rows', async (t) => {
   const s = await setup(t)
-  const f = await s.file('big.jsonl', Array.from({ length: 10_000 }, (_, i) => row(i)))
+  const f = await s.file(
+    'big.jsonl',
+    Array.from({ length: 10_000 }, (_, i) => row(i)),
+  )
   const start = performance.now()
   assert.equal(await s.run('import', f), 0, s.err.text)
   const ms = performance.now() - start

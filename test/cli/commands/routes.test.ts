@@ -71,7 +71,12 @@ void test('add mints nested paths, makes the directories with their modes, and g
   s.io.groupFile = groupFile
   assert.equal(await s.run('add', 'a.example.com', '--hibernate'), 0, s.err.text)
   const want = nestedPaths(s.io.config, 'a.example.com')
-  assert.deepEqual(s.registry.get('a.example.com'), { host: 'a.example.com', kind: 'instance', hibernate: true, ...want })
+  assert.deepEqual(s.registry.get('a.example.com'), {
+    host: 'a.example.com',
+    kind: 'instance',
+    hibernate: true,
+    ...want,
+  })
   const root = nestedRoot(s.io.config, 'a.example.com')
   const run = path.dirname(want.socket)
   assert.equal(await mode(root), 0o750)
@@ -86,7 +91,12 @@ void test('add mints flat paths and makes the app and run directories', async (t
   const s = await setup(t, () => Promise.resolve('flat'))
   assert.equal(await s.run('add', 'a.example.com', '--hibernate', '--kind', 'instance'), 0, s.err.text)
   const want = flatPaths(s.io.config, 'a.example.com')
-  assert.deepEqual(s.registry.get('a.example.com'), { host: 'a.example.com', kind: 'instance', hibernate: true, ...want })
+  assert.deepEqual(s.registry.get('a.example.com'), {
+    host: 'a.example.com',
+    kind: 'instance',
+    hibernate: true,
+    ...want,
+  })
   assert.ok((await fs.stat(want.dir)).isDirectory())
   assert.ok((await fs.stat(s.io.config.runDir)).isDirectory())
   assert.equal(await exists(path.join(s.dataDir, 'nested')), false)
@@ -95,7 +105,10 @@ void test('add mints flat paths and makes the app and run directories', async (t
 void test('add refuses while the intent is unreadable: nothing added, no directory made', async (t) => {
   const s = await setup(t, () => Promise.reject(errors.intentUnreadable('deploy store timed out')))
   assert.equal(await s.run('add', 'a.example.com', '--hibernate'), 1)
-  assert.match(s.err.text, /refused to mint paths for a\.example\.com: the layout intent is unreadable: deploy store timed out/)
+  assert.match(
+    s.err.text,
+    /refused to mint paths for a\.example\.com: the layout intent is unreadable: deploy store timed out/,
+  )
   assert.equal(s.out.text, '')
   assert.deepEqual(s.registry.list(), [])
   for (const d of ['nested', 'apps', 'run']) assert.equal(await exists(path.join(s.dataDir, d)), false, d)
@@ -154,7 +167,11 @@ void test('add refuses a --socket over the 107 bytes a unix socket can bind, nam
 
 void test('add refuses a --dir or --socket another row already claims, naming that row, and changes nothing', async (t) => {
   const s = await setup(t, () => Promise.reject(new Error('mint must not be asked')))
-  assert.equal(await s.run('add', 'a.example.com', '--hibernate', '--dir', '/srv/a', '--socket', '/srv/run/a.sock'), 0, s.err.text)
+  assert.equal(
+    await s.run('add', 'a.example.com', '--hibernate', '--dir', '/srv/a', '--socket', '/srv/run/a.sock'),
+    0,
+    s.err.text,
+  )
   const cases: Array<[string[], RegExp]> = [
     [['--dir', '/srv/a'], /dir \/srv\/a is also claimed by a\.example\.com/],
     [['--dir', '/srv/a/inner'], /dir \/srv\/a\/inner is inside a\.example\.com's dir \/srv\/a/],
@@ -167,8 +184,15 @@ void test('add refuses a --dir or --socket another row already claims, naming th
     assert.match(s.err.text, message)
     assert.match(s.err.text, /refused: b\.example\.com/)
   }
-  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
-  assert.equal(await s.run('add', 'b.example.com', '--hibernate', '--dir', '/srv/b', '--socket', '/srv/run/b.sock'), 0, s.err.text)
+  assert.deepEqual(
+    s.registry.list().map((r) => r.host),
+    ['a.example.com'],
+  )
+  assert.equal(
+    await s.run('add', 'b.example.com', '--hibernate', '--dir', '/srv/b', '--socket', '/srv/run/b.sock'),
+    0,
+    s.err.text,
+  )
 })
 
 void test('a minted row whose paths another row claims is refused before a directory is made', async (t) => {
@@ -178,7 +202,10 @@ void test('a minted row whose paths another row claims is refused before a direc
   assert.equal(await s.run('add', 'b.example.com', '--hibernate'), 1)
   assert.match(s.err.text, /is also claimed by a\.example\.com/)
   assert.equal(await exists(minted.dir), false)
-  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com'])
+  assert.deepEqual(
+    s.registry.list().map((r) => r.host),
+    ['a.example.com'],
+  )
 })
 
 void test('an add the registry refuses after the directories were made removes them again', async (t) => {
@@ -204,7 +231,20 @@ void test('an add the registry refuses after the directories were made removes t
 
 void test('list prints an aligned table, or JSON rows', async (t) => {
   const s = await setup(t)
-  assert.equal(await s.run('add', 'b.example.com', '--dir', '/srv/b', '--socket', '/srv/b.sock', '--db', '/srv/b/app.db', '--hibernate'), 0)
+  assert.equal(
+    await s.run(
+      'add',
+      'b.example.com',
+      '--dir',
+      '/srv/b',
+      '--socket',
+      '/srv/b.sock',
+      '--db',
+      '/srv/b/app.db',
+      '--hibernate',
+    ),
+    0,
+  )
   assert.equal(await s.run('add', 'a.example.com', '--kind', 'static'), 0)
   s.out.chunks.length = 0
   assert.equal(await s.run('list'), 0)
@@ -224,7 +264,14 @@ void test('list prints an aligned table, or JSON rows', async (t) => {
   assert.equal(await s.run('list', '--json'), 0)
   assert.deepEqual(JSON.parse(s.out.text), [
     { host: 'a.example.com', kind: 'static', socket: '', dir: '', db: '', hibernate: false },
-    { host: 'b.example.com', kind: 'instance', socket: '/srv/b.sock', dir: '/srv/b', db: '/srv/b/app.db', hibernate: true },
+    {
+      host: 'b.example.com',
+      kind: 'instance',
+      socket: '/srv/b.sock',
+      dir: '/srv/b',
+      db: '/srv/b/app.db',
+      hibernate: true,
+    },
   ])
 })
 
@@ -251,16 +298,33 @@ void test('rm refuses a host a journal or hold marker names, and keeps its row',
   assert.match(s.err.text, /a\.example\.com is mid-move/)
   assert.equal(await s.run('rm', 'b.example.com'), 1)
   assert.match(s.err.text, /b\.example\.com is held down/)
-  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com', 'b.example.com'])
+  assert.deepEqual(
+    s.registry.list().map((r) => r.host),
+    ['a.example.com', 'b.example.com'],
+  )
 })
 
 void test('rm refuses a host a batch journal names among others, and every host while a batch journal cannot be read', async (t) => {
   const s = await setup(t)
-  for (const h of ['a.example.com', 'b.example.com', 'c.example.com']) assert.equal(await s.run('add', h, '--dir', `/srv/${h}`), 0)
+  for (const h of ['a.example.com', 'b.example.com', 'c.example.com'])
+    assert.equal(await s.run('add', h, '--dir', `/srv/${h}`), 0)
   const layout = path.join(s.dataDir, 'layout')
   await fs.mkdir(layout, { recursive: true })
-  const move = (host: string) => ({ host, to: 'nested', from: { dir: `/srv/${host}`, socket: '', db: '' }, dest: { dir: '', socket: '', db: '' } })
-  await fs.writeFile(path.join(layout, '_batch-7.journal'), JSON.stringify({ v: 2, generation: 7, startedAt: '2026-12-01T00:00:00.000Z', moves: [move('a.example.com'), move('b.example.com')] }))
+  const move = (host: string) => ({
+    host,
+    to: 'nested',
+    from: { dir: `/srv/${host}`, socket: '', db: '' },
+    dest: { dir: '', socket: '', db: '' },
+  })
+  await fs.writeFile(
+    path.join(layout, '_batch-7.journal'),
+    JSON.stringify({
+      v: 2,
+      generation: 7,
+      startedAt: '2026-12-01T00:00:00.000Z',
+      moves: [move('a.example.com'), move('b.example.com')],
+    }),
+  )
   for (const h of ['a.example.com', 'b.example.com']) {
     assert.equal(await s.run('rm', h), 1)
     assert.ok(s.err.text.includes(`${h} is mid-move (${path.join(layout, '_batch-7.journal')})`), s.err.text)
@@ -270,7 +334,10 @@ void test('rm refuses a host a batch journal names among others, and every host 
   await fs.writeFile(path.join(layout, '_batch-8.journal'), '{"v":2,')
   assert.equal(await s.run('rm', 'c.example.com'), 1)
   assert.match(s.err.text, /_batch-8\.journal .*cannot be read and may name c\.example\.com/)
-  assert.deepEqual(s.registry.list().map((r) => r.host), ['a.example.com', 'b.example.com', 'c.example.com'])
+  assert.deepEqual(
+    s.registry.list().map((r) => r.host),
+    ['a.example.com', 'b.example.com', 'c.example.com'],
+  )
 })
 
 void test('usage errors exit 2 with the usage and change nothing', async (t) => {

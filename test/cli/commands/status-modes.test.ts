@@ -24,8 +24,14 @@ async function status(environ: NodeJS.ProcessEnv, ...argv: string[]) {
 
 void test('status HOST: word, reason, note, the paths it would wake at, and what to do', async (t) => {
   const { agent, url } = await listen(t)
-  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'flat', reason: 'awake: 42m of grace left', note: 'aside: 1 file' } } }
-  agent.wakeAnswers.set(HOST, { granted: true, grant: { host: HOST, layout: 'flat', dir: '/data/apps/a.example.com', socket: '/data/run/a.sock', db: '' } })
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: { [HOST]: { layout: 'flat', reason: 'awake: 42m of grace left', note: 'aside: 1 file' } },
+  }
+  agent.wakeAnswers.set(HOST, {
+    granted: true,
+    grant: { host: HOST, layout: 'flat', dir: '/data/apps/a.example.com', socket: '/data/run/a.sock', db: '' },
+  })
   const r = await status({}, HOST, '--url', url)
   assert.equal(r.code, 0, r.err)
   assert.equal(
@@ -38,7 +44,10 @@ void test('status HOST: word, reason, note, the paths it would wake at, and what
   )
   const unknown = await status({}, 'z.example.com', '--url', url)
   assert.equal(unknown.code, 1)
-  assert.equal(unknown.err, "layoutd: z.example.com is not a row of kass-1's report (only instance rows are; `layoutd routes list` shows every row)\n")
+  assert.equal(
+    unknown.err,
+    "layoutd: z.example.com is not a row of kass-1's report (only instance rows are; `layoutd routes list` shows every row)\n",
+  )
 })
 
 void test("status HOST on the agent's own box reads the host's hold marker and journal from the data root", async (t) => {
@@ -46,9 +55,18 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   const dataDir = await tmpDir(t)
   await fs.mkdir(path.join(dataDir, 'layout'))
   const heldAt = new Date(Date.now() - 3 * 3_600_000).toISOString()
-  await fs.writeFile(path.join(dataDir, 'layout', `${HOST}.hold`), JSON.stringify({ v: 1, host: HOST, to: 'nested', reason: 'db outside dir', heldAt }))
-  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'fenced', reason: 'held down after a refused move: db outside dir', note: '' } } }
-  agent.wakeAnswers.set(HOST, { granted: false, refusal: { host: HOST, layout: 'fenced', reason: 'held down after a refused move' } })
+  await fs.writeFile(
+    path.join(dataDir, 'layout', `${HOST}.hold`),
+    JSON.stringify({ v: 1, host: HOST, to: 'nested', reason: 'db outside dir', heldAt }),
+  )
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: { [HOST]: { layout: 'fenced', reason: 'held down after a refused move: db outside dir', note: '' } },
+  }
+  agent.wakeAnswers.set(HOST, {
+    granted: false,
+    refusal: { host: HOST, layout: 'fenced', reason: 'held down after a refused move' },
+  })
   const environ = { CARLOS_AGENT_LISTEN: new URL(url).host, CARLOS_DATA_DIR: dataDir }
   const r = await status(environ, HOST)
   assert.equal(r.code, 0, r.err)
@@ -65,8 +83,14 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   const from = { dir: '/data/apps/a.example.com', socket: '/data/run/a.sock', db: '' }
   const dest = { dir: '/data/nested/a.example.com/data', socket: '/data/nested/a.example.com/run/a.sock', db: '' }
   const startedAt = new Date(Date.now() - 120_000).toISOString()
-  await fs.writeFile(path.join(dataDir, 'layout', `${HOST}.journal`), JSON.stringify({ v: 1, host: HOST, to: 'nested', from, dest, generation: 4, startedAt }))
-  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'fenced', reason: 'files missing: neither side holds them', note: '' } } }
+  await fs.writeFile(
+    path.join(dataDir, 'layout', `${HOST}.journal`),
+    JSON.stringify({ v: 1, host: HOST, to: 'nested', from, dest, generation: 4, startedAt }),
+  )
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: { [HOST]: { layout: 'fenced', reason: 'files missing: neither side holds them', note: '' } },
+  }
   const j = await status(environ, HOST, '--json')
   assert.equal(j.code, 0, j.err)
   const parsed = JSON.parse(j.out) as { layout: string; journal: { generation: number }; hold: unknown; todo: string }
@@ -82,14 +106,24 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
 void test('--watch draws the report, asks with its ETag (304 while unchanged) and draws again only when it changed', async (t) => {
   const { agent, url } = await listen(t)
   const stdout = new Sink()
-  const ctx: StatusContext = { config: loadConfig({}), stdout, stderr: new Sink(), paint: plain, tty: false, now: Date.now }
+  const ctx: StatusContext = {
+    config: loadConfig({}),
+    stdout,
+    stderr: new Sink(),
+    paint: plain,
+    tty: false,
+    now: Date.now,
+  }
   const stop = new AbortController()
   const done = watch(new AgentClient(url, ''), ctx, 20, stop.signal)
   await until('the first draw', () => stdout.text.includes('box kass-1'))
   const reads = agent.reportReads
   await until('a few more asks', () => agent.reportReads >= reads + 3)
   assert.equal(stdout.text.match(/^--- /gm)?.length, 1, 'unchanged: drawn once')
-  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'fenced', reason: 'layout move to nested in flight', note: '' } } }
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: { [HOST]: { layout: 'fenced', reason: 'layout move to nested in flight', note: '' } },
+  }
   await until('the second draw', () => stdout.text.includes('layout move to nested in flight'))
   stop.abort()
   assert.equal(await done, 0)
@@ -110,5 +144,8 @@ void test('--wait-ready returns 0 once /ready answers 200, and 1 naming what it 
   assert.equal(slow.err, 'layoutd: not ready after 0.5s: layoutd is recovering\n')
   const gone = await status({}, '--wait-ready', '--timeout', '0.3', '--url', 'http://127.0.0.1:1')
   assert.equal(gone.code, 1)
-  assert.match(gone.err, /^layoutd: not ready after 0\.3s: cannot reach layoutd at http:\/\/127\.0\.0\.1:1: connect ECONNREFUSED .*; is the agent running\? start it with `layoutd serve`/)
+  assert.match(
+    gone.err,
+    /^layoutd: not ready after 0\.3s: cannot reach layoutd at http:\/\/127\.0\.0\.1:1: connect ECONNREFUSED .*; is the agent running\? start it with `layoutd serve`/,
+  )
 })

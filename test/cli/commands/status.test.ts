@@ -30,10 +30,14 @@ void test('status prints the summary line, why the default is blocked, the rows 
     leg: {
       running: false,
       pending: false,
-      lastRun: { startedAt: new Date(now - 185_000).toISOString(), finishedAt: new Date(now - 182_000).toISOString(), results: [
-        { host: HOST, outcome: 'moved', reason: '', to: 'nested' },
-        { host: 'b.example.com', outcome: 'deferred', reason: 'awake', to: 'nested' },
-      ] },
+      lastRun: {
+        startedAt: new Date(now - 185_000).toISOString(),
+        finishedAt: new Date(now - 182_000).toISOString(),
+        results: [
+          { host: HOST, outcome: 'moved', reason: '', to: 'nested' },
+          { host: 'b.example.com', outcome: 'deferred', reason: 'awake', to: 'nested' },
+        ],
+      },
       retryAt: new Date(now + 9 * 60_000 + 30_000).toISOString(),
     },
     warnings: ['nested instances share this box with flat ones'],

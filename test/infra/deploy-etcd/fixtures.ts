@@ -58,7 +58,8 @@ export function useSharedEtcd(): SharedEtcd {
 /** A logger that keeps its lines. */
 export function memLogger() {
   const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = []
-  const at = (level: string) => (fields: Record<string, unknown>, msg: string) => void lines.push({ level, msg, fields })
+  const at = (level: string) => (fields: Record<string, unknown>, msg: string) =>
+    void lines.push({ level, msg, fields })
   const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
   return { logger, lines }
 }
@@ -83,7 +84,13 @@ export function changes() {
       })
     })
   }
-  return { onChange, next, get count() { return count } }
+  return {
+    onChange,
+    next,
+    get count() {
+      return count
+    },
+  }
 }
 
 /** Watches store until the test ends; resolves, with the change feed, once the watch is established. */

@@ -74,7 +74,13 @@ void test('a member cut off from its quorum answers no old intent: reads and the
   assert.ok(a !== undefined && b !== undefined)
   const { logger, lines } = memLogger()
   const prefix = '/test/quorum/'
-  const store = new EtcdDeployStore([a.url, b.url], { prefix, logger, requestTimeoutMs: 2000, watchRetryFirstMs: 50, watchRetryMaxMs: 200 })
+  const store = new EtcdDeployStore([a.url, b.url], {
+    prefix,
+    logger,
+    requestTimeoutMs: 2000,
+    watchRetryFirstMs: 50,
+    watchRetryMaxMs: 200,
+  })
   t.after(() => store.close())
   const r = rec('20261130T080102.123Z-aaaaaa')
   await store.record(r, live())
@@ -84,7 +90,10 @@ void test('a member cut off from its quorum answers no old intent: reads and the
   const broke = c.next('the watch ended by a member without a leader')
   await b.kill()
   await broke
-  assert.ok(lines.some((l) => l.level === 'warn' && l.msg.includes(`watch broke on ${a.url}: etcd: etcdserver: no leader`)), JSON.stringify(lines))
+  assert.ok(
+    lines.some((l) => l.level === 'warn' && l.msg.includes(`watch broke on ${a.url}: etcd: etcdserver: no leader`)),
+    JSON.stringify(lines),
+  )
   const t0 = performance.now()
   await assert.rejects(store.list(live()), (err: Error) => {
     assert.match(err.message, new RegExp(`${a.url}: answered HTTP 503 to /v3/kv/range: etcdserver: no leader`))

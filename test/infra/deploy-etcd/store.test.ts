@@ -61,11 +61,27 @@ void test('every kind of garbage under the prefix makes list throw, naming the k
     ['20261130T090000.000Z-zzzzzz', 'not json {', /not JSON/],
     ['20261130T090000.000Z-zzzzzz', '', /not JSON/],
     ['20261130T090000.000Z-zzzzzz', Buffer.from([0x22, 0xff, 0xfe, 0x22]), /not JSON: .*(encoded|utf-8|UTF-8)/i],
-    ['20261130T090000.000Z-zzzzzz', JSON.stringify({ ...rec('20261130T090000.000Z-zzzzzz'), extra: true }), /not an intent record: unknown field\(s\) extra/],
-    ['20261130T090000.000Z-zzzzzz', JSON.stringify({ id: '20261130T090000.000Z-zzzzzz', mode: 'nested' }), /not an intent record: .*force/],
-    ['20261130T090000.000Z-zzzzzz', good, /holds id "20261130T080102\.123Z-aaaaaa", so its key must be .*20261130T080102\.123Z-aaaaaa/],
+    [
+      '20261130T090000.000Z-zzzzzz',
+      JSON.stringify({ ...rec('20261130T090000.000Z-zzzzzz'), extra: true }),
+      /not an intent record: unknown field\(s\) extra/,
+    ],
+    [
+      '20261130T090000.000Z-zzzzzz',
+      JSON.stringify({ id: '20261130T090000.000Z-zzzzzz', mode: 'nested' }),
+      /not an intent record: .*force/,
+    ],
+    [
+      '20261130T090000.000Z-zzzzzz',
+      good,
+      /holds id "20261130T080102\.123Z-aaaaaa", so its key must be .*20261130T080102\.123Z-aaaaaa/,
+    ],
     ['nested/key', good, /the key is not .*<id>/],
-    ['20261130T090000.000Z-zzzzzz', Buffer.alloc(MAX_RECORD_BYTES + 1, 0x20), new RegExp(`${MAX_RECORD_BYTES + 1} bytes, over the ${MAX_RECORD_BYTES}-byte limit`)],
+    [
+      '20261130T090000.000Z-zzzzzz',
+      Buffer.alloc(MAX_RECORD_BYTES + 1, 0x20),
+      new RegExp(`${MAX_RECORD_BYTES + 1} bytes, over the ${MAX_RECORD_BYTES}-byte limit`),
+    ],
   ]
   for (const [suffix, value, why] of cases) {
     const { store, prefix } = shared.storeFor(t)
@@ -91,7 +107,10 @@ void test('an aborted signal ends list and record with its reason, and writes no
 
 void test('openDeployStore: etcd when CARLOS_DEPLOYMENT_ETCD names endpoints, and then the directory is not read', async (t) => {
   const root = await tmpDir(t)
-  const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root, CARLOS_DEPLOYMENT_ETCD: `${shared.server.url}, http://127.0.0.1:1` })
+  const config = loadConfig({
+    CARLOS_DEPLOYMENT_DIR: root,
+    CARLOS_DEPLOYMENT_ETCD: `${shared.server.url}, http://127.0.0.1:1`,
+  })
   const store = await openDeployStore(config)
   t.after(() => store.close())
   assert.ok(store instanceof EtcdDeployStore)
@@ -116,7 +135,14 @@ void test('layoutd intent migrate|revert|status record into etcd and read from i
   const run = async (...argv: string[]) => {
     const out = sink()
     const err = sink()
-    const code = await intentCommand(argv, { config, store, stdout: out.stream, stderr: err.stream, now: () => clock, by: 'ops@test' })
+    const code = await intentCommand(argv, {
+      config,
+      store,
+      stdout: out.stream,
+      stderr: err.stream,
+      now: () => clock,
+      by: 'ops@test',
+    })
     return { code, out: out.text(), err: err.text() }
   }
   assert.equal((await run('migrate', '--fleet')).code, 0)

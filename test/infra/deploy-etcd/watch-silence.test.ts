@@ -22,7 +22,11 @@ void test('a quiet stream on a live member is kept past its silence bound', asyn
   t.after(() => store.close())
   await watching(t, store)
   await delay(SILENCE_MS * 2.5)
-  assert.deepEqual(lines.filter((l) => l.level === 'warn'), [], 'no break in two and a half bounds of quiet')
+  assert.deepEqual(
+    lines.filter((l) => l.level === 'warn'),
+    [],
+    'no break in two and a half bounds of quiet',
+  )
   assert.equal(lines.filter((l) => l.msg.includes('watching /test/quiet/')).length, 1, 'one stream all along')
 })
 
@@ -42,20 +46,26 @@ void test('a SIGSTOPped member is left within the silence bound; no event is mis
   const seen: WatchEvent[] = []
   const prefix = '/test/frozen/'
   // The watch starts on the first endpoint: the one this test freezes.
-  const store = new EtcdDeployStore(members.map((m) => m.url), {
-    prefix,
-    logger: stampingLogger,
-    watchSilenceMs: SILENCE_MS,
-    watchRetryFirstMs: 20,
-    watchRetryMaxMs: 100,
-    onWatchEvents: (events) => seen.push(...events),
-  })
+  const store = new EtcdDeployStore(
+    members.map((m) => m.url),
+    {
+      prefix,
+      logger: stampingLogger,
+      watchSilenceMs: SILENCE_MS,
+      watchRetryFirstMs: 20,
+      watchRetryMaxMs: 100,
+      onWatchEvents: (events) => seen.push(...events),
+    },
+  )
   t.after(() => store.close())
   // Records go through the two members that stay up.
   const recorder = new EtcdDeployStore([a.url, b.url], { prefix })
   t.after(() => recorder.close())
   await watching(t, store)
-  assert.ok(lines.some((l) => l.msg.includes(`watching ${prefix} on ${frozen.url}`)), 'the watch is on the member to freeze')
+  assert.ok(
+    lines.some((l) => l.msg.includes(`watching ${prefix} on ${frozen.url}`)),
+    'the watch is on the member to freeze',
+  )
   await recorder.record(rec('20261201T080000.000Z-000001'), live())
   await until('the first event', () => Promise.resolve(seen.length === 1))
 
@@ -63,13 +73,20 @@ void test('a SIGSTOPped member is left within the silence bound; no event is mis
   await frozen.pause()
   // Recorded while the stream is stalled: the next stream must bring it.
   await recorder.record(rec('20261201T080000.000Z-000002'), live())
-  await until('the watch to drop the silent stream', () => Promise.resolve(stamped.some((l) => /nothing heard for/.test(l.msg))), 10_000)
+  await until(
+    'the watch to drop the silent stream',
+    () => Promise.resolve(stamped.some((l) => /nothing heard for/.test(l.msg))),
+    10_000,
+  )
   const noticed = (stamped.find((l) => /nothing heard for/.test(l.msg))?.at ?? NaN) - t0
   t.diagnostic(`SIGSTOP noticed after ${noticed} ms (bound ${SILENCE_MS} ms)`)
   // Timers on a loaded machine fire late; the bound itself is what the code keeps.
   assert.ok(noticed <= SILENCE_MS + 300, `noticed after ${noticed} ms, bound ${SILENCE_MS} ms`)
   await until('the second event, on another member', () => Promise.resolve(seen.length === 2), 10_000)
-  assert.ok(lines.some((l) => new RegExp(`watching ${prefix} on (${a.url}|${b.url}) from revision`).test(l.msg)), JSON.stringify(lines.map((l) => l.msg)))
+  assert.ok(
+    lines.some((l) => new RegExp(`watching ${prefix} on (${a.url}|${b.url}) from revision`).test(l.msg)),
+    JSON.stringify(lines.map((l) => l.msg)),
+  )
 
   await frozen.resume()
   await recorder.record(rec('20261201T080000.000Z-000003'), live())
@@ -81,5 +98,8 @@ void test('a SIGSTOPped member is left within the silence bound; no event is mis
     'each event once, in order',
   )
   const revisions = seen.map((e) => e.revision)
-  assert.ok(revisions.every((r, i) => i === 0 || r > (revisions[i - 1] ?? 0n)), `revisions rise: ${revisions.join(',')}`)
+  assert.ok(
+    revisions.every((r, i) => i === 0 || r > (revisions[i - 1] ?? 0n)),
+    `revisions rise: ${revisions.join(',')}`,
+  )
 })

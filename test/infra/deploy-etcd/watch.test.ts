@@ -32,7 +32,12 @@ void test('the watch calls back when it is established and within a second of a 
 void test('the watch breaks with etcd, calls back, and comes back on its own when etcd does', async (t) => {
   const etcd = await EtcdServer.forTest(t)
   const { logger, lines } = memLogger()
-  const store = new EtcdDeployStore([etcd.url], { prefix: '/test/restart/', logger, watchRetryFirstMs: 50, watchRetryMaxMs: 200 })
+  const store = new EtcdDeployStore([etcd.url], {
+    prefix: '/test/restart/',
+    logger,
+    watchRetryFirstMs: 50,
+    watchRetryMaxMs: 200,
+  })
   t.after(() => store.close())
   const c = await watching(t, store)
   const broke = c.next('the break')
@@ -45,14 +50,21 @@ void test('the watch breaks with etcd, calls back, and comes back on its own whe
   const landed = c.next('a record after the restart', 1000)
   await store.record(rec('20261130T080102.123Z-aaaaaa'), live())
   await landed
-  assert.ok(lines.some((l) => l.level === 'warn' && /watch broke on .*; polling until it is re-established/.test(l.msg)), JSON.stringify(lines))
+  assert.ok(
+    lines.some((l) => l.level === 'warn' && /watch broke on .*; polling until it is re-established/.test(l.msg)),
+    JSON.stringify(lines),
+  )
   assert.ok(lines.filter((l) => /watching \/test\/restart\//.test(l.msg)).length >= 2, 'established twice')
 })
 
 void test('the watch fails over past a dead endpoint', async (t) => {
   const dead = `http://127.0.0.1:${await freePort()}`
   const { logger, lines } = memLogger()
-  const { store } = shared.storeFor(t, [dead, shared.server.url], { logger, watchRetryFirstMs: 20, watchRetryMaxMs: 50 })
+  const { store } = shared.storeFor(t, [dead, shared.server.url], {
+    logger,
+    watchRetryFirstMs: 20,
+    watchRetryMaxMs: 50,
+  })
   await watching(t, store)
   assert.ok(lines.some((l) => l.msg.includes(`watch not established on ${dead}`)))
   assert.ok(lines.some((l) => l.msg.includes(`on ${shared.server.url}`) && l.level === 'info'))

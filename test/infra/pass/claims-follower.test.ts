@@ -27,8 +27,16 @@ function nestedPaths(host: string): { host: string; dir: string; socket: string;
 function assertSameClaims(followed: ClaimsOf, routes: readonly Route[]): void {
   const fresh = new PathClaims(routes)
   for (const r of routes) {
-    assert.deepEqual(followed.claims.dirClaimant(r.dir, r.host), fresh.dirClaimant(r.dir, r.host), `dir claimant of ${r.host}`)
-    assert.deepEqual(followed.claims.socketClaimant(r.socket, r.host), fresh.socketClaimant(r.socket, r.host), `socket claimant of ${r.host}`)
+    assert.deepEqual(
+      followed.claims.dirClaimant(r.dir, r.host),
+      fresh.dirClaimant(r.dir, r.host),
+      `dir claimant of ${r.host}`,
+    )
+    assert.deepEqual(
+      followed.claims.socketClaimant(r.socket, r.host),
+      fresh.socketClaimant(r.socket, r.host),
+      `socket claimant of ${r.host}`,
+    )
   }
 }
 
@@ -41,7 +49,11 @@ void test('a list carried over rewrites names its listing and the hosts rewritte
   const carried = reg.snapshot().routes
   assert.notEqual(carried, listed)
   assert.equal(rewritesOf(carried)?.since, listed)
-  assert.deepEqual(rewritesOf(carried)?.hosts, ['h1.example.com', 'h3.example.com', 'h1.example.com'], 'each write\'s hosts as it named them')
+  assert.deepEqual(
+    rewritesOf(carried)?.hosts,
+    ['h1.example.com', 'h3.example.com', 'h1.example.com'],
+    "each write's hosts as it named them",
+  )
   assert.deepEqual(
     carried.map((r) => r.dir),
     reg.list().map((r) => r.dir),
@@ -59,12 +71,18 @@ void test('claims followed over carried lists, skipping some, are those built af
   assert.equal(followed.followed, 10)
   // Two batches the follower never saw, one of them putting h20's dir inside h21's: a conflict both ways.
   reg.setPaths([nestedPaths('h30.example.com')])
-  reg.setPaths([{ host: 'h20.example.com', dir: '/d/apps/h21.example.com/inner', socket: '/d/run/h20.example.com.sock', db: '' }, nestedPaths('h0.example.com')])
+  reg.setPaths([
+    { host: 'h20.example.com', dir: '/d/apps/h21.example.com/inner', socket: '/d/run/h20.example.com.sock', db: '' },
+    nestedPaths('h0.example.com'),
+  ])
   const now = reg.snapshot().routes
   followed = followRows(followed, now)
   assert.equal(followed.followed, 13)
   assertSameClaims(followed, now)
-  assert.match(followed.claims.dirClaimant('/d/apps/h21.example.com', 'h21.example.com')?.reason ?? '', /contains h20\.example\.com/)
+  assert.match(
+    followed.claims.dirClaimant('/d/apps/h21.example.com', 'h21.example.com')?.reason ?? '',
+    /contains h20\.example\.com/,
+  )
 })
 
 void test('a list someone else changed is compared whole, and claims follow it all the same', async (t) => {
@@ -82,7 +100,11 @@ void test('a list someone else changed is compared whole, and claims follow it a
   followed = followRows(followed, relisted)
   assert.equal(followed.since, relisted)
   assertSameClaims(followed, relisted)
-  assert.equal(followed.claims.dirClaimant('/d/apps/h7.example.com', 'x.example.com'), undefined, 'the removed row claims nothing')
+  assert.equal(
+    followed.claims.dirClaimant('/d/apps/h7.example.com', 'x.example.com'),
+    undefined,
+    'the removed row claims nothing',
+  )
   assert.equal(followed.claims.socketClaimant('/d/run/h5.example.com.sock', 'h5.example.com')?.host, 'new.example.com')
 })
 

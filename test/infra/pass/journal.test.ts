@@ -5,11 +5,27 @@ import { test } from 'node:test'
 import { flatPaths, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
 import { validHost, NOT_A_HOST_PREFIX } from '../../../src/domain/hostname.js'
 import { checkBatch, readBatchSync, writeBatchJournal } from '../../../src/infra/pass/batch-journal.js'
-import { batchJournalName, isBatchJournalName, listLayout, readJournal, removeJournals, writeJournals, type Journal } from '../../../src/infra/pass/journal.js'
+import {
+  batchJournalName,
+  isBatchJournalName,
+  listLayout,
+  readJournal,
+  removeJournals,
+  writeJournals,
+  type Journal,
+} from '../../../src/infra/pass/journal.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 function journal(dirs: Dirs, host: string): Journal {
-  return { v: 1, host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host), generation: 3, startedAt: '2026-11-30T08:00:00.000Z' }
+  return {
+    v: 1,
+    host,
+    to: 'nested',
+    from: flatPaths(dirs, host),
+    dest: nestedPaths(dirs, host),
+    generation: 3,
+    startedAt: '2026-11-30T08:00:00.000Z',
+  }
 }
 
 void test('journals are written together, read back whole, and removed together', async (t) => {
@@ -19,7 +35,13 @@ void test('journals are written together, read back whole, and removed together'
   await writeJournals(dirs, js)
   const layout = path.join(dataDir, 'layout')
   assert.equal(fs.statSync(layout).mode & 0o777, 0o700)
-  assert.deepEqual(await listLayout(dirs), { journals: ['a.example.com', 'b.example.com', 'c.example.com'], batches: [], holds: [], temps: [], strays: [] })
+  assert.deepEqual(await listLayout(dirs), {
+    journals: ['a.example.com', 'b.example.com', 'c.example.com'],
+    batches: [],
+    holds: [],
+    temps: [],
+    strays: [],
+  })
   assert.deepEqual(await readJournal(dirs, 'b.example.com'), { ok: true, journal: js[1] })
   await removeJournals(dirs, ['a.example.com', 'c.example.com'])
   assert.deepEqual(fs.readdirSync(layout), ['b.example.com.journal'])
@@ -57,7 +79,17 @@ void test('listLayout sorts what it finds', async (t) => {
   const dataDir = await tmpDir(t)
   const layout = path.join(dataDir, 'layout')
   fs.mkdirSync(layout)
-  for (const n of ['a.example.com.journal', 'a.example.com.hold', 'b.example.com.journal.tmp', 'B_AD.hold', 'grace.json', 'aside', '_batch-12.journal', '_batch-13.journal.tmp', '_batch-x.journal']) {
+  for (const n of [
+    'a.example.com.journal',
+    'a.example.com.hold',
+    'b.example.com.journal.tmp',
+    'B_AD.hold',
+    'grace.json',
+    'aside',
+    '_batch-12.journal',
+    '_batch-13.journal.tmp',
+    '_batch-x.journal',
+  ]) {
     fs.writeFileSync(path.join(layout, n), '')
   }
   assert.deepEqual(await listLayout({ dataDir, runDir: '' }), {
@@ -84,16 +116,38 @@ void test("a batch journal's name is one no host can take", () => {
 void test('a batch journal is written whole in one file and checked move by move; one bad move keeps every host it names', async (t) => {
   const dataDir = await tmpDir(t)
   const dirs = { dataDir, runDir: path.join(dataDir, 'run') }
-  const js = ['a.example.com', 'b.example.com'].map((host): Journal => ({ v: 1, host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host), generation: 9, startedAt: '2026-11-30T08:00:00.000Z' }))
+  const js = ['a.example.com', 'b.example.com'].map((host): Journal => ({
+    v: 1,
+    host,
+    to: 'nested',
+    from: flatPaths(dirs, host),
+    dest: nestedPaths(dirs, host),
+    generation: 9,
+    startedAt: '2026-11-30T08:00:00.000Z',
+  }))
   await writeBatchJournal(dirs, batchJournalName(9), js)
   assert.deepEqual(fs.readdirSync(path.join(dataDir, 'layout')), ['_batch-9.journal'])
   assert.deepEqual(readBatchSync(dirs, '_batch-9.journal'), { ok: true, journals: js })
-  const raw = JSON.parse(fs.readFileSync(path.join(dataDir, 'layout', '_batch-9.journal'), 'utf8')) as { moves: Array<Record<string, unknown>> }
+  const raw = JSON.parse(fs.readFileSync(path.join(dataDir, 'layout', '_batch-9.journal'), 'utf8')) as {
+    moves: Array<Record<string, unknown>>
+  }
   const bad = (moves: unknown[]) => checkBatch({ ...raw, moves }, dirs)
   const [a, b] = raw.moves
-  assert.deepEqual(bad([a, { ...b, dest: { ...(b?.dest as object), dir: '/elsewhere' } }]), { ok: false, reason: 'move 1 (b.example.com) dest is not the nested paths of b.example.com', hosts: ['a.example.com', 'b.example.com'] })
-  assert.deepEqual(bad([a, a]), { ok: false, reason: 'move 1 names a.example.com a second time', hosts: ['a.example.com'] })
-  assert.deepEqual(bad([a, { ...b, host: 'B_AD' }]), { ok: false, reason: 'move 1 names "B_AD", not a valid host', hosts: ['a.example.com'] })
+  assert.deepEqual(bad([a, { ...b, dest: { ...(b?.dest as object), dir: '/elsewhere' } }]), {
+    ok: false,
+    reason: 'move 1 (b.example.com) dest is not the nested paths of b.example.com',
+    hosts: ['a.example.com', 'b.example.com'],
+  })
+  assert.deepEqual(bad([a, a]), {
+    ok: false,
+    reason: 'move 1 names a.example.com a second time',
+    hosts: ['a.example.com'],
+  })
+  assert.deepEqual(bad([a, { ...b, host: 'B_AD' }]), {
+    ok: false,
+    reason: 'move 1 names "B_AD", not a valid host',
+    hosts: ['a.example.com'],
+  })
   const notBatch = checkBatch({ v: 2, moves: [a] }, dirs)
   assert.equal(notBatch.ok, false)
   if (!notBatch.ok) assert.deepEqual(notBatch.hosts, ['a.example.com'], 'the hosts a bad file names stay fenced')

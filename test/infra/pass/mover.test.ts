@@ -42,7 +42,10 @@ void test('preflight: what the tenant could have caused holds the host', async (
   fs.linkSync(path.join(dir, 'sub', 'ünï dir', '-x'), path.join(dir, 'sub', 'second name'))
   const r = await preflight(dir)
   assert.equal(r.kind, 'held')
-  assert.match((r as { reason: string }).reason, /^a file of its has a second name: sub\/(ünï dir\/-x|second name) has 2 links$/)
+  assert.match(
+    (r as { reason: string }).reason,
+    /^a file of its has a second name: sub\/(ünï dir\/-x|second name) has 2 links$/,
+  )
 })
 
 void test('preflight does not follow a symlink to a directory inside the tree', async (t) => {
@@ -136,7 +139,11 @@ void test('prepareParents for many hosts at once: the shared parent made once an
   const hosts = Array.from({ length: 40 }, (_, i) => `h${i}.example.com`)
   const synced = await Promise.all(hosts.map((h) => prepareParents(d, h, 'nested', nestedPaths(d, h), -1)))
   assert.equal(synced.flat().filter((dir) => dir === d.dataDir).length, 1, 'D gained D/nested once')
-  assert.equal(synced.flat().filter((dir) => dir === path.join(d.dataDir, 'nested')).length, hosts.length, 'D/nested gained each root')
+  assert.equal(
+    synced.flat().filter((dir) => dir === path.join(d.dataDir, 'nested')).length,
+    hosts.length,
+    'D/nested gained each root',
+  )
   for (const h of hosts) assert.equal(fs.statSync(path.dirname(nestedPaths(d, h).socket)).mode & 0o7777, 0o2770)
 })
 

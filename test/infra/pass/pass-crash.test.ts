@@ -15,7 +15,10 @@ const child = new URL('./pass-crash-child.js', import.meta.url)
 
 function run(env: NodeJS.ProcessEnv): Promise<NodeJS.Signals | null> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [child.pathname], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+    const p = spawn(process.execPath, [child.pathname], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    })
     p.on('error', reject)
     p.on('exit', (_code, signal) => resolve(signal))
   })
@@ -28,12 +31,18 @@ for (const point of ['after-journal', 'after-rename:t1.example.com', 'after-row'
     const sums = new Map(hosts.map((x, i) => [x, hashTree(h.addFlat(x, i + 11).dir)]))
     const signal = await run({ PASS_CRASH_DATA: h.dirs.dataDir, CARLOS_FAILPOINT: point })
     assert.equal(signal, 'SIGKILL', 'the child died at the failpoint')
-    assert.ok(fs.readdirSync(path.join(h.dirs.dataDir, 'layout')).some((n) => n.endsWith('.journal')), 'it died with journals open')
+    assert.ok(
+      fs.readdirSync(path.join(h.dirs.dataDir, 'layout')).some((n) => n.endsWith('.journal')),
+      'it died with journals open',
+    )
 
     const fence = new FenceTable()
     const pass = h.newPass({ fence, failpoint: () => {} })
     const res = await pass.recover('nested')
-    assert.ok(res.every((r) => r.outcome === 'recovered'), JSON.stringify(res))
+    assert.ok(
+      res.every((r) => r.outcome === 'recovered'),
+      JSON.stringify(res),
+    )
     for (const x of hosts) {
       const rt = h.reg.get(x)
       assert.ok(rt && isNested(h.dirs, rt), `${x} nested`)

@@ -137,7 +137,10 @@ export async function harness(t: TestContext, extra: Partial<PassDeps> = {}): Pr
     addFlat: (host, seed = 1) => add(host, 'flat', seed),
     addNested: (host, seed = 1) => add(host, 'nested', seed),
     converge: (mode, opts = {}) =>
-      h.pass.converge(mode, { deferAwake: opts.deferAwake ?? true, signal: opts.signal ?? new AbortController().signal }),
+      h.pass.converge(mode, {
+        deferAwake: opts.deferAwake ?? true,
+        signal: opts.signal ?? new AbortController().signal,
+      }),
   }
   return h
 }

@@ -107,7 +107,12 @@ void test('a symlink at dest is never committed to: kept fenced, nothing touched
   fs.mkdirSync(path.dirname(j.dest.dir), { recursive: true })
   fs.symlinkSync(outside, j.dest.dir)
   const [r] = await h.pass.recover('nested')
-  assert.deepEqual(r, { host: A, outcome: 'held', reason: `${j.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`, to: 'nested' })
+  assert.deepEqual(r, {
+    host: A,
+    outcome: 'held',
+    reason: `${j.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`,
+    to: 'nested',
+  })
   assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)), 'the row still says from')
   assert.ok(fs.existsSync(journalFile(h)), 'the journal stays')
   assert.ok(h.fence.fenced(A) !== undefined)
@@ -171,7 +176,11 @@ void test('files at neither end: kept fenced, "files missing", nothing invented'
 
 void test('any other state is kept fenced with a reason naming what was found', async (t) => {
   const cases: Array<[string, (h: Harness, j: Journal) => void, RegExp]> = [
-    ['files at from, row at dest', (h, j) => h.reg.setPaths([{ host: A, ...j.dest }]), /^files are at .* but the row already says /],
+    [
+      'files at from, row at dest',
+      (h, j) => h.reg.setPaths([{ host: A, ...j.dest }]),
+      /^files are at .* but the row already says /,
+    ],
     ['the row is gone', (h) => h.reg.remove(A), /^the row is gone from the registry/],
     [
       'the row points elsewhere',
@@ -201,7 +210,11 @@ void test('a corrupt journal keeps its host fenced and changes nothing', async (
     ['not JSON', () => '{"v":1, "host": "a.exa', /is not JSON/],
     ['wrong shape', (j) => JSON.stringify({ ...j, generation: 'x' }), /not a journal: \/generation/],
     ['another host', (j) => JSON.stringify({ ...j, host: 'b.example.com' }), /names host "b.example.com"/],
-    ['paths outside the host’s shapes', (j) => JSON.stringify({ ...j, from: { ...j.from, dir: '/etc' } }), /from is not the flat paths/],
+    [
+      'paths outside the host’s shapes',
+      (j) => JSON.stringify({ ...j, from: { ...j.from, dir: '/etc' } }),
+      /from is not the flat paths/,
+    ],
   ]
   for (const [name, body, want] of bad) {
     await t.test(name, async (t) => {
@@ -230,7 +243,10 @@ void test('unfinished temporary files are removed; files named for no valid host
   fs.writeFileSync(path.join(layout, `${A}.journal.tmp`), '{"v":1')
   fs.writeFileSync(path.join(layout, 'Not_A_Host.journal'), '{}')
   const res = await h.pass.recover('nested')
-  assert.deepEqual(res.map((r) => [r.host, r.outcome]), [['', 'failed']])
+  assert.deepEqual(
+    res.map((r) => [r.host, r.outcome]),
+    [['', 'failed']],
+  )
   assert.match(res[0]?.reason ?? '', /Not_A_Host\.journal: not named for a valid host; left alone$/)
   assert.deepEqual(fs.readdirSync(layout), ['Not_A_Host.journal'])
 })
@@ -298,7 +314,9 @@ void test('restoreHolds: which holds stand under which intent', async (t) => {
     await t.test(`${intent}${optedOut ? ' (opted out)' : ''} -> ${want}`, async (t) => {
       const h = await harness(t)
       h.addFlat(A)
-      await writeHolds(h.dirs, [{ v: 1, host: A, to: 'nested', reason: 'a file of its has a second name: x has 2 links', heldAt: 'x' }])
+      await writeHolds(h.dirs, [
+        { v: 1, host: A, to: 'nested', reason: 'a file of its has a second name: x has 2 links', heldAt: 'x' },
+      ])
       await h.pass.recover(intent as 'nested')
       const [r] = await h.pass.restoreHolds(intent as 'nested', optedOut)
       assert.equal(r?.outcome, want)
@@ -322,7 +340,10 @@ void test('a hold whose move has happened since is dropped', async (t) => {
 // throws, the Pass and its fences are dropped (as a kill would), and a new
 // Pass recovers from the files alone. Every host must end exactly: in one
 // shape, row and files agreeing, tree intact, no journal, no fence.
-for (const step of [...FAILPOINT_STEPS.filter((s) => s !== 'after-stop' && s !== 'after-hold'), 'after-rename:t1.example.com']) {
+for (const step of [
+  ...FAILPOINT_STEPS.filter((s) => s !== 'after-stop' && s !== 'after-hold'),
+  'after-rename:t1.example.com',
+]) {
   for (const intent of ['nested', 'flat'] as const) {
     void test(`a crash ${step} of a move to nested, recovered under ${intent}, is exact`, async (t) => {
       const h = await harness(t)
@@ -356,11 +377,16 @@ for (const step of [...FAILPOINT_STEPS.filter((s) => s !== 'after-stop' && s !==
         assert.equal(fence.fenced(x), undefined, `${x}: not fenced`)
       }
       const layout = path.join(h.dirs.dataDir, 'layout')
-      const left = fs.existsSync(layout) ? fs.readdirSync(layout).filter((n) => n.endsWith('.journal') || n.endsWith('.hold')) : []
+      const left = fs.existsSync(layout)
+        ? fs.readdirSync(layout).filter((n) => n.endsWith('.journal') || n.endsWith('.hold'))
+        : []
       assert.deepEqual(left, [])
       // And the next run converges the rest.
       const next = await pass.converge(intent, { deferAwake: true, signal: new AbortController().signal })
-      assert.ok(next.every((r) => r.outcome === 'moved' || r.outcome === 'unchanged'), JSON.stringify(next))
+      assert.ok(
+        next.every((r) => r.outcome === 'moved' || r.outcome === 'unchanged'),
+        JSON.stringify(next),
+      )
       for (const x of hosts) assert.equal(hashTree(h.reg.get(x)?.dir ?? ''), sums.get(x))
     })
   }

@@ -23,7 +23,15 @@ async function setup(t: TestContext): Promise<{ dirs: Dirs; fence: FenceTable; s
 }
 
 function journal(dirs: Dirs, host: string): Journal {
-  return { v: 1, host, to: 'nested', from: flatPaths(dirs, host), dest: nestedPaths(dirs, host), generation: 7, startedAt: '2026-11-30T08:00:00.000Z' }
+  return {
+    v: 1,
+    host,
+    to: 'nested',
+    from: flatPaths(dirs, host),
+    dest: nestedPaths(dirs, host),
+    generation: 7,
+    startedAt: '2026-11-30T08:00:00.000Z',
+  }
 }
 
 function marker(host: string, reason = 'a file of its has a second name'): HoldMarker {
@@ -36,9 +44,15 @@ void test("a batch's journal names every host; a closed host's fence waits for t
   await state.openJournals([journal(dirs, A), journal(dirs, B)])
   fence.fence([A, B], 7)
   assert.deepEqual(fs.readdirSync(layout), ['_batch-7.journal'], 'one file for the batch')
-  const batch = JSON.parse(fs.readFileSync(path.join(layout, '_batch-7.journal'), 'utf8')) as { v: number; moves: Array<{ host: string }> }
+  const batch = JSON.parse(fs.readFileSync(path.join(layout, '_batch-7.journal'), 'utf8')) as {
+    v: number
+    moves: Array<{ host: string }>
+  }
   assert.equal(batch.v, 2)
-  assert.deepEqual(batch.moves.map((m) => m.host), [A, B])
+  assert.deepEqual(
+    batch.moves.map((m) => m.host),
+    [A, B],
+  )
   assert.equal(state.fencedReason(A), `layout move to nested in flight; see ${journalPath(dirs, A)}`)
   assert.ok(state.inFlight(A) && state.journaled(A) && state.named(A))
 
@@ -77,8 +91,13 @@ void test('a batch whose hosts partly end and partly stay: the kept hosts get jo
   state.keepJournal(C, 'move interrupted')
   assert.deepEqual(await state.settle(), [])
   assert.deepEqual(fs.readdirSync(layout).sort(), ['b.example.com.journal', 'c.example.com.journal'])
-  for (const h of [B, C]) assert.deepEqual(JSON.parse(fs.readFileSync(journalPath(dirs, h), 'utf8')), journal(dirs, h), `${h}: its own journal names its move`)
-  assert.equal(state.fencedReason(A), undefined, 'the finished host is no longer fenced by the others\' journal')
+  for (const h of [B, C])
+    assert.deepEqual(
+      JSON.parse(fs.readFileSync(journalPath(dirs, h), 'utf8')),
+      journal(dirs, h),
+      `${h}: its own journal names its move`,
+    )
+  assert.equal(state.fencedReason(A), undefined, "the finished host is no longer fenced by the others' journal")
   assert.equal(state.fencedReason(B), 'ambiguous: files at both ends')
   assert.ok(state.named(B) && state.journaled(B))
 })
@@ -102,7 +121,10 @@ void test('a journal that cannot be removed keeps its host fenced, as it stays o
   await state.closeJournals([A])
   state.lift([A])
   const unsettled = await state.settle()
-  assert.deepEqual(unsettled.map((u) => u.host), [A])
+  assert.deepEqual(
+    unsettled.map((u) => u.host),
+    [A],
+  )
   assert.ok(state.journaled(A) && !state.inFlight(A))
   assert.match(state.fencedReason(A) ?? '', /could not be removed/)
   assert.equal(fence.fenced(A), 7, 'the lift that waited for the file is not made')
@@ -150,7 +172,10 @@ void test('a hold lives exactly as long as its marker, across a restart', async 
   // What a restart reads back.
   const again = new PassState(dirs, new FenceTable())
   await again.load([A, B])
-  assert.deepEqual(again.holds().map((h) => h.host), [A, B])
+  assert.deepEqual(
+    again.holds().map((h) => h.host),
+    [A, B],
+  )
   assert.equal(again.fencedReason(A), state.fencedReason(A))
 
   fence.fence([A, B], 9)

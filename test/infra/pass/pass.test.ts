@@ -17,7 +17,12 @@ const host = (i: number) => `t${i}.example.com`
 
 function layoutFiles(dataDir: string): string[] {
   const dir = path.join(dataDir, 'layout')
-  return fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => n !== 'aside' && n !== GRACE_FILE).sort() : []
+  return fs.existsSync(dir)
+    ? fs
+        .readdirSync(dir)
+        .filter((n) => n !== 'aside' && n !== GRACE_FILE)
+        .sort()
+    : []
 }
 
 void test('migrates and reverts many hosts in batches, every tree byte-identical', async (t) => {
@@ -29,7 +34,11 @@ void test('migrates and reverts many hosts in batches, every tree byte-identical
 
   const res = await h.converge('nested')
   assert.deepEqual(outcomes(res), Object.fromEntries(hosts.map((x) => [x, 'moved'])))
-  assert.deepEqual(res.map((r) => r.host), hosts, 'results in row order')
+  assert.deepEqual(
+    res.map((r) => r.host),
+    hosts,
+    'results in row order',
+  )
   for (const x of hosts) {
     const rt = h.reg.get(x)
     assert.ok(rt && isNested(h.dirs, rt), `${x} row is nested`)
@@ -174,7 +183,9 @@ void test('nested is refused before anything is stopped when the gate says no', 
   h.claims.awake.add('a.example.com')
   h.gate.why = 'probe: not yet run'
   const res = await h.converge('nested', { deferAwake: false })
-  assert.deepEqual(res, [{ host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' }])
+  assert.deepEqual(res, [
+    { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' },
+  ])
   assert.deepEqual(h.claims.stops, [])
   assert.equal(h.fence.fenced('a.example.com'), undefined)
   assert.deepEqual(h.steps, [])
@@ -202,10 +213,13 @@ void test('an awake host is deferred with its grace, which survives a restart, t
   h.claims.awake.add('a.example.com')
 
   let res = await h.converge('nested')
-  assert.deepEqual(res.map((r) => [r.host, r.outcome, r.reason]), [
-    ['a.example.com', 'deferred', 'awake: 60m of grace left'],
-    ['b.example.com', 'moved', ''],
-  ])
+  assert.deepEqual(
+    res.map((r) => [r.host, r.outcome, r.reason]),
+    [
+      ['a.example.com', 'deferred', 'awake: 60m of grace left'],
+      ['b.example.com', 'moved', ''],
+    ],
+  )
   assert.equal(h.fence.fenced('a.example.com'), undefined, 'a deferred host is not fenced')
   h.clock.advance(18 * 60_000)
   res = await h.converge('nested')
@@ -237,7 +251,11 @@ void test('a grace entry ends when the intent changes mode', async (t) => {
   let res = await h.converge('flat')
   assert.equal(res.find((r) => r.host === 'b.example.com')?.reason, 'awake: 60m of grace left')
   res = await h.converge('nested')
-  assert.equal(res.find((r) => r.host === 'a.example.com')?.reason, 'awake: 60m of grace left', 'a fresh hour after the mode changed')
+  assert.equal(
+    res.find((r) => r.host === 'a.example.com')?.reason,
+    'awake: 60m of grace left',
+    'a fresh hour after the mode changed',
+  )
 })
 
 void test('a forced intent stops an awake host at once', async (t) => {
@@ -292,22 +310,35 @@ void test('the pass says what it waits on while an awake host is stopped, and st
   h.claims.awake.add('a.example.com')
   waits.length = 0
   await h.converge('nested', { deferAwake: false })
-  assert.deepEqual(waits, ['a.example.com to be released (no CARLOS_ACTIVATOR_URL to ask for a stop) (awake, force)', null])
+  assert.deepEqual(waits, [
+    'a.example.com to be released (no CARLOS_ACTIVATOR_URL to ask for a stop) (awake, force)',
+    null,
+  ])
 })
 
 void test('conflict, foreign and external rows are never moved', async (t) => {
   const h = await harness(t)
   const a = h.addFlat('a.example.com')
-  h.reg.add({ host: 'b.example.com', kind: 'instance', hibernate: true, dir: path.join(a.dir, 'sub'), socket: '/tmp/b.sock', db: '' })
+  h.reg.add({
+    host: 'b.example.com',
+    kind: 'instance',
+    hibernate: true,
+    dir: path.join(a.dir, 'sub'),
+    socket: '/tmp/b.sock',
+    db: '',
+  })
   h.reg.add({ host: 'c.example.com', kind: 'instance', hibernate: true, dir: '/srv/c', socket: '/srv/c.sock', db: '' })
   h.reg.add({ host: 'd.example.com', kind: 'instance', hibernate: false, ...flatPaths(h.dirs, 'd.example.com') })
   h.reg.add({ host: 'e.example.com', kind: 'sidecar', hibernate: true, ...flatPaths(h.dirs, 'e.example.com') })
   const res = await h.converge('nested')
-  assert.deepEqual(res.map((r) => [r.host, r.outcome]), [
-    ['a.example.com', 'refused'],
-    ['b.example.com', 'refused'],
-    ['c.example.com', 'refused'],
-  ])
+  assert.deepEqual(
+    res.map((r) => [r.host, r.outcome]),
+    [
+      ['a.example.com', 'refused'],
+      ['b.example.com', 'refused'],
+      ['c.example.com', 'refused'],
+    ],
+  )
   assert.match(res[0]?.reason ?? '', /^conflict: dir .* contains b\.example\.com's dir/)
   assert.match(res[2]?.reason ?? '', /^foreign: paths are neither/)
   assert.ok(fs.existsSync(a.dir))
@@ -317,7 +348,14 @@ void test('conflict, foreign and external rows are never moved', async (t) => {
 void test('a destination another row claims is refused', async (t) => {
   const h = await harness(t)
   h.addFlat('a.example.com')
-  h.reg.add({ host: 'z.example.com', kind: 'static', hibernate: false, dir: nestedPaths(h.dirs, 'a.example.com').dir, socket: '', db: '' })
+  h.reg.add({
+    host: 'z.example.com',
+    kind: 'static',
+    hibernate: false,
+    dir: nestedPaths(h.dirs, 'a.example.com').dir,
+    socket: '',
+    db: '',
+  })
   const [r] = await h.converge('nested')
   assert.equal(r?.outcome, 'refused')
   assert.match(r?.reason ?? '', /^destination taken: dir .* contains z\.example\.com's dir/)
@@ -342,7 +380,10 @@ void test('a registry that refuses the rows puts the files back', async (t) => {
   const reg = h.reg
   const failing = new Proxy(reg, {
     get(target, prop, recv) {
-      if (prop === 'setPaths') return () => { throw new Error('disk I/O error') }
+      if (prop === 'setPaths')
+        return () => {
+          throw new Error('disk I/O error')
+        }
       const v: unknown = Reflect.get(target, prop, recv)
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
     },
@@ -422,8 +463,14 @@ void test('a batch is walked while its journal is written, and what the walk fou
   const res = await h.converge('nested')
   assert.deepEqual(outcomes(res), { 'a.example.com': 'moved', 'b.example.com': 'moved' })
   const at = (e: string): number => events.indexOf(e)
-  assert.ok(at('walk-start') < at('after-journal'), `the walk starts before the journal is on disk: ${events.join(' ')}`)
-  assert.ok(at('after-journal') < at('after-preflight') && at('walk-end') < at('after-preflight'), 'what it found is acted on after both')
+  assert.ok(
+    at('walk-start') < at('after-journal'),
+    `the walk starts before the journal is on disk: ${events.join(' ')}`,
+  )
+  assert.ok(
+    at('after-journal') < at('after-preflight') && at('walk-end') < at('after-preflight'),
+    'what it found is acted on after both',
+  )
 })
 
 void test('a journal that cannot be written fails its batch only once the walk of the batch is over', async (t) => {
@@ -463,10 +510,13 @@ void test('a gate that shuts during a run refuses the hosts not yet stopped', as
   // Shut while a's batch is journaled, before b's batch starts (once a's is walked): a goes on, b is refused.
   h.pass = h.newPass({ batchSize: 1, failpoint: (s) => s === 'after-journal' && (h.gate.why = 'probe: ready: false') })
   const res = await h.converge('nested')
-  assert.deepEqual(res.map((r) => [r.host, r.outcome, r.reason]), [
-    ['a.example.com', 'moved', ''],
-    ['b.example.com', 'refused', 'isolation not ready: probe: ready: false'],
-  ])
+  assert.deepEqual(
+    res.map((r) => [r.host, r.outcome, r.reason]),
+    [
+      ['a.example.com', 'moved', ''],
+      ['b.example.com', 'refused', 'isolation not ready: probe: ready: false'],
+    ],
+  )
   assert.equal(h.fence.fenced('b.example.com'), undefined)
 })
 
@@ -478,7 +528,10 @@ void test('a row removed while its host moved fails that host alone', async (t) 
   h.pass = h.newPass({ failpoint: (s) => s === 'after-rename' && h.reg.remove('a.example.com') })
   const res = await h.converge('nested')
   assert.deepEqual(outcomes(res), { 'b.example.com': 'moved', 'a.example.com': 'failed' })
-  assert.match(res.find((r) => r.host === 'a.example.com')?.reason ?? '', /^registry not updated: .*not in the registry.*; the files were moved back$/)
+  assert.match(
+    res.find((r) => r.host === 'a.example.com')?.reason ?? '',
+    /^registry not updated: .*not in the registry.*; the files were moved back$/,
+  )
   assert.equal(hashTree(a.dir), sum, 'its files are back where they were')
   assert.ok(isNested(h.dirs, h.reg.get('b.example.com') ?? ({} as never)))
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
@@ -496,7 +549,10 @@ void test('a row whose files are missing is not moved, and nothing is set aside 
   assert.ok(fs.existsSync(dest), 'left where it is')
   assert.equal(h.pass.note('a.example.com'), '')
   assert.equal(h.fence.fenced('a.example.com'), undefined)
-  assert.deepEqual(h.steps.filter((s) => s === 'after-journal'), [])
+  assert.deepEqual(
+    h.steps.filter((s) => s === 'after-journal'),
+    [],
+  )
 })
 
 void test('file names that are not UTF-8 move to nested and back, every byte identical', async (t) => {
@@ -515,7 +571,7 @@ void test('a directory swapped after preflight is moved back, not committed, and
   const outside = await tmpDir(t, 'layoutd-outside-')
   const victim = path.join(outside, 'victim')
   fs.mkdirSync(victim)
-  fs.writeFileSync(path.join(victim, 'secret'), 'not the tenant\'s')
+  fs.writeFileSync(path.join(victim, 'secret'), "not the tenant's")
   const outsideBefore = hashTree(outside)
   const swaps: Record<string, (dir: string) => void> = {
     // The tenant's directory becomes a symlink to a directory outside the data root.
@@ -550,7 +606,11 @@ void test('a directory swapped after preflight is moved back, not committed, and
     assert.ok(h.fence.fenced(host) !== undefined, `${host}: stays fenced`)
   }
   assert.ok(fs.lstatSync(flatPaths(h.dirs, 'link.example.com').dir).isSymbolicLink())
-  assert.deepEqual(layoutFiles(h.dirs.dataDir), ['link.example.com.hold', 'other.example.com.hold'], 'held, no journal left')
+  assert.deepEqual(
+    layoutFiles(h.dirs.dataDir),
+    ['link.example.com.hold', 'other.example.com.hold'],
+    'held, no journal left',
+  )
   assert.equal(hashTree(outside), outsideBefore, 'nothing outside the data root changed')
 })
 
@@ -561,10 +621,21 @@ void test('classify follows a changed list of rows: a conflict that appears, and
   const rows = h.reg.list()
   assert.equal(h.pass.classify(a, rows).layout, 'flat')
   // Another row comes to claim a's directory: the next list has it.
-  const inside = { host: host(3), kind: 'instance' as const, hibernate: true, socket: path.join(h.dirs.dataDir, 'x.sock'), dir: path.join(a.dir, 'inner'), db: '' }
+  const inside = {
+    host: host(3),
+    kind: 'instance' as const,
+    hibernate: true,
+    socket: path.join(h.dirs.dataDir, 'x.sock'),
+    dir: path.join(a.dir, 'inner'),
+    db: '',
+  }
   const withIntruder = [...rows, inside]
   assert.equal(h.pass.classify(a, withIntruder).layout, 'conflict')
-  assert.equal(h.pass.classify(a, withIntruder).reason, h.newPass().classify(a, withIntruder).reason, 'the same reason as an index built afresh')
+  assert.equal(
+    h.pass.classify(a, withIntruder).reason,
+    h.newPass().classify(a, withIntruder).reason,
+    'the same reason as an index built afresh',
+  )
   // The intruder moves away, then is gone: a is flat again.
   const moved = [...rows, { ...inside, dir: path.join(h.dirs.dataDir, 'elsewhere') }]
   assert.equal(h.pass.classify(a, moved).layout, 'flat')

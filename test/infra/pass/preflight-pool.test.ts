@@ -30,7 +30,16 @@ function sources(root: string): string[] {
   fs.linkSync(Buffer.concat([Buffer.from(`${odd}/`), Buffer.from([0xff, 0xfe])]), path.join(root, 'odd-second'))
   fs.symlinkSync(tree('target'), path.join(root, 'link'))
   fs.writeFileSync(path.join(root, 'file'), '')
-  out.splice(3, 0, linked, path.join(root, 'link'), path.join(root, 'file'), path.join(root, 'missing'), odd, path.join(root, 'file', 'below'))
+  out.splice(
+    3,
+    0,
+    linked,
+    path.join(root, 'link'),
+    path.join(root, 'file'),
+    path.join(root, 'missing'),
+    odd,
+    path.join(root, 'file', 'below'),
+  )
   return out
 }
 
@@ -46,7 +55,10 @@ void test('the pool answers what the walk on the loop answers, source by source,
   const shown = (a: Preflight | Error | undefined) => (a instanceof Error ? { kind: 'error', reason: a.message } : a)
   const answers = onThreads.map(shown)
   assert.deepEqual(answers, onLoop.map(shown))
-  assert.deepEqual(answers.slice(3, 9).map((a) => a?.kind), ['held', 'held', 'held', 'missing', 'held', 'error'])
+  assert.deepEqual(
+    answers.slice(3, 9).map((a) => a?.kind),
+    ['held', 'held', 'held', 'missing', 'held', 'error'],
+  )
   assert.equal(answers.filter((a) => a?.kind === 'ok').length, 40)
   const reason = (a: ReturnType<typeof shown>) => (a !== undefined && 'reason' in a ? a.reason : '')
   assert.match(reason(answers[3]), /a file of its has a second name: sub\/deep\/f has 2 links/)
@@ -85,15 +97,24 @@ void test('a thread idle for idleMs ends; the pool keeps none while nothing walk
 })
 
 void test('walkThreads leaves the loop a core of its own', () => {
-  assert.deepEqual([1, 2, 3, 4, 8, 64].map((cores) => walkThreads(cores)), [1, 1, 2, 3, 4, 4])
+  assert.deepEqual(
+    [1, 2, 3, 4, 8, 64].map((cores) => walkThreads(cores)),
+    [1, 1, 2, 3, 4, 4],
+  )
 })
 
-void test('a walking thread is niced below the loop\'s thread, and the loop\'s thread is not', async (t) => {
+void test("a walking thread is niced below the loop's thread, and the loop's thread is not", async (t) => {
   const pool = new PreflightPool({ size: 1 })
   t.after(() => pool.close())
   await pool.check([await tmpDir(t)])
   /** The nice of each thread of this process (field 19 of /proc/<tid>/stat). */
-  const nices = fs.readdirSync('/proc/self/task').map((tid) => Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]))
+  const nices = fs
+    .readdirSync('/proc/self/task')
+    .map((tid) => Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]))
   assert.equal(nices.filter((n) => n === WALK_NICE).length, 1, `one thread at nice ${WALK_NICE}: ${nices.join(' ')}`)
-  assert.equal(fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ')[16], '0', 'the loop\'s thread keeps its nice')
+  assert.equal(
+    fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ')[16],
+    '0',
+    "the loop's thread keeps its nice",
+  )
 })

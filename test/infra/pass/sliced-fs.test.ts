@@ -2,7 +2,14 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
-import { ensureDirOffLoop, ensureDirSync, renameDirSync, setDirModeSync, Slicer, unlinkSyncIfPresent } from '../../../src/infra/pass/sliced-fs.js'
+import {
+  ensureDirOffLoop,
+  ensureDirSync,
+  renameDirSync,
+  setDirModeSync,
+  Slicer,
+  unlinkSyncIfPresent,
+} from '../../../src/infra/pass/sliced-fs.js'
 import { rmdirIfEmpty } from '../../../src/infra/fsutil.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { tmpDir } from '../../helpers/tmp.js'

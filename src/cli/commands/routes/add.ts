@@ -50,7 +50,10 @@ function absolute(p: string | undefined): string | undefined {
   return p === undefined || p === '' ? undefined : path.resolve(p)
 }
 
-export async function run({ values, positionals: [host = ''] }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
+export async function run(
+  { values, positionals: [host = ''] }: ParsedArgs<typeof options>,
+  io: RoutesIo,
+): Promise<number> {
   const kind = values.kind
   if (!isKind(kind)) throw errors.usage(`--kind ${JSON.stringify(kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
   // Everything that can refuse the row is asked before a directory is

@@ -62,7 +62,8 @@ async function readAll(file: string, io: RoutesIo): Promise<string> {
   try {
     if (file !== '-') return await fs.readFile(path.resolve(file), 'utf8')
     const chunks: Buffer[] = []
-    for await (const chunk of io.stdin ?? process.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)))
+    for await (const chunk of io.stdin ?? process.stdin)
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)))
     return Buffer.concat(chunks).toString('utf8')
   } catch (err) {
     throw errors.importUnreadable(file === '-' ? 'standard input' : file, err)
@@ -79,7 +80,14 @@ function parseLine(text: string): Route | string {
   }
   if (!importLine.Check(value)) return schemaErrors(ImportLine, value)
   const v: ImportLine = value
-  const route: Route = { host: v.host, kind: v.kind, hibernate: v.hibernate, dir: v.dir ?? '', socket: v.socket ?? '', db: v.db ?? '' }
+  const route: Route = {
+    host: v.host,
+    kind: v.kind,
+    hibernate: v.hibernate,
+    dir: v.dir ?? '',
+    socket: v.socket ?? '',
+    db: v.db ?? '',
+  }
   try {
     validateRoute(route)
   } catch (err) {
@@ -140,6 +148,8 @@ export async function run({ positionals: [file = ''] }: ParsedArgs<typeof option
   // The registry checks the claims again inside its transaction: another
   // writer may have added a row since the lines were read.
   io.registry.addMany(routes)
-  io.stdout.write(`imported ${routes.length} row${routes.length === 1 ? '' : 's'} from ${file === '-' ? 'standard input' : file}\n`)
+  io.stdout.write(
+    `imported ${routes.length} row${routes.length === 1 ? '' : 's'} from ${file === '-' ? 'standard input' : file}\n`,
+  )
   return 0
 }

@@ -7,7 +7,14 @@ import type { Mode } from '../../../domain/modes.js'
 import type { DeployStore, RouteStore } from '../../../domain/ports.js'
 import { AgentUnreachable, errors } from '../../../errors.js'
 import type { OptionsConfig } from '../../args.js'
-import { runGroup, type Cli, type Command, type CommandContext, type CommandGroup, type Signature } from '../../command.js'
+import {
+  runGroup,
+  type Cli,
+  type Command,
+  type CommandContext,
+  type CommandGroup,
+  type Signature,
+} from '../../command.js'
 import * as add from './add.js'
 import * as importRows from './import.js'
 import * as list from './list.js'

@@ -18,7 +18,14 @@ export const signature: Signature = { failures: 'layoutd routes list', usageErro
 export function run({ values }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
   const rows = io.registry.list()
   if (values.json) {
-    const out = rows.map((r) => ({ host: r.host, kind: r.kind, socket: r.socket, dir: r.dir, db: r.db, hibernate: r.hibernate }))
+    const out = rows.map((r) => ({
+      host: r.host,
+      kind: r.kind,
+      socket: r.socket,
+      dir: r.dir,
+      db: r.db,
+      hibernate: r.hibernate,
+    }))
     io.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
     return Promise.resolve(0)
   }

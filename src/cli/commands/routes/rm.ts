@@ -33,8 +33,14 @@ export async function run({ positionals: [host = ''] }: ParsedArgs<typeof option
   const [journals, holds] = await Promise.all([journalNames(io.config.dataDir), layout.holdHosts()])
   const file = journals.files.get(host)
   if (file !== undefined) throw errors.conflict(`${host} is mid-move (${file}); let the agent recover it first`)
-  if (journals.unknown.length > 0) throw errors.conflict(`${journals.unknown.join(', ')} in ${path.dirname(journalPath(io.config, host))} cannot be read and may name ${host}; an operator decides first`)
-  if (holds.includes(host)) throw errors.conflict(`${host} is held down after a refused move (${holdPath(io.config, host)}); clear the hold or revert first`)
+  if (journals.unknown.length > 0)
+    throw errors.conflict(
+      `${journals.unknown.join(', ')} in ${path.dirname(journalPath(io.config, host))} cannot be read and may name ${host}; an operator decides first`,
+    )
+  if (holds.includes(host))
+    throw errors.conflict(
+      `${host} is held down after a refused move (${holdPath(io.config, host)}); clear the hold or revert first`,
+    )
   if (!io.registry.remove(host)) throw errors.notFound(`no route for host ${host}`)
   io.stdout.write(`removed ${host} (its files, if any, are left where they are)\n`)
   return 0
