@@ -15,7 +15,7 @@ COPY bin ./bin
 COPY src ./src
 COPY test ./test
 COPY bench ./bench
-# The build's last step bundles TypeBox (scripts/bundle-typebox.mjs).
+# The build's last step bundles TypeBox (scripts/after-tsc.mjs).
 COPY scripts ./scripts
 RUN npm ci && npm prune --omit=dev
 

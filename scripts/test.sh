@@ -2,8 +2,32 @@
 # The test command (`npm test`): makes sure the tools the suite runs for
 # real are on this machine, builds, and runs every test. A tool that cannot
 # be had fails the run with the reason; no test is skipped for want of it.
+#
+#   scripts/test.sh                       every test (npm test)
+#   scripts/test.sh --unit                the rules alone: test/domain/, test/*.test.ts and test/docs/; no temp
+#                                         box, no etcd, no Debian package (npm run test:unit)
+#   scripts/test.sh test/domain/fence.test.ts …   the files named, built first (npm test -- FILE …)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+unit=false
+named=()
+for arg in "$@"; do
+  case "$arg" in
+    --unit) unit=true ;;
+    *.test.ts) named+=("dist/${arg%.ts}.js") ;;
+    *)
+      echo "test: $arg: name test files as test/…/x.test.ts or bench/…/x.test.ts, or --unit" >&2
+      exit 2
+      ;;
+  esac
+done
+echo "test: node $(node --version) ($(command -v node))" >&2
+if $unit; then
+  npm run --silent build
+  mapfile -t tests < <({ find dist/test -maxdepth 1 -name '*.test.js' && find dist/test/domain dist/test/docs -name '*.test.js'; } | sort)
+  exec node --test --test-concurrency=2 "${tests[@]}"
+fi
 
 need_debs=()
 command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(chromium) # the console's browser test (test/e2e/console.test.ts)
@@ -26,11 +50,14 @@ if [ ${#need_debs[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_debs[@]}" >&2
 fi
 
-echo "test: node $(node --version) ($(command -v node))" >&2
 npm run --silent build
 # Only the *.test.js files are tests: helpers under dist/test are modules
 # the tests import, and a runner handed the directory would count them too.
-mapfile -t tests < <(find dist/test -name '*.test.js' | sort)
+if [ ${#named[@]} -gt 0 ]; then
+  tests=("${named[@]}")
+else
+  mapfile -t tests < <(find dist/test dist/bench -name '*.test.js' | sort)
+fi
 # NODE_EXTRA_CA_CERTS (some hosts set it to the system's bundle) makes
 # every node process parse the whole bundle before any code runs: about
 # 0.1 s of CPU a process, and the suite starts hundreds of them. No test

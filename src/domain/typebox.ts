@@ -1,6 +1,6 @@
 // TypeBox as layoutd loads it at run time: the builder (Type), the checker
 // (Value) and the compiler (Compile), from this one module. `npm run build`
-// (scripts/bundle-typebox.mjs) replaces this file's compiled form with one
+// (scripts/after-tsc.mjs) replaces this file's compiled form with one
 // file holding TypeBox whole: the package is some 700 ES modules, which
 // cost a start about half a second of CPU to resolve and link one by one;
 // the one file loads in a few tens of milliseconds (design §4.4). Types
