@@ -91,10 +91,12 @@ void test('no command prints the usage and exits 2; an unknown one is a usage er
   assert.equal(env.err, 'layoutd: CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h\n')
 })
 
-// Records every module the process resolves, on stderr.
+// Records every module the process resolves, on stderr: Node 24's
+// in-thread hooks (module.registerHooks), which see require() as well as
+// import, with no loader thread (module.register is deprecated on 26).
 const TRACE = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module'
-register('data:text/javascript,' + encodeURIComponent('export async function resolve(s, c, next) { const r = await next(s, c); process.stderr.write("loaded " + r.url + "\\\\n"); return r }'))
+import { registerHooks } from 'node:module'
+registerHooks({ resolve(s, c, next) { const r = next(s, c); process.stderr.write('loaded ' + r.url + '\\n'); return r } })
 `)}`
 
 void test('layoutd status and converge load node:http, not undici, the agent, Fastify, pino, SQLite or TypeBox; routes loads SQLite', async () => {
