@@ -5,10 +5,10 @@
 # docker build --build-arg NODE_IMAGE=node:24-trixie-slim .
 ARG NODE_IMAGE=node:26-trixie-slim
 
-# Build: compiles better-sqlite3 and the TypeScript, then drops the dev tools.
+# Build: the TypeScript, then drops the dev tools. better-sqlite3 13 ships
+# its binaries prebuilt in the package (package.json allowScripts denies its
+# install script, which would compile it again), so no compiler is needed.
 FROM ${NODE_IMAGE} AS build
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
 COPY bin ./bin
