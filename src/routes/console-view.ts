@@ -81,11 +81,7 @@ function intentLine(r: LayoutReport): Html {
             : 'recorded for this box or its fleet'
   const blocked =
     r.defaultBlocked === '' ? '' : html`<p class="blocked">The nested default does not apply: ${r.defaultBlocked}</p>`
-  return html`<section class="intent">
-    <h2>Intent</h2>
-    <p><span class="mode m-${r.mode}">${r.mode}</span> ${why}</p>
-    ${blocked}
-  </section>`
+  return html`<section class="intent"><h2>Intent</h2><p><span class="mode m-${r.mode}">${r.mode}</span> ${why}</p>${blocked}</section>`
 }
 
 function gate(r: Readiness): Html {
@@ -93,24 +89,11 @@ function gate(r: Readiness): Html {
     html`<li class="${ok ? 'ok' : 'bad'}">${ok ? '✓' : '✗'} <b>${name}</b> ${detail}</li>`
   const nested = r.nested.allowed ? 'nested instances may wake' : `nested instances may not wake: ${r.nested.reason}`
   const isolation = r.isolation ?? []
-  return html`<section class="gate">
-    <h2>Readiness and the isolation gate</h2>
-    <p>
-      <span class="phase ${r.ready ? 'ok' : 'bad'}">${r.phase}</span>
-      ${r.ready ? 'the activator may wake instances' : 'the activator wakes nothing yet'}
-    </p>
-    <ul class="checks">
-      ${r.checks.map((c) => line(c.ok, c.name, c.detail))}
-    </ul>
-    <p class="${r.nested.allowed ? 'ok' : 'bad'}">Gate: ${nested}</p>
-    ${
-      isolation.length > 0
-        ? html`<ul class="checks">
-            ${isolation.map((c) => line(c.ok, `isolation/${c.name}`, c.ok ? c.detail : `${c.code}: ${c.detail}`))}
-          </ul>`
-        : ''
-    }
-  </section>`
+  return html`<section class="gate"><h2>Readiness and the isolation gate</h2>
+<p><span class="phase ${r.ready ? 'ok' : 'bad'}">${r.phase}</span> ${r.ready ? 'the activator may wake instances' : 'the activator wakes nothing yet'}</p>
+<ul class="checks">${r.checks.map((c) => line(c.ok, c.name, c.detail))}</ul>
+<p class="${r.nested.allowed ? 'ok' : 'bad'}">Gate: ${nested}</p>
+${isolation.length > 0 ? html`<ul class="checks">${isolation.map((c) => line(c.ok, `isolation/${c.name}`, c.ok ? c.detail : `${c.code}: ${c.detail}`))}</ul>` : ''}</section>`
 }
 
 function bar(counts: Map<string, number>, total: number, query: ConsoleQuery): Html {
@@ -118,36 +101,17 @@ function bar(counts: Map<string, number>, total: number, query: ConsoleQuery): H
   let x = 0
   const rects = shown.map(([word, n]) => {
     const w = (n / Math.max(total, 1)) * 1000
-    const rect = html`<a href="${pageLink(query, { word, page: 1 })}"
-      ><rect class="w-${word}" x="${x.toFixed(2)}" y="0" width="${w.toFixed(2)}" height="20"
-        ><title>${word}: ${n}</title></rect
-      ></a
-    >`
+    const rect = html`<a href="${pageLink(query, { word, page: 1 })}"><rect class="w-${word}" x="${x.toFixed(2)}" y="0" width="${w.toFixed(2)}" height="20"><title>${word}: ${n}</title></rect></a>`
     x += w
     return rect
   })
   const legend = [...counts].map(
     ([word, n]) =>
-      html`<li>
-        <a class="word w-${word}${query.word === word ? ' on' : ''}" href="${pageLink(query, { word, page: 1 })}"
-          >${word}</a
-        >
-        ${n}
-      </li>`,
+      html`<li><a class="word w-${word}${query.word === word ? ' on' : ''}" href="${pageLink(query, { word, page: 1 })}">${word}</a> ${n}</li>`,
   )
-  return html`<section class="counts">
-    <h2>Rows by word <small>${total} in all</small></h2>
-    <svg class="bar" viewBox="0 0 1000 20" preserveAspectRatio="none" role="img" aria-label="rows by word">
-      ${rects}
-    </svg>
-    <ul class="legend">
-      <li>
-        <a class="word all${query.word === '' ? ' on' : ''}" href="${pageLink(query, { word: '', page: 1 })}">all</a>
-        ${total}
-      </li>
-      ${legend}
-    </ul>
-  </section>`
+  return html`<section class="counts"><h2>Rows by word <small>${total} in all</small></h2>
+<svg class="bar" viewBox="0 0 1000 20" preserveAspectRatio="none" role="img" aria-label="rows by word">${rects}</svg>
+<ul class="legend"><li><a class="word all${query.word === '' ? ' on' : ''}" href="${pageLink(query, { word: '', page: 1 })}">all</a> ${total}</li>${legend}</ul></section>`
 }
 
 function tally(run: LegRun): string {
@@ -160,34 +124,16 @@ function leg(r: LayoutReport, now: number): Html {
   const { running, pending, lastRun, retryAt } = r.leg
   const current = lastRun !== null && lastRun.finishedAt === null ? lastRun : null
   const last = current === null ? lastRun : null
-  return html`<section class="leg">
-    <h2>Leg</h2>
-    <ul>
-      <li>
-        ${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}
-      </li>
-      ${current === null ? '' : html`<li>this run: started ${when(current.startedAt, now)}, ${current.results.length} hosts reached so far (${tally(current)})</li>`}
-      <li>
-        last run:
-        ${last === null || last.finishedAt === null ? 'none finished yet' : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`}
-      </li>
-      <li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li>
-    </ul>
-  </section>`
+  return html`<section class="leg"><h2>Leg</h2><ul>
+<li>${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}</li>
+${current === null ? '' : html`<li>this run: started ${when(current.startedAt, now)}, ${current.results.length} hosts reached so far (${tally(current)})</li>`}
+<li>last run: ${last === null || last.finishedAt === null ? 'none finished yet' : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`}</li>
+<li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li></ul></section>`
 }
 
 function warnings(list: readonly string[]): Html {
-  if (list.length === 0)
-    return html`<section class="warnings none">
-      <h2>Warnings</h2>
-      <p>none</p>
-    </section>`
-  return html`<section class="warnings">
-    <h2>Warnings</h2>
-    <ul>
-      ${list.map((w) => html`<li>${w}</li>`)}
-    </ul>
-  </section>`
+  if (list.length === 0) return html`<section class="warnings none"><h2>Warnings</h2><p>none</p></section>`
+  return html`<section class="warnings"><h2>Warnings</h2><ul>${list.map((w) => html`<li>${w}</li>`)}</ul></section>`
 }
 
 /** The rows the query selects, sorted by host. */
@@ -222,38 +168,15 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
   const nav =
     pages === 1
       ? ''
-      : html`<nav class="pages">
-          ${page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''} page
-          ${page} of ${pages}
-          ${page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''}
-        </nav>`
+      : html`<nav class="pages">${page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''} page ${page} of ${pages} ${
+          page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''
+        }</nav>`
   const body = slice.map(
     ([host, r]) =>
-      html`<tr data-host="${host}" data-word="${r.layout}">
-        <td class="host">${host}</td>
-        <td><span class="word w-${r.layout}">${r.layout}</span></td>
-        <td class="reason">${r.reason}</td>
-        <td class="note">${r.note}</td>
-      </tr>`,
+      html`<tr data-host="${host}" data-word="${r.layout}"><td class="host">${host}</td><td><span class="word w-${r.layout}">${r.layout}</span></td><td class="reason">${r.reason}</td><td class="note">${r.note}</td></tr>`,
   )
-  return html`<section class="rows">
-    <h2>Rows <small id="range">${range}${what === '' ? '' : ` (${what})`}</small></h2>
-    ${nav}
-    <table>
-      <thead>
-        <tr>
-          <th>host</th>
-          <th>word</th>
-          <th>reason</th>
-          <th>note</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${body}
-      </tbody>
-    </table>
-    ${nav}
-  </section>`
+  return html`<section class="rows"><h2>Rows <small id="range">${range}${what === '' ? '' : ` (${what})`}</small></h2>${nav}
+<table><thead><tr><th>host</th><th>word</th><th>reason</th><th>note</th></tr></thead><tbody>${body}</tbody></table>${nav}</section>`
 }
 
 /** The part of the page that follows the report: redrawn in place when the report changes. */
@@ -261,24 +184,15 @@ export function livePart({ report, readiness, query, now }: ConsoleInput): Html 
   const counts = countByWord(report.rows)
   const total = Object.keys(report.rows).length
   return html`<p class="drawn">drawn ${new Date(now).toISOString()}</p>
-    ${intentLine(report)}${gate(readiness)}${bar(counts, total, query)}${leg(report, now)}${warnings(report.warnings)}${rowsTable(report, query)}`
+${intentLine(report)}${gate(readiness)}${bar(counts, total, query)}${leg(report, now)}${warnings(report.warnings)}${rowsTable(report, query)}`
 }
 
 /** The search form: a word and part of a host, sent as the query so a plain reload shows the same. */
 export function filterForm(query: ConsoleQuery): Html {
   const options = ['', ...ROW_WORDS].map(
-    (w) => html`<option value="${w}" ${query.word === w ? ' selected' : ''}>${w === '' ? 'every word' : w}</option>`,
+    (w) => html`<option value="${w}"${query.word === w ? ' selected' : ''}>${w === '' ? 'every word' : w}</option>`,
   )
-  return html`<form class="filters" method="get" action="/">
-    <label
-      >word
-      <select name="word">
-        ${options}
-      </select></label
-    >
-    <label
-      >host <input type="search" name="q" value="${query.q}" placeholder="part of a hostname" maxlength="253"
-    /></label>
-    <button type="submit">show</button>${query.word !== '' || query.q !== '' ? html` <a href="/">clear</a>` : ''}
-  </form>`
+  return html`<form class="filters" method="get" action="/"><label>word <select name="word">${options}</select></label>
+<label>host <input type="search" name="q" value="${query.q}" placeholder="part of a hostname" maxlength="253"></label>
+<button type="submit">show</button>${query.word !== '' || query.q !== '' ? html` <a href="/">clear</a>` : ''}</form>`
 }
