@@ -133,8 +133,8 @@ export function generate(root) {
   for (const block of blocks) {
     out.push(...lines.slice(from, block.start))
     const old = lines.slice(block.start, block.end).filter((l) => l.trim() !== '')
-    const oldByFile = new Map(old.map((l) => [namedFile(l), l]))
-    const kept = old.map(namedFile).filter((f) => block.files.includes(f))
+    const oldByFile = new Map(old.map((l) => [namedFile(l), l]).reverse()) // a file named twice: its first line
+    const kept = [...new Set(old.map(namedFile))].filter((f) => block.files.includes(f))
     const order = [...kept, ...block.files.filter((f) => !kept.includes(f))]
     for (const file of order) {
       const want = summaryLine(file, fs.readFileSync(path.join(root, file), 'utf8'))
@@ -142,9 +142,13 @@ export function generate(root) {
       if (had !== want) drift.push({ file, had: had ?? null, want })
       out.push(want)
     }
+    // A line for a file that is gone, that another list takes, or that the
+    // list named already: each is dropped, and says so.
+    const seen = new Set()
     for (const line of old) {
       const file = namedFile(line)
-      if (!block.files.includes(file)) drift.push({ file, had: line, want: null })
+      if (!block.files.includes(file) || seen.has(file)) drift.push({ file, had: line, want: null })
+      seen.add(file)
     }
     from = block.end
   }
@@ -157,7 +161,7 @@ export function describe(drift) {
   return drift.map(({ file, had, want }) => {
     if (had === null) return `${file}: not on the page; its comment says:\n  + ${want}`
     if (want === null)
-      return `${file}: on the page, but no such file under src/ (or another list takes it):\n  - ${had}`
+      return `${file}: on the page, but no such file under src/ (or another list takes it, or it is named twice):\n  - ${had}`
     return `${file}: the page says\n  - ${had}\nits opening comment says\n  + ${want}`
   })
 }

@@ -104,7 +104,7 @@ void test("a file's line is the first sentence of its opening comment's first pa
   )
 })
 
-void test('the check names each file whose line drifted, is missing, is gone, or has no list', async (t) => {
+void test('the check names each file whose line drifted, is missing, is gone, is named twice, or has no list', async (t) => {
   const { generate } = await architecture()
   const root = await tmpDir(t, 'layoutd-tree-')
   const write = async (file: string, text: string) => {
@@ -122,6 +122,7 @@ void test('the check names each file whose line drifted, is missing, is gone, or
       '',
       marker('src/*'),
       '- `src/a.ts` — what a owned once.',
+      '- `src/a.ts` — What a owns.',
       '- `src/gone.ts` — gone.',
       '<!-- end generated -->',
       '',
@@ -134,6 +135,7 @@ void test('the check names each file whose line drifted, is missing, is gone, or
     [
       ['src/a.ts', true, true],
       ['src/b.ts', false, true],
+      ['src/a.ts', true, false],
       ['src/gone.ts', true, false],
     ],
   )
