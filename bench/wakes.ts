@@ -1,5 +1,5 @@
-// Wake claims under load while the box converges (design §3 "no window",
-// §6): the real agent as a child process with N flat tenants (default
+// Wake claims under load while the box converges (design §3 step 3, §6.1:
+// no window between a claim's check and a fence): the real agent as a child process with N flat tenants (default
 // 1000) migrated and reverted, over and over, for the whole run, while C
 // connections (default 10) claim a random sleeping tenant, check the grant
 // while the claim stands, and release it. Every grant is checked the way

@@ -1,5 +1,5 @@
-// The HTTP request histogram, kept by layoutd rather than by prom-client's
-// Histogram. Each observation through a prom-client child converts its
+// The HTTP request histogram (design §9), kept by layoutd rather than by
+// prom-client's Histogram. Each observation through a prom-client child converts its
 // labels, checks them and hashes them again: some 6% of the busy CPU of
 // an agent answering `/ready` some 7,000 times a second, the route an
 // activator polls. Here a series is found by one key and an observation is

@@ -1,5 +1,5 @@
 // The route schemas' validators and serializers, compiled on their first
-// use instead of when the server starts. Fastify compiles every route's
+// use instead of when the server starts (design §4.4). Fastify compiles every route's
 // schemas (Ajv for what comes in, fast-json-stringify for what goes out)
 // before it listens: about a quarter of a second of CPU at each start, for
 // routes most of which a start never sees (design §4.4). The compilers are

@@ -1,4 +1,4 @@
-// The agent: its phase, the start-up order (design §4), shutdown, and the
+// The agent: its phase, the start-up order (design §4.4), shutdown, and the
 // wiring of its parts: the leg, the intent poller, the wake desk,
 // readiness, the report and the instance keys. It builds no adapter of its
 // own: compose.ts hands them in.

@@ -1,5 +1,6 @@
-// After a large run of the leg, one full garbage collection a second
-// later. A converge of 10,000 hosts allocates far more than it keeps
+// After a run of the leg that reached 256 hosts or more, one full garbage
+// collection a second later, so the heap a converge grew is given back
+// (design §9). A converge of 10,000 hosts allocates far more than it keeps
 // (plans, journals, results, report builds), and V8 leaves its old space
 // grown to the peak until its own idle-time reducer gets round to it; the
 // box's footprint after a converge is what an operator sees and alerts on

@@ -1,6 +1,6 @@
 // The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
-// converge`, the mint of `routes add`): requests with the token the agent
-// reads. An agent that does not answer is the catalogue's AgentUnreachable,
+// converge`, the mint of `routes add`): requests over node:http, with the
+// token the agent reads. An agent that does not answer is the catalogue's AgentUnreachable,
 // naming which agent and how to start one; an error the agent answers
 // (design §6) becomes the same coded error here, with the agent's status.
 //

@@ -1,8 +1,8 @@
 // What a command of the CLI is (usage, options, run), and the one path from
-// its argv to its exit status (design §8): --help prints its usage and exits
-// 0; otherwise what it needs is opened, it runs, and a failure is printed and
-// mapped by the catalogue's rule: 1 refused or failed (the reason on
-// stderr), 2 usage (the message, then the usage).
+// its argv to its exit status (design §8): 0 done or `--help`, 1 refused or
+// failed, 2 usage. --help prints its usage; otherwise what it needs is
+// opened, it runs, and a failure is printed and mapped by the catalogue's
+// rule: the reason on stderr for 1, the message and then the usage for 2.
 import { loadConfig, type Config } from '../config.js'
 import type { DeployStore } from '../domain/ports.js'
 import { ConfigError, errorMessage, errors, exitStatusOf } from '../errors.js'

@@ -1,9 +1,10 @@
-// A box's summary for the fleet (design §7.3): what each agent publishes in
-// the deploy store about itself (its label, version, the intent it has
-// converged or is converging to, counts by word, held rows, its leg), built
-// from its own report; and what `layoutd fleet status` makes of them all:
-// each box's verdict against the intent that addresses it, the order of
-// the table and the summary line. Pure: the stores keep the summaries.
+// A box's summary for the fleet, built from its own report, and what
+// `layoutd fleet status` makes of them all: each box's verdict, the table's
+// order and the summary line (design §7.3). The summary is what each agent
+// publishes in the deploy store about itself (its label, version, the intent
+// it has converged or is converging to, counts by word, held rows, its leg);
+// the verdict is against the intent that addresses the box. Pure: the
+// stores keep the summaries.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'

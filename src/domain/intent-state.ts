@@ -1,7 +1,9 @@
 // What the box last learned about its intent and its default, for the
-// status report, metrics and the mint (design §5): the last intent seen
-// and the default's state, with their note and last functions. One object the agent
-// owns and hands to whoever reads or notes it.
+// status report, metrics and the mint (design §5). The last intent seen
+// (and why it was unreadable) and the default's state, noted where the
+// intent is read and read by the rest, with a version and listeners that
+// say when either changed: one object the agent owns and hands to whoever
+// reads or notes it.
 import type { IntentMode } from './modes.js'
 
 /** What status says about the default: applied, or blocked and why. */

@@ -1,5 +1,5 @@
 // The deployment's default layout: what stands in for an intent when none
-// is recorded (design §5).
+// is recorded (design §5.2).
 import type { Mode } from './modes.js'
 import type { IsolationGate } from './ports.js'
 import { belowFloor, LAYOUT_FLOOR } from './release.js'

@@ -1,6 +1,6 @@
-// The mode a new row is minted in (design §5, §6 GET /layout/mint). The
-// same read the leg makes, so a mint and a pass
-// agree.
+// The mint rule (design §5.5): the mode a new row is minted in, which
+// `GET /layout/mint` answers and `layoutd routes add` uses. It makes the
+// same read the leg makes, so a mint and a pass agree.
 import { errorMessage, errors } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'

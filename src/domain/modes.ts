@@ -1,5 +1,5 @@
-// The words of the layout: what an intent asks for, what a box reports, and
-// what a row is classified as. design §1.
+// The words of the layout (design §1): what an intent asks for, what a box
+// reports, and what a row is classified as.
 
 /** What a layout intent asks for. */
 export type Mode = 'flat' | 'nested'

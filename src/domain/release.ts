@@ -1,5 +1,5 @@
 // Release numbers, and the layout floor the nested default checks the
-// running build against (design §5).
+// running build against (design §5.2).
 
 /**
  * The first platform release on which nested instances wake. A box whose

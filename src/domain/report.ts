@@ -1,7 +1,7 @@
-// The box's layout report for the console (design §6.2), armed or
-// unmanaged. No I/O: the caller hands in
-// the rows it read, the leg's state and, with no pass armed, what
-// <data>/layout holds.
+// The box's status report (design §6.2), armed or unmanaged, from the
+// rows, the leg's state and, with no pass armed, what `<data>/layout`
+// holds. No I/O: the caller hands in the rows it read, the leg's state and
+// what the layout directory listed.
 import { validHost } from './hostname.js'
 import type { IntentState } from './intent-state.js'
 import type { ReportMode } from './modes.js'

@@ -1,7 +1,6 @@
-// The intent start-up recovery runs under (design §4.4,
-// §5). The activator's start waits
-// on this, so it reads only when there is something to recover, and it is
-// bounded by the intent read timeout.
+// The intent start-up recovery runs under, fail-closed (design §4.4,
+// §5.3). The activator's start waits on this, so it reads only when there
+// is something to recover, and it is bounded by the intent read timeout.
 import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'

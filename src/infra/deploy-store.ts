@@ -1,4 +1,5 @@
-// Opens the deployment's deploy store (design §7). When etcd is named it is
+// Opens the deployment's deploy store (design §7): etcd when named, else
+// the directory. When etcd is named it is
 // the store and the directory is not read: a fleet must never fall back to a
 // local directory that no other box sees. Only the store named is loaded:
 // a box on a directory never loads the etcd client (nor undici, its HTTP

@@ -1,5 +1,5 @@
-// Crash and fault points for the crash suite (tests only): CARLOS_FAILPOINT
-// names a step of a move (`after-rename`, reached once per batch), or one
+// The crash and fault points the crash suite stops the pass at (design
+// §3.4, §3.5; tests only). CARLOS_FAILPOINT names a step of a move (`after-rename`, reached once per batch), or one
 // host's rename inside a batch (`after-rename:a.example.com`), optionally
 // its nth arrival (`after-journal@2`); several are separated by commas.
 // When the pass reaches a named one, the process is killed with SIGKILL,

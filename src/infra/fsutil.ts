@@ -1,5 +1,5 @@
-// The few filesystem moves the layout pass is built from. None of them
-// follows a symlink: a tenant controls what is inside its directory, and a
+// The few filesystem moves the layout pass is built from, none of them
+// following a symlink. A tenant controls what is inside its directory, and a
 // link it planted must never turn a chmod, an fsync or a write of ours
 // into one on a file it could not otherwise reach.
 import fsSync, { constants, type Stats } from 'node:fs'

@@ -1,5 +1,6 @@
-// The isolation gate (`nestedOK`, design §5): nested instances may wake, and
-// the pass may move a host nested, only while all three checks pass:
+// The isolation gate (`nestedOK`, design §5.4): nested instances may wake,
+// and the pass may move a host nested, only while all three checks below
+// pass.
 //
 //   selfcheck  the agent can create, chmod and remove a nested tree under
 //              D/nested without following a symlink;

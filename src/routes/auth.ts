@@ -1,4 +1,5 @@
-// Who may mutate (design §6). With a token set, every POST/PUT/DELETE must
+// Who may mutate (design §6): the bearer token, or loopback peers when
+// there is none. With a token set, every POST/PUT/DELETE must
 // carry it; without one, layoutd listens on loopback only and takes
 // mutations from loopback peers only, so a box with no token configured is
 // never open to the network by a second listener or a proxy.

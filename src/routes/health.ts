@@ -1,5 +1,6 @@
-// Liveness for the supervisor: answers while the process serves, whatever
-// the agent's phase, so a long recovery is never mistaken for a hang.
+// `GET /livez`, liveness for the supervisor: answers while the process
+// serves, whatever the agent's phase, so a long recovery is never mistaken
+// for a hang.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import { commonErrors, parserErrors } from './error-envelope.js'

@@ -1,5 +1,6 @@
-// The layout family: the status report the console reads, the converge an
-// operator asks for, and the mode the provisioner mints a new row in.
+// The layout family (design §6): `GET /layout/status`, the status report the
+// console reads; `POST /layout/converge`, the converge an operator asks for;
+// and `GET /layout/mint`, the mode the provisioner mints a new row in.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'

@@ -1,5 +1,5 @@
-// The Prometheus scrape endpoint: the agent's own registry, never the
-// process-global one.
+// `GET /metrics`, the Prometheus scrape endpoint (design §9): the agent's
+// own registry, never the process-global one.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { Metrics } from '../metrics.js'

@@ -1,5 +1,6 @@
-// The activator's gate: it wakes nothing until this answers 200. The plain
-// text form is the Kubernetes readyz one, for a person at a terminal.
+// `GET /ready` and `GET /ready/:host` (design §6): the activator's gate,
+// which wakes nothing until `/ready` answers 200. The plain text form is the
+// Kubernetes readyz one, for a person at a terminal.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'

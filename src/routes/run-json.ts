@@ -1,5 +1,5 @@
-// A run of the leg as JSON, serialized a slice of its results per turn of
-// the event loop. `converge?wait=1` answers with the run it waited for:
+// A run of the leg as JSON for `converge?wait=1`, serialized a slice of its
+// results per turn of the event loop. `converge?wait=1` answers with the run it waited for:
 // after a converge of 10,000 hosts that is 10,000 results, twice (the run,
 // and the leg's last run), and serialized in one go it held the loop for
 // some 100 ms in a profiled run, in the turn the run ended (design §9, "A

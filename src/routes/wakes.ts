@@ -1,6 +1,7 @@
-// The activator's wake claims (design §6): it claims every wake before it
-// starts an instance and releases it when the instance sleeps; at its own
-// start it sends its whole awake set. A claim is granted only while the
+// `POST`/`DELETE /wakes/:host`, `PUT /wakes` and `GET /wakes` (design §6.1):
+// the activator's wake claims. It claims every wake before it starts an
+// instance and releases it when the instance sleeps; at its own start it
+// sends its whole awake set. A claim is granted only while the
 // host's files stay where the answer says, and the pass never moves a
 // claimed host's files: that is the whole contract between the two.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'

@@ -1,8 +1,9 @@
 // `layoutd fleet status [--json] [--wait [--timeout S]]` (design §7.3, §8):
-// every live box's summary from the deploy store, against the intent that
-// addresses it, as a table with the boxes not yet converged first and a
-// summary line; exit 0 only when every live box has converged, so a rollout
-// script can wait on it (--wait reads again until then, or the timeout).
+// every live box's summary against the intent addressing it; exit 0 only
+// when all have converged. The summaries come from the deploy store, shown
+// as a table with the boxes not yet converged first and a summary line; the
+// exit status lets a rollout script wait on it (--wait reads again until
+// then, or the timeout).
 import { fleetView, summaryLine, type FleetView } from '../../domain/box-summary.js'
 import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
 import type { DeployStore } from '../../domain/ports.js'

@@ -1,6 +1,8 @@
-// `layoutd intent migrate|revert (--box LABEL | --fleet)` records a layout
-// intent in the deploy store (or, with --dry-run, says what this box would
-// do and records nothing); `intent prune --keep N` removes old records;
+// `layoutd intent migrate|revert|prune|status` (design §7, §8): the deploy
+// store, read, recorded and pruned directly; `--dry-run` asks this box's
+// agent for its report. `intent migrate|revert (--box LABEL | --fleet)`
+// records a layout intent in the deploy store (or, with --dry-run, says
+// what this box would do and records nothing); `intent prune --keep N` removes old records;
 // `intent status [--json]` shows the one this box would read (design §7,
 // §8). They act on the store directly: the agent need not run, and it picks
 // a new record up on its watch or next poll.

@@ -1,4 +1,6 @@
-// The watch of the intents' prefix (design §7) over the gateway's streaming
+// The watch of the intents' prefix (design §7.2): resumed from the last
+// revision seen, re-established with backoff, dropped when silent past its
+// bound. It runs over the gateway's streaming
 // POST /v3/watch: one stream at a time, read line by line; a callback on
 // every event and whenever a stream is established or breaks; a broken
 // stream re-established on the next endpoint with jittered backoff from the

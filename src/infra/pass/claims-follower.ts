@@ -1,6 +1,6 @@
 // The path claims the pass classifies against (design §1.1), followed from
-// one list of the registry's rows to the next rather than built again: the
-// report classifies every row against one list, and a wake after each
+// one list of the registry's rows to the next by the hosts rewritten, never
+// built again while a wake waits (design §3.3). The report classifies every row against one list, and a wake after each
 // batch of a converge asks against a list that differs from the last by
 // that batch alone.
 import { PathClaims } from '../../domain/classify.js'
