@@ -220,6 +220,26 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.decorate('warmHotRoutes', () => compilers.warm(HOT_ROUTES))
 
+  answerErrors(app)
+
+  hookRequests(app, deps)
+
+  // Before the routes, so the document sees each of them.
+  await app.register(swagger, await openApiOptions())
+
+  await app.register(healthRoutes)
+  await app.register(readyRoutes, { api: deps.api })
+  await app.register(layoutRoutes, { api: deps.api })
+  await app.register(wakesRoutes, { api: deps.api })
+  await app.register(metricsRoutes, { metrics: deps.metrics })
+  await app.register(consoleRoutes, { api: deps.api })
+  await app.register(openApiRoutes, { document: () => app.swagger() })
+
+  return app
+}
+
+/** The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an unknown URL. */
+function answerErrors(app: App): void {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {
       // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
@@ -248,7 +268,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     const known = errors.noRoute(request.method, pathOf(request.url))
     return reply.code(known.statusCode).send(envelope(known.code, known.message))
   })
+}
 
+/** The hooks every request passes: the HTTP histogram's clock and count, and the mutation check (design §6). */
+function hookRequests(app: App, deps: AppDeps): void {
   // One onRequest hook for every request: the clock of the HTTP histogram
   // starts, then the mutation check (design §6). Kept on the request itself
   // rather than in side tables, so a request costs two property writes.
@@ -292,17 +315,4 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     count(request, reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
-
-  // Before the routes, so the document sees each of them.
-  await app.register(swagger, await openApiOptions())
-
-  await app.register(healthRoutes)
-  await app.register(readyRoutes, { api: deps.api })
-  await app.register(layoutRoutes, { api: deps.api })
-  await app.register(wakesRoutes, { api: deps.api })
-  await app.register(metricsRoutes, { metrics: deps.metrics })
-  await app.register(consoleRoutes, { api: deps.api })
-  await app.register(openApiRoutes, { document: () => app.swagger() })
-
-  return app
 }

@@ -4,8 +4,13 @@
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
 import type { AddressInfo } from 'node:net'
+import type { App } from './app.js'
 import type { Config } from './config.js'
 import { errors } from './errors.js'
+import type { AgentLock } from './infra/agent-lock.js'
+import type { openDeployStore } from './infra/deploy-store.js'
+import type { Registry } from './infra/registry.js'
+import type { AppLogger } from './logger.js'
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
@@ -17,6 +22,63 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 
 /** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 90_000
+
+/** A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be slower, not wrong. */
+function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number): void {
+  if (pool >= wanted) return
+  logger.warn(
+    { threadPool: pool, wanted },
+    `layoutd: libuv's thread pool has ${pool} threads, so a converge runs its fsyncs ${pool} at a time and takes longer; start node with UV_THREADPOOL_SIZE=${wanted} (contrib/layoutd.service, the image and npm start do)`,
+  )
+}
+
+/** True, said on the log and on stderr, when the address is beyond loopback and no token guards the mutations. */
+function refusesToListen(config: Config, logger: AppLogger): boolean {
+  if (config.token !== '' || LOOPBACK.test(config.listen.host)) return false
+  logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
+  process.stderr.write(
+    `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`,
+  )
+  return true
+}
+
+interface Openers {
+  Registry: typeof Registry
+  openDeployStore: typeof openDeployStore
+}
+
+/**
+ * The registry, then the deploy store, under the lock: when either cannot
+ * open, what did is closed and the lock released before the error goes up.
+ */
+async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
+  try {
+    const registry = open.Registry.open(config.dataDir)
+    try {
+      return { registry, store: await open.openDeployStore(config, logger) }
+    } catch (err) {
+      registry.close()
+      throw err
+    }
+  } catch (err) {
+    lock.release()
+    throw err
+  }
+}
+
+/** Listens on the configured address; one in use is a coded error with the address, and who holds it when /proc says. */
+async function listen(app: App, config: Config): Promise<void> {
+  try {
+    await app.listen({ host: config.listen.host, port: config.listen.port })
+  } catch (err) {
+    await app.close()
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err
+    // A reason, not a stack: the address, and who holds it when /proc says.
+    const { describePortHolder } = await import('./infra/port-holder.js')
+    const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+    throw errors.addressInUse(`${host}:${config.listen.port}`, await describePortHolder(config.listen.port))
+  }
+}
 
 export async function serve(config: Config): Promise<number> {
   const [
@@ -47,23 +109,8 @@ export async function serve(config: Config): Promise<number> {
     import('./infra/fsutil.js'),
   ])
   const logger = createLogger(config.logLevel)
-  const pool = threadPoolSize()
-  if (pool < SYNC_CONCURRENCY) {
-    logger.warn(
-      { threadPool: pool, wanted: SYNC_CONCURRENCY },
-      `layoutd: libuv's thread pool has ${pool} threads, so a converge runs its fsyncs ${pool} at a time and takes longer; start node with UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} (contrib/layoutd.service, the image and npm start do)`,
-    )
-  }
-  if (config.token === '' && !LOOPBACK.test(config.listen.host)) {
-    logger.error(
-      { listen: config.listen.host },
-      'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN',
-    )
-    process.stderr.write(
-      `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`,
-    )
-    return 1
-  }
+  warnOfSmallThreadPool(logger, threadPoolSize(), SYNC_CONCURRENCY)
+  if (refusesToListen(config, logger)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.
   armSkippedFsyncs(config.failpoint)
@@ -72,20 +119,7 @@ export async function serve(config: Config): Promise<number> {
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
-  let registry: ReturnType<typeof Registry.open>
-  let store: Awaited<ReturnType<typeof openDeployStore>>
-  try {
-    registry = Registry.open(config.dataDir)
-    try {
-      store = await openDeployStore(config, logger)
-    } catch (err) {
-      registry.close()
-      throw err
-    }
-  } catch (err) {
-    lock.release()
-    throw err
-  }
+  const { registry, store } = await openAdapters(config, logger, lock, { Registry, openDeployStore })
   const agent = composeAgent({
     config,
     logger,
@@ -103,16 +137,7 @@ export async function serve(config: Config): Promise<number> {
   })
   // Listen first: /livez answers and /ready says 503 with the phase while
   // start-up recovery runs.
-  try {
-    await app.listen({ host: config.listen.host, port: config.listen.port })
-  } catch (err) {
-    await app.close()
-    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err
-    // A reason, not a stack: the address, and who holds it when /proc says.
-    const { describePortHolder } = await import('./infra/port-holder.js')
-    const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
-    throw errors.addressInUse(`${host}:${config.listen.port}`, await describePortHolder(config.listen.port))
-  }
+  await listen(app, config)
   lock.listening(listenAddress(app.server.address(), config.listen.host))
   closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'layoutd: shutting down after an error')

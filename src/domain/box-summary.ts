@@ -48,6 +48,7 @@ const HELD = /^held /
  * The box's summary from its report and the intent it read last (at: now, the caller's clock);
  * canStopAwake: whether the box has an activator to stop an awake instance with.
  */
+// eslint-disable-next-line complexity -- split on branch codes
 export function summarize(
   report: LayoutReport,
   intent: Pick<IntentRecord, 'id' | 'mode'> | null,

@@ -1,7 +1,8 @@
 // The box's registry, `<data>/registry.db` (design §2): the routes the box
-// serves, the wake claims the activator holds, and the fence generation
-// counter; whether anyone has changed the routes since the last look
-// (snapshot), and whether the database answers (ping). SQLite through
+// serves, added one at a time or many in one transaction (`routes import`),
+// the wake claims the activator holds, and the fence generation counter;
+// whether anyone has changed the routes since the last look (snapshot), and
+// whether the database answers (ping). SQLite through
 // better-sqlite3: synchronous, which is fine for a local file and is what
 // lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
@@ -14,7 +15,6 @@ import type { AddOptions, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { fsyncSkipped } from './failpoint.js'
 import { migrate } from './migrations.js'
-import { insertChecked } from './registry-bulk.js'
 import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
@@ -79,7 +79,11 @@ export function validateRoute(route: Route): void {
  * makes a row `conflict` (design §1.1), asked before such a row is stored.
  */
 export function refuseClaimedPaths(route: Route, rows: readonly Route[]): void {
-  const claims = new PathClaims(rows.filter((r) => r.host !== route.host))
+  refuseClaimedIn(new PathClaims(rows.filter((r) => r.host !== route.host)), route)
+}
+
+/** Throws `path_claimed` when another row of claims claims route's dir, or else its socket. */
+function refuseClaimedIn(claims: PathClaims, route: Route): void {
   const claimant =
     (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
     (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
@@ -243,9 +247,23 @@ export class Registry implements RouteStore {
     }
   }
 
-  /** Adds every route in one IMMEDIATE transaction, or none, by the rules of insertChecked. */
+  /**
+   * Adds every route (`layoutd routes import`) in one IMMEDIATE
+   * transaction, or none: each through add (validated, a duplicate host
+   * refused), the first whose dir or socket a stored row or another of the
+   * batch claims refused, against one index of both built once rather than
+   * the registry listed per row.
+   */
   addMany(routes: readonly Route[]): void {
-    this.#db.transaction(() => insertChecked(this, routes)).immediate()
+    this.#db
+      .transaction(() => {
+        const claims = new PathClaims([...this.list(), ...routes])
+        for (const route of routes) {
+          refuseClaimedIn(claims, route)
+          this.add(route)
+        }
+      })
+      .immediate()
   }
 
   remove(host: string): boolean {

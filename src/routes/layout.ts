@@ -74,7 +74,18 @@ export const StatusBody = Type.Object(
   { additionalProperties: false, description: 'The report, with its ETag.' },
 )
 
+/** The app a route of this family is registered on, typed by its schemas. */
+type LayoutApp = Parameters<FastifyPluginCallbackTypebox<LayoutRoutesOptions>>[0]
+
 export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
+  statusRoute(app, api)
+  convergeRoute(app, api)
+  mintRoute(app, api)
+  done()
+}
+
+/** GET /layout/status: the report, served as the bytes of its version, and 304 while its ETag stands. */
+function statusRoute(app: LayoutApp, api: AgentApi): void {
   /** The report's bytes for a tag: one serialization per version, which its later readers wait for. */
   let body: { tag: string; bytes: Promise<Buffer> } | undefined
   let quoted: { tag: string; etag: string } | undefined
@@ -141,7 +152,10 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
       return reply.type('application/json; charset=utf-8').send(await served(reply, tag))
     },
   )
+}
 
+/** POST /layout/converge: kicks the leg, or waits for the run it asked for. */
+function convergeRoute(app: LayoutApp, api: AgentApi): void {
   app.post(
     '/layout/converge',
     {
@@ -193,7 +207,10 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
       return raw.code(200).type('application/json; charset=utf-8').send(body)
     },
   )
+}
 
+/** GET /layout/mint: the mode a new row of this box is created in. */
+function mintRoute(app: LayoutApp, api: AgentApi): void {
   app.get(
     '/layout/mint',
     {
@@ -217,5 +234,4 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
     },
     async () => ({ mode: await api.mint() }),
   )
-  done()
 }

@@ -33,6 +33,7 @@ export const hostTooLong = errorEnvelope(
   `The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`,
 )
 
+// eslint-disable-next-line max-lines-per-function -- split on branch codes
 export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
   app.post(
     '/wakes/:host',

@@ -57,6 +57,26 @@ void test('the registry is asked at most once a REGISTRY_CHECK_MS while it answe
   assert.equal(pings, 4)
 })
 
+void test('a passing registry check stands for REGISTRY_CHECK_MS, is asked again once it is that old, and the answer stays the same object', () => {
+  let pings = 0
+  const registry = { file: '/data/registry.db', ping: () => void pings++ }
+  let now = 0
+  const facts = { phase: 'ready' as const, armed: false, registry, claims: { swept: true }, gate: null, now: () => now }
+  const first = readinessOf(facts)
+  now = REGISTRY_CHECK_MS - 1
+  assert.equal(readinessOf(facts), first)
+  assert.equal(pings, 1, 'cached for a second')
+  now = REGISTRY_CHECK_MS
+  assert.equal(readinessOf(facts), first)
+  assert.equal(pings, 2, 'asked again once the check is REGISTRY_CHECK_MS old')
+  now = 2 * REGISTRY_CHECK_MS - 1
+  readinessOf(facts)
+  assert.equal(pings, 2, 'the new check stands from when it was made')
+  now = 2 * REGISTRY_CHECK_MS
+  readinessOf(facts)
+  assert.equal(pings, 3)
+})
+
 void test('readiness is the same answer while nothing in it changes, and a new one when something does', async (t) => {
   const b = await agentBox(t)
   const starting = b.agent.readiness()

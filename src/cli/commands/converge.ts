@@ -3,6 +3,7 @@
 // as hosts finish and what the run waits on, then the hosts that need an
 // operator and a summary; it exits 1 when any host failed, was refused or
 // is held.
+import type { LegRun } from '../../domain/schemas.js'
 import { AppError } from '../../errors.js'
 import { AgentClient, agentUrl } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
@@ -28,6 +29,8 @@ export { summarize }
 /** The outcomes that make --wait exit 1: nothing the leg will fix on its own without an operator looking. */
 export const NEEDS_OPERATOR: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
 
+type Stdout = CommandContext['stdout']
+
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
@@ -43,11 +46,22 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   const runDone = client.waitRun().finally(() => {
     done = true
   })
+  await showProgress(client, stdout, runDone, () => done)
+  return reportRun(await finishedRun(client, runDone), stdout)
+}
+
+/** Until the run is done: the hosts it has finished and what it waits on, each line once per change. */
+async function showProgress(
+  client: AgentClient,
+  stdout: Stdout,
+  runDone: Promise<LegRun>,
+  done: () => boolean,
+): Promise<void> {
   let shown = -1
   let waitingShown = ''
-  while (!done) {
+  while (!done()) {
     await Promise.race([runDone.catch(() => undefined), pause(PROGRESS_EVERY_MS)])
-    if (done) break
+    if (done()) break
     const leg = await client.leg()
     const hostsDone = leg.running ? (leg.lastRun?.results.length ?? 0) : -1
     if (hostsDone >= 0 && hostsDone !== shown) {
@@ -59,7 +73,11 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
     if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${waiting}\n`)
     waitingShown = waiting
   }
-  const finished = await runDone.catch(async (err: unknown) => {
+}
+
+/** The run the kick asked for, once it has finished. */
+function finishedRun(client: AgentClient, runDone: Promise<LegRun>): Promise<LegRun> {
+  return runDone.catch(async (err: unknown) => {
     // The agent bounds a wait (10 minutes); a longer run goes on, and so
     // does this command, following the leg until it is idle.
     if (!(err instanceof AppError && err.code === 'converge_timeout')) throw err
@@ -69,6 +87,10 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
       await pause(PROGRESS_EVERY_MS)
     }
   })
+}
+
+/** The hosts that need an operator and the summary; 1 when any host failed, was refused or is held. */
+function reportRun(finished: LegRun, stdout: Stdout): number {
   for (const r of finished.results) {
     // A thousand 'moved' lines would hide the few that need an operator.
     if (r.outcome !== 'unchanged' && r.outcome !== 'moved')

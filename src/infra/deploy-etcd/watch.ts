@@ -8,6 +8,7 @@
 // each break logged once, not once per retry. A stream silent for its bound
 // (no event, no progress notification, no answer from its member to a
 // read) is dropped: a frozen member holds a stream open and says nothing.
+import type { Dispatcher } from 'undici'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
 import { b64, type EtcdGateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
@@ -43,6 +44,22 @@ export interface PrefixWatchOptions {
 }
 
 export type { WatchEvent }
+
+/** One stream's state, shared by the phases that read it. */
+interface Stream {
+  ep: Endpoint
+  notify: () => void
+  /** The last revision every event up to which has been seen (the watch loop's, kept across streams). */
+  seen: { revision: bigint | undefined }
+  /** The stream starts after a revision seen on an earlier one. */
+  resumed: boolean
+  /** etcd said the watch is created. */
+  created: boolean
+  /** Cancels the bound on a stream not yet created. */
+  notCreated: () => void
+  /** Something was heard on the stream (the silence guard's clock). */
+  heard: () => void
+}
 
 export class PrefixWatch {
   readonly #opts: PrefixWatchOptions
@@ -117,25 +134,32 @@ export class PrefixWatch {
     stop: AbortSignal,
     seen: { revision: bigint | undefined },
   ): Promise<{ created: boolean; why: string }> {
-    const { gateway, logger, clock, prefix, rangeEnd } = this.#opts
+    const { gateway, clock } = this.#opts
     const ac = new AbortController()
     const onStop = () => ac.abort(stop.reason)
     stop.addEventListener('abort', onStop, { once: true })
     // Until etcd says the watch is created, the attempt has the request bound.
     const bound = gateway.requestTimeoutMs
     const notCreated = clock.setTimer(bound, () => ac.abort(new Error(`no watch within ${bound} ms`)))
-    let created = false
+    const s: Stream = {
+      ep,
+      notify,
+      seen,
+      resumed: seen.revision !== undefined,
+      created: false,
+      notCreated,
+      heard: () => undefined,
+    }
     let silence = (): void => undefined
     let token: string | undefined
-    const resumed = seen.revision !== undefined
     try {
       const auth = await gateway.headers(ac.signal)
       token = auth.headers.authorization
       const create = {
-        key: b64(prefix),
-        range_end: rangeEnd,
+        key: b64(this.#opts.prefix),
+        range_end: this.#opts.rangeEnd,
         // etcd sends a progress notification on a quiet stream at its own
-        // interval; between two, the member is asked directly (below).
+        // interval; between two, the member is asked directly (#silenceGuard).
         progress_notify: true,
         ...(seen.revision === undefined ? {} : { start_revision: String(seen.revision + 1n) }),
       }
@@ -143,79 +167,16 @@ export class PrefixWatch {
       if (res.statusCode !== 200) {
         const why = `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(await readCapped(res.body, MAX_RESPONSE_BYTES))}`
         gateway.refusedToken(token, why)
-        return { created, why }
+        return { created: s.created, why }
       }
       const heard = this.#silenceGuard(ep, ac)
       silence = heard.cancel
-      /** Acts on one message; answers why the watch ended, if it did. */
-      const onLine = (line: string): string | undefined => {
-        heard.now()
-        const said = watchLineSays(line)
-        if (said.compacted === true) seen.revision = undefined
-        if (said.created && !created) {
-          created = true
-          notCreated()
-          gateway.prefer(ep)
-          // Watching from now: every event after the header's revision comes on this stream.
-          if (!resumed && said.revision !== undefined) seen.revision = said.revision
-          logger?.info(
-            { store: gateway.describe(), endpoint: ep.url, fromRevision: seen.revision?.toString() },
-            `etcd deploy store: watching ${prefix} on ${ep.url}${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
-          )
-          // Whatever landed before the watch began is found by reading now.
-          notify()
-        } else if (said.events.length > 0) {
-          const fresh = said.events.filter((e) => seen.revision === undefined || e.revision > seen.revision)
-          for (const e of said.events)
-            if (seen.revision === undefined || e.revision > seen.revision) seen.revision = e.revision
-          if (fresh.length > 0) {
-            const revision = String(fresh.at(-1)?.revision)
-            // Records are an operator's act, rare enough to log each one seen.
-            logger?.info(
-              { store: gateway.describe(), endpoint: ep.url, revision },
-              `etcd deploy store: a record changed under ${prefix} (revision ${revision}); reading the intent now`,
-            )
-            this.#opts.onEvents?.(fresh)
-            notify()
-          }
-        } else if (
-          created &&
-          said.why === undefined &&
-          said.revision !== undefined &&
-          (seen.revision === undefined || said.revision > seen.revision)
-        ) {
-          // A progress notification: every event up to its revision has been sent.
-          seen.revision = said.revision
-        }
-        return said.why
-      }
-      let buf = ''
-      for await (const chunk of res.body.setEncoding('utf8') as AsyncIterable<string>) {
-        buf += chunk
-        let nl: number
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).trim()
-          buf = buf.slice(nl + 1)
-          const why = line === '' ? undefined : onLine(line)
-          if (why !== undefined) {
-            res.body.destroy()
-            gateway.refusedToken(token, why)
-            return { created, why }
-          }
-        }
-        if (buf.length > MAX_WATCH_LINE_BYTES) {
-          res.body.destroy()
-          return { created, why: `a watch message over ${MAX_WATCH_LINE_BYTES} bytes` }
-        }
-      }
-      // The gateway writes its last message, the error that ends a stream, without a newline.
-      const last = buf.trim()
-      const why = (last === '' ? undefined : onLine(last)) ?? 'the stream ended'
-      gateway.refusedToken(token, why)
-      return { created, why }
+      s.heard = heard.now
+      const why = await this.#read(s, res.body, token)
+      return { created: s.created, why }
     } catch (err) {
       return {
-        created,
+        created: s.created,
         why:
           ac.signal.aborted && !stop.aborted
             ? errorMessage(ac.signal.reason)
@@ -227,6 +188,94 @@ export class PrefixWatch {
       stop.removeEventListener('abort', onStop)
       ac.abort()
     }
+  }
+
+  /**
+   * Reads a stream's messages, one a line, until one ends the watch or the
+   * stream ends; answers why the watch ended.
+   */
+  async #read(s: Stream, body: Dispatcher.ResponseData['body'], token: string | undefined): Promise<string> {
+    const { gateway } = this.#opts
+    let buf = ''
+    for await (const chunk of body.setEncoding('utf8') as AsyncIterable<string>) {
+      buf += chunk
+      let nl: number
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).trim()
+        buf = buf.slice(nl + 1)
+        const why = line === '' ? undefined : this.#onLine(s, line)
+        if (why !== undefined) {
+          body.destroy()
+          gateway.refusedToken(token, why)
+          return why
+        }
+      }
+      if (buf.length > MAX_WATCH_LINE_BYTES) {
+        body.destroy()
+        return `a watch message over ${MAX_WATCH_LINE_BYTES} bytes`
+      }
+    }
+    // The gateway writes its last message, the error that ends a stream, without a newline.
+    const last = buf.trim()
+    const why = (last === '' ? undefined : this.#onLine(s, last)) ?? 'the stream ended'
+    gateway.refusedToken(token, why)
+    return why
+  }
+
+  /** Acts on one message; answers why the watch ended, if it did. */
+  #onLine(s: Stream, line: string): string | undefined {
+    s.heard()
+    const said = watchLineSays(line)
+    const { seen } = s
+    if (said.compacted === true) seen.revision = undefined
+    if (said.created && !s.created) {
+      this.#established(s, said.revision)
+    } else if (said.events.length > 0) {
+      this.#onEvents(s, said.events)
+    } else if (
+      s.created &&
+      said.why === undefined &&
+      said.revision !== undefined &&
+      (seen.revision === undefined || said.revision > seen.revision)
+    ) {
+      // A progress notification: every event up to its revision has been sent.
+      seen.revision = said.revision
+    }
+    return said.why
+  }
+
+  /** The watch is created: the attempt's bound is off, its endpoint preferred, and what landed before it read now. */
+  #established(s: Stream, revision: bigint | undefined): void {
+    const { gateway, logger, prefix } = this.#opts
+    const { ep, seen, resumed } = s
+    s.created = true
+    s.notCreated()
+    gateway.prefer(ep)
+    // Watching from now: every event after the header's revision comes on this stream.
+    if (!resumed && revision !== undefined) seen.revision = revision
+    logger?.info(
+      { store: gateway.describe(), endpoint: ep.url, fromRevision: seen.revision?.toString() },
+      `etcd deploy store: watching ${prefix} on ${ep.url}${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
+    )
+    // Whatever landed before the watch began is found by reading now.
+    s.notify()
+  }
+
+  /** Events: those after the last revision seen are told, logged and read; the revision moves past them all. */
+  #onEvents(s: Stream, events: readonly WatchEvent[]): void {
+    const { gateway, logger, prefix } = this.#opts
+    const { seen } = s
+    const fresh = events.filter((e) => seen.revision === undefined || e.revision > seen.revision)
+    for (const e of events) if (seen.revision === undefined || e.revision > seen.revision) seen.revision = e.revision
+    if (fresh.length === 0) return
+    const revision = String(fresh.at(-1)?.revision)
+    // Records are an operator's act, rare enough to log each one seen.
+    logger?.info(
+      { store: gateway.describe(), endpoint: s.ep.url, revision },
+      `etcd deploy store: a record changed under ${prefix} (revision ${revision}); reading the intent now`,
+    )
+    this.#opts.onEvents?.(fresh)
+    s.notify()
   }
 
   /**
