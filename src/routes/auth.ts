@@ -54,3 +54,17 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
       : 'the bearer token is not the one configured',
   )
 }
+
+/**
+ * A read that tells where the agent keeps its files (`GET /agent`): a
+ * loopback peer may ask, anyone else only with the token. A remote client
+ * without it learns nothing of the box's filesystem.
+ */
+export function privateReadRefusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
+  if (isLoopback(request.socket.remoteAddress)) return undefined
+  if (token === '') return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so loopback peers only')
+  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
+  if (m?.[1] !== undefined && sameToken(m[1], token)) return undefined
+  void reply.header('www-authenticate', 'Bearer realm="layoutd"')
+  return errors.unauthorized('this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN> from beyond loopback')
+}

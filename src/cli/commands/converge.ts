@@ -4,7 +4,7 @@
 // operator and a summary; it exits 1 when any host failed, was refused or
 // is held.
 import { AppError } from '../../errors.js'
-import { AgentClient, agentUrl } from '../agent-client.js'
+import { AgentClient, findAgent } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
 import { summarize } from '../status-view.js'
@@ -12,7 +12,7 @@ import { summarize } from '../status-view.js'
 export const usage = `usage:
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
 
-  --url URL   the agent to ask; default http:// + CARLOS_AGENT_LISTEN
+  --url URL   the agent to ask; default the one D/agent.json names, else http:// + CARLOS_AGENT_LISTEN
   --wait      show progress until the run ends; exit 1 when a host failed, was refused or is held
 `
 
@@ -31,7 +31,7 @@ export const NEEDS_OPERATOR: ReadonlySet<string> = new Set(['failed', 'refused',
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
-  const client = new AgentClient(agentUrl(config, args.values.url), config.token)
+  const client = new AgentClient(findAgent(config, args.values.url), config.token)
   if (args.values.wait !== true) {
     const leg = await client.kick()
     stdout.write(
