@@ -17,6 +17,11 @@ function sameToken(given: string, token: string): boolean {
   return timingSafeEqual(a, b)
 }
 
+/** The token of an `Authorization: Bearer <token>` header, if the request has one. */
+function bearerOf(request: FastifyRequest): string | undefined {
+  return /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')?.[1]
+}
+
 export function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false
   const a = address.toLowerCase()
@@ -44,8 +49,7 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
       'no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only',
     )
   }
-  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
-  const given = m?.[1]
+  const given = bearerOf(request)
   if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
   return errors.unauthorized(
@@ -63,8 +67,8 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
 export function privateReadRefusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
   if (isLoopback(request.socket.remoteAddress)) return undefined
   if (token === '') return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so loopback peers only')
-  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
-  if (m?.[1] !== undefined && sameToken(m[1], token)) return undefined
+  const given = bearerOf(request)
+  if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
   return errors.unauthorized('this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN> from beyond loopback')
 }

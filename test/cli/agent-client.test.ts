@@ -124,12 +124,3 @@ void test('the client asks GET /agent first: this data root (through a symlink t
   await assert.rejects(new AgentClient({ ...target, url: none.url }, '').kick(), { code: 'agent_unidentified' })
   assert.equal(none.agent.kicks, 0)
 })
-
-void test('GET /agent answers loopback peers; beyond loopback only with the token', async (t) => {
-  const { app } = await listen(t, { identity: holding('/d'), token: 's3cret' })
-  const remote = { remoteAddress: '10.0.0.9' }
-  const asked = (headers: Record<string, string>) => app.inject({ method: 'GET', url: '/agent', headers, ...remote })
-  assert.equal((await app.inject({ method: 'GET', url: '/agent' })).statusCode, 200)
-  assert.equal((await asked({})).statusCode, 401)
-  assert.equal((await asked({ authorization: 'Bearer s3cret' })).statusCode, 200)
-})
