@@ -87,6 +87,12 @@ export class AgentLock {
     return this.#holder
   }
 
+  /** Which agent this is, as `GET /agent` answers it: the holder but its address, which a client already dialled. */
+  get identity(): Readonly<Omit<Holder, 'listen'>> {
+    const { pid, dataDir, startId, startedAt } = this.#holder
+    return { pid, dataDir, startId, startedAt }
+  }
+
   /** Records the address the agent listens on, for the next agent's refusal. */
   listening(address: string): void {
     this.#holder = { ...this.#holder, listen: address }

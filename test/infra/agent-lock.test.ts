@@ -19,6 +19,8 @@ void test('a second holder is refused naming the first one, its pid and address;
   assert.equal(holder.pid, process.pid)
   assert.match(String(holder.startId), /^[0-9a-f-]{36}$/)
   assert.deepEqual(first.holder, holder)
+  const identity = { pid: holder.pid, dataDir: holder.dataDir, startId: holder.startId, startedAt: holder.startedAt }
+  assert.deepEqual(first.identity, identity, 'GET /agent answers the holder but its address')
   assert.throws(
     () => AgentLock.acquire(dataDir),
     (err: unknown) =>
