@@ -20,7 +20,7 @@ import http from 'node:http'
 import path from 'node:path'
 import type { Config } from '../config.js'
 import { AgentUnreachable, errorMessage, errors } from '../errors.js'
-import { liveHolder } from '../infra/agent-holder.js'
+import { seeHolder } from '../infra/agent-holder.js'
 import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
@@ -38,6 +38,11 @@ export interface AgentTarget {
   via: string
   /** The data root the agent must hold; absent with --url (the operator named the agent, maybe another box's). */
   dataDir?: string
+  /**
+   * The start that wrote `D/agent.json`: an agent answering it holds this
+   * data root whatever path it names it by (a container's mount of it).
+   */
+  startId?: string
 }
 
 /**
@@ -48,10 +53,10 @@ export interface AgentTarget {
  */
 export function findAgent(config: Config, flag: string | undefined): AgentTarget {
   if (flag !== undefined) return { url: agentUrl(config, flag), via: '--url' }
-  const holder = liveHolder(config.dataDir)
-  if (holder !== undefined)
-    return { url: `http://${holder.listen}`, via: `named by ${holder.file}`, dataDir: config.dataDir }
-  return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', dataDir: config.dataDir }
+  const seen = seeHolder(config.dataDir)
+  const mine = { dataDir: config.dataDir, ...(seen?.startId === undefined ? {} : { startId: seen.startId }) }
+  if (seen?.listen !== undefined) return { url: `http://${seen.listen}`, via: `named by ${seen.file}`, ...mine }
+  return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', ...mine }
 }
 
 /** A path with its symlinks resolved, or as it is where it cannot be (absent, unreadable). */
@@ -194,7 +199,9 @@ export class AgentClient {
       throw errors.agentUnidentified(url, via, `GET /agent answered ${res.status} with a body that is not JSON`)
     }
     if (res.status >= 400) this.decode('GET', '/agent', res)
-    const theirs = (body as { dataDir?: unknown } | null)?.dataDir
+    const { dataDir: theirs, startId } = (body ?? {}) as { dataDir?: unknown; startId?: unknown }
+    // The start that wrote this data root's agent.json: ours, by whatever path it names the root.
+    if (this.#target.startId !== undefined && startId === this.#target.startId) return
     if (typeof theirs !== 'string' || theirs === '')
       throw errors.agentUnidentified(url, via, 'GET /agent named no dataDir')
     const ours = realOrSelf(dataDir)

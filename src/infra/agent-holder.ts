@@ -29,12 +29,20 @@ function alive(pid: number): boolean {
   }
 }
 
+/** What `D/agent.json` tells a client: where its agent listens while it runs, and which start wrote it. */
+export interface HolderSeen {
+  file: string
+  /** The address, when the file names one and its process still runs. */
+  listen?: string
+  /** The start that wrote the file, alive or not: an agent answering this id holds this data root. */
+  startId?: string
+}
+
 /**
- * The agent `D/agent.json` names, when that file can be read, names an
- * address, and its process still runs; undefined otherwise (no agent
- * started, one stopped cleanly or was killed, one not listening yet).
+ * What `D/agent.json` says, or undefined when there is none to read (no
+ * agent started, one stopped cleanly, a file half-written by a killed one).
  */
-export function liveHolder(dataDir: string): (Holder & { file: string }) | undefined {
+export function seeHolder(dataDir: string): HolderSeen | undefined {
   const file = path.join(dataDir, AGENT_HOLDER_FILE)
   let h: Partial<Holder>
   try {
@@ -43,7 +51,8 @@ export function liveHolder(dataDir: string): (Holder & { file: string }) | undef
     // Absent, unreadable or half-written by a killed agent: no holder to name.
     return undefined
   }
-  if (typeof h.pid !== 'number' || !Number.isInteger(h.pid) || h.pid <= 0) return undefined
-  if (typeof h.listen !== 'string' || h.listen === '' || !alive(h.pid)) return undefined
-  return { ...(h as Holder), file }
+  const startId = typeof h.startId === 'string' && h.startId !== '' ? h.startId : undefined
+  const running = typeof h.pid === 'number' && Number.isInteger(h.pid) && h.pid > 0 && alive(h.pid)
+  const listen = running && typeof h.listen === 'string' && h.listen !== '' ? h.listen : undefined
+  return { file, ...(listen === undefined ? {} : { listen }), ...(startId === undefined ? {} : { startId }) }
 }

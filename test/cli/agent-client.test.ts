@@ -90,12 +90,13 @@ void test('findAgent: --url as given; else the address D/agent.json names while 
   const file = path.join(dataDir, AGENT_HOLDER_FILE)
   const write = (h: object) => fs.writeFile(file, JSON.stringify(h))
   await write({ pid: process.pid, listen: '127.0.0.1:5555', dataDir, startId: 'a', startedAt: '' })
-  assert.deepEqual(findAgent(config, undefined), { url: 'http://127.0.0.1:5555', via: `named by ${file}`, dataDir })
+  const named = { url: 'http://127.0.0.1:5555', via: `named by ${file}`, dataDir, startId: 'a' }
+  assert.deepEqual(findAgent(config, undefined), named)
   await write({ pid: process.pid, listen: '', dataDir, startId: 'a', startedAt: '' })
-  assert.deepEqual(findAgent(config, undefined), fallback, 'not listening yet')
+  assert.deepEqual(findAgent(config, undefined), { ...fallback, startId: 'a' }, 'not listening yet')
   // A pid no process has: the agent named was killed and left its file.
   await write({ pid: 2 ** 22 + 1, listen: '127.0.0.1:5555', dataDir, startId: 'a', startedAt: '' })
-  assert.deepEqual(findAgent(config, undefined), fallback, 'a dead holder')
+  assert.deepEqual(findAgent(config, undefined), { ...fallback, startId: 'a' }, 'a dead holder')
   await fs.writeFile(file, '{half')
   assert.deepEqual(findAgent(config, undefined), fallback, 'half a file')
 })
@@ -123,4 +124,12 @@ void test('the client asks GET /agent first: this data root (through a symlink t
   const none = await listen(t)
   await assert.rejects(new AgentClient({ ...target, url: none.url }, '').kick(), { code: 'agent_unidentified' })
   assert.equal(none.agent.kicks, 0)
+
+  // The start that wrote this root's agent.json, naming the root by another path (a container's mount): ours.
+  const mounted = await listen(t, { identity: { ...holding('/data'), startId: 'this-start' } })
+  const mine = { ...target, url: mounted.url, startId: 'this-start' }
+  assert.equal((await new AgentClient(mine, '').kick()).running, true)
+  await assert.rejects(new AgentClient({ ...mine, startId: 'another-start' }, '').kick(), {
+    code: 'agent_other_data_root',
+  })
 })
