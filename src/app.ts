@@ -18,6 +18,7 @@ import { AppError, errors, httpStatusOf } from './errors.js'
 import { requestLogger, type AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
 import { lazyCompilers } from './lazy-compilers.js'
+import { agentIdentityRoutes, type AgentIdentity } from './routes/agent-identity.js'
 import { authHook } from './routes/auth.js'
 import { consoleRoutes } from './routes/console.js'
 import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
@@ -36,6 +37,8 @@ export interface AppDeps {
   logger: AppLogger
   /** CARLOS_AGENT_TOKEN; empty: mutations from loopback peers only. */
   token: string
+  /** Which agent this is (`GET /agent`): the data root it holds; absent where none is held. */
+  identity?: AgentIdentity
   /** Largest request body accepted, in bytes; default 64 KiB. */
   bodyLimit?: number
   /** Server timeouts in ms; the defaults suit production, tests shorten them. */
@@ -228,6 +231,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(swagger, await openApiOptions())
 
   await app.register(healthRoutes)
+  await app.register(agentIdentityRoutes, { identity: deps.identity, token: deps.token })
   await app.register(readyRoutes, { api: deps.api })
   await app.register(layoutRoutes, { api: deps.api })
   await app.register(wakesRoutes, { api: deps.api })

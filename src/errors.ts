@@ -176,6 +176,24 @@ export const errors = {
   /** The agent answered with an error envelope: the same code and status, here. */
   agentAnswered: (request: string, status: number, code: string | undefined, message: string) =>
     new AppError(code ?? 'unknown', status, `${request}: ${status} ${code ?? ''}: ${message}`),
+  /**
+   * The agent a command dialled holds another data root than the command's
+   * own (design §8 "Which agent"): another sandbox's or another box's agent
+   * on the address it fell back to. Nothing was asked of it.
+   */
+  agentOtherDataRoot: (url: string, theirs: string, ours: string, via: string) =>
+    new AppError(
+      'agent_other_data_root',
+      409,
+      `the agent at ${url} (${via}) serves ${theirs}, not this data root ${ours}: nothing was asked of it; start this data root's agent (\`layoutd serve\` with CARLOS_DATA_DIR=${ours}), set CARLOS_AGENT_LISTEN to its address, or give --url to ask that other agent on purpose`,
+    ),
+  /** The agent a command dialled does not say which data root it holds (not layoutd, or older than this CLI). */
+  agentUnidentified: (url: string, via: string, why: string) =>
+    new AppError(
+      'agent_unidentified',
+      502,
+      `the agent at ${url} (${via}) does not say which data root it serves (${why}): nothing was asked of it; is it layoutd, of this version? give --url to ask it anyway`,
+    ),
   /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(

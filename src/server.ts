@@ -128,7 +128,8 @@ export async function serve(config: Config): Promise<number> {
     store,
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token })
+  // The agent says which data root it holds (GET /agent), as D/agent.json does, so a CLI refuses another root's agent.
+  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()

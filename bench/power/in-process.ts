@@ -65,7 +65,7 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
     store,
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token })
+  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()

@@ -1,6 +1,12 @@
 // The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
-// converge`, the mint of `routes add`): requests over node:http, with the
-// token the agent reads. An agent that does not answer is the catalogue's AgentUnreachable,
+// converge`, the mint of `routes add`, `intent --dry-run`): requests with
+// the token the agent reads, to the agent that holds this data root
+// (findAgent: --url, else the address `D/agent.json` names while its agent
+// runs, else CARLOS_AGENT_LISTEN). Before the first request it asks the
+// agent which data root it holds (`GET /agent`) and refuses one of another
+// (`agent_other_data_root`): on a shared machine the fallback address may be
+// another sandbox's or another box's agent, whose mint or report would be
+// wrong here. An agent that does not answer is the catalogue's AgentUnreachable,
 // naming which agent and how to start one; an error the agent answers
 // (design §6) becomes the same coded error here, with the agent's status.
 //
@@ -9,9 +15,12 @@
 // CPU before the first byte, most of the 150 ms `layoutd status` may take;
 // node:http costs about 6 ms. The agent's own outbound calls (etcd, the
 // activator, the edge) use undici.
+import fs from 'node:fs'
 import http from 'node:http'
+import path from 'node:path'
 import type { Config } from '../config.js'
-import { errorMessage, errors } from '../errors.js'
+import { AgentUnreachable, errorMessage, errors } from '../errors.js'
+import { seeHolder } from '../infra/agent-holder.js'
 import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
@@ -21,6 +30,47 @@ export function agentUrl(config: Config, flag: string | undefined): string {
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   return `http://${host}:${config.listen.port}`
 }
+
+/** The agent a command talks to, and what it must hold. */
+export interface AgentTarget {
+  url: string
+  /** How the address was found, for a refusal's message. */
+  via: string
+  /** The data root the agent must hold; absent with --url (the operator named the agent, maybe another box's). */
+  dataDir?: string
+  /**
+   * The start that wrote `D/agent.json`: an agent answering it holds this
+   * data root whatever path it names it by (a container's mount of it).
+   */
+  startId?: string
+}
+
+/**
+ * Which agent a command talks to (design §8 "Which agent"): --url as given;
+ * else the address `D/agent.json` names while the agent it names runs; else
+ * CARLOS_AGENT_LISTEN (or its default). Without --url the client checks the
+ * agent holds this data root before asking it anything.
+ */
+export function findAgent(config: Config, flag: string | undefined): AgentTarget {
+  if (flag !== undefined) return { url: agentUrl(config, flag), via: '--url' }
+  const seen = seeHolder(config.dataDir)
+  const mine = { dataDir: config.dataDir, ...(seen?.startId === undefined ? {} : { startId: seen.startId }) }
+  if (seen?.listen !== undefined) return { url: `http://${seen.listen}`, via: `named by ${seen.file}`, ...mine }
+  return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', ...mine }
+}
+
+/** A path with its symlinks resolved, or as it is where it cannot be (absent, unreadable). */
+function realOrSelf(p: string): string {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    // Not there (yet), or not ours to read: compared as written.
+    return path.resolve(p)
+  }
+}
+
+/** The identity check's bound: an agent that answers nothing in this long is unreachable. */
+const IDENTITY_MS = 30_000
 
 /** What an agent that does not answer is told to do, after the reason. */
 export const START_HINT =
@@ -48,10 +98,24 @@ interface Answer {
 }
 
 export class AgentClient {
+  private readonly base: string
+  readonly #target: AgentTarget
+  /** The identity check, once it passed or is under way; cleared when the agent could not be reached. */
+  #checked: Promise<void> | undefined
+
+  /** target: a URL (asked as it is, as --url is), or findAgent's answer. */
   constructor(
-    private readonly base: string,
+    target: string | AgentTarget,
     private readonly token: string,
-  ) {}
+  ) {
+    this.#target = typeof target === 'string' ? { url: target, via: '--url' } : target
+    this.base = this.#target.url
+  }
+
+  /** The address asked. */
+  get url(): string {
+    return this.base
+  }
 
   async status(): Promise<LayoutReport> {
     return (await this.call('GET', '/layout/status')) as LayoutReport
@@ -103,8 +167,49 @@ export class AgentClient {
     return this.decode(method, path, await this.send(method, path, timeoutMs, {}))
   }
 
-  /** One request; timeoutMs bounds the time without a byte from the agent (0: none). */
-  private send(
+  /** One request, after the identity check; timeoutMs bounds the time without a byte from the agent (0: none). */
+  private async send(
+    method: 'GET' | 'POST',
+    path: string,
+    timeoutMs: number,
+    extra: Record<string, string>,
+  ): Promise<Answer> {
+    const dataDir = this.#target.dataDir
+    if (dataDir !== undefined) {
+      const timeout = timeoutMs === 0 ? IDENTITY_MS : Math.min(timeoutMs, IDENTITY_MS)
+      this.#checked ??= this.#check(dataDir, timeout).catch((err: unknown) => {
+        // An agent not up yet may be up at the next ask (`status --wait-ready`).
+        if (err instanceof AgentUnreachable) this.#checked = undefined
+        throw err
+      })
+      await this.#checked
+    }
+    return this.request(method, path, timeoutMs, extra)
+  }
+
+  /** Throws unless the agent answering holds dataDir (GET /agent), realpaths compared. */
+  async #check(dataDir: string, timeoutMs: number): Promise<void> {
+    const res = await this.request('GET', '/agent', timeoutMs, {})
+    const { url, via } = this.#target
+    if (res.status === 404) throw errors.agentUnidentified(url, via, 'GET /agent answered 404')
+    let body: unknown
+    try {
+      body = JSON.parse(res.text)
+    } catch {
+      throw errors.agentUnidentified(url, via, `GET /agent answered ${res.status} with a body that is not JSON`)
+    }
+    if (res.status >= 400) this.decode('GET', '/agent', res)
+    const { dataDir: theirs, startId } = (body ?? {}) as { dataDir?: unknown; startId?: unknown }
+    // The start that wrote this data root's agent.json: ours, by whatever path it names the root.
+    if (this.#target.startId !== undefined && startId === this.#target.startId) return
+    if (typeof theirs !== 'string' || theirs === '')
+      throw errors.agentUnidentified(url, via, 'GET /agent named no dataDir')
+    const ours = realOrSelf(dataDir)
+    if (theirs !== ours && realOrSelf(theirs) !== ours) throw errors.agentOtherDataRoot(url, theirs, dataDir, via)
+  }
+
+  /** One request as it is; timeoutMs bounds the time without a byte from the agent (0: none). */
+  private request(
     method: 'GET' | 'POST',
     path: string,
     timeoutMs: number,

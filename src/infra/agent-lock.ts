@@ -1,7 +1,9 @@
 // One agent per data root (design §4.4): `D/agent.lock`, held for the
 // agent's lifetime with a lock the kernel drops when the process dies, and
-// `D/agent.json`, who holds it (pid, listen address), so a second agent can
-// name the holder when it refuses to start.
+// `D/agent.json`, who holds it (pid, listen address, data root, start id),
+// so a second agent can name the holder when it refuses to start, and the
+// CLI can find the agent that holds *its* data root (src/cli/agent-client.ts)
+// rather than whatever answers on the default port.
 //
 // Node has no flock(2). SQLite's own file locks are POSIX fcntl locks, which
 // the kernel releases with the process however it ends (kill -9 included),
@@ -12,21 +14,15 @@
 // stale file after kill -9 (mkdir/pidfile schemes, guessed stale by age) or
 // bring a native module of its own for flock. The lock file lives beside
 // the registry, outside `D/layout`, so no journal or hold listing sees it.
+import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { errorMessage, errors } from '../errors.js'
+import { AGENT_HOLDER_FILE, type Holder } from './agent-holder.js'
 
 export const AGENT_LOCK_FILE = 'agent.lock'
-export const AGENT_HOLDER_FILE = 'agent.json'
-
-/** Who holds the lock, as `D/agent.json` says. */
-export interface Holder {
-  pid: number
-  /** `host:port` once the agent listens; empty before. */
-  listen: string
-  startedAt: string
-}
+export { AGENT_HOLDER_FILE, type Holder }
 
 function isBusy(err: unknown): boolean {
   return err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code === 'SQLITE_LOCKED')
@@ -75,9 +71,26 @@ export class AgentLock {
       if (isBusy(err)) throw errors.dataDirLocked(dataDir, describeHolder(holderFile))
       throw err
     }
-    const lock = new AgentLock(db, holderFile, { pid: process.pid, listen: '', startedAt: now().toISOString() })
+    const lock = new AgentLock(db, holderFile, {
+      pid: process.pid,
+      listen: '',
+      startedAt: now().toISOString(),
+      dataDir: fs.realpathSync(dataDir),
+      startId: randomUUID(),
+    })
     lock.#writeHolder()
     return lock
+  }
+
+  /** Who holds the lock: this agent, as `D/agent.json` says it. */
+  get holder(): Readonly<Holder> {
+    return this.#holder
+  }
+
+  /** Which agent this is, as `GET /agent` answers it: the holder but its address, which a client already dialled. */
+  get identity(): Readonly<Omit<Holder, 'listen'>> {
+    const { pid, dataDir, startId, startedAt } = this.#holder
+    return { pid, dataDir, startId, startedAt }
   }
 
   /** Records the address the agent listens on, for the next agent's refusal. */

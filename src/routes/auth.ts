@@ -18,6 +18,11 @@ function sameToken(given: string, token: string): boolean {
   return timingSafeEqual(a, b)
 }
 
+/** The token of an `Authorization: Bearer <token>` header, if the request has one. */
+function bearerOf(request: FastifyRequest): string | undefined {
+  return /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')?.[1]
+}
+
 export function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false
   const a = address.toLowerCase()
@@ -45,8 +50,7 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
       'no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only',
     )
   }
-  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')
-  const given = m?.[1]
+  const given = bearerOf(request)
   if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
   return errors.unauthorized(
@@ -54,4 +58,18 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
       ? 'this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN>'
       : 'the bearer token is not the one configured',
   )
+}
+
+/**
+ * A read that tells where the agent keeps its files (`GET /agent`): a
+ * loopback peer may ask, anyone else only with the token. A remote client
+ * without it learns nothing of the box's filesystem.
+ */
+export function privateReadRefusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
+  if (isLoopback(request.socket.remoteAddress)) return undefined
+  if (token === '') return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so loopback peers only')
+  const given = bearerOf(request)
+  if (given !== undefined && sameToken(given, token)) return undefined
+  void reply.header('www-authenticate', 'Bearer realm="layoutd"')
+  return errors.unauthorized('this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN> from beyond loopback')
 }

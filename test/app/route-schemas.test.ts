@@ -8,6 +8,7 @@ import { test } from 'node:test'
 import Fastify from 'fastify'
 import { build, FakeAgent } from '../helpers/fake-agent.js'
 import { Metrics } from '../../src/metrics.js'
+import { agentIdentityRoutes } from '../../src/routes/agent-identity.js'
 import { consoleRoutes } from '../../src/routes/console.js'
 import { healthRoutes } from '../../src/routes/health.js'
 import { layoutRoutes } from '../../src/routes/layout.js'
@@ -43,6 +44,7 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
   })
   const api = new FakeAgent()
   await app.register(healthRoutes)
+  await app.register(agentIdentityRoutes, { identity: undefined, token: '' })
   await app.register(readyRoutes, { api })
   await app.register(layoutRoutes, { api })
   await app.register(wakesRoutes, { api })

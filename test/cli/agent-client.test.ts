@@ -2,13 +2,17 @@
 // sends, an agent's refusal carried as the same coded error, and an agent
 // that is not there or does not answer JSON.
 import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
+import path from 'node:path'
 import { test } from 'node:test'
-import { AgentClient, agentUrl } from '../../src/cli/agent-client.js'
+import { AgentClient, agentUrl, findAgent } from '../../src/cli/agent-client.js'
 import { loadConfig } from '../../src/config.js'
 import { AgentUnreachable, AppError, errors, exitStatusOf } from '../../src/errors.js'
+import { AGENT_HOLDER_FILE } from '../../src/infra/agent-holder.js'
 import { listen, sampleReport } from '../helpers/fake-agent.js'
+import { tmpDir } from '../helpers/tmp.js'
 
 void test('agentUrl: --url without trailing slashes, else the listen address, IPv6 bracketed', () => {
   const config = loadConfig({ CARLOS_AGENT_LISTEN: '[::1]:9741' })
@@ -71,5 +75,61 @@ void test('no agent, or something that does not answer JSON: AgentUnreachable, n
   await assert.rejects(new AgentClient(base, '').status(), {
     name: 'AgentUnreachable',
     message: `GET ${base}/layout/status: answered 200 with a body that is not JSON`,
+  })
+})
+
+/** An identity a fake agent answers GET /agent with. */
+const holding = (dataDir: string) => ({ dataDir, pid: 1, startId: 'fake', startedAt: new Date().toISOString() })
+
+void test('findAgent: --url as given; else the address D/agent.json names while its agent runs; else the listen address', async (t) => {
+  const dataDir = await tmpDir(t)
+  const config = loadConfig({ CARLOS_DATA_DIR: dataDir, CARLOS_AGENT_LISTEN: '127.0.0.1:9741' })
+  assert.deepEqual(findAgent(config, 'http://x:1/'), { url: 'http://x:1', via: '--url' })
+  const fallback = { url: 'http://127.0.0.1:9741', via: 'CARLOS_AGENT_LISTEN or its default', dataDir }
+  assert.deepEqual(findAgent(config, undefined), fallback, 'no agent.json')
+  const file = path.join(dataDir, AGENT_HOLDER_FILE)
+  const write = (h: object) => fs.writeFile(file, JSON.stringify(h))
+  await write({ pid: process.pid, listen: '127.0.0.1:5555', dataDir, startId: 'a', startedAt: '' })
+  const named = { url: 'http://127.0.0.1:5555', via: `named by ${file}`, dataDir, startId: 'a' }
+  assert.deepEqual(findAgent(config, undefined), named)
+  await write({ pid: process.pid, listen: '', dataDir, startId: 'a', startedAt: '' })
+  assert.deepEqual(findAgent(config, undefined), { ...fallback, startId: 'a' }, 'not listening yet')
+  // A pid no process has: the agent named was killed and left its file.
+  await write({ pid: 2 ** 22 + 1, listen: '127.0.0.1:5555', dataDir, startId: 'a', startedAt: '' })
+  assert.deepEqual(findAgent(config, undefined), { ...fallback, startId: 'a' }, 'a dead holder')
+  await fs.writeFile(file, '{half')
+  assert.deepEqual(findAgent(config, undefined), fallback, 'half a file')
+})
+
+void test('the client asks GET /agent first: this data root (through a symlink too) passes, another is refused, none is unidentified', async (t) => {
+  const dataDir = await tmpDir(t)
+  const link = path.join(await tmpDir(t), 'data')
+  await fs.symlink(dataDir, link)
+  const { url } = await listen(t, { identity: holding(dataDir) })
+  const target = { url, via: 'test', dataDir: link }
+  assert.deepEqual(await new AgentClient(target, '').status(), sampleReport())
+
+  const other = await listen(t, { identity: holding('/elsewhere/data') })
+  await assert.rejects(new AgentClient({ ...target, url: other.url }, '').kick(), (err: unknown) => {
+    assert.ok(err instanceof AppError)
+    assert.equal(err.code, 'agent_other_data_root')
+    assert.ok(
+      err.message.startsWith(`the agent at ${other.url} (test) serves /elsewhere/data, not this data root ${link}: `),
+    )
+    assert.equal(exitStatusOf(err), 1)
+    return true
+  })
+  assert.equal(other.agent.kicks, 0, 'nothing was asked of it')
+
+  const none = await listen(t)
+  await assert.rejects(new AgentClient({ ...target, url: none.url }, '').kick(), { code: 'agent_unidentified' })
+  assert.equal(none.agent.kicks, 0)
+
+  // The start that wrote this root's agent.json, naming the root by another path (a container's mount): ours.
+  const mounted = await listen(t, { identity: { ...holding('/data'), startId: 'this-start' } })
+  const mine = { ...target, url: mounted.url, startId: 'this-start' }
+  assert.equal((await new AgentClient(mine, '').kick()).running, true)
+  await assert.rejects(new AgentClient({ ...mine, startId: 'another-start' }, '').kick(), {
+    code: 'agent_other_data_root',
   })
 })

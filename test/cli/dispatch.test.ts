@@ -16,6 +16,16 @@ interface Ran {
   err: string
 }
 
+/**
+ * Where a command here would look, were it to get that far (none does):
+ * never the machine's ./data or an agent on the default port.
+ */
+const NOWHERE = {
+  CARLOS_DATA_DIR: path.join(os.tmpdir(), 'layoutd-dispatch-unused', 'data'),
+  CARLOS_DEPLOYMENT_DIR: path.join(os.tmpdir(), 'layoutd-dispatch-unused', 'deploy'),
+  CARLOS_AGENT_LISTEN: '127.0.0.1:1',
+}
+
 function layoutd(
   args: readonly string[],
   env: Record<string, string> = {},
@@ -25,7 +35,7 @@ function layoutd(
     execFile(
       process.execPath,
       [...nodeArgs, MAIN_JS, ...args],
-      { env: { PATH: process.env.PATH, ...env } },
+      { env: { PATH: process.env.PATH, ...NOWHERE, ...env } },
       (err, out, errText) => {
         resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
       },
@@ -170,9 +180,14 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
     const bin = path.join(root, 'bin', 'layoutd')
     await fs.copyFile(fileURLToPath(new URL('../../../bin/layoutd', import.meta.url)), bin)
     const r = await new Promise<Ran>((resolve) => {
-      execFile(process.execPath, [bin, 'status'], { env: { PATH: process.env.PATH } }, (err, out, errText) => {
-        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
-      })
+      execFile(
+        process.execPath,
+        [bin, 'status'],
+        { env: { PATH: process.env.PATH, ...NOWHERE } },
+        (err, out, errText) => {
+          resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
+        },
+      )
     })
     assert.equal(r.code, 1)
     assert.match(r.err, /^layoutd: Cannot find module '.*\/dist\/src\/main\.js' imported from .*\n/)

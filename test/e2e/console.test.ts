@@ -50,7 +50,9 @@ async function rowsShown(page: Page): Promise<Record<string, string>> {
 void test('the console in Chromium: rows turn nested while the page is open, the filter and the search work, and so does a load with no JavaScript', async (t) => {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-console-'))
   const sb = await makeSandbox(root, 'kass-1')
-  const agent = await AgentProcess.start(sb)
+  // The CLI asks this agent's mint (D/agent.json names it): with the default
+  // flat the rows start flat, and only the recorded intent moves them.
+  const agent = await AgentProcess.start(sb, { env: { CARLOS_LAYOUT_DEFAULT: 'flat' } })
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] })
   t.after(async () => {
     await browser.close()

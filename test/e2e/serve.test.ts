@@ -61,7 +61,9 @@ async function statusJson(sb: Sandbox, agent: AgentProcess): Promise<LayoutRepor
 
 void test('routes add, intent migrate --box, status: the rows and the mode change without a restart', async (t) => {
   const { sb, start } = await sandbox(t, 'kass-1')
-  const agent = await start()
+  // The CLI asks this agent's mint (D/agent.json names it): with the default
+  // flat the rows start flat, and only the recorded intent moves them.
+  const agent = await start({ env: { CARLOS_LAYOUT_DEFAULT: 'flat' } })
   await agent.waitReady()
 
   const live = await request(`${agent.url}/livez`)

@@ -30,12 +30,21 @@ const POLL_MS = 25
 const TAIL_LINES = 60
 const START_ATTEMPTS = 5
 
-/** Where one agent keeps its things: the data dir, the deploy store, the probe verdict. */
+/** Where one agent keeps its things: the data dir, the deploy store, the probe verdict, its own fallback address. */
 export interface Sandbox {
   root: string
   dataDir: string
   deployDir: string
   probeFile: string
+  /** An empty mount table: the gate reads nothing of the machine's. */
+  mountinfo: string
+  /**
+   * CARLOS_AGENT_LISTEN for the sandbox's commands: a loopback port of its
+   * own, never the default 127.0.0.1:9740, where another agent of the
+   * machine may answer. The agent itself listens where AgentProcess
+   * chooses, and the CLI finds it through D/agent.json.
+   */
+  listen: string
   box: string
 }
 
@@ -46,18 +55,23 @@ export async function makeSandbox(root: string, box = 'crash-box'): Promise<Sand
     dataDir: path.join(root, 'data'),
     deployDir: path.join(root, 'deploy'),
     probeFile: path.join(root, 'probe.out'),
+    mountinfo: path.join(root, 'mountinfo'),
+    listen: `127.0.0.1:${await freePort()}`,
     box,
   }
   await fs.mkdir(sb.dataDir, { recursive: true })
   await fs.mkdir(sb.deployDir, { recursive: true })
   await fs.writeFile(sb.probeFile, 'ready: true\n')
+  await fs.writeFile(sb.mountinfo, '')
   return sb
 }
 
 /**
  * The environment every command of the sandbox runs with. No mount is
  * required (CARLOS_NESTED_MOUNTS=none): a temp dir is not a nosymfollow
- * mount, and the gate's other checks still run.
+ * mount, and the gate's other checks still run. Every path and the listen
+ * address are the sandbox's own, so nothing of the machine's (its
+ * CARLOS_* variables, an agent on the default port, ./data) reaches in.
  */
 export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
@@ -66,9 +80,12 @@ export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): Nod
   return {
     ...env,
     CARLOS_DATA_DIR: sb.dataDir,
+    CARLOS_RUN_DIR: path.join(sb.dataDir, 'run'),
     CARLOS_DEPLOYMENT_DIR: sb.deployDir,
+    CARLOS_AGENT_LISTEN: sb.listen,
     CARLOS_BOX: sb.box,
     CARLOS_NESTED_MOUNTS: 'none',
+    CARLOS_MOUNTINFO: sb.mountinfo,
     CARLOS_PROBE_FILE: sb.probeFile,
     CARLOS_LAYOUT_POLL: '200ms',
     CARLOS_ACTIVATOR_URL: '',

@@ -9,6 +9,7 @@ import type { Mode } from '../../src/domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
+import type { AgentIdentity } from '../../src/routes/agent-identity.js'
 
 export const HOST = 'a.example.com'
 
@@ -190,6 +191,8 @@ export interface BuildOptions {
   token?: string
   bodyLimit?: number
   timeouts?: Partial<Timeouts>
+  /** What GET /agent answers: the data root this fake says it holds; none (404) by default. */
+  identity?: AgentIdentity
 }
 
 /** The app around a FakeAgent, closed when the test ends. */
@@ -210,6 +213,7 @@ export async function build(t: TestContext, opts: BuildOptions = {}): Promise<Bu
     token: opts.token ?? '',
     bodyLimit: opts.bodyLimit,
     timeouts: opts.timeouts,
+    identity: opts.identity,
   })
   t.after(() => app.close())
   return { app, agent, metrics, logs }

@@ -31,6 +31,8 @@ before(async () => {
     CARLOS_DEPLOYMENT_DIR: deployDir(),
     CARLOS_BOX: 'kass-1',
     CARLOS_NESTED_MOUNTS: 'none',
+    CARLOS_PROBE_FILE: path.join(root, 'probe.out'),
+    CARLOS_MOUNTINFO: path.join(root, 'mountinfo'),
     // Nobody listens there: `routes add` applies the mint rule itself.
     CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`,
     CARLOS_LOG_LEVEL: 'silent',

@@ -13,6 +13,14 @@ void test('a second holder is refused naming the first one, its pid and address;
   const first = AgentLock.acquire(dataDir)
   t.after(() => first.release())
   const before = await fs.readFile(path.join(dataDir, AGENT_HOLDER_FILE), 'utf8')
+  // What the CLI finds its agent by: the data root, its pid, this start (design §8 "Which agent").
+  const holder = JSON.parse(before) as Record<string, unknown>
+  assert.equal(holder.dataDir, await fs.realpath(dataDir))
+  assert.equal(holder.pid, process.pid)
+  assert.match(String(holder.startId), /^[0-9a-f-]{36}$/)
+  assert.deepEqual(first.holder, holder)
+  const identity = { pid: holder.pid, dataDir: holder.dataDir, startId: holder.startId, startedAt: holder.startedAt }
+  assert.deepEqual(first.identity, identity, 'GET /agent answers the holder but its address')
   assert.throws(
     () => AgentLock.acquire(dataDir),
     (err: unknown) =>

@@ -73,3 +73,33 @@ void test('isLoopback knows loopback by address, not by name', () => {
   assert.equal(isLoopback('127.0.0.1.example.com'), false)
   assert.equal(isLoopback(undefined), false)
 })
+
+void test('GET /agent names the data root to loopback peers, and beyond loopback only with the token', async (t) => {
+  const identity = { dataDir: '/data', pid: 42, startId: 'a-start', startedAt: '2026-12-03T00:00:00.000Z' }
+  const { app } = await build(t, { token: TOKEN, identity })
+  const remote = { remoteAddress: '10.0.0.9' }
+  const local = await app.inject({ method: 'GET', url: '/agent' })
+  assert.equal(local.statusCode, 200)
+  assert.deepEqual(JSON.parse(local.body), identity)
+  const none = await app.inject({ method: 'GET', url: '/agent', ...remote })
+  assert.equal(none.statusCode, 401)
+  assert.equal(none.body.includes('/data'), false, 'the path is not in a refusal')
+  const wrong = await app.inject({ method: 'GET', url: '/agent', headers: { authorization: 'Bearer nope' }, ...remote })
+  assert.equal(wrong.statusCode, 401)
+  const right = await app.inject({
+    method: 'GET',
+    url: '/agent',
+    headers: { authorization: `Bearer ${TOKEN}` },
+    ...remote,
+  })
+  assert.equal(right.statusCode, 200)
+
+  // No token configured: loopback only, whatever is sent.
+  const open = await build(t, { identity })
+  assert.equal((await open.app.inject({ method: 'GET', url: '/agent', ...remote })).statusCode, 403)
+  // An app around no data root (a fake's, the schema-only one) says so.
+  const bare = await build(t)
+  const missing = await bare.app.inject({ method: 'GET', url: '/agent' })
+  assert.equal(missing.statusCode, 404)
+  assert.equal(errorOf(missing.body).code, 'not_found')
+})

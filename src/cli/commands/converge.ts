@@ -5,7 +5,7 @@
 // is held.
 import type { LegRun } from '../../domain/schemas.js'
 import { AppError } from '../../errors.js'
-import { AgentClient, agentUrl } from '../agent-client.js'
+import { AgentClient, findAgent } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
 import { summarize } from '../status-view.js'
@@ -13,7 +13,7 @@ import { summarize } from '../status-view.js'
 export const usage = `usage:
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
 
-  --url URL   the agent to ask; default http:// + CARLOS_AGENT_LISTEN
+  --url URL   the agent to ask; default the one D/agent.json names, else http:// + CARLOS_AGENT_LISTEN
   --wait      show progress until the run ends; exit 1 when a host failed, was refused or is held
 `
 
@@ -34,7 +34,7 @@ type Stdout = CommandContext['stdout']
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
-  const client = new AgentClient(agentUrl(config, args.values.url), config.token)
+  const client = new AgentClient(findAgent(config, args.values.url), config.token)
   if (args.values.wait !== true) {
     const leg = await client.kick()
     stdout.write(

@@ -9,8 +9,8 @@ import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
-import { errorMessage, errors } from '../../errors.js'
-import { AgentClient, agentUrl } from '../agent-client.js'
+import { AppError, errorMessage, errors } from '../../errors.js'
+import { AgentClient, findAgent } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, type Cli, type CommandContext, type Scope } from '../command.js'
 import { ansi, formatReport, plain, relative, wantsColour, whatToDo, type Paint } from '../status-view.js'
@@ -21,7 +21,7 @@ export const usage = `usage:
   layoutd status --watch [--url URL]              the report, redrawn as it changes (Ctrl-C ends it)
   layoutd status --wait-ready [--timeout S]       wait until the agent answers ready; exit 1 after S seconds (30)
 
-  --url URL      the agent to ask; default http:// + CARLOS_AGENT_LISTEN
+  --url URL      the agent to ask; default the one D/agent.json names, else http:// + CARLOS_AGENT_LISTEN
   --json         print the report (or the host's row) as JSON
   Colour only on a terminal, and never with NO_COLOR set.
 `
@@ -69,6 +69,9 @@ function timeoutSeconds(text: string | undefined): number {
 }
 
 /** Asks /ready until it answers 200, or the timeout passes: 0 ready, 1 not. */
+/** The agent answering is not this data root's: waiting for it to be ready is waiting for the wrong one. */
+const WRONG_AGENT: ReadonlySet<string> = new Set(['agent_other_data_root', 'agent_unidentified'])
+
 export async function waitReady(
   client: AgentClient,
   url: string,
@@ -88,6 +91,8 @@ export async function waitReady(
       }
       last = `layoutd is ${r.phase}`
     } catch (err) {
+      // Another data root's agent will not become this one's by waiting.
+      if (err instanceof AppError && WRONG_AGENT.has(err.code)) throw err
       last = errorMessage(err)
     }
     await pause(Math.min(READY_EVERY_MS, Math.max(0, deadline - Date.now())))
@@ -219,8 +224,8 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   if (v.timeout !== undefined && v['wait-ready'] !== true) throw errors.usage('--timeout goes with --wait-ready')
   if (v.json === true && (v.watch === true || v['wait-ready'] === true))
     throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
-  const url = agentUrl(ctx.config, v.url)
-  const client = new AgentClient(url, ctx.config.token)
+  const client = new AgentClient(findAgent(ctx.config, v.url), ctx.config.token)
+  const url = client.url
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
   // The journal and hold are read only from this box's own data root: with
   // --url the agent may be another box's.

@@ -51,8 +51,10 @@ void test('status HOST: word, reason, note, the paths it would wake at, and what
 })
 
 void test("status HOST on the agent's own box reads the host's hold marker and journal from the data root", async (t) => {
-  const { agent, url } = await listen(t)
   const dataDir = await tmpDir(t)
+  const { agent, url } = await listen(t, {
+    identity: { dataDir, pid: 1, startId: 'fake', startedAt: new Date().toISOString() },
+  })
   await fs.mkdir(path.join(dataDir, 'layout'))
   const heldAt = new Date(Date.now() - 3 * 3_600_000).toISOString()
   await fs.writeFile(

@@ -7,6 +7,7 @@ import { main } from '../../../src/cli/commands/status.js'
 import { errors } from '../../../src/errors.js'
 import { HOST, listen, sampleReport } from '../../helpers/fake-agent.js'
 import { Sink } from '../../helpers/sink.js'
+import { tmpDir } from '../../helpers/tmp.js'
 
 async function status(environ: NodeJS.ProcessEnv, ...argv: string[]) {
   const stdout = new Sink()
@@ -99,11 +100,34 @@ void test('an agent that is not there: exit 1, naming the address', async () => 
   assert.match(r.err, /^layoutd: cannot reach layoutd at http:\/\/127\.0\.0\.1:1: /)
 })
 
-void test('without --url, status asks the address the agent listens on', async (t) => {
-  const { url } = await listen(t)
-  const r = await status({ CARLOS_AGENT_LISTEN: new URL(url).host }, '--json')
+void test('without --url, status asks the address the agent listens on, once it says it holds this data root', async (t) => {
+  const dataDir = await tmpDir(t)
+  const identity = { dataDir, pid: 1, startId: 'fake', startedAt: new Date().toISOString() }
+  const { url } = await listen(t, { identity })
+  const r = await status({ CARLOS_AGENT_LISTEN: new URL(url).host, CARLOS_DATA_DIR: dataDir }, '--json')
   assert.equal(r.code, 0, r.err)
   assert.equal((JSON.parse(r.out) as { box: string }).box, 'kass-1')
+})
+
+void test('without --url, an agent of another data root is refused naming both, and nothing is asked of it', async (t) => {
+  const [ours, theirs] = [await tmpDir(t), await tmpDir(t)]
+  const identity = { dataDir: theirs, pid: 1, startId: 'fake', startedAt: new Date().toISOString() }
+  const { agent, url } = await listen(t, { identity })
+  const environ = { CARLOS_AGENT_LISTEN: new URL(url).host, CARLOS_DATA_DIR: ours }
+  const before = agent.reportReads
+  for (const argv of [['--json'], ['--wait-ready', '--timeout', '5']]) {
+    const r = await status(environ, ...argv)
+    assert.equal(r.code, 1, r.err)
+    assert.ok(
+      r.err.startsWith(
+        `layoutd: the agent at ${url} (CARLOS_AGENT_LISTEN or its default) serves ${theirs}, not this data root ${ours}: `,
+      ),
+      r.err,
+    )
+  }
+  assert.equal(agent.reportReads, before, 'the report was never asked')
+  // With --url the operator names the agent: asked as it is.
+  assert.equal((await status(environ, '--json', '--url', url)).code, 0)
 })
 
 void test('--help and -h print the usage and exit 0, even when the environment holds a bad value', async () => {

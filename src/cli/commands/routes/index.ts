@@ -81,13 +81,13 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
     // gate: with no intent, a nested default then mints nested only where
     // the box has evidently moved (nested rows present).
     const mint = async (): Promise<Mode> => {
-      const [{ openDeployStore }, { mintLayoutIntentWith }, { AgentClient, agentUrl }] = await Promise.all([
+      const [{ openDeployStore }, { mintLayoutIntentWith }, { AgentClient, findAgent }] = await Promise.all([
         import('../../../infra/deploy-store.js'),
         import('../../../domain/mint.js'),
         import('../../agent-client.js'),
       ])
       try {
-        return await new AgentClient(agentUrl(config, undefined), config.token).mint(MINT_ASK_MS)
+        return await new AgentClient(findAgent(config, undefined), config.token).mint(MINT_ASK_MS)
       } catch (err) {
         if (!(err instanceof AgentUnreachable)) throw err
       }
