@@ -52,7 +52,7 @@ export async function layoutLegWith(
     // Stopping the agent is not news about the intent: status keeps what it knew.
     if (signal.aborted) throw error
     const err = errorMessage(error)
-    logger.warn({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
+    logger.warn({ intent: 'unreadable', err: error }, `layout: intent -> unreadable: ${err}; not converging this move`)
     state.noteIntent('unreadable', err)
     return { results: [], retry: false, unfinished: true }
   }

@@ -265,10 +265,10 @@ export class Leg {
       const reason = errorMessage(err)
       if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.
-        logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
+        logger.info({ err }, `layout: leg run ended by shutdown: ${reason}`)
         outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: false }
       } else {
-        logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
+        logger.error({ err }, `layout: leg run failed: ${reason}`)
         outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: true }
       }
     }
@@ -294,7 +294,7 @@ export class Leg {
       fn()
     } catch (err) {
       const reason = errorMessage(err)
-      this.#opts.logger.error({ hook: name, err: reason }, `layout: leg ${name} hook failed: ${reason}`)
+      this.#opts.logger.error({ hook: name, err }, `layout: leg ${name} hook failed: ${reason}`)
     }
   }
 

@@ -72,7 +72,7 @@ export class AwakeStop {
       const stopped = await claims.stop(host, timeout.signal)
       return stopped && !claims.claimed(host)
     } catch (err) {
-      logger.error({ host, err: errorMessage(err) }, `layout: ${host}: stop failed: ${errorMessage(err)}`)
+      logger.error({ host, err }, `layout: ${host}: stop failed: ${errorMessage(err)}`)
       return false
     } finally {
       cancel()

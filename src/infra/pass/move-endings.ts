@@ -51,7 +51,7 @@ export class MoveEndings {
       registry.setPaths(moves.map(rowOf))
     } catch (batchErr) {
       logger.warn(
-        { err: errorMessage(batchErr) },
+        { err: batchErr },
         `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`,
       )
       done = []
@@ -70,10 +70,7 @@ export class MoveEndings {
       await syncParents(failed.map(({ move }) => ({ from: move.journal.dest.dir, to: move.journal.from.dir })))
       for (const { move, err } of failed) {
         const why = `registry not updated: ${errorMessage(err)}`
-        logger.error(
-          { host: move.journal.host, err: errorMessage(err) },
-          `layout: ${move.journal.host}: ${why}; files moved back`,
-        )
+        logger.error({ host: move.journal.host, err }, `layout: ${move.journal.host}: ${why}; files moved back`)
         results.push(...(await this.abandon([move], `${why}; the files were moved back`)))
       }
     }
@@ -118,7 +115,7 @@ export class MoveEndings {
     const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
     await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
       ctx.deps.logger.warn(
-        { hosts: reverted, err: errorMessage(err) },
+        { hosts: reverted, err },
         `layout: empty nested directories not removed: ${errorMessage(err)}`,
       )
     })

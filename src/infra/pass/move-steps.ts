@@ -137,7 +137,7 @@ export class MoveSteps {
         results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
       }
       ctx.deps.logger.error(
-        { err: errorMessage(err), hosts: moves.map((move) => move.journal.host) },
+        { err, hosts: moves.map((move) => move.journal.host) },
         `layout: move interrupted: ${errorMessage(err)}`,
       )
     }

@@ -96,7 +96,7 @@ export class PassContext {
       await this.deps.reload()
     } catch (err) {
       this.deps.logger.warn(
-        { err: errorMessage(err) },
+        { err },
         `layout: edge reload failed: ${errorMessage(err)}; the edge's own poll picks the rows up`,
       )
     }

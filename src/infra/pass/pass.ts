@@ -147,7 +147,7 @@ export class Pass implements LayoutPass {
     await ahead
     if (failure !== undefined) throw failure.err
     await grace.save().catch((err: unknown) => {
-      logger.error({ err: errorMessage(err) }, `layout: grace book not saved: ${errorMessage(err)}`)
+      logger.error({ err }, `layout: grace book not saved: ${errorMessage(err)}`)
     })
     return inRowOrder(results, rows)
   }

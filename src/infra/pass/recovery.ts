@@ -155,10 +155,7 @@ export class Recovery {
       try {
         read = host === undefined ? readBatchSync(dirs, name) : readJournalSync(dirs, host)
       } catch (err) {
-        logger.warn(
-          { file: name, err: errorMessage(err) },
-          `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`,
-        )
+        logger.warn({ file: name, err }, `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`)
         return
       }
       names.add(name)
