@@ -4,6 +4,7 @@ import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
+import { ReasonCode } from './domain/reason-codes.js'
 
 const ReadyCheck = Type.Object(
   {
@@ -98,6 +99,7 @@ export const WakeRefusal = Type.Object(
   {
     host,
     layout,
+    code: ReasonCode,
     reason: Type.String({
       description:
         'Why it may not wake, starting with what stands in the way: `fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
@@ -141,6 +143,7 @@ export const WakeSet = Type.Object(
       Type.Object(
         {
           host: Type.String({ description: 'A host the activator has awake that may not be.' }),
+          code: ReasonCode,
           reason: Type.String({ description: 'Why it may not be awake, as a claim for it would be refused now.' }),
         },
         { additionalProperties: false, description: 'A host to stop.' },

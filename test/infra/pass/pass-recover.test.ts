@@ -51,7 +51,13 @@ void test('files at from, row at from: steps 5–9 are redone', async (t) => {
   const h = await harness(t)
   const { j, sum } = await midMove(h)
   const [r] = await h.pass.recover('nested')
-  assert.deepEqual(r, { host: A, outcome: 'recovered', reason: 'finished the move to nested', to: 'nested' })
+  assert.deepEqual(r, {
+    host: A,
+    outcome: 'recovered',
+    code: 'move_finished',
+    reason: 'finished the move to nested',
+    to: 'nested',
+  })
   assert.ok(isNested(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.equal(hashTree(j.dest.dir), sum)
   assert.equal(fs.existsSync(journalFile(h)), false)
@@ -110,6 +116,7 @@ void test('a symlink at dest is never committed to: kept fenced, nothing touched
   assert.deepEqual(r, {
     host: A,
     outcome: 'held',
+    code: 'dest_symlink',
     reason: `${j.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`,
     to: 'nested',
   })
@@ -144,7 +151,8 @@ void test('files at both ends: ambiguous, kept fenced, nothing touched', async (
   assert.equal(hashTree(j.from.dir), sum)
   assert.deepEqual(fs.readdirSync(j.dest.dir), ['other'])
   const c = h.pass.classify(h.reg.get(A) ?? ({} as never), h.reg.list())
-  assert.deepEqual(c, { layout: 'fenced', reason: r?.reason })
+  assert.equal(r?.code, 'ambiguous')
+  assert.deepEqual(c, { layout: 'fenced', code: 'ambiguous', reason: r?.reason })
 
   // The operator decides (removes the stray copy); the next run finishes the move.
   fs.rmSync(j.dest.dir, { recursive: true })
@@ -279,7 +287,8 @@ void test('under unreadable, a revert caught mid-way is finished and then held',
   assert.deepEqual(outcomes(await h.pass.recover('unreadable')), { [A]: 'held' })
   assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.equal(hashTree(j.dest.dir), sum)
-  assert.match(h.pass.held(A) ?? '', /^revert completed/)
+  assert.equal(h.pass.held(A)?.code, 'revert_unreadable')
+  assert.match(h.pass.held(A)?.reason ?? '', /^revert completed/)
   // Under nested the hold's move is retried, and goes.
   assert.deepEqual(outcomes(await h.converge('nested')), { [A]: 'moved' })
   assert.equal(h.pass.held(A), undefined)
@@ -410,5 +419,6 @@ void test('a crash between the hold marker and the journal removal holds the hos
   assert.deepEqual(outcomes(await pass.restoreHolds('nested')), { [A]: 'held' })
   assert.equal(fs.existsSync(journalFile(h)), false)
   assert.ok(fence.fenced(A) !== undefined)
-  assert.match(pass.held(A) ?? '', /second name/)
+  assert.equal(pass.held(A)?.code, 'second_name')
+  assert.match(pass.held(A)?.reason ?? '', /second name/)
 })

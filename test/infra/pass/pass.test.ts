@@ -96,10 +96,12 @@ void test('a symlinked dir is held, stays fenced across a restart, and moves onc
 
   const [r] = await h.converge('nested')
   assert.equal(r?.outcome, 'held')
+  assert.equal(r?.code, 'symlink_source')
   assert.match(r?.reason ?? '', /is a symlink/)
   assert.deepEqual(layoutFiles(h.dirs.dataDir), ['a.example.com.hold'])
   assert.notEqual(h.fence.fenced('a.example.com'), undefined, 'held hosts stay fenced')
-  assert.match(h.pass.held('a.example.com') ?? '', /is a symlink/)
+  assert.equal(h.pass.held('a.example.com')?.code, 'symlink_source', 'the marker carries the code')
+  assert.match(h.pass.held('a.example.com')?.reason ?? '', /is a symlink/)
   const c = h.pass.classify(rt, h.reg.list())
   assert.equal(c.layout, 'fenced')
   assert.match(c.reason, /held down after a refused move to nested: .*is a symlink/)
@@ -184,7 +186,13 @@ void test('nested is refused before anything is stopped when the gate says no', 
   h.gate.why = 'probe: not yet run'
   const res = await h.converge('nested', { deferAwake: false })
   assert.deepEqual(res, [
-    { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' },
+    {
+      host: 'a.example.com',
+      outcome: 'refused',
+      code: 'gate_shut',
+      reason: 'isolation not ready: probe: not yet run',
+      to: 'nested',
+    },
   ])
   assert.deepEqual(h.claims.stops, [])
   assert.equal(h.fence.fenced('a.example.com'), undefined)
@@ -596,13 +604,15 @@ void test('a directory swapped after preflight is moved back, not committed, and
   const results = await h.converge('nested')
   assert.deepEqual(outcomes(results), { 'link.example.com': 'held', 'other.example.com': 'held' })
   for (const host of Object.keys(swaps)) {
-    const reason = results.find((r) => r.host === host)?.reason ?? ''
+    const result = results.find((r) => r.host === host)
+    const reason = result?.reason ?? ''
+    assert.equal(result?.code, 'source_swapped', reason)
     assert.match(reason, /swapped after preflight/, reason)
     const row = h.reg.get(host)
     assert.ok(row && isFlat(h.dirs, row), `${host}: the row still says flat`)
     assert.equal(fs.existsSync(nestedPaths(h.dirs, host).dir), false, `${host}: nothing left at the nested path`)
     assert.ok(fs.lstatSync(flatPaths(h.dirs, host).dir), `${host}: what was renamed is back where it was`)
-    assert.equal(h.pass.held(host), reason, `${host}: held with the swap as the reason`)
+    assert.deepEqual(h.pass.held(host), { code: 'source_swapped', reason }, `${host}: held with the swap as the reason`)
     assert.ok(h.fence.fenced(host) !== undefined, `${host}: stays fenced`)
   }
   assert.ok(fs.lstatSync(flatPaths(h.dirs, 'link.example.com').dir).isSymbolicLink())
