@@ -103,7 +103,8 @@ export const WakeRefusal = Type.Object(
     reason: Type.String({
       description:
         'Why it may not wake, starting with what stands in the way: `fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
-        '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut).',
+        '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut). ' +
+        'For a person: decide by `code`, never by this sentence.',
     }),
   },
   { title: 'WakeRefusal', additionalProperties: false, description: 'The host may not wake now, and why.' },
