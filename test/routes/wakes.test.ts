@@ -431,7 +431,9 @@ void test('PUT /wakes records the whole set as claimed and names what must stop'
     ['d.example.com', 'z.example.com'],
   )
   assert.match(set.stop[0]?.reason ?? '', /^conflict: /)
+  assert.equal(set.stop[0]?.code, 'dir_claimed')
   assert.match(set.stop[1]?.reason ?? '', /^unknown host: /)
+  assert.equal(set.stop[1]?.code, 'unknown_host')
   assert.deepEqual(
     persistedWakes(b.registry),
     ['a.example.com', 'd.example.com', 'z.example.com'],
@@ -554,6 +556,7 @@ void test('CARLOS_ACTIVATOR=none: claims are refused and the set is not taken', 
   assert.equal(res.status, 409)
   assert.equal(res.body.layout, 'unmanaged')
   assert.match(res.body.reason, /CARLOS_ACTIVATOR=none/)
+  assert.equal(res.body.code, 'no_activator')
   const put = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['a.example.com'] } })
   assert.equal(put.statusCode, 409)
   assert.equal(errorOf(put.body).code, 'conflict')
@@ -583,6 +586,7 @@ void test('a release that does not come in time: the move fails, the fence is li
   const a = run?.results.find((r) => r.host === 'a.example.com')
   assert.equal(a?.outcome, 'failed')
   assert.match(a?.reason ?? '', /^stop timed out: still awake after 0s; it keeps running where it is/)
+  assert.equal(a?.code, 'stop_timeout')
   // Not fenced any more, still claimed, still at its flat paths with its files.
   const again = await b.app.inject({ method: 'GET', url: '/ready/a.example.com' })
   assert.equal(again.statusCode, 200)

@@ -75,6 +75,7 @@ void test('files at from, row at from, and the intent now wants from: rolled bac
       const [r] = await h.pass.recover(intent, { defaultOptedOut: optedOut })
       assert.equal(r?.outcome, 'recovered')
       assert.match(r?.reason ?? '', /^rolled back to flat/)
+      assert.equal(r?.code, 'rolled_back')
       assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
       assert.equal(hashTree(j.from.dir), sum)
       assert.equal(fs.existsSync(j.dest.dir), false)
@@ -168,6 +169,7 @@ void test('files at neither end: kept fenced, "files missing", nothing invented'
   const [r] = await h.pass.recover('nested')
   assert.equal(r?.outcome, 'held')
   assert.match(r?.reason ?? '', /^files missing: neither /)
+  assert.equal(r?.code, 'files_missing')
   assert.equal(fs.existsSync(j.dest.dir), false)
   assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.ok(h.fence.fenced(A) !== undefined)
@@ -234,6 +236,7 @@ void test('a corrupt journal keeps its host fenced and changes nothing', async (
       assert.equal(r?.outcome, 'held')
       assert.match(r?.reason ?? '', want)
       assert.match(r?.reason ?? '', /the host stays fenced and nothing is changed$/)
+      assert.equal(r?.code, 'journal_invalid')
       assert.ok(h.fence.fenced(A) !== undefined)
       assert.equal(fs.readFileSync(journalFile(h), 'utf8'), body(j))
       assert.deepEqual(h.reg.get(A), row)
@@ -256,6 +259,7 @@ void test('unfinished temporary files are removed; files named for no valid host
     [['', 'failed']],
   )
   assert.match(res[0]?.reason ?? '', /Not_A_Host\.journal: not named for a valid host; left alone$/)
+  assert.equal(res[0]?.code, 'stray_file')
   assert.deepEqual(fs.readdirSync(layout), ['Not_A_Host.journal'])
 })
 
@@ -267,6 +271,7 @@ void test('under unreadable, a completed revert is kept fenced as a hold', async
   const [r] = await h.pass.recover('unreadable')
   assert.equal(r?.outcome, 'held')
   assert.match(r?.reason ?? '', /^revert completed while the intent was unreadable/)
+  assert.equal(r?.code, 'revert_unreadable')
   assert.ok(h.fence.fenced(A) !== undefined)
   assert.equal(fs.existsSync(journalFile(h)), false)
   const marker = JSON.parse(fs.readFileSync(path.join(h.dirs.dataDir, 'layout', `${A}.hold`), 'utf8')) as { to: string }
@@ -343,6 +348,7 @@ void test('a hold whose move has happened since is dropped', async (t) => {
   const [r] = await h.pass.restoreHolds('nested')
   assert.equal(r?.outcome, 'released')
   assert.match(r?.reason ?? '', /its move to nested is done/)
+  assert.equal(r?.code, 'hold_dropped')
 })
 
 // A crash at every step of a batch, simulated in process: the failpoint
