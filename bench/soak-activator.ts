@@ -41,7 +41,7 @@ export interface SoakActivatorOptions {
 export interface ActivatorCounts {
   claims: number
   grants: number
-  /** Refusals by the reason's first word (`fenced`, `held down`, `not ready`, ...). */
+  /** Refusals by the reason's code (`in_flight`, `second_name`, `not_ready`, ...). */
   refused: Record<string, number>
   releases: number
   /** Requests cut short by a kill of the agent: their outcome is settled by the next `PUT /wakes`. */
@@ -277,7 +277,7 @@ export class SoakActivator {
     const res = await this.#agent().request({ method: 'POST', path: `/wakes/${encodeURIComponent(host)}` })
     const text = await res.body.text()
     if (res.statusCode === 409) {
-      const kind = (JSON.parse(text) as WakeRefusal).reason.split(':')[0] ?? ''
+      const kind = (JSON.parse(text) as WakeRefusal).code
       this.counts.refused[kind] = (this.counts.refused[kind] ?? 0) + 1
       return undefined
     }

@@ -164,7 +164,7 @@ async function claimLoop(
         const body = (await res.body.json()) as WakeGrant & WakeRefusal
         r.claimMs.push(performance.now() - s)
         if (res.statusCode === 409) {
-          const kind = body.reason.split(':')[0] ?? ''
+          const kind = body.code
           r.refused[kind] = (r.refused[kind] ?? 0) + 1
           continue
         }

@@ -4,6 +4,7 @@ import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
+import { ReasonCode } from './domain/reason-codes.js'
 
 const ReadyCheck = Type.Object(
   {
@@ -98,10 +99,12 @@ export const WakeRefusal = Type.Object(
   {
     host,
     layout,
+    code: ReasonCode,
     reason: Type.String({
       description:
         'Why it may not wake, starting with what stands in the way: `fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
-        '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut).',
+        '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut). ' +
+        'For a person: decide by `code`, never by this sentence.',
     }),
   },
   { title: 'WakeRefusal', additionalProperties: false, description: 'The host may not wake now, and why.' },
@@ -141,6 +144,7 @@ export const WakeSet = Type.Object(
       Type.Object(
         {
           host: Type.String({ description: 'A host the activator has awake that may not be.' }),
+          code: ReasonCode,
           reason: Type.String({ description: 'Why it may not be awake, as a claim for it would be refused now.' }),
         },
         { additionalProperties: false, description: 'A host to stop.' },

@@ -91,7 +91,7 @@ export class BoxPublisher {
       // Logged once per spell of failures; the next change or read tries again.
       if (!this.#failing)
         logger.warn(
-          { store: store.describe(), err: errorMessage(err) },
+          { store: store.describe(), err },
           `fleet: the box summary could not be published: ${errorMessage(err)}`,
         )
       this.#failing = true

@@ -112,7 +112,6 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
         pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length,
       )
     },
-    (err: unknown) =>
-      deps.logger.error({ err: errorMessage(err) }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
+    (err: unknown) => deps.logger.error({ err }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
   )
 }

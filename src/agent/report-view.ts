@@ -242,7 +242,12 @@ export class ReportView {
         // move reads fenced until the listing is in.
         for (const [host, r] of Object.entries(report.rows)) {
           if (r.layout === 'nested' || r.layout === 'flat')
-            report.rows[host] = { ...r, layout: 'fenced', reason: `layoutd is ${phase}: <data>/layout not listed yet` }
+            report.rows[host] = {
+              ...r,
+              layout: 'fenced',
+              code: 'agent_starting',
+              reason: `layoutd is ${phase}: <data>/layout not listed yet`,
+            }
         }
       }
       if (config.activator === 'none') return report

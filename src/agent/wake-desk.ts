@@ -49,6 +49,7 @@ export class WakeDesk {
           refusal: {
             host,
             layout: 'fenced',
+            code: 'fenced_for_move',
             reason: `fenced: fenced for its move (generation ${admitted.generation})`,
           },
         }
@@ -85,7 +86,7 @@ export class WakeDesk {
     const stop: WakeSet['stop'] = []
     for (const h of hosts) {
       const verdict = this.#judge(h)
-      if (!verdict.ok) stop.push({ host: h, reason: verdict.refusal.reason })
+      if (!verdict.ok) stop.push({ host: h, code: verdict.refusal.code, reason: verdict.refusal.reason })
     }
     return { awake: this.#deps.claims.list(), stop }
   }

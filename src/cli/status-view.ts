@@ -4,6 +4,7 @@
 // Colour is the caller's choice (a terminal, no NO_COLOR); every function
 // here is pure, given the time, so a test can pin what it prints.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
+import { PASSING_CODES } from '../domain/reason-codes.js'
 import { formatTable } from './table.js'
 
 /** The row words in the order the summary counts them: green first, then those that want an operator. */
@@ -156,18 +157,18 @@ export const RUNBOOK: Record<string, string> = {
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
   if (has.hold)
     return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
-  if (has.journal && row.layout === 'fenced' && !/in flight|for its move/.test(row.reason)) {
+  const passing = row.code !== '' && PASSING_CODES.has(row.code)
+  if (has.journal && row.layout === 'fenced' && !passing && row.code !== 'unmanaged_journal') {
     return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
   }
   if (mode === 'unreadable')
     return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
   const doc = RUNBOOK[row.layout]
-  if (row.layout === 'fenced' && /in flight|for its move|starting|recovering/.test(row.reason))
+  if (row.layout === 'fenced' && (passing || row.code === 'unmanaged_journal'))
     return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
   if (doc !== undefined) return `see ${doc}`
-  if (row.reason.startsWith('isolation not ready'))
-    return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
-  if (row.reason.startsWith('awake'))
+  if (row.code === 'gate_shut') return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
+  if (row.code === 'awake_grace')
     return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
   if (row.reason !== '')
     return 'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); docs/runbook.md#outcomes'

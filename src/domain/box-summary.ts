@@ -9,6 +9,7 @@ import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'
 import { selectIntent } from './intent.js'
+import { HOLD_CODES } from './reason-codes.js'
 
 export const BoxSummary = Type.Object(
   {
@@ -41,14 +42,34 @@ export const BoxSummary = Type.Object(
 )
 export type BoxSummary = Static<typeof BoxSummary>
 
-/** A held host reads `fenced`, with the refusal as its reason (design §1.1). */
-const HELD = /^held /
+/** The report's rows counted by word, and the held ones: a held host reads `fenced`, its code the hold's (design §1.1). */
+function countRows(report: LayoutReport): { counts: Record<string, number>; held: number } {
+  const counts: Record<string, number> = {}
+  let held = 0
+  for (const row of Object.values(report.rows)) {
+    counts[row.layout] = (counts[row.layout] ?? 0) + 1
+    if (row.layout === 'fenced' && row.code !== '' && HOLD_CODES.has(row.code)) held++
+  }
+  return { counts, held }
+}
+
+/** Every row is where the intent wants it, nothing held or fenced, no run under way or due. */
+function isConverged(
+  report: LayoutReport,
+  wanted: string | undefined,
+  counts: Record<string, number>,
+  held: number,
+): boolean {
+  const { leg } = report
+  const other = wanted === 'nested' ? 'flat' : wanted === 'flat' ? 'nested' : undefined
+  const settled = !leg.running && !leg.pending && held === 0 && (counts.fenced ?? 0) === 0
+  return report.mode === wanted && settled && (other === undefined || (counts[other] ?? 0) === 0)
+}
 
 /**
  * The box's summary from its report and the intent it read last (at: now, the caller's clock);
  * canStopAwake: whether the box has an activator to stop an awake instance with.
  */
-// eslint-disable-next-line complexity -- split on branch codes
 export function summarize(
   report: LayoutReport,
   intent: Pick<IntentRecord, 'id' | 'mode'> | null,
@@ -56,23 +77,9 @@ export function summarize(
   at: string,
   canStopAwake?: boolean,
 ): BoxSummary {
-  const counts: Record<string, number> = {}
-  let held = 0
-  for (const row of Object.values(report.rows)) {
-    counts[row.layout] = (counts[row.layout] ?? 0) + 1
-    if (row.layout === 'fenced' && HELD.test(row.reason)) held++
-  }
+  const { counts, held } = countRows(report)
   const { leg } = report
-  const wanted = intent?.mode
-  const other = wanted === 'nested' ? 'flat' : wanted === 'flat' ? 'nested' : undefined
-  const converged =
-    intent !== null &&
-    report.mode === wanted &&
-    !leg.running &&
-    !leg.pending &&
-    held === 0 &&
-    (counts.fenced ?? 0) === 0 &&
-    (other === undefined || (counts[other] ?? 0) === 0)
+  const converged = intent !== null && isConverged(report, intent.mode, counts, held)
   return {
     box: report.box,
     version,

@@ -7,17 +7,19 @@ import { hostError } from './hostname.js'
 import type { RowLayout } from './modes.js'
 import { external, isFlat, isNested, type Dirs } from './paths.js'
 import type { Classification } from './ports.js'
+import { why, type ReasonCode, type Why } from './reason-codes.js'
 import type { Route } from './schemas.js'
 
 export interface ClassifyContext {
   dirs: Dirs
   /** Why the host is fenced (a journal names it, or it is held), or undefined. */
-  fenced: (host: string) => string | undefined
+  fenced: (host: string) => Why | undefined
 }
 
 /** A row that claims a directory or socket another row also claims, and how. */
 export interface Claimant {
   host: string
+  code: Extract<ReasonCode, 'dir_claimed' | 'socket_claimed'>
   reason: string
 }
 
@@ -170,13 +172,18 @@ export class PathClaims {
   dirClaimant(dir: string, host: string): Claimant | undefined {
     const d = norm(dir)
     const same = other(this.#dirs.get(d), host)
-    if (same !== undefined) return { host: same, reason: `dir ${d} is also claimed by ${same}` }
+    if (same !== undefined) return { host: same, code: 'dir_claimed', reason: `dir ${d} is also claimed by ${same}` }
     const inner = other(this.#under.get(d), host)
     if (inner !== undefined)
-      return { host: inner, reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}` }
+      return {
+        host: inner,
+        code: 'dir_claimed',
+        reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}`,
+      }
     for (const a of ancestors(d)) {
       const outer = other(this.#dirs.get(a), host)
-      if (outer !== undefined) return { host: outer, reason: `dir ${d} is inside ${outer}'s dir ${a}` }
+      if (outer !== undefined)
+        return { host: outer, code: 'dir_claimed', reason: `dir ${d} is inside ${outer}'s dir ${a}` }
     }
     return undefined
   }
@@ -184,12 +191,14 @@ export class PathClaims {
   socketClaimant(socket: string, host: string): Claimant | undefined {
     const s = norm(socket)
     const claimant = other(this.#sockets.get(s), host)
-    return claimant === undefined ? undefined : { host: claimant, reason: `socket ${s} is also ${claimant}'s` }
+    return claimant === undefined
+      ? undefined
+      : { host: claimant, code: 'socket_claimed', reason: `socket ${s} is also ${claimant}'s` }
   }
 }
 
-function classified(layout: RowLayout, reason = ''): Classification {
-  return { layout, reason }
+function classified(layout: RowLayout, because?: Why): Classification {
+  return because === undefined ? { layout, code: '', reason: '' } : { layout, ...because }
 }
 
 /** classify with the claims index already built (what the pass and the report use for many rows). */
@@ -202,15 +211,18 @@ export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyCont
   const claimant =
     (route.dir !== '' ? claims.dirClaimant(route.dir, route.host) : undefined) ??
     (route.socket !== '' ? claims.socketClaimant(route.socket, route.host) : undefined)
-  if (claimant !== undefined) return classified('conflict', claimant.reason)
+  if (claimant !== undefined) return classified('conflict', why(claimant.code, claimant.reason))
   const bad = hostError(route.host)
-  if (bad !== null) return classified('foreign', `not a valid hostname: ${bad}`)
+  if (bad !== null) return classified('foreign', why('invalid_host', `not a valid hostname: ${bad}`))
   if (isNested(ctx.dirs, route)) return classified('nested')
   if (isFlat(ctx.dirs, route)) return classified('flat')
-  if (route.socket === '') return classified('foreign', 'no socket: the activator does not manage it')
+  if (route.socket === '') return classified('foreign', why('no_socket', 'no socket: the activator does not manage it'))
   return classified(
     'foreign',
-    `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`,
+    why(
+      'unknown_shape',
+      `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`,
+    ),
   )
 }
 

@@ -52,7 +52,7 @@ export async function layoutLegWith(
     // Stopping the agent is not news about the intent: status keeps what it knew.
     if (signal.aborted) throw error
     const err = errorMessage(error)
-    logger.warn({ intent: 'unreadable', err }, `layout: intent -> unreadable: ${err}; not converging this move`)
+    logger.warn({ intent: 'unreadable', err: error }, `layout: intent -> unreadable: ${err}; not converging this move`)
     state.noteIntent('unreadable', err)
     return { results: [], retry: false, unfinished: true }
   }
@@ -148,13 +148,13 @@ export function logLayoutResults(
   for (const r of results) {
     if (r.outcome === 'unchanged') continue
     if (r.outcome === 'held') retry = true
-    if (r.outcome === 'deferred' && r.reason.startsWith('awake')) {
+    if (r.outcome === 'deferred' && r.code === 'awake_grace') {
       awake.push(`${r.host} (${r.reason})`)
       continue
     }
     const needsALook = NEEDS_A_LOOK.has(r.outcome)
     if (!needsALook && !routineKept) continue
-    const fields = { host: r.host, outcome: r.outcome, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
+    const fields = { host: r.host, outcome: r.outcome, code: r.code, reason: r.reason, ...(r.to ? { to: r.to } : {}) }
     const line =
       r.host === ''
         ? `layout: ${r.outcome} -> ${r.reason}`
@@ -166,7 +166,7 @@ export function logLayoutResults(
   }
   if (awake.length > 0) {
     logger[routine](
-      { outcome: 'deferred', hosts: awake.length },
+      { outcome: 'deferred', code: 'awake_grace', hosts: awake.length },
       `layout: deferred until asleep -> ${awake.join(', ')}`,
     )
   }

@@ -265,11 +265,19 @@ export class Leg {
       const reason = errorMessage(err)
       if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.
-        logger.info({ err: reason }, `layout: leg run ended by shutdown: ${reason}`)
-        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: false }
+        logger.info({ err, code: 'run_stopped' }, `layout: leg run ended by shutdown: ${reason}`)
+        outcome = {
+          results: [{ host: '', outcome: 'failed', code: 'run_stopped', reason }],
+          retry: false,
+          unfinished: false,
+        }
       } else {
-        logger.error({ err: reason }, `layout: leg run failed: ${reason}`)
-        outcome = { results: [{ host: '', outcome: 'failed', reason }], retry: false, unfinished: true }
+        logger.error({ err, code: 'run_failed' }, `layout: leg run failed: ${reason}`)
+        outcome = {
+          results: [{ host: '', outcome: 'failed', code: 'run_failed', reason }],
+          retry: false,
+          unfinished: true,
+        }
       }
     }
     this.#waiting = null
@@ -294,7 +302,7 @@ export class Leg {
       fn()
     } catch (err) {
       const reason = errorMessage(err)
-      this.#opts.logger.error({ hook: name, err: reason }, `layout: leg ${name} hook failed: ${reason}`)
+      this.#opts.logger.error({ hook: name, err }, `layout: leg ${name} hook failed: ${reason}`)
     }
   }
 

@@ -37,11 +37,5 @@ export const OUTCOMES: readonly Outcome[] = [
   'released',
 ]
 
-/** One host's result of a pass run. `host` is empty for a result about the whole run. */
-export interface Result {
-  host: string
-  outcome: Outcome
-  reason: string
-  /** The mode the move went toward, when there was one. */
-  to?: Mode
-}
+/** One host's result of a pass run (`host` empty for a result about the whole run): its schema's type. */
+export type { Result } from './schemas.js'

@@ -9,6 +9,7 @@ import type { PathClaims } from './classify.js'
 import type { IntentMode, Mode, Result } from './modes.js'
 import { carryDb, MAX_SOCKET_PATH, nestedRoot, pathsFor, type Dirs } from './paths.js'
 import type { Classification } from './ports.js'
+import { why, type Why } from './reason-codes.js'
 import type { Route, RowPaths } from './schemas.js'
 
 /** What a journal records about one move (its durable part is infra's; this is the shape the rules read). */
@@ -25,9 +26,9 @@ export function otherMode(m: Mode): Mode {
 
 export type RowPlan =
   | { kind: 'unchanged' }
-  | { kind: 'refused'; reason: string }
+  | ({ kind: 'refused' } & Why)
   /** The row is already where the mode wants it; its hold marker is moot. */
-  | { kind: 'release'; reason: string }
+  | ({ kind: 'release' } & Why)
   | { kind: 'move'; from: RowPaths; dest: RowPaths }
 
 export interface PlanContext {
@@ -48,23 +49,34 @@ export interface PlanContext {
  * does not recognise.
  */
 export function planRow(route: Route, mode: Mode, ctx: PlanContext): RowPlan {
-  const { layout, reason } = ctx.classification
+  const { layout, code, reason } = ctx.classification
+  // The row's own reason is the refusal's: its code says what to fix.
   if (layout === 'conflict' || layout === 'foreign' || layout === 'external') {
-    return { kind: 'refused', reason: reason === '' ? layout : `${layout}: ${reason}` }
+    return {
+      kind: 'refused',
+      code: code === '' ? 'not_managed' : code,
+      reason: reason === '' ? layout : `${layout}: ${reason}`,
+    }
   }
-  if (layout === 'fenced') return { kind: 'refused', reason: `fenced: ${reason}` }
+  if (layout === 'fenced')
+    return { kind: 'refused', code: code === '' ? 'fenced_for_move' : code, reason: `fenced: ${reason}` }
   if (layout === mode) {
     return ctx.hold === undefined
       ? { kind: 'unchanged' }
-      : { kind: 'release', reason: `hold dropped: the host is ${mode} already, as the intent wants` }
+      : {
+          kind: 'release',
+          code: 'hold_dropped',
+          reason: `hold dropped: the host is ${mode} already, as the intent wants`,
+        }
   }
   const dest = pathsFor(ctx.dirs, route.host, mode)
   if (mode === 'nested') {
-    if (ctx.gate !== null) return { kind: 'refused', reason: `isolation not ready: ${ctx.gate}` }
+    if (ctx.gate !== null) return { kind: 'refused', code: 'gate_shut', reason: `isolation not ready: ${ctx.gate}` }
     const n = Buffer.byteLength(dest.socket)
     if (n > MAX_SOCKET_PATH) {
       return {
         kind: 'refused',
+        code: 'socket_too_long',
         reason: `nested socket path ${dest.socket} is ${n} bytes, over ${MAX_SOCKET_PATH}: it could not be bound`,
       }
     }
@@ -73,7 +85,8 @@ export function planRow(route: Route, mode: Mode, ctx: PlanContext): RowPlan {
   // destination another row owns would hand that row's files to aside/.
   const destDir = mode === 'nested' ? nestedRoot(ctx.dirs, route.host) : dest.dir
   const claimant = ctx.claims.dirClaimant(destDir, route.host) ?? ctx.claims.socketClaimant(dest.socket, route.host)
-  if (claimant !== undefined) return { kind: 'refused', reason: `destination taken: ${claimant.reason}` }
+  if (claimant !== undefined)
+    return { kind: 'refused', code: 'dest_taken', reason: `destination taken: ${claimant.reason}` }
   return {
     kind: 'move',
     from: { dir: route.dir, socket: route.socket, db: route.db },
@@ -124,43 +137,52 @@ export type RecoveryAction =
   /** Files at dest, row at dest: redo step 9. */
   | { kind: 'redo-finish' }
   /** Anything else: the host stays fenced, and the reason names what was found. */
-  | { kind: 'keep'; reason: string }
+  | ({ kind: 'keep' } & Why)
 
 /** The design §4 table. `wants` is wantedMode of the intent recovery runs under. */
 export function recoveryAction(move: MoveRecord, facts: RecoveryFacts, wants: Mode | undefined): RecoveryAction {
   if (facts.fromExists && facts.destExists) {
     return {
       kind: 'keep',
+      code: 'ambiguous',
       reason: `ambiguous: files at both ${move.from.dir} and ${move.dest.dir}; an operator decides which to keep`,
     }
   }
   if (!facts.fromExists && !facts.destExists) {
     return {
       kind: 'keep',
+      code: 'files_missing',
       reason: `files missing: neither ${move.from.dir} nor ${move.dest.dir} exists; nothing is invented`,
     }
   }
   if (!facts.fromExists && facts.destIsLink === true) {
     return {
       kind: 'keep',
+      code: 'dest_symlink',
       reason: `${move.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`,
     }
   }
   if (facts.row === 'missing') {
     return {
       kind: 'keep',
+      code: 'row_gone',
       reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}`,
     }
   }
   if (facts.row === 'other') {
     return {
       kind: 'keep',
+      code: 'row_elsewhere',
       reason: `the row's paths are neither the journal's from (${move.from.dir}) nor its dest (${move.dest.dir})`,
     }
   }
   if (facts.fromExists) {
     if (facts.row === 'dest')
-      return { kind: 'keep', reason: `files are at ${move.from.dir} but the row already says ${move.dest.dir}` }
+      return {
+        kind: 'keep',
+        code: 'row_ahead',
+        reason: `files are at ${move.from.dir} but the row already says ${move.dest.dir}`,
+      }
     return wants === otherMode(move.to) ? { kind: 'rollback' } : { kind: 'redo-move' }
   }
   return facts.row === 'from' ? { kind: 'redo-row' } : { kind: 'redo-finish' }
@@ -209,8 +231,8 @@ export function recordShapeError(j: MoveRecord, dirs: Dirs): string | null {
 }
 
 /** The deferral reason of an awake host (design §3 step 2). */
-export function awakeReason(leftMs: number): string {
-  return `awake: ${Math.max(1, Math.ceil(leftMs / 60_000))}m of grace left`
+export function awakeReason(leftMs: number): Why {
+  return why('awake_grace', `awake: ${Math.max(1, Math.ceil(leftMs / 60_000))}m of grace left`)
 }
 
 /** A row the plan moves: its move as the journal will record it, and whether it was held before this run. */
@@ -256,7 +278,7 @@ export interface ClaimSort {
   /** Hosts holding a claim whose grace is over (or that were held, or under a forced intent): stopped one at a time. */
   awake: MoveCandidate[]
   /** Hosts holding a claim inside their grace: left alone this run (design §3 step 2). */
-  deferred: Array<{ candidate: MoveCandidate; reason: string }>
+  deferred: Array<{ candidate: MoveCandidate; because: Why }>
 }
 
 /**
@@ -279,7 +301,7 @@ export function sortByClaim(
     if (opts.deferAwake && !candidate.wasHeld) {
       const left = opts.graceLeft(host)
       if (left > 0) {
-        out.deferred.push({ candidate, reason: awakeReason(left) })
+        out.deferred.push({ candidate, because: awakeReason(left) })
         continue
       }
     }

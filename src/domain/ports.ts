@@ -3,6 +3,7 @@
 // fakes where the outside thing is the subject (a store that fails, a clock).
 import type { BoxSummary } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
+import type { ReasonCode, Why } from './reason-codes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
 
 /** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
@@ -93,6 +94,8 @@ export interface IsolationGate {
 /** What the status report needs to know about one host from the pass. */
 export interface Classification {
   layout: RowLayout
+  /** The reason's code; empty when there is no reason. */
+  code: ReasonCode | ''
   reason: string
 }
 
@@ -110,7 +113,7 @@ export interface LayoutPass {
   restoreHolds(intent: IntentMode, defaultOptedOut?: boolean): Promise<Result[]>
   classify(route: Route, routes: readonly Route[]): Classification
   /** The hold's reason when the host is held down after a refused move. */
-  held(host: string): string | undefined
+  held(host: string): Why | undefined
   /** The row's note (what was set aside, and when), or ''. */
   note(host: string): string
   /**

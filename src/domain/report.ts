@@ -7,6 +7,7 @@ import type { IntentState } from './intent-state.js'
 import type { ReportMode } from './modes.js'
 import { activatorManaged, external, isNested, journalPath, type Dirs } from './paths.js'
 import type { LayoutPass, RowsSnapshot } from './ports.js'
+import { NO_REASON, why, type Why } from './reason-codes.js'
 import type { LayoutReport, LegState, Route, RowReport } from './schemas.js'
 
 /** The leg of a box that has none (no activator armed): never ran, never will. */
@@ -45,8 +46,8 @@ export interface UnmanagedReportInput extends CommonInput {
   leg?: LegState
 }
 
-function row(layout: string, reason = '', note = ''): RowReport {
-  return { layout, reason, note }
+function row(layout: string, because: Pick<RowReport, 'code' | 'reason'> = NO_REASON, note = ''): RowReport {
+  return { layout, code: because.code, reason: because.reason, note }
 }
 
 /**
@@ -89,15 +90,14 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
     // Only instance-kind rows: sidecars, static and service rows are outside the pass.
     if (route === undefined || route.kind !== 'instance') continue
     if (activatorManaged(route)) {
-      let { layout, reason } = pass.classify(route, now?.routes ?? routes)
+      const judged = pass.classify(route, now?.routes ?? routes)
       // A host the pass keeps down after a refused nested move classifies
       // flat (no journal), but it does not wake: say so, with the refusal.
-      const why = pass.held(route.host)
-      if (why !== undefined && layout === 'flat') {
-        layout = 'fenced'
-        reason = `held down after a refused move to nested: ${why}`
-      }
-      rows[route.host] = row(layout, reason, pass.note(route.host))
+      const held = judged.layout === 'flat' ? pass.held(route.host) : undefined
+      rows[route.host] =
+        held === undefined
+          ? row(judged.layout, judged, pass.note(route.host))
+          : row('fenced', heldDown(held), pass.note(route.host))
     } else if (external(route)) {
       // Run by another supervisor: nobody's to migrate or isolate.
       rows[route.host] = row('external')
@@ -133,15 +133,18 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
     if (valid && journalHosts.has(route.host)) {
       rows[route.host] = row(
         'fenced',
-        `layout migration in flight; see ${journalPath(dirs, route.host)} (no activator on this box to recover it)`,
+        why(
+          'unmanaged_journal',
+          `layout migration in flight; see ${journalPath(dirs, route.host)} (no activator on this box to recover it)`,
+        ),
       )
     } else if (valid && holdHosts.has(route.host)) {
       rows[route.host] = row(
         'fenced',
-        'held down after a refused move to nested (no activator on this box to retry it)',
+        why('unmanaged_hold', 'held down after a refused move to nested (no activator on this box to retry it)'),
       )
     } else if (isNested(dirs, route)) {
-      rows[route.host] = row('nested', 'no activator on this box; judged by path shape')
+      rows[route.host] = row('nested', why('no_activator', 'no activator on this box; judged by path shape'))
     } else if (external(route)) {
       rows[route.host] = row('external')
     } else if (route.hibernate && route.socket !== '') {
@@ -157,6 +160,11 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
     leg: input.leg ?? IDLE_LEG,
     warnings: mixedWarning(rows),
   }
+}
+
+/** A held host's reason: the hold's code, with the refusal it carries. */
+export function heldDown(hold: Why): Why {
+  return why(hold.code, `held down after a refused move to nested: ${hold.reason}`)
 }
 
 function mixedWarning(rows: Record<string, RowReport>): string[] {

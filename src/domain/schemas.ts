@@ -3,6 +3,7 @@
 // derived from it.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
+import { ReasonCodeOrNone } from './reason-codes.js'
 
 export const RouteKind = Type.Union(
   [Type.Literal('instance'), Type.Literal('sidecar'), Type.Literal('static'), Type.Literal('service')],
@@ -79,6 +80,7 @@ export const ResultSchema = Type.Object(
   {
     host: Type.String({ description: 'The host; empty for a result about the whole run.' }),
     outcome: Outcome,
+    code: ReasonCodeOrNone,
     reason: Type.String({ description: 'Why, when the outcome withheld or failed something.' }),
     to: Type.Optional(
       Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the move went toward.' }),
@@ -86,6 +88,7 @@ export const ResultSchema = Type.Object(
   },
   { title: 'Result', additionalProperties: false, description: "One host's result of a run of the pass." },
 )
+export type Result = Static<typeof ResultSchema>
 
 export const LegRun = Type.Object(
   {
@@ -134,6 +137,7 @@ const ANY_KEY = Type.String({ pattern: '^[\\s\\S]*$' })
 export const RowReport = Type.Object(
   {
     layout: Type.String({ description: 'fenced, conflict, foreign, nested, flat or external.' }),
+    code: ReasonCodeOrNone,
     reason: Type.String({ description: 'Why the row is where it is, or why it did not move.' }),
     note: Type.String({ description: 'What the pass set aside for this host, and when.' }),
   },

@@ -50,11 +50,11 @@ export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMo
   }
   if (holds.status === 'rejected') {
     const err = errorMessage(holds.reason)
-    deps.logger.info({ err }, `layout: list hold markers at start: ${err}; reading the intent anyway`)
+    deps.logger.info({ err: holds.reason }, `layout: list hold markers at start: ${err}; reading the intent anyway`)
   }
   if (journals.status === 'rejected') {
     const err = errorMessage(journals.reason)
-    deps.logger.info({ err }, `layout: list journals at start: ${err}; reading the intent anyway`)
+    deps.logger.info({ err: journals.reason }, `layout: list journals at start: ${err}; reading the intent anyway`)
   }
   const timeoutMs = deps.timeoutMs ?? INTENT_TIMEOUT_MS
   const timeout = AbortSignal.timeout(timeoutMs)

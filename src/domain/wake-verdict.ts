@@ -4,6 +4,8 @@
 // tick (its phase, the armed pass, the rows, the isolation gate).
 import { activatorManaged, external } from './paths.js'
 import type { IsolationGate, LayoutPass, RowsSnapshot } from './ports.js'
+import { heldDown } from './report.js'
+import { why, type ReasonCode, type Why } from './reason-codes.js'
 import type { Route } from './schemas.js'
 
 export const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
@@ -22,6 +24,7 @@ export interface WakeGrantPaths {
 export interface WakeRefusalReason {
   host: string
   layout: string
+  code: ReasonCode
   reason: string
 }
 
@@ -41,8 +44,13 @@ export interface WakeFacts {
   gate: IsolationGate | null
 }
 
-function refused(host: string, layout: string, reason: string, kind: WakeRefusalKind): WakeVerdict {
-  return { ok: false, refusal: { host, layout, reason }, kind }
+function refused(host: string, layout: string, because: Why, kind: WakeRefusalKind): WakeVerdict {
+  return { ok: false, refusal: { host, layout, code: because.code, reason: because.reason }, kind }
+}
+
+/** A refusal that says what stood in the way, before the row's own reason. */
+function prefixed(prefix: string, c: { code: ReasonCode | ''; reason: string }, fallback: ReasonCode): Why {
+  return why(c.code === '' ? fallback : c.code, `${prefix}: ${c.reason}`)
 }
 
 /** Why a row the activator does not manage is not its to wake. */
@@ -60,41 +68,39 @@ export function unmanagedReason(route: Route): string {
  * Flat and foreign rows wake as they are, gate or no gate.
  */
 export function judgeWake(host: string, facts: WakeFacts): WakeVerdict {
-  if (!facts.armed) return refused(host, 'unmanaged', NO_ACTIVATOR, 'not_ready')
+  if (!facts.armed) return refused(host, 'unmanaged', why('no_activator', NO_ACTIVATOR), 'not_ready')
   const pass = facts.pass
   if (facts.phase !== 'ready' || pass === null)
-    return refused(host, 'unknown', `not ready: layoutd is ${facts.phase}`, 'not_ready')
+    return refused(host, 'unknown', why('not_ready', `not ready: layoutd is ${facts.phase}`), 'not_ready')
   const { routes, byHost } = facts.rows()
   const route = byHost.get(host)
   if (route === undefined)
-    return refused(host, 'unknown', `unknown host: ${host} is not in the registry`, 'unknown_host')
-  if (!activatorManaged(route)) {
-    return refused(
-      host,
-      external(route) ? 'external' : 'unmanaged',
-      `not activator-managed: ${unmanagedReason(route)}`,
-      'unknown_host',
-    )
-  }
-  const { layout, reason } = pass.classify(route, routes)
+    return refused(host, 'unknown', why('unknown_host', `unknown host: ${host} is not in the registry`), 'unknown_host')
+  const notManaged = why('not_managed', `not activator-managed: ${unmanagedReason(route)}`)
+  if (!activatorManaged(route))
+    return refused(host, external(route) ? 'external' : 'unmanaged', notManaged, 'unknown_host')
+  const classified = pass.classify(route, routes)
+  const { layout } = classified
   const held = pass.held(host)
   if (held !== undefined)
     return refused(
       host,
       'fenced',
-      layout === 'fenced' ? reason : `held down after a refused move to nested: ${held}`,
+      layout === 'fenced'
+        ? why(classified.code === '' ? held.code : classified.code, classified.reason)
+        : heldDown(held),
       'held',
     )
   switch (layout) {
     case 'fenced':
-      return refused(host, layout, `fenced: ${reason}`, 'fenced')
+      return refused(host, layout, prefixed('fenced', classified, 'fenced_for_move'), 'fenced')
     case 'conflict':
-      return refused(host, layout, `conflict: ${reason}`, 'conflict')
+      return refused(host, layout, prefixed('conflict', classified, 'dir_claimed'), 'conflict')
     case 'external':
-      return refused(host, layout, `not activator-managed: ${unmanagedReason(route)}`, 'unknown_host')
+      return refused(host, layout, notManaged, 'unknown_host')
     case 'nested': {
       const shut = facts.gate?.check() ?? null
-      if (shut !== null) return refused(host, layout, `isolation not ready: ${shut}`, 'gate_shut')
+      if (shut !== null) return refused(host, layout, why('gate_shut', `isolation not ready: ${shut}`), 'gate_shut')
       break
     }
     case 'flat':

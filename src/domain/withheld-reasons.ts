@@ -32,12 +32,15 @@ export function withheldReasons(
   for (const [host, row] of Object.entries(report.rows)) {
     if (row.reason !== '') continue
     if (row.layout === 'nested' && gate !== null) {
+      row.code = 'gate_shut'
       row.reason = `isolation not ready: ${gate}`
       continue
     }
     const withheld = last.get(host)
-    if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout)
+    if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout) {
+      row.code = withheld.code
       row.reason = withheld.reason
+    }
   }
   return report
 }

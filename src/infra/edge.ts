@@ -2,7 +2,6 @@
 // routes to the new sockets at once. Optional: the edge polls the registry
 // on its own, so a failed reload only delays it, and never fails a move.
 import type { Logger } from '../domain/ports.js'
-import { errorMessage } from '../errors.js'
 
 export function edgeReloader(url: string, logger: Logger): (() => Promise<void>) | undefined {
   if (url === '') return undefined
@@ -15,7 +14,7 @@ export function edgeReloader(url: string, logger: Logger): (() => Promise<void>)
       if (res.statusCode >= 300)
         logger.warn({ status: res.statusCode }, `layout: edge reload answered ${res.statusCode}`)
     } catch (err) {
-      logger.warn({ err: errorMessage(err) }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
+      logger.warn({ err }, 'layout: edge reload failed; the edge picks up the rows on its own poll')
     }
   }
 }

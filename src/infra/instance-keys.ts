@@ -205,7 +205,7 @@ export async function backfillInstanceKeys(deps: BackfillDeps): Promise<Backfill
       } catch (err) {
         counts.failed++
         deps.logger.error(
-          { host, err: errorMessage(err) },
+          { host, err },
           `agent: instance keys: ${host}: ${errorMessage(err)} (its next start mints its key)`,
         )
       }

@@ -6,7 +6,7 @@ import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
 import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
-import { HostParams, hostTooLong } from './wakes.js'
+import { HostParams, hostTooLong, type TypeboxApp } from './wakes.js'
 
 export interface ReadyRoutesOptions {
   api: AgentApi
@@ -51,7 +51,8 @@ function readyResponse(description: string) {
   }
 }
 
-export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (app, { api }, done) => {
+/** `GET /ready`: the activator's gate, its JSON answer serialized once for as long as readiness is unchanged. */
+function readinessRoute(app: TypeboxApp, api: AgentApi): void {
   /** The last readiness answered, with its serialized bytes. */
   let answer: { readiness: Readiness; bytes: Buffer } | undefined
   app.get(
@@ -94,7 +95,10 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
       void reply.type('application/json; charset=utf-8').send(answer.bytes)
     },
   )
+}
 
+/** `GET /ready/:host`: what a claim would get now, claiming nothing. */
+function wakeCheckRoute(app: TypeboxApp, api: AgentApi): void {
   app.get(
     '/ready/:host',
     {
@@ -103,7 +107,7 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
         summary: 'May this host wake now, and where',
         description:
           'What `POST /wakes/:host` would answer now, without claiming anything: `200` with the paths the instance would wake at, ' +
-          'or `409` with the reason it would be refused.',
+          'or `409` with the reason it would be refused and its code.',
         tags: ['activator'],
         security: [],
         params: HostParams,
@@ -125,5 +129,10 @@ export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (ap
       return reply.code(409).send(answer.refusal)
     },
   )
+}
+
+export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (app, { api }, done) => {
+  readinessRoute(app, api)
+  wakeCheckRoute(app, api)
   done()
 }

@@ -33,8 +33,11 @@ export const hostTooLong = errorEnvelope(
   `The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`,
 )
 
-// eslint-disable-next-line max-lines-per-function -- split on branch codes
-export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
+/** The Fastify instance a route plugin of this app registers on, typed by TypeBox. */
+export type TypeboxApp = Parameters<FastifyPluginCallbackTypebox>[0]
+
+/** `POST /wakes/:host`: claim a wake. */
+function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
   app.post(
     '/wakes/:host',
     {
@@ -42,7 +45,7 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
         operationId: 'claimWake',
         summary: 'Claim a wake',
         description:
-          'The activator asks before it starts an instance. Refused (`409`, with the reason) while the host is fenced (its files are moving), ' +
+          'The activator asks before it starts an instance. Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
           'held down, in conflict with another row, unknown, not activator-managed, nested while the isolation gate is shut, or while layoutd is not ready. ' +
           'Otherwise the claim is recorded (it survives a restart of layoutd) and the answer carries the paths the instance must use: ' +
           'they do not change, and its files do not move, until the claim is released.',
@@ -65,7 +68,10 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
       return reply.code(409).send(answer.refusal)
     },
   )
+}
 
+/** `DELETE /wakes/:host`: the instance is asleep. */
+function releaseWakeRoute(app: TypeboxApp, api: AgentApi): void {
   app.delete(
     '/wakes/:host',
     {
@@ -92,7 +98,10 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
       return reply.code(204).send(null)
     },
   )
+}
 
+/** `PUT /wakes`: the activator's whole awake set, at its own start. */
+function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
   app.put(
     '/wakes',
     {
@@ -122,7 +131,10 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
     },
     (request) => api.replaceWakes(request.body.awake),
   )
+}
 
+/** `GET /wakes`: every claim. */
+function listWakesRoute(app: TypeboxApp, api: AgentApi): void {
   app.get(
     '/wakes',
     {
@@ -145,5 +157,12 @@ export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (ap
       return api.wakes()
     },
   )
+}
+
+export const wakesRoutes: FastifyPluginCallbackTypebox<WakesRoutesOptions> = (app, { api }, done) => {
+  claimWakeRoute(app, api)
+  releaseWakeRoute(app, api)
+  replaceWakesRoute(app, api)
+  listWakesRoute(app, api)
   done()
 }

@@ -11,8 +11,8 @@ import { FakeClock, FakeLogger, FakeStore, intent } from '../domain/fakes.js'
 
 function report(flat: number, nested: number, running: boolean): LayoutReport {
   const rows: LayoutReport['rows'] = {}
-  for (let i = 0; i < flat; i++) rows[`f${i}.example.com`] = { layout: 'flat', reason: '', note: '' }
-  for (let i = 0; i < nested; i++) rows[`n${i}.example.com`] = { layout: 'nested', reason: '', note: '' }
+  for (let i = 0; i < flat; i++) rows[`f${i}.example.com`] = { layout: 'flat', code: '', reason: '', note: '' }
+  for (let i = 0; i < nested; i++) rows[`n${i}.example.com`] = { layout: 'nested', code: '', reason: '', note: '' }
   return {
     box: 'kass-1',
     mode: 'nested',

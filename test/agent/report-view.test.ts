@@ -29,7 +29,11 @@ function fakePass(usPerRow = 0) {
     changes: () => pass.changed,
     classify: (route: Route) => {
       for (const until = performance.now() + usPerRow / 1000; performance.now() < until;);
-      return { layout: route.dir.includes('/nested/') ? ('nested' as const) : ('flat' as const), reason: '' }
+      return {
+        layout: route.dir.includes('/nested/') ? ('nested' as const) : ('flat' as const),
+        code: '' as const,
+        reason: '',
+      }
     },
     held: () => undefined,
     note: () => '',

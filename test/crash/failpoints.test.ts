@@ -202,7 +202,7 @@ void describe('a crash at each step of a move finishes exactly after a restart',
         await agent.waitReady(LIFE_MS)
         const held = step === 'after-hold'
         const report = await settled(agent, { [subject]: held ? 'fenced' : to, [bystander]: to })
-        if (held) assert.match(report.rows[subject]?.reason ?? '', /second name/)
+        if (held) assert.equal(report.rows[subject]?.code, 'second_name', report.rows[subject]?.reason)
         if (step === 'after-aside') assert.match(report.rows[subject]?.note ?? '', /^set aside at /)
         assert.deepEqual(await agent.stop(), { code: 0, signal: null }, agent.tail())
 
@@ -265,6 +265,7 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     await agent.waitReady(LIFE_MS)
     const report = await settled(agent, { [subject]: 'fenced', [bystander]: 'nested' })
     const reason = report.rows[subject]?.reason ?? ''
+    assert.equal(report.rows[subject]?.code, 'ambiguous', reason)
     assert.ok(
       reason.includes(flatDir) && reason.includes(nestedPaths(w.dirs, subject).dir),
       `the reason names both paths: ${reason}`,

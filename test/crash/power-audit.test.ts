@@ -234,7 +234,7 @@ async function nestedLostState(a: Audited, t: { diagnostic: (s: string) => void 
     for (const m of last) {
       const row = report.rows[m.host]
       assert.equal(row?.layout, 'fenced', `${m.host}: ${JSON.stringify(row)}`)
-      assert.match(row.reason, /files missing/, `${m.host}: ${JSON.stringify(row)}`)
+      assert.equal(row.code, 'files_missing', `${m.host}: ${JSON.stringify(row)}`)
       t.diagnostic(
         `crash state without nested-entry: ${m.host} ${row.layout}: ${row.reason.replaceAll(world.sb.dataDir, 'D')}`,
       )

@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { fleetView, sameSummary, summarize, summaryLine, type BoxSummary } from '../../src/domain/box-summary.js'
+import type { ReasonCode } from '../../src/domain/reason-codes.js'
 import type { IntentRecord, LayoutReport } from '../../src/domain/schemas.js'
 
-function report(rows: Record<string, [string, string]>, over: Partial<LayoutReport> = {}): LayoutReport {
+function report(rows: Record<string, [string, string, ReasonCode?]>, over: Partial<LayoutReport> = {}): LayoutReport {
   return {
     box: 'kass-1',
     mode: 'nested',
@@ -19,7 +20,9 @@ function report(rows: Record<string, [string, string]>, over: Partial<LayoutRepo
       retryAt: null,
     },
     warnings: [],
-    rows: Object.fromEntries(Object.entries(rows).map(([h, [layout, reason]]) => [h, { layout, reason, note: '' }])),
+    rows: Object.fromEntries(
+      Object.entries(rows).map(([h, [layout, reason, code]]) => [h, { layout, code: code ?? '', reason, note: '' }]),
+    ),
     ...over,
   }
 }
@@ -60,7 +63,7 @@ void test('summarize: counts by word, held rows, and converged only when every r
   const held = summarize(
     report({
       a: ['nested', ''],
-      b: ['fenced', 'held down after a refused move to nested: a file of its has a second name'],
+      b: ['fenced', 'held down after a refused move to nested: a file of its has a second name', 'second_name'],
     }),
     intent('i1'),
     '0.1.0',
@@ -68,6 +71,18 @@ void test('summarize: counts by word, held rows, and converged only when every r
   )
   assert.equal(held.held, 1)
   assert.equal(held.converged, false, 'a held row')
+  // Held is the code's to say, not the sentence's: a kept journal is fenced, not held, whatever it reads.
+  const byCode = summarize(
+    report({
+      a: ['fenced', 'held down, in other words', 'ambiguous'],
+      b: ['fenced', 'reworded', 'revert_unreadable'],
+      c: ['fenced', 'reworded', 'legacy_hold'],
+    }),
+    intent('i1'),
+    '0.1.0',
+    at,
+  )
+  assert.equal(byCode.held, 2)
   const running = report({ a: ['nested', ''] })
   running.leg.running = true
   assert.equal(summarize(running, intent('i1'), '0.1.0', at).converged, false, 'a run under way')

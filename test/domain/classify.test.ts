@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import { classify, classifyAll, PathClaims } from '../../src/domain/classify.js'
 import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
 import type { Route } from '../../src/domain/schemas.js'
+import { why } from '../../src/domain/reason-codes.js'
 
 const dirs: Dirs = { dataDir: '/data', runDir: '/data/run' }
 
@@ -106,14 +107,19 @@ void test('the row words, in order of precedence', () => {
     assert.equal(c.layout, layout, name)
     if (typeof reason === 'string') assert.equal(c.reason, reason, name)
     else assert.match(c.reason, reason, name)
+    // A reason always has its code, and the code says the kind: no reader parses the sentence.
+    assert.equal(c.code === '', c.reason === '', name)
+    if (layout === 'conflict') assert.ok(c.code === 'dir_claimed' || c.code === 'socket_claimed', name)
   }
 })
 
 void test('fenced comes first, with the reason the pass gives', () => {
   const rt = flat('a.example.com')
-  const ctx = { dirs, fenced: (h: string) => (h === 'a.example.com' ? 'layout move to nested in flight' : undefined) }
+  const inFlight = why('in_flight', 'layout move to nested in flight')
+  const ctx = { dirs, fenced: (h: string) => (h === 'a.example.com' ? inFlight : undefined) }
   assert.deepEqual(classify(rt, [rt, flat('b.example.com', { dir: rt.dir })], ctx), {
     layout: 'fenced',
+    code: 'in_flight',
     reason: 'layout move to nested in flight',
   })
   // Even over a conflict; but an external row is never ours to fence.

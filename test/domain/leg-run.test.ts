@@ -60,7 +60,12 @@ void describe('layoutLegWith', () => {
   })
 
   void it('converges to a recorded intent with its force, and notes it', async () => {
-    const held: Result = { host: 'a.example.com', outcome: 'held', reason: 'a file of its has a second name' }
+    const held: Result = {
+      host: 'a.example.com',
+      outcome: 'held',
+      code: 'second_name',
+      reason: 'a file of its has a second name',
+    }
     const t = setup({ store: new FakeStore([intent({ mode: 'nested', force: true, box: 'kass-1' })]) }, [held])
     const out = await layoutLegWith(t.deps)
     assert.deepEqual(t.converged, [['nested', true]])
@@ -73,6 +78,7 @@ void describe('layoutLegWith', () => {
     const failed: Result = {
       host: 'a.example.com',
       outcome: 'failed',
+      code: 'stop_timeout',
       reason: 'stop timed out: still awake after 60s',
       to: 'nested',
     }
@@ -82,7 +88,7 @@ void describe('layoutLegWith', () => {
 
   void it('converges to a recorded flat without force', async () => {
     const t = setup({ store: new FakeStore([intent({ mode: 'flat' })]) }, [
-      { host: 'a.example.com', outcome: 'moved', reason: '' },
+      { host: 'a.example.com', outcome: 'moved', code: '', reason: '' },
     ])
     assert.deepEqual((await layoutLegWith(t.deps)).retry, false)
     assert.deepEqual(t.converged, [['flat', false]])
@@ -183,22 +189,28 @@ void describe('logLayoutResults', () => {
   }
 
   void it('is silent on unchanged hosts and asks for no retry', () => {
-    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'unchanged', reason: '' }]), { retry: false, msgs: [] })
+    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'unchanged', code: '', reason: '' }]), {
+      retry: false,
+      msgs: [],
+    })
   })
 
   void it('logs a held host and asks for a retry', () => {
-    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'held', reason: 'a file of its has a second name' }]), {
-      retry: true,
-      msgs: ['layout: a.example.com: held -> a file of its has a second name'],
-    })
+    assert.deepEqual(
+      log([{ host: 'a.example.com', outcome: 'held', code: 'second_name', reason: 'a file of its has a second name' }]),
+      {
+        retry: true,
+        msgs: ['layout: a.example.com: held -> a file of its has a second name'],
+      },
+    )
   })
 
   void it('gathers awake deferrals into one line and asks for a retry', () => {
     assert.deepEqual(
       log([
-        { host: 'a.example.com', outcome: 'deferred', reason: 'awake: 42m of grace left' },
-        { host: 'b.example.com', outcome: 'moved', reason: '' },
-        { host: 'c.example.com', outcome: 'deferred', reason: 'awake: 3m of grace left' },
+        { host: 'a.example.com', outcome: 'deferred', code: 'awake_grace', reason: 'awake: 42m of grace left' },
+        { host: 'b.example.com', outcome: 'moved', code: '', reason: '' },
+        { host: 'c.example.com', outcome: 'deferred', code: 'awake_grace', reason: 'awake: 3m of grace left' },
       ]),
       {
         retry: true,
@@ -221,10 +233,10 @@ void describe('logLayoutResults', () => {
     const logger = new InfoLogger()
     const retry = logLayoutResults(
       [
-        { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
-        { host: 'b.example.com', outcome: 'failed', reason: 'rename: EIO' },
-        { host: 'c.example.com', outcome: 'released', reason: '' },
-        { host: 'd.example.com', outcome: 'held', reason: 'a file of its has a second name' },
+        { host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+        { host: 'b.example.com', outcome: 'failed', code: 'rename_failed', reason: 'rename: EIO' },
+        { host: 'c.example.com', outcome: 'released', code: '', reason: '' },
+        { host: 'd.example.com', outcome: 'held', code: 'second_name', reason: 'a file of its has a second name' },
       ],
       logger,
     )
@@ -240,7 +252,15 @@ void describe('logLayoutResults', () => {
     // Start-up recovery logs its routine lines at info, which this logger keeps.
     const startup = new InfoLogger()
     logLayoutResults(
-      [{ host: 'a.example.com', outcome: 'recovered', reason: 'finished the move to flat', to: 'flat' }],
+      [
+        {
+          host: 'a.example.com',
+          outcome: 'recovered',
+          code: 'move_finished',
+          reason: 'finished the move to flat',
+          to: 'flat',
+        },
+      ],
       startup,
       'info',
     )
@@ -248,14 +268,17 @@ void describe('logLayoutResults', () => {
   })
 
   void it('logs a deferral for any other reason on its own, without a retry', () => {
-    assert.deepEqual(log([{ host: 'a.example.com', outcome: 'deferred', reason: 'socket path too long' }]), {
-      retry: false,
-      msgs: ['layout: a.example.com: deferred -> socket path too long'],
-    })
+    assert.deepEqual(
+      log([{ host: 'a.example.com', outcome: 'deferred', code: 'socket_too_long', reason: 'socket path too long' }]),
+      {
+        retry: false,
+        msgs: ['layout: a.example.com: deferred -> socket path too long'],
+      },
+    )
   })
 
   void it('logs a result about the whole run without a host', () => {
-    assert.deepEqual(log([{ host: '', outcome: 'failed', reason: 'registry is locked' }]), {
+    assert.deepEqual(log([{ host: '', outcome: 'failed', code: 'run_failed', reason: 'registry is locked' }]), {
       retry: false,
       msgs: ['layout: failed -> registry is locked'],
     })
@@ -264,8 +287,13 @@ void describe('logLayoutResults', () => {
   void it('logs host and outcome alone when there is no reason, and the reason when there is', () => {
     assert.deepEqual(
       log([
-        { host: 'a.example.com', outcome: 'moved', reason: '' },
-        { host: 'b.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run' },
+        { host: 'a.example.com', outcome: 'moved', code: '', reason: '' },
+        {
+          host: 'b.example.com',
+          outcome: 'refused',
+          code: 'gate_shut',
+          reason: 'isolation not ready: probe: not yet run',
+        },
       ]).msgs,
       ['layout: a.example.com: moved', 'layout: b.example.com: refused -> isolation not ready: probe: not yet run'],
     )
@@ -273,20 +301,38 @@ void describe('logLayoutResults', () => {
 
   void it('carries the result as structured fields', () => {
     const logger = new FakeLogger()
-    logLayoutResults([{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }], logger)
-    assert.deepEqual(logger.lines[0]?.fields, { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' })
+    logLayoutResults([{ host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' }], logger)
+    assert.deepEqual(logger.lines[0]?.fields, {
+      host: 'a.example.com',
+      outcome: 'moved',
+      code: '',
+      reason: '',
+      to: 'nested',
+    })
   })
 })
 
 void describe('the levels an operator alerts on', () => {
   void it('one summary line a run at info; failed, refused and held at warn, a line a host; the rest at debug; unreadable at warn', async () => {
     const answer: Result[] = [
-      { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
-      { host: 'b.example.com', outcome: 'refused', reason: 'isolation not ready: probe', to: 'nested' },
-      { host: 'c.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
-      { host: 'd.example.com', outcome: 'held', reason: 'db outside dir', to: 'nested' },
-      { host: 'e.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' },
-      { host: 'f.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
+      { host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+      {
+        host: 'b.example.com',
+        outcome: 'refused',
+        code: 'gate_shut',
+        reason: 'isolation not ready: probe',
+        to: 'nested',
+      },
+      { host: 'c.example.com', outcome: 'failed', code: 'stop_timeout', reason: 'stop timed out', to: 'nested' },
+      { host: 'd.example.com', outcome: 'held', code: 'second_name', reason: 'db outside dir', to: 'nested' },
+      {
+        host: 'e.example.com',
+        outcome: 'deferred',
+        code: 'awake_grace',
+        reason: 'awake: 59m of grace left',
+        to: 'nested',
+      },
+      { host: 'f.example.com', outcome: 'unchanged', code: '', reason: '', to: 'nested' },
     ]
     const t = setup({ store: new FakeStore([intent()]) }, answer)
     await layoutLegWith(t.deps)

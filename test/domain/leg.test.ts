@@ -55,7 +55,7 @@ function setup(over: Partial<LegOptions> = {}) {
   return { clock, logger, runs, leg }
 }
 
-const moved = (host: string): Result => ({ host, outcome: 'moved', reason: '', to: 'nested' })
+const moved = (host: string): Result => ({ host, outcome: 'moved', code: '', reason: '', to: 'nested' })
 
 void describe('layoutLeg.kick', () => {
   void it('runs one pass at a time, and once more for any number of kicks during a run', async () => {
@@ -244,7 +244,7 @@ void describe('layoutLeg (a run that throws)', () => {
       },
     })
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [
-      { host: '', outcome: 'failed', reason: 'registry is locked' },
+      { host: '', outcome: 'failed', code: 'run_failed', reason: 'registry is locked' },
     ])
     assert.deepEqual(
       logger.lines.map((l) => [l.level, l.msg]),
@@ -255,7 +255,7 @@ void describe('layoutLeg (a run that throws)', () => {
     )
     assert.equal(clock.pending(), 1)
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [
-      { host: '', outcome: 'failed', reason: 'thrown before any await' },
+      { host: '', outcome: 'failed', code: 'run_failed', reason: 'thrown before any await' },
     ])
     assert.deepEqual((await leg.kickAndWait(60_000))?.results, [moved('a.example.com')])
     assert.equal(calls, 3)
@@ -337,7 +337,13 @@ void describe('layoutLeg.waiting', () => {
 })
 
 void describe('layoutLeg (a run that could not finish)', () => {
-  const failed = (host: string): Result => ({ host, outcome: 'failed', reason: 'move interrupted: EIO', to: 'nested' })
+  const failed = (host: string): Result => ({
+    host,
+    outcome: 'failed',
+    code: 'move_interrupted',
+    reason: 'move interrupted: EIO',
+    to: 'nested',
+  })
 
   void it('comes back on the retry timer with backoff: doubling from retryMs, jittered down by at most a fifth, capped at ten times', async () => {
     let jitter = 0
@@ -431,7 +437,7 @@ void describe('a finished run', () => {
     assert.equal(leg.state().lastRun, ranA, 'and state() answers it, uncopied')
     assert.ok(Object.isFrozen(ranA) && Object.isFrozen(ranA.results) && ranA.results.every((r) => Object.isFrozen(r)))
     assert.throws(() => {
-      ;(ranA.results as Result[]).push(moved('c.example'))
+      ranA.results.push(moved('c.example'))
     }, TypeError)
     assert.throws(() => {
       ;(ranA.results[0] as Result).reason = 'changed'

@@ -28,7 +28,8 @@ const H = 'a.example.com'
 const rec: MoveRecord = { host: H, to: 'nested', from: flatPaths(dirs, H), dest: nestedPaths(dirs, H) }
 
 void test('the recovery table (design §4), row by row', () => {
-  const cases: Array<[RecoveryFacts, Mode | undefined, string]> = [
+  // A kept journal is judged by its code; where a sentence is given, the reason must also name the paths.
+  const cases: Array<[RecoveryFacts, Mode | undefined, string, string?]> = [
     [{ fromExists: true, destExists: false, row: 'from' }, 'nested', 'redo-move'],
     [{ fromExists: true, destExists: false, row: 'from' }, undefined, 'redo-move'],
     [{ fromExists: true, destExists: false, row: 'from' }, 'flat', 'rollback'],
@@ -38,31 +39,37 @@ void test('the recovery table (design §4), row by row', () => {
     [
       { fromExists: true, destExists: true, row: 'from' },
       'nested',
-      'keep:ambiguous: files at both /data/apps/a.example.com and /data/nested/a.example.com/data; an operator decides which to keep',
+      'keep:ambiguous',
+      'ambiguous: files at both /data/apps/a.example.com and /data/nested/a.example.com/data; an operator decides which to keep',
     ],
     [{ fromExists: true, destExists: true, row: 'dest' }, 'nested', 'keep:ambiguous'],
     [
       { fromExists: false, destExists: false, row: 'from' },
       'nested',
-      'keep:files missing: neither /data/apps/a.example.com nor /data/nested/a.example.com/data exists; nothing is invented',
+      'keep:files_missing',
+      'files missing: neither /data/apps/a.example.com nor /data/nested/a.example.com/data exists; nothing is invented',
     ],
-    [{ fromExists: false, destExists: false, row: 'dest' }, 'nested', 'keep:files missing'],
+    [{ fromExists: false, destExists: false, row: 'dest' }, 'nested', 'keep:files_missing'],
     [
       { fromExists: true, destExists: false, row: 'dest' },
       'nested',
-      'keep:files are at /data/apps/a.example.com but the row already says /data/nested/a.example.com/data',
+      'keep:row_ahead',
+      'files are at /data/apps/a.example.com but the row already says /data/nested/a.example.com/data',
     ],
-    [{ fromExists: true, destExists: false, row: 'other' }, 'nested', "keep:the row's paths are neither"],
+    [{ fromExists: true, destExists: false, row: 'other' }, 'nested', 'keep:row_elsewhere'],
     [
       { fromExists: false, destExists: true, row: 'missing' },
       'nested',
-      'keep:the row is gone from the registry while its files are at /data/nested/a.example.com/data',
+      'keep:row_gone',
+      'the row is gone from the registry while its files are at /data/nested/a.example.com/data',
     ],
+    [{ fromExists: false, destExists: true, destIsLink: true, row: 'from' }, 'nested', 'keep:dest_symlink'],
   ]
-  for (const [facts, wants, want] of cases) {
+  for (const [facts, wants, want, sentence] of cases) {
     const a = recoveryAction(rec, facts, wants)
-    const got = a.kind === 'keep' ? `keep:${a.reason}` : a.kind
-    assert.ok(got.startsWith(want), `${JSON.stringify(facts)} wants ${wants}: got ${got}`)
+    const got = a.kind === 'keep' ? `keep:${a.code}` : a.kind
+    assert.equal(got, want, `${JSON.stringify(facts)} wants ${wants}`)
+    if (sentence !== undefined) assert.equal(a.kind === 'keep' && a.reason, sentence)
   }
 })
 
@@ -138,12 +145,14 @@ void test('planRow decides before anything is stopped', () => {
   assert.equal(plan(flatRow, 'flat', { hold: 'nested' }).kind, 'release')
   assert.deepEqual(plan(flatRow, 'nested', { gate: 'probe: not yet run' }), {
     kind: 'refused',
+    code: 'gate_shut',
     reason: 'isolation not ready: probe: not yet run',
   })
   const nestedRow: Route = { ...flatRow, ...nestedPaths(dirs, H), db: '' }
   assert.equal(plan(nestedRow, 'flat', { gate: 'shut' }).kind, 'move', 'the gate only guards nested')
   const far: Route = { ...flatRow, host: `${'x'.repeat(63)}.${'y'.repeat(40)}.example.com`, db: '' }
   Object.assign(far, flatPaths(dirs, far.host))
+  assert.equal((plan(far, 'nested') as { code: string }).code, 'socket_too_long')
   assert.match((plan(far, 'nested') as { reason: string }).reason, /over 107/)
   const squatter: Route = {
     host: 'z.example.com',
@@ -153,14 +162,15 @@ void test('planRow decides before anything is stopped', () => {
     dir: '/data/nested/a.example.com/run',
     db: '',
   }
+  assert.equal((plan(flatRow, 'nested', { others: [squatter] }) as { code: string }).code, 'dest_taken')
   assert.match((plan(flatRow, 'nested', { others: [squatter] }) as { reason: string }).reason, /^destination taken: /)
   assert.equal(plan({ ...flatRow, dir: '/srv/a', db: '' }, 'nested').kind, 'refused')
 })
 
 void test('awakeReason rounds up to whole minutes', () => {
-  assert.equal(awakeReason(42 * 60_000), 'awake: 42m of grace left')
-  assert.equal(awakeReason(41 * 60_000 + 1), 'awake: 42m of grace left')
-  assert.equal(awakeReason(5_000), 'awake: 1m of grace left')
+  assert.deepEqual(awakeReason(42 * 60_000), { code: 'awake_grace', reason: 'awake: 42m of grace left' })
+  assert.equal(awakeReason(41 * 60_000 + 1).reason, 'awake: 42m of grace left')
+  assert.equal(awakeReason(5_000).reason, 'awake: 1m of grace left')
 })
 
 const candidate = (host: string, wasHeld = false): MoveCandidate => ({
@@ -207,8 +217,8 @@ void test('sortByClaim: asleep moves together, awake inside its grace is deferre
     ['a.example.com'],
   )
   assert.deepEqual(
-    sorted.deferred.map((d) => [d.candidate.record.host, d.reason]),
-    [['b.example.com', 'awake: 42m of grace left']],
+    sorted.deferred.map((d) => [d.candidate.record.host, d.because.code, d.because.reason]),
+    [['b.example.com', 'awake_grace', 'awake: 42m of grace left']],
   )
   assert.deepEqual(
     sorted.awake.map((c) => c.record.host),
@@ -238,12 +248,23 @@ void test('sortByClaim under a forced intent stops every awake host and starts n
 void test('inRowOrder: whole-run results first, then one per host in row order, the last that is not only unchanged', () => {
   const rows = [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'c.example.com' }]
   const results: Result[] = [
-    { host: 'c.example.com', outcome: 'moved', reason: '' },
-    { host: 'b.example.com', outcome: 'recovered', reason: 'finished the move to nested', to: 'nested' },
-    { host: '', outcome: 'failed', reason: 'x.journal: not named for a valid host; left alone' },
-    { host: 'a.example.com', outcome: 'deferred', reason: 'awake: 3m of grace left' },
-    { host: 'b.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
-    { host: 'gone.example.com', outcome: 'released', reason: 'its journal was removed by an operator' },
+    { host: 'c.example.com', outcome: 'moved', code: '', reason: '' },
+    {
+      host: 'b.example.com',
+      outcome: 'recovered',
+      code: 'move_finished',
+      reason: 'finished the move to nested',
+      to: 'nested',
+    },
+    { host: '', outcome: 'failed', code: 'stray_file', reason: 'x.journal: not named for a valid host; left alone' },
+    { host: 'a.example.com', outcome: 'deferred', code: 'awake_grace', reason: 'awake: 3m of grace left' },
+    { host: 'b.example.com', outcome: 'unchanged', code: '', reason: '', to: 'nested' },
+    {
+      host: 'gone.example.com',
+      outcome: 'released',
+      code: 'journal_removed',
+      reason: 'its journal was removed by an operator',
+    },
   ]
   assert.deepEqual(
     inRowOrder(results, rows).map((r) => `${r.host}:${r.outcome}`),
@@ -256,8 +277,8 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
     ],
   )
   const later: Result[] = [
-    { host: 'a.example.com', outcome: 'recovered', reason: '' },
-    { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: shut' },
+    { host: 'a.example.com', outcome: 'recovered', code: '', reason: '' },
+    { host: 'a.example.com', outcome: 'refused', code: 'gate_shut', reason: 'isolation not ready: shut' },
   ]
   assert.deepEqual(
     inRowOrder(later, rows).map((r) => r.outcome),

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test'
 import Value from 'typebox/value'
 import { IntentState } from '../../src/domain/intent-state.js'
 import type { Classification, LayoutPass } from '../../src/domain/ports.js'
+import { why, type Why } from '../../src/domain/reason-codes.js'
 import { IDLE_LEG, layoutStatusReport, MIXED_WARNING, unmanagedLayoutReport } from '../../src/domain/report.js'
 import { LayoutReport, type LegState, type Route } from '../../src/domain/schemas.js'
 
@@ -50,14 +51,15 @@ class FakePass implements LayoutPass {
   }
   classify(route: Route): Classification {
     this.asked.push(route.host)
-    return this.words[route.host] ?? { layout: 'foreign', reason: 'not in the fake' }
+    return this.words[route.host] ?? { layout: 'foreign', code: 'unknown_shape', reason: 'not in the fake' }
   }
   changes(): number {
     return 0
   }
 
-  held(host: string): string | undefined {
-    return this.holds[host]
+  held(host: string): Why | undefined {
+    const reason = this.holds[host]
+    return reason === undefined ? undefined : why('second_name', reason)
   }
   note(host: string): string {
     return this.notes[host] ?? ''
@@ -75,8 +77,8 @@ void describe('layoutStatusReport', () => {
   void it("reports each instance-kind managed row in the pass's own words, with its note", () => {
     const pass = new FakePass(
       {
-        'a.example.com': { layout: 'nested', reason: '' },
-        'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left' },
+        'a.example.com': { layout: 'nested', code: '', reason: '' },
+        'b.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 42m of grace left' },
       },
       {},
       { 'a.example.com': 'set aside 1 entry at 2026-11-30T08:00:00Z' },
@@ -90,8 +92,8 @@ void describe('layoutStatusReport', () => {
     const r = layoutStatusReport({ box: 'kass-1', routes, pass, state: new IntentState(), leg: busyLeg })
     assert.deepEqual(pass.asked, ['a.example.com', 'b.example.com'])
     assert.deepEqual(r.rows, {
-      'a.example.com': { layout: 'nested', reason: '', note: 'set aside 1 entry at 2026-11-30T08:00:00Z' },
-      'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left', note: '' },
+      'a.example.com': { layout: 'nested', code: '', reason: '', note: 'set aside 1 entry at 2026-11-30T08:00:00Z' },
+      'b.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 42m of grace left', note: '' },
     })
     assert.equal(r.box, 'kass-1')
     assert.deepEqual(r.leg, busyLeg)
@@ -101,8 +103,8 @@ void describe('layoutStatusReport', () => {
   void it('reports a held host that classifies flat as fenced, with the refusal', () => {
     const pass = new FakePass(
       {
-        'a.example.com': { layout: 'flat', reason: '' },
-        'b.example.com': { layout: 'conflict', reason: 'shares a socket' },
+        'a.example.com': { layout: 'flat', code: '', reason: '' },
+        'b.example.com': { layout: 'conflict', code: 'socket_claimed', reason: 'shares a socket' },
       },
       { 'a.example.com': 'a file of its has a second name', 'b.example.com': 'x' },
     )
@@ -115,12 +117,13 @@ void describe('layoutStatusReport', () => {
     })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
+      code: 'second_name',
       reason: 'held down after a refused move to nested: a file of its has a second name',
       note: '',
     })
     assert.deepEqual(
       r.rows['b.example.com'],
-      { layout: 'conflict', reason: 'shares a socket', note: '' },
+      { layout: 'conflict', code: 'socket_claimed', reason: 'shares a socket', note: '' },
       'only a flat word is turned',
     )
   })
@@ -129,7 +132,7 @@ void describe('layoutStatusReport', () => {
     const pass = new FakePass({})
     const routes = [flat('ext.example.com', { hibernate: false }), flat('nosock.example.com', { socket: '' })]
     const r = layoutStatusReport({ box: 'kass-1', routes, pass, state: new IntentState(), leg: IDLE_LEG })
-    assert.deepEqual(r.rows, { 'ext.example.com': { layout: 'external', reason: '', note: '' } })
+    assert.deepEqual(r.rows, { 'ext.example.com': { layout: 'external', code: '', reason: '', note: '' } })
     assert.deepEqual(pass.asked, [])
   })
 
@@ -146,8 +149,8 @@ void describe('layoutStatusReport', () => {
 
   void it('warns when nested and flat rows share the box, and only then', () => {
     const pass = new FakePass({
-      'a.example.com': { layout: 'nested', reason: '' },
-      'b.example.com': { layout: 'flat', reason: '' },
+      'a.example.com': { layout: 'nested', code: '', reason: '' },
+      'b.example.com': { layout: 'flat', code: '', reason: '' },
     })
     const base = { box: 'kass-1', pass, state: new IntentState(), leg: IDLE_LEG }
     assert.deepEqual(
@@ -206,6 +209,7 @@ void describe('unmanagedLayoutReport', () => {
     })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
+      code: 'unmanaged_journal',
       reason:
         'layout migration in flight; see /data/layout/a.example.com.journal (no activator on this box to recover it)',
       note: '',
@@ -222,6 +226,7 @@ void describe('unmanagedLayoutReport', () => {
     })
     assert.deepEqual(r.rows['a.example.com'], {
       layout: 'fenced',
+      code: 'unmanaged_hold',
       reason: 'held down after a refused move to nested (no activator on this box to retry it)',
       note: '',
     })
@@ -238,10 +243,20 @@ void describe('unmanagedLayoutReport', () => {
     ]
     const r = unmanagedLayoutReport({ box: 'kass-1', routes, dirs, journalHosts: none, holdHosts: none })
     assert.deepEqual(r.rows, {
-      'a.example.com': { layout: 'nested', reason: 'no activator on this box; judged by path shape', note: '' },
-      'b.example.com': { layout: 'nested', reason: 'no activator on this box; judged by path shape', note: '' },
-      'c.example.com': { layout: 'external', reason: '', note: '' },
-      'd.example.com': { layout: 'flat', reason: '', note: '' },
+      'a.example.com': {
+        layout: 'nested',
+        code: 'no_activator',
+        reason: 'no activator on this box; judged by path shape',
+        note: '',
+      },
+      'b.example.com': {
+        layout: 'nested',
+        code: 'no_activator',
+        reason: 'no activator on this box; judged by path shape',
+        note: '',
+      },
+      'c.example.com': { layout: 'external', code: '', reason: '', note: '' },
+      'd.example.com': { layout: 'flat', code: '', reason: '', note: '' },
     })
     assert.deepEqual(r.warnings, [MIXED_WARNING])
   })
@@ -278,7 +293,7 @@ void describe('unmanagedLayoutReport', () => {
       journalHosts: new Set(['Bad_Host']),
       holdHosts: none,
     })
-    assert.deepEqual(r.rows['Bad_Host'], { layout: 'flat', reason: '', note: '' })
+    assert.deepEqual(r.rows['Bad_Host'], { layout: 'flat', code: '', reason: '', note: '' })
   })
 })
 
@@ -289,7 +304,7 @@ void describe('managedReportSteps', () => {
       i % 2 === 0 ? flat(`h${i}.example.com`) : nested(`h${i}.example.com`),
     )
     const words: Record<string, Classification> = Object.fromEntries(
-      routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', reason: '' }]),
+      routes.map((r, i) => [r.host, { layout: i % 2 === 0 ? 'flat' : 'nested', code: '', reason: '' }]),
     )
     const state = new IntentState()
     const steps = managedReportSteps({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG })

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Classification } from '../../src/domain/ports.js'
+import { why } from '../../src/domain/reason-codes.js'
 import type { Route } from '../../src/domain/schemas.js'
 import { judgeWake, NO_ACTIVATOR, type WakeFacts } from '../../src/domain/wake-verdict.js'
 import { FakeGate } from './fakes.js'
@@ -32,8 +33,8 @@ function facts(
     armed: true,
     phase: 'ready',
     pass: {
-      classify: (route) => classified[route.host] ?? { layout: 'flat', reason: '' },
-      held: (host) => held[host],
+      classify: (route) => classified[route.host] ?? { layout: 'flat', code: '', reason: '' },
+      held: (host) => (held[host] === undefined ? undefined : why('second_name', held[host])),
     },
     rows: () => ({ routes, byHost: new Map(routes.map((r) => [r.host, r])) }),
     gate,
@@ -47,7 +48,7 @@ void test('a flat row is granted with its paths; so is a foreign one, gate or no
     ok: true,
     grant: { host: A, layout: 'flat', dir: route.dir, socket: route.socket, db: route.db },
   })
-  const foreign = judgeWake(A, facts([route], { [A]: { layout: 'foreign', reason: '' } }, {}, shut))
+  const foreign = judgeWake(A, facts([route], { [A]: { layout: 'foreign', code: '', reason: '' } }, {}, shut))
   assert.equal(foreign.ok && foreign.grant.layout, 'foreign')
   assert.equal(shut.asked, 0, 'the gate is asked only about nested rows')
 })
@@ -64,7 +65,7 @@ void test('with no activator armed, every claim is the unmanaged answer, counted
   })
   assert.deepEqual(verdict, {
     ok: false,
-    refusal: { host: A, layout: 'unmanaged', reason: NO_ACTIVATOR },
+    refusal: { host: A, layout: 'unmanaged', code: 'no_activator', reason: NO_ACTIVATOR },
     kind: 'not_ready',
   })
   assert.equal(read, false)
@@ -73,7 +74,7 @@ void test('with no activator armed, every claim is the unmanaged answer, counted
 void test('before the agent is ready, or before the pass is published, a claim is refused not ready', () => {
   assert.deepEqual(judgeWake(A, { ...facts([instance(A)]), phase: 'recovering' }), {
     ok: false,
-    refusal: { host: A, layout: 'unknown', reason: 'not ready: layoutd is recovering' },
+    refusal: { host: A, layout: 'unknown', code: 'not_ready', reason: 'not ready: layoutd is recovering' },
     kind: 'not_ready',
   })
   const noPass = judgeWake(A, { ...facts([instance(A)]), pass: null })
@@ -86,16 +87,26 @@ void test('an unknown host, and rows the activator does not manage, say why and 
     instance('n.example.com', { socket: '' }),
     instance('e.example.com', { hibernate: false }),
   ]
-  const cases: Array<[string, string, string]> = [
-    ['z.example.com', 'unknown', 'unknown host: z.example.com is not in the registry'],
-    ['s.example.com', 'unmanaged', "not activator-managed: a sidecar row is not the activator's to wake"],
-    ['n.example.com', 'unmanaged', 'not activator-managed: the row has no socket'],
-    ['e.example.com', 'external', 'not activator-managed: the row does not hibernate: another supervisor runs it'],
+  const cases: Array<[string, string, string, string]> = [
+    ['z.example.com', 'unknown', 'unknown_host', 'unknown host: z.example.com is not in the registry'],
+    [
+      's.example.com',
+      'unmanaged',
+      'not_managed',
+      "not activator-managed: a sidecar row is not the activator's to wake",
+    ],
+    ['n.example.com', 'unmanaged', 'not_managed', 'not activator-managed: the row has no socket'],
+    [
+      'e.example.com',
+      'external',
+      'not_managed',
+      'not activator-managed: the row does not hibernate: another supervisor runs it',
+    ],
   ]
-  for (const [host, layout, reason] of cases) {
+  for (const [host, layout, code, reason] of cases) {
     assert.deepEqual(
       judgeWake(host, facts(rows)),
-      { ok: false, refusal: { host, layout, reason }, kind: 'unknown_host' },
+      { ok: false, refusal: { host, layout, code, reason }, kind: 'unknown_host' },
       host,
     )
   }
@@ -103,16 +114,29 @@ void test('an unknown host, and rows the activator does not manage, say why and 
 
 void test('fenced, conflict and held rows are refused with their reason and their own kind', () => {
   const routes = [instance(A)]
-  assert.deepEqual(judgeWake(A, facts(routes, { [A]: { layout: 'fenced', reason: 'files missing' } })), {
-    ok: false,
-    refusal: { host: A, layout: 'fenced', reason: 'fenced: files missing' },
-    kind: 'fenced',
-  })
   assert.deepEqual(
-    judgeWake(A, facts(routes, { [A]: { layout: 'conflict', reason: 'dir is also claimed by b.example.com' } })),
+    judgeWake(A, facts(routes, { [A]: { layout: 'fenced', code: 'files_missing', reason: 'files missing' } })),
     {
       ok: false,
-      refusal: { host: A, layout: 'conflict', reason: 'conflict: dir is also claimed by b.example.com' },
+      refusal: { host: A, layout: 'fenced', code: 'files_missing', reason: 'fenced: files missing' },
+      kind: 'fenced',
+    },
+  )
+  assert.deepEqual(
+    judgeWake(
+      A,
+      facts(routes, {
+        [A]: { layout: 'conflict', code: 'dir_claimed', reason: 'dir is also claimed by b.example.com' },
+      }),
+    ),
+    {
+      ok: false,
+      refusal: {
+        host: A,
+        layout: 'conflict',
+        code: 'dir_claimed',
+        reason: 'conflict: dir is also claimed by b.example.com',
+      },
       kind: 'conflict',
     },
   )
@@ -122,28 +146,37 @@ void test('fenced, conflict and held rows are refused with their reason and thei
     refusal: {
       host: A,
       layout: 'fenced',
+      code: 'second_name',
       reason: 'held down after a refused move to nested: a file of its has a second name',
     },
     kind: 'held',
   })
-  const heldAndFenced = judgeWake(A, facts(routes, { [A]: { layout: 'fenced', reason: 'held: x' } }, { [A]: 'x' }))
+  const heldAndFenced = judgeWake(
+    A,
+    facts(routes, { [A]: { layout: 'fenced', code: 'second_name', reason: 'held: x' } }, { [A]: 'x' }),
+  )
   assert.deepEqual(heldAndFenced, {
     ok: false,
-    refusal: { host: A, layout: 'fenced', reason: 'held: x' },
+    refusal: { host: A, layout: 'fenced', code: 'second_name', reason: 'held: x' },
     kind: 'held',
   })
   // An external word from the pass is not the activator's either.
-  const ext = judgeWake(A, facts(routes, { [A]: { layout: 'external', reason: '' } }))
+  const ext = judgeWake(A, facts(routes, { [A]: { layout: 'external', code: '', reason: '' } }))
   assert.equal(!ext.ok && ext.kind, 'unknown_host')
 })
 
 void test('a nested row wakes while the gate is open and is refused, naming the check, while it is shut', () => {
   const routes = [instance(A)]
-  const nested = { [A]: { layout: 'nested' as const, reason: '' } }
+  const nested = { [A]: { layout: 'nested' as const, code: '' as const, reason: '' } }
   const gate = new FakeGate('probe: the probe says ready: false')
   assert.deepEqual(judgeWake(A, facts(routes, nested, {}, gate)), {
     ok: false,
-    refusal: { host: A, layout: 'nested', reason: 'isolation not ready: probe: the probe says ready: false' },
+    refusal: {
+      host: A,
+      layout: 'nested',
+      code: 'gate_shut',
+      reason: 'isolation not ready: probe: the probe says ready: false',
+    },
     kind: 'gate_shut',
   })
   gate.verdict = null

@@ -2,11 +2,11 @@
 // row, and which rows take their reason. No temp box.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { LayoutReport, LegRun } from '../../src/domain/schemas.js'
+import type { LayoutReport, LegRun, RowReport } from '../../src/domain/schemas.js'
 import { withheldBy, withheldReasons } from '../../src/domain/withheld-reasons.js'
 import { IDLE_LEG } from '../../src/domain/report.js'
 
-function report(rows: Record<string, { layout: string; reason?: string }>): LayoutReport {
+function report(rows: Record<string, Pick<RowReport, 'layout'> & Partial<RowReport>>): LayoutReport {
   const out: LayoutReport = {
     box: 'kass-1',
     mode: 'nested',
@@ -16,7 +16,8 @@ function report(rows: Record<string, { layout: string; reason?: string }>): Layo
     leg: IDLE_LEG,
     warnings: [],
   }
-  for (const [host, r] of Object.entries(rows)) out.rows[host] = { layout: r.layout, reason: r.reason ?? '', note: '' }
+  for (const [host, r] of Object.entries(rows))
+    out.rows[host] = { layout: r.layout, code: r.code ?? '', reason: r.reason ?? '', note: '' }
   return out
 }
 
@@ -24,13 +25,31 @@ const RUN: LegRun = {
   startedAt: '2026-11-30T08:00:00.000Z',
   finishedAt: '2026-11-30T08:00:01.000Z',
   results: [
-    { host: 'd.example.com', outcome: 'deferred', reason: 'awake: 42m of grace left', to: 'nested' },
-    { host: 'r.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' },
-    { host: 'f.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
-    { host: 'h.example.com', outcome: 'held', reason: 'a file of its has a second name', to: 'nested' },
-    { host: 'm.example.com', outcome: 'moved', reason: '', to: 'nested' },
-    { host: 'u.example.com', outcome: 'unchanged', reason: '' },
-    { host: '', outcome: 'failed', reason: 'the run itself failed' },
+    {
+      host: 'd.example.com',
+      outcome: 'deferred',
+      code: 'awake_grace',
+      reason: 'awake: 42m of grace left',
+      to: 'nested',
+    },
+    {
+      host: 'r.example.com',
+      outcome: 'refused',
+      code: 'gate_shut',
+      reason: 'isolation not ready: probe: not yet run',
+      to: 'nested',
+    },
+    { host: 'f.example.com', outcome: 'failed', code: 'stop_timeout', reason: 'stop timed out', to: 'nested' },
+    {
+      host: 'h.example.com',
+      outcome: 'held',
+      code: 'second_name',
+      reason: 'a file of its has a second name',
+      to: 'nested',
+    },
+    { host: 'm.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+    { host: 'u.example.com', outcome: 'unchanged', code: '', reason: '' },
+    { host: '', outcome: 'failed', code: 'run_failed', reason: 'the run itself failed' },
   ],
 }
 
@@ -51,7 +70,9 @@ void test('a row short of where the last run wanted it takes the reason that run
     null,
   )
   assert.equal(out.rows['d.example.com']?.reason, 'awake: 42m of grace left')
+  assert.equal(out.rows['d.example.com']?.code, 'awake_grace', 'the code comes with the reason')
   assert.equal(out.rows['f.example.com']?.reason, 'stop timed out')
+  assert.equal(out.rows['f.example.com']?.code, 'stop_timeout')
   assert.equal(out.rows['m.example.com']?.reason, '', 'a moved row has nothing withheld')
 })
 
@@ -59,7 +80,7 @@ void test('a row that has since reached the mode, a row with a reason of its own
   const out = withheldReasons(
     report({
       'd.example.com': { layout: 'nested' },
-      'f.example.com': { layout: 'flat', reason: 'awake: 10m of grace left' },
+      'f.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 10m of grace left' },
       'h.example.com': { layout: 'fenced' },
     }),
     withheldBy(RUN),

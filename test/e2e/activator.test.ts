@@ -113,13 +113,18 @@ void test(
       'a deferred while b moves',
       async () => {
         const r = await agent.status()
-        return r.rows['b.example.com']?.layout === 'nested' && r.rows['a.example.com']?.reason.startsWith('awake')
+        return r.rows['b.example.com']?.layout === 'nested' && r.rows['a.example.com']?.code === 'awake_grace'
           ? r
           : undefined
       },
       15_000,
     )
-    assert.deepEqual(deferred.rows['a.example.com'], { layout: 'flat', reason: 'awake: 1m of grace left', note: '' })
+    assert.deepEqual(deferred.rows['a.example.com'], {
+      layout: 'flat',
+      code: 'awake_grace',
+      reason: 'awake: 1m of grace left',
+      note: '',
+    })
     const grace = JSON.parse(await fs.readFile(path.join(sb.dataDir, 'layout', 'grace.json'), 'utf8')) as {
       hosts: Record<string, { mode: string }>
     }
@@ -240,7 +245,7 @@ void test(
     const set = await act.announce()
     assert.deepEqual(set.awake, ['a.example.com', 'z.example.com'])
     assert.deepEqual(set.stop, [
-      { host: 'z.example.com', reason: 'unknown host: z.example.com is not in the registry' },
+      { host: 'z.example.com', code: 'unknown_host', reason: 'unknown host: z.example.com is not in the registry' },
     ])
 
     // b's claim ended: a migrate moves it straight away, and defers a.
@@ -249,7 +254,7 @@ void test(
       'b moved, a deferred',
       async () => {
         const s = await agent.status()
-        return s.rows['b.example.com']?.layout === 'nested' && s.rows['a.example.com']?.reason.startsWith('awake')
+        return s.rows['b.example.com']?.layout === 'nested' && s.rows['a.example.com']?.code === 'awake_grace'
           ? s
           : undefined
       },

@@ -142,7 +142,8 @@ void test('the console in Chromium: rows turn nested while the page is open, the
     30_000,
   )
   assert.match((await page.textContent('.intent')) ?? '', /nested\s+recorded for this box or its fleet/)
-  assert.match((await page.textContent('.legend')) ?? '', /all 8.*foreign 2.*nested 5.*external 1/s)
+  // The legend's markup is laid out by Prettier: each word and its count may sit on lines of their own.
+  assert.match((await page.textContent('.legend')) ?? '', /all\s+8.*foreign\s+2.*nested\s+5.*external\s+1/s)
   assert.equal(await page.locator('script').count(), 1, 'a redraw brings no script in')
   assert.deepEqual(dialogs, [], 'no script of a hostname ever ran')
 

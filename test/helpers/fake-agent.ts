@@ -17,7 +17,7 @@ export function sampleRun(): LegRun {
   return {
     startedAt: '2025-01-01T00:00:00.000Z',
     finishedAt: '2025-01-01T00:00:01.000Z',
-    results: [{ host: HOST, outcome: 'moved', reason: '', to: 'nested' }],
+    results: [{ host: HOST, outcome: 'moved', code: '', reason: '', to: 'nested' }],
   }
 }
 
@@ -27,7 +27,7 @@ export function sampleReport(): LayoutReport {
     mode: 'nested',
     default: false,
     defaultBlocked: '',
-    rows: { [HOST]: { layout: 'nested', reason: '', note: '' } },
+    rows: { [HOST]: { layout: 'nested', code: '', reason: '', note: '' } },
     leg: { running: false, pending: false, lastRun: sampleRun(), retryAt: null },
     warnings: [],
   }
@@ -143,7 +143,12 @@ export class FakeAgent implements AgentApi {
     return (
       a ?? {
         granted: false,
-        refusal: { host, layout: 'unknown', reason: `unknown host: ${host} is not in the registry` },
+        refusal: {
+          host,
+          layout: 'unknown',
+          code: 'unknown_host',
+          reason: `unknown host: ${host} is not in the registry`,
+        },
       }
     )
   }

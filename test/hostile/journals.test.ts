@@ -43,6 +43,19 @@ function onlyGeneration(before: Fingerprint, after: Fingerprint): void {
 
 const layout = () => path.join(box.config.dataDir, 'layout')
 
+/** The codes of a journal recovery keeps, the host fenced until an operator decides. */
+const KEPT: ReadonlySet<string> = new Set([
+  'journal_invalid',
+  'journals_differ',
+  'ambiguous',
+  'files_missing',
+  'dest_symlink',
+  'row_gone',
+  'row_elsewhere',
+  'row_ahead',
+  'files_unknown',
+])
+
 /** A well-formed journal of a move of host to nested, with fields overridden. */
 function journal(host: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -71,10 +84,12 @@ async function kept(make: (file: string) => Promise<void>, why: RegExp, host = H
     const mine = run.results.find((r) => r.host === host)
     assert.equal(mine?.outcome, 'held', JSON.stringify(run.results))
     assert.match(mine.reason, why)
+    assert.ok(KEPT.has(mine.code), `a kept journal's code: ${mine.code}`)
     const row = (await report(box)).rows[host]
     if (row !== undefined) {
       assert.equal(row.layout, 'fenced')
       assert.match(row.reason, why)
+      assert.equal(row.code, mine.code, 'the row says the code the run did')
       const claim = await box.app.inject({ method: 'POST', url: `/wakes/${host}`, remoteAddress: '127.0.0.1' })
       assert.equal(claim.statusCode, 409, 'a host whose journal is kept does not wake')
     }

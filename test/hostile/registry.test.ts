@@ -77,6 +77,9 @@ async function judged(rows: Row[], word: string, why: RegExp): Promise<void> {
       const result = run.results.find((x) => x.host === row.host)
       assert.equal(result?.outcome, 'refused', JSON.stringify(run.results))
       assert.match(result.reason, why)
+      // The refusal's code is the row's own: what a script reads, whichever sentence says it.
+      assert.notEqual(result.code, '', result.reason)
+      assert.equal(result.code, r.rows[row.host]?.code, result.reason)
     }
     assertUnchanged(before, box.fp(also()))
   } finally {

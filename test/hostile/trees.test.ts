@@ -126,6 +126,7 @@ void test("a hard link to a neighbour's file, made after the fence: held, its ma
   })
   assert.equal(result?.outcome, 'held')
   assert.match(result.reason, /a file of its has a second name: stolen\.html has 2 links/)
+  assert.equal(result.code, 'second_name')
   const { added } = changed(c)
   assert.ok(
     added.some((l) => l.startsWith(`layout/${HOST}.hold file`)),
@@ -143,6 +144,7 @@ void test('the dir swapped for a symlink out of the data root after the fence: h
   })
   assert.equal(result?.outcome, 'held')
   assert.match(result.reason, /a\.example\.com is a symlink/)
+  assert.equal(result.code, 'symlink_source')
   assert.equal(fs.lstatSync(c.flat).isSymbolicLink(), true, 'the link is where it was')
   assert.equal(fs.existsSync(c.nested), false, 'nothing at the nested dir')
   assert.equal(c.h.reg.get(HOST)?.dir, c.flat)
@@ -170,6 +172,7 @@ void test('the dir gone after the fence: failed, files missing, nothing made at 
   )
   assert.equal(result?.outcome, 'failed')
   assert.match(result.reason, /files missing: .*a\.example\.com does not exist/)
+  assert.equal(result.code, 'files_missing')
   assert.equal(fs.existsSync(c.nested), false)
   assert.equal(c.h.reg.get(HOST)?.dir, c.flat)
   assert.equal(fs.existsSync(path.join(c.h.dirs.dataDir, 'layout', `${HOST}.journal`)), false)
@@ -181,6 +184,7 @@ void test('the dir gone after its journal: failed, files missing, the journal re
   )
   assert.equal(result?.outcome, 'failed')
   assert.match(result.reason, /files missing/)
+  assert.equal(result.code, 'files_missing')
   assert.equal(fs.existsSync(c.nested), false)
   assert.equal(fs.existsSync(path.join(c.h.dirs.dataDir, 'layout', `${HOST}.journal`)), false)
   assert.equal(c.h.fence.fenced(HOST), undefined, 'the fence lifted')
@@ -206,6 +210,7 @@ void test('a dir that appears at the destination after its parents were made: no
   })
   assert.equal(result?.outcome, 'failed')
   assert.match(result.reason, /appeared after it was cleared; not renaming over it/)
+  assert.equal(result.code, 'rename_failed')
   stayed(c)
 })
 

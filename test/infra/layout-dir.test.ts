@@ -108,6 +108,7 @@ void test('before start-up has listed D/layout, the report calls no row nested o
   }>()
   assert.deepEqual(report.rows[H], {
     layout: 'fenced',
+    code: 'agent_starting',
     reason: 'layoutd is starting: <data>/layout not listed yet',
     note: '',
   })

@@ -17,8 +17,13 @@ const HOSTILE = [
   '&amp;.example.com',
 ]
 
-function row(layout: string, reason = '', note = ''): RowReport {
-  return { layout, reason, note }
+function row(
+  layout: string,
+  reason = '',
+  note = '',
+  code: RowReport['code'] = reason === '' ? '' : 'unknown_shape',
+): RowReport {
+  return { layout, code, reason, note }
 }
 
 /** The text of the page between its tags, roughly: enough to find what a person reads. */
@@ -79,7 +84,12 @@ void test('a box of 10,000 rows is drawn a page at a time, and the word and the 
   const rows: Record<string, RowReport> = {}
   for (let i = 0; i < 10_000; i++) {
     const host = `t${String(i).padStart(5, '0')}.example.com`
-    rows[host] = row(i % 10 === 0 ? 'flat' : 'nested', i % 10 === 0 ? 'awake: 42m of grace left' : '')
+    rows[host] = row(
+      i % 10 === 0 ? 'flat' : 'nested',
+      i % 10 === 0 ? 'awake: 42m of grace left' : '',
+      '',
+      i % 10 === 0 ? 'awake_grace' : '',
+    )
   }
   agent.reportValue = { ...agent.reportValue, rows }
 
@@ -89,8 +99,12 @@ void test('a box of 10,000 rows is drawn a page at a time, and the word and the 
   assert.equal(rowsOf(first.body)[0], 't00000.example.com')
   assert.match(first.body, /rows 1–200 of 10000/)
   assert.match(first.body, /page 1 of 50/)
-  assert.match(first.body, /<li><a class="word w-nested" href="\/\?word=nested">nested<\/a> 9000<\/li>/)
-  assert.match(first.body, /<li><a class="word w-flat" href="\/\?word=flat">flat<\/a> 1000<\/li>/)
+  // The code beside each reason, for what the page (or a script reading it) decides by.
+  assert.match(first.body, /<tr data-host="t00000\.example\.com" data-word="flat" data-code="awake_grace">/)
+  assert.match(first.body, /<code class="code c-awake_grace">awake_grace<\/code> awake: 42m of grace left/)
+  // The markup's layout is Prettier's: whitespace between tags is not what is asserted.
+  assert.match(first.body, /<li>\s*<a class="word w-nested" href="\/\?word=nested"\s*>nested<\/a\s*>\s*9000\s*<\/li>/)
+  assert.match(first.body, /<li>\s*<a class="word w-flat" href="\/\?word=flat"\s*>flat<\/a\s*>\s*1000\s*<\/li>/)
 
   const last = await app.inject({ method: 'GET', url: '/?page=50' })
   assert.equal(rowsOf(last.body).at(-1), 't09999.example.com')
@@ -134,7 +148,7 @@ void test('the page shows the intent, the gate, the leg and the warnings', async
       lastRun: {
         startedAt: new Date(now - 5000).toISOString(),
         finishedAt: null,
-        results: [{ host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' }],
+        results: [{ host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' }],
       },
       retryAt: new Date(now + 9 * 60_000 + 30_000).toISOString(),
     },

@@ -53,6 +53,7 @@ void test('GET /layout/status serializes a report of many rows a slice per turn,
     const host = i % 5 === 0 ? `odd "rows":{} \\ host ${i}` : `t${i}.example.com`
     rows[host] = {
       layout: i % 2 === 0 ? 'flat' : 'nested',
+      code: i % 7 === 0 ? 'gate_shut' : '',
       reason: i % 7 === 0 ? 'a "lastRun":null and "rows":{} ]}' : '',
       note: i % 11 === 0 ? 'set aside "x"' : '',
     }
@@ -60,6 +61,7 @@ void test('GET /layout/status serializes a report of many rows a slice per turn,
   const results = Array.from({ length: RESULTS_PER_TURN + 1 }, (_, i) => ({
     host: `t${i}.example.com`,
     outcome: 'moved' as const,
+    code: i % 3 === 0 ? ('move_finished' as const) : ('' as const),
     reason: i % 3 === 0 ? '"rows":{}' : '',
     to: 'nested' as const,
   }))
@@ -169,6 +171,7 @@ void test('POST /layout/converge?wait=1 answers a run of many results, serialize
     results: Array.from({ length: n }, (_, i) => ({
       host: `t${i}.${tag}.example`,
       outcome: outcomes[i % outcomes.length] ?? 'moved',
+      code: i % 7 === 0 ? ('stop_timeout' as const) : ('' as const),
       reason: i % 7 === 0 ? `a "results":[] and "lastRun":null in ${tag} ]}` : '',
       ...(i % 3 === 0 ? {} : { to: 'nested' as const }),
     })),

@@ -45,6 +45,7 @@ void test('POST /wakes/:host answers 200 with the paths or 409 with the reason; 
   const refusal: WakeRefusal = {
     host: 'b.example.com',
     layout: 'fenced',
+    code: 'in_flight',
     reason: 'fenced: layout move to nested in flight',
   }
   agent.wakeAnswers.set('b.example.com', { granted: false, refusal })
@@ -77,7 +78,9 @@ void test('DELETE /wakes/:host answers 204 with no body; GET /wakes lists the cl
 
 void test('PUT /wakes takes the whole awake set and answers what must stop; a malformed set is a 400', async (t) => {
   const { app, agent } = await build(t)
-  agent.stopValue = [{ host: 'b.example.com', reason: 'conflict: dir is also claimed by c.example.com' }]
+  agent.stopValue = [
+    { host: 'b.example.com', code: 'dir_claimed', reason: 'conflict: dir is also claimed by c.example.com' },
+  ]
   const res = await app.inject({ method: 'PUT', url: '/wakes', payload: { awake: [HOST, 'b.example.com'] } })
   assert.equal(res.statusCode, 200)
   assert.deepEqual(res.json<WakeSet>(), { awake: [HOST, 'b.example.com'], stop: agent.stopValue })
@@ -116,6 +119,7 @@ void test('GET /ready/:host says what a claim would get, and claims nothing', as
   assert.deepEqual(unknown.json(), {
     host: 'z.example.com',
     layout: 'unknown',
+    code: 'unknown_host',
     reason: 'unknown host: z.example.com is not in the registry',
   })
   assert.deepEqual(agent.claims, [])
@@ -251,7 +255,12 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
 
   const early = await claim(b, 'a.example.com')
   assert.equal(early.status, 409)
-  assert.deepEqual(early.body, { host: 'a.example.com', layout: 'unknown', reason: 'not ready: layoutd is starting' })
+  assert.deepEqual(early.body, {
+    host: 'a.example.com',
+    layout: 'unknown',
+    code: 'not_ready',
+    reason: 'not ready: layoutd is starting',
+  })
   assert.equal((await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: [] } })).statusCode, 503)
 
   await b.agent.start()
@@ -263,10 +272,12 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
   const sidecar = await claim(b, 's.example.com')
   assert.equal(sidecar.status, 409)
   assert.equal(sidecar.body.layout, 'unmanaged')
+  assert.equal(sidecar.body.code, 'not_managed')
   assert.match(sidecar.body.reason, /^not activator-managed: a sidecar row/)
   const conflict = await claim(b, 'd.example.com')
   assert.equal(conflict.status, 409)
   assert.equal(conflict.body.layout, 'conflict')
+  assert.equal(conflict.body.code, 'dir_claimed')
   assert.match(conflict.body.reason, /^conflict: dir .* is also claimed by c\.example\.com/)
   const invalid = await b.app.inject({ method: 'POST', url: '/wakes/Not_A_Host' })
   assert.equal(invalid.statusCode, 400)
@@ -316,10 +327,12 @@ void test('a host a journal names is fenced, and a held host is held: both refus
   const fenced = await claim(b, 'j.example.com')
   assert.equal(fenced.status, 409)
   assert.equal(fenced.body.layout, 'fenced')
+  assert.equal(fenced.body.code, 'files_missing')
   assert.match(fenced.body.reason, /^fenced: files missing/)
   const held = await claim(b, 'h.example.com')
   assert.equal(held.status, 409)
   assert.equal(held.body.layout, 'fenced')
+  assert.equal(held.body.code, 'legacy_hold', 'a marker written without a code reads as legacy_hold')
   assert.match(held.body.reason, /^held down after a refused move to nested: a file of its has a second name/)
   const text = await b.metrics.text()
   assert.equal(sample(text, 'carlos_layout_wake_claims_total{result="fenced"}'), 1)
@@ -344,6 +357,7 @@ void test('a shut isolation gate refuses nested wakes and names its check; flat 
   assert.deepEqual(nested.body, {
     host: 'n.example.com',
     layout: 'nested',
+    code: 'gate_shut',
     reason: 'isolation not ready: probe: the probe says ready: false (seccomp profile missing)',
   })
   assert.equal((await claim(b, 'f.example.com')).status, 200, 'a flat wake goes on')
@@ -417,7 +431,9 @@ void test('PUT /wakes records the whole set as claimed and names what must stop'
     ['d.example.com', 'z.example.com'],
   )
   assert.match(set.stop[0]?.reason ?? '', /^conflict: /)
+  assert.equal(set.stop[0]?.code, 'dir_claimed')
   assert.match(set.stop[1]?.reason ?? '', /^unknown host: /)
+  assert.equal(set.stop[1]?.code, 'unknown_host')
   assert.deepEqual(
     persistedWakes(b.registry),
     ['a.example.com', 'd.example.com', 'z.example.com'],
@@ -482,7 +498,12 @@ void test('claims survive a restart of layoutd: the restarted pass defers the ho
   assert.equal(a?.outcome, 'deferred')
   assert.equal(a?.reason, 'awake: 60m of grace left')
   const report = b.agent.report()
-  assert.deepEqual(report.rows['a.example.com'], { layout: 'flat', reason: 'awake: 60m of grace left', note: '' })
+  assert.deepEqual(report.rows['a.example.com'], {
+    layout: 'flat',
+    code: 'awake_grace',
+    reason: 'awake: 60m of grace left',
+    note: '',
+  })
   // The grace is counted from the first deferral, on disk.
   const grace = JSON.parse(await fs.readFile(path.join(b.config.dataDir, 'layout', 'grace.json'), 'utf8')) as {
     hosts: Record<string, { mode: string }>
@@ -535,6 +556,7 @@ void test('CARLOS_ACTIVATOR=none: claims are refused and the set is not taken', 
   assert.equal(res.status, 409)
   assert.equal(res.body.layout, 'unmanaged')
   assert.match(res.body.reason, /CARLOS_ACTIVATOR=none/)
+  assert.equal(res.body.code, 'no_activator')
   const put = await b.app.inject({ method: 'PUT', url: '/wakes', payload: { awake: ['a.example.com'] } })
   assert.equal(put.statusCode, 409)
   assert.equal(errorOf(put.body).code, 'conflict')
@@ -564,6 +586,7 @@ void test('a release that does not come in time: the move fails, the fence is li
   const a = run?.results.find((r) => r.host === 'a.example.com')
   assert.equal(a?.outcome, 'failed')
   assert.match(a?.reason ?? '', /^stop timed out: still awake after 0s; it keeps running where it is/)
+  assert.equal(a?.code, 'stop_timeout')
   // Not fenced any more, still claimed, still at its flat paths with its files.
   const again = await b.app.inject({ method: 'GET', url: '/ready/a.example.com' })
   assert.equal(again.statusCode, 200)

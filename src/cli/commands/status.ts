@@ -187,6 +187,7 @@ export async function describeHost(
   }
   const now = ctx.now()
   const lines: Array<[string, string]> = [
+    ['code', row.code || '-'],
     ['reason', row.reason || '-'],
     ['note', row.note || '-'],
   ]

@@ -114,7 +114,7 @@ export class EtcdBoxes {
     } catch (err) {
       if (!gateway.closed.aborted)
         logger?.warn(
-          { store: gateway.describe(), err: errorMessage(err) },
+          { store: gateway.describe(), err },
           `etcd deploy store: the box summary lease was not renewed: ${errorMessage(err)}`,
         )
     } finally {

@@ -5,6 +5,7 @@
 import { performance } from 'node:perf_hooks'
 import type { Result } from '../../domain/modes.js'
 import type { MoveCandidate } from '../../domain/pass-plan.js'
+import type { Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import type { MoveSteps } from './move-steps.js'
 import type { PassContext } from './pass-context.js'
@@ -47,10 +48,13 @@ export class AwakeStop {
       if (!stopped) {
         if (!candidate.wasHeld) this.#state.lift([host])
         const secs = Math.round(ctx.stopTimeoutMs / 1000)
-        const why = signal.aborted
-          ? 'stop abandoned: the run was cancelled; it keeps running where it is'
-          : `stop timed out: still awake after ${secs}s; it keeps running where it is, and the next run tries again`
-        return [ctx.resultWithMetrics(host, 'failed', why, candidate.record.to, ctx.secondsSince(fencedAt))]
+        const failed: Why = signal.aborted
+          ? { code: 'stop_abandoned', reason: 'stop abandoned: the run was cancelled; it keeps running where it is' }
+          : {
+              code: 'stop_timeout',
+              reason: `stop timed out: still awake after ${secs}s; it keeps running where it is, and the next run tries again`,
+            }
+        return [ctx.resultWithMetrics(host, 'failed', failed, candidate.record.to, ctx.secondsSince(fencedAt))]
       }
       ctx.failpoint('after-stop')
     }
@@ -72,7 +76,7 @@ export class AwakeStop {
       const stopped = await claims.stop(host, timeout.signal)
       return stopped && !claims.claimed(host)
     } catch (err) {
-      logger.error({ host, err: errorMessage(err) }, `layout: ${host}: stop failed: ${errorMessage(err)}`)
+      logger.error({ host, err }, `layout: ${host}: stop failed: ${errorMessage(err)}`)
       return false
     } finally {
       cancel()

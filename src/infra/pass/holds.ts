@@ -10,6 +10,7 @@ import type { Static } from 'typebox'
 import { validHost } from '../../domain/hostname.js'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
+import { isReasonCode, type ReasonCode } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import { atomicWriteMany, isNotFound, readNoFollow, unlinkMany } from '../fsutil.js'
 import { ensureLayoutDir, HOLD_SUFFIX, layoutDir } from './journal.js'
@@ -21,6 +22,11 @@ export const HoldMarker = Type.Object(
     to: Type.Union([Type.Literal('flat'), Type.Literal('nested')], {
       description: 'The layout the refused move went toward.',
     }),
+    // A string, not the enum: a marker a newer layoutd wrote with a code this
+    // build does not know is still a hold, read as legacy_hold, not corrupt.
+    code: Type.Optional(
+      Type.String({ description: "The reason's code (reason-codes.ts); absent in markers of older agents." }),
+    ),
     reason: Type.String({ description: 'Why the move was refused, in words an operator can act on.' }),
     heldAt: Type.String({ description: 'When the host was held (RFC 3339).' }),
   },
@@ -30,8 +36,13 @@ export type HoldMarker = Static<typeof HoldMarker>
 
 /** A hold as the pass keeps it. A marker that does not read back stands, under every intent, until an operator removes it. */
 export type Hold =
-  | { host: string; to: Mode; reason: string; corrupt: false }
-  | { host: string; to: undefined; reason: string; corrupt: true }
+  | { host: string; to: Mode; code: ReasonCode; reason: string; corrupt: false }
+  | { host: string; to: undefined; code: 'hold_corrupt'; reason: string; corrupt: true }
+
+/** The code a marker read back carries: its own, or legacy_hold for one without a code this build knows. */
+export function markerCode(marker: Pick<HoldMarker, 'code'>): ReasonCode {
+  return isReasonCode(marker.code) ? marker.code : 'legacy_hold'
+}
 
 export async function writeHolds(dirs: Dirs, holds: readonly HoldMarker[]): Promise<void> {
   if (holds.length === 0) return
@@ -57,7 +68,13 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
     text = await readNoFollow(file)
   } catch (err) {
     if (isNotFound(err)) return undefined
-    return { host, to: undefined, corrupt: true, reason: `hold marker ${file} cannot be read: ${errorMessage(err)}` }
+    return {
+      host,
+      to: undefined,
+      corrupt: true,
+      code: 'hold_corrupt',
+      reason: `hold marker ${file} cannot be read: ${errorMessage(err)}`,
+    }
   }
   let raw: unknown
   try {
@@ -67,6 +84,7 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
       host,
       to: undefined,
       corrupt: true,
+      code: 'hold_corrupt',
       reason: `hold marker ${file} is not JSON (${errorMessage(err)}); an operator decides`,
     }
   }
@@ -75,10 +93,11 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
       host,
       to: undefined,
       corrupt: true,
+      code: 'hold_corrupt',
       reason: `hold marker ${file} is not a hold marker for ${host}; an operator decides`,
     }
   }
-  return { host, to: raw.to, reason: raw.reason, corrupt: false }
+  return { host, to: raw.to, code: markerCode(raw), reason: raw.reason, corrupt: false }
 }
 
 /** `<data>/layout/aside/<host>`. */

@@ -5,6 +5,7 @@
 // with nothing moved (journal closed, fence lifted, unless the host was held
 // before the run).
 import type { IntentMode, Result } from '../../domain/modes.js'
+import { why, type Why } from '../../domain/reason-codes.js'
 import type { GraceBook } from './grace.js'
 import type { HoldMarker } from './holds.js'
 import type { Journal } from './journal.js'
@@ -52,7 +53,7 @@ export class MoveEndings {
       registry.setPaths(moves.map(rowOf))
     } catch (batchErr) {
       logger.warn(
-        { err: errorMessage(batchErr) },
+        { err: batchErr },
         `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`,
       )
       done = []
@@ -70,12 +71,14 @@ export class MoveEndings {
       for (const { move } of failed) await renameDir(move.journal.dest.dir, move.journal.from.dir)
       await syncParents(failed.map(({ move }) => ({ from: move.journal.dest.dir, to: move.journal.from.dir })))
       for (const { move, err } of failed) {
-        const why = `registry not updated: ${errorMessage(err)}`
+        const reason = `registry not updated: ${errorMessage(err)}`
         logger.error(
-          { host: move.journal.host, err: errorMessage(err) },
-          `layout: ${move.journal.host}: ${why}; files moved back`,
+          { host: move.journal.host, code: 'registry_not_updated', err },
+          `layout: ${move.journal.host}: ${reason}; files moved back`,
         )
-        results.push(...(await this.abandon([move], `${why}; the files were moved back`)))
+        results.push(
+          ...(await this.abandon([move], why('registry_not_updated', `${reason}; the files were moved back`))),
+        )
       }
     }
     this.#ctx.failpoint('after-row')
@@ -103,6 +106,7 @@ export class MoveEndings {
           v: 1,
           host: move.journal.host,
           to: 'nested',
+          code: 'revert_unreadable',
           reason: HOLD_AFTER_REVERT,
           heldAt,
         })),
@@ -119,7 +123,7 @@ export class MoveEndings {
     const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
     await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
       ctx.deps.logger.warn(
-        { hosts: reverted, err: errorMessage(err) },
+        { hosts: reverted, err },
         `layout: empty nested directories not removed: ${errorMessage(err)}`,
       )
     })
@@ -137,7 +141,7 @@ export class MoveEndings {
         ctx.resultWithMetrics(
           move.journal.host,
           outcome,
-          outcome === 'recovered' ? `finished the move to ${move.journal.to}` : '',
+          outcome === 'recovered' ? why('move_finished', `finished the move to ${move.journal.to}`) : undefined,
           move.journal.to,
           ctx.secondsSince(move.fencedAt),
         ),
@@ -146,7 +150,7 @@ export class MoveEndings {
         ctx.resultWithMetrics(
           move.journal.host,
           'held',
-          HOLD_AFTER_REVERT,
+          why('revert_unreadable', HOLD_AFTER_REVERT),
           move.journal.to,
           ctx.secondsSince(move.fencedAt),
         ),
@@ -170,7 +174,7 @@ export class MoveEndings {
     const unsettled = await this.#state.settle()
     for (const { host, why } of unsettled) {
       const reason = `move ended, but ${why}; the host stays fenced for recovery`
-      this.#ctx.deps.logger.error({ host }, `layout: ${host}: ${reason}`)
+      this.#ctx.deps.logger.error({ host, code: 'journal_kept' }, `layout: ${host}: ${reason}`)
       this.#unsettled.set(host, reason)
     }
     return this.#unsettled
@@ -189,22 +193,23 @@ export class MoveEndings {
   }
 
   /** Holds hosts: marker first, then the journal goes; the host stays fenced and stopped. */
-  async hold(held: ReadonlyArray<{ move: MoveInFlight; reason: string }>): Promise<Result[]> {
+  async hold(held: ReadonlyArray<{ move: MoveInFlight; because: Why }>): Promise<Result[]> {
     const ctx = this.#ctx
     const heldAt = ctx.nowIso()
     await this.#state.writeHolds(
-      held.map(({ move, reason }): HoldMarker => ({
+      held.map(({ move, because }): HoldMarker => ({
         v: 1,
         host: move.journal.host,
         to: move.journal.to,
-        reason,
+        code: because.code,
+        reason: because.reason,
         heldAt,
       })),
     )
     ctx.failpoint('after-hold')
     await this.#state.closeJournals(held.map(({ move }) => move.journal.host))
-    return held.map(({ move, reason }) =>
-      ctx.resultWithMetrics(move.journal.host, 'held', reason, move.journal.to, ctx.secondsSince(move.fencedAt)),
+    return held.map(({ move, because }) =>
+      ctx.resultWithMetrics(move.journal.host, 'held', because, move.journal.to, ctx.secondsSince(move.fencedAt)),
     )
   }
 
@@ -213,20 +218,29 @@ export class MoveEndings {
    * lifted (a host that was held stays held). When even the removal fails
    * the journal stays, and the host stays fenced for recovery.
    */
-  async abandon(moves: readonly MoveInFlight[], reason: string): Promise<Result[]> {
+  async abandon(moves: readonly MoveInFlight[], because: Why): Promise<Result[]> {
     const ctx = this.#ctx
     try {
       await this.#state.closeJournals(moves.map((move) => move.journal.host))
     } catch (err) {
-      const why = `${reason}; its journal could not be removed (${errorMessage(err)}) and stays for recovery`
+      const kept = why(
+        'journal_kept',
+        `${because.reason}; its journal could not be removed (${errorMessage(err)}) and stays for recovery`,
+      )
       return moves.map((move) => {
-        this.#state.keepJournal(move.journal.host, why)
-        return ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt))
+        this.#state.keepJournal(move.journal.host, kept)
+        return ctx.resultWithMetrics(
+          move.journal.host,
+          'failed',
+          kept,
+          move.journal.to,
+          ctx.secondsSince(move.fencedAt),
+        )
       })
     }
     this.liftUnheld(moves)
     return moves.map((move) =>
-      ctx.resultWithMetrics(move.journal.host, 'failed', reason, move.journal.to, ctx.secondsSince(move.fencedAt)),
+      ctx.resultWithMetrics(move.journal.host, 'failed', because, move.journal.to, ctx.secondsSince(move.fencedAt)),
     )
   }
 

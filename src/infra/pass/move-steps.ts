@@ -5,6 +5,7 @@
 // host of a batch is always at one of the numbered steps, so a crash
 // anywhere recovers each host exactly as it would a lone move.
 import type { IntentMode, Result } from '../../domain/modes.js'
+import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
 import { fsyncNamedDirs, mapLimit, present, SYNC_CONCURRENCY } from '../fsutil.js'
@@ -60,18 +61,18 @@ export class MoveSteps {
         await this.#setAsideWhatIsInTheWay(move)
         return null
       } catch (err) {
-        return `destination not cleared: ${errorMessage(err)}`
+        return why('dest_not_cleared', `destination not cleared: ${errorMessage(err)}`)
       }
     })
     for (const [i, move] of moves.entries()) {
-      const why = cleared[i]
-      if (why === null || why === undefined) {
+      const because = cleared[i]
+      if (because === null || because === undefined) {
         ready.push(move)
         continue
       }
       this.#endings.liftUnheld([move])
       results.push(
-        ctx.resultWithMetrics(move.journal.host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)),
+        ctx.resultWithMetrics(move.journal.host, 'failed', because, move.journal.to, ctx.secondsSince(move.fencedAt)),
       )
     }
     ctx.failpoint('after-aside')
@@ -85,7 +86,12 @@ export class MoveSteps {
       // leaves every host exactly where it was. No walk of the batch
       // outlives it.
       await walking
-      results.push(...(await this.#endings.abandon(ready, `journal not written: ${errorMessage(err)}`)))
+      results.push(
+        ...(await this.#endings.abandon(
+          ready,
+          why('journal_not_written', `journal not written: ${errorMessage(err)}`),
+        )),
+      )
       return this.#settled(results)
     }
     ctx.failpoint('after-journal')
@@ -128,16 +134,21 @@ export class MoveSteps {
           // nothing left to lift it, nor go unreported.
           if (reported.has(host) || this.#state.keptReason(host) !== undefined) continue
           if (this.#state.hold(host) === undefined) this.#state.lift([host])
-          const why = `move finished, then interrupted: ${errorMessage(err)}; the next run checks it`
-          results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+          const finished = why(
+            'finish_interrupted',
+            `move finished, then interrupted: ${errorMessage(err)}; the next run checks it`,
+          )
+          results.push(
+            ctx.resultWithMetrics(host, 'failed', finished, move.journal.to, ctx.secondsSince(move.fencedAt)),
+          )
           continue
         }
-        const why = `move interrupted: ${errorMessage(err)}; its journal stays for recovery`
-        this.#state.keepJournal(host, why)
-        results.push(ctx.resultWithMetrics(host, 'failed', why, move.journal.to, ctx.secondsSince(move.fencedAt)))
+        const kept = why('move_interrupted', `move interrupted: ${errorMessage(err)}; its journal stays for recovery`)
+        this.#state.keepJournal(host, kept)
+        results.push(ctx.resultWithMetrics(host, 'failed', kept, move.journal.to, ctx.secondsSince(move.fencedAt)))
       }
       ctx.deps.logger.error(
-        { err: errorMessage(err), hosts: moves.map((move) => move.journal.host) },
+        { err, code: 'move_interrupted', hosts: moves.map((move) => move.journal.host) },
         `layout: move interrupted: ${errorMessage(err)}`,
       )
     }
@@ -154,8 +165,8 @@ export class MoveSteps {
     const unsettled = this.#endings.takeUnsettled(results.map((r) => r.host))
     if (unsettled.size === 0) return results
     return results.map((r) => {
-      const why = unsettled.get(r.host)
-      return why === undefined ? r : this.#ctx.resultWithMetrics(r.host, 'failed', why, r.to)
+      const reason = unsettled.get(r.host)
+      return reason === undefined ? r : this.#ctx.resultWithMetrics(r.host, 'failed', why('journal_kept', reason), r.to)
     })
   }
 
@@ -171,15 +182,16 @@ export class MoveSteps {
     walking: Promise<Walked>,
   ): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
-    const held: Array<{ move: MoveInFlight; reason: string }> = []
-    const failed: Array<{ move: MoveInFlight; reason: string }> = []
+    const held: Array<{ move: MoveInFlight; because: Why }> = []
+    const failed: Array<{ move: MoveInFlight; because: Why }> = []
     const walked = await walking
     const found = await this.#ctx.slicer.map(
       moves,
-      async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; reason: string }> => {
+      async (move, i): Promise<Exclude<Preflight, { kind: 'missing' }> | { kind: 'failed'; because: Why }> => {
         const checked = walked[i] ?? new Error('no answer')
-        if (checked instanceof Error) return { kind: 'failed', reason: `preflight: ${checked.message}` }
-        return checked.kind === 'missing' ? { kind: 'failed', reason: await this.#missing(move) } : checked
+        if (checked instanceof Error)
+          return { kind: 'failed', because: why('preflight_error', `preflight: ${checked.message}`) }
+        return checked.kind === 'missing' ? { kind: 'failed', because: await this.#missing(move) } : checked
       },
     )
     for (const [i, move] of moves.entries()) {
@@ -187,12 +199,12 @@ export class MoveSteps {
       if (checked?.kind === 'ok') {
         going.push(move)
         seen.set(move.journal.host, checked.seen)
-      } else if (checked?.kind === 'held') held.push({ move, reason: checked.reason })
-      else failed.push({ move, reason: checked?.reason ?? 'preflight: no answer' })
+      } else if (checked?.kind === 'held') held.push({ move, because: why(checked.code, checked.reason) })
+      else failed.push({ move, because: checked?.because ?? why('preflight_error', 'preflight: no answer') })
     }
     this.#ctx.failpoint('after-preflight')
     if (held.length > 0) results.push(...(await this.#endings.hold(held)))
-    for (const { move, reason } of failed) results.push(...(await this.#endings.abandon([move], reason)))
+    for (const { move, because } of failed) results.push(...(await this.#endings.abandon([move], because)))
     return going
   }
 
@@ -209,10 +221,10 @@ export class MoveSteps {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
-    type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; why: string }
+    type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; because: Why }
     const notPrepared = (err: unknown): Prepared => ({
       ok: false,
-      why: `destination not prepared: ${errorMessage(err)}`,
+      because: why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`),
     })
     // What is in the way is set aside one host at a time: a set-aside makes
     // shared directories (aside/) whose fsyncs the next one relies on.
@@ -244,7 +256,8 @@ export class MoveSteps {
         going.push(move)
         sync.push(...done.sync)
       } else {
-        results.push(...(await this.#endings.abandon([move], done?.why ?? 'destination not prepared')))
+        const because = done?.because ?? why('dest_not_prepared', 'destination not prepared')
+        results.push(...(await this.#endings.abandon([move], because)))
       }
     }
     // One round: the parents that gained an entry, and run/ for its mode (design §3.5).
@@ -266,7 +279,7 @@ export class MoveSteps {
     results: Result[],
   ): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
-    const swapped: Array<{ move: MoveInFlight; reason: string }> = []
+    const swapped: Array<{ move: MoveInFlight; because: Why }> = []
     for (const move of moves) {
       const { host, from, dest } = move.journal
       try {
@@ -276,7 +289,10 @@ export class MoveSteps {
         // since it was walked is said as a missing one is.
         const gone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSyncOrUndefined(from.dir) === undefined
         results.push(
-          ...(await this.#endings.abandon([move], gone ? await this.#missing(move) : `rename: ${errorMessage(err)}`)),
+          ...(await this.#endings.abandon(
+            [move],
+            gone ? await this.#missing(move) : why('rename_failed', `rename: ${errorMessage(err)}`),
+          )),
         )
         continue
       }
@@ -289,14 +305,17 @@ export class MoveSteps {
           await renameDir(dest.dir, from.dir)
         } catch (err) {
           // Something new at from: both ends hold something, and the journal says so to an operator.
-          const why = `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`
-          this.#state.keepJournal(host, why)
+          const stuck = why(
+            'swap_not_undone',
+            `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`,
+          )
+          this.#state.keepJournal(host, stuck)
           results.push(
-            this.#ctx.resultWithMetrics(host, 'failed', why, move.journal.to, this.#ctx.secondsSince(move.fencedAt)),
+            this.#ctx.resultWithMetrics(host, 'failed', stuck, move.journal.to, this.#ctx.secondsSince(move.fencedAt)),
           )
           continue
         }
-        swapped.push({ move, reason: `${swap}; it was moved back, and the row kept` })
+        swapped.push({ move, because: why('source_swapped', `${swap}; it was moved back, and the row kept`) })
         continue
       }
       going.push(move)
@@ -311,8 +330,8 @@ export class MoveSteps {
     )
     if (swapped.length > 0) {
       this.#ctx.deps.logger.error(
-        { hosts: swapped.map(({ move }) => move.journal.host) },
-        `layout: ${swapped.map(({ reason }) => reason).join('; ')}`,
+        { hosts: swapped.map(({ move }) => move.journal.host), code: 'source_swapped' },
+        `layout: ${swapped.map(({ because }) => because.reason).join('; ')}`,
       )
       results.push(...(await this.#endings.hold(swapped)))
     }
@@ -320,10 +339,13 @@ export class MoveSteps {
     return going
   }
 
-  async #missing(move: MoveInFlight): Promise<string> {
+  async #missing(move: MoveInFlight): Promise<Why> {
     const { from, dest } = move.journal
     const there = await present(dest.dir)
-    return `files missing: ${from.dir} does not exist${there ? ` (${dest.dir} does; an operator decides)` : ''}`
+    return why(
+      'files_missing',
+      `files missing: ${from.dir} does not exist${there ? ` (${dest.dir} does; an operator decides)` : ''}`,
+    )
   }
 
   /** Sets aside what is at a move's destination, and notes it. */

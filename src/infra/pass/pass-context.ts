@@ -7,6 +7,7 @@ import type { Mode, Outcome, Result } from '../../domain/modes.js'
 import { adaptiveBatchSize, type RecoveryAction } from '../../domain/pass-plan.js'
 import type { Dirs } from '../../domain/paths.js'
 import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/ports.js'
+import { NO_REASON, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import { SlicedPreflight, type Preflighter } from './preflight-pool.js'
 import { Slicer } from './sliced-fs.js'
@@ -68,9 +69,10 @@ export class PassContext {
   }
 
   /** A result, told to the move metric (onMove) and to the run's progress (onResult) as it is made. */
-  resultWithMetrics(host: string, outcome: Outcome, reason: string, to?: Mode, seconds = 0): Result {
+  resultWithMetrics(host: string, outcome: Outcome, because: Why | undefined, to?: Mode, seconds = 0): Result {
     if (to !== undefined && outcome !== 'unchanged') this.deps.onMove?.(to, outcome, seconds)
-    const result: Result = to === undefined ? { host, outcome, reason } : { host, outcome, reason, to }
+    const { code, reason } = because ?? NO_REASON
+    const result: Result = to === undefined ? { host, outcome, code, reason } : { host, outcome, code, reason, to }
     this.deps.onResult?.(result)
     return result
   }
@@ -96,7 +98,7 @@ export class PassContext {
       await this.deps.reload()
     } catch (err) {
       this.deps.logger.warn(
-        { err: errorMessage(err) },
+        { err },
         `layout: edge reload failed: ${errorMessage(err)}; the edge's own poll picks the rows up`,
       )
     }

@@ -11,8 +11,9 @@
 // a journal of its own; a host's fence is lifted once no file names it.
 import type { FenceTable } from '../../domain/fence.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
+import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
-import { loadAsideNotes, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
+import { loadAsideNotes, markerCode, readHold, removeHolds, writeHolds, type Hold, type HoldMarker } from './holds.js'
 import { writeBatchJournal } from './batch-journal.js'
 import { JournalFiles } from './journal-files.js'
 import { batchJournalName, hostJournalName, removeJournalFiles, writeJournals, type Journal } from './journal.js'
@@ -31,7 +32,7 @@ export class PassState {
   /** Journals on disk whose move this run is carrying out. */
   readonly #inFlight = new Map<string, Journal>()
   /** Hosts whose journal stays on disk because recovery could not finish it: fenced, with why. */
-  readonly #kept = new Map<string, string>()
+  readonly #kept = new Map<string, Why>()
   readonly #holds = new Map<string, Hold>()
   readonly #notes = new Map<string, string>()
   /** Journal files on disk: the hosts each names, and their moves. */
@@ -69,20 +70,24 @@ export class PassState {
   // ---- what the report, a wake and the pass ask -------------------------
 
   /** Why host must not wake, or undefined when nothing fences it. */
-  fencedReason(host: string): string | undefined {
+  fencedReason(host: string): Why | undefined {
     const kept = this.#kept.get(host)
     if (kept !== undefined) return kept
     const journal = this.#inFlight.get(host)
-    if (journal !== undefined) return `layout move to ${journal.to} in flight; see ${journalPath(this.#dirs, host)}`
+    if (journal !== undefined)
+      return why('in_flight', `layout move to ${journal.to} in flight; see ${journalPath(this.#dirs, host)}`)
     const hold = this.#holds.get(host)
     if (hold !== undefined) {
-      if (hold.corrupt) return hold.reason
-      return hold.reason === HOLD_AFTER_REVERT
-        ? `held down: ${hold.reason}`
-        : `held down after a refused move to ${hold.to}: ${hold.reason}`
+      if (hold.corrupt) return why(hold.code, hold.reason)
+      return why(
+        hold.code,
+        hold.code === 'revert_unreadable'
+          ? `held down: ${hold.reason}`
+          : `held down after a refused move to ${hold.to}: ${hold.reason}`,
+      )
     }
     const generation = this.#fence.fenced(host)
-    if (generation !== undefined) return `fenced for its move (generation ${generation})`
+    if (generation !== undefined) return why('fenced_for_move', `fenced for its move (generation ${generation})`)
     return undefined
   }
 
@@ -109,7 +114,7 @@ export class PassState {
   }
 
   /** Why recovery keeps host's journal, or undefined. */
-  keptReason(host: string): string | undefined {
+  keptReason(host: string): Why | undefined {
     return this.#kept.get(host)
   }
 
@@ -186,7 +191,7 @@ export class PassState {
   }
 
   /** Host's journal stays on disk for recovery: its move is no longer in flight, and it is fenced with why. */
-  keepJournal(host: string, why: string): void {
+  keepJournal(host: string, why: Why): void {
     this.#inFlight.delete(host)
     this.#closed.delete(host)
     // Kept, it is fenced until recovery or an operator lets it go: no lift waits for its file.
@@ -222,7 +227,7 @@ export class PassState {
           if (this.#closed.has(h))
             unsettled.push({ host: h, why: `its journal could not be removed (${errorMessage(err)})` })
     }
-    for (const { host, why } of unsettled) this.keepJournal(host, why)
+    for (const { host, why: reason } of unsettled) this.keepJournal(host, why('journal_kept', reason))
     this.#changes++
     return unsettled
   }
@@ -259,7 +264,13 @@ export class PassState {
   async writeHolds(markers: readonly HoldMarker[]): Promise<void> {
     await writeHolds(this.#dirs, markers)
     for (const marker of markers)
-      this.#holds.set(marker.host, { host: marker.host, to: marker.to, reason: marker.reason, corrupt: false })
+      this.#holds.set(marker.host, {
+        host: marker.host,
+        to: marker.to,
+        code: markerCode(marker),
+        reason: marker.reason,
+        corrupt: false,
+      })
     this.#changes++
   }
 

@@ -18,6 +18,7 @@ import type { IntentMode, Mode, Result } from '../../domain/modes.js'
 import { inBatches, inRowOrder, planRow, sortByClaim, type MoveCandidate } from '../../domain/pass-plan.js'
 import { activatorManaged } from '../../domain/paths.js'
 import type { Classification, LayoutPass } from '../../domain/ports.js'
+import { why, type Why } from '../../domain/reason-codes.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { verifyDataRoots } from '../layout-dir.js'
@@ -63,8 +64,9 @@ export class Pass implements LayoutPass {
     })
   }
 
-  held(host: string): string | undefined {
-    return this.#state.hold(host)?.reason
+  held(host: string): Why | undefined {
+    const hold = this.#state.hold(host)
+    return hold === undefined ? undefined : why(hold.code, hold.reason)
   }
 
   note(host: string): string {
@@ -127,7 +129,12 @@ export class Pass implements LayoutPass {
       if (shut !== null) {
         for (const candidate of batch)
           results.push(
-            this.#ctx.resultWithMetrics(candidate.record.host, 'refused', `isolation not ready: ${shut}`, mode),
+            this.#ctx.resultWithMetrics(
+              candidate.record.host,
+              'refused',
+              why('gate_shut', `isolation not ready: ${shut}`),
+              mode,
+            ),
           )
         batch = []
       }
@@ -147,7 +154,7 @@ export class Pass implements LayoutPass {
     await ahead
     if (failure !== undefined) throw failure.err
     await grace.save().catch((err: unknown) => {
-      logger.error({ err: errorMessage(err) }, `layout: grace book not saved: ${errorMessage(err)}`)
+      logger.error({ err }, `layout: grace book not saved: ${errorMessage(err)}`)
     })
     return inRowOrder(results, rows)
   }
@@ -177,7 +184,7 @@ export class Pass implements LayoutPass {
       await ctx.slicer.pause()
       const hold = this.#state.hold(row.host)
       if (hold?.corrupt === true) {
-        results.push(ctx.resultWithMetrics(row.host, 'held', hold.reason, mode))
+        results.push(ctx.resultWithMetrics(row.host, 'held', hold, mode))
         continue
       }
       const classification = classifyWith(row, claims, { dirs, fenced: () => undefined })
@@ -185,15 +192,15 @@ export class Pass implements LayoutPass {
       switch (plan.kind) {
         case 'unchanged':
           grace.end(row.host)
-          results.push(ctx.resultWithMetrics(row.host, 'unchanged', '', mode))
+          results.push(ctx.resultWithMetrics(row.host, 'unchanged', undefined, mode))
           break
         case 'refused':
-          results.push(ctx.resultWithMetrics(row.host, 'refused', plan.reason, mode))
+          results.push(ctx.resultWithMetrics(row.host, 'refused', plan, mode))
           break
         case 'release':
           grace.end(row.host)
           release.push(row.host)
-          results.push(ctx.resultWithMetrics(row.host, 'released', plan.reason, mode))
+          results.push(ctx.resultWithMetrics(row.host, 'released', plan, mode))
           break
         case 'move':
           candidates.push({
@@ -230,8 +237,8 @@ export class Pass implements LayoutPass {
       deferAwake: opts.deferAwake,
       graceLeft: (host) => parts.grace.left(host, mode, now, graceMs),
     })
-    for (const { candidate, reason } of sorted.deferred)
-      results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', reason, mode))
+    for (const { candidate, because } of sorted.deferred)
+      results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', because, mode))
     if (sorted.sleeping.length > 0) {
       const generation = registry.nextGeneration()
       this.#state.fence(

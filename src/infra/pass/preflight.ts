@@ -4,6 +4,7 @@
 // event loop (preflight), or whole on a thread of its own (preflightSync,
 // which preflight-worker.ts runs off the loop's thread).
 import fs from 'node:fs'
+import type { ReasonCode } from '../../domain/reason-codes.js'
 import { childPath, shownPath } from '../fsutil.js'
 import { defaultSlicer, lstatBigSyncOrUndefined, type Slicer } from './sliced-fs.js'
 
@@ -14,7 +15,14 @@ export interface DirIdentity {
 }
 
 /** What preflight found. `held`: a reason the tenant could have caused. */
-export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reason: string } | { kind: 'missing' }
+export type Preflight =
+  | { kind: 'ok'; seen: DirIdentity }
+  | {
+      kind: 'held'
+      code: Extract<ReasonCode, 'symlink_source' | 'source_not_directory' | 'second_name'>
+      reason: string
+    }
+  | { kind: 'missing' }
 
 /**
  * The walk of one source, yielding after each entry it looked at and
@@ -30,8 +38,8 @@ export type Preflight = { kind: 'ok'; seen: DirIdentity } | { kind: 'held'; reas
 function* walk(dir: string): Generator<undefined, Preflight> {
   const st = lstatBigSyncOrUndefined(dir)
   if (st === undefined) return { kind: 'missing' }
-  if (st.isSymbolicLink()) return { kind: 'held', reason: `${dir} is a symlink` }
-  if (!st.isDirectory()) return { kind: 'held', reason: `${dir} is not a directory` }
+  if (st.isSymbolicLink()) return { kind: 'held', code: 'symlink_source', reason: `${dir} is a symlink` }
+  if (!st.isDirectory()) return { kind: 'held', code: 'source_not_directory', reason: `${dir} is not a directory` }
   // A name is bytes (design §2): the walk reads and builds every path as a
   // Buffer, so a name that is not UTF-8 is lstat'd as it is, never as its
   // lossy decoding (which names nothing, and failed every run with ENOENT).
@@ -46,6 +54,7 @@ function* walk(dir: string): Generator<undefined, Preflight> {
         if (links > 1)
           return {
             kind: 'held',
+            code: 'second_name',
             reason: `a file of its has a second name: ${shownPath(p.subarray(root.length + 1))} has ${links} links`,
           }
       }

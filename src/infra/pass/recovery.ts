@@ -19,6 +19,7 @@ import {
   type RecoveryFacts,
 } from '../../domain/pass-plan.js'
 import { isFlat, isNested } from '../../domain/paths.js'
+import { why } from '../../domain/reason-codes.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { unlinkMany } from '../fsutil.js'
@@ -76,10 +77,11 @@ export class Recovery {
     const results: Result[] = []
     if (atStart) {
       for (const name of listing.strays) {
-        logger.error({ file: name }, `layout: ${name}: not named for a valid host; left alone`)
+        logger.error({ file: name, code: 'stray_file' }, `layout: ${name}: not named for a valid host; left alone`)
         results.push({
           host: '',
           outcome: 'failed',
+          code: 'stray_file',
           reason: `${path.join(layoutDir(dirs), name)}: not named for a valid host; left alone`,
         })
       }
@@ -89,7 +91,9 @@ export class Recovery {
     for (const host of this.#state.keptHosts()) {
       if (this.#state.named(host)) continue
       this.#state.releaseKept(host)
-      results.push(ctx.resultWithMetrics(host, 'released', 'its journal was removed by an operator'))
+      results.push(
+        ctx.resultWithMetrics(host, 'released', why('journal_removed', 'its journal was removed by an operator')),
+      )
     }
     if (named.size === 0) return results
 
@@ -119,9 +123,12 @@ export class Recovery {
         asleep.push(move)
         continue
       }
-      const why = 'awake: its claim was not released, so its files were not moved; the journal stays'
-      this.#state.keepJournal(move.journal.host, why)
-      results.push(ctx.resultWithMetrics(move.journal.host, 'held', why, move.journal.to))
+      const awake = why(
+        'awake_unreleased',
+        'awake: its claim was not released, so its files were not moved; the journal stays',
+      )
+      this.#state.keepJournal(move.journal.host, awake)
+      results.push(ctx.resultWithMetrics(move.journal.host, 'held', awake, move.journal.to))
     }
     results.push(...(await this.#steps.continueFrom(FromStep.Preflight, asleep, 'recovered', intent)))
     return results
@@ -155,10 +162,7 @@ export class Recovery {
       try {
         read = host === undefined ? readBatchSync(dirs, name) : readJournalSync(dirs, host)
       } catch (err) {
-        logger.warn(
-          { file: name, err: errorMessage(err) },
-          `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`,
-        )
+        logger.warn({ file: name, err }, `layout: ${name}: journal vanished while being read: ${errorMessage(err)}`)
         return
       }
       names.add(name)
@@ -172,14 +176,19 @@ export class Recovery {
         return
       }
       this.#state.knowFile(name, read.hosts, undefined)
-      const why = `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
-      for (const h of read.hosts) add(h, why)
+      const bad = `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
+      for (const h of read.hosts) add(h, bad)
       if (read.hosts.length === 0 && atStart) {
         logger.error(
-          { file: name },
+          { file: name, code: 'journal_invalid' },
           `layout: ${file} ${read.reason}; it names no host that can be fenced, so it is left alone for an operator`,
         )
-        results.push({ host: '', outcome: 'failed', reason: `${file} ${read.reason}; left alone for an operator` })
+        results.push({
+          host: '',
+          outcome: 'failed',
+          code: 'journal_invalid',
+          reason: `${file} ${read.reason}; left alone for an operator`,
+        })
       }
     })
     this.#state.forgetFilesBut(names)
@@ -206,16 +215,20 @@ export class Recovery {
     const journal = moves[0]
     const differ = moves.some((j) => !sameMove(j, moves[0] as Journal))
     if (bad !== undefined || journal === undefined || differ) {
-      const why =
-        bad ??
-        `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`
+      const kept =
+        bad !== undefined
+          ? why('journal_invalid', bad)
+          : why(
+              'journals_differ',
+              `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`,
+            )
       this.#state.fence([host], this.#state.fencedUnder(host) ?? journal?.generation ?? registry.nextGeneration())
-      if (this.#state.keptReason(host) !== why) {
-        logger.error({ host }, `layout: ${host}: ${why}`)
+      if (this.#state.keptReason(host)?.reason !== kept.reason) {
+        logger.error({ host, code: kept.code }, `layout: ${host}: ${kept.reason}`)
         ctx.deps.onRecover?.('keep')
       }
-      this.#state.keepJournal(host, why)
-      results.push(ctx.resultWithMetrics(host, 'held', why))
+      this.#state.keepJournal(host, kept)
+      results.push(ctx.resultWithMetrics(host, 'held', kept))
       return undefined
     }
     this.#state.fence([host], journal.generation)
@@ -229,23 +242,27 @@ export class Recovery {
         row: rowAt(row, journal),
       }
     } catch (err) {
-      const why = `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`
-      logger.error({ host }, `layout: ${host}: ${why}`)
-      this.#state.keepJournal(host, why)
-      results.push(ctx.resultWithMetrics(host, 'held', why, journal.to))
+      const unknown = why(
+        'files_unknown',
+        `cannot tell where its files are (${errorMessage(err)}); the host stays fenced`,
+      )
+      logger.error({ host, code: unknown.code, err }, `layout: ${host}: ${unknown.reason}`)
+      this.#state.keepJournal(host, unknown)
+      results.push(ctx.resultWithMetrics(host, 'held', unknown, journal.to))
       return undefined
     }
     const action = recoveryAction(journal, facts, wants)
     if (action.kind === 'keep') {
-      if (this.#state.keptReason(host) !== action.reason) {
+      const kept = why(action.code, action.reason)
+      if (this.#state.keptReason(host)?.reason !== kept.reason) {
         logger.warn(
-          { host, to: journal.to, ...facts },
+          { host, to: journal.to, code: kept.code, ...facts },
           `layout: ${host}: journal to ${journal.to} kept -> ${action.reason}`,
         )
         ctx.deps.onRecover?.('keep')
       }
-      this.#state.keepJournal(host, action.reason)
-      results.push(ctx.resultWithMetrics(host, 'held', action.reason, journal.to))
+      this.#state.keepJournal(host, kept)
+      results.push(ctx.resultWithMetrics(host, 'held', kept, journal.to))
       return undefined
     }
     logger.info(
@@ -266,11 +283,16 @@ export class Recovery {
     await ctx.reloadEdge()
     return moves.map((move) =>
       unsettled.has(move.journal.host)
-        ? ctx.resultWithMetrics(move.journal.host, 'failed', unsettled.get(move.journal.host) ?? '', move.journal.to)
+        ? ctx.resultWithMetrics(
+            move.journal.host,
+            'failed',
+            why('journal_kept', unsettled.get(move.journal.host) ?? ''),
+            move.journal.to,
+          )
         : ctx.resultWithMetrics(
             move.journal.host,
             'recovered',
-            `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`,
+            why('rolled_back', `rolled back to ${otherMode(move.journal.to)}: the intent (${intent}) wants it there`),
             move.journal.to,
             ctx.secondsSince(move.fencedAt),
           ),
@@ -296,13 +318,18 @@ export class Recovery {
       const row = rows.get(hold.host)
       if (hold.corrupt) {
         keep.push(hold.host)
-        results.push(ctx.resultWithMetrics(hold.host, 'held', hold.reason))
+        results.push(ctx.resultWithMetrics(hold.host, 'held', hold))
         continue
       }
       if (row === undefined) {
         drop.push(hold.host)
         results.push(
-          ctx.resultWithMetrics(hold.host, 'released', 'hold dropped: the row is gone from the registry', hold.to),
+          ctx.resultWithMetrics(
+            hold.host,
+            'released',
+            why('hold_dropped', 'hold dropped: the row is gone from the registry'),
+            hold.to,
+          ),
         )
         continue
       }
@@ -310,10 +337,12 @@ export class Recovery {
       const verdict = holdStands(hold.to, shape, intent, defaultOptedOut)
       if (verdict.stands) {
         keep.push(hold.host)
-        results.push(ctx.resultWithMetrics(hold.host, 'held', hold.reason, hold.to))
+        results.push(ctx.resultWithMetrics(hold.host, 'held', hold, hold.to))
       } else {
         drop.push(hold.host)
-        results.push(ctx.resultWithMetrics(hold.host, 'released', `hold dropped: ${verdict.reason}`, hold.to))
+        results.push(
+          ctx.resultWithMetrics(hold.host, 'released', why('hold_dropped', `hold dropped: ${verdict.reason}`), hold.to),
+        )
       }
     }
     if (keep.length > 0) this.#state.fence(keep, registry.nextGeneration())

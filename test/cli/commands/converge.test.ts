@@ -22,9 +22,9 @@ void test('summarize counts the outcomes in the order they came', () => {
   assert.equal(summarize([]), 'no host to move')
   assert.equal(
     summarize([
-      { host: 'a', outcome: 'moved', reason: '', to: 'nested' },
-      { host: 'b', outcome: 'deferred', reason: 'awake', to: 'nested' },
-      { host: 'c', outcome: 'moved', reason: '', to: 'nested' },
+      { host: 'a', outcome: 'moved', code: '', reason: '', to: 'nested' },
+      { host: 'b', outcome: 'deferred', code: 'awake_grace', reason: 'awake', to: 'nested' },
+      { host: 'c', outcome: 'moved', code: '', reason: '', to: 'nested' },
     ]),
     '2 moved, 1 deferred',
   )
@@ -55,9 +55,9 @@ void test('converge --wait shows progress, then the hosts that need an operator 
   await until('the progress line', () => c.stdout.text.includes('running: 1 host done\n'))
   call.finish(
     run([
-      { host: 'a.example.com', outcome: 'moved', reason: '', to: 'nested' },
-      { host: 'b.example.com', outcome: 'failed', reason: 'stop timed out', to: 'nested' },
-      { host: 'c.example.com', outcome: 'unchanged', reason: '', to: 'nested' },
+      { host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+      { host: 'b.example.com', outcome: 'failed', code: 'stop_timeout', reason: 'stop timed out', to: 'nested' },
+      { host: 'c.example.com', outcome: 'unchanged', code: '', reason: '', to: 'nested' },
     ]),
   )
   assert.equal(await c.done, 1, c.stderr.text)
@@ -117,9 +117,15 @@ void test('converge --wait says what the run waits on; refused or held exits 1 w
   await until('a few more polls', () => agent.reportReads >= reads + 2)
   call.finish(
     run([
-      { host: 't01.example.com', outcome: 'moved', reason: '', to: 'nested' },
-      { host: 't02.example.com', outcome: 'refused', reason: 'isolation not ready: probe: no verdict', to: 'nested' },
-      { host: 't03.example.com', outcome: 'held', reason: 'db outside dir', to: 'nested' },
+      { host: 't01.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+      {
+        host: 't02.example.com',
+        outcome: 'refused',
+        code: 'gate_shut',
+        reason: 'isolation not ready: probe: no verdict',
+        to: 'nested',
+      },
+      { host: 't03.example.com', outcome: 'held', code: 'second_name', reason: 'db outside dir', to: 'nested' },
     ]),
   )
   assert.equal(await c.done, 1, c.stderr.text)
@@ -131,7 +137,15 @@ void test('converge --wait says what the run waits on; refused or held exits 1 w
 
   const d = converge('--wait', '--url', url)
   ;(await agent.nextConverge()).finish(
-    run([{ host: 't04.example.com', outcome: 'deferred', reason: 'awake: 59m of grace left', to: 'nested' }]),
+    run([
+      {
+        host: 't04.example.com',
+        outcome: 'deferred',
+        code: 'awake_grace',
+        reason: 'awake: 59m of grace left',
+        to: 'nested',
+      },
+    ]),
   )
   assert.equal(await d.done, 0, d.stderr.text)
   assert.match(d.stdout.text, /done: 1 deferred\n$/)

@@ -386,10 +386,15 @@ void test('--dry-run prints what this box would do, from its report, and records
     leg: { running: false, pending: false, lastRun: null, retryAt: null },
     warnings: [],
     rows: {
-      'a.example.com': { layout: 'flat', reason: 'flat paths', note: '' },
-      'b.example.com': { layout: 'nested', reason: 'nested paths', note: '' },
-      'c.example.com': { layout: 'conflict', reason: 'shares its dir with a.example.com', note: '' },
-      'd.example.com': { layout: 'external', reason: 'not hibernating', note: '' },
+      'a.example.com': { layout: 'flat', code: 'not_managed', reason: 'flat paths', note: '' },
+      'b.example.com': { layout: 'nested', code: 'no_activator', reason: 'nested paths', note: '' },
+      'c.example.com': {
+        layout: 'conflict',
+        code: 'dir_claimed',
+        reason: 'shares its dir with a.example.com',
+        note: '',
+      },
+      'd.example.com': { layout: 'external', code: 'not_managed', reason: 'not hibernating', note: '' },
     },
   }
   for (const [argv, want] of [

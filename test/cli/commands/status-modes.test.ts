@@ -26,7 +26,9 @@ void test('status HOST: word, reason, note, the paths it would wake at, and what
   const { agent, url } = await listen(t)
   agent.reportValue = {
     ...sampleReport(),
-    rows: { [HOST]: { layout: 'flat', reason: 'awake: 42m of grace left', note: 'aside: 1 file' } },
+    rows: {
+      [HOST]: { layout: 'flat', code: 'awake_grace', reason: 'awake: 42m of grace left', note: 'aside: 1 file' },
+    },
   }
   agent.wakeAnswers.set(HOST, {
     granted: true,
@@ -37,6 +39,7 @@ void test('status HOST: word, reason, note, the paths it would wake at, and what
   assert.equal(
     r.out,
     'a.example.com  flat\n' +
+      '  code    awake_grace\n' +
       '  reason  awake: 42m of grace left\n' +
       '  note    aside: 1 file\n' +
       '  paths   dir /data/apps/a.example.com, socket /data/run/a.sock\n' +
@@ -63,11 +66,18 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   )
   agent.reportValue = {
     ...sampleReport(),
-    rows: { [HOST]: { layout: 'fenced', reason: 'held down after a refused move: db outside dir', note: '' } },
+    rows: {
+      [HOST]: {
+        layout: 'fenced',
+        code: 'second_name',
+        reason: 'held down after a refused move: db outside dir',
+        note: '',
+      },
+    },
   }
   agent.wakeAnswers.set(HOST, {
     granted: false,
-    refusal: { host: HOST, layout: 'fenced', reason: 'held down after a refused move' },
+    refusal: { host: HOST, layout: 'fenced', code: 'second_name', reason: 'held down after a refused move' },
   })
   const environ = { CARLOS_AGENT_LISTEN: new URL(url).host, CARLOS_DATA_DIR: dataDir }
   const r = await status(environ, HOST)
@@ -75,6 +85,7 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   assert.equal(
     r.out,
     'a.example.com  fenced\n' +
+      '  code    second_name\n' +
       '  reason  held down after a refused move: db outside dir\n' +
       '  note    -\n' +
       '  wake    refused: held down after a refused move\n' +
@@ -91,7 +102,9 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   )
   agent.reportValue = {
     ...sampleReport(),
-    rows: { [HOST]: { layout: 'fenced', reason: 'files missing: neither side holds them', note: '' } },
+    rows: {
+      [HOST]: { layout: 'fenced', code: 'files_missing', reason: 'files missing: neither side holds them', note: '' },
+    },
   }
   const j = await status(environ, HOST, '--json')
   assert.equal(j.code, 0, j.err)
@@ -124,7 +137,7 @@ void test('--watch draws the report, asks with its ETag (304 while unchanged) an
   assert.equal(stdout.text.match(/^--- /gm)?.length, 1, 'unchanged: drawn once')
   agent.reportValue = {
     ...sampleReport(),
-    rows: { [HOST]: { layout: 'fenced', reason: 'layout move to nested in flight', note: '' } },
+    rows: { [HOST]: { layout: 'fenced', code: 'in_flight', reason: 'layout move to nested in flight', note: '' } },
   }
   await until('the second draw', () => stdout.text.includes('layout move to nested in flight'))
   stop.abort()

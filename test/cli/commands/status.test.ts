@@ -24,9 +24,9 @@ void test('status prints the summary line, why the default is blocked, the rows 
     mode: 'none',
     defaultBlocked: 'isolation not ready: probe: no verdict',
     rows: {
-      'b.example.com': { layout: 'flat', reason: 'awake: 42m of grace left', note: '' },
-      [HOST]: { layout: 'nested', reason: '', note: 'moved' },
-      'c.example.com': { layout: 'fenced', reason: 'held down after a refused move', note: '' },
+      'b.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 42m of grace left', note: '' },
+      [HOST]: { layout: 'nested', code: '', reason: '', note: 'moved' },
+      'c.example.com': { layout: 'fenced', code: 'second_name', reason: 'held down after a refused move', note: '' },
     },
     leg: {
       running: false,
@@ -35,8 +35,8 @@ void test('status prints the summary line, why the default is blocked, the rows 
         startedAt: new Date(now - 185_000).toISOString(),
         finishedAt: new Date(now - 182_000).toISOString(),
         results: [
-          { host: HOST, outcome: 'moved', reason: '', to: 'nested' },
-          { host: 'b.example.com', outcome: 'deferred', reason: 'awake', to: 'nested' },
+          { host: HOST, outcome: 'moved', code: '', reason: '', to: 'nested' },
+          { host: 'b.example.com', outcome: 'deferred', code: 'awake_grace', reason: 'awake', to: 'nested' },
         ],
       },
       retryAt: new Date(now + 9 * 60_000 + 30_000).toISOString(),
@@ -62,7 +62,10 @@ void test('status prints the summary line, why the default is blocked, the rows 
 
 void test('colour only on a terminal, and never with NO_COLOR', async (t) => {
   const { agent, url } = await listen(t)
-  agent.reportValue = { ...sampleReport(), rows: { [HOST]: { layout: 'fenced', reason: 'held down', note: '' } } }
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: { [HOST]: { layout: 'fenced', code: 'second_name', reason: 'held down', note: '' } },
+  }
   const run = async (environ: NodeJS.ProcessEnv, tty: boolean) => {
     const stdout = Object.assign(new Sink(), { isTTY: tty })
     const code = await main(['--url', url], { environ, stdout, stderr: new Sink() })

@@ -20,6 +20,7 @@ void test('hold markers carry their reason across a read', async (t) => {
       v: 1,
       host: 'a.example.com',
       to: 'nested',
+      code: 'symlink_source',
       reason: '/data/apps/a is a symlink',
       heldAt: '2026-11-30T08:00:00.000Z',
     },
@@ -27,6 +28,7 @@ void test('hold markers carry their reason across a read', async (t) => {
   assert.deepEqual(await readHold(dirs, 'a.example.com'), {
     host: 'a.example.com',
     to: 'nested',
+    code: 'symlink_source',
     reason: '/data/apps/a is a symlink',
     corrupt: false,
   })
@@ -34,6 +36,7 @@ void test('hold markers carry their reason across a read', async (t) => {
   fs.writeFileSync(path.join(dataDir, 'layout', 'b.example.com.hold'), 'nonsense')
   const bad = await readHold(dirs, 'b.example.com')
   assert.equal(bad?.corrupt, true)
+  assert.equal(bad?.code, 'hold_corrupt')
   assert.match(bad?.reason ?? '', /is not JSON/)
   await removeHolds(dirs, ['a.example.com', 'b.example.com'])
   assert.deepEqual(fs.readdirSync(path.join(dataDir, 'layout')), [])

@@ -30,10 +30,14 @@ void test('preflight: what the tenant could have caused holds the host', async (
   makeTenantTree(elsewhere)
   fs.mkdirSync(path.dirname(dir), { recursive: true })
   fs.symlinkSync(elsewhere, dir)
-  assert.deepEqual(await preflight(dir), { kind: 'held', reason: `${dir} is a symlink` })
+  assert.deepEqual(await preflight(dir), { kind: 'held', code: 'symlink_source', reason: `${dir} is a symlink` })
   fs.unlinkSync(dir)
   fs.writeFileSync(dir, 'a file, not a dir')
-  assert.deepEqual(await preflight(dir), { kind: 'held', reason: `${dir} is not a directory` })
+  assert.deepEqual(await preflight(dir), {
+    kind: 'held',
+    code: 'source_not_directory',
+    reason: `${dir} is not a directory`,
+  })
   fs.unlinkSync(dir)
   assert.deepEqual(await preflight(dir), { kind: 'missing' })
 
@@ -42,6 +46,7 @@ void test('preflight: what the tenant could have caused holds the host', async (
   fs.linkSync(path.join(dir, 'sub', 'ünï dir', '-x'), path.join(dir, 'sub', 'second name'))
   const r = await preflight(dir)
   assert.equal(r.kind, 'held')
+  assert.equal((r as { code: string }).code, 'second_name', 'the kind of hold is its code, not its sentence')
   assert.match(
     (r as { reason: string }).reason,
     /^a file of its has a second name: sub\/(ünï dir\/-x|second name) has 2 links$/,

@@ -51,7 +51,13 @@ void test('files at from, row at from: steps 5–9 are redone', async (t) => {
   const h = await harness(t)
   const { j, sum } = await midMove(h)
   const [r] = await h.pass.recover('nested')
-  assert.deepEqual(r, { host: A, outcome: 'recovered', reason: 'finished the move to nested', to: 'nested' })
+  assert.deepEqual(r, {
+    host: A,
+    outcome: 'recovered',
+    code: 'move_finished',
+    reason: 'finished the move to nested',
+    to: 'nested',
+  })
   assert.ok(isNested(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.equal(hashTree(j.dest.dir), sum)
   assert.equal(fs.existsSync(journalFile(h)), false)
@@ -69,6 +75,7 @@ void test('files at from, row at from, and the intent now wants from: rolled bac
       const [r] = await h.pass.recover(intent, { defaultOptedOut: optedOut })
       assert.equal(r?.outcome, 'recovered')
       assert.match(r?.reason ?? '', /^rolled back to flat/)
+      assert.equal(r?.code, 'rolled_back')
       assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
       assert.equal(hashTree(j.from.dir), sum)
       assert.equal(fs.existsSync(j.dest.dir), false)
@@ -110,6 +117,7 @@ void test('a symlink at dest is never committed to: kept fenced, nothing touched
   assert.deepEqual(r, {
     host: A,
     outcome: 'held',
+    code: 'dest_symlink',
     reason: `${j.dest.dir} is a symlink, not the directory the move renamed there; an operator decides`,
     to: 'nested',
   })
@@ -144,7 +152,8 @@ void test('files at both ends: ambiguous, kept fenced, nothing touched', async (
   assert.equal(hashTree(j.from.dir), sum)
   assert.deepEqual(fs.readdirSync(j.dest.dir), ['other'])
   const c = h.pass.classify(h.reg.get(A) ?? ({} as never), h.reg.list())
-  assert.deepEqual(c, { layout: 'fenced', reason: r?.reason })
+  assert.equal(r?.code, 'ambiguous')
+  assert.deepEqual(c, { layout: 'fenced', code: 'ambiguous', reason: r?.reason })
 
   // The operator decides (removes the stray copy); the next run finishes the move.
   fs.rmSync(j.dest.dir, { recursive: true })
@@ -160,6 +169,7 @@ void test('files at neither end: kept fenced, "files missing", nothing invented'
   const [r] = await h.pass.recover('nested')
   assert.equal(r?.outcome, 'held')
   assert.match(r?.reason ?? '', /^files missing: neither /)
+  assert.equal(r?.code, 'files_missing')
   assert.equal(fs.existsSync(j.dest.dir), false)
   assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.ok(h.fence.fenced(A) !== undefined)
@@ -226,6 +236,7 @@ void test('a corrupt journal keeps its host fenced and changes nothing', async (
       assert.equal(r?.outcome, 'held')
       assert.match(r?.reason ?? '', want)
       assert.match(r?.reason ?? '', /the host stays fenced and nothing is changed$/)
+      assert.equal(r?.code, 'journal_invalid')
       assert.ok(h.fence.fenced(A) !== undefined)
       assert.equal(fs.readFileSync(journalFile(h), 'utf8'), body(j))
       assert.deepEqual(h.reg.get(A), row)
@@ -248,6 +259,7 @@ void test('unfinished temporary files are removed; files named for no valid host
     [['', 'failed']],
   )
   assert.match(res[0]?.reason ?? '', /Not_A_Host\.journal: not named for a valid host; left alone$/)
+  assert.equal(res[0]?.code, 'stray_file')
   assert.deepEqual(fs.readdirSync(layout), ['Not_A_Host.journal'])
 })
 
@@ -259,6 +271,7 @@ void test('under unreadable, a completed revert is kept fenced as a hold', async
   const [r] = await h.pass.recover('unreadable')
   assert.equal(r?.outcome, 'held')
   assert.match(r?.reason ?? '', /^revert completed while the intent was unreadable/)
+  assert.equal(r?.code, 'revert_unreadable')
   assert.ok(h.fence.fenced(A) !== undefined)
   assert.equal(fs.existsSync(journalFile(h)), false)
   const marker = JSON.parse(fs.readFileSync(path.join(h.dirs.dataDir, 'layout', `${A}.hold`), 'utf8')) as { to: string }
@@ -279,7 +292,8 @@ void test('under unreadable, a revert caught mid-way is finished and then held',
   assert.deepEqual(outcomes(await h.pass.recover('unreadable')), { [A]: 'held' })
   assert.ok(isFlat(h.dirs, h.reg.get(A) ?? ({} as never)))
   assert.equal(hashTree(j.dest.dir), sum)
-  assert.match(h.pass.held(A) ?? '', /^revert completed/)
+  assert.equal(h.pass.held(A)?.code, 'revert_unreadable')
+  assert.match(h.pass.held(A)?.reason ?? '', /^revert completed/)
   // Under nested the hold's move is retried, and goes.
   assert.deepEqual(outcomes(await h.converge('nested')), { [A]: 'moved' })
   assert.equal(h.pass.held(A), undefined)
@@ -334,6 +348,7 @@ void test('a hold whose move has happened since is dropped', async (t) => {
   const [r] = await h.pass.restoreHolds('nested')
   assert.equal(r?.outcome, 'released')
   assert.match(r?.reason ?? '', /its move to nested is done/)
+  assert.equal(r?.code, 'hold_dropped')
 })
 
 // A crash at every step of a batch, simulated in process: the failpoint
@@ -410,5 +425,6 @@ void test('a crash between the hold marker and the journal removal holds the hos
   assert.deepEqual(outcomes(await pass.restoreHolds('nested')), { [A]: 'held' })
   assert.equal(fs.existsSync(journalFile(h)), false)
   assert.ok(fence.fenced(A) !== undefined)
-  assert.match(pass.held(A) ?? '', /second name/)
+  assert.equal(pass.held(A)?.code, 'second_name')
+  assert.match(pass.held(A)?.reason ?? '', /second name/)
 })

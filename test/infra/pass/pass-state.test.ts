@@ -7,6 +7,7 @@ import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { FenceTable } from '../../../src/domain/fence.js'
 import { flatPaths, journalPath, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
+import { why } from '../../../src/domain/reason-codes.js'
 import type { HoldMarker } from '../../../src/infra/pass/holds.js'
 import type { Journal } from '../../../src/infra/pass/journal.js'
 import { HOLD_AFTER_REVERT, PassState } from '../../../src/infra/pass/pass-state.js'
@@ -34,8 +35,8 @@ function journal(dirs: Dirs, host: string): Journal {
   }
 }
 
-function marker(host: string, reason = 'a file of its has a second name'): HoldMarker {
-  return { v: 1, host, to: 'nested', reason, heldAt: '2026-11-30T08:00:00.000Z' }
+function marker(host: string, reason = 'a file of its has a second name', code = 'second_name'): HoldMarker {
+  return { v: 1, host, to: 'nested', code, reason, heldAt: '2026-11-30T08:00:00.000Z' }
 }
 
 void test("a batch's journal names every host; a closed host's fence waits for the file, which goes once every host has ended", async (t) => {
@@ -53,7 +54,10 @@ void test("a batch's journal names every host; a closed host's fence waits for t
     batch.moves.map((m) => m.host),
     [A, B],
   )
-  assert.equal(state.fencedReason(A), `layout move to nested in flight; see ${journalPath(dirs, A)}`)
+  assert.deepEqual(state.fencedReason(A), {
+    code: 'in_flight',
+    reason: `layout move to nested in flight; see ${journalPath(dirs, A)}`,
+  })
   assert.ok(state.inFlight(A) && state.journaled(A) && state.named(A))
 
   await state.closeJournals([A])
@@ -61,14 +65,14 @@ void test("a batch's journal names every host; a closed host's fence waits for t
   assert.deepEqual(await state.settle(), [])
   assert.ok(fs.existsSync(path.join(layout, '_batch-7.journal')), 'B is still in flight: the file stays')
   assert.equal(state.journaled(A), false)
-  assert.match(state.fencedReason(A) ?? '', /fenced for its move/, 'a file still names A: its fence waits')
+  assert.equal(state.fencedReason(A)?.code, 'fenced_for_move', 'a file still names A: its fence waits')
   assert.ok(state.inFlight(B), 'the other move is still open')
 
   await state.closeJournals([B])
   assert.deepEqual(await state.settle(), [])
   assert.deepEqual(fs.readdirSync(layout), [], 'every host ended: the file is gone')
   assert.equal(state.fencedReason(A), undefined, 'and the fence waiting for it is lifted')
-  assert.match(state.fencedReason(B) ?? '', /fenced for its move/, 'B was never lifted')
+  assert.equal(state.fencedReason(B)?.code, 'fenced_for_move', 'B was never lifted')
 })
 
 void test("a lone move's journal is its host's own", async (t) => {
@@ -87,8 +91,8 @@ void test('a batch whose hosts partly end and partly stay: the kept hosts get jo
   fence.fence([A, B, C], 7)
   await state.closeJournals([A])
   state.lift([A])
-  state.keepJournal(B, 'ambiguous: files at both ends')
-  state.keepJournal(C, 'move interrupted')
+  state.keepJournal(B, why('ambiguous', 'ambiguous: files at both ends'))
+  state.keepJournal(C, why('move_interrupted', 'move interrupted'))
   assert.deepEqual(await state.settle(), [])
   assert.deepEqual(fs.readdirSync(layout).sort(), ['b.example.com.journal', 'c.example.com.journal'])
   for (const h of [B, C])
@@ -98,7 +102,7 @@ void test('a batch whose hosts partly end and partly stay: the kept hosts get jo
       `${h}: its own journal names its move`,
     )
   assert.equal(state.fencedReason(A), undefined, "the finished host is no longer fenced by the others' journal")
-  assert.equal(state.fencedReason(B), 'ambiguous: files at both ends')
+  assert.equal(state.fencedReason(B)?.reason, 'ambiguous: files at both ends')
   assert.ok(state.named(B) && state.journaled(B))
 })
 
@@ -126,7 +130,8 @@ void test('a journal that cannot be removed keeps its host fenced, as it stays o
     [A],
   )
   assert.ok(state.journaled(A) && !state.inFlight(A))
-  assert.match(state.fencedReason(A) ?? '', /could not be removed/)
+  assert.equal(state.fencedReason(A)?.code, 'journal_kept')
+  assert.match(state.fencedReason(A)?.reason ?? '', /could not be removed/)
   assert.equal(fence.fenced(A), 7, 'the lift that waited for the file is not made')
   state.knowFile('a.example.com.journal', [A], [journal(dirs, A)])
   assert.equal(fence.fenced(A), 7, 'nor when recovery reads the file again')
@@ -136,11 +141,11 @@ void test('a kept journal is fenced with its reason until an operator removes it
   const { dirs, fence, state } = await setup(t)
   await state.openJournals([journal(dirs, A), journal(dirs, B)])
   fence.fence([A, B], 7)
-  state.keepJournal(A, 'ambiguous: files at both ends')
-  state.keepJournal(B, 'files missing')
+  state.keepJournal(A, why('ambiguous', 'ambiguous: files at both ends'))
+  state.keepJournal(B, why('files_missing', 'files missing'))
   assert.equal(state.inFlight(A), false)
   assert.ok(state.journaled(A), 'a kept journal still governs its host')
-  assert.equal(state.fencedReason(A), 'ambiguous: files at both ends')
+  assert.equal(state.fencedReason(A)?.reason, 'ambiguous: files at both ends')
   assert.deepEqual(state.keptHosts().sort(), [A, B])
 
   await state.writeHolds([marker(B)])
@@ -150,12 +155,15 @@ void test('a kept journal is fenced with its reason until an operator removes it
   assert.equal(fence.fenced(A), undefined, 'released: it wakes as its row says')
   assert.equal(state.fencedReason(A), undefined)
   assert.equal(fence.fenced(B), 7, 'its hold marker still holds it down')
-  assert.match(state.fencedReason(B) ?? '', /^held down after a refused move to nested: /)
+  assert.deepEqual(state.fencedReason(B), {
+    code: 'second_name',
+    reason: 'held down after a refused move to nested: a file of its has a second name',
+  })
 })
 
 void test('a journal taken up again by recovery is in flight, and no longer kept', async (t) => {
   const { dirs, state } = await setup(t)
-  state.keepJournal(A, 'awake: its claim was not released')
+  state.keepJournal(A, why('awake_unreleased', 'awake: its claim was not released'))
   state.resumeJournal(journal(dirs, A))
   assert.equal(state.keptReason(A), undefined)
   assert.ok(state.inFlight(A))
@@ -163,11 +171,19 @@ void test('a journal taken up again by recovery is in flight, and no longer kept
 
 void test('a hold lives exactly as long as its marker, across a restart', async (t) => {
   const { dirs, fence, state, layout } = await setup(t)
-  await state.writeHolds([marker(A), marker(B, HOLD_AFTER_REVERT)])
+  await state.writeHolds([marker(A), marker(B, HOLD_AFTER_REVERT, 'revert_unreadable')])
   assert.ok(fs.existsSync(path.join(layout, `${A}.hold`)))
   assert.equal(state.hold(A)?.reason, 'a file of its has a second name')
-  assert.equal(state.fencedReason(A), 'held down after a refused move to nested: a file of its has a second name')
-  assert.equal(state.fencedReason(B), `held down: ${HOLD_AFTER_REVERT}`)
+  assert.equal(
+    state.fencedReason(A)?.reason,
+    'held down after a refused move to nested: a file of its has a second name',
+  )
+  assert.equal(state.fencedReason(B)?.reason, `held down: ${HOLD_AFTER_REVERT}`)
+  assert.deepEqual(
+    [state.fencedReason(A)?.code, state.fencedReason(B)?.code],
+    ['second_name', 'revert_unreadable'],
+    'each hold carries its code',
+  )
 
   // What a restart reads back.
   const again = new PassState(dirs, new FenceTable())
@@ -176,14 +192,14 @@ void test('a hold lives exactly as long as its marker, across a restart', async 
     again.holds().map((h) => h.host),
     [A, B],
   )
-  assert.equal(again.fencedReason(A), state.fencedReason(A))
+  assert.deepEqual(again.fencedReason(A), state.fencedReason(A), 'the code reads back with the reason')
 
   fence.fence([A, B], 9)
   await state.dropHolds([A])
   assert.equal(fs.existsSync(path.join(layout, `${A}.hold`)), false)
   assert.equal(state.hold(A), undefined)
   assert.equal(fence.fenced(A), 9, 'dropping a marker leaves the fence to the caller')
-  assert.equal(state.fencedReason(A), 'fenced for its move (generation 9)')
+  assert.deepEqual(state.fencedReason(A), { code: 'fenced_for_move', reason: 'fenced for its move (generation 9)' })
 
   await state.releaseHolds([B])
   assert.equal(fs.existsSync(path.join(layout, `${B}.hold`)), false)
@@ -198,7 +214,30 @@ void test('a marker that does not read back holds, with a reason naming the file
   fs.writeFileSync(path.join(layout, `${A}.hold`), '{not json')
   await state.load([A])
   assert.equal(state.hold(A)?.corrupt, true)
-  assert.match(state.fencedReason(A) ?? '', /^hold marker .*a\.example\.com\.hold is not JSON/)
+  assert.equal(state.fencedReason(A)?.code, 'hold_corrupt')
+  assert.match(state.fencedReason(A)?.reason ?? '', /^hold marker .*a\.example\.com\.hold is not JSON/)
+})
+
+void test('a marker of an older agent, with no code or one this build does not know, holds as legacy_hold', async (t) => {
+  const { state, layout } = await setup(t)
+  fs.mkdirSync(layout)
+  const old = {
+    v: 1,
+    host: A,
+    to: 'nested',
+    reason: 'a file of its has a second name',
+    heldAt: '2026-11-30T08:00:00.000Z',
+  }
+  fs.writeFileSync(path.join(layout, `${A}.hold`), JSON.stringify(old))
+  fs.writeFileSync(path.join(layout, `${B}.hold`), JSON.stringify({ ...old, host: B, code: 'from_the_future' }))
+  await state.load([A, B])
+  for (const h of [A, B]) {
+    assert.equal(state.hold(h)?.corrupt, false, h)
+    assert.deepEqual(state.fencedReason(h), {
+      code: 'legacy_hold',
+      reason: 'held down after a refused move to nested: a file of its has a second name',
+    })
+  }
 })
 
 void test('notes: an aside found on disk at load, and one set by a move', async (t) => {

@@ -96,10 +96,12 @@ void test('a symlinked dir is held, stays fenced across a restart, and moves onc
 
   const [r] = await h.converge('nested')
   assert.equal(r?.outcome, 'held')
+  assert.equal(r?.code, 'symlink_source')
   assert.match(r?.reason ?? '', /is a symlink/)
   assert.deepEqual(layoutFiles(h.dirs.dataDir), ['a.example.com.hold'])
   assert.notEqual(h.fence.fenced('a.example.com'), undefined, 'held hosts stay fenced')
-  assert.match(h.pass.held('a.example.com') ?? '', /is a symlink/)
+  assert.equal(h.pass.held('a.example.com')?.code, 'symlink_source', 'the marker carries the code')
+  assert.match(h.pass.held('a.example.com')?.reason ?? '', /is a symlink/)
   const c = h.pass.classify(rt, h.reg.list())
   assert.equal(c.layout, 'fenced')
   assert.match(c.reason, /held down after a refused move to nested: .*is a symlink/)
@@ -184,7 +186,13 @@ void test('nested is refused before anything is stopped when the gate says no', 
   h.gate.why = 'probe: not yet run'
   const res = await h.converge('nested', { deferAwake: false })
   assert.deepEqual(res, [
-    { host: 'a.example.com', outcome: 'refused', reason: 'isolation not ready: probe: not yet run', to: 'nested' },
+    {
+      host: 'a.example.com',
+      outcome: 'refused',
+      code: 'gate_shut',
+      reason: 'isolation not ready: probe: not yet run',
+      to: 'nested',
+    },
   ])
   assert.deepEqual(h.claims.stops, [])
   assert.equal(h.fence.fenced('a.example.com'), undefined)
@@ -202,6 +210,7 @@ void test('a nested socket path over 107 bytes is refused before the host is sto
   const [r] = await h.converge('nested', { deferAwake: false })
   assert.equal(r?.outcome, 'refused')
   assert.match(r?.reason ?? '', /^nested socket path .*app\.sock is \d+ bytes, over 107: it could not be bound$/)
+  assert.equal(r?.code, 'socket_too_long')
   assert.deepEqual(h.claims.stops, [])
   assert.equal(h.fence.fenced(long), undefined)
 })
@@ -285,6 +294,7 @@ void test('a stop that times out fails the host, lifts its fence, and moves noth
   const [r] = await run
   assert.equal(r?.outcome, 'failed')
   assert.match(r?.reason ?? '', /^stop timed out: still awake after 60s/)
+  assert.equal(r?.code, 'stop_timeout')
   assert.equal(h.fence.fenced('a.example.com'), undefined)
   assert.ok(isFlat(h.dirs, h.reg.get('a.example.com') ?? rt))
   assert.ok(fs.existsSync(rt.dir))
@@ -340,7 +350,9 @@ void test('conflict, foreign and external rows are never moved', async (t) => {
     ],
   )
   assert.match(res[0]?.reason ?? '', /^conflict: dir .* contains b\.example\.com's dir/)
+  assert.equal(res[0]?.code, 'dir_claimed')
   assert.match(res[2]?.reason ?? '', /^foreign: paths are neither/)
+  assert.equal(res[2]?.code, 'unknown_shape')
   assert.ok(fs.existsSync(a.dir))
   assert.deepEqual(h.steps, [])
 })
@@ -359,6 +371,7 @@ void test('a destination another row claims is refused', async (t) => {
   const [r] = await h.converge('nested')
   assert.equal(r?.outcome, 'refused')
   assert.match(r?.reason ?? '', /^destination taken: dir .* contains z\.example\.com's dir/)
+  assert.equal(r?.code, 'dest_taken')
 })
 
 void test('a run cancelled while a batch is journaled starts no batch after it, and finishes the one under way', async (t) => {
@@ -392,6 +405,7 @@ void test('a registry that refuses the rows puts the files back', async (t) => {
   const [r] = await pass.converge('nested', { deferAwake: true, signal: new AbortController().signal })
   assert.equal(r?.outcome, 'failed')
   assert.match(r?.reason ?? '', /registry not updated: disk I\/O error; the files were moved back/)
+  assert.equal(r?.code, 'registry_not_updated')
   assert.equal(hashTree(rt.dir), sum)
   assert.equal(h.fence.fenced('a.example.com'), undefined)
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
@@ -495,6 +509,7 @@ void test('a journal that cannot be written fails its batch only once the walk o
   const res = await h.converge('nested')
   assert.deepEqual(outcomes(res), { 'a.example.com': 'failed', 'b.example.com': 'failed' })
   assert.match(res[0]?.reason ?? '', /journal not written/)
+  assert.equal(res[0]?.code, 'journal_not_written')
   assert.ok(events.includes('walk-end'), `no walk outlives its batch: ${events.join(' ')}`)
   assert.ok(!events.includes('after-journal'))
   for (const host of ['a.example.com', 'b.example.com']) {
@@ -596,13 +611,15 @@ void test('a directory swapped after preflight is moved back, not committed, and
   const results = await h.converge('nested')
   assert.deepEqual(outcomes(results), { 'link.example.com': 'held', 'other.example.com': 'held' })
   for (const host of Object.keys(swaps)) {
-    const reason = results.find((r) => r.host === host)?.reason ?? ''
+    const result = results.find((r) => r.host === host)
+    const reason = result?.reason ?? ''
+    assert.equal(result?.code, 'source_swapped', reason)
     assert.match(reason, /swapped after preflight/, reason)
     const row = h.reg.get(host)
     assert.ok(row && isFlat(h.dirs, row), `${host}: the row still says flat`)
     assert.equal(fs.existsSync(nestedPaths(h.dirs, host).dir), false, `${host}: nothing left at the nested path`)
     assert.ok(fs.lstatSync(flatPaths(h.dirs, host).dir), `${host}: what was renamed is back where it was`)
-    assert.equal(h.pass.held(host), reason, `${host}: held with the swap as the reason`)
+    assert.deepEqual(h.pass.held(host), { code: 'source_swapped', reason }, `${host}: held with the swap as the reason`)
     assert.ok(h.fence.fenced(host) !== undefined, `${host}: stays fenced`)
   }
   assert.ok(fs.lstatSync(flatPaths(h.dirs, 'link.example.com').dir).isSymbolicLink())
