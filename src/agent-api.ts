@@ -114,7 +114,10 @@ export type WakeRefusal = Static<typeof WakeRefusal>
 /** A claim's answer: granted with the paths, or refused with the reason. */
 export type WakeAnswer = { granted: true; grant: WakeGrant } | { granted: false; refusal: WakeRefusal }
 
-/** The most hosts one awake set may name: far above any box's instances, and a bound on the work one request asks for. */
+/**
+ * The most hosts one awake set may name: far above any box's instances, and a bound on the work one request
+ * asks for.
+ */
 export const MAX_AWAKE_SET = 20_000
 
 /**
@@ -215,7 +218,10 @@ export interface AgentApi {
   readyFor(host: string): WakeAnswer
   /** The host is asleep (`DELETE /wakes/:host`); a no-op for a host with no claim. Throws `invalid_host`. */
   releaseWake(host: string): void
-  /** The activator's whole awake set (`PUT /wakes`). Throws `not_ready`, `invalid_host`, or `conflict` with no activator armed. */
+  /**
+   * The activator's whole awake set (`PUT /wakes`). Throws `not_ready`, `invalid_host`, or `conflict` with no
+   * activator armed.
+   */
   replaceWakes(awake: readonly string[]): WakeSet
   /** Every claim (`GET /wakes`). */
   wakes(): WakeList

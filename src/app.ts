@@ -155,7 +155,10 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
-/** What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not on that request. */
+/**
+ * What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not
+ * on that request.
+ */
 const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host'])
 
 declare module 'fastify' {
@@ -242,7 +245,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return app
 }
 
-/** The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an unknown URL. */
+/**
+ * The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an
+ * unknown URL.
+ */
 function answerErrors(app: App): void {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {

@@ -81,7 +81,10 @@ function etcdUser(v: string, env: string): string {
   return v
 }
 
-/** A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout floor's rule, design §5.2). */
+/**
+ * A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout
+ * floor's rule, design §5.2).
+ */
 const BUILD_VERSION =
   /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/
 

@@ -155,7 +155,10 @@ export const errors = {
       `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`,
     ),
   internal: () => new AppError('internal', 500, 'internal error'),
-  /** `layoutd serve` on an address something else listens on; `holder` names the process when /proc says (design §8). */
+  /**
+   * `layoutd serve` on an address something else listens on; `holder` names the process when /proc says
+   * (design §8).
+   */
   addressInUse: (address: string, holder: string) =>
     new AppError(
       'address_in_use',

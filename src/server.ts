@@ -23,7 +23,10 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 /** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 90_000
 
-/** A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be slower, not wrong. */
+/**
+ * A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be
+ * slower, not wrong.
+ */
 function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number): void {
   if (pool >= wanted) return
   logger.warn(
@@ -66,7 +69,10 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
-/** Listens on the configured address; one in use is a coded error with the address, and who holds it when /proc says. */
+/**
+ * Listens on the configured address; one in use is a coded error with the address, and who holds it when
+ * /proc says.
+ */
 async function listen(app: App, config: Config): Promise<void> {
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port })

@@ -198,7 +198,10 @@ export class ReportView {
     ]
   }
 
-  /** The version of the inputs now: a new number when any of them changed since last seen, and nothing built to tell. */
+  /**
+   * The version of the inputs now: a new number when any of them changed since last seen, and nothing built
+   * to tell.
+   */
   #version(phase: Phase, pass: LayoutPass | null, leg: Leg): Version {
     const inputs = this.#inputs(phase, pass, leg)
     const seen = this.#seen

@@ -42,7 +42,10 @@ export const BoxSummary = Type.Object(
 )
 export type BoxSummary = Static<typeof BoxSummary>
 
-/** The report's rows counted by word, and the held ones: a held host reads `fenced`, its code the hold's (design §1.1). */
+/**
+ * The report's rows counted by word, and the held ones: a held host reads `fenced`, its code the hold's
+ * (design §1.1).
+ */
 function countRows(report: LayoutReport): { counts: Record<string, number>; held: number } {
   const counts: Record<string, number> = {}
   let held = 0

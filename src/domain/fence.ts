@@ -18,7 +18,10 @@ export interface Claims {
    * the answer.
    */
   stop(host: string, signal: AbortSignal): Promise<boolean>
-  /** Whether stop can ask anyone (an activator URL is set); false: it only waits for the release. Unset counts as true. */
+  /**
+   * Whether stop can ask anyone (an activator URL is set); false: it only waits for the release. Unset counts
+   * as true.
+   */
   canAskStop?(): boolean
 }
 

@@ -97,7 +97,10 @@ export class Leg {
   /** Runs in a row that could not finish: the backoff's exponent. */
   #failures = 0
   readonly #waiters = new Set<Waiter>()
-  /** Moves with every change of what state() answers but running and pending: a run started or ended, a result, the retry timer. */
+  /**
+   * Moves with every change of what state() answers but running and pending: a run started or ended, a
+   * result, the retry timer.
+   */
   #changes = 0
 
   constructor(opts: LegOptions) {
@@ -230,7 +233,10 @@ export class Leg {
     return { running: this.#flight.running, pending: this.#flight.pending }
   }
 
-  /** What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it waits no more. */
+  /**
+   * What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it
+   * waits no more.
+   */
   waiting(what: string | null): void {
     this.#waiting = this.#flight.running ? what : null
   }

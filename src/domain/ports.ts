@@ -126,7 +126,10 @@ export interface LayoutPass {
 
 /** What `<data>/layout` holds, listed at start and by the unmanaged report. */
 export interface LayoutDirectory {
-  /** Refuses (errors.dataRootNotDirectory, …) a D/layout, D/apps or D/nested that is not a real directory; nothing is read before it (design §2.1). */
+  /**
+   * Refuses (errors.dataRootNotDirectory, …) a D/layout, D/apps or D/nested that is not a real directory;
+   * nothing is read before it (design §2.1).
+   */
   verifyRoots(): Promise<void>
   journalHosts(): Promise<string[]>
   holdHosts(): Promise<string[]>

@@ -35,7 +35,10 @@ export const FAILPOINT_STEPS = [
 export const FSYNC_NAMES = [
   /** `D`, once `D/layout` is made (step 4). */
   'layout-dir',
-  /** Each journal file's temporary file, before its rename (step 4): one a batch, and the own journals of a batch's kept hosts. */
+  /**
+   * Each journal file's temporary file, before its rename (step 4): one a batch, and the own journals of a
+   * batch's kept hosts.
+   */
   'journal-data',
   /** `D/layout`, after the journals' renames (step 4). */
   'journal-dir',

@@ -62,7 +62,10 @@ export interface JournalNames {
   unknown: string[]
 }
 
-/** A batch file's hosts, by name, kept while the file is the same (inode, size, mtime): the report lists the directory on every poll. */
+/**
+ * A batch file's hosts, by name, kept while the file is the same (inode, size, mtime): the report lists the
+ * directory on every poll.
+ */
 const batchCache = new Map<string, { key: string; hosts: string[] | undefined }>()
 
 async function batchHosts(file: string): Promise<string[] | undefined> {

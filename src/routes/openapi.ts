@@ -54,7 +54,10 @@ interface PackageHead {
 // Read once per process: every app built (the tests build many) shares it.
 let head: Promise<PackageHead> | undefined
 
-/** The package's version and licence, from package.json (compiled to <outDir>/src/routes/, three levels under the root). */
+/**
+ * The package's version and licence, from package.json (compiled to <outDir>/src/routes/, three levels under
+ * the root).
+ */
 function packageHead(): Promise<PackageHead> {
   return (head ??= readFile(new URL('../../../package.json', import.meta.url), 'utf8').then((text) => {
     const pkg = JSON.parse(text) as { version?: unknown; license?: unknown }

@@ -142,7 +142,10 @@ export async function watch(
   return 0
 }
 
-/** A host's journal or hold marker, as JSON, when this box's data root holds one; undefined when none can be read here. */
+/**
+ * A host's journal or hold marker, as JSON, when this box's data root holds one; undefined when none can be
+ * read here.
+ */
 async function layoutFile(
   dataDir: string | undefined,
   host: string,

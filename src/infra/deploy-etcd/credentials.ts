@@ -170,7 +170,10 @@ export class EtcdCredentials {
     return this.tls.cert !== undefined || this.tls.ca !== undefined
   }
 
-  /** Refuses plain http when a certificate is set: the key would guard nothing, and the password would cross in the clear. */
+  /**
+   * Refuses plain http when a certificate is set: the key would guard nothing, and the password would cross
+   * in the clear.
+   */
   checkEndpoint(url: URL): void {
     if (url.protocol === 'https:') return
     if (this.tls.cert !== undefined || this.tls.ca !== undefined) {

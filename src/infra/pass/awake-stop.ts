@@ -22,7 +22,10 @@ export class AwakeStop {
     this.#steps = steps
   }
 
-  /** Steps 3 (stop) and on for one host that holds a wake claim; why it is stopped now (`force`, `grace over`, `held`) is told to onWait. */
+  /**
+   * Steps 3 (stop) and on for one host that holds a wake claim; why it is stopped now (`force`, `grace over`,
+   * `held`) is told to onWait.
+   */
   async stopAndMove(candidate: MoveCandidate, signal: AbortSignal, why = 'grace over'): Promise<Result[]> {
     const ctx = this.#ctx
     const { registry, claims } = ctx.deps

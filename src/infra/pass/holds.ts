@@ -34,7 +34,10 @@ export const HoldMarker = Type.Object(
 )
 export type HoldMarker = Static<typeof HoldMarker>
 
-/** A hold as the pass keeps it. A marker that does not read back stands, under every intent, until an operator removes it. */
+/**
+ * A hold as the pass keeps it. A marker that does not read back stands, under every intent, until an operator
+ * removes it.
+ */
 export type Hold =
   | { host: string; to: Mode; code: ReasonCode; reason: string; corrupt: false }
   | { host: string; to: undefined; code: 'hold_corrupt'; reason: string; corrupt: true }

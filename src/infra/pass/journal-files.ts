@@ -7,7 +7,10 @@
 import { samePaths } from '../../domain/pass-plan.js'
 import { hostJournalName, type Journal } from './journal.js'
 
-/** Whether two journals record the same move (the generation and time aside: a kept host's own copy of a batch's move). */
+/**
+ * Whether two journals record the same move (the generation and time aside: a kept host's own copy of a
+ * batch's move).
+ */
 export function sameMove(a: Journal, b: Journal): boolean {
   return a.host === b.host && a.to === b.to && samePaths(a.from, b.from) && samePaths(a.dest, b.dest)
 }
@@ -19,7 +22,10 @@ interface JournalFile {
   moves: Map<string, Journal> | undefined
 }
 
-/** What a settle does: the files that go, the own journals written first, the ended hosts a file that stays still names. */
+/**
+ * What a settle does: the files that go, the own journals written first, the ended hosts a file that stays
+ * still names.
+ */
 export interface SettlePlan {
   going: string[]
   own: Journal[]

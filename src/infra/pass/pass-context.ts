@@ -30,7 +30,10 @@ export interface PassDeps {
   graceMs: number
   /** The carlos-sockets group's id for nested run/ directories; -1 leaves the group alone. */
   socketsGid: number
-  /** Called at each step of a move (FAILPOINT_STEPS, once per batch; and `after-rename:<host>` after each rename); the crash suite kills the process there. */
+  /**
+   * Called at each step of a move (FAILPOINT_STEPS, once per batch; and `after-rename:<host>` after each
+   * rename); the crash suite kills the process there.
+   */
   failpoint?: (step: string) => void
   /**
    * Called for every result that names a mode, except `unchanged`.
@@ -39,7 +42,10 @@ export interface PassDeps {
   onMove?: (to: Mode, outcome: Outcome, seconds: number) => void
   /** Called with every result as it is decided, so a run's progress can be shown while it goes on. */
   onResult?: (r: Result) => void
-  /** Called with what the run waits on (`the activator to stop HOST (awake, force)`), and with null once it waits no more. */
+  /**
+   * Called with what the run waits on (`the activator to stop HOST (awake, force)`), and with null once it
+   * waits no more.
+   */
   onWait?: (what: string | null) => void
   /** Called once per journal recovery acts on, and once per change of a kept journal's reason. */
   onRecover?: (action: RecoveryAction['kind']) => void

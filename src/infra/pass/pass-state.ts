@@ -274,7 +274,10 @@ export class PassState {
     this.#changes++
   }
 
-  /** Removes the hold markers of hosts, then forgets the holds. Their fences stay: the caller lifts them when it may. */
+  /**
+   * Removes the hold markers of hosts, then forgets the holds. Their fences stay: the caller lifts them when
+   * it may.
+   */
   async dropHolds(hosts: readonly string[]): Promise<void> {
     await removeHolds(this.#dirs, hosts)
     for (const host of hosts) this.#holds.delete(host)
