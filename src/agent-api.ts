@@ -42,7 +42,8 @@ export const ReadyBody = Type.Object(
             ok: Type.Boolean({ description: 'Whether it passed.' }),
             code: Type.String({
               description:
-                'Stable, for alerts and scripts: `ok`, an errno code (`EROFS`, `ENOSPC`, `EACCES`) or a named reason (`not-a-directory`, `no-nosymfollow`, `probe-not-ready`, `not-yet-run`).',
+                'Stable, for alerts and scripts: `ok`, an errno code (`EROFS`, `ENOSPC`, `EACCES`) or a named reason ' +
+                '(`not-a-directory`, `no-nosymfollow`, `probe-not-ready`, `not-yet-run`).',
             }),
             detail: Type.String({ description: 'What it found; `not yet run` before its first evaluation.' }),
           },
@@ -50,8 +51,9 @@ export const ReadyBody = Type.Object(
         ),
         {
           description:
-            "The isolation gate's checks, in order; the first that failed is the gate's reason. They decide whether nested instances wake, " +
-            'never whether the agent is ready. Absent where no activator is armed.',
+            "The isolation gate's checks, in order; the first that failed is the gate's reason. " +
+            'They decide whether nested instances wake, never whether the agent is ready. ' +
+            'Absent where no activator is armed.',
         },
       ),
     ),
@@ -78,7 +80,8 @@ const host = Type.String({ description: 'The hostname the claim is about.' })
 const layout = Type.String({
   description:
     'The row word: `fenced`, `conflict`, `foreign`, `nested`, `flat` or `external`; ' +
-    '`unknown` when there is no such row or the agent is not ready to say, `unmanaged` when the activator does not manage the row here.',
+    '`unknown` when there is no such row or the agent is not ready to say, ' +
+    '`unmanaged` when the activator does not manage the row here.',
 })
 
 export const WakeGrant = Type.Object(
@@ -102,7 +105,8 @@ export const WakeRefusal = Type.Object(
     code: ReasonCode,
     reason: Type.String({
       description:
-        'Why it may not wake, starting with what stands in the way: `fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
+        'Why it may not wake, starting with what stands in the way: ' +
+        '`fenced:`, `held down`, `conflict:`, `not ready:`, `unknown host:`, ' +
         '`not activator-managed:`, `isolation not ready:` (a nested host while the isolation gate is shut). ' +
         'For a person: decide by `code`, never by this sentence.',
     }),
@@ -154,8 +158,8 @@ export const WakeSet = Type.Object(
       ),
       {
         description:
-          'The hosts of the set the activator must stop: a claim for them would be refused now. They stay claimed until it releases them, ' +
-          'so nothing moves their files while they run.',
+          'The hosts of the set the activator must stop: a claim for them would be refused now. ' +
+          'They stay claimed until it releases them, so nothing moves their files while they run.',
       },
     ),
   },

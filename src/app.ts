@@ -111,7 +111,9 @@ function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: So
   this.log.debug({ code: known.code, parser: err.code }, 'request refused by the HTTP parser')
   const body = JSON.stringify(envelope(known.code, known.message))
   if (socket.writable) {
-    const head = `HTTP/1.1 ${known.statusCode} ${STATUS_CODES[known.statusCode] ?? ''}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8`
+    const head =
+      `HTTP/1.1 ${known.statusCode} ${STATUS_CODES[known.statusCode] ?? ''}\r\n` +
+      `Connection: close\r\nContent-Type: application/json; charset=utf-8`
     socket.write(`${head}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
   }
   socket.destroy()

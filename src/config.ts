@@ -81,12 +81,17 @@ function etcdUser(v: string, env: string): string {
   return v
 }
 
+/** One number of a version: 0, or digits without a leading zero. */
+const BUILD_NUMBER = '(0|[1-9][0-9]*)'
+/** Dot-separated identifiers, as a pre-release or build metadata is: `rc.1`, `meta`. */
+const BUILD_IDENTIFIERS = String.raw`[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*`
 /**
  * A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout
  * floor's rule, design §5.2).
  */
-const BUILD_VERSION =
-  /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/
+const BUILD_VERSION = new RegExp(
+  String.raw`^v?${BUILD_NUMBER}\.${BUILD_NUMBER}\.${BUILD_NUMBER}(-${BUILD_IDENTIFIERS})?(\+${BUILD_IDENTIFIERS})?$`,
+)
 
 /**
  * The running platform build: a version, a commit id (7 to 40 hex digits,
@@ -321,7 +326,8 @@ export const ENVIRONMENT = {
   failpoint: variable(
     'CARLOS_FAILPOINT',
     '',
-    "Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); skip-fsync:NAME takes one of the move's fsyncs out.",
+    'Tests only: at the named step of a move, exit abruptly (step) or fail with an errno (step=ENOSPC); ' +
+      "skip-fsync:NAME takes one of the move's fsyncs out.",
     text,
   ),
 }

@@ -96,7 +96,8 @@ export const errors = {
     new AppError(
       'socket_too_long',
       400,
-      `refused: ${host}'s ${which} ${socket} is ${Buffer.byteLength(socket)} bytes, over the ${limit} a unix socket can bind`,
+      `refused: ${host}'s ${which} ${socket} is ${Buffer.byteLength(socket)} bytes, ` +
+        `over the ${limit} a unix socket can bind`,
     ),
   /** `routes add` of a row whose dir or socket another row claims (design §1.1 `conflict`, §8). */
   pathClaimed: (host: string, why: string, other: string) =>
@@ -113,11 +114,13 @@ export const errors = {
     const tail =
       more === 0
         ? ''
-        : `\n  … and ${more} more: line${more === 1 ? '' : 's'} ${rest.join(', ')}${more > rest.length ? ', …' : ''}`
+        : `\n  … and ${more} more: ` +
+          `line${more === 1 ? '' : 's'} ${rest.join(', ')}${more > rest.length ? ', …' : ''}`
     return new AppError(
       'import_refused',
       400,
-      `refused ${file}: ${bad.length} bad line${bad.length === 1 ? '' : 's'}, nothing was written:${shown.join('')}${tail}`,
+      `refused ${file}: ${bad.length} bad line${bad.length === 1 ? '' : 's'}, ` +
+        `nothing was written:${shown.join('')}${tail}`,
     )
   },
   /** `routes import` could not read its file (or standard input). */
@@ -133,7 +136,8 @@ export const errors = {
     new AppError(
       'unknown_box',
       409,
-      `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); check the label, or give --new-box for a box not yet started`,
+      `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); ` +
+        `check the label, or give --new-box for a box not yet started`,
     ),
   /** A forced intent for a box that has no activator to stop an awake instance (design §8). */
   forceWithoutActivator: (boxes: readonly string[], fleet = false) =>
@@ -141,8 +145,12 @@ export const errors = {
       'force_without_activator',
       409,
       fleet
-        ? `refused: --force for the whole fleet, but box${boxes.length === 1 ? '' : 'es'} ${boxes.join(', ')} ${boxes.length === 1 ? 'has' : 'have'} no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there, or record without --force`
-        : `refused: --force for box ${boxes.join(', ')}, which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; set CARLOS_ACTIVATOR_URL there, or record without --force`,
+        ? `refused: --force for the whole fleet, but box${boxes.length === 1 ? '' : 'es'} ${boxes.join(', ')} ` +
+            `${boxes.length === 1 ? 'has' : 'have'} no CARLOS_ACTIVATOR_URL to stop an awake instance with; ` +
+            `set CARLOS_ACTIVATOR_URL there, or record without --force`
+        : `refused: --force for box ${boxes.join(', ')}, ` +
+            `which has no CARLOS_ACTIVATOR_URL to stop an awake instance with; ` +
+            `set CARLOS_ACTIVATOR_URL there, or record without --force`,
     ),
 
   // The layout: intent, readiness, the leg (design §5, §6).
@@ -163,7 +171,8 @@ export const errors = {
     new AppError(
       'address_in_use',
       409,
-      `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
+      `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; ` +
+        `stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
     ),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
@@ -188,21 +197,25 @@ export const errors = {
     new AppError(
       'agent_other_data_root',
       409,
-      `the agent at ${url} (${via}) serves ${theirs}, not this data root ${ours}: nothing was asked of it; start this data root's agent (\`layoutd serve\` with CARLOS_DATA_DIR=${ours}), set CARLOS_AGENT_LISTEN to its address, or give --url to ask that other agent on purpose`,
+      `the agent at ${url} (${via}) serves ${theirs}, not this data root ${ours}: nothing was asked of it; ` +
+        `start this data root's agent (\`layoutd serve\` with CARLOS_DATA_DIR=${ours}), ` +
+        `set CARLOS_AGENT_LISTEN to its address, or give --url to ask that other agent on purpose`,
     ),
   /** The agent a command dialled does not say which data root it holds (not layoutd, or older than this CLI). */
   agentUnidentified: (url: string, via: string, why: string) =>
     new AppError(
       'agent_unidentified',
       502,
-      `the agent at ${url} (${via}) does not say which data root it serves (${why}): nothing was asked of it; is it layoutd, of this version? give --url to ask it anyway`,
+      `the agent at ${url} (${via}) does not say which data root it serves (${why}): nothing was asked of it; ` +
+        `is it layoutd, of this version? give --url to ask it anyway`,
     ),
   /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(
       cause instanceof AppError ? cause.code : 'mint_failed',
       503,
-      `refused to mint paths for ${host}: ${errorMessage(cause)}; give --dir and --socket, or retry once the intent can be read`,
+      `refused to mint paths for ${host}: ${errorMessage(cause)}; ` +
+        `give --dir and --socket, or retry once the intent can be read`,
       { cause },
     ),
 
@@ -211,13 +224,15 @@ export const errors = {
     new AppError(
       'data_root_not_directory',
       500,
-      `${path} is ${what}, not a directory; layoutd uses only a real directory there (not a symlink) and changes nothing until it is one`,
+      `${path} is ${what}, not a directory; ` +
+        `layoutd uses only a real directory there (not a symlink) and changes nothing until it is one`,
     ),
   dataRootNotOurs: (path: string, owner: number, ours: number) =>
     new AppError(
       'data_root_not_ours',
       500,
-      `${path} is owned by uid ${owner}, not by layoutd (uid ${ours}) or root; layoutd changes nothing under a directory someone else controls`,
+      `${path} is owned by uid ${owner}, not by layoutd (uid ${ours}) or root; ` +
+        `layoutd changes nothing under a directory someone else controls`,
     ),
 
   // The environment (design §8: durations; every CARLOS_* variable).

@@ -23,14 +23,18 @@ export class OpsMetrics {
   constructor(registry: Registry) {
     this.buildInfo = new Gauge({
       name: `${PREFIX}build_info`,
-      help: "Always 1: layoutd's version, and the platform build it was told it runs beside (CARLOS_BUILD; 'unset' when not).",
+      help:
+        "Always 1: layoutd's version, " +
+        "and the platform build it was told it runs beside (CARLOS_BUILD; 'unset' when not).",
       labelNames: ['version', 'build'] as const,
       registers: [registry],
     })
     const gate = () => this.#gate()
     this.gateCheck = new Gauge({
       name: `${PREFIX}gate_check`,
-      help: 'Each check of the isolation gate: 1 passing, 0 failing or not yet run. Absent on a box with no activator armed.',
+      help:
+        'Each check of the isolation gate: 1 passing, 0 failing or not yet run. ' +
+        'Absent on a box with no activator armed.',
       labelNames: ['check'] as const,
       registers: [registry],
       collect() {
@@ -40,7 +44,9 @@ export class OpsMetrics {
     })
     this.lastSuccess = new Gauge({
       name: `${PREFIX}leg_last_success_timestamp_seconds`,
-      help: 'When the last run of the leg that read the intent and failed no host finished (seconds since the epoch); 0 before any.',
+      help:
+        'When the last run of the leg that read the intent and failed no host finished ' +
+        '(seconds since the epoch); 0 before any.',
       registers: [registry],
     })
     this.intentReadable = new Gauge({

@@ -31,7 +31,9 @@ function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number):
   if (pool >= wanted) return
   logger.warn(
     { threadPool: pool, wanted },
-    `layoutd: libuv's thread pool has ${pool} threads, so a converge runs its fsyncs ${pool} at a time and takes longer; start node with UV_THREADPOOL_SIZE=${wanted} (contrib/layoutd.service, the image and npm start do)`,
+    `layoutd: libuv's thread pool has ${pool} threads, so a converge runs its fsyncs ${pool} at a time ` +
+      `and takes longer; start node with UV_THREADPOOL_SIZE=${wanted} ` +
+      `(contrib/layoutd.service, the image and npm start do)`,
   )
 }
 
@@ -40,7 +42,8 @@ function refusesToListen(config: Config, logger: AppLogger): boolean {
   if (config.token !== '' || LOOPBACK.test(config.listen.host)) return false
   logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
   process.stderr.write(
-    `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; set CARLOS_AGENT_TOKEN to listen there\n`,
+    `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; ` +
+      `set CARLOS_AGENT_TOKEN to listen there\n`,
   )
   return true
 }

@@ -147,7 +147,8 @@ export class Agent implements AgentApi {
     logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger, 'info')
     logger.info(
       { intent, swept },
-      `layout: start-up recovery done under intent ${intent}${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
+      `layout: start-up recovery done under intent ${intent}` +
+        `${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
     )
     this.#pass = pass
     if (this.#life.signal.aborted) return

@@ -65,7 +65,8 @@ export async function backfillKeysAtStart(deps: KeyBackfillDeps): Promise<void> 
   if (counts.minted + counts.skipped + counts.failed > 0) {
     logger.info(
       { ...counts },
-      `agent: instance keys: ${counts.minted} minted, ${counts.present} present, ${counts.skipped} skipped, ${counts.failed} failed`,
+      `agent: instance keys: ${counts.minted} minted, ${counts.present} present, ` +
+        `${counts.skipped} skipped, ${counts.failed} failed`,
     )
   }
 }

@@ -104,7 +104,10 @@ function describeIntent(r: LayoutReport, paint: Paint): string {
 
 /** The one summary line: box, intent, rows by word, leg. */
 export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain): string {
-  return `box ${r.box}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  leg ${describeLeg(r.leg, now, paint)}\n`
+  return (
+    `box ${r.box}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
+    `leg ${describeLeg(r.leg, now, paint)}\n`
+  )
 }
 
 /** The whole report: the summary line, why the default is blocked, the rows as a table, the warnings. */
@@ -171,6 +174,9 @@ export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean 
   if (row.code === 'awake_grace')
     return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
   if (row.reason !== '')
-    return 'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); docs/runbook.md#outcomes'
+    return (
+      'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); ' +
+      'docs/runbook.md#outcomes'
+    )
   return 'nothing: the row is where the intent wants it'
 }

@@ -221,7 +221,8 @@ export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyCont
     'foreign',
     why(
       'unknown_shape',
-      `paths are neither the flat nor the nested shape (dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`,
+      `paths are neither the flat nor the nested shape ` +
+        `(dir ${JSON.stringify(route.dir)}, socket ${JSON.stringify(route.socket)})`,
     ),
   )
 }

@@ -29,7 +29,8 @@ export function dryRun(report: LayoutReport, mode: Mode): DryRun {
 
 export function formatDryRun(box: string, mode: Mode, d: DryRun): string {
   const lines = [
-    `box ${box} would converge to ${mode}: ${d.move.length} to move, ${d.unchanged.length} already ${mode}, ${d.withheld.length} withheld`,
+    `box ${box} would converge to ${mode}: ` +
+      `${d.move.length} to move, ${d.unchanged.length} already ${mode}, ${d.withheld.length} withheld`,
   ]
   for (const h of d.move) lines.push(`  move      ${h}`)
   for (const w of d.withheld) lines.push(`  withheld  ${w.host} (${w.word}): ${w.reason}`)

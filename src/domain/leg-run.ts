@@ -67,7 +67,8 @@ export async function layoutLegWith(
       if (d.mode === 'nested') {
         logger.info(
           { intent: 'none', default: 'nested' },
-          `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; record \`layoutd intent revert --box LABEL\` to opt out)`,
+          `layout: no intent recorded -> nested by default (${LAYOUT_DEFAULT_ENV} unset or nested; ` +
+            `record \`layoutd intent revert --box LABEL\` to opt out)`,
         )
       } else if (d.reason !== '') {
         logger.info(
@@ -90,7 +91,8 @@ export async function layoutLegWith(
   if (!validMode(mode)) {
     logger.warn(
       { intent: 'unreadable', id, mode },
-      `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested; not converging this move`,
+      `layout: intent ${id} -> unreadable: mode ${JSON.stringify(mode)} is not flat or nested; ` +
+        `not converging this move`,
     )
     // Not a fault that passes: a new intent (a serial move) is what ends it.
     state.noteIntent('unreadable', `intent ${id} names mode ${JSON.stringify(mode)}, which is not flat or nested`)

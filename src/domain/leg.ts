@@ -190,7 +190,8 @@ export class Leg {
     this.#armRetry(retryBackoff(retryMs, this.#failures, random()))
     logger.info(
       { retryAt: this.#retryAt, attempt: this.#failures },
-      `layout: leg run could not finish; the leg comes back at ${this.#retryAt ?? 'no time: it is stopping'} (attempt ${this.#failures})`,
+      `layout: leg run could not finish; ` +
+        `the leg comes back at ${this.#retryAt ?? 'no time: it is stopping'} (attempt ${this.#failures})`,
     )
   }
 

@@ -166,7 +166,9 @@ export function recoveryAction(move: MoveRecord, facts: RecoveryFacts, wants: Mo
     return {
       kind: 'keep',
       code: 'row_gone',
-      reason: `the row is gone from the registry while its files are at ${facts.fromExists ? move.from.dir : move.dest.dir}`,
+      reason:
+        `the row is gone from the registry while its files are at ` +
+        `${facts.fromExists ? move.from.dir : move.dest.dir}`,
     }
   }
   if (facts.row === 'other') {

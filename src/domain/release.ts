@@ -17,8 +17,12 @@ export interface Release {
   pre: string
 }
 
-const RELEASE =
-  /^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$/
+/** One number of a release, captured: 0, or digits without a leading zero. */
+const NUMBER = '(0|[1-9][0-9]*)'
+/** Dot-separated identifiers, as a pre-release or build metadata is: `rc.1`, `meta`. */
+const IDENTIFIERS = String.raw`[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*`
+/** major.minor.patch, then the pre-release (captured, without its `-`) and the build metadata (not captured). */
+const RELEASE = new RegExp(String.raw`^v?${NUMBER}\.${NUMBER}\.${NUMBER}(?:-(${IDENTIFIERS}))?(?:\+${IDENTIFIERS})?$`)
 
 /** The release s names, or null when it cannot be placed (empty, a commit id, `dev`, `v0.25`). */
 export function parseRelease(s: string): Release | null {

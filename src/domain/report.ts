@@ -108,7 +108,8 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
   if (mode === 'unreadable') {
     const why = state.unreadableWhy()
     warnings.push(
-      `the layout intent cannot be read${why === '' ? '' : ` (${why})`}: nothing moves and nothing is released flat until it can`,
+      `the layout intent cannot be read${why === '' ? '' : ` (${why})`}: ` +
+        `nothing moves and nothing is released flat until it can`,
     )
   }
   if (def.blocked !== '') warnings.push(`nested by default is not in force: ${def.blocked}`)

@@ -113,7 +113,8 @@ export const LegState = Type.Object(
     waiting: Type.Optional(
       Type.String({
         description:
-          'What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); absent when it waits on nothing.',
+          'What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); ' +
+          'absent when it waits on nothing.',
       }),
     ),
   },

@@ -107,7 +107,8 @@ export async function startupLayoutIntent(
     if (nestedByDefault(deps.layoutDefault)) {
       logger.info(
         { intent: 'unreadable', default: 'nested' },
-        'layout: no intent recorded at start -> holds and journals kept until the first serial move asks the isolation gate (nested by default)',
+        'layout: no intent recorded at start -> holds and journals kept ' +
+          'until the first serial move asks the isolation gate (nested by default)',
       )
       state.noteDefault(
         'none',

@@ -78,7 +78,8 @@ export function armSkippedFsyncs(spec: string): void {
     const name = FSYNC_NAMES.find((n) => n === item.slice(SKIP_FSYNC.length))
     if (name === undefined)
       throw new Error(
-        `failpoint ${JSON.stringify(item)}: ${item.slice(SKIP_FSYNC.length)} is not one of the move's fsyncs (${FSYNC_NAMES.join(', ')})`,
+        `failpoint ${JSON.stringify(item)}: ${item.slice(SKIP_FSYNC.length)} ` +
+          `is not one of the move's fsyncs (${FSYNC_NAMES.join(', ')})`,
       )
     names.push(name)
   }

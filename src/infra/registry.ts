@@ -110,14 +110,16 @@ function prepare(db: Database.Database) {
     list: db.prepare<[], RouteRow>(`SELECT ${cols} FROM routes ORDER BY host`),
     get: db.prepare<[string], RouteRow>(`SELECT ${cols} FROM routes WHERE host = ?`),
     insert: db.prepare<[string, string, string, string, string, number, string, string]>(
-      'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     remove: db.prepare<[string]>('DELETE FROM routes WHERE host = ?'),
     setPaths: db.prepare<[string, string, string, string, string]>(
       'UPDATE routes SET dir = ?, socket = ?, db = ?, updated_at = ? WHERE host = ?',
     ),
     nextGeneration: db.prepare<[], { generation: number }>(
-      "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' RETURNING CAST(value AS INTEGER) AS generation",
+      "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' " +
+        'RETURNING CAST(value AS INTEGER) AS generation',
     ),
     ping: db.prepare<[], number>('PRAGMA data_version').pluck(),
   }

@@ -81,19 +81,25 @@ function intentLine(r: LayoutReport): Html {
             : 'recorded for this box or its fleet'
   const blocked =
     r.defaultBlocked === '' ? '' : html`<p class="blocked">The nested default does not apply: ${r.defaultBlocked}</p>`
-  return html`<section class="intent"><h2>Intent</h2><p><span class="mode m-${r.mode}">${r.mode}</span> ${why}</p>${blocked}</section>`
+  const mode = html`<span class="mode m-${r.mode}">${r.mode}</span>`
+  return html`<section class="intent"><h2>Intent</h2><p>${mode} ${why}</p>${blocked}</section>`
 }
 
 function gate(r: Readiness): Html {
   const line = (ok: boolean, name: string, detail: string): Html =>
     html`<li class="${ok ? 'ok' : 'bad'}">${ok ? '✓' : '✗'} <b>${name}</b> ${detail}</li>`
   const nested = r.nested.allowed ? 'nested instances may wake' : `nested instances may not wake: ${r.nested.reason}`
-  const isolation = r.isolation ?? []
+  const phase = html`<span class="phase ${r.ready ? 'ok' : 'bad'}">${r.phase}</span>`
+  const wakes = r.ready ? 'the activator may wake instances' : 'the activator wakes nothing yet'
+  const isolation = (r.isolation ?? []).map((c) =>
+    line(c.ok, `isolation/${c.name}`, c.ok ? c.detail : `${c.code}: ${c.detail}`),
+  )
+  const isolationList = isolation.length > 0 ? html`<ul class="checks">${isolation}</ul>` : ''
   return html`<section class="gate"><h2>Readiness and the isolation gate</h2>
-<p><span class="phase ${r.ready ? 'ok' : 'bad'}">${r.phase}</span> ${r.ready ? 'the activator may wake instances' : 'the activator wakes nothing yet'}</p>
+<p>${phase} ${wakes}</p>
 <ul class="checks">${r.checks.map((c) => line(c.ok, c.name, c.detail))}</ul>
 <p class="${r.nested.allowed ? 'ok' : 'bad'}">Gate: ${nested}</p>
-${isolation.length > 0 ? html`<ul class="checks">${isolation.map((c) => line(c.ok, `isolation/${c.name}`, c.ok ? c.detail : `${c.code}: ${c.detail}`))}</ul>` : ''}</section>`
+${isolationList}</section>`
 }
 
 function bar(counts: Map<string, number>, total: number, query: ConsoleQuery): Html {
@@ -101,17 +107,23 @@ function bar(counts: Map<string, number>, total: number, query: ConsoleQuery): H
   let x = 0
   const rects = shown.map(([word, n]) => {
     const w = (n / Math.max(total, 1)) * 1000
-    const rect = html`<a href="${pageLink(query, { word, page: 1 })}"><rect class="w-${word}" x="${x.toFixed(2)}" y="0" width="${w.toFixed(2)}" height="20"><title>${word}: ${n}</title></rect></a>`
+    const title = html`<title>${word}: ${n}</title>`
+    const [left, width] = [x.toFixed(2), w.toFixed(2)]
+    const shape = html`<rect class="w-${word}" x="${left}" y="0" width="${width}" height="20">${title}</rect>`
+    const rect = html`<a href="${pageLink(query, { word, page: 1 })}">${shape}</a>`
     x += w
     return rect
   })
-  const legend = [...counts].map(
-    ([word, n]) =>
-      html`<li><a class="word w-${word}${query.word === word ? ' on' : ''}" href="${pageLink(query, { word, page: 1 })}">${word}</a> ${n}</li>`,
-  )
+  const legend = [...counts].map(([word, n]) => {
+    const on = query.word === word ? ' on' : ''
+    return html`<li><a class="word w-${word}${on}" href="${pageLink(query, { word, page: 1 })}">${word}</a> ${n}</li>`
+  })
+  const allOn = query.word === '' ? ' on' : ''
+  const allHref = pageLink(query, { word: '', page: 1 })
+  const all = html`<li><a class="word all${allOn}" href="${allHref}">all</a> ${total}</li>`
   return html`<section class="counts"><h2>Rows by word <small>${total} in all</small></h2>
 <svg class="bar" viewBox="0 0 1000 20" preserveAspectRatio="none" role="img" aria-label="rows by word">${rects}</svg>
-<ul class="legend"><li><a class="word all${query.word === '' ? ' on' : ''}" href="${pageLink(query, { word: '', page: 1 })}">all</a> ${total}</li>${legend}</ul></section>`
+<ul class="legend">${all}${legend}</ul></section>`
 }
 
 function tally(run: LegRun): string {
@@ -120,14 +132,24 @@ function tally(run: LegRun): string {
   return [...by].map(([o, n]) => `${n} ${o}`).join(', ') || 'no host reached'
 }
 
+/** The run under way, as a line of the leg: when it started and the hosts it reached so far. */
+function runningLine(run: LegRun, now: number): Html {
+  const reached = html`${run.results.length} hosts reached so far (${tally(run)})`
+  return html`<li>this run: started ${when(run.startedAt, now)}, ${reached}</li>`
+}
+
 function leg(r: LayoutReport, now: number): Html {
   const { running, pending, lastRun, retryAt } = r.leg
   const current = lastRun !== null && lastRun.finishedAt === null ? lastRun : null
   const last = current === null ? lastRun : null
+  const lastLine =
+    last === null || last.finishedAt === null
+      ? 'none finished yet'
+      : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`
   return html`<section class="leg"><h2>Leg</h2><ul>
 <li>${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}</li>
-${current === null ? '' : html`<li>this run: started ${when(current.startedAt, now)}, ${current.results.length} hosts reached so far (${tally(current)})</li>`}
-<li>last run: ${last === null || last.finishedAt === null ? 'none finished yet' : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`}</li>
+${current === null ? '' : runningLine(current, now)}
+<li>last run: ${lastLine}</li>
 <li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li></ul></section>`
 }
 
@@ -167,26 +189,40 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
   const range = selected.length === 0 ? 'no row' : `rows ${from + 1}–${from + slice.length} of ${selected.length}`
   // One string, so the layout of the template never splits the words a reader (and a test) looks for.
   const at = `page ${page} of ${pages}`
-  const nav =
-    pages === 1
-      ? ''
-      : html`<nav class="pages">${page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''} ${at} ${
-          page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''
-        }</nav>`
-  const body = slice.map(
-    ([host, r]) =>
-      html`<tr data-host="${host}" data-word="${r.layout}" data-code="${r.code}"><td class="host">${host}</td><td><span class="word w-${r.layout}">${r.layout}</span></td><td class="reason">${r.code === '' ? '' : html`<code class="code c-${r.code}">${r.code}</code> `}${r.reason}</td><td class="note">${r.note}</td></tr>`,
-  )
-  return html`<section class="rows"><h2>Rows <small id="range">${range}${what === '' ? '' : ` (${what})`}</small></h2>${nav}
-<table><thead><tr><th>host</th><th>word</th><th>reason</th><th>note</th></tr></thead><tbody>${body}</tbody></table>${nav}</section>`
+  const prev = page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''
+  const next = page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''
+  const nav = pages === 1 ? '' : html`<nav class="pages">${prev} ${at} ${next}</nav>`
+  const body = slice.map(([host, r]) => {
+    const code = r.code === '' ? '' : html`<code class="code c-${r.code}">${r.code}</code> `
+    const cells = [
+      html`<td class="host">${host}</td>`,
+      html`<td><span class="word w-${r.layout}">${r.layout}</span></td>`,
+      html`<td class="reason">${code}${r.reason}</td>`,
+      html`<td class="note">${r.note}</td>`,
+    ]
+    return html`<tr data-host="${host}" data-word="${r.layout}" data-code="${r.code}">${cells}</tr>`
+  })
+  const filtered = what === '' ? '' : ` (${what})`
+  const head = html`<thead><tr><th>host</th><th>word</th><th>reason</th><th>note</th></tr></thead>`
+  return html`<section class="rows"><h2>Rows <small id="range">${range}${filtered}</small></h2>${nav}
+<table>${head}<tbody>${body}</tbody></table>${nav}</section>`
 }
 
 /** The part of the page that follows the report: redrawn in place when the report changes. */
 export function livePart({ report, readiness, query, now }: ConsoleInput): Html {
   const counts = countByWord(report.rows)
   const total = Object.keys(report.rows).length
-  return html`<p class="drawn">drawn ${new Date(now).toISOString()}</p>
-${intentLine(report)}${gate(readiness)}${bar(counts, total, query)}${leg(report, now)}${warnings(report.warnings)}${rowsTable(report, query)}`
+  const drawn = new Date(now).toISOString()
+  const sections = [
+    intentLine(report),
+    gate(readiness),
+    bar(counts, total, query),
+    leg(report, now),
+    warnings(report.warnings),
+    rowsTable(report, query),
+  ]
+  return html`<p class="drawn">drawn ${drawn}</p>
+${sections}`
 }
 
 /** The search form: a word and part of a host, sent as the query so a plain reload shows the same. */

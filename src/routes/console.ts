@@ -74,9 +74,12 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
         operationId: 'getConsole',
         summary: 'The console page',
         description:
-          'The box at a glance, for a person in a browser: the intent and the default, readiness and the isolation gate, rows by word, the leg, ' +
-          'the warnings and the rows with their reasons and notes, 200 a page. Drawn on the server, it works without JavaScript; ' +
-          "with it, the page asks `GET /layout/status` with the report's ETag every few seconds and redraws itself only when the report changed. " +
+          'The box at a glance, for a person in a browser: the intent and the default, ' +
+          'readiness and the isolation gate, rows by word, the leg, ' +
+          'the warnings and the rows with their reasons and notes, 200 a page. ' +
+          'Drawn on the server, it works without JavaScript; ' +
+          "with it, the page asks `GET /layout/status` with the report's ETag every few seconds " +
+          'and redraws itself only when the report changed. ' +
           'Read-only, so it needs no token.',
         tags: ['console'],
         security: [],

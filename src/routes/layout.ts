@@ -22,7 +22,8 @@ const ConvergeQuery = Type.Object({
   wait: Type.Optional(
     Type.Union([Type.Literal('1'), Type.Literal('true'), Type.Literal('0'), Type.Literal('false')], {
       description:
-        '`1` or `true`: wait for the run this request asks for and answer with its results. Absent, `0` or `false`: answer at once.',
+        '`1` or `true`: wait for the run this request asks for and answer with its results. ' +
+        'Absent, `0` or `false`: answer at once.',
     }),
   ),
   // Text, as every query value is: the app coerces nothing (design §6), so
@@ -30,7 +31,10 @@ const ConvergeQuery = Type.Object({
   timeout: Type.Optional(
     Type.String({
       pattern: '^[0-9]{1,4}$',
-      description: `With \`wait\`: the most seconds to wait, a whole number from 1 to ${MAX_WAIT_S} (default and cap ${MAX_WAIT_S}). The run goes on when the wait ends.`,
+      description:
+        `With \`wait\`: the most seconds to wait, ` +
+        `a whole number from 1 to ${MAX_WAIT_S} (default and cap ${MAX_WAIT_S}). ` +
+        `The run goes on when the wait ends.`,
     }),
   ),
 })
@@ -124,7 +128,8 @@ function statusRoute(app: LayoutApp, api: AgentApi): void {
         operationId: 'getLayoutStatus',
         summary: 'The status report',
         description:
-          'Every instance-kind row with its layout and why, the intent the box works under, the leg and the warnings an operator should see. ' +
+          'Every instance-kind row with its layout and why, the intent the box works under, ' +
+          'the leg and the warnings an operator should see. ' +
           'Answers with a strong `ETag`; a request whose `If-None-Match` carries it gets `304` with no body.',
         tags: ['layout'],
         security: [],
@@ -164,7 +169,8 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
         summary: 'Run the layout pass now',
         description:
           'Kicks the leg (a serial move) and answers `202` with its state right after the kick. ' +
-          'With `wait=1` the answer waits, at most `timeout` seconds, for the run this kick asked for and carries its results; ' +
+          'With `wait=1` the answer waits, at most `timeout` seconds, ' +
+          'for the run this kick asked for and carries its results; ' +
           '`504` when that run has not finished by then (it goes on; `GET /layout/status` shows it).',
         tags: ['layout'],
         security: [{ bearer: [] }],
@@ -218,7 +224,8 @@ function mintRoute(app: LayoutApp, api: AgentApi): void {
         operationId: 'getMintMode',
         summary: 'The mode to create a new row in',
         description:
-          'What the provisioner asks before it adds a row: the layout the intent (or the default) wants for this box. ' +
+          'What the provisioner asks before it adds a row: ' +
+          'the layout the intent (or the default) wants for this box. ' +
           '`503` while the intent is unreadable: the agent fails closed rather than guess a layout.',
         tags: ['layout'],
         security: [],

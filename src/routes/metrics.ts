@@ -17,7 +17,8 @@ export const metricsRoutes: FastifyPluginCallbackTypebox<MetricsRoutesOptions> =
         operationId: 'getMetrics',
         summary: 'Prometheus metrics',
         description:
-          'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, in the Prometheus text format.',
+          'The `carlos_layout_*` metrics, the process metrics and the HTTP request histogram, ' +
+          'in the Prometheus text format.',
         tags: ['health'],
         security: [],
         response: {

@@ -76,7 +76,8 @@ export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
         title: 'layoutd',
         version,
         description:
-          'The layout agent of one box: moves sleeping tenant instances between the flat and nested layouts and converges to the recorded intent. ' +
+          'The layout agent of one box: moves sleeping tenant instances between the flat and nested layouts ' +
+          'and converges to the recorded intent. ' +
           'Errors are `{"error": {"code", "message"}}`.',
         ...(license === undefined ? {} : { license: { name: license, identifier: license } }),
       },
@@ -118,7 +119,8 @@ export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> =
         operationId: 'getOpenApi',
         summary: 'This API, described',
         description:
-          'The OpenAPI 3.1 document of every route, made from the schemas the routes validate and answer with; `openapi.yaml` is the same document.',
+          'The OpenAPI 3.1 document of every route, made from the schemas the routes validate and answer with; ' +
+          '`openapi.yaml` is the same document.',
         tags: ['console'],
         security: [],
         response: {

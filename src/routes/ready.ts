@@ -62,7 +62,8 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
         operationId: 'getReadiness',
         summary: 'May the activator wake instances',
         description:
-          '`200` once start-up recovery is done, else `503` with the phase; both carry every check and the isolation gate. ' +
+          '`200` once start-up recovery is done, else `503` with the phase; ' +
+          'both carry every check and the isolation gate. ' +
           'The activator wakes nothing until this answers `200`.',
         tags: ['activator'],
         security: [],
@@ -106,7 +107,8 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi): void {
         operationId: 'checkWake',
         summary: 'May this host wake now, and where',
         description:
-          'What `POST /wakes/:host` would answer now, without claiming anything: `200` with the paths the instance would wake at, ' +
+          'What `POST /wakes/:host` would answer now, without claiming anything: ' +
+          '`200` with the paths the instance would wake at, ' +
           'or `409` with the reason it would be refused and its code.',
         tags: ['activator'],
         security: [],

@@ -45,9 +45,12 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
         operationId: 'claimWake',
         summary: 'Claim a wake',
         description:
-          'The activator asks before it starts an instance. Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
-          'held down, in conflict with another row, unknown, not activator-managed, nested while the isolation gate is shut, or while layoutd is not ready. ' +
-          'Otherwise the claim is recorded (it survives a restart of layoutd) and the answer carries the paths the instance must use: ' +
+          'The activator asks before it starts an instance. ' +
+          'Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
+          'held down, in conflict with another row, unknown, not activator-managed, ' +
+          'nested while the isolation gate is shut, or while layoutd is not ready. ' +
+          'Otherwise the claim is recorded (it survives a restart of layoutd) ' +
+          'and the answer carries the paths the instance must use: ' +
           'they do not change, and its files do not move, until the claim is released.',
         tags: ['activator'],
         security: [{ bearer: [] }],
@@ -79,8 +82,8 @@ function releaseWakeRoute(app: TypeboxApp, api: AgentApi): void {
         operationId: 'releaseWake',
         summary: 'Release a wake',
         description:
-          'The instance is asleep: its claim ends, and a move waiting to stop it goes on. `204` whether or not the host held a claim, ' +
-          'so a release can be repeated safely.',
+          'The instance is asleep: its claim ends, and a move waiting to stop it goes on. ' +
+          '`204` whether or not the host held a claim, so a release can be repeated safely.',
         tags: ['activator'],
         security: [{ bearer: [] }],
         params: HostParams,
@@ -110,8 +113,10 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
         operationId: 'replaceWakes',
         summary: "Replace the claim set with the activator's awake set",
         description:
-          'Sent by the activator at its own start: the hosts it has awake become the whole claim set, every other claim ends. ' +
-          'Every host named is recorded as claimed, as it is awake; the answer names those it must stop, because a claim for them would be refused now.',
+          'Sent by the activator at its own start: ' +
+          'the hosts it has awake become the whole claim set, every other claim ends. ' +
+          'Every host named is recorded as claimed, as it is awake; ' +
+          'the answer names those it must stop, because a claim for them would be refused now.',
         tags: ['activator'],
         security: [{ bearer: [] }],
         body: WakeSetBody,

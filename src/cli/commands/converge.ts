@@ -100,7 +100,8 @@ function reportRun(finished: LegRun, stdout: Stdout): number {
   const stuck = finished.results.filter((r) => NEEDS_OPERATOR.has(r.outcome))
   if (stuck.length === 0) return 0
   stdout.write(
-    `${stuck.length} host${stuck.length === 1 ? '' : 's'} failed, refused or held: \`layoutd status HOST\` says what to do (docs/runbook.md#outcomes)\n`,
+    `${stuck.length} host${stuck.length === 1 ? '' : 's'} failed, refused or held: ` +
+      `\`layoutd status HOST\` says what to do (docs/runbook.md#outcomes)\n`,
   )
   return 1
 }

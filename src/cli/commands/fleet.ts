@@ -107,7 +107,8 @@ export function formatFleet(v: FleetView, now: number): string {
       ago(s.leg.lastRunAt, now),
     ]
   })
-  return `${formatTable(['BOX', 'INTENT', 'CONVERGED', 'NESTED', 'FLAT', 'FENCED', 'HELD', 'LAST RUN'], rows)}\n${summaryLine(v)}\n`
+  const table = formatTable(['BOX', 'INTENT', 'CONVERGED', 'NESTED', 'FLAT', 'FENCED', 'HELD', 'LAST RUN'], rows)
+  return `${table}\n${summaryLine(v)}\n`
 }
 
 function toJson(v: FleetView): string {

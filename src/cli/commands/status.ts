@@ -174,7 +174,8 @@ export async function describeHost(
   const row = Object.hasOwn(report.rows, host) ? report.rows[host] : undefined
   if (row === undefined)
     throw errors.notFound(
-      `${host} is not a row of ${report.box}'s report (only instance rows are; \`layoutd routes list\` shows every row)`,
+      `${host} is not a row of ${report.box}'s report ` +
+        `(only instance rows are; \`layoutd routes list\` shows every row)`,
     )
   const [wake, journal, hold] = await Promise.all([
     client.wake(host).catch((err: unknown) => ({ granted: false as const, reason: errorMessage(err) })),
@@ -204,7 +205,8 @@ export async function describeHost(
       'journal',
       journal.unreadable !== undefined
         ? `unreadable: ${str(journal.unreadable)}`
-        : `moving to ${str(journal.to)}, journaled ${relative(str(journal.startedAt), now)}: ${str(from)} -> ${str(dest)}`,
+        : `moving to ${str(journal.to)}, journaled ${relative(str(journal.startedAt), now)}: ` +
+          `${str(from)} -> ${str(dest)}`,
     ])
   }
   if (hold !== undefined) {

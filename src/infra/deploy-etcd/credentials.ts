@@ -46,6 +46,15 @@ export function isStaleTokenAnswer(message: string): boolean {
   return STALE_TOKEN.test(message)
 }
 
+/** The TLS codes of a certificate no CA in CARLOS_ETCD_CA signed: the alternatives of one anchored pattern. */
+const UNTRUSTED_CERT_CODES = [
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?',
+]
+const UNTRUSTED_CERT = new RegExp(`^(${UNTRUSTED_CERT_CODES.join('|')})$`)
+
 /**
  * What a TLS or auth failure means, in the operator's words, with the
  * variable to look at; undefined when the failure is neither.
@@ -54,11 +63,7 @@ export function explainFailure(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | undefined)?.code
   const msg = errorMessage(err)
   const c = typeof code === 'string' ? code : ''
-  if (
-    /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?)$/.test(
-      c,
-    )
-  ) {
+  if (UNTRUSTED_CERT.test(c)) {
     return `its certificate is not signed by a CA in CARLOS_ETCD_CA (${c})`
   }
   if (c === 'CERT_HAS_EXPIRED') return 'its certificate has expired (CERT_HAS_EXPIRED)'
@@ -69,7 +74,10 @@ export function explainFailure(err: unknown): string | undefined {
     return `it refused our client certificate (CARLOS_ETCD_CERT, CARLOS_ETCD_KEY): ${msg}`
   }
   if (/CommonName of client sending a request against gateway/i.test(msg)) {
-    return `it refuses a client certificate with a Common Name through its JSON gateway once auth is on; give CARLOS_ETCD_CERT a certificate without a CN (the user is CARLOS_ETCD_USER): ${msg}`
+    return (
+      `it refuses a client certificate with a Common Name through its JSON gateway once auth is on; ` +
+      `give CARLOS_ETCD_CERT a certificate without a CN (the user is CARLOS_ETCD_USER): ${msg}`
+    )
   }
   if (/authentication failed|invalid user ID or password/i.test(msg))
     return `it refused CARLOS_ETCD_USER's password (CARLOS_ETCD_PASSWORD_FILE): ${msg}`
@@ -106,7 +114,8 @@ export class EtcdCredentials {
   static load(files: EtcdCredentialFiles): EtcdCredentials {
     if ((files.cert === undefined) !== (files.key === undefined)) {
       throw new Error(
-        'CARLOS_ETCD_CERT and CARLOS_ETCD_KEY go together: a client certificate needs its key, and a key its certificate',
+        'CARLOS_ETCD_CERT and CARLOS_ETCD_KEY go together: ' +
+          'a client certificate needs its key, and a key its certificate',
       )
     }
     if ((files.user === undefined) !== (files.passwordFile === undefined)) {
@@ -151,7 +160,10 @@ export class EtcdCredentials {
       return undefined
     const cert = this.tls.cert
     if (cert === undefined) {
-      return `it closed the connection after the TLS handshake, as etcd does when it asks for a client certificate and none is shown: set CARLOS_ETCD_CERT and CARLOS_ETCD_KEY (${errorMessage(err)})`
+      return (
+        `it closed the connection after the TLS handshake, as etcd does when it asks for a client certificate ` +
+        `and none is shown: set CARLOS_ETCD_CERT and CARLOS_ETCD_KEY (${errorMessage(err)})`
+      )
     }
     let validTo: string | undefined
     try {
@@ -162,7 +174,10 @@ export class EtcdCredentials {
     }
     if (validTo !== undefined)
       return `it refused our client certificate: CARLOS_ETCD_CERT expired on ${validTo} (${errorMessage(err)})`
-    return `it closed the connection after the TLS handshake, as etcd does when it refuses our client certificate (CARLOS_ETCD_CERT: not signed by its CA?) (${errorMessage(err)})`
+    return (
+      `it closed the connection after the TLS handshake, as etcd does when it refuses our client certificate ` +
+      `(CARLOS_ETCD_CERT: not signed by its CA?) (${errorMessage(err)})`
+    )
   }
 
   /** Whether a client certificate or a CA is set: endpoints must then be https. */

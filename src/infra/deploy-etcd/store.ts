@@ -23,7 +23,10 @@ import { type KeyValue, RangeResponse, TxnResponse } from './wire-schemas.js'
 export const INTENT_PREFIX = '/carlos/layout/intents/'
 export const BOX_PREFIX = '/carlos/layout/boxes/'
 
-/** The boxes' prefix beside an intents' prefix: `…/intents/` gives `…/boxes/`, `/test/x/` gives `/test/x-boxes/`. */
+/**
+ * The boxes' prefix beside an intents' prefix: `…/intents/` gives `…/boxes/`,
+ * `/test/x/` gives `/test/x-boxes/`.
+ */
 export function boxPrefixFor(prefix: string): string {
   return prefix.endsWith('/intents/') ? `${prefix.slice(0, -'intents/'.length)}boxes/` : `${prefix.slice(0, -1)}-boxes/`
 }

@@ -48,7 +48,8 @@ export function watchLineSays(line: string): WatchLineSays {
   if (result.canceled === true) {
     const compacted = result.compact_revision !== undefined && result.compact_revision !== '0'
     const why = compacted
-      ? `etcd compacted its history past the revision asked for (compacted at ${result.compact_revision}); watching again from now`
+      ? `etcd compacted its history past the revision asked for (compacted at ${result.compact_revision}); ` +
+        `watching again from now`
       : `etcd canceled the watch${result.cancel_reason ? `: ${result.cancel_reason}` : ''}`
     return { created: result.created === true, events, revision, compacted, why }
   }

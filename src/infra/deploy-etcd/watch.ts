@@ -118,7 +118,8 @@ export class PrefixWatch {
       if (ended.created || why !== lastLogged) {
         logger?.warn(
           { store: gateway.describe(), endpoint: ep.url, err: ended.why, retryMs: wait, failures },
-          `etcd deploy store: watch ${ended.created ? 'broke' : 'not established'} on ${why}; polling until it is re-established (next try in ${wait} ms)`,
+          `etcd deploy store: watch ${ended.created ? 'broke' : 'not established'} on ${why}; ` +
+            `polling until it is re-established (next try in ${wait} ms)`,
         )
         lastLogged = why
       }
@@ -165,7 +166,8 @@ export class PrefixWatch {
       }
       const res = await gateway.stream(ep, '/v3/watch', { create_request: create }, ac.signal, auth.headers)
       if (res.statusCode !== 200) {
-        const why = `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(await readCapped(res.body, MAX_RESPONSE_BYTES))}`
+        const body = await readCapped(res.body, MAX_RESPONSE_BYTES)
+        const why = `answered HTTP ${res.statusCode} to /v3/watch: ${gatewayMessage(body)}`
         gateway.refusedToken(token, why)
         return { created: s.created, why }
       }
@@ -255,7 +257,8 @@ export class PrefixWatch {
     if (!resumed && revision !== undefined) seen.revision = revision
     logger?.info(
       { store: gateway.describe(), endpoint: ep.url, fromRevision: seen.revision?.toString() },
-      `etcd deploy store: watching ${prefix} on ${ep.url}${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
+      `etcd deploy store: watching ${prefix} on ${ep.url}` +
+        `${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
     )
     // Whatever landed before the watch began is found by reading now.
     s.notify()
@@ -298,7 +301,8 @@ export class PrefixWatch {
       if (quiet >= silenceMs) {
         ac.abort(
           new Error(
-            `nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): no event, no progress, no answer from ${ep.url}`,
+            `nothing heard for ${quiet} ms (the bound is ${silenceMs} ms): ` +
+              `no event, no progress, no answer from ${ep.url}`,
           ),
         )
         return

@@ -55,7 +55,9 @@ export class AwakeStop {
           ? { code: 'stop_abandoned', reason: 'stop abandoned: the run was cancelled; it keeps running where it is' }
           : {
               code: 'stop_timeout',
-              reason: `stop timed out: still awake after ${secs}s; it keeps running where it is, and the next run tries again`,
+              reason:
+                `stop timed out: still awake after ${secs}s; ` +
+                `it keeps running where it is, and the next run tries again`,
             }
         return [ctx.resultWithMetrics(host, 'failed', failed, candidate.record.to, ctx.secondsSince(fencedAt))]
       }

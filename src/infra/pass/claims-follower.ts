@@ -1,8 +1,8 @@
 // The path claims the pass classifies against (design §1.1), followed from
 // one list of the registry's rows to the next by the hosts rewritten, never
-// built again while a wake waits (design §3.3). The report classifies every row against one list, and a wake after each
-// batch of a converge asks against a list that differs from the last by
-// that batch alone.
+// built again while a wake waits (design §3.3). The report classifies every
+// row against one list, and a wake after each batch of a converge asks
+// against a list that differs from the last by that batch alone.
 import { PathClaims } from '../../domain/classify.js'
 import type { Route } from '../../domain/schemas.js'
 import { rewritesOf, rowIn } from '../rows-snapshot.js'

@@ -21,7 +21,8 @@ import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
 /** The reason of the hold a revert completed under an unreadable intent leaves (design §4). */
 export const HOLD_AFTER_REVERT =
-  'revert completed while the intent was unreadable: kept down rather than released flat, since the fleet may want it nested'
+  'revert completed while the intent was unreadable: ' +
+  'kept down rather than released flat, since the fleet may want it nested'
 
 /** What settle could not do: hosts whose journal stays on disk, and why. */
 export type Unsettled = Array<{ host: string; why: string }>

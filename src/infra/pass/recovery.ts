@@ -220,7 +220,8 @@ export class Recovery {
           ? why('journal_invalid', bad)
           : why(
               'journals_differ',
-              `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); the host stays fenced and an operator decides`,
+              `named by journals of different moves (${this.#state.filesNaming(host).join(', ')}); ` +
+                `the host stays fenced and an operator decides`,
             )
       this.#state.fence([host], this.#state.fencedUnder(host) ?? journal?.generation ?? registry.nextGeneration())
       if (this.#state.keptReason(host)?.reason !== kept.reason) {

@@ -97,7 +97,10 @@ function parseLine(text: string): Route | string {
     return `${route.host}: a hibernating instance names its dir and socket (routes add mints them, one row at a time)`
   }
   if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
-    return `${route.host}: socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, over the ${MAX_SOCKET_PATH} a unix socket can bind`
+    return (
+      `${route.host}: socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, ` +
+      `over the ${MAX_SOCKET_PATH} a unix socket can bind`
+    )
   }
   return route
 }

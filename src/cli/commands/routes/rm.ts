@@ -35,7 +35,8 @@ export async function run({ positionals: [host = ''] }: ParsedArgs<typeof option
   if (file !== undefined) throw errors.conflict(`${host} is mid-move (${file}); let the agent recover it first`)
   if (journals.unknown.length > 0)
     throw errors.conflict(
-      `${journals.unknown.join(', ')} in ${path.dirname(journalPath(io.config, host))} cannot be read and may name ${host}; an operator decides first`,
+      `${journals.unknown.join(', ')} in ${path.dirname(journalPath(io.config, host))} ` +
+        `cannot be read and may name ${host}; an operator decides first`,
     )
   if (holds.includes(host))
     throw errors.conflict(
