@@ -80,7 +80,7 @@ for (const [fault, layoutDefault] of [
       await b.agent.start()
       await until(
         'the gate to name the fault',
-        () => b.agent.readiness().isolation?.[0]?.ok === false && b.agent.readiness().nested.reason.includes(fault),
+        () => b.agent.readiness().isolation?.[0]?.ok === false && b.agent.readiness().isolation?.[0]?.code === fault,
       )
       // Sixty of the poller's reads: about three seconds of the fault.
       await until('sixty poller reads', () => reads.n >= 60, 30_000)
