@@ -51,7 +51,38 @@ export interface ReadyDuringConverge {
   consoleDuring?: ConsolePolls
   lagDuringConverge: LoopLag
   converge: { seconds: number; movesPerSecond: number }
+  /** CPU the agent used through the converge: its loop's thread, and all its threads (threadCpu). */
+  agentCpu: { loopSeconds: number; processSeconds: number }
   machine: { cpus: number; loadavg: number[] }
+}
+
+/**
+ * CPU seconds (user + system) an agent's threads have used, from /proc: its
+ * loop's thread (whose id is the process's) apart from every thread. On a
+ * shared machine these say what the loop's thread did, where a latency says
+ * also how long it waited for a core.
+ */
+export function threadCpu(pid: number): { loopSeconds: number; processSeconds: number } {
+  const seconds = (stat: string): number => {
+    const fields = stat.split(') ')[1]?.split(' ') ?? []
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  }
+  return {
+    loopSeconds: seconds(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
+    processSeconds: seconds(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')),
+  }
+}
+
+/** What threadCpu read at the end less what it read at the start. */
+export function cpuSince(
+  start: { loopSeconds: number; processSeconds: number },
+  pid: number,
+): { loopSeconds: number; processSeconds: number } {
+  const end = threadCpu(pid)
+  return {
+    loopSeconds: Math.round((end.loopSeconds - start.loopSeconds) * 100) / 100,
+    processSeconds: Math.round((end.processSeconds - start.processSeconds) * 100) / 100,
+  }
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -216,11 +247,14 @@ export async function runReadyDuringConverge(
     const claims = claimRate > 0 ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim) : undefined
     const consoleOpen = opts.console === true ? pollLikeConsole(claimPool, ac.signal) : undefined
     const c0 = performance.now()
+    const cpu0 = threadCpu(agent.pid)
+    let agentCpu = { loopSeconds: 0, processSeconds: 0 }
     let seconds: number
     try {
       await kickAndWait(agent.url)
       seconds = (performance.now() - c0) / 1000
     } finally {
+      agentCpu = cpuSince(cpu0, agent.pid)
       ac.abort()
     }
     const during = await load
@@ -250,6 +284,7 @@ export async function runReadyDuringConverge(
       ...(consoleDuring === undefined ? {} : { consoleDuring }),
       lagDuringConverge,
       converge: { seconds, movesPerSecond: opts.hosts / seconds },
+      agentCpu,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
     }
   } finally {

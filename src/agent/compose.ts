@@ -12,6 +12,7 @@ import { failpointFrom } from '../infra/failpoint.js'
 import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
 import { Isolation } from '../infra/isolation.js'
 import { layoutDirectory } from '../infra/layout-dir.js'
+import { FilesThread } from '../infra/pass/files-thread.js'
 import { Pass } from '../infra/pass/pass.js'
 import { PreflightPool } from '../infra/pass/preflight-pool.js'
 import type { Registry } from '../infra/registry.js'
@@ -65,6 +66,8 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // agent's to hear, so the agent hands in that callback when it builds it.
   // Preflight's walks on threads of their own (design §3.3), for every pass this agent builds.
   const preflight = new PreflightPool()
+  // Steps 6 and 7's file work on a thread of its own; every decision stays here (design §3.6).
+  const files = new FilesThread({ failpoint: config.failpoint })
   const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({
@@ -85,6 +88,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       reload,
       stopTimeoutMs,
       preflight,
+      files,
     })
   }
   // Read at each scrape: the gauge never lags the gate.
@@ -101,7 +105,10 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     gate,
     layoutDir: layoutDirectory(config.dataDir),
     makePass,
-    closePass: () => preflight.close(),
+    closePass: () => {
+      preflight.close()
+      files.close()
+    },
     intentTimeoutMs: adapters.intentTimeoutMs,
   })
   return agent

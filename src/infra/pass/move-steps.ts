@@ -8,12 +8,13 @@ import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
-import { fsyncNamedDirs, mapLimit, present, SYNC_CONCURRENCY } from '../fsutil.js'
-import { clearDestination, modeDirs, prepareParents, renameDir, syncParents } from './mover.js'
+import { present } from '../fsutil.js'
+import { clearDestination, syncPairs } from './mover.js'
+import { fromFileError } from './pass-files.js'
 import type { PassContext } from './pass-context.js'
 import { walkAll, type Walked } from './preflight-pool.js'
-import { swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
-import { lstatSyncOrUndefined } from './sliced-fs.js'
+import type { DirIdentity, Preflight } from './preflight.js'
+import { lstatSyncOrUndefined, renameDirSync } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
 
@@ -221,47 +222,39 @@ export class MoveSteps {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
-    type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; because: Why }
-    const notPrepared = (err: unknown): Prepared => ({
-      ok: false,
-      because: why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`),
-    })
     // What is in the way is set aside one host at a time: a set-aside makes
     // shared directories (aside/) whose fsyncs the next one relies on.
-    const cleared = await this.#ctx.slicer.map(moves, async (move): Promise<Prepared | undefined> => {
+    const cleared = await this.#ctx.slicer.map(moves, async (move): Promise<Why | undefined> => {
       try {
         await this.#setAsideWhatIsInTheWay(move)
         return undefined
       } catch (err) {
-        return notPrepared(err)
+        return why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`)
       }
     })
-    // The parents, many hosts at once: their mkdirs wait on the pool (mover.ts).
-    const prepared = await mapLimit(moves, SYNC_CONCURRENCY, async (move, i): Promise<Prepared> => {
-      const refused = cleared[i]
-      if (refused !== undefined) return refused
-      try {
-        const { host, to, dest } = move.journal
-        const parents = (await prepareParents(dirs, host, to, dest, socketsGid)).map(
-          (dir) => [dir, 'prepare-parents'] as const,
-        )
-        return { ok: true, sync: [...parents, ...modeDirs(to, dest).map((dir) => [dir, 'run-mode'] as const)] }
-      } catch (err) {
-        return notPrepared(err)
-      }
-    })
+    // The parents, many hosts at once, where the pass's file work is done (pass-files.ts).
+    const asked = moves.filter((_, i) => cleared[i] === undefined)
+    const prepared = await this.#ctx.files.prepare(
+      dirs,
+      asked.map(({ journal: { host, to, dest } }) => ({ host, to, dest })),
+      socketsGid,
+    )
+    let next = 0
     for (const [i, move] of moves.entries()) {
-      const done = prepared[i]
+      const refused = cleared[i]
+      const done = refused === undefined ? prepared[next++] : undefined
       if (done?.ok === true) {
         going.push(move)
         sync.push(...done.sync)
-      } else {
-        const because = done?.because ?? why('dest_not_prepared', 'destination not prepared')
-        results.push(...(await this.#endings.abandon([move], because)))
+        continue
       }
+      const because =
+        refused ??
+        why('dest_not_prepared', `destination not prepared${done === undefined ? '' : `: ${done.err.message}`}`)
+      results.push(...(await this.#endings.abandon([move], because)))
     }
     // One round: the parents that gained an entry, and run/ for its mode (design §3.5).
-    await fsyncNamedDirs(sync)
+    await this.#ctx.files.fsync(sync)
     this.#ctx.failpoint('after-prepare')
     return going
   }
@@ -271,7 +264,9 @@ export class MoveSteps {
    * directory preflight saw, then fsync every parent once. A source
    * swapped since preflight (a symlink, another directory) is renamed back
    * where it was and its host held with the swap as the reason: the row is
-   * never committed to it (design §3 step 7).
+   * never committed to it (design §3 step 7). The renames and their checks
+   * are the pass's file work (pass-files.ts), run until one is not clean;
+   * that one is dealt with here, and the rest sent on.
    */
   async #rename(
     moves: MoveInFlight[],
@@ -280,53 +275,38 @@ export class MoveSteps {
   ): Promise<MoveInFlight[]> {
     const going: MoveInFlight[] = []
     const swapped: Array<{ move: MoveInFlight; because: Why }> = []
-    for (const move of moves) {
-      const { host, from, dest } = move.journal
-      try {
-        await renameDir(from.dir, dest.dir)
-      } catch (err) {
-        // rename(2) is atomic: when it fails, nothing moved. A source gone
-        // since it was walked is said as a missing one is.
-        const gone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSyncOrUndefined(from.dir) === undefined
-        results.push(
-          ...(await this.#endings.abandon(
-            [move],
-            gone ? await this.#missing(move) : why('rename_failed', `rename: ${errorMessage(err)}`),
-          )),
-        )
+    let rest = moves
+    while (rest.length > 0) {
+      const run = await this.#ctx.files.rename(
+        rest.map(({ journal: { host, from, dest } }) => ({
+          host,
+          from: from.dir,
+          dest: dest.dir,
+          seen: seen.get(host),
+        })),
+      )
+      going.push(...rest.slice(0, run.done))
+      const stop = run.stop
+      if (stop === undefined) break
+      // A failpoint's fault after a clean rename: thrown here, as the step would have thrown it.
+      if (stop.kind === 'fault') throw fromFileError(stop.err)
+      const move = rest[run.done] as MoveInFlight
+      rest = rest.slice(run.done + 1)
+      if (stop.kind === 'failed') {
+        results.push(...(await this.#renameFailed(move, fromFileError(stop.err))))
         continue
       }
-      const identity = seen.get(host)
-      const found =
-        identity === undefined ? 'a directory preflight did not see' : swappedSincePreflight(dest.dir, identity)
-      if (found !== undefined) {
-        const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
-        try {
-          await renameDir(dest.dir, from.dir)
-        } catch (err) {
-          // Something new at from: both ends hold something, and the journal says so to an operator.
-          const stuck = why(
-            'swap_not_undone',
-            `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`,
-          )
-          this.#state.keepJournal(host, stuck)
-          results.push(
-            this.#ctx.resultWithMetrics(host, 'failed', stuck, move.journal.to, this.#ctx.secondsSince(move.fencedAt)),
-          )
-          continue
-        }
-        swapped.push({ move, because: why('source_swapped', `${swap}; it was moved back, and the row kept`) })
-        continue
-      }
-      going.push(move)
-      this.#ctx.failpoint(`after-rename:${host}`)
-      await this.#ctx.slicer.pause()
+      const undone = this.#undoSwap(move, stop.found)
+      if ('stuck' in undone) results.push(undone.stuck)
+      else swapped.push({ move, because: undone.because })
     }
-    await syncParents(
-      [...going, ...swapped.map(({ move }) => move)].map((move) => ({
-        from: move.journal.from.dir,
-        to: move.journal.dest.dir,
-      })),
+    await this.#ctx.files.fsync(
+      syncPairs(
+        [...going, ...swapped.map(({ move }) => move)].map((move) => ({
+          from: move.journal.from.dir,
+          to: move.journal.dest.dir,
+        })),
+      ),
     )
     if (swapped.length > 0) {
       this.#ctx.deps.logger.error(
@@ -337,6 +317,41 @@ export class MoveSteps {
     }
     this.#ctx.failpoint('after-rename')
     return going
+  }
+
+  /** A rename that failed: rename(2) is atomic, so nothing moved. A source gone since it was walked is missing. */
+  async #renameFailed(move: MoveInFlight, err: NodeJS.ErrnoException): Promise<Result[]> {
+    const gone = err.code === 'ENOENT' && lstatSyncOrUndefined(move.journal.from.dir) === undefined
+    return this.#endings.abandon(
+      [move],
+      gone ? await this.#missing(move) : why('rename_failed', `rename: ${errorMessage(err)}`),
+    )
+  }
+
+  /** What a rename moved is not what preflight saw (found): it is moved back, or its journal stays for an operator. */
+  #undoSwap(move: MoveInFlight, found: string): { because: Why } | { stuck: Result } {
+    const { host, from, dest } = move.journal
+    const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
+    try {
+      renameDirSync(dest.dir, from.dir)
+    } catch (err) {
+      // Something new at from: both ends hold something, and the journal says so to an operator.
+      const stuck = why(
+        'swap_not_undone',
+        `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`,
+      )
+      this.#state.keepJournal(host, stuck)
+      return {
+        stuck: this.#ctx.resultWithMetrics(
+          host,
+          'failed',
+          stuck,
+          move.journal.to,
+          this.#ctx.secondsSince(move.fencedAt),
+        ),
+      }
+    }
+    return { because: why('source_swapped', `${swap}; it was moved back, and the row kept`) }
   }
 
   async #missing(move: MoveInFlight): Promise<Why> {

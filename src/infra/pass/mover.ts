@@ -8,6 +8,7 @@ import path from 'node:path'
 import type { Mode } from '../../domain/modes.js'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { RowPaths } from '../../domain/schemas.js'
+import type { FsyncName } from '../failpoint.js'
 import {
   ensureDir,
   fsyncDirs,
@@ -194,10 +195,15 @@ export function renameDir(from: string, to: string): Promise<void> {
  * once, as an entered one).
  */
 export async function syncParents(pairs: ReadonlyArray<{ from: string; to: string }>): Promise<void> {
-  await fsyncNamedDirs([
+  await fsyncNamedDirs(syncPairs(pairs))
+}
+
+/** The fsyncs syncParents makes, by name, for a caller that makes them elsewhere (pass-files.ts). */
+export function syncPairs(pairs: ReadonlyArray<{ from: string; to: string }>): Array<readonly [string, FsyncName]> {
+  return [
     ...pairs.map((p) => [path.dirname(p.to), 'rename-dest-parent'] as const),
     ...pairs.map((p) => [path.dirname(p.from), 'rename-source-parent'] as const),
-  ])
+  ]
 }
 
 /**

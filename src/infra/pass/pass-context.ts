@@ -9,6 +9,7 @@ import type { Dirs } from '../../domain/paths.js'
 import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/ports.js'
 import { NO_REASON, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
+import { slicedFiles, type PassFiles } from './pass-files.js'
 import { SlicedPreflight, type Preflighter } from './preflight-pool.js'
 import { Slicer } from './sliced-fs.js'
 
@@ -56,6 +57,11 @@ export interface PassDeps {
   batchSize?: number
   /** Where preflight walks sources: worker threads (PreflightPool) in the agent; unset, the loop's thread in slices. */
   preflight?: Preflighter
+  /**
+   * Where steps 6 and 7's file work is done: the files thread (FilesThread) in the agent; unset, the loop's
+   * thread in slices.
+   */
+  files?: PassFiles
 }
 
 export class PassContext {
@@ -66,10 +72,12 @@ export class PassContext {
   /** Every part of the pass gives the event loop back through this one (sliced-fs.ts). */
   readonly slicer = new Slicer()
   readonly preflight: Preflighter
+  readonly files: PassFiles
 
   constructor(deps: PassDeps) {
     this.deps = deps
     this.preflight = deps.preflight ?? new SlicedPreflight(this.slicer)
+    this.files = deps.files ?? slicedFiles(this.slicer, deps.failpoint)
     this.stopTimeoutMs = deps.stopTimeoutMs ?? STOP_TIMEOUT_MS
     this.batchSize = deps.batchSize === undefined ? BATCH_SIZE : Math.max(1, deps.batchSize)
   }
