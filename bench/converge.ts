@@ -15,6 +15,7 @@
 // least 0.5).
 //
 //   UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts 1000] [--dir D] [--keep]
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -24,7 +25,7 @@ import { parseArgs, promisify } from 'node:util'
 import { request } from 'undici'
 import type { Mode } from '../src/domain/modes.js'
 import type { LayoutReport } from '../src/domain/schemas.js'
-import { pathsFor } from '../src/domain/paths.js'
+import { pathsFor, type Dirs } from '../src/domain/paths.js'
 import { fsyncDir, mapLimit, SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 import { INSTANCE_ENV } from '../src/infra/instance-keys.js'
 import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
@@ -96,6 +97,30 @@ async function converge(
   return { wallSeconds, passSeconds, runs: after.runs - before.runs, movesPerSecond: hosts.length / passSeconds }
 }
 
+/** What the baseline needs of a tree: where to keep its journal, the roots, and the hosts (flat). */
+export interface BaselineTree {
+  sb: { root: string }
+  dirs: Dirs
+  tenants: ReadonlyArray<{ host: string }>
+}
+
+/**
+ * The hard-link walk of every source the way the contract's own tool does
+ * it (design §3 step 5): `find -P <D/apps> -type f -links +1`, a real find
+ * over every flat tenant's tree. Answers its seconds and what it found.
+ */
+export async function findWalk(appsDir: string): Promise<{ seconds: number; linked: number }> {
+  const t0 = performance.now()
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn('find', ['-P', appsDir, '-type', 'f', '-links', '+1'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let text = ''
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (text += s))
+    child.once('error', reject)
+    child.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`find exited ${String(code)}`))))
+  })
+  return { seconds: (performance.now() - t0) / 1000, linked: out.split('\n').filter((l) => l !== '').length }
+}
+
 /** Hosts per group commit of the baseline. */
 export const BASELINE_BATCH = 256
 
@@ -105,7 +130,7 @@ export const BASELINE_BATCH = 256
  * pass left it (flat) and is left there again.
  */
 export async function groupCommittedBaseline(
-  w: World,
+  w: BaselineTree,
   batch = BASELINE_BATCH,
 ): Promise<{ renames: number; seconds: number; movesPerSecond: number }> {
   const journalDir = path.join(w.sb.root, 'baseline-journal')
