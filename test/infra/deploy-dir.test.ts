@@ -181,3 +181,29 @@ void test('a FIFO planted under a record name is refused at once, not waited on'
     /20261130T080000\.000Z-ffffff\.json: cannot read: is not a regular file/,
   )
 })
+
+void test('a store this process read is held to it: its root or intents directory gone, or every record gone, throws by code', async (t) => {
+  const { root, store } = await setup(t)
+  const a = rec('20261130T080102.123Z-aaaaaa', { mode: 'flat' })
+  await store.record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  const intents = path.join(root, 'layout', 'intents')
+
+  await fs.rm(path.join(intents, `${a.id}.json`))
+  await assert.rejects(store.list(live()), { code: 'deploy_store_emptied' })
+  // A record again is a store that reads again.
+  const b = rec('20261130T080102.124Z-bbbbbb', { mode: 'nested' })
+  await store.record(b, live())
+  assert.deepEqual(await store.list(live()), [b])
+
+  await fs.rm(intents, { recursive: true })
+  await assert.rejects(store.list(live()), { code: 'deploy_store_vanished' })
+  await fs.rm(root, { recursive: true })
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'deploy_store_vanished')
+    assert.match(err.message, new RegExp(`${root} is gone`))
+    return true
+  })
+  // Another process (the CLI, a restarted agent) reads it as it finds it: never recorded.
+  assert.deepEqual(await new DirDeployStore(root).list(live()), [])
+})
