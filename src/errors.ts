@@ -80,6 +80,12 @@ export const errors = {
   headersTooLarge: () =>
     new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
   requestTimeout: () => new AppError('request_timeout', 408, 'the request did not arrive whole in time'),
+  bodiesOverBudget: (budget: number) =>
+    new AppError(
+      'bodies_over_budget',
+      503,
+      `the request bodies still arriving hold ${budget} bytes in all, the most the agent keeps: retry shortly`,
+    ),
   malformedRequest: () => new AppError('bad_request', 400, 'the request is not well-formed HTTP/1.1'),
   invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
   emptyJson: () =>
