@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
@@ -135,6 +136,39 @@ void test('a file with a second name holds the host; removing the link clears it
   assert.equal(r?.reason, 'a file of its has a second name: sub/dir/deep/blob.bin has 2 links')
   assert.ok(fs.existsSync(rt.dir))
   fs.unlinkSync(outside)
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+})
+
+/** Makes a chain of directories under dir deeper than PATH_MAX (4096 bytes), each mkdir relative to the last. */
+function deepTree(dir: string): void {
+  // A child descends by relative names (chdir, then mkdir), so no path it hands the kernel is long;
+  // a shell's cd would build the whole path and fail at PATH_MAX itself.
+  const script = `const fs = require('node:fs'); fs.mkdirSync(process.argv[1], { recursive: true });
+    process.chdir(process.argv[1]);
+    for (let i = 0; i < 25; i++) { fs.mkdirSync('${'d'.repeat(200)}'); process.chdir('${'d'.repeat(200)}') }
+    fs.writeFileSync('leaf', 'x')`
+  execFileSync(process.execPath, ['-e', script, dir])
+}
+
+void test('a tree deeper than PATH_MAX holds the host with path_too_long, not a preflight failure on every retry', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  deepTree(path.join(rt.dir, 'sub'))
+  try {
+    const [r] = await h.converge('nested')
+    assert.equal(r?.outcome, 'held', JSON.stringify(r))
+    assert.equal(r?.code, 'path_too_long')
+    assert.match(
+      r?.reason ?? '',
+      /^its tree is deeper than a path can name \(ENAMETOOLONG\): sub\/d+… is a path of \d{4} bytes$/,
+    )
+    assert.equal(h.pass.held('a.example.com')?.code, 'path_too_long')
+    assert.ok(fs.existsSync(path.join(h.dirs.dataDir, 'layout', 'a.example.com.hold')), 'a hold marker')
+    assert.ok(fs.existsSync(rt.dir), 'nothing moved')
+  } finally {
+    // rm(1) descends by relative names too; a path-based removal would meet ENAMETOOLONG itself.
+    execFileSync('rm', ['-rf', path.join(rt.dir, 'sub')])
+  }
   assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
 })
 
