@@ -6,7 +6,8 @@ import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore, MAX_RECORD_BYTES } from '../../src/infra/deploy-dir.js'
-import { openDeployStore } from '../../src/infra/deploy-store.js'
+import { openAgentDeployStore, openDeployStore } from '../../src/infra/deploy-store.js'
+import { FakeLogger } from '../domain/fakes.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const live = () => new AbortController().signal
@@ -206,4 +207,36 @@ void test('a store this process read is held to it: its root or intents director
   })
   // Another process (the CLI, a restarted agent) reads it as it finds it: never recorded.
   assert.deepEqual(await new DirDeployStore(root).list(live()), [])
+})
+
+void test('the agent opens a store that cannot be opened yet at each read: unreadable by code until it opens, then that store, its watch started', async (t) => {
+  const root = await tmpDir(t)
+  const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root })
+  let fail = true
+  let opens = 0
+  const open = (c: typeof config) => {
+    opens++
+    if (fail) return Promise.reject(new Error('CARLOS_ETCD_PASSWORD_FILE /x cannot be read: ENOENT'))
+    return openDeployStore(c)
+  }
+  const logger = new FakeLogger()
+  const store = await openAgentDeployStore(config, logger, open)
+  t.after(() => store.close())
+  assert.match(logger.msgs()[0] ?? '', /the deploy store cannot be opened: CARLOS_ETCD_PASSWORD_FILE/)
+  let changes = 0
+  store.watch?.(() => changes++, new AbortController().signal)
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'deploy_store_unopened')
+    assert.match(err.message, /^deploy_store_unopened: the deploy store cannot be opened: CARLOS_ETCD_PASSWORD_FILE/)
+    return true
+  })
+  assert.equal(opens, 2, 'opened again at the read')
+  fail = false
+  const a = rec('20261130T080102.123Z-aaaaaa')
+  await new DirDeployStore(root).record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  assert.equal(store.describe(), `dir ${root}`)
+  assert.equal(changes, 1, 'the watch asked for meanwhile hears the store open')
+  await store.list(live())
+  assert.equal(opens, 3, 'once open, not opened again')
 })
