@@ -76,7 +76,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       logger,
       clock,
       graceMs: config.graceMs,
-      socketsGid: await groupId(SOCKETS_GROUP),
+      socketsGid: await groupId(SOCKETS_GROUP, { logger }),
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => metrics.observeMove(to, outcome, seconds),
       onRecover: (action) => metrics.recoveredJournal(RECOVERY_LABEL[action]),

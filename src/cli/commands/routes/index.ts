@@ -36,8 +36,8 @@ export interface RoutesIo extends CommandContext {
   registry: RouteStore
   /** The mint rule: the mode of a new row; rejects with `intent_unreadable` while the intent cannot be read. */
   mint: () => Promise<Mode>
-  /** Where groups are looked up; /etc/group unless a test says otherwise. */
-  groupFile?: string
+  /** The command groups are looked up with (through NSS); `getent` unless a test says otherwise. */
+  getent?: string
   /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
   stdin?: NodeJS.ReadableStream
 }
