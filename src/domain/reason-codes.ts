@@ -14,6 +14,8 @@ export const REASON_CODES = [
   'fenced_for_move',
   /** The agent has not listed `D/layout` yet (starting or recovering): every movable row reads fenced. */
   'agent_starting',
+  /** An armed box's start-up recovery is under way: the row is judged by what `D/layout` holds until it is done. */
+  'recovery_pending',
   /** No activator on this box (`CARLOS_ACTIVATOR=none`), and a journal names the host. */
   'unmanaged_journal',
   /** No activator on this box, and a hold marker names the host. */
