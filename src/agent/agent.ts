@@ -70,6 +70,7 @@ export class Agent implements AgentApi {
       claims: parts.claims,
       fence: parts.fence,
       metrics,
+      registry,
       facts: () => ({
         armed: gate !== null,
         phase: this.#phase,

@@ -49,6 +49,10 @@ const RECOVERY_LABEL: Record<RecoveryAction['kind'], RecoveryLabel> = {
 export function composeAgent(adapters: AgentAdapters): Agent {
   const { config, logger, metrics, registry, store, reload, stopTimeoutMs } = adapters
   const clock = adapters.clock ?? systemClock
+  // The registry's faults are said on the agent's log; a database that is
+  // not whole stops the start before a row of it is trusted (design §2.2).
+  registry.logFaultsTo(logger)
+  registry.verify()
   const claims = new WakeClaims({
     store: registry.claimStore(),
     activatorUrl: config.activatorUrl,
