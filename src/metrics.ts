@@ -129,7 +129,7 @@ export class Metrics {
 
   private readonly deferredHosts = new Gauge({
     name: `${PREFIX}deferred_hosts`,
-    help: 'Hosts the last run deferred because they were awake.',
+    help: 'Hosts deferred because they were awake, among the rows the registry holds now.',
     registers: [this.registry],
   })
 
@@ -269,7 +269,20 @@ export class Metrics {
   }
 
   /** The exposition text Prometheus scrapes. */
+  /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
+  #beforeScrape: (() => Promise<void>) | undefined
+
+  /**
+   * fn runs before each scrape, so a gauge reads what the agent knows now
+   * rather than what the last run left (design §9): a row the CLI added
+   * shows at the next scrape. A failure leaves the gauges as they were.
+   */
+  beforeScrape(fn: () => Promise<void>): void {
+    this.#beforeScrape = fn
+  }
+
   async text(): Promise<string> {
+    await this.#beforeScrape?.().catch(() => undefined)
     return this.registry.metrics()
   }
 }
