@@ -100,7 +100,10 @@ export class Agent implements AgentApi {
       metrics.setHeldHosts(held)
       metrics.setDeferredHosts(deferred)
     })
-    this.#state.onChange((s) => this.#recordIntentMetrics(s.intent, s.default.applied))
+    this.#state.onChange((s) => {
+      this.#recordIntentMetrics(s.intent, s.default.applied)
+      metrics.setDefaultBlocked(s.default.blocked !== '')
+    })
     // The gauge says the mode from the first scrape, not only after a change:
     // an unarmed box is unmanaged for good, an armed one starts at none.
     const first = this.#state.snapshot()

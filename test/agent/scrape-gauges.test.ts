@@ -2,6 +2,7 @@
 // what the last run left: a row the CLI adds (its own connection to the
 // registry) shows at the next scrape on an idle box with no retry timer.
 import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
 import { test } from 'node:test'
 import { Registry } from '../../src/infra/registry.js'
 import { addFlat, agentBox } from '../helpers/agent.js'
@@ -42,4 +43,17 @@ void test('a box with no activator armed counts its rows at the scrape too', asy
   assert.equal(await gauge(b, 'rows{layout="flat"}'), 0)
   await addFlat(b, 'a.example.com')
   assert.equal(await gauge(b, 'rows{layout="flat"}'), 1)
+})
+
+void test('default_blocked is 1 while the nested default waits on a shut gate, and 0 once it is in force', async (t) => {
+  const b = await agentBox(t, { probe: 'ready: false\n', env: { CARLOS_PROBE_EVERY: '50ms' } })
+  await b.agent.start()
+  await until('the default to be blocked by the gate', () =>
+    b.agent.report().defaultBlocked !== '' ? true : undefined,
+  )
+  assert.equal(await gauge(b, 'default_blocked'), 1)
+  assert.equal(await gauge(b, 'default_applied'), 0)
+  await fs.writeFile(b.probe, 'ready: true\n')
+  await until('the default to be in force', async () => ((await gauge(b, 'default_applied')) === 1 ? true : undefined))
+  assert.equal(await gauge(b, 'default_blocked'), 0)
 })
