@@ -340,6 +340,10 @@ export class Registry implements RouteStore {
   }
 
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
+    // A move's commit point, never written into a file that is no longer
+    // the registry at its path (removed, replaced, corrupt): the pass then
+    // moves the files back, and the row still says where they are.
+    this.health()
     const at = this.#now().toISOString()
     this.#carrying(
       () => {
@@ -356,6 +360,8 @@ export class Registry implements RouteStore {
   }
 
   nextGeneration(): number {
+    // No fence is raised, so no move starts, on a registry that cannot be trusted.
+    this.health()
     const row = this.#carrying(() => this.#stmt.nextGeneration.get(), undefined)
     if (row === undefined) throw new Error(`${this.file}: the generation counter is missing from meta`)
     return row.generation

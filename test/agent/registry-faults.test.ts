@@ -12,7 +12,8 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { addFlat, agentBox, type AgentBox } from '../helpers/agent.js'
+import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
+import { addFlat, agentBox, recordIntent, type AgentBox } from '../helpers/agent.js'
 import { FakeLogger } from '../domain/fakes.js'
 
 interface Answer {
@@ -185,4 +186,21 @@ void test('a registry on a full disk: claims 503 registry_full (no stack, said o
   await fs.rm(filler)
   assert.equal((await ready(b)).status, 200, 'room again: ready')
   assert.equal((await claim(b, 'b.example.com')).status, 200)
+})
+
+void test('a registry removed before a converge: nothing moves, the files stay where the rows say', async (t) => {
+  const b = await agentBox(t)
+  await addFlat(b, 'a.example.com')
+  await recordIntent(b, 'flat')
+  await b.agent.start()
+  await b.agent.converge(10_000)
+  await fs.rm(b.registry.file)
+  await recordIntent(b, 'nested')
+  const run = await b.agent.converge(10_000)
+  assert.ok(
+    !(run?.results ?? []).some((r) => r.outcome === 'moved'),
+    `no move committed into a file that is gone: ${JSON.stringify(run?.results)}`,
+  )
+  await fs.stat(path.join(flatPaths(b.config, 'a.example.com').dir, 'host.txt'))
+  await assert.rejects(fs.stat(nestedPaths(b.config, 'a.example.com').dir), { code: 'ENOENT' })
 })
