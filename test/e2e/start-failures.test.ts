@@ -3,11 +3,13 @@
 // failed), never 0 behind a stack; and the CLI beside a running agent never
 // creates a registry that agent does not read.
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { AgentProcess, makeSandbox, runCli, type Sandbox } from '../helpers/agent-process.js'
+import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
 
 async function sandbox(t: TestContext): Promise<Sandbox> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-startfail-'))
@@ -62,4 +64,29 @@ void test('routes add against a registry removed under a running agent is refuse
   // With no agent running, the command makes the registry, as a first session does.
   const first = await runCli(sb, ['routes', 'add', 'a.example.com', '--dir', '/srv/a', '--socket', '/run/a.sock'])
   assert.equal(first.exit.code, 0, first.stderr)
+})
+
+void test('chmod 000 on the registry, the agent restarted as an unprivileged user: exit 1, one line naming the file', async (t) => {
+  assert.equal(process.getuid?.(), 0, 'the suite runs as root, to start the agent as nobody')
+  const sb = await sandbox(t)
+  const file = path.join(sb.dataDir, 'registry.db')
+  // A registry made as the agent would, then closed to everyone but root.
+  assert.equal((await runCli(sb, ['routes', 'list'])).exit.code, 0)
+  const nobody = 65534
+  for (const p of [sb.root, sb.dataDir, sb.deployDir, sb.probeFile, sb.mountinfo]) await fs.chown(p, nobody, nobody)
+  for (const name of await fs.readdir(sb.dataDir)) await fs.chown(path.join(sb.dataDir, name), nobody, nobody)
+  await fs.chmod(file, 0o000)
+  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+    env: sandboxEnv(sb),
+    uid: nobody,
+    gid: nobody,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  const [code] = (await once(child, 'close')) as [number | null]
+  assert.equal(code, 1, stderr)
+  const lines = stderr.trim().split('\n')
+  assert.equal(lines.length, 1, stderr)
+  assert.match(lines[0] ?? '', new RegExp(`^layoutd: cannot open the registry ${file}: unable to open database file`))
 })
