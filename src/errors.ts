@@ -174,6 +174,16 @@ export const errors = {
       `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; ` +
         `stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
     ),
+  /** A second agent with a box label another live agent holds in etcd (design §7.5); `holder` names that agent. */
+  labelTaken: (box: string, holder: string) =>
+    new AppError(
+      'label_taken',
+      409,
+      `box label ${box} is held by another agent (${holder}); one agent per label: ` +
+        `check CARLOS_BOX (a copied env file?), or stop that agent first`,
+    ),
+  /** `intent --supersede` or `intent quarantine` that cannot do what it says (design §7.4); nothing was written. */
+  repairRefused: (message: string) => new AppError('repair_refused', 409, `refused: ${message}; nothing was written`),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
     new AppError(

@@ -4,9 +4,11 @@
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
 import type { AddressInfo } from 'node:net'
+import { hostname } from 'node:os'
 import type { App } from './app.js'
 import type { Config } from './config.js'
-import { errors } from './errors.js'
+import type { DeployStore } from './domain/ports.js'
+import { errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
 import type { openDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
@@ -72,6 +74,26 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
+/** Takes the box label in the store (etcd); on a refusal, what was opened is closed and the lock released. */
+async function claimLabel(
+  config: Config,
+  store: DeployStore,
+  lock: Pick<AgentLock, 'release' | 'identity'>,
+  registry: Pick<Registry, 'close'>,
+): Promise<void> {
+  if (store.claimLabel === undefined) return
+  const { pid, dataDir, startedAt } = lock.identity
+  const holder = { box: config.box, dataRoot: dataDir, pid, host: hostname(), since: startedAt }
+  try {
+    await store.claimLabel(holder, AbortSignal.timeout(30_000))
+  } catch (err) {
+    await store.close().catch(() => undefined)
+    registry.close()
+    lock.release()
+    throw err
+  }
+}
+
 /**
  * Listens on the configured address; one in use is a coded error with the address, and who holds it when
  * /proc says.
@@ -129,6 +151,11 @@ export async function serve(config: Config): Promise<number> {
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   const { registry, store } = await openAdapters(config, logger, lock, { Registry, openDeployStore })
+  // One agent per label (design §7.5): a second agent with this CARLOS_BOX stops here, naming the holder.
+  await claimLabel(config, store, lock, registry).catch((err: unknown) => {
+    logger.error({ err }, `layoutd: ${errorMessage(err)}`)
+    throw err
+  })
   const agent = composeAgent({
     config,
     logger,

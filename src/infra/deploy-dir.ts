@@ -9,7 +9,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Value } from '../domain/typebox.js'
 import { BoxSummary } from '../domain/box-summary.js'
-import type { Clock, DeployStore } from '../domain/ports.js'
+import type { Clock, DeployStore, QuarantinedRecord, StoreContents, UnreadableRecord } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
@@ -59,9 +59,14 @@ export interface DirStoreOptions {
   clock?: Clock
 }
 
+/** An id `intent quarantine` may name: a file name in one directory, never a path. */
+const QUARANTINE_ID = /^[A-Za-z0-9_@:+=-][A-Za-z0-9._@:+=-]{0,254}$/
+
 export class DirDeployStore implements DeployStore {
   /** Where the records live: `<deploymentDir>/layout/intents`. */
   readonly intentsDir: string
+  /** Where `intent quarantine` moves records aside: `<deploymentDir>/layout/quarantine`. */
+  readonly quarantineDir: string
   /** Where the boxes' summaries live: `<deploymentDir>/layout/boxes`. */
   readonly boxesDir: string
   readonly #ttlMs: number
@@ -76,6 +81,7 @@ export class DirDeployStore implements DeployStore {
   ) {
     this.intentsDir = path.join(deploymentDir, 'layout', 'intents')
     this.boxesDir = path.join(deploymentDir, 'layout', 'boxes')
+    this.quarantineDir = path.join(deploymentDir, 'layout', 'quarantine')
     this.#ttlMs = opts.boxTtlMs ?? 30_000
     this.#clock = opts.clock ?? systemClock
   }
@@ -249,6 +255,75 @@ export class DirDeployStore implements DeployStore {
     }
     // The rename is durable only once the directory entry is.
     await fsyncDir(this.intentsDir)
+  }
+
+  /** Every record, the readable ones sorted by id, each unreadable one named with why (list throws on it). */
+  async inspect(signal: AbortSignal): Promise<StoreContents> {
+    let names: string[]
+    try {
+      names = await fs.readdir(this.intentsDir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return { records: [], unreadable: [] }
+      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
+    }
+    const records: IntentRecord[] = []
+    const unreadable: UnreadableRecord[] = []
+    for (const name of names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK)).sort()) {
+      try {
+        records.push(await this.readRecord(name, signal))
+      } catch (err) {
+        if (signal.aborted) throw err
+        const file = path.join(this.intentsDir, name)
+        const why = errorMessage(err).replace(`intent record ${file}: `, '')
+        unreadable.push({ id: name.slice(0, -'.json'.length), where: file, why })
+      }
+    }
+    return { records: records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), unreadable }
+  }
+
+  /**
+   * Moves <id>.json to layout/quarantine/<id>.json, the replacement recorded first (design §7.4): a
+   * reader sees the record alone, then both (the replacement is the newer, or the record cannot be read
+   * and nothing acts), then the replacement alone; never neither. The move is one rename.
+   */
+  async quarantine(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string> {
+    if (!QUARANTINE_ID.test(id)) throw new Error(`no record can be named ${JSON.stringify(id)} in ${this.intentsDir}`)
+    const from = path.join(this.intentsDir, `${id}.json`)
+    const to = path.join(this.quarantineDir, `${id}.json`)
+    await fs.lstat(from).catch((err: unknown) => {
+      throw new Error(`no record ${id} to quarantine (${from}): ${errorMessage(err)}`, { cause: err })
+    })
+    const taken = await fs.lstat(to).then(
+      () => true,
+      () => false,
+    )
+    if (taken) throw new Error(`a record ${id} is already quarantined at ${to}; move it away first`)
+    if (replacement !== undefined) await this.record(replacement, signal)
+    signal.throwIfAborted()
+    const first = await fs.mkdir(this.quarantineDir, { recursive: true })
+    if (first !== undefined) await fsyncDir(path.dirname(this.quarantineDir))
+    await fs.rename(from, to)
+    await fsyncDir(this.intentsDir)
+    await fsyncDir(this.quarantineDir)
+    return to
+  }
+
+  /** The records quarantine moved aside, by id, each as its bytes read (unparsed). */
+  async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
+    let names: string[]
+    try {
+      names = await fs.readdir(this.quarantineDir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return []
+      throw new Error(`deploy store ${this.quarantineDir}: cannot list: ${errorMessage(err)}`, { cause: err })
+    }
+    const out: QuarantinedRecord[] = []
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const where = path.join(this.quarantineDir, name)
+      const read = await readSmall(where, signal).catch(() => ({ size: 0, text: '' }))
+      out.push({ id: name.slice(0, -'.json'.length), where, text: read.text })
+    }
+    return out
   }
 
   /** mkdir -p, then fsync the parent of every directory it created so the path itself survives a crash. */
