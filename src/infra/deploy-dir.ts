@@ -21,24 +21,30 @@ export const MAX_RECORD_BYTES = 64 * 1024
 /** How many records are read at once: enough to hide latency, few enough to stay clear of EMFILE. */
 const READ_CONCURRENCY = 16
 
+/** How far this clock and the filesystem's (or another box's) may disagree before a summary is judged stale. */
+export const CLOCK_TOLERANCE_MS = 10_000
+
 /** A writer's temp file, `<id>.json.tmp-<pid>-<rand>`, possibly left by a crash before its rename. */
 const TEMP_MARK = '.tmp-'
 
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-/** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
-async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
+/**
+ * The file's text, or only its size when that is over the limit (so a huge file is never read whole), and
+ * when it was last written (the filesystem's stamp).
+ */
+async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string; mtimeMs: number }> {
   // O_NONBLOCK: a FIFO planted under a record's name must not hold a read
   // (and a libuv worker) forever; it is refused below as not a regular file.
   const fh = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW)
   try {
     const st = await fh.stat()
     if (!st.isFile()) throw new Error('is not a regular file')
-    const { size } = st
-    if (size > MAX_RECORD_BYTES) return { size, text: '' }
+    const { size, mtimeMs } = st
+    if (size > MAX_RECORD_BYTES) return { size, text: '', mtimeMs }
     const text = await fh.readFile({ encoding: 'utf8', signal })
     // The file may have grown between stat and read.
-    return { size: Math.max(size, Buffer.byteLength(text)), text }
+    return { size: Math.max(size, Buffer.byteLength(text)), text, mtimeMs }
   } finally {
     await fh.close()
   }
@@ -161,7 +167,10 @@ export class DirDeployStore implements DeployStore {
         throw new Error(
           `box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`,
         )
-      if (value.expiresAt === undefined || !(Date.parse(value.expiresAt) > now)) continue
+      // Live while its agent renews it: judged by when the file was last written, on the filesystem's
+      // clock, against this one with a tolerance; never by the stamps the agent's own clock put in it
+      // (a box whose clock stepped back writes an expiresAt already past). design §7.3.
+      if (now - read.mtimeMs > this.#ttlMs + CLOCK_TOLERANCE_MS) continue
       out.push(value)
     }
     return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
@@ -320,7 +329,7 @@ export class DirDeployStore implements DeployStore {
     const out: QuarantinedRecord[] = []
     for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
       const where = path.join(this.quarantineDir, name)
-      const read = await readSmall(where, signal).catch(() => ({ size: 0, text: '' }))
+      const read = await readSmall(where, signal).catch(() => ({ text: '' }))
       out.push({ id: name.slice(0, -'.json'.length), where, text: read.text })
     }
     return out
