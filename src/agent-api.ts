@@ -3,7 +3,7 @@
 import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { Mode } from './domain/modes.js'
-import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { ReasonCode } from './domain/reason-codes.js'
 
 const ReadyCheck = Type.Object(
@@ -208,6 +208,8 @@ export interface AgentApi {
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */
   converge(timeoutMs: number): Promise<LegRun | null>
   legState(): LegState
+  /** The record the last read of the intent found (who recorded it, why), or null; absent: not told. */
+  intentRecord?(): IntentRecord | null
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
   /**

@@ -11,7 +11,7 @@ import { layoutDefault } from '../domain/layout-default.js'
 import { mintLayoutIntentWith } from '../domain/mint.js'
 import type { Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
-import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { packageVersion } from '../package-version.js'
 import { BoxPublisher } from './box-publisher.js'
@@ -40,6 +40,8 @@ export class Agent implements AgentApi {
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
+  /** The record the last read of the intent found, for the console's who and why. */
+  #intentRecord: IntentRecord | null = null
 
   constructor(parts: AgentParts) {
     this.#parts = parts
@@ -168,7 +170,10 @@ export class Agent implements AgentApi {
       pollMs: config.pollMs,
       signal: this.#life.signal,
       kickLeg: () => this.#leg.kick(),
-      onRead: (intent) => this.#summary.noteIntent(intent),
+      onRead: (intent) => {
+        this.#intentRecord = intent
+        this.#summary.noteIntent(intent)
+      },
     }))
     void poller.start()
   }
@@ -205,6 +210,10 @@ export class Agent implements AgentApi {
 
   report(): LayoutReport {
     return this.#view.report(this.#phase, this.#pass, this.#leg)
+  }
+
+  intentRecord(): IntentRecord | null {
+    return this.#intentRecord
   }
 
   reportTag(): string {

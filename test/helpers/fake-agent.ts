@@ -6,7 +6,7 @@ import type { TestContext } from 'node:test'
 import type { AgentApi, Readiness, WakeAnswer, WakeList, WakeSet } from '../../src/agent-api.js'
 import { buildApp, type App, type Timeouts } from '../../src/app.js'
 import type { Mode } from '../../src/domain/modes.js'
-import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
 import type { AgentIdentity } from '../../src/routes/agent-identity.js'
@@ -51,6 +51,8 @@ export class FakeAgent implements AgentApi {
     isolation: [],
   }
   reportValue: LayoutReport = sampleReport()
+  /** The record the console names as the intent's, with who recorded it and why. */
+  intentValue: IntentRecord | null = null
   legValue: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
   /** What mint() answers: a mode, or an error it throws. */
   mintValue: Mode | Error = 'nested'
@@ -115,6 +117,10 @@ export class FakeAgent implements AgentApi {
     const call = this.calls.shift()
     if (call !== undefined) return Promise.resolve(call)
     return new Promise((resolve) => this.callWaiters.push(resolve))
+  }
+
+  intentRecord(): IntentRecord | null {
+    return this.intentValue
   }
 
   legState(): LegState {
