@@ -8,7 +8,7 @@ import { hostname } from 'node:os'
 import type { App } from './app.js'
 import type { Config } from './config.js'
 import type { DeployStore } from './domain/ports.js'
-import { errorMessage, errors } from './errors.js'
+import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
 import type { openDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
@@ -77,6 +77,7 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
 /** Takes the box label in the store (etcd); on a refusal, what was opened is closed and the lock released. */
 async function claimLabel(
   config: Config,
+  logger: AppLogger,
   store: DeployStore,
   lock: Pick<AgentLock, 'release' | 'identity'>,
   registry: Pick<Registry, 'close'>,
@@ -87,6 +88,11 @@ async function claimLabel(
   try {
     await store.claimLabel(holder, AbortSignal.timeout(30_000))
   } catch (err) {
+    // etcd away is no refusal: the agent serves its box, and the label is taken once etcd answers.
+    if (!(err instanceof AppError && err.code === 'label_taken')) {
+      logger.warn({ err }, `layoutd: the box label could not be taken yet: ${errorMessage(err)}`)
+      return
+    }
     await store.close().catch(() => undefined)
     registry.close()
     lock.release()
@@ -152,7 +158,7 @@ export async function serve(config: Config): Promise<number> {
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   const { registry, store } = await openAdapters(config, logger, lock, { Registry, openDeployStore })
   // One agent per label (design §7.5): a second agent with this CARLOS_BOX stops here, naming the holder.
-  await claimLabel(config, store, lock, registry).catch((err: unknown) => {
+  await claimLabel(config, logger, store, lock, registry).catch((err: unknown) => {
     logger.error({ err }, `layoutd: ${errorMessage(err)}`)
     throw err
   })

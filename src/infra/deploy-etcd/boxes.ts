@@ -45,6 +45,8 @@ export class EtcdBoxes {
   #written = false
   /** The label this agent claimed, as its key holds it; undefined before claim (tests publish without one). */
   #label: { key: string; holderKey: string; value: string; holder: LabelHolder } | undefined
+  /** The label is on this agent's lease (taken at start, or by a later renewal when etcd was away). */
+  #claimed = false
   /** Another agent took the label while this one's lease had expired: nothing more is published. */
   #lost = false
 
@@ -77,17 +79,34 @@ export class EtcdBoxes {
       value: b64(`${JSON.stringify(holder)}\n`),
       holder,
     }
+    // Renewals start whatever the claim does: one that could not reach etcd is made by the next.
+    this.#schedule()
+    const other = await this.#claimNow(signal)
+    if (other === undefined) return
+    this.#renewal?.()
+    this.#renewal = undefined
+    throw errors.labelTaken(holder.box, describeHolder(other))
+  }
+
+  /**
+   * Takes the label on this lease (granted first when there is none). Resolves to the live holder when
+   * another agent holds it, else undefined (taken).
+   */
+  async #claimNow(signal: AbortSignal): Promise<LabelHolder | undefined> {
+    const label = this.#label
+    if (label === undefined) return undefined
     this.#lease ??= await this.#grant(signal)
     const taken = await this.#take(signal)
     if (taken !== undefined) {
-      const same = taken.dataRoot === holder.dataRoot && taken.host === holder.host
-      if (!same) throw errors.labelTaken(holder.box, describeHolder(taken))
+      const same = taken.dataRoot === label.holder.dataRoot && taken.host === label.holder.host
+      if (!same) return taken
       // The data root's lock is ours, so that agent is gone: its lease has yet to expire.
-      await this.#o.gateway.call('/v3/kv/deleterange', { key: this.#label.key }, TxnResponse, signal)
+      await this.#o.gateway.call('/v3/kv/deleterange', { key: label.key }, TxnResponse, signal)
       const again = await this.#take(signal)
-      if (again !== undefined) throw errors.labelTaken(holder.box, describeHolder(again))
+      if (again !== undefined) return again
     }
-    this.#schedule()
+    this.#claimed = true
+    return undefined
   }
 
   /**
@@ -129,8 +148,14 @@ export class EtcdBoxes {
    * the put is a transaction that applies only while the label is on this lease.
    */
   async #put(signal: AbortSignal): Promise<void> {
+    if (this.#lost) return
+    if (this.#label !== undefined && !this.#claimed) {
+      // etcd could not be reached when the agent started: the label is taken before any summary.
+      const other = await this.#claimNow(signal)
+      if (other !== undefined) return this.#lose(other)
+    }
     const v = this.#value
-    if (v === undefined || this.#lost) return
+    if (v === undefined) return
     this.#lease ??= await this.#grant(signal)
     try {
       await this.#guardedPut(v, signal)
@@ -167,20 +192,24 @@ export class EtcdBoxes {
     this.#lease = await this.#grant(signal)
     const label = this.#label
     if (label === undefined) return
-    const holder = await this.#take(signal)
-    if (holder === undefined) {
-      this.#o.logger?.warn(
-        { box: label.holder.box },
-        `etcd deploy store: box label ${label.holder.box} taken again on a new lease (the last one expired)`,
-      )
-      return
-    }
+    this.#claimed = false
+    const holder = await this.#claimNow(signal)
+    if (holder !== undefined) return this.#lose(holder)
+    this.#o.logger?.warn(
+      { box: label.holder.box },
+      `etcd deploy store: box label ${label.holder.box} taken again on a new lease (the last one expired)`,
+    )
+  }
+
+  /** Another agent holds the label now: nothing more is published, and that is said. */
+  #lose(holder: LabelHolder): void {
+    const box = this.#label?.holder.box ?? holder.box
     this.#lost = true
     this.#renewal?.()
     this.#renewal = undefined
     this.#o.logger?.error(
-      { box: label.holder.box, holder },
-      `etcd deploy store: box label ${label.holder.box} was taken over by another agent ` +
+      { box, holder },
+      `etcd deploy store: box label ${box} was taken over by another agent ` +
         `(${describeHolder(holder)}) while this agent's lease had expired; ` +
         `this agent stops publishing its summary: stop it, or give it its own CARLOS_BOX`,
     )
@@ -210,7 +239,8 @@ export class EtcdBoxes {
     try {
       const signal = AbortSignal.any([gateway.closed, AbortSignal.timeout(Math.max(1000, ttlMs))])
       const lease = this.#lease
-      if (lease === undefined || (!this.#written && this.#value !== undefined)) {
+      const unclaimed = this.#label !== undefined && !this.#claimed
+      if (lease === undefined || unclaimed || (!this.#written && this.#value !== undefined)) {
         // The last put failed: the summary is not in etcd until one succeeds.
         await this.#put(signal)
         logger?.info(

@@ -8,6 +8,8 @@ import { test } from 'node:test'
 import type { BoxSummary } from '../../../src/domain/box-summary.js'
 import type { Clock, LabelHolder } from '../../../src/domain/ports.js'
 import { AppError } from '../../../src/errors.js'
+import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
+import { EtcdServer } from '../../helpers/etcd.js'
 import { until } from '../../helpers/until.js'
 import { live, memLogger, useSharedEtcd } from './fixtures.js'
 
@@ -134,4 +136,21 @@ void test('a clean stop leaves no takeover to say: the next agent takes the labe
     lines.filter((l) => l.level !== 'debug'),
     [],
   )
+})
+
+void test('etcd away when the agent starts: the claim fails without a refusal, and a later renewal takes the label', async (t) => {
+  const server = await EtcdServer.forTest(t)
+  const held = heldClock()
+  const store = new EtcdDeployStore([server.url], { prefix: '/test/away/', clock: held.clock, requestTimeoutMs: 500 })
+  t.after(() => store.close())
+  await server.kill()
+  await assert.rejects(store.claimLabel(holder(), live()), (err: unknown) => {
+    assert.ok(!(err instanceof AppError && err.code === 'label_taken'), 'not a refusal')
+    return true
+  })
+  await server.restart()
+  held.fire()
+  await until('the label taken by a renewal', async () => (await server.range('/test/away-labels/')).size === 1)
+  const [value] = (await server.range('/test/away-labels/')).values()
+  assert.deepEqual(JSON.parse(value ?? '{}'), holder())
 })
