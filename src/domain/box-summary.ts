@@ -193,8 +193,8 @@ export interface FleetView {
 }
 
 /**
- * Why a box short of its intent waits on a person, or null: it has read the intent, its leg is idle with no
- * retry due, nothing is deferred or failing, and every row left short of the intent is held, refused or
+ * Why a box short of its intent waits on a person, or null: it has read the intent, its leg is idle,
+ * nothing is deferred or failing, and every row left short of the intent is held, refused or
  * fenced for a kept journal. Foreign and conflicting rows are named beside them. A summary of an agent
  * before `withheld` says nothing, so null.
  */
@@ -223,9 +223,13 @@ export function needsPerson(summary: BoxSummary, wants: string | null): string |
     .join(', ')
 }
 
-/** A run under way or due, a retry due, or a row deferred or failing: the box still moves on its own. */
+/**
+ * A run under way or due, or a row deferred or failing (which the retry timer comes back for): the box
+ * still moves on its own. A retry due with neither is the leg looking at its holds again, which moves
+ * nothing until a person clears them.
+ */
 function onItsWay(leg: BoxSummary['leg'], w: Withheld): boolean {
-  return leg.running || leg.pending || (leg.retryAt ?? null) !== null || w.deferred > 0 || w.failed > 0
+  return leg.running || leg.pending || w.deferred > 0 || w.failed > 0
 }
 
 /**

@@ -66,7 +66,7 @@ export interface DirStoreOptions {
 }
 
 /** An id `intent quarantine` may name: a file name in one directory, never a path. */
-const QUARANTINE_ID = /^[A-Za-z0-9_@:+=-][A-Za-z0-9._@:+=-]{0,254}$/
+const QUARANTINE_ID = /^(?!\.\.?$)[^/\0]{1,250}$/
 
 export class DirDeployStore implements DeployStore {
   /** Where the records live: `<deploymentDir>/layout/intents`. */

@@ -194,7 +194,15 @@ void test('needsPerson: only a box idle on its intent whose every row short of i
   const base = summarize(report({ a: ['flat', 'isolation not ready', 'gate_shut'] }), intent('i1'), '0.1.0', 'x')
   assert.equal(needsPerson(base, 'i1'), '1 refused')
   assert.equal(needsPerson(base, 'i2'), null, 'not yet on the intent that addresses it')
-  assert.equal(needsPerson({ ...base, leg: { ...base.leg, retryAt: 'soon' } }, 'i1'), null, 'a retry is due')
+  // A held host has the leg come back to look at its hold: no progress of its own.
+  assert.equal(needsPerson({ ...base, leg: { ...base.leg, retryAt: 'soon' } }, 'i1'), '1 refused')
+  const failing = summarize(
+    report({ a: ['flat', 'refused', 'gate_shut'], b: ['flat', 'stop timed out', 'stop_timeout'] }),
+    intent('i1'),
+    '0.1.0',
+    'x',
+  )
+  assert.equal(needsPerson(failing, 'i1'), null, 'a failed row is retried')
   assert.equal(needsPerson({ ...base, leg: { ...base.leg, pending: true } }, 'i1'), null, 'a run is due')
   const older = { ...base.leg }
   delete older.withheld
