@@ -8,7 +8,9 @@ import { test } from 'node:test'
 import type { BoxSummary } from '../../../src/domain/box-summary.js'
 import type { Clock, LabelHolder } from '../../../src/domain/ports.js'
 import { AppError } from '../../../src/errors.js'
+import { loadConfig } from '../../../src/config.js'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
+import { openAgentDeployStore } from '../../../src/infra/deploy-store.js'
 import { EtcdServer } from '../../helpers/etcd.js'
 import { until } from '../../helpers/until.js'
 import { live, memLogger, useSharedEtcd } from './fixtures.js'
@@ -153,4 +155,26 @@ void test('etcd away when the agent starts: the claim fails without a refusal, a
   await until('the label taken by a renewal', async () => (await server.range('/test/away-labels/')).size === 1)
   const [value] = (await server.range('/test/away-labels/')).values()
   assert.deepEqual(JSON.parse(value ?? '{}'), holder())
+})
+
+void test('a store that could not be opened at start takes the label once it opens', async (t) => {
+  const { logger } = memLogger()
+  let fail = true
+  const config = loadConfig({
+    CARLOS_DEPLOYMENT_ETCD: etcd.server.url,
+    CARLOS_BOX: 'web-01',
+    CARLOS_DATA_DIR: '/tmp/x',
+  })
+  const prefix = `/test/reopen-${process.pid}/`
+  const open = () =>
+    fail ? Promise.reject(new Error('etcd away')) : Promise.resolve(new EtcdDeployStore([etcd.server.url], { prefix }))
+  const store = await openAgentDeployStore(config, logger, open)
+  t.after(() => store.close())
+  await assert.rejects(store.claimLabel?.(holder(), live()) ?? Promise.resolve(), /etcd away/)
+  fail = false
+  await store.list(live())
+  await until(
+    'the label taken once the store opened',
+    async () => (await etcd.server.range(`/test/reopen-${process.pid}-labels/`)).size === 1,
+  )
 })
