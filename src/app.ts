@@ -26,6 +26,7 @@ import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
 import { metricsRoutes } from './routes/metrics.js'
 import { openApiOptions, openApiRoutes } from './routes/openapi.js'
+import { gateRoutes } from './routes/gate.js'
 import { readyRoutes } from './routes/ready.js'
 import { wakesRoutes } from './routes/wakes.js'
 
@@ -161,7 +162,7 @@ function pathOf(url: string): string {
  * What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not
  * on that request.
  */
-const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host'])
+const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host', '/gate', '/gate/:host'])
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -171,7 +172,7 @@ declare module 'fastify' {
 }
 
 /** The routes whose answer is sent in the tick their request is read: nothing to abort. */
-const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez'])
+const ANSWERED_AT_ONCE = new Set(['/ready', '/layout/status', '/livez', '/gate', '/gate/:host'])
 
 const STARTED = Symbol('started')
 const COUNTED = Symbol('counted')
@@ -228,7 +229,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.decorate('warmHotRoutes', () => compilers.warm(HOT_ROUTES))
 
-  answerErrors(app)
+  answerErrors(app, deps.api)
 
   hookRequests(app, deps)
 
@@ -238,6 +239,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(healthRoutes)
   await app.register(agentIdentityRoutes, { identity: deps.identity, token: deps.token })
   await app.register(readyRoutes, { api: deps.api })
+  await app.register(gateRoutes, { api: deps.api })
   await app.register(layoutRoutes, { api: deps.api })
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
@@ -251,7 +253,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
  * The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an
  * unknown URL.
  */
-function answerErrors(app: App): void {
+function answerErrors(app: App, api: AgentApi): void {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {
       // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
@@ -264,6 +266,9 @@ function answerErrors(app: App): void {
         .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
+    // Every 503 is a not yet (design §6.4): it says when to ask again.
+    if (status === 503 && !reply.hasHeader('retry-after'))
+      void reply.header('retry-after', String(api.readyRetryAfter()))
     if (status >= 500) {
       // The client learns only the code; the log keeps what happened and to which request.
       request.log.error(

@@ -48,7 +48,8 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
           'The activator asks before it starts an instance. ' +
           'Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
           'held down, in conflict with another row, unknown, not activator-managed, ' +
-          'nested while the isolation gate is shut, or while layoutd is not ready. ' +
+          'nested while the isolation gate is shut, or while layoutd is not ready; ' +
+          'a refusal that passes on its own (not ready, fenced for its move, the gate shut) carries `Retry-After`. ' +
           'Otherwise the claim is recorded (it survives a restart of layoutd) ' +
           'and the answer carries the paths the instance must use: ' +
           'they do not change, and its files do not move, until the claim is released.',
@@ -68,6 +69,9 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
     async (request, reply) => {
       const answer = await api.claimWake(request.params.host)
       if (answer.granted) return reply.code(200).send(answer.grant)
+      // A refusal that passes on its own (starting, fenced for its move, the gate shut) says when to ask again.
+      const { retryAfter } = api.gateOf(answer)
+      if (retryAfter !== null) void reply.header('retry-after', String(retryAfter))
       return reply.code(409).send(answer.refusal)
     },
   )
@@ -129,7 +133,8 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
           ...mutationErrors,
           409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
           503: errorEnvelope(
-            'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`.',
+            'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200` ' +
+              '(`Retry-After` says when to ask).',
           ),
         },
       },
