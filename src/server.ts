@@ -3,6 +3,7 @@
 // deploy store, edge, metrics, logger), composes the agent from them
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
+import type { FastifyListenOptions } from 'fastify'
 import type { AddressInfo } from 'node:net'
 import type { App } from './app.js'
 import type { Config } from './config.js'
@@ -10,6 +11,7 @@ import { errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
 import type { openDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
+import { inheritedSocket, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
@@ -38,8 +40,18 @@ function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number):
 }
 
 /** True, said on the log and on stderr, when the address is beyond loopback and no token guards the mutations. */
-function refusesToListen(config: Config, logger: AppLogger): boolean {
-  if (config.token !== '' || LOOPBACK.test(config.listen.host)) return false
+function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSocket | null): boolean {
+  if (config.token !== '') return false
+  if (socket !== null) {
+    if (socket.loopback) return false
+    logger.error({ listen: socket.address }, 'layoutd: refusing to serve beyond loopback without CARLOS_AGENT_TOKEN')
+    process.stderr.write(
+      `layoutd: the socket systemd passed listens on ${socket.address}, beyond loopback; ` +
+        `set CARLOS_AGENT_TOKEN to serve there\n`,
+    )
+    return true
+  }
+  if (LOOPBACK.test(config.listen.host)) return false
   logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
   process.stderr.write(
     `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; ` +
@@ -76,7 +88,16 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
  * Listens on the configured address; one in use is a coded error with the address, and who holds it when
  * /proc says.
  */
-async function listen(app: App, config: Config): Promise<void> {
+async function listen(app: App, config: Config, socket: InheritedSocket | null): Promise<void> {
+  if (socket !== null) {
+    // The socket systemd holds (design §4.6): connections made while no
+    // agent served waited in its backlog, and are answered now. Node listens
+    // on the fd as it is; the host only keeps Fastify from binding a second
+    // address.
+    const options: FastifyListenOptions & { fd: number } = { fd: socket.fd, host: '127.0.0.1' }
+    await app.listen(options)
+    return
+  }
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port })
   } catch (err) {
@@ -118,8 +139,12 @@ export async function serve(config: Config): Promise<number> {
     import('./infra/fsutil.js'),
   ])
   const logger = createLogger(config.logLevel)
+  // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
+  const socket = inheritedSocket()
+  if (socket !== null)
+    logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
   warnOfSmallThreadPool(logger, threadPoolSize(), SYNC_CONCURRENCY)
-  if (refusesToListen(config, logger)) return 1
+  if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.
   armSkippedFsyncs(config.failpoint)
@@ -147,8 +172,8 @@ export async function serve(config: Config): Promise<number> {
   })
   // Listen first: /livez answers and /ready says 503 with the phase while
   // start-up recovery runs.
-  await listen(app, config)
-  lock.listening(listenAddress(app.server.address(), config.listen.host))
+  await listen(app, config, socket)
+  lock.listening(socket?.address ?? listenAddress(app.server.address(), config.listen.host))
   closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'layoutd: shutting down after an error')
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
