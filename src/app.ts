@@ -203,6 +203,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
+    // While the app closes, what still arrives is answered as the agent
+    // stands (it is still whole until its own stop), never a bare 503
+    // without Retry-After (server.ts drains the connections open then).
+    return503OnClosing: false,
     // TypeBox schemas are exact: a field the schema does not name is refused
     // or kept, never silently dropped before the handler sees it; and a
     // value is never coerced into the type it lacks (Fastify's default

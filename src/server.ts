@@ -4,7 +4,7 @@
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
 import type { FastifyListenOptions } from 'fastify'
-import type { AddressInfo } from 'node:net'
+import { Server as NetServer, type AddressInfo } from 'node:net'
 import type { App } from './app.js'
 import type { Config } from './config.js'
 import { errors } from './errors.js'
@@ -13,6 +13,10 @@ import type { openDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
 import { inheritedSocket, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
+
+/** The listening socket's own close, without HTTP's closing of idle connections. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- called with the server as `this`, below
+const netServerClose: (this: NetServer) => void = NetServer.prototype.close
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
@@ -24,6 +28,30 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 
 /** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 90_000
+
+/**
+ * How long shutdown goes on answering once it stops accepting: a connection
+ * accepted just before has its first request read and answered (and closed
+ * after it) rather than reset; the next connections wait in the socket's
+ * backlog for the next agent (design §4.6).
+ */
+export const DRAIN_MS = 250
+
+/**
+ * At shutdown, before the app closes its connections: stop accepting (the
+ * listening socket alone; HTTP's own close would drop connections whose
+ * first request has not been read yet), answer what comes on the
+ * connections already open with `Connection: close`, for DRAIN_MS.
+ */
+function drainOnClose(app: App): void {
+  app.addHook('preClose', async () => {
+    app.server.prependListener('request', (_request, response) => {
+      response.shouldKeepAlive = false
+    })
+    netServerClose.call(app.server)
+    await new Promise((resolve) => setTimeout(resolve, DRAIN_MS))
+  })
+}
 
 /**
  * A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be
@@ -170,6 +198,7 @@ export async function serve(config: Config): Promise<number> {
     registry.close()
     lock.release()
   })
+  drainOnClose(app)
   // Listen first: /livez answers and /ready says 503 with the phase while
   // start-up recovery runs.
   await listen(app, config, socket)
