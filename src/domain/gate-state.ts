@@ -43,14 +43,16 @@ export function refusedState(r: Refused, phase: string): GateState {
 
 /**
  * The status of the forward-auth gate (`/gate/:host`): what Caddy's
- * forward_auth and Traefik's forwardAuth hand the client as it is. With
+ * forward_auth and Traefik's forwardAuth hand the client as it is. A grant
+ * is `204`: no body, so a proxy that reads none of a grant (Caddy) keeps
+ * its connection to layoutd for the next ask. With
  * `auth_request`, nginx's form: nginx takes only 2xx, 401 and 403 from its
  * subrequest (any other becomes a 500), so not yet is 401 and never is 403,
  * and its configuration turns them into the client's 503 and 403 or 404
  * by the state header.
  */
 export function gateStatus(state: GateState, authRequest: boolean): number {
-  if (state === 'ready') return 200
+  if (state === 'ready') return 204
   if (NOT_YET.has(state)) return authRequest ? 401 : 503
   if (authRequest) return 403
   return state === 'unknown' ? 404 : 403

@@ -50,7 +50,7 @@ const GateBody = Type.Object(
     additionalProperties: false,
     description:
       "The gate's answer, for a person reading it through a proxy: it names no path (the paths of a grant are " +
-      'in the `Layoutd-Socket` and `Layoutd-Dir` headers of a `200`, for the proxy alone).',
+      'in the `Layoutd-Socket` and `Layoutd-Dir` headers of a `204`, for the proxy alone).',
   },
 )
 
@@ -90,11 +90,13 @@ function send(reply: FastifyReply, api: AgentApi, host: string, authRequest: boo
       .header(GATE_HEADERS.socket, grant.socket)
       .header(GATE_HEADERS.dir, grant.dir)
   }
-  void reply.send({ host, state, code })
+  // A grant has no body: everything is in its headers, and a proxy that does not read a body keeps the connection.
+  if (g?.answer.granted === true) void reply.send()
+  else void reply.send({ host, state, code })
 }
 
 const DESCRIPTION =
-  '`200` when the host may wake now, with `Layoutd-Socket`, `Layoutd-Dir` and `Layoutd-Layout` for the proxy ' +
+  '`204` when the host may wake now, with `Layoutd-Socket`, `Layoutd-Dir` and `Layoutd-Layout` for the proxy ' +
   'to route by; not yet (starting, stopping, fenced for its move, the isolation gate shut) `503` with ' +
   '`Retry-After`; never `403` (held, in conflict, not the activator’s) or `404` (unknown). ' +
   'Every answer carries `Layoutd-State` and, refused, `Layoutd-Code`. With `auth_request`, nginx’s statuses: ' +
@@ -102,7 +104,7 @@ const DESCRIPTION =
 
 function responses() {
   return {
-    200: gateResponse('The host may wake now; the paths are in the headers.'),
+    204: Type.Null({ description: 'The host may wake now; the paths are in the headers, and there is no body.' }),
     401: gateResponse('With `auth_request`: not yet; `Retry-After` says when to ask again.'),
     403: gateResponse('Never, until a person acts or the row changes (held, conflict, unmanaged).'),
     404: gateResponse('No such host in the registry, or not a hostname (`invalid_host`).'),

@@ -22,8 +22,8 @@ void test('a refusal is not yet while it passes on its own, never while a person
 })
 
 void test('the statuses: the client-facing form, and nginx auth_request’s 401/403', () => {
-  assert.equal(gateStatus('ready', false), 200)
-  assert.equal(gateStatus('ready', true), 200)
+  assert.equal(gateStatus('ready', false), 204)
+  assert.equal(gateStatus('ready', true), 204)
   for (const s of ['starting', 'stopping', 'fenced', 'gate_shut'] as const) {
     assert.equal(gateStatus(s, false), 503, s)
     assert.equal(gateStatus(s, true), 401, s)
