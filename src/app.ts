@@ -172,7 +172,11 @@ declare module 'fastify' {
 }
 
 /** The routes whose answer is sent in the tick their request is read: nothing to abort. */
-const ANSWERED_AT_ONCE = new Set(['/ready', '/layout/status', '/livez', '/gate', '/gate/:host'])
+/**
+ * `/ready/:host` stays here though `?wait=` holds its answer: the hot path pays for no abort hook, and its
+ * route releases a wait whose client left by the response's own close.
+ */
+const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez', '/gate', '/gate/:host'])
 
 const STARTED = Symbol('started')
 const COUNTED = Symbol('counted')

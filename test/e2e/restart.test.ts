@@ -22,6 +22,8 @@ import { tmpDir } from '../helpers/tmp.js'
 
 const HOLDER = fileURLToPath(new URL('../helpers/socket-holder.js', import.meta.url))
 const HOST = 'ok.example.com'
+/** A host held by a hold marker on disk: its fence must survive every restart. */
+const HELD = 'held.example.com'
 const RESTARTS = 10
 /** Requests a tick, each kind, every TICK_MS: about 1,000 a second in all. */
 const PER_TICK = 5
@@ -93,6 +95,12 @@ void test(
     const p = flatPaths({ dataDir: sb.dataDir, runDir: path.join(sb.dataDir, 'run') }, HOST)
     await fs.mkdir(p.dir, { recursive: true })
     registry.add({ host: HOST, kind: 'instance', hibernate: true, ...p })
+    const h = flatPaths({ dataDir: sb.dataDir, runDir: path.join(sb.dataDir, 'run') }, HELD)
+    await fs.mkdir(h.dir, { recursive: true })
+    registry.add({ host: HELD, kind: 'instance', hibernate: true, ...h })
+    // A marker that does not read back stands until an operator removes it (design §4.2).
+    await fs.mkdir(path.join(sb.dataDir, 'layout'), { recursive: true })
+    await fs.writeFile(path.join(sb.dataDir, 'layout', `${HELD}.hold`), 'not a marker')
     registry.close()
 
     const port = await freePort()
@@ -142,12 +150,19 @@ void test(
         track(fresh(port, each))
       }
     }, TICK_MS)
+    const phases: Array<{ stopMs: number; readyMs: number }> = []
+    /** The held host's code, asked of each agent once it is ready. */
+    const heldCodes: string[] = []
     const ready = async (): Promise<void> => {
       for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
         const res = await pool.request({ method: 'GET', path: `/ready/${HOST}` }).catch(() => null)
         lastStatus = res?.statusCode ?? 0
         lastBody = (await res?.body.text()) ?? ''
-        if (lastStatus === 200) return
+        if (lastStatus === 200) {
+          const held = await pool.request({ method: 'GET', path: `/ready/${HELD}` })
+          heldCodes.push(`${held.statusCode} ${(JSON.parse(await held.body.text()) as { code: string }).code}`)
+          return
+        }
         await new Promise((r) => setTimeout(r, 20))
       }
       const agents = await fs.readFile(log, 'utf8').catch(() => '')
@@ -160,9 +175,13 @@ void test(
       await ready()
       for (let i = 0; i < RESTARTS; i++) {
         const before = starts.length
+        const asked = performance.now()
         holder.stdin.write('restart\n')
         while (starts.length === before) await new Promise((r) => setTimeout(r, 5))
+        const next = performance.now()
         await ready()
+        // How long the old agent took to stop, and the next to answer 200 once started.
+        phases.push({ stopMs: Math.round(next - asked), readyMs: Math.round(performance.now() - next) })
       }
     } finally {
       clearInterval(load)
@@ -178,11 +197,15 @@ void test(
       keepAlive: { sent: keep.sent, errors: keep.errors.length, answered: Object.fromEntries(keep.answered) },
       newConnection: { sent: each.sent, errors: each.errors.length, answered: Object.fromEntries(each.answered) },
       longestWaitMs: Math.round(Math.max(keep.longestMs, each.longestMs)),
+      longestStopMs: Math.max(...phases.map((p) => p.stopMs)),
+      longestToReadyMs: Math.max(...phases.map((p) => p.readyMs)),
     }
     t.diagnostic(JSON.stringify(figure))
     process.stdout.write(`restart: ${JSON.stringify(figure)}\n`)
     t.diagnostic([...each.codes].join('\n'))
     assert.equal(starts.length, RESTARTS + 1)
+    assert.deepEqual(new Set(heldCodes), new Set(['409 hold_corrupt']), 'the hold stood through every restart')
+    assert.equal(heldCodes.length, RESTARTS + 1)
     assert.ok(
       exits.slice(0, RESTARTS).every((e) => e.code === 0),
       `every agent exited cleanly: ${JSON.stringify(exits)}`,
