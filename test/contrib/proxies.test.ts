@@ -3,7 +3,8 @@
 // of a real agent on a loopback socket: a ready host is proxied to its
 // instance's socket, a fenced one is told to retry (503 with Retry-After),
 // a held one is refused, an unknown one is 404, no path reaches the client,
-// and the proxy keeps its connections to layoutd.
+// and the proxy keeps its connections to layoutd; with layoutd down, nginx
+// says retry rather than 500.
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
@@ -184,6 +185,11 @@ void test(
     await assertGated(port, bx, 'nginx')
     const errors = await fs.readFile(path.join(dir, 'error.log'), 'utf8')
     assert.doesNotMatch(errors, /auth request unexpected status/, 'every gate answer is one auth_request takes')
+    // layoutd gone (down, or restarting without its socket unit): not a 500 error page, a retry.
+    await bx.b.app.close()
+    const down = await get(port, READY)
+    assert.equal(down.status, 503, down.body)
+    assert.equal(down.headers['retry-after'], '1')
   },
 )
 
