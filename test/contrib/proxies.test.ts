@@ -3,8 +3,8 @@
 // of a real agent on a loopback socket: a ready host is proxied to its
 // instance's socket, a fenced one is told to retry (503 with Retry-After),
 // a held one is refused, an unknown one is 404, no path reaches the client,
-// and the proxy keeps its connections to layoutd; with layoutd down, nginx
-// says retry rather than 500.
+// and the proxy keeps its connections to layoutd; with layoutd down, each
+// says retry rather than an error page.
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
@@ -217,5 +217,10 @@ void test(
       const res = await get(port, host)
       assert.equal(res.status, 200, `${host}: ${res.body}`)
     }
+    // layoutd gone: a retry, never a 502 page.
+    await bx.b.app.close()
+    const down = await get(port, READY)
+    assert.equal(down.status, 503, down.body)
+    assert.equal(down.headers['retry-after'], '1')
   },
 )
