@@ -292,7 +292,9 @@ function answerErrors(app: App, api: AgentApi): void {
     // Every 503 is a not yet (design §6.4): it says when to ask again.
     if (status === 503 && !reply.hasHeader('retry-after'))
       void reply.header('retry-after', String(api.readyRetryAfter()))
-    if (status >= 500) {
+    // A 503 of the catalogue (not ready, a registry fault, a lock) is an
+    // answer written for the client, said where it arose: no stack per request.
+    if (status >= 500 && !(status === 503 && err instanceof AppError)) {
       // The client learns only the code; the log keeps what happened and to which request.
       request.log.error(
         { err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status },
