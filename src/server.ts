@@ -4,7 +4,7 @@
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
 import type { FastifyListenOptions } from 'fastify'
-import { Server as NetServer, type AddressInfo } from 'node:net'
+import { Server as NetServer, type AddressInfo, type Socket as NetSocket } from 'node:net'
 import type { App } from './app.js'
 import type { Config } from './config.js'
 import { AppError, errorMessage, errors } from './errors.js'
@@ -30,26 +30,39 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 const SHUTDOWN_GRACE_MS = 90_000
 
 /**
- * How long shutdown goes on answering once it stops accepting: a connection
- * accepted just before has its first request read and answered (and closed
- * after it) rather than reset; the next connections wait in the socket's
- * backlog for the next agent (design §4.6).
+ * How long shutdown goes on answering once it stops accepting: at least
+ * DRAIN_MS, and up to DRAIN_MAX_MS while a connection accepted before has
+ * sent no request yet, so its first request is read and answered (and the
+ * connection closed after it) rather than reset; the next connections wait
+ * in the socket's backlog for the next agent (design §4.6).
  */
 export const DRAIN_MS = 250
+export const DRAIN_MAX_MS = 2000
 
 /**
  * At shutdown, before the app closes its connections: stop accepting (the
  * listening socket alone; HTTP's own close would drop connections whose
  * first request has not been read yet), answer what comes on the
- * connections already open with `Connection: close`, for DRAIN_MS.
+ * connections already open with `Connection: close`, for DRAIN_MS, and on
+ * while one has asked nothing yet, up to DRAIN_MAX_MS.
  */
 function drainOnClose(app: App): void {
+  // Connections that have sent no request yet: counted from the first moment, at no cost per request after.
+  const silent = new Set<NetSocket>()
+  app.server.on('connection', (socket: NetSocket) => {
+    silent.add(socket)
+    socket.once('close', () => silent.delete(socket))
+  })
+  app.server.prependListener('request', (request) => silent.delete(request.socket))
   app.addHook('preClose', async () => {
     app.server.prependListener('request', (_request, response) => {
       response.shouldKeepAlive = false
     })
     netServerClose.call(app.server)
+    const started = performance.now()
     await new Promise((resolve) => setTimeout(resolve, DRAIN_MS))
+    while (silent.size > 0 && performance.now() - started < DRAIN_MAX_MS)
+      await new Promise((resolve) => setTimeout(resolve, 10))
   })
 }
 
