@@ -219,6 +219,13 @@ export const errors = {
     ),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
+  /** `GET /ready/:host?wait=`: the waits for one host, or for all, are at their bound (design §6.4). */
+  tooManyWaiters: (host: string, bound: string) =>
+    new AppError(
+      'too_many_waiters',
+      503,
+      `too many waits are open ${bound}; ${host} was not waited for: ask again after Retry-After, or without wait`,
+    ),
   convergeTimeout: (seconds: number) =>
     new AppError(
       'converge_timeout',
@@ -247,6 +254,17 @@ export const errors = {
     ),
   /** `intent --supersede` or `intent quarantine` that cannot do what it says (design §7.4); nothing was written. */
   repairRefused: (message: string) => new AppError('repair_refused', 409, `refused: ${message}; nothing was written`),
+  /**
+   * `layoutd serve` was handed a socket by systemd (LISTEN_FDS) that it cannot serve on (design §4.6): what was
+   * found, and nothing else is listened on.
+   */
+  inheritedSocket: (what: string) =>
+    new AppError(
+      'inherited_socket',
+      500,
+      `refusing to start: the socket systemd passed is not one layoutd can serve on: ${what}; ` +
+        `check layoutd.socket (one ListenStream= of TCP or a Unix path) and that the service is started by it`,
+    ),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
     new AppError(

@@ -2,8 +2,9 @@
 // wiring of its parts: the leg, the intent poller, the wake desk,
 // readiness, the report and the instance keys. It builds no adapter of its
 // own: compose.ts hands them in.
-import type { AgentApi, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
+import type { AgentApi, GateAnswer, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { errorMessage, errors } from '../errors.js'
+import { NOT_YET, refusedState, retryAfterSeconds } from '../domain/gate-state.js'
 import { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
 import { logLayoutResults } from '../domain/leg-run.js'
@@ -22,6 +23,7 @@ import { buildLeg, intentInputs } from './leg-runner.js'
 import type { AgentParts } from './parts.js'
 import { PeriodicRead } from './periodic-read.js'
 import { readinessOf } from './readiness.js'
+import { ReadyWaiters } from './ready-waiters.js'
 import { ReportView } from './report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
@@ -43,6 +45,8 @@ export class Agent implements AgentApi {
   readonly #leg: Leg
   readonly #view: ReportView
   readonly #desk: WakeDesk
+  /** The waits of `GET /ready/:host?wait=`, woken by the fence's lifts. */
+  readonly #waiters: ReadyWaiters
   /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
   #reads: { stop(): void } | null = null
   #pass: LayoutPass | null = null
@@ -92,6 +96,7 @@ export class Agent implements AgentApi {
         gate,
       }),
     })
+    this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
     // The row gauges at scrape time, from the report as the agent serves it
     // now (built in slices when the rows changed): a row the CLI added shows
     // at the next scrape, on a box whose leg has no reason to run.
@@ -180,6 +185,7 @@ export class Agent implements AgentApi {
     this.#pass = pass
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
+    this.#waiters.changed()
     // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
     this.#keys = backfillKeysAtStart({
       ...this.#parts,
@@ -207,6 +213,7 @@ export class Agent implements AgentApi {
   async stop(): Promise<void> {
     this.#phase = 'stopping'
     this.#life.abort()
+    this.#waiters.close()
     this.#reads?.stop()
     this.#parts.gate?.stop()
     this.#leg.stop()
@@ -286,6 +293,33 @@ export class Agent implements AgentApi {
 
   readyFor(host: string): WakeAnswer {
     return this.#desk.readyFor(host)
+  }
+
+  gate(host: string): GateAnswer {
+    return this.gateOf(this.#desk.readyFor(host))
+  }
+
+  gateOf(answer: WakeAnswer): GateAnswer {
+    if (answer.granted) return { answer, state: 'ready', retryAfter: null }
+    const state = refusedState(answer.refusal, this.#phase)
+    if (!NOT_YET.has(state)) return { answer, state, retryAfter: null }
+    const fenceRemainingMs = this.#parts.fence.expectedRemainingMs(answer.refusal.host)
+    return {
+      answer,
+      state,
+      retryAfter: retryAfterSeconds({ state, fenceRemainingMs, pollMs: this.#parts.config.pollMs }),
+    }
+  }
+
+  waitGate(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer> {
+    return this.#waiters.wait(host, ms, signal)
+  }
+
+  readyRetryAfter(): number {
+    return retryAfterSeconds({
+      state: this.#phase === 'ready' ? 'registry' : 'starting',
+      pollMs: this.#parts.config.pollMs,
+    })
   }
 
   releaseWake(host: string): void {

@@ -35,6 +35,8 @@ export interface AgentAdapters {
   stopTimeoutMs?: number
   /** How long a read of the intent may take; 30 s (design §5.1) unless a test shortens it. */
   intentTimeoutMs?: number
+  /** The fence table; a fresh one unless a test hands its own (to fence a host by hand). */
+  fence?: FenceTable
 }
 
 /** The recovered_journals_total label of each recovery action (design §4). */
@@ -59,7 +61,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     logger,
     now: () => new Date(clock.now()),
   })
-  const fence = new FenceTable()
+  const fence = adapters.fence ?? new FenceTable()
   // The gate exists only where an activator is armed: with none, nothing
   // could wake nested and the default does not apply. Its answer changes
   // only once the agent has started it, by which time `agent` is set.

@@ -15,6 +15,7 @@ import { layoutRoutes } from '../../src/routes/layout.js'
 import { metricsRoutes } from '../../src/routes/metrics.js'
 import { openApiRoutes } from '../../src/routes/openapi.js'
 import { readyRoutes } from '../../src/routes/ready.js'
+import { gateRoutes } from '../../src/routes/gate.js'
 import { wakesRoutes } from '../../src/routes/wakes.js'
 
 interface AjvLike {
@@ -46,6 +47,7 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
   await app.register(healthRoutes)
   await app.register(agentIdentityRoutes, { identity: undefined, token: '' })
   await app.register(readyRoutes, { api })
+  await app.register(gateRoutes, { api })
   await app.register(layoutRoutes, { api })
   await app.register(wakesRoutes, { api })
   await app.register(metricsRoutes, { metrics: new Metrics() })
