@@ -154,6 +154,14 @@ export const errors = {
     ),
 
   // The layout: intent, readiness, the leg (design §5, §6).
+  rolloutNeedsEtcd: (store: string) =>
+    new AppError(
+      'rollout_needs_etcd',
+      409,
+      `${store} serves one box and keeps no rollouts: a staged rollout needs the etcd deploy store ` +
+        '(set CARLOS_ETCD_ENDPOINTS); on one box, record the intent with `layoutd intent migrate|revert`',
+    ),
+  rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
   convergeTimeout: (seconds: number) =>

@@ -5,6 +5,7 @@ import type { BoxSummary } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { ReasonCode, Why } from './reason-codes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
+import type { RolloutPort } from './rollout.js'
 
 /** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
 export interface Logger {
@@ -83,6 +84,8 @@ export interface DeployStore {
   listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
   /** Removes the records of these ids (intent prune); an id already gone is no failure. */
   remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
+  /** The staged rollouts (design §7.4): etcd keeps them; the directory store, serving one box, does not. */
+  rollouts?(): RolloutPort
 }
 
 /** The isolation gate (`nestedOK`): null when nested instances may wake, else why not. */

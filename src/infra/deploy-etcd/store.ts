@@ -15,6 +15,7 @@ import { MAX_RECORD_BYTES } from '../deploy-dir.js'
 import { schemaErrors } from '../schema-errors.js'
 import type { BoxSummary } from '../../domain/box-summary.js'
 import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
+import { EtcdRollouts, rolloutPrefixFor } from './rollout.js'
 import type { EtcdCredentials } from './credentials.js'
 import { b64, EtcdGateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS, type WatchEvent } from './watch.js'
@@ -63,6 +64,7 @@ export class EtcdDeployStore implements DeployStore {
   readonly #gateway: EtcdGateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
+  readonly #rollouts: EtcdRollouts
 
   constructor(endpoints: readonly string[], opts: EtcdStoreOptions = {}) {
     if (endpoints.length === 0) throw new Error('the etcd deploy store needs at least one endpoint')
@@ -81,6 +83,14 @@ export class EtcdDeployStore implements DeployStore {
       ttlMs: opts.boxTtlMs ?? BOX_TTL_MS,
       clock,
       logger: opts.logger,
+    })
+    this.#rollouts = new EtcdRollouts({
+      gateway: this.#gateway,
+      prefix: rolloutPrefixFor(this.prefix),
+      intentPrefix: this.prefix,
+      boxPrefix: boxPrefixFor(this.prefix),
+      logger: opts.logger,
+      clock,
     })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,
@@ -107,6 +117,11 @@ export class EtcdDeployStore implements DeployStore {
 
   publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     return this.#boxes.publish(summary, signal)
+  }
+
+  /** The staged rollouts, on the same gateway (design §7.4). */
+  rollouts(): EtcdRollouts {
+    return this.#rollouts
   }
 
   listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {

@@ -1,0 +1,158 @@
+// A box of a fleet in-process, for the rollout tests and bench:fleet: the
+// agent's real etcd store client (its watch, its lease and summary), the
+// rollout follower and the store it reads through (RolloutAwareStore), and
+// the real intent poller; only the pass is a stand-in that takes passMs to
+// move the box's rows and then publishes its summary as the agent would.
+// Each move is told to onMove, so a test can check that no box moved twice
+// and that no wave's box moved before the wave before it was over.
+import type { BoxSummary } from '../../src/domain/box-summary.js'
+import { loadLayoutIntent } from '../../src/domain/intent.js'
+import { systemClock, type DeployStore, type Logger } from '../../src/domain/ports.js'
+import { IntentPoller } from '../../src/agent/intent-poller.js'
+import { RolloutAwareStore } from '../../src/agent/rollout-store.js'
+import type { Metrics } from '../../src/metrics.js'
+import { EtcdDeployStore, type EtcdStoreOptions } from '../../src/infra/deploy-etcd/store.js'
+import { errorMessage } from '../../src/errors.js'
+
+export interface SimMove {
+  box: string
+  intent: string
+  mode: string
+  startedAt: number
+  endedAt: number
+}
+
+export interface SimBoxOptions {
+  endpoints: readonly string[]
+  prefix: string
+  box: string
+  rows: number
+  /** How long the stand-in pass takes to move the box's rows. */
+  passMs: number
+  logger?: Logger
+  store?: EtcdStoreOptions
+  pollMs?: number
+  onMove?: (m: SimMove) => void
+  onMoveStart?: () => void
+  onMoveEnd?: () => void
+  /** Told when the box's poller read a new intent (the watch's latency). */
+  onIntentSeen?: (box: string, id: string, at: number) => void
+}
+
+const quiet: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+}
+
+const noMetrics = { intentRead: () => undefined } as unknown as Metrics
+
+export class SimBox {
+  readonly store: EtcdDeployStore
+  readonly reads: DeployStore
+  readonly #o: SimBoxOptions
+  readonly #life = new AbortController()
+  #mode: 'flat' | 'nested' = 'flat'
+  #intent: string | null = null
+  #running = false
+  #pending = false
+  #poller: IntentPoller | undefined
+  /** The errors the stand-in pass met (a test expects none). */
+  readonly errors: string[] = []
+
+  constructor(o: SimBoxOptions) {
+    this.#o = o
+    const logger = o.logger ?? quiet
+    this.store = new EtcdDeployStore(o.endpoints, { prefix: o.prefix, logger, ...o.store })
+    this.reads = RolloutAwareStore.around(this.store, { box: o.box, clock: systemClock, logger })
+  }
+
+  get box(): string {
+    return this.#o.box
+  }
+
+  async start(): Promise<void> {
+    await this.#publish()
+    this.#poller = new IntentPoller({
+      store: this.reads,
+      box: this.#o.box,
+      pollMs: this.#o.pollMs ?? 60_000,
+      clock: systemClock,
+      logger: this.#o.logger ?? quiet,
+      metrics: noMetrics,
+      signal: this.#life.signal,
+      kickLeg: () => this.#kick(),
+      onRead: (intent) => {
+        if (intent !== null && intent.id !== this.#intent) this.#o.onIntentSeen?.(this.#o.box, intent.id, Date.now())
+      },
+    })
+    await this.#poller.start()
+  }
+
+  #summary(): BoxSummary {
+    return {
+      box: this.#o.box,
+      version: 'sim',
+      intent: this.#intent,
+      mode: this.#mode,
+      converged: !this.#running && !this.#pending && this.#intent !== null,
+      counts: { [this.#mode]: this.#o.rows },
+      held: 0,
+      leg: { running: this.#running, pending: this.#pending, lastRunAt: null },
+      at: new Date().toISOString(),
+    }
+  }
+
+  async #publish(): Promise<void> {
+    await this.reads.publishBox?.(this.#summary(), AbortSignal.timeout(30_000))
+  }
+
+  #kick(): void {
+    if (this.#life.signal.aborted) return
+    if (this.#running) {
+      this.#pending = true
+      return
+    }
+    this.#running = true
+    void this.#run()
+      .catch((err: unknown) => {
+        if (!this.#life.signal.aborted) this.errors.push(errorMessage(err))
+      })
+      .finally(() => {
+        this.#running = false
+        if (this.#pending) {
+          this.#pending = false
+          this.#kick()
+        } else void this.#publish().catch(() => undefined)
+      })
+  }
+
+  /** One run of the stand-in leg: read the intent as the leg does, move when the mode differs. */
+  async #run(): Promise<void> {
+    const read = await loadLayoutIntent(this.reads, this.#o.box, this.#life.signal)
+    if (!read.found) return
+    const { id, mode } = read.intent
+    if (mode !== 'flat' && mode !== 'nested') return
+    this.#intent = id
+    if (mode === this.#mode) return
+    const startedAt = Date.now()
+    this.#o.onMoveStart?.()
+    try {
+      await this.#publish()
+      await new Promise((r) => setTimeout(r, this.#o.passMs))
+      this.#mode = mode
+    } finally {
+      this.#o.onMoveEnd?.()
+    }
+    this.#o.onMove?.({ box: this.#o.box, intent: id, mode, startedAt, endedAt: Date.now() })
+  }
+
+  /** Stops: nothing more is written, and its summary leaves with its lease. */
+  async stop(): Promise<void> {
+    if (this.#life.signal.aborted) return
+    this.#life.abort()
+    this.#poller?.stop()
+    await this.reads.close()
+  }
+}
