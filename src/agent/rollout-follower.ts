@@ -22,8 +22,10 @@ import {
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
-/** Between two looks at the rollouts when the watch says nothing. */
+/** Between two looks while this box has a part in a running rollout (waits on its lane, or judges its wave). */
 export const ROLLOUT_TICK_MS = 1_000
+/** Between two looks otherwise: the records' watch says when one changed, so this is only the backstop. */
+export const ROLLOUT_IDLE_MS = 30_000
 /** How often a box that is done, or guards its wave, asks whether the wave is over. */
 export const ROLLOUT_EVALUATE_MS = 5_000
 /** The first boxes of a wave guard it: they look for boxes that left it even before they are done. */
@@ -56,6 +58,11 @@ export class RolloutFollower {
   #again = false
   #lastEvaluate = 0
   #timer: (() => void) | undefined
+  /** The records must be read again: the watch said so, or a read failed. */
+  #dirty = true
+  #readAt = 0
+  /** This box has a part in a running rollout: the next look comes after a tick, not the idle wait. */
+  #busy = false
 
   constructor(opts: RolloutFollowerOptions) {
     this.#o = opts
@@ -65,14 +72,19 @@ export class RolloutFollower {
   start(): void {
     const { port, signal } = this.#o
     if (signal.aborted) return
-    port.watch(() => this.kick(), signal)
+    port.watch(() => {
+      this.#dirty = true
+      this.kick()
+    }, signal)
     this.#schedule()
     signal.addEventListener('abort', () => this.#timer?.(), { once: true })
   }
 
+  /** The next look: a tick while this box has a part in a running rollout, else the idle backstop. */
   #schedule(): void {
     if (this.#o.signal.aborted) return
-    this.#timer = this.#o.clock.setTimer(this.#o.tickMs ?? ROLLOUT_TICK_MS, () => {
+    const ms = this.#busy ? (this.#o.tickMs ?? ROLLOUT_TICK_MS) : ROLLOUT_IDLE_MS
+    this.#timer = this.#o.clock.setTimer(ms, () => {
       this.kick()
       this.#schedule()
     })
@@ -110,6 +122,8 @@ export class RolloutFollower {
       else if (isFinal(s.record)) this.#never.add(id)
     }
     this.#rollouts = all
+    this.#dirty = false
+    this.#readAt = this.#o.clock.now()
     return { rollouts: all.map((s) => s.record), started: this.#started }
   }
 
@@ -143,9 +157,19 @@ export class RolloutFollower {
   }
 
   async #step(): Promise<void> {
-    await this.read(this.#signal())
+    const stale = this.#o.clock.now() - this.#readAt >= ROLLOUT_IDLE_MS
+    if (this.#dirty || stale) {
+      this.#dirty = true
+      await this.read(this.#signal())
+    }
     const running = this.#rollouts.filter((s) => s.record.state === 'running')
     this.#o.onState?.(this.#rollouts.at(-1)?.record)
+    const busy = running.some((s) => this.#hasPart(s.record))
+    if (busy !== this.#busy) {
+      this.#busy = busy
+      this.#timer?.()
+      this.#schedule()
+    }
     for (const s of running) {
       const place = placeOf(s.record, this.#o.box)
       if (place === undefined || place.wave > s.record.wave) {
@@ -157,6 +181,12 @@ export class RolloutFollower {
       else if (!this.#finished.has(id)) await this.#maybeFinish(s, place.wave)
       if (this.#evaluateDue(s, place)) await this.#evaluate(s)
     }
+  }
+
+  /** This box waits on its lane, moves, or judges the open wave (it is done in it, or guards it). */
+  #hasPart(r: RolloutRecord): boolean {
+    const place = placeOf(r, this.#o.box)
+    return place !== undefined && place.wave === r.wave
   }
 
   /** The box's lane is free (the box N before it in the wave is done, or has left): start, once. */

@@ -142,6 +142,8 @@ void test('a passed progress deadline pauses the rollout, says why, and resume g
   const st = await run(['rollout', 'status', '--wait'], t, prefix)
   assert.equal(st.code, 1)
   assert.match(st.err, /is paused: progress deadline/)
+  // Resumed once the slow box is through: the deadline starts again from the resume.
+  await until('box-0000 to end its move', () => fleet.moves.some((m) => m.box === 'box-0000'))
   const resumed = await run(['rollout', 'resume'], t, prefix)
   assert.equal(resumed.code, 0, resumed.err)
   const done = await until('the rollout to be done after resume', async () => {
