@@ -75,6 +75,8 @@ export class RolloutFollower {
     port.watch(() => {
       this.#dirty = true
       this.kick()
+      // A record changed (a wave opened, a revert): the intent is read again; the read decides.
+      for (const l of this.#listeners) l()
     }, signal)
     this.#schedule()
     signal.addEventListener('abort', () => this.#timer?.(), { once: true })
@@ -108,7 +110,10 @@ export class RolloutFollower {
    * the intent is then unreadable, never read without the rollout.
    */
   async read(signal: AbortSignal): Promise<{ rollouts: RolloutRecord[]; started: ReadonlySet<string> }> {
-    const { port, box } = this.#o
+    const { port, box, clock } = this.#o
+    // What the last read found stands while the records' watch has said nothing since, for the idle wait at most.
+    if (!this.#dirty && clock.now() - this.#readAt < ROLLOUT_IDLE_MS)
+      return { rollouts: this.#rollouts.map((s) => s.record), started: this.#started }
     const all = await port.list(signal)
     for (const s of all) {
       const { id } = s.record
@@ -157,11 +162,7 @@ export class RolloutFollower {
   }
 
   async #step(): Promise<void> {
-    const stale = this.#o.clock.now() - this.#readAt >= ROLLOUT_IDLE_MS
-    if (this.#dirty || stale) {
-      this.#dirty = true
-      await this.read(this.#signal())
-    }
+    await this.read(this.#signal())
     const running = this.#rollouts.filter((s) => s.record.state === 'running')
     this.#o.onState?.(this.#rollouts.at(-1)?.record)
     const busy = running.some((s) => this.#hasPart(s.record))

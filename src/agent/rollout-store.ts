@@ -33,7 +33,10 @@ export class RolloutAwareStore implements DeployStore {
   remove?: DeployStore['remove']
   rollouts?: DeployStore['rollouts']
 
-  /** The records and, for each rollout this box has started in, its intent for this box; newest last. */
+  /**
+   * The records and, for each rollout this box has started in, its intent for this box; newest last.
+   * The rollouts are those the follower read last while their watch has said nothing new (design §7.4).
+   */
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     const [records, { rollouts, started }] = await Promise.all([this.#inner.list(signal), this.#follower.read(signal)])
     return withRolloutIntents(records, rollouts, this.#box, (id) => started.has(id))

@@ -11,6 +11,7 @@ import { systemClock, type DeployStore, type Logger } from '../../src/domain/por
 import { IntentPoller } from '../../src/agent/intent-poller.js'
 import { RolloutAwareStore } from '../../src/agent/rollout-store.js'
 import type { Metrics } from '../../src/metrics.js'
+import type { RolloutRecord } from '../../src/domain/rollout.js'
 import { EtcdDeployStore, type EtcdStoreOptions } from '../../src/infra/deploy-etcd/store.js'
 import { errorMessage } from '../../src/errors.js'
 
@@ -29,13 +30,19 @@ export interface SimBoxOptions {
   rows: number
   /** How long the stand-in pass takes to move the box's rows. */
   passMs: number
+  /** Rows the stand-in pass leaves fenced when it moves toward nested (a failed wave). */
+  failRows?: number
   logger?: Logger
   store?: EtcdStoreOptions
   pollMs?: number
   onMove?: (m: SimMove) => void
   onMoveStart?: () => void
   onMoveEnd?: () => void
-  /** Told when the box's poller read a new intent (the watch's latency). */
+  /** Told of the rollout in play after each look of the follower (what the agent's gauges are set from). */
+  onRolloutState?: (r: RolloutRecord | undefined) => void
+  /** Told when the box's intents' watch saw a key change (the id of the record). */
+  onWatchEvent?: (box: string, id: string, at: number) => void
+  /** Told when the box's poller read a new intent. */
   onIntentSeen?: (box: string, id: string, at: number) => void
 }
 
@@ -64,8 +71,21 @@ export class SimBox {
   constructor(o: SimBoxOptions) {
     this.#o = o
     const logger = o.logger ?? quiet
-    this.store = new EtcdDeployStore(o.endpoints, { prefix: o.prefix, logger, ...o.store })
-    this.reads = RolloutAwareStore.around(this.store, { box: o.box, clock: systemClock, logger })
+    this.store = new EtcdDeployStore(o.endpoints, {
+      prefix: o.prefix,
+      logger,
+      ...o.store,
+      onWatchEvents: (events) => {
+        const at = Date.now()
+        for (const e of events) o.onWatchEvent?.(o.box, e.key.slice(o.prefix.length), at)
+      },
+    })
+    this.reads = RolloutAwareStore.around(this.store, {
+      box: o.box,
+      clock: systemClock,
+      logger,
+      onState: o.onRolloutState,
+    })
   }
 
   get box(): string {
@@ -97,11 +117,16 @@ export class SimBox {
       intent: this.#intent,
       mode: this.#mode,
       converged: !this.#running && !this.#pending && this.#intent !== null,
-      counts: { [this.#mode]: this.#o.rows },
+      counts: this.#counts(),
       held: 0,
       leg: { running: this.#running, pending: this.#pending, lastRunAt: null },
       at: new Date().toISOString(),
     }
+  }
+
+  #counts(): Record<string, number> {
+    const fail = this.#mode === 'nested' ? Math.min(this.#o.failRows ?? 0, this.#o.rows) : 0
+    return fail === 0 ? { [this.#mode]: this.#o.rows } : { [this.#mode]: this.#o.rows - fail, fenced: fail }
   }
 
   async #publish(): Promise<void> {

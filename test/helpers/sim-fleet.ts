@@ -13,9 +13,12 @@ export interface SimFleetOptions {
   boxes: number
   rows?: number
   passMs: number | ((box: string) => number)
+  failRows?: (box: string) => number
   store?: EtcdStoreOptions
   logger?: Logger
   onIntentSeen?: (box: string, id: string, at: number) => void
+  onRolloutState?: (box: string, r: RolloutRecord | undefined) => void
+  onWatchEvent?: (box: string, id: string, at: number) => void
 }
 
 export class SimFleet {
@@ -33,9 +36,12 @@ export class SimFleet {
         box,
         rows: o.rows ?? 10,
         passMs: typeof o.passMs === 'number' ? o.passMs : o.passMs(box),
+        failRows: o.failRows?.(box),
         store: o.store,
         logger: o.logger,
         onIntentSeen: o.onIntentSeen,
+        onWatchEvent: o.onWatchEvent,
+        onRolloutState: (r) => o.onRolloutState?.(box, r),
         onMove: (m) => {
           this.moves.push(m)
         },

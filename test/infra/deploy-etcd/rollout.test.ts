@@ -14,7 +14,9 @@ import type { RolloutPort, RolloutRecord } from '../../../src/domain/rollout.js'
 import { selectIntent } from '../../../src/domain/intent.js'
 import { SimFleet, movesBroken } from '../../helpers/sim-fleet.js'
 import { until } from '../../helpers/until.js'
-import { live, useSharedEtcd } from './fixtures.js'
+import { live, memLogger, useSharedEtcd } from './fixtures.js'
+import { Registry } from 'prom-client'
+import { RolloutMetrics } from '../../../src/rollout-metrics.js'
 
 const shared = useSharedEtcd()
 
@@ -124,7 +126,17 @@ void test('the agents run a rollout to its end: waves in order, at most N moving
 void test('a passed progress deadline pauses the rollout, says why, and resume goes on', async (t) => {
   const { prefix } = portFor(t)
   const slow = (box: string) => (box === 'box-0000' ? 2_500 : 50)
-  const fleet = new SimFleet({ endpoints: [shared.server.url], prefix, boxes: 3, passMs: slow })
+  const { logger, lines } = memLogger()
+  const registry = new Registry()
+  const gauges = new RolloutMetrics(registry)
+  const fleet = new SimFleet({
+    endpoints: [shared.server.url],
+    prefix,
+    boxes: 3,
+    passMs: slow,
+    logger,
+    onRolloutState: (box, r) => box === 'box-0001' && gauges.set(r),
+  })
   t.after(() => fleet.stop())
   await fleet.start()
   const { store } = shared.storeFor(t, [shared.server.url], { prefix })
@@ -139,6 +151,14 @@ void test('a passed progress deadline pauses the rollout, says why, and resume g
   })
   assert.match(paused.reason, /progress deadline: wave 1 did not pass within 1s \(waiting on box-0000\)/)
   assert.ok(!fleet.moves.some((m) => m.box === 'box-0002'), 'the next wave did not open')
+  const warned = lines.find(
+    (l) => l.level === 'warn' && /rollout: rollout \S+ is paused: progress deadline/.test(l.msg),
+  )
+  assert.ok(warned !== undefined, 'the agent that paused it says so at warn')
+  await until('the gauge to say paused', async () =>
+    (await registry.metrics()).includes('carlos_layout_rollout_state{state="paused"} 1'),
+  )
+  assert.match(await registry.metrics(), /carlos_layout_rollout_wave 1\n/)
   const st = await run(['rollout', 'status', '--wait'], t, prefix)
   assert.equal(st.code, 1)
   assert.match(st.err, /is paused: progress deadline/)
@@ -180,6 +200,37 @@ void test('a box that leaves the fleet mid-wave fails the wave: --on-failure fre
   )
   assert.match(frozen.reason, /box box-0001 of wave 1 left the fleet before it was done/)
   assert.ok(!fleet.moves.some((m) => m.box === 'box-0002'))
+})
+
+void test('a wave over the failed-row threshold with --on-failure revert sends the boxes that moved back', async (t) => {
+  const { prefix } = portFor(t)
+  const fleet = new SimFleet({
+    endpoints: [shared.server.url],
+    prefix,
+    boxes: 3,
+    passMs: 50,
+    failRows: (box) => (box === 'box-0000' ? 2 : 0),
+  })
+  t.after(() => fleet.stop())
+  await fleet.start()
+  const { store } = shared.storeFor(t, [shared.server.url], { prefix })
+  await store.record(
+    { id: '20261201T000000.000Z-before', mode: 'flat', force: false, recordedAt: '', by: 'ops' },
+    live(),
+  )
+  const port = store.rollouts()
+  const r = rollout({ waves: [['box-0000'], ['box-0001', 'box-0002']], onFailure: 'revert', maxFailedRows: 1 })
+  await port.create(r, await port.active(live()), live())
+  const reverted = await until('the wave to fail', async () => {
+    const a = await port.active(live())
+    return a.current?.record.state === 'reverted' ? a.current.record : undefined
+  })
+  assert.match(reverted.reason, /wave 1: 2 rows not nested \(on box-0000\), over the threshold of 1/)
+  await until('box-0000 to be back on flat', () => fleet.moves.some((m) => m.box === 'box-0000' && m.mode === 'flat'))
+  assert.deepEqual(
+    fleet.moves.map((m) => `${m.box}:${m.mode}`),
+    ['box-0000:nested', 'box-0000:flat'],
+  )
 })
 
 void test('pause, resume and abort change the record; a second rollout is refused while one is in play', async (t) => {

@@ -1,0 +1,194 @@
+// bench:fleet at fleet scale (design §7.3, §7.4): N boxes in this one
+// process against a real 3-member etcd cluster on loopback, each box the
+// agent's real etcd store client (its own connections, watch, lease and
+// summary), rollout follower and intent poller (test/helpers/sim-box.ts);
+// the pass is a stand-in that takes passMs per box, said in the output.
+// 1,000 agent processes do not fit a small machine; their etcd traffic
+// does. Measures: a fleet-wide record to every box converged, the watch's
+// latency, `fleet status` at N boxes, a 4-wave rollout end to end, lease
+// keep-alives per second (etcd's own counter), and each member's RSS.
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { PassThrough } from 'node:stream'
+import { fleetCommand } from '../src/cli/commands/fleet.js'
+import { loadConfig } from '../src/config.js'
+import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
+import { EtcdServer } from '../test/helpers/etcd.js'
+import { SimFleet, movesBroken } from '../test/helpers/sim-fleet.js'
+
+export interface SimFleetBenchOptions {
+  root: string
+  boxes: number
+  passMs: number
+  log: (line: string) => void
+}
+
+function pct(xs: readonly number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : (s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN)
+}
+
+const stats = (xs: readonly number[]) => ({ p50: pct(xs, 50), p99: pct(xs, 99), max: pct(xs, 100), n: xs.length })
+
+async function rssMb(pid: number): Promise<number> {
+  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8')
+  const kb = Number(/VmRSS:\s+([0-9]+) kB/.exec(status)?.[1] ?? NaN)
+  return Math.round(kb / 1024)
+}
+
+/** etcd's own count of lease renewals, summed over the members. */
+async function leasesRenewed(members: readonly EtcdServer[]): Promise<number> {
+  let n = 0
+  for (const m of members) {
+    const text = await (await fetch(`${m.url}/metrics`)).text()
+    const line = text.split('\n').find((l) => l.startsWith('etcd_debugging_lease_renewed_total'))
+    n += Number(line?.split(' ')[1] ?? NaN)
+  }
+  return n
+}
+
+function quiet(): PassThrough {
+  const s = new PassThrough()
+  s.resume()
+  return s
+}
+
+export async function runSimFleet(o: SimFleetBenchOptions) {
+  const members = await EtcdServer.startCluster(o.root, 3)
+  const endpoints = members.map((m) => m.url)
+  const prefix = '/carlos/layout/intents/'
+  const seen = new Map<string, Map<string, number>>()
+  const heard = new Map<string, Map<string, number>>()
+  const fleet = new SimFleet({
+    endpoints,
+    prefix,
+    boxes: o.boxes,
+    passMs: o.passMs,
+    onWatchEvent: (box, id, at) => {
+      const m = heard.get(id) ?? new Map<string, number>()
+      if (!m.has(box)) m.set(box, at)
+      heard.set(id, m)
+    },
+    onIntentSeen: (box, id, at) => {
+      const m = seen.get(id) ?? new Map<string, number>()
+      if (!m.has(box)) m.set(box, at)
+      seen.set(id, m)
+    },
+  })
+  const ops = new EtcdDeployStore(endpoints, { prefix })
+  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: endpoints.join(',') })
+  try {
+    const t0 = Date.now()
+    for (let i = 0; i < fleet.boxes.length; i += 50)
+      await Promise.all(fleet.boxes.slice(i, i + 50).map((b) => b.start()))
+    const startSeconds = (Date.now() - t0) / 1000
+    o.log(`fleet-sim: ${o.boxes} boxes up in ${startSeconds.toFixed(1)} s`)
+
+    // A fleet-wide record: to each box's watch seeing it, and to its stand-in pass ending.
+    const id = `${new Date().toISOString().replace(/[-:]/g, '')}-bench`
+    const recordAt = Date.now()
+    await ops.record({ id, mode: 'nested', force: false, recordedAt: new Date().toISOString(), by: 'bench' }, live())
+    await waitFor(() => fleet.moves.filter((m) => m.intent === id).length >= o.boxes, 120_000, 'every box converged')
+    const converged = fleet.moves.filter((m) => m.intent === id).map((m) => m.endedAt - recordAt)
+    const watch = [...(heard.get(id)?.values() ?? [])].map((at) => at - recordAt)
+    const read = [...(seen.get(id)?.values() ?? [])].map((at) => at - recordAt)
+    o.log(`fleet-sim: converged p99 ${pct(converged, 99)} ms`)
+
+    // `fleet status` over every summary (its own store, as the CLI opens one).
+    await waitFor(
+      async () => (await ops.listBoxes(live())).every((b) => b.intent === id && !b.leg.running),
+      60_000,
+      'summaries',
+    )
+    const statusMs: number[] = []
+    for (let i = 0; i < 5; i++) {
+      const s = Date.now()
+      const code = await fleetCommand(['status', '--json'], { config, store: ops, stdout: quiet(), stderr: quiet() })
+      statusMs.push(Date.now() - s)
+      if (code !== 0) throw new Error(`fleet status exited ${code}`)
+    }
+
+    // Lease keep-alives over 30 s of a quiet fleet (one TTL: each box renews at TTL/3).
+    const before = await leasesRenewed(members)
+    const windowMs = 30_000
+    await new Promise((r) => setTimeout(r, windowMs))
+    const keepAlivesPerSecond = ((await leasesRenewed(members)) - before) / (windowMs / 1000)
+
+    // A 4-wave rollout back to flat, recorded with the CLI and run by the boxes.
+    fleet.maxMoving = 0
+    const rolloutAt = Date.now()
+    const argv = ['rollout', 'revert', '--waves', '1,10%,50%,100%', '-m', 'bench']
+    if ((await fleetCommand(argv, { config, store: ops, stdout: quiet(), stderr: process.stderr })) !== 0)
+      throw new Error('the rollout was not recorded')
+    const port = ops.rollouts()
+    const done = await waitFor(
+      async () => {
+        const r = (await port.active(live())).current?.record
+        if (r !== undefined && r.state !== 'running' && r.state !== 'done')
+          throw new Error(`rollout ${r.state}: ${r.reason}`)
+        return r?.state === 'done' ? r : undefined
+      },
+      300_000,
+      'the rollout to be done',
+    )
+    const rolloutSeconds = (Date.now() - rolloutAt) / 1000
+    const broken = movesBroken(done, fleet.moves, fleet.maxMoving)
+    return {
+      mode: 'in-process boxes: the agent store client, watch, lease, summary, rollout follower and intent poller',
+      pass: `stand-in: ${o.passMs} ms per box (no files moved)`,
+      boxes: o.boxes,
+      etcd: { members: 3, version: '3.4 (Debian etcd-server)', endpoints: 'loopback http' },
+      startSeconds,
+      recordToConvergedMs: stats(converged),
+      watchLatencyMs: stats(watch),
+      recordToIntentReadMs: stats(read),
+      fleetStatusMs: { median: pct(statusMs, 50), max: pct(statusMs, 100), runs: statusMs.length },
+      rollout: {
+        waves: done.waves.map((w) => w.length),
+        maxParallel: done.maxParallel,
+        endToEndSeconds: rolloutSeconds,
+        brokenRules: broken,
+      },
+      leaseKeepAlivesPerSecond: Math.round(keepAlivesPerSecond * 10) / 10,
+      boxTtlSeconds: 30,
+      etcdRssMb: await Promise.all(members.map((m) => rssMb(m.pid))),
+      benchRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
+      errors: fleet.errors().slice(0, 10),
+      machine: { cpus: os.cpus().length, loadavg: os.loadavg(), shared: true },
+    }
+  } finally {
+    await fleet.stop().catch(() => undefined)
+    await ops.close()
+    await Promise.all(members.map((m) => m.kill()))
+  }
+}
+
+function live(): AbortSignal {
+  return AbortSignal.timeout(30_000)
+}
+
+async function waitFor<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  ms: number,
+  what: string,
+) {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await check()
+    if (v !== undefined && v !== false) return v
+    if (Date.now() > end) throw new Error(`bench: timed out after ${ms} ms waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+export async function mainSim(boxes: number, passMs: number, dir: string | undefined, keep: boolean): Promise<number> {
+  const root = dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-fleet-sim-')))
+  try {
+    const r = await runSimFleet({ root, boxes, passMs, log: (l) => process.stderr.write(`${l}\n`) })
+    process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
+    return 0
+  } finally {
+    if (!keep) await fs.rm(root, { recursive: true, force: true })
+  }
+}
