@@ -14,7 +14,7 @@ import { PassThrough } from 'node:stream'
 import { fleetCommand } from '../src/cli/commands/fleet.js'
 import { loadConfig } from '../src/config.js'
 import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
-import { EtcdServer } from '../test/helpers/etcd.js'
+import { ETCD_DEFAULT_TIMING, EtcdServer } from '../test/helpers/etcd.js'
 import { SimFleet, movesBroken } from '../test/helpers/sim-fleet.js'
 
 export interface SimFleetBenchOptions {
@@ -55,7 +55,7 @@ function quiet(): PassThrough {
 }
 
 export async function runSimFleet(o: SimFleetBenchOptions) {
-  const members = await EtcdServer.startCluster(o.root, 3)
+  const members = await EtcdServer.startCluster(o.root, 3, undefined, ETCD_DEFAULT_TIMING)
   const endpoints = members.map((m) => m.url)
   const prefix = '/carlos/layout/intents/'
   const seen = new Map<string, Map<string, number>>()
@@ -102,11 +102,12 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       'summaries',
     )
     const statusMs: number[] = []
+    let statusFailures = 0
     for (let i = 0; i < 5; i++) {
       const s = Date.now()
       const code = await fleetCommand(['status', '--json'], { config, store: ops, stdout: quiet(), stderr: quiet() })
       statusMs.push(Date.now() - s)
-      if (code !== 0) throw new Error(`fleet status exited ${code}`)
+      if (code !== 0) statusFailures++
     }
 
     // Lease keep-alives over 30 s of a quiet fleet (one TTL: each box renews at TTL/3).
@@ -126,7 +127,7 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       async () => {
         const r = (await port.active(live())).current?.record
         if (r !== undefined && r.state !== 'running' && r.state !== 'done')
-          throw new Error(`rollout ${r.state}: ${r.reason}`)
+          throw new RolloutStopped(`rollout ${r.state}: ${r.reason}`)
         return r?.state === 'done' ? r : undefined
       },
       300_000,
@@ -138,12 +139,18 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       mode: 'in-process boxes: the agent store client, watch, lease, summary, rollout follower and intent poller',
       pass: `stand-in: ${o.passMs} ms per box (no files moved)`,
       boxes: o.boxes,
-      etcd: { members: 3, version: '3.4 (Debian etcd-server)', endpoints: 'loopback http' },
+      etcd: {
+        members: 3,
+        version: '3.4 (Debian etcd-server)',
+        endpoints: 'loopback http',
+        heartbeatMs: ETCD_DEFAULT_TIMING.heartbeatMs,
+        electionMs: ETCD_DEFAULT_TIMING.electionMs,
+      },
       startSeconds,
       recordToConvergedMs: stats(converged),
       watchLatencyMs: stats(watch),
       recordToIntentReadMs: stats(read),
-      fleetStatusMs: { median: pct(statusMs, 50), max: pct(statusMs, 100), runs: statusMs.length },
+      fleetStatusMs: { median: pct(statusMs, 50), max: pct(statusMs, 100), runs: statusMs.length, statusFailures },
       rollout: {
         waves: done.waves.map((w) => w.length),
         maxParallel: done.maxParallel,
@@ -153,6 +160,8 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       leaseKeepAlivesPerSecond: Math.round(keepAlivesPerSecond * 10) / 10,
       boxTtlSeconds: 30,
       etcdRssMb: await Promise.all(members.map((m) => rssMb(m.pid))),
+      etcdLeaderChangesSeen: await leaderChanges(members),
+      benchReadsRefused,
       benchRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
       errors: fleet.errors().slice(0, 10),
       machine: { cpus: os.cpus().length, loadavg: os.loadavg(), shared: true },
@@ -164,9 +173,25 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
   }
 }
 
+/** etcd's own count of leader changes, summed over the members. */
+async function leaderChanges(members: readonly EtcdServer[]): Promise<number> {
+  let n = 0
+  for (const m of members) {
+    const text = await (await fetch(`${m.url}/metrics`)).text()
+    const line = text.split('\n').find((l) => l.startsWith('etcd_server_leader_changes_seen_total'))
+    n += Number(line?.split(' ')[1] ?? NaN)
+  }
+  return n
+}
+
 function live(): AbortSignal {
   return AbortSignal.timeout(30_000)
 }
+
+/** Reads of the bench's own that etcd refused (a leader lost under load): counted, and asked again. */
+let benchReadsRefused = 0
+
+class RolloutStopped extends Error {}
 
 async function waitFor<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
@@ -175,7 +200,14 @@ async function waitFor<T>(
 ) {
   const end = Date.now() + ms
   for (;;) {
-    const v = await check()
+    let v: T | undefined | false
+    try {
+      v = await check()
+    } catch (err) {
+      if (err instanceof RolloutStopped) throw err
+      benchReadsRefused++
+      v = undefined
+    }
     if (v !== undefined && v !== false) return v
     if (Date.now() > end) throw new Error(`bench: timed out after ${ms} ms waiting for ${what}`)
     await new Promise((r) => setTimeout(r, 50))

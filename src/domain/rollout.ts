@@ -285,6 +285,21 @@ export interface RolloutPort {
   watch(onChange: () => void, signal: AbortSignal): void
 }
 
+/**
+ * The records with the rollout's intent for every box that has started in
+ * it (box-addressed, so one list serves every box's selection): what the
+ * fleet's view judges each box against while a rollout runs.
+ */
+export function fleetRecords(
+  records: readonly IntentRecord[],
+  r: RolloutRecord | undefined,
+  progress: ReadonlyMap<string, BoxProgress>,
+): IntentRecord[] {
+  if (r === undefined || r.state === 'reverted') return [...records]
+  const extra = [...progress.keys()].map((box) => rolloutIntent(r, box))
+  return [...records, ...extra].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
 /** `2/4 waves, 12/40 boxes done; running`: the line of `rollout status`. */
 export function progressLine(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): string {
   const all = r.waves.flat()

@@ -5,7 +5,7 @@
 // when a record says. A part that could not be read says why, and the
 // others are still drawn. Pure: the same inputs draw the same markup.
 import { fleetView, summaryLine, type BoxSummary } from '../domain/box-summary.js'
-import { progressLine, type BoxProgress, type RolloutRecord } from '../domain/rollout.js'
+import { fleetRecords, progressLine, type BoxProgress, type RolloutRecord } from '../domain/rollout.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { html, type Html } from './console-html.js'
 import { relative } from './console-view.js'
@@ -96,9 +96,15 @@ function historyPart(records: IntentRecord[]): Html {
 
 export function fleetPart(input: FleetPageInput): Html {
   const { boxes, records, now } = input
+  // A box that started in the rollout is judged against the rollout's intent, as its agent reads it.
+  const played = input.rollout?.ok === true ? (input.rollout.value ?? undefined) : undefined
   const boxesHtml = !boxes.ok
     ? html`<section id="boxes"><h2>Boxes</h2>${failed('the box summaries', boxes.why)}</section>`
-    : boxesPart(boxes.value, records.ok ? records.value : [], now)
+    : boxesPart(
+        boxes.value,
+        fleetRecords(records.ok ? records.value : [], played?.record, played?.progress ?? new Map()),
+        now,
+      )
   const recordsWarning = records.ok ? '' : failed('the intent records', records.why)
   const history = records.ok
     ? historyPart(records.value)

@@ -4,6 +4,7 @@ import {
   advance,
   assignWaves,
   deadlinePassed,
+  fleetRecords,
   mayStart,
   parseWaves,
   predecessorOf,
@@ -174,7 +175,7 @@ void describe('withRolloutIntents', () => {
     const r = rollout()
     const on = withRolloutIntents([older], [r], 'a', () => true)
     assert.deepEqual(selectIntent(on, 'a'), { found: true, intent: { ...on[1], box: 'a' } })
-    assert.equal(selectIntent(on, 'a').found && selectIntent(on, 'a').found ? on[1]?.mode : '', 'nested')
+    assert.equal(on[1]?.mode, 'nested')
     const off = withRolloutIntents([older], [r], 'b', () => false)
     assert.deepEqual(selectIntent(off, 'b'), { found: true, intent: older })
   })
@@ -198,5 +199,17 @@ void describe('withRolloutIntents', () => {
       'a',
     )
     assert.equal(back.found ? back.intent.id : '', older.id)
+  })
+})
+
+void describe('fleetRecords', () => {
+  void it("judges each started box against the rollout's intent, and the others against the records", () => {
+    const older = { id: '20261203T090000.000Z-aaaa', mode: 'flat', force: false, recordedAt: '', by: '' }
+    const recs = fleetRecords([older], rollout(), new Map([['a', done()]]))
+    const a = selectIntent(recs, 'a')
+    const b = selectIntent(recs, 'b')
+    assert.equal(a.found ? `${a.intent.id}/${a.intent.mode}` : '', `${rollout().id}/nested`)
+    assert.equal(b.found ? b.intent.id : '', older.id)
+    assert.deepEqual(fleetRecords([older], rollout({ state: 'reverted' }), new Map([['a', done()]])), [older])
   })
 })
