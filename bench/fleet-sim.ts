@@ -83,13 +83,23 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
     for (let i = 0; i < fleet.boxes.length; i += 50)
       await Promise.all(fleet.boxes.slice(i, i + 50).map((b) => b.start()))
     const startSeconds = (Date.now() - t0) / 1000
-    o.log(`fleet-sim: ${o.boxes} boxes up in ${startSeconds.toFixed(1)} s`)
+    // Every box's watch is up (the poller reads again once it is): a record before that would time the watches' start.
+    await waitFor(() => fleet.boxes.every((b) => b.intentReads >= 2), 120_000, 'every watch up')
+    const watchesUpSeconds = (Date.now() - t0) / 1000
+    o.log(
+      `fleet-sim: ${o.boxes} boxes up in ${startSeconds.toFixed(1)} s, watching in ${watchesUpSeconds.toFixed(1)} s`,
+    )
 
     // A fleet-wide record: to each box's watch seeing it, and to its stand-in pass ending.
     const id = `${new Date().toISOString().replace(/[-:]/g, '')}-bench`
     const recordAt = Date.now()
     await ops.record({ id, mode: 'nested', force: false, recordedAt: new Date().toISOString(), by: 'bench' }, live())
+    const progress = setInterval(() => {
+      const n = fleet.moves.filter((m) => m.intent === id).length
+      o.log(`fleet-sim: ${n}/${o.boxes} converged, ${fleet.errors().length} errors (${fleet.errors()[0] ?? ''})`)
+    }, 10_000)
     await waitFor(() => fleet.moves.filter((m) => m.intent === id).length >= o.boxes, 120_000, 'every box converged')
+    clearInterval(progress)
     const converged = fleet.moves.filter((m) => m.intent === id).map((m) => m.endedAt - recordAt)
     const watch = [...(heard.get(id)?.values() ?? [])].map((at) => at - recordAt)
     const read = [...(seen.get(id)?.values() ?? [])].map((at) => at - recordAt)
@@ -143,10 +153,12 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
         members: 3,
         version: '3.4 (Debian etcd-server)',
         endpoints: 'loopback http',
+        dataDir: o.root,
         heartbeatMs: ETCD_DEFAULT_TIMING.heartbeatMs,
         electionMs: ETCD_DEFAULT_TIMING.electionMs,
       },
       startSeconds,
+      watchesUpSeconds,
       recordToConvergedMs: stats(converged),
       watchLatencyMs: stats(watch),
       recordToIntentReadMs: stats(read),
@@ -163,7 +175,7 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       etcdLeaderChangesSeen: await leaderChanges(members),
       benchReadsRefused,
       benchRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
-      errors: fleet.errors().slice(0, 10),
+      passErrors: { count: fleet.errors().length, first: fleet.errors().slice(0, 5) },
       machine: { cpus: os.cpus().length, loadavg: os.loadavg(), shared: true },
     }
   } finally {
@@ -215,7 +227,12 @@ async function waitFor<T>(
 }
 
 export async function mainSim(boxes: number, passMs: number, dir: string | undefined, keep: boolean): Promise<number> {
-  const root = dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-fleet-sim-')))
+  // etcd's data on tmpfs when there is one: on a shared machine another's fsyncs would otherwise time etcd's disk.
+  const tmp = await fs.stat('/dev/shm').then(
+    (s) => (s.isDirectory() ? '/dev/shm' : os.tmpdir()),
+    () => os.tmpdir(),
+  )
+  const root = dir ?? (await fs.mkdtemp(path.join(tmp, 'layoutd-fleet-sim-')))
   try {
     const r = await runSimFleet({ root, boxes, passMs, log: (l) => process.stderr.write(`${l}\n`) })
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)

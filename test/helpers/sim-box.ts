@@ -65,6 +65,10 @@ export class SimBox {
   #running = false
   #pending = false
   #poller: IntentPoller | undefined
+  /** Runs that failed in a row: the next retry's backoff. */
+  #failures = 0
+  /** Reads of the intent by the poller: the first at start, the next once the watch is up (it reads then). */
+  intentReads = 0
   /** The errors the stand-in pass met (a test expects none). */
   readonly errors: string[] = []
 
@@ -104,6 +108,7 @@ export class SimBox {
       signal: this.#life.signal,
       kickLeg: () => this.#kick(),
       onRead: (intent) => {
+        this.intentReads++
         if (intent !== null && intent.id !== this.#intent) this.#o.onIntentSeen?.(this.#o.box, intent.id, Date.now())
       },
     })
@@ -133,6 +138,12 @@ export class SimBox {
     await this.reads.publishBox?.(this.#summary(), AbortSignal.timeout(30_000))
   }
 
+  /** Publishes the summary, again a second later while a write fails (the agent's publisher tries at its next read). */
+  #publishSoon(): void {
+    if (this.#life.signal.aborted) return
+    void this.#publish().catch(() => setTimeout(() => this.#publishSoon(), 1_000).unref())
+  }
+
   #kick(): void {
     if (this.#life.signal.aborted) return
     if (this.#running) {
@@ -142,20 +153,26 @@ export class SimBox {
     this.#running = true
     void this.#run()
       .catch((err: unknown) => {
-        if (!this.#life.signal.aborted) this.errors.push(errorMessage(err))
+        if (this.#life.signal.aborted) return
+        this.errors.push(errorMessage(err))
+        // As the agent's leg does after a failed run: another one, backing off (1 s to 30 s, jittered).
+        this.#failures++
+        const cap = Math.min(30_000, 1_000 * 2 ** Math.min(this.#failures - 1, 5))
+        setTimeout(() => this.#kick(), cap / 2 + (Math.random() * cap) / 2).unref()
       })
       .finally(() => {
         this.#running = false
         if (this.#pending) {
           this.#pending = false
           this.#kick()
-        } else void this.#publish().catch(() => undefined)
+        } else this.#publishSoon()
       })
   }
 
   /** One run of the stand-in leg: read the intent as the leg does, move when the mode differs. */
   async #run(): Promise<void> {
     const read = await loadLayoutIntent(this.reads, this.#o.box, this.#life.signal)
+    this.#failures = 0
     if (!read.found) return
     const { id, mode } = read.intent
     if (mode !== 'flat' && mode !== 'nested') return
