@@ -8,7 +8,7 @@ import type { App } from './app.js'
 import type { Config } from './config.js'
 import { errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
-import type { openDeployStore } from './infra/deploy-store.js'
+import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
 import type { AppLogger } from './logger.js'
 
@@ -50,18 +50,20 @@ function refusesToListen(config: Config, logger: AppLogger): boolean {
 
 interface Openers {
   Registry: typeof Registry
-  openDeployStore: typeof openDeployStore
+  openAgentDeployStore: typeof openAgentDeployStore
 }
 
 /**
- * The registry, then the deploy store, under the lock: when either cannot
- * open, what did is closed and the lock released before the error goes up.
+ * The registry, then the deploy store, under the lock: when the registry
+ * cannot open, the lock is released before the error goes up. A deploy
+ * store that cannot open does not stop the start: it reads unreadable and
+ * is opened again (design §5.3).
  */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
     const registry = open.Registry.open(config.dataDir)
     try {
-      return { registry, store: await open.openDeployStore(config, logger) }
+      return { registry, store: await open.openAgentDeployStore(config, logger) }
     } catch (err) {
       registry.close()
       throw err
@@ -95,7 +97,7 @@ export async function serve(config: Config): Promise<number> {
     { edgeReloader },
     { composeAgent },
     { buildApp },
-    { openDeployStore },
+    { openAgentDeployStore },
     { Registry },
     { AgentLock },
     { createLogger },
@@ -128,7 +130,7 @@ export async function serve(config: Config): Promise<number> {
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
-  const { registry, store } = await openAdapters(config, logger, lock, { Registry, openDeployStore })
+  const { registry, store } = await openAdapters(config, logger, lock, { Registry, openAgentDeployStore })
   const agent = composeAgent({
     config,
     logger,

@@ -28,6 +28,8 @@ export const REASON_CODES = [
   'source_not_directory',
   /** A file under the source has a second name (a hard link). */
   'second_name',
+  /** The source's tree is deeper than a path can name (ENAMETOOLONG): a tenant made it. */
+  'path_too_long',
   /** The directory was swapped between preflight and the rename; it was moved back. */
   'source_swapped',
   /** A revert completed while the intent was unreadable: kept down rather than released flat (design §4). */
@@ -173,6 +175,7 @@ export const HOLD_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>([
   'symlink_source',
   'source_not_directory',
   'second_name',
+  'path_too_long',
   'source_swapped',
   'revert_unreadable',
   'legacy_hold',
