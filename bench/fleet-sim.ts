@@ -14,7 +14,7 @@ import { PassThrough } from 'node:stream'
 import { fleetCommand } from '../src/cli/commands/fleet.js'
 import { loadConfig } from '../src/config.js'
 import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
-import { ETCD_DEFAULT_TIMING, EtcdServer } from '../test/helpers/etcd.js'
+import { LOADED_MACHINE_TIMING, EtcdServer } from '../test/helpers/etcd.js'
 import { SimFleet, movesBroken } from '../test/helpers/sim-fleet.js'
 
 export interface SimFleetBenchOptions {
@@ -55,7 +55,7 @@ function quiet(): PassThrough {
 }
 
 export async function runSimFleet(o: SimFleetBenchOptions) {
-  const members = await EtcdServer.startCluster(o.root, 3, undefined, ETCD_DEFAULT_TIMING)
+  const members = await EtcdServer.startCluster(o.root, 3, undefined, LOADED_MACHINE_TIMING)
   const endpoints = members.map((m) => m.url)
   const prefix = '/carlos/layout/intents/'
   const seen = new Map<string, Map<string, number>>()
@@ -78,106 +78,36 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
   })
   const ops = new EtcdDeployStore(endpoints, { prefix })
   const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: endpoints.join(',') })
+  const out: Record<string, unknown> = {
+    mode: 'in-process boxes: the agent store client, watch, lease, summary, rollout follower and intent poller',
+    pass: `stand-in: ${o.passMs} ms per box (no files moved)`,
+    boxes: o.boxes,
+    etcd: {
+      members: 3,
+      version: '3.4 (Debian etcd-server)',
+      endpoints: 'loopback http',
+      dataDir: o.root,
+      heartbeatMs: LOADED_MACHINE_TIMING.heartbeatMs,
+      electionMs: LOADED_MACHINE_TIMING.electionMs,
+    },
+  }
   try {
-    const t0 = Date.now()
-    for (let i = 0; i < fleet.boxes.length; i += 50)
-      await Promise.all(fleet.boxes.slice(i, i + 50).map((b) => b.start()))
-    const startSeconds = (Date.now() - t0) / 1000
-    // Every box's watch is up (the poller reads again once it is): a record before that would time the watches' start.
-    await waitFor(() => fleet.boxes.every((b) => b.intentReads >= 2), 120_000, 'every watch up')
-    const watchesUpSeconds = (Date.now() - t0) / 1000
-    o.log(
-      `fleet-sim: ${o.boxes} boxes up in ${startSeconds.toFixed(1)} s, watching in ${watchesUpSeconds.toFixed(1)} s`,
-    )
-
-    // A fleet-wide record: to each box's watch seeing it, and to its stand-in pass ending.
-    const id = `${new Date().toISOString().replace(/[-:]/g, '')}-bench`
-    const recordAt = Date.now()
-    await ops.record({ id, mode: 'nested', force: false, recordedAt: new Date().toISOString(), by: 'bench' }, live())
-    const progress = setInterval(() => {
-      const n = fleet.moves.filter((m) => m.intent === id).length
-      o.log(`fleet-sim: ${n}/${o.boxes} converged, ${fleet.errors().length} errors (${fleet.errors()[0] ?? ''})`)
-    }, 10_000)
-    await waitFor(() => fleet.moves.filter((m) => m.intent === id).length >= o.boxes, 120_000, 'every box converged')
-    clearInterval(progress)
-    const converged = fleet.moves.filter((m) => m.intent === id).map((m) => m.endedAt - recordAt)
-    const watch = [...(heard.get(id)?.values() ?? [])].map((at) => at - recordAt)
-    const read = [...(seen.get(id)?.values() ?? [])].map((at) => at - recordAt)
-    o.log(`fleet-sim: converged p99 ${pct(converged, 99)} ms`)
-
-    // `fleet status` over every summary (its own store, as the CLI opens one).
-    await waitFor(
-      async () => (await ops.listBoxes(live())).every((b) => b.intent === id && !b.leg.running),
-      60_000,
-      'summaries',
-    )
-    const statusMs: number[] = []
-    let statusFailures = 0
-    for (let i = 0; i < 5; i++) {
-      const s = Date.now()
-      const code = await fleetCommand(['status', '--json'], { config, store: ops, stdout: quiet(), stderr: quiet() })
-      statusMs.push(Date.now() - s)
-      if (code !== 0) statusFailures++
-    }
-
-    // Lease keep-alives over 30 s of a quiet fleet (one TTL: each box renews at TTL/3).
-    const before = await leasesRenewed(members)
-    const windowMs = 30_000
-    await new Promise((r) => setTimeout(r, windowMs))
-    const keepAlivesPerSecond = ((await leasesRenewed(members)) - before) / (windowMs / 1000)
-
-    // A 4-wave rollout back to flat, recorded with the CLI and run by the boxes.
-    fleet.maxMoving = 0
-    const rolloutAt = Date.now()
-    const argv = ['rollout', 'revert', '--waves', '1,10%,50%,100%', '-m', 'bench']
-    if ((await fleetCommand(argv, { config, store: ops, stdout: quiet(), stderr: process.stderr })) !== 0)
-      throw new Error('the rollout was not recorded')
-    const port = ops.rollouts()
-    const done = await waitFor(
-      async () => {
-        const r = (await port.active(live())).current?.record
-        if (r !== undefined && r.state !== 'running' && r.state !== 'done')
-          throw new RolloutStopped(`rollout ${r.state}: ${r.reason}`)
-        return r?.state === 'done' ? r : undefined
-      },
-      300_000,
-      'the rollout to be done',
-    )
-    const rolloutSeconds = (Date.now() - rolloutAt) / 1000
-    const broken = movesBroken(done, fleet.moves, fleet.maxMoving)
-    return {
-      mode: 'in-process boxes: the agent store client, watch, lease, summary, rollout follower and intent poller',
-      pass: `stand-in: ${o.passMs} ms per box (no files moved)`,
-      boxes: o.boxes,
-      etcd: {
-        members: 3,
-        version: '3.4 (Debian etcd-server)',
-        endpoints: 'loopback http',
-        dataDir: o.root,
-        heartbeatMs: ETCD_DEFAULT_TIMING.heartbeatMs,
-        electionMs: ETCD_DEFAULT_TIMING.electionMs,
-      },
-      startSeconds,
-      watchesUpSeconds,
-      recordToConvergedMs: stats(converged),
-      watchLatencyMs: stats(watch),
-      recordToIntentReadMs: stats(read),
-      fleetStatusMs: { median: pct(statusMs, 50), max: pct(statusMs, 100), runs: statusMs.length, statusFailures },
-      rollout: {
-        waves: done.waves.map((w) => w.length),
-        maxParallel: done.maxParallel,
-        endToEndSeconds: rolloutSeconds,
-        brokenRules: broken,
-      },
-      leaseKeepAlivesPerSecond: Math.round(keepAlivesPerSecond * 10) / 10,
-      boxTtlSeconds: 30,
-      etcdRssMb: await Promise.all(members.map((m) => rssMb(m.pid))),
-      etcdLeaderChangesSeen: await leaderChanges(members),
-      benchReadsRefused,
-      benchRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
-      passErrors: { count: fleet.errors().length, first: fleet.errors().slice(0, 5) },
-      machine: { cpus: os.cpus().length, loadavg: os.loadavg(), shared: true },
-    }
+    await phases(out, fleet, members, ops, config, o, heard, seen)
+  } catch (err) {
+    // A phase that did not complete is said, with what was measured before it.
+    out.incomplete = err instanceof Error ? err.message : String(err)
+    out.boxesConvergedSoFar = fleet.moves.length
+  }
+  try {
+    out.leaseKeepAliveNote = 'etcd_debugging_lease_renewed_total over a quiet 30 s window, summed over the members'
+    out.boxTtlSeconds = 30
+    out.etcdRssMb = await Promise.all(members.map((m) => rssMb(m.pid)))
+    out.etcdLeaderChangesSeen = await leaderChanges(members).catch(() => NaN)
+    out.benchReadsRefused = benchReadsRefused
+    out.benchRssMb = Math.round(process.memoryUsage().rss / 1024 / 1024)
+    out.passErrors = { count: fleet.errors().length, first: fleet.errors().slice(0, 3) }
+    out.machine = { cpus: os.cpus().length, loadavg: os.loadavg(), shared: 'with six other engineers running tests' }
+    return out
   } finally {
     await fleet.stop().catch(() => undefined)
     await ops.close()
@@ -198,6 +128,91 @@ async function leaderChanges(members: readonly EtcdServer[]): Promise<number> {
 
 function live(): AbortSignal {
   return AbortSignal.timeout(30_000)
+}
+
+async function phases(
+  out: Record<string, unknown>,
+  fleet: SimFleet,
+  members: readonly EtcdServer[],
+  ops: EtcdDeployStore,
+  config: ReturnType<typeof loadConfig>,
+  o: SimFleetBenchOptions,
+  heard: Map<string, Map<string, number>>,
+  seen: Map<string, Map<string, number>>,
+): Promise<void> {
+  const t0 = Date.now()
+  for (let i = 0; i < fleet.boxes.length; i += 50) await Promise.all(fleet.boxes.slice(i, i + 50).map((b) => b.start()))
+  out.startSeconds = (Date.now() - t0) / 1000
+  // Every box's watch is up (the poller reads again once it is): a record before that would time the watches' start.
+  await waitFor(() => fleet.boxes.every((b) => b.intentReads >= 2), 120_000, 'every watch up')
+  out.watchesUpSeconds = (Date.now() - t0) / 1000
+  o.log(`fleet-sim: ${o.boxes} boxes watching in ${String(out.watchesUpSeconds)} s`)
+
+  // A fleet-wide record: to each box's watch seeing it, and to its stand-in pass ending.
+  const id = `${new Date().toISOString().replace(/[-:]/g, '')}-bench`
+  const recordAt = Date.now()
+  await ops.record({ id, mode: 'nested', force: false, recordedAt: new Date().toISOString(), by: 'bench' }, live())
+  const mine = () => fleet.moves.filter((m) => m.intent === id)
+  const progress = setInterval(() => {
+    o.log(`fleet-sim: ${mine().length}/${o.boxes} converged, ${fleet.errors().length} errors`)
+  }, 10_000)
+  const figures = () => {
+    out.recordToConvergedMs = stats(mine().map((m) => m.endedAt - recordAt))
+    out.watchLatencyMs = stats([...(heard.get(id)?.values() ?? [])].map((at) => at - recordAt))
+    out.recordToIntentReadMs = stats([...(seen.get(id)?.values() ?? [])].map((at) => at - recordAt))
+  }
+  try {
+    await waitFor(() => mine().length >= o.boxes, 120_000, 'every box converged')
+  } finally {
+    clearInterval(progress)
+    figures()
+  }
+
+  // `fleet status` over every summary (its own store, as the CLI opens one).
+  await waitFor(
+    async () => (await ops.listBoxes(live())).every((b) => b.intent === id && !b.leg.running),
+    60_000,
+    'every summary to say so',
+  )
+  const statusMs: number[] = []
+  let statusFailures = 0
+  for (let i = 0; i < 5; i++) {
+    const s = Date.now()
+    const code = await fleetCommand(['status', '--json'], { config, store: ops, stdout: quiet(), stderr: quiet() })
+    statusMs.push(Date.now() - s)
+    if (code !== 0) statusFailures++
+  }
+  out.fleetStatusMs = { median: pct(statusMs, 50), max: pct(statusMs, 100), runs: statusMs.length, statusFailures }
+
+  // Lease keep-alives over 30 s of a quiet fleet (each box renews at TTL/3).
+  const before = await leasesRenewed(members)
+  const windowMs = 30_000
+  await new Promise((r) => setTimeout(r, windowMs))
+  out.leaseKeepAlivesPerSecond = Math.round((((await leasesRenewed(members)) - before) / (windowMs / 1000)) * 10) / 10
+
+  // A 4-wave rollout back to flat, recorded with the CLI and run by the boxes.
+  fleet.maxMoving = 0
+  const rolloutAt = Date.now()
+  const argv = ['rollout', 'revert', '--waves', '1,10%,50%,100%', '-m', 'bench']
+  if ((await fleetCommand(argv, { config, store: ops, stdout: quiet(), stderr: process.stderr })) !== 0)
+    throw new Error('the rollout was not recorded')
+  const port = ops.rollouts()
+  const done = await waitFor(
+    async () => {
+      const r = (await port.active(live())).current?.record
+      if (r !== undefined && r.state !== 'running' && r.state !== 'done')
+        throw new RolloutStopped(`rollout ${r.state}: ${r.reason}`)
+      return r?.state === 'done' ? r : undefined
+    },
+    300_000,
+    'the rollout to be done',
+  )
+  out.rollout = {
+    waves: done.waves.map((w) => w.length),
+    maxParallel: done.maxParallel,
+    endToEndSeconds: (Date.now() - rolloutAt) / 1000,
+    brokenRules: movesBroken(done, fleet.moves, fleet.maxMoving),
+  }
 }
 
 /** Reads of the bench's own that etcd refused (a leader lost under load): counted, and asked again. */
