@@ -55,6 +55,8 @@ export class RolloutFollower {
   readonly #listeners = new Set<() => void>()
   #summary: BoxSummary | undefined
   #stepping = false
+  /** The last look failed: the next failure is not logged again. */
+  #failing = false
   #again = false
   #lastEvaluate = 0
   #timer: (() => void) | undefined
@@ -141,12 +143,15 @@ export class RolloutFollower {
     }
     this.#stepping = true
     void this.#step()
+      .then(() => {
+        if (this.#failing) this.#o.logger.info({ box: this.#o.box }, 'rollout: the rollouts can be read again')
+        this.#failing = false
+      })
       .catch((err: unknown) => {
-        if (!this.#o.signal.aborted)
-          this.#o.logger.warn(
-            { err, box: this.#o.box },
-            `rollout: could not look at the rollouts: ${errorMessage(err)}`,
-          )
+        // Logged once per spell of failures: a look comes every second while the box has a part.
+        if (this.#o.signal.aborted || this.#failing) return
+        this.#failing = true
+        this.#o.logger.warn({ err, box: this.#o.box }, `rollout: could not look at the rollouts: ${errorMessage(err)}`)
       })
       .finally(() => {
         this.#stepping = false
