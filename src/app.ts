@@ -284,7 +284,9 @@ function answerErrors(app: App): void {
         .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
-    if (status >= 500) {
+    // A 503 of the catalogue (not ready, a registry fault, a lock) is an
+    // answer written for the client, said where it arose: no stack per request.
+    if (status >= 500 && !(status === 503 && err instanceof AppError)) {
       // The client learns only the code; the log keeps what happened and to which request.
       request.log.error(
         { err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status },

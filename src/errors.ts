@@ -159,6 +159,39 @@ export const errors = {
             `set CARLOS_ACTIVATOR_URL there, or record without --force`,
     ),
 
+  /**
+   * The registry file the agent opened can no longer be served from (design
+   * §2.2): removed, replaced, corrupt, or on a full disk; code is the fault's.
+   */
+  registryFault: (code: string, file: string, detail: string, todo: string) =>
+    new AppError(code, 503, `the registry ${file} cannot be served from: ${detail}; ${todo}`),
+  /** Another process holds the registry's write lock: the claim was not recorded; ask again (Retry-After). */
+  registryBusy: (file: string) =>
+    new AppError(
+      'registry_busy',
+      503,
+      `the registry ${file} is write-locked by another process; nothing was recorded: ask again shortly`,
+    ),
+  /** The registry cannot be opened (at start, or by a command): the file and why. */
+  registryUnopenable: (file: string, cause: unknown) =>
+    new AppError(
+      'registry_unopenable',
+      500,
+      `cannot open the registry ${file}: ${errorMessage(cause)}; ` +
+        `check that it is a SQLite file that this user can read and write, in a directory it can write`,
+      { cause },
+    ),
+  /** A command would create a registry the running agent never reads: the one it opened is gone. */
+  registryGone: (file: string) =>
+    new AppError(
+      'registry_gone',
+      409,
+      `refused: ${file} is gone while the agent serving this data root runs; ` +
+        `a new one here would be a database that agent never reads. ` +
+        `Put the file back (from a backup) and restart the agent, or stop the agent first ` +
+        `(\`layoutd serve\` creates an empty registry at start)`,
+    ),
+
   // The layout: intent, readiness, the leg (design §5, §6).
   rolloutNeedsEtcd: (store: string) =>
     new AppError(

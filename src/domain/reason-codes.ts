@@ -14,6 +14,8 @@ export const REASON_CODES = [
   'fenced_for_move',
   /** The agent has not listed `D/layout` yet (starting or recovering): every movable row reads fenced. */
   'agent_starting',
+  /** An armed box's start-up recovery is under way: the row is judged by what `D/layout` holds until it is done. */
+  'recovery_pending',
   /** No activator on this box (`CARLOS_ACTIVATOR=none`), and a journal names the host. */
   'unmanaged_journal',
   /** No activator on this box, and a hold marker names the host. */
@@ -128,6 +130,18 @@ export const REASON_CODES = [
   'hold_dropped',
   /** An operator removed a kept journal: the host wakes as its row says. */
   'journal_removed',
+
+  // ---- the registry underneath (design §2.2): /ready 503, claims refused 503 --
+  /** The registry file was removed while the agent runs. */
+  'registry_removed',
+  /** Another file (another inode or device) was put at the registry's path while the agent runs. */
+  'registry_replaced',
+  /** The registry is not a SQLite database, or is corrupt (its header, quick_check, or a read that failed). */
+  'registry_corrupt',
+  /** The registry's disk is full: a claim could not be written. */
+  'registry_full',
+  /** Another process holds the registry's write lock: the claim was not recorded (503 with Retry-After). */
+  'registry_busy',
 
   // ---- a wake refused (design §6) --------------------------------------
   /** The agent is not ready to judge a wake (starting, recovering or stopping). */
