@@ -1,4 +1,4 @@
-// bench:fleet at fleet scale (design §7.3, §7.4): N boxes in this one
+// bench:fleet at fleet scale (design §7.3, §7.6): N boxes in this one
 // process against a real 3-member etcd cluster on loopback, each box the
 // agent's real etcd store client (its own connections, watch, lease and
 // summary), rollout follower and intent poller (test/helpers/sim-box.ts);

@@ -1,4 +1,4 @@
-// The staged rollout's gauges (design §9, §7.4): the state of the rollout
+// The staged rollout's gauges (design §9, §7.6): the state of the rollout
 // in play as this agent last read it, and its open wave, on the agent's
 // registry. Only an agent whose store keeps rollouts (etcd) has them. A
 // paused rollout (a failed wave, a passed deadline) is what to alert on.

@@ -55,7 +55,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // not whole stops the start before a row of it is trusted (design §2.2).
   registry.logFaultsTo(logger)
   registry.verify()
-  // A store that keeps staged rollouts is read with them (design §7.4).
+  // A store that keeps staged rollouts is read with them (design §7.6).
   const rolloutMetrics = adapters.store.rollouts === undefined ? undefined : new RolloutMetrics(metrics.registry)
   const store = RolloutAwareStore.around(adapters.store, {
     box: config.box,

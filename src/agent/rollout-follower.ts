@@ -1,4 +1,4 @@
-// This box's part in the staged rollouts (design §7.4): it reads the
+// This box's part in the staged rollouts (design §7.6): it reads the
 // rollout records (on their watch and every tick), starts the box when its
 // wave is open and its lane is free (a compare-and-swap on the record's
 // revision, so a pause or another wave that lands first wins), writes the

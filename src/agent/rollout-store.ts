@@ -1,5 +1,5 @@
 // The deploy store as this box's agent reads it while rollouts are kept
-// (design §7.4): the records, with the intent of each rollout this box has
+// (design §7.6): the records, with the intent of each rollout this box has
 // started in merged in (withRolloutIntents), so the poller, the leg and
 // start-up pick the box's intent as they always did; the rollouts' watch
 // and a start of this box make the next read come at once; each summary
@@ -35,7 +35,7 @@ export class RolloutAwareStore implements DeployStore {
 
   /**
    * The records and, for each rollout this box has started in, its intent for this box; newest last.
-   * The rollouts are those the follower read last while their watch has said nothing new (design §7.4).
+   * The rollouts are those the follower read last while their watch has said nothing new (design §7.6).
    */
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     const [records, { rollouts, started }] = await Promise.all([this.#inner.list(signal), this.#follower.read(signal)])

@@ -91,7 +91,7 @@ export interface DeployStore {
   listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
   /** Removes the records of these ids (intent prune); an id already gone is no failure. */
   remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
-  /** The staged rollouts (design §7.4): etcd keeps them; the directory store, serving one box, does not. */
+  /** The staged rollouts (design §7.6): etcd keeps them; the directory store, serving one box, does not. */
   rollouts?(): RolloutPort
 }
 

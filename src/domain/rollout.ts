@@ -1,4 +1,4 @@
-// The rules of a staged rollout (design §7.4): the waves an operator asks
+// The rules of a staged rollout (design §7.6): the waves an operator asks
 // for (`1,10%,50%,100%`), which box is in which wave (fixed when the
 // rollout is recorded, by a stable hash of the rollout's id and the label),
 // when a box of the open wave may start (never more than maxParallel

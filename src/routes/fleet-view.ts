@@ -1,4 +1,4 @@
-// What the fleet page shows (design §6.3, §7.4), drawn from what the deploy
+// What the fleet page shows (design §6.3, §7.6), drawn from what the deploy
 // store holds: every live box with its state against the intent
 // addressing it, the rollout in play with its waves and their progress,
 // and the intent records newest first, with who recorded each and why

@@ -1,5 +1,5 @@
 // `layoutd fleet rollout migrate|revert|status|pause|resume|abort` (design
-// §7.4, §8): records a staged rollout in the etcd deploy store, shows it,
+// §7.6, §8): records a staged rollout in the etcd deploy store, shows it,
 // and pauses, resumes or aborts it. The command only records: the agents
 // open the waves themselves, so nothing of the operator's has to keep
 // running. `revert --now` skips the waves: one fleet-wide intent, and the

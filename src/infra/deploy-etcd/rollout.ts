@@ -1,4 +1,4 @@
-// The staged rollouts in etcd (design §7.4): the record of each rollout at
+// The staged rollouts in etcd (design §7.6): the record of each rollout at
 // <root>rollouts/record/<id>, the pointer to the one in play at
 // <root>rollouts/active, and each box's progress, written by the box
 // itself: rollouts/started/<id>/<wave>/<box> once (the box moves on the

@@ -126,7 +126,7 @@ export class EtcdDeployStore implements DeployStore {
     return this.#boxes.publish(summary, signal)
   }
 
-  /** The staged rollouts, on the same gateway (design §7.4). */
+  /** The staged rollouts, on the same gateway (design §7.6). */
   rollouts(): EtcdRollouts {
     return this.#rollouts
   }
