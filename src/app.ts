@@ -13,6 +13,7 @@ import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import type { DeployStore } from './domain/ports.js'
 import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
 import { BodyBudget, DEFAULT_BODY_BUDGET, hasBody } from './body-budget.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
@@ -22,6 +23,7 @@ import { lazyCompilers } from './lazy-compilers.js'
 import { agentIdentityRoutes, type AgentIdentity } from './routes/agent-identity.js'
 import { authHook } from './routes/auth.js'
 import { consoleRoutes } from './routes/console.js'
+import { fleetPageRoutes } from './routes/fleet-page.js'
 import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
 import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
@@ -45,6 +47,8 @@ export interface AppDeps {
   bodyLimit?: number
   /** Server timeouts in ms; the defaults suit production, tests shorten them. */
   timeouts?: Partial<Timeouts>
+  /** The deploy store, for the fleet page (`GET /fleet`); absent, that page answers 404. */
+  store?: DeployStore
   /** What the request bodies still arriving may hold in all, in bytes; default 16 MiB. */
   bodyBudget?: number
 }
@@ -267,6 +271,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
   await app.register(consoleRoutes, { api: deps.api })
+  await app.register(fleetPageRoutes, { store: deps.store })
   await app.register(openApiRoutes, { document: () => app.swagger() })
 
   return app

@@ -193,6 +193,14 @@ export const errors = {
     ),
 
   // The layout: intent, readiness, the leg (design §5, §6).
+  rolloutNeedsEtcd: (store: string) =>
+    new AppError(
+      'rollout_needs_etcd',
+      409,
+      `${store} serves one box and keeps no rollouts: a staged rollout needs the etcd deploy store ` +
+        '(set CARLOS_ETCD_ENDPOINTS); on one box, record the intent with `layoutd intent migrate|revert`',
+    ),
+  rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
   /**
    * A deploy store that no longer holds what this process read from it
    * (design §7): its directory gone, its records gone, or another etcd in

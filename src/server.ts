@@ -251,7 +251,7 @@ export async function serve(config: Config): Promise<number> {
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
   // The agent says which data root it holds (GET /agent), as D/agent.json does, so a CLI refuses another root's agent.
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity })
+  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity, store })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()

@@ -5,6 +5,7 @@ import type { BoxSummary } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { ReasonCode, Why } from './reason-codes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
+import type { RolloutPort } from './rollout.js'
 
 /** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
 export interface Logger {
@@ -107,6 +108,8 @@ export interface DeployStore {
    * stays held until close. Absent: the store serves one box (its data root's lock is the rule).
    */
   claimLabel?(holder: LabelHolder, signal: AbortSignal): Promise<void>
+  /** The staged rollouts (design §7.6): etcd keeps them; the directory store, serving one box, does not. */
+  rollouts?(): RolloutPort
 }
 
 /** A record the store holds but cannot read. */

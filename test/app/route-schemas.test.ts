@@ -10,6 +10,7 @@ import { build, FakeAgent } from '../helpers/fake-agent.js'
 import { Metrics } from '../../src/metrics.js'
 import { agentIdentityRoutes } from '../../src/routes/agent-identity.js'
 import { consoleRoutes } from '../../src/routes/console.js'
+import { fleetPageRoutes } from '../../src/routes/fleet-page.js'
 import { healthRoutes } from '../../src/routes/health.js'
 import { layoutRoutes } from '../../src/routes/layout.js'
 import { metricsRoutes } from '../../src/routes/metrics.js'
@@ -52,6 +53,7 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
   await app.register(wakesRoutes, { api })
   await app.register(metricsRoutes, { metrics: new Metrics() })
   await app.register(consoleRoutes, { api })
+  await app.register(fleetPageRoutes, { store: undefined })
   await app.register(openApiRoutes, { document: () => ({}) })
   await app.ready()
 

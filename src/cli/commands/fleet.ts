@@ -21,9 +21,14 @@ import {
   type Signature,
 } from '../command.js'
 import { formatTable } from '../table.js'
+import { rolloutCommand } from './rollout.js'
 
 export const usage = `usage:
   layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
+                        [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
+  layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
+  layoutd fleet rollout pause|resume|abort [-m MSG]
 `
 
 const STATUS_USAGE = `usage:
@@ -57,7 +62,10 @@ const statusCommand: Command<typeof STATUS_OPTIONS, FleetIo> = {
   run: (args: ParsedArgs<typeof STATUS_OPTIONS>, io: FleetIo) => fleetStatus(io, args.values),
 }
 
-const SUBCOMMANDS: Record<string, Command<OptionsConfig, FleetIo>> = { status: statusCommand }
+const SUBCOMMANDS: Record<string, Command<OptionsConfig, FleetIo>> = {
+  status: statusCommand,
+  rollout: rolloutCommand,
+}
 
 export const group: CommandGroup<FleetIo> = {
   usage,

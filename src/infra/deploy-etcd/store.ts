@@ -23,6 +23,7 @@ import { MAX_RECORD_BYTES } from '../deploy-dir.js'
 import { schemaErrors } from '../schema-errors.js'
 import type { BoxSummary } from '../../domain/box-summary.js'
 import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
+import { EtcdRollouts, rolloutPrefixFor } from './rollout.js'
 import type { EtcdCredentials } from './credentials.js'
 import { b64, EtcdGateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS, type WatchEvent } from './watch.js'
@@ -80,6 +81,7 @@ export class EtcdDeployStore implements DeployStore {
   readonly #gateway: EtcdGateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
+  readonly #rollouts: EtcdRollouts
   /** What this process's reads have found: a store seen is held to it (list). */
   readonly #seen: { records: boolean; cluster: string | undefined; revision: bigint; replaced: string } = {
     records: false,
@@ -109,6 +111,14 @@ export class EtcdDeployStore implements DeployStore {
       clock,
       logger: opts.logger,
     })
+    this.#rollouts = new EtcdRollouts({
+      gateway: this.#gateway,
+      prefix: rolloutPrefixFor(this.prefix),
+      intentPrefix: this.prefix,
+      boxPrefix: boxPrefixFor(this.prefix),
+      logger: opts.logger,
+      clock,
+    })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,
       prefix: this.prefix,
@@ -134,6 +144,11 @@ export class EtcdDeployStore implements DeployStore {
 
   publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     return this.#boxes.publish(summary, signal)
+  }
+
+  /** The staged rollouts, on the same gateway (design §7.6). */
+  rollouts(): EtcdRollouts {
+    return this.#rollouts
   }
 
   listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
