@@ -38,6 +38,11 @@ command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(c
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_debs+=(openssl) # the etcd TLS test makes its certificates (test/helpers/etcd-tls.ts)
 command -v systemd-analyze >/dev/null 2>&1 || need_debs+=(systemd)
+# systemd-socket-activate holds the socket across restarts (test/e2e/restart.test.ts); it comes with systemd.
+command -v systemd-socket-activate >/dev/null 2>&1 || need_debs+=(systemd)
+# The gate behind stock proxies, run for real with contrib/proxy/ (test/contrib/proxies.test.ts).
+command -v nginx >/dev/null 2>&1 || need_debs+=(nginx)
+command -v caddy >/dev/null 2>&1 || need_debs+=(caddy)
 # The power-loss audit records the real agent under strace (test/crash/power-audit*.test.ts); STRACE_BIN names another binary.
 command -v "${STRACE_BIN:-/usr/bin/strace}" >/dev/null 2>&1 || need_debs+=(strace)
 if [ ${#need_debs[@]} -gt 0 ]; then

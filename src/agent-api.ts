@@ -2,8 +2,9 @@
 // it, so a test can build the app around a real Agent on a temp data dir.
 import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
+import type { GateState } from './domain/gate-state.js'
 import type { Mode } from './domain/modes.js'
-import type { LayoutReport, LegRun, LegState } from './domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { ReasonCode } from './domain/reason-codes.js'
 
 const ReadyCheck = Type.Object(
@@ -125,6 +126,14 @@ export type WakeRefusal = Static<typeof WakeRefusal>
 /** A claim's answer: granted with the paths, or refused with the reason. */
 export type WakeAnswer = { granted: true; grant: WakeGrant } | { granted: false; refusal: WakeRefusal }
 
+/** A wake's answer as the gate says it to a proxy (design §6.4): the answer, its state, and Retry-After. */
+export interface GateAnswer {
+  answer: WakeAnswer
+  state: GateState
+  /** Seconds a not-yet answer tells its client to wait (design §6.4); null for ready and never. */
+  retryAfter: number | null
+}
+
 /**
  * The most hosts one awake set may name: far above any box's instances, and a bound on the work one request
  * asks for.
@@ -215,6 +224,8 @@ export interface AgentApi {
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */
   converge(timeoutMs: number): Promise<LegRun | null>
   legState(): LegState
+  /** The record the last read of the intent found (who recorded it, why), or null; absent: not told. */
+  intentRecord?(): IntentRecord | null
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
   /**
@@ -227,6 +238,17 @@ export interface AgentApi {
   claimWake(host: string): Promise<WakeAnswer>
   /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
   readyFor(host: string): WakeAnswer
+  /** What a claim would get now, as the gate says it: its state and Retry-After. Throws `invalid_host`. */
+  gate(host: string): GateAnswer
+  /** A claim's answer, as the gate says it (the state and Retry-After of a refusal). */
+  gateOf(answer: WakeAnswer): GateAnswer
+  /**
+   * The gate's answer once host is ready or never, or when ms pass or signal aborts (the client left),
+   * whatever it is then (`GET /ready/:host?wait=`). Throws `too_many_waiters` beyond the bounds, `invalid_host`.
+   */
+  waitGate(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer>
+  /** Seconds a `503` of `GET /ready` tells its client to wait. */
+  readyRetryAfter(): number
   /** The host is asleep (`DELETE /wakes/:host`); a no-op for a host with no claim. Throws `invalid_host`. */
   releaseWake(host: string): void
   /**

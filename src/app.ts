@@ -13,6 +13,7 @@ import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import type { DeployStore } from './domain/ports.js'
 import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
 import { BodyBudget, DEFAULT_BODY_BUDGET, hasBody } from './body-budget.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
@@ -22,11 +23,13 @@ import { lazyCompilers } from './lazy-compilers.js'
 import { agentIdentityRoutes, type AgentIdentity } from './routes/agent-identity.js'
 import { authHook } from './routes/auth.js'
 import { consoleRoutes } from './routes/console.js'
+import { fleetPageRoutes } from './routes/fleet-page.js'
 import { envelope, type ErrorEnvelope } from './routes/error-envelope.js'
 import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
 import { metricsRoutes } from './routes/metrics.js'
 import { openApiOptions, openApiRoutes } from './routes/openapi.js'
+import { gateRoutes } from './routes/gate.js'
 import { readyRoutes } from './routes/ready.js'
 import { wakesRoutes } from './routes/wakes.js'
 
@@ -44,6 +47,8 @@ export interface AppDeps {
   bodyLimit?: number
   /** Server timeouts in ms; the defaults suit production, tests shorten them. */
   timeouts?: Partial<Timeouts>
+  /** The deploy store, for the fleet page (`GET /fleet`); absent, that page answers 404. */
+  store?: DeployStore
   /** What the request bodies still arriving may hold in all, in bytes; default 16 MiB. */
   bodyBudget?: number
 }
@@ -164,7 +169,7 @@ function pathOf(url: string): string {
  * What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not
  * on that request.
  */
-const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host'])
+const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host', '/gate', '/gate/:host'])
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -174,7 +179,11 @@ declare module 'fastify' {
 }
 
 /** The routes whose answer is sent in the tick their request is read: nothing to abort. */
-const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez'])
+/**
+ * `/ready/:host` stays here though `?wait=` holds its answer: the hot path pays for no abort hook, and its
+ * route releases a wait whose client left by the response's own close.
+ */
+const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez', '/gate', '/gate/:host'])
 
 const STARTED = Symbol('started')
 const COUNTED = Symbol('counted')
@@ -205,6 +214,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
+    // While the app closes, what still arrives is answered as the agent
+    // stands (it is still whole until its own stop), never a bare 503
+    // without Retry-After (server.ts drains the connections open then).
+    return503OnClosing: false,
     // Node enforces requestTimeout only when it checks its connections,
     // every 30 s by default, and Fastify sets it after making the server,
     // where Node's headersTimeout has kept its 60 s: a body trickled in was
@@ -243,7 +256,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.decorate('warmHotRoutes', () => compilers.warm(HOT_ROUTES))
 
-  answerErrors(app)
+  answerErrors(app, deps.api)
 
   hookRequests(app, deps)
 
@@ -253,10 +266,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(healthRoutes)
   await app.register(agentIdentityRoutes, { identity: deps.identity, token: deps.token })
   await app.register(readyRoutes, { api: deps.api })
+  await app.register(gateRoutes, { api: deps.api })
   await app.register(layoutRoutes, { api: deps.api })
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
   await app.register(consoleRoutes, { api: deps.api })
+  await app.register(fleetPageRoutes, { store: deps.store })
   await app.register(openApiRoutes, { document: () => app.swagger() })
 
   return app
@@ -266,7 +281,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
  * The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an
  * unknown URL.
  */
-function answerErrors(app: App): void {
+function answerErrors(app: App, api: AgentApi): void {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {
       // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
@@ -279,6 +294,9 @@ function answerErrors(app: App): void {
         .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
+    // Every 503 is a not yet (design §6.4): it says when to ask again.
+    if (status === 503 && !reply.hasHeader('retry-after'))
+      void reply.header('retry-after', String(api.readyRetryAfter()))
     // A 503 of the catalogue (not ready, a registry fault, a lock) is an
     // answer written for the client, said where it arose: no stack per request.
     if (status >= 500 && !(status === 503 && err instanceof AppError)) {

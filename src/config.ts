@@ -320,7 +320,8 @@ export const ENVIRONMENT = {
   etcdBoxTtlMs: variable(
     'CARLOS_ETCD_BOX_TTL',
     '30s',
-    "The lease of this box's summary in etcd: a box that dies leaves the fleet's view after it.",
+    "The lease of this box's summary and label in etcd: a box that dies leaves the fleet's view after it, " +
+      'and its label is free.',
     parseDuration,
   ),
   logLevel: variable('CARLOS_LOG_LEVEL', 'info', 'pino log level.', LOG_LEVELS),

@@ -193,6 +193,14 @@ export const errors = {
     ),
 
   // The layout: intent, readiness, the leg (design §5, §6).
+  rolloutNeedsEtcd: (store: string) =>
+    new AppError(
+      'rollout_needs_etcd',
+      409,
+      `${store} serves one box and keeps no rollouts: a staged rollout needs the etcd deploy store ` +
+        '(set CARLOS_ETCD_ENDPOINTS); on one box, record the intent with `layoutd intent migrate|revert`',
+    ),
+  rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
   /**
    * A deploy store that no longer holds what this process read from it
    * (design §7): its directory gone, its records gone, or another etcd in
@@ -219,6 +227,13 @@ export const errors = {
     ),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
+  /** `GET /ready/:host?wait=`: the waits for one host, or for all, are at their bound (design §6.4). */
+  tooManyWaiters: (host: string, bound: string) =>
+    new AppError(
+      'too_many_waiters',
+      503,
+      `too many waits are open ${bound}; ${host} was not waited for: ask again after Retry-After, or without wait`,
+    ),
   convergeTimeout: (seconds: number) =>
     new AppError(
       'converge_timeout',
@@ -236,6 +251,27 @@ export const errors = {
       409,
       `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; ` +
         `stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
+    ),
+  /** A second agent with a box label another live agent holds in etcd (design §7.5); `holder` names that agent. */
+  labelTaken: (box: string, holder: string) =>
+    new AppError(
+      'label_taken',
+      409,
+      `box label ${box} is held by another agent (${holder}); one agent per label: ` +
+        `check CARLOS_BOX (a copied env file?), or stop that agent first`,
+    ),
+  /** `intent --supersede` or `intent quarantine` that cannot do what it says (design §7.4); nothing was written. */
+  repairRefused: (message: string) => new AppError('repair_refused', 409, `refused: ${message}; nothing was written`),
+  /**
+   * `layoutd serve` was handed a socket by systemd (LISTEN_FDS) that it cannot serve on (design §4.6): what was
+   * found, and nothing else is listened on.
+   */
+  inheritedSocket: (what: string) =>
+    new AppError(
+      'inherited_socket',
+      500,
+      `refusing to start: the socket systemd passed is not one layoutd can serve on: ${what}; ` +
+        `check layoutd.socket (one ListenStream= of TCP or a Unix path) and that the service is started by it`,
     ),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>

@@ -108,6 +108,12 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  private readonly readyWaiters = new Gauge({
+    name: `${PREFIX}ready_waiters`,
+    help: 'Requests of GET /ready/:host?wait= waiting now for their host to be ready.',
+    registers: [this.registry],
+  })
+
   private readonly legRunning = new Gauge({
     name: `${PREFIX}leg_running`,
     help: '1 while a run of the layout pass is under way.',
@@ -255,6 +261,11 @@ export class Metrics {
 
   intentRead(result: IntentReadResult): void {
     this.intentReads.inc({ result })
+  }
+
+  /** How many `GET /ready/:host?wait=` requests wait now. */
+  setReadyWaiters(n: number): void {
+    this.readyWaiters.set(n)
   }
 
   wakeClaim(result: WakeClaimResult): void {

@@ -3,14 +3,22 @@
 // deploy store, edge, metrics, logger), composes the agent from them
 // (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
 // listens, and shuts everything down in order on a signal.
-import type { AddressInfo } from 'node:net'
+import type { FastifyListenOptions } from 'fastify'
+import { Server as NetServer, type AddressInfo, type Socket as NetSocket } from 'node:net'
+import { hostname } from 'node:os'
 import type { App } from './app.js'
 import type { Config } from './config.js'
+import type { DeployStore } from './domain/ports.js'
 import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
 import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
+import { inheritedSocket, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
+
+/** The listening socket's own close, without HTTP's closing of idle connections. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- called with the server as `this`, below
+const netServerClose: (this: NetServer) => void = NetServer.prototype.close
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
@@ -22,6 +30,43 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 
 /** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 90_000
+
+/**
+ * How long shutdown goes on answering once it stops accepting: at least
+ * DRAIN_MS, and up to DRAIN_MAX_MS while a connection accepted before has
+ * sent no request yet, so its first request is read and answered (and the
+ * connection closed after it) rather than reset; the next connections wait
+ * in the socket's backlog for the next agent (design §4.6).
+ */
+export const DRAIN_MS = 250
+export const DRAIN_MAX_MS = 2000
+
+/**
+ * At shutdown, before the app closes its connections: stop accepting (the
+ * listening socket alone; HTTP's own close would drop connections whose
+ * first request has not been read yet), answer what comes on the
+ * connections already open with `Connection: close`, for DRAIN_MS, and on
+ * while one has asked nothing yet, up to DRAIN_MAX_MS.
+ */
+function drainOnClose(app: App): void {
+  // Connections that have sent no request yet: counted from the first moment, at no cost per request after.
+  const silent = new Set<NetSocket>()
+  app.server.on('connection', (socket: NetSocket) => {
+    silent.add(socket)
+    socket.once('close', () => silent.delete(socket))
+  })
+  app.server.prependListener('request', (request) => silent.delete(request.socket))
+  app.addHook('preClose', async () => {
+    app.server.prependListener('request', (_request, response) => {
+      response.shouldKeepAlive = false
+    })
+    netServerClose.call(app.server)
+    const started = performance.now()
+    await new Promise((resolve) => setTimeout(resolve, DRAIN_MS))
+    while (silent.size > 0 && performance.now() - started < DRAIN_MAX_MS)
+      await new Promise((resolve) => setTimeout(resolve, 10))
+  })
+}
 
 /**
  * A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be
@@ -38,8 +83,18 @@ function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number):
 }
 
 /** True, said on the log and on stderr, when the address is beyond loopback and no token guards the mutations. */
-function refusesToListen(config: Config, logger: AppLogger): boolean {
-  if (config.token !== '' || LOOPBACK.test(config.listen.host)) return false
+function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSocket | null): boolean {
+  if (config.token !== '') return false
+  if (socket !== null) {
+    if (socket.loopback) return false
+    logger.error({ listen: socket.address }, 'layoutd: refusing to serve beyond loopback without CARLOS_AGENT_TOKEN')
+    process.stderr.write(
+      `layoutd: the socket systemd passed listens on ${socket.address}, beyond loopback; ` +
+        `set CARLOS_AGENT_TOKEN to serve there\n`,
+    )
+    return true
+  }
+  if (LOOPBACK.test(config.listen.host)) return false
   logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
   process.stderr.write(
     `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; ` +
@@ -74,11 +129,46 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
+/** Takes the box label in the store (etcd); on a refusal, what was opened is closed and the lock released. */
+async function claimLabel(
+  config: Config,
+  logger: AppLogger,
+  store: DeployStore,
+  lock: Pick<AgentLock, 'release' | 'identity'>,
+  registry: Pick<Registry, 'close'>,
+): Promise<void> {
+  if (store.claimLabel === undefined) return
+  const { pid, dataDir, startedAt } = lock.identity
+  const holder = { box: config.box, dataRoot: dataDir, pid, host: hostname(), since: startedAt }
+  try {
+    await store.claimLabel(holder, AbortSignal.timeout(30_000))
+  } catch (err) {
+    // etcd away is no refusal: the agent serves its box, and the label is taken once etcd answers.
+    if (!(err instanceof AppError && err.code === 'label_taken')) {
+      logger.warn({ err }, `layoutd: the box label could not be taken yet: ${errorMessage(err)}`)
+      return
+    }
+    await store.close().catch(() => undefined)
+    registry.close()
+    lock.release()
+    throw err
+  }
+}
+
 /**
  * Listens on the configured address; one in use is a coded error with the address, and who holds it when
  * /proc says.
  */
-async function listen(app: App, config: Config): Promise<void> {
+async function listen(app: App, config: Config, socket: InheritedSocket | null): Promise<void> {
+  if (socket !== null) {
+    // The socket systemd holds (design §4.6): connections made while no
+    // agent served waited in its backlog, and are answered now. Node listens
+    // on the fd as it is; the host only keeps Fastify from binding a second
+    // address.
+    const options: FastifyListenOptions & { fd: number } = { fd: socket.fd, host: '127.0.0.1' }
+    await app.listen(options)
+    return
+  }
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port })
   } catch (err) {
@@ -132,8 +222,12 @@ export async function serve(config: Config): Promise<number> {
     import('./infra/fsutil.js'),
   ])
   const logger = createLogger(config.logLevel)
+  // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
+  const socket = inheritedSocket()
+  if (socket !== null)
+    logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
   warnOfSmallThreadPool(logger, threadPoolSize(), SYNC_CONCURRENCY)
-  if (refusesToListen(config, logger)) return 1
+  if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.
   armSkippedFsyncs(config.failpoint)
@@ -143,6 +237,11 @@ export async function serve(config: Config): Promise<number> {
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   const { registry, store } = await openAdapters(config, logger, lock, { Registry, openAgentDeployStore })
+  // One agent per label (design §7.5): a second agent with this CARLOS_BOX stops here, naming the holder.
+  await claimLabel(config, logger, store, lock, registry).catch((err: unknown) => {
+    logger.error({ err }, `layoutd: ${errorMessage(err)}`)
+    throw err
+  })
   const agent = composeAgent({
     config,
     logger,
@@ -152,17 +251,18 @@ export async function serve(config: Config): Promise<number> {
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
   // The agent says which data root it holds (GET /agent), as D/agent.json does, so a CLI refuses another root's agent.
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity })
+  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity, store })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()
     registry.close()
     lock.release()
   })
+  drainOnClose(app)
   // Listen first: /livez answers and /ready says 503 with the phase while
   // start-up recovery runs.
-  await listen(app, config)
-  lock.listening(listenAddress(app.server.address(), config.listen.host))
+  await listen(app, config, socket)
+  lock.listening(socket?.address ?? listenAddress(app.server.address(), config.listen.host))
   const grace = closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'layoutd: shutting down after an error')
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')

@@ -34,6 +34,8 @@ void test('every factory makes a coded AppError with an HTTP status', () => {
     errors.invalidBoxLabel('B', 'upper case'),
     errors.intentUnreadable('x'),
     errors.notReady('recovering'),
+    errors.tooManyWaiters('a.example.com', 'for this host'),
+    errors.inheritedSocket('LISTEN_FDS=2'),
     errors.convergeTimeout(5),
     errors.internal(),
     errors.usage('x'),

@@ -2,8 +2,9 @@
 // wiring of its parts: the leg, the intent poller, the wake desk,
 // readiness, the report and the instance keys. It builds no adapter of its
 // own: compose.ts hands them in.
-import type { AgentApi, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
+import type { AgentApi, GateAnswer, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { errorMessage, errors } from '../errors.js'
+import { NOT_YET, refusedState, retryAfterSeconds } from '../domain/gate-state.js'
 import { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
 import { logLayoutResults } from '../domain/leg-run.js'
@@ -11,7 +12,7 @@ import { layoutDefault } from '../domain/layout-default.js'
 import { mintLayoutIntentWith } from '../domain/mint.js'
 import type { Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
-import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { packageVersion } from '../package-version.js'
 import { BoxPublisher } from './box-publisher.js'
@@ -22,6 +23,7 @@ import { buildLeg, intentInputs } from './leg-runner.js'
 import type { AgentParts } from './parts.js'
 import { PeriodicRead } from './periodic-read.js'
 import { readinessOf } from './readiness.js'
+import { ReadyWaiters } from './ready-waiters.js'
 import { ReportView } from './report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
@@ -43,6 +45,8 @@ export class Agent implements AgentApi {
   readonly #leg: Leg
   readonly #view: ReportView
   readonly #desk: WakeDesk
+  /** The waits of `GET /ready/:host?wait=`, woken by the fence's lifts. */
+  readonly #waiters: ReadyWaiters
   /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
   #reads: { stop(): void } | null = null
   #pass: LayoutPass | null = null
@@ -51,6 +55,8 @@ export class Agent implements AgentApi {
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
+  /** The record the last read of the intent found, for the console's who and why. */
+  #intentRecord: IntentRecord | null = null
 
   constructor(parts: AgentParts) {
     this.#parts = parts
@@ -90,6 +96,7 @@ export class Agent implements AgentApi {
         gate,
       }),
     })
+    this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
     // The row gauges at scrape time, from the report as the agent serves it
     // now (built in slices when the rows changed): a row the CLI added shows
     // at the next scrape, on a box whose leg has no reason to run.
@@ -178,6 +185,7 @@ export class Agent implements AgentApi {
     this.#pass = pass
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
+    this.#waiters.changed()
     // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
     this.#keys = backfillKeysAtStart({
       ...this.#parts,
@@ -193,7 +201,10 @@ export class Agent implements AgentApi {
       pollMs: config.pollMs,
       signal: this.#life.signal,
       kickLeg: () => this.#leg.kick(),
-      onRead: (intent) => this.#summary.noteIntent(intent),
+      onRead: (intent) => {
+        this.#intentRecord = intent
+        this.#summary.noteIntent(intent)
+      },
     }))
     void poller.start()
   }
@@ -202,6 +213,7 @@ export class Agent implements AgentApi {
   async stop(): Promise<void> {
     this.#phase = 'stopping'
     this.#life.abort()
+    this.#waiters.close()
     this.#reads?.stop()
     this.#parts.gate?.stop()
     this.#leg.stop()
@@ -230,6 +242,10 @@ export class Agent implements AgentApi {
 
   report(): LayoutReport {
     return this.#view.report(this.#phase, this.#pass, this.#leg)
+  }
+
+  intentRecord(): IntentRecord | null {
+    return this.#intentRecord
   }
 
   reportTag(): string {
@@ -277,6 +293,33 @@ export class Agent implements AgentApi {
 
   readyFor(host: string): WakeAnswer {
     return this.#desk.readyFor(host)
+  }
+
+  gate(host: string): GateAnswer {
+    return this.gateOf(this.#desk.readyFor(host))
+  }
+
+  gateOf(answer: WakeAnswer): GateAnswer {
+    if (answer.granted) return { answer, state: 'ready', retryAfter: null }
+    const state = refusedState(answer.refusal, this.#phase)
+    if (!NOT_YET.has(state)) return { answer, state, retryAfter: null }
+    const fenceRemainingMs = this.#parts.fence.expectedRemainingMs(answer.refusal.host)
+    return {
+      answer,
+      state,
+      retryAfter: retryAfterSeconds({ state, fenceRemainingMs, pollMs: this.#parts.config.pollMs }),
+    }
+  }
+
+  waitGate(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer> {
+    return this.#waiters.wait(host, ms, signal)
+  }
+
+  readyRetryAfter(): number {
+    return retryAfterSeconds({
+      state: this.#phase === 'ready' ? 'registry' : 'starting',
+      pollMs: this.#parts.config.pollMs,
+    })
   }
 
   releaseWake(host: string): void {

@@ -20,6 +20,8 @@ import { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics.js'
 import { Agent } from './agent.js'
 import type { PassFactory } from './parts.js'
+import { RolloutMetrics } from '../rollout-metrics.js'
+import { RolloutAwareStore } from './rollout-store.js'
 
 export interface AgentAdapters {
   config: Config
@@ -36,6 +38,8 @@ export interface AgentAdapters {
   stopTimeoutMs?: number
   /** How long a read of the intent may take; 30 s (design §5.1) unless a test shortens it. */
   intentTimeoutMs?: number
+  /** The fence table; a fresh one unless a test hands its own (to fence a host by hand). */
+  fence?: FenceTable
 }
 
 /** The recovered_journals_total label of each recovery action (design §4). */
@@ -48,19 +52,27 @@ const RECOVERY_LABEL: Record<RecoveryAction['kind'], RecoveryLabel> = {
 }
 
 export function composeAgent(adapters: AgentAdapters): Agent {
-  const { config, logger, metrics, registry, store, reload, stopTimeoutMs } = adapters
+  const { config, logger, metrics, registry, reload, stopTimeoutMs } = adapters
   const clock = adapters.clock ?? systemClock
   // The registry's faults are said on the agent's log; a database that is
   // not whole stops the start before a row of it is trusted (design §2.2).
   registry.logFaultsTo(logger)
   registry.verify()
+  // A store that keeps staged rollouts is read with them (design §7.6).
+  const rolloutMetrics = adapters.store.rollouts === undefined ? undefined : new RolloutMetrics(metrics.registry)
+  const store = RolloutAwareStore.around(adapters.store, {
+    box: config.box,
+    clock,
+    logger,
+    onState: (r) => rolloutMetrics?.set(r),
+  })
   const claims = new WakeClaims({
     store: registry.claimStore(),
     activatorUrl: config.activatorUrl,
     logger,
     now: () => new Date(clock.now()),
   })
-  const fence = new FenceTable()
+  const fence = adapters.fence ?? new FenceTable()
   // The gate exists only where an activator is armed: with none, nothing
   // could wake nested and the default does not apply. Its answer changes
   // only once the agent has started it, by which time `agent` is set.

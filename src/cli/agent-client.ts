@@ -137,11 +137,16 @@ export class AgentClient {
     return this.decode('GET', '/ready', res) as ReadyAnswer
   }
 
-  /** What a wake of host would get now (GET /ready/:host): its paths, or why it is refused. Records nothing. */
+  /**
+   * What a wake of host would get now (GET /ready/:host): its paths, or why it is refused (or not yet judged,
+   * the agent starting). Records nothing.
+   */
   async wake(host: string): Promise<WakeCheck> {
     const path = `/ready/${encodeURIComponent(host)}`
     const res = await this.send('GET', path, 30_000, {})
-    if (res.status === 409) return { granted: false, ...(this.parse('GET', path, res) as { reason: string }) }
+    // 409: refused; 503: the agent is starting or stopping, and says so in the same body.
+    if (res.status === 409 || res.status === 503)
+      return { granted: false, ...(this.parse('GET', path, res) as { reason: string }) }
     return { granted: true, ...(this.decode('GET', path, res) as { dir: string; socket: string; db: string }) }
   }
 

@@ -17,6 +17,10 @@ export const USAGE = `usage:
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
   layoutd intent prune --keep N [--dry-run] | intent status [--json]
   layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
+                        [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
+  layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
+  layoutd fleet rollout pause|resume|abort [-m MSG]
   layoutd --version | <command> --help
 `
 

@@ -9,7 +9,24 @@ import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'
 import { selectIntent } from './intent.js'
-import { HOLD_CODES } from './reason-codes.js'
+import type { UnreadableRecord } from './ports.js'
+import { HOLD_CODES, PASSING_CODES, type ReasonCode } from './reason-codes.js'
+
+/**
+ * What the leg's last run left short of the intent, by kind: rows deferred (awake, in their grace),
+ * refused (nothing stopped: a shut gate, a socket too long, a taken destination), failed (retried), held
+ * down by reason code, and fenced for a kept journal (an operator decides). Inside `leg`, whose object
+ * admits fields it does not name: a `fleet status` of a build before it reads a summary carrying it
+ * (design §7.3).
+ */
+const Withheld = Type.Object({
+  deferred: Type.Integer({ minimum: 0 }),
+  refused: Type.Integer({ minimum: 0 }),
+  failed: Type.Integer({ minimum: 0 }),
+  kept: Type.Integer({ minimum: 0 }),
+  heldBy: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+})
+export type Withheld = Static<typeof Withheld>
 
 export const BoxSummary = Type.Object(
   {
@@ -27,6 +44,10 @@ export const BoxSummary = Type.Object(
       running: Type.Boolean(),
       pending: Type.Boolean(),
       lastRunAt: Type.Union([Type.String(), Type.Null()]),
+      /** When the retry timer runs the leg again; null when none is due. Absent before this field. */
+      retryAt: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+      /** Absent in summaries of agents before this field. */
+      withheld: Type.Optional(Withheld),
     }),
     /**
      * The box has an activator to ask to stop an awake instance (CARLOS_ACTIVATOR_URL set): a
@@ -42,18 +63,52 @@ export const BoxSummary = Type.Object(
 )
 export type BoxSummary = Static<typeof BoxSummary>
 
+/** The codes of a move refused with nothing stopped (design §3 step 1). */
+const REFUSED_CODES: ReadonlySet<string> = new Set<ReasonCode>(['gate_shut', 'socket_too_long', 'dest_taken'])
+
+/** The codes of a failed move, which the leg retries. */
+const FAILED_CODES: ReadonlySet<string> = new Set<ReasonCode>([
+  'stop_timeout',
+  'stop_abandoned',
+  'journal_not_written',
+  'preflight_error',
+  'dest_not_cleared',
+  'dest_not_prepared',
+  'rename_failed',
+  'registry_not_updated',
+  'move_interrupted',
+  'finish_interrupted',
+  'run_failed',
+  'run_stopped',
+])
+
 /**
- * The report's rows counted by word, and the held ones: a held host reads `fenced`, its code the hold's
- * (design §1.1).
+ * The report's rows counted by word, the held ones (a held host reads `fenced`, its code the hold's, design
+ * §1.1), and what the last run withheld from where `wanted` puts a row.
  */
-function countRows(report: LayoutReport): { counts: Record<string, number>; held: number } {
+function countRows(
+  report: LayoutReport,
+  wanted: string | undefined,
+): { counts: Record<string, number>; held: number; withheld: Withheld } {
   const counts: Record<string, number> = {}
+  const withheld: Withheld = { deferred: 0, refused: 0, failed: 0, kept: 0, heldBy: {} }
   let held = 0
+  const other = wanted === 'nested' ? 'flat' : wanted === 'flat' ? 'nested' : undefined
   for (const row of Object.values(report.rows)) {
     counts[row.layout] = (counts[row.layout] ?? 0) + 1
-    if (row.layout === 'fenced' && row.code !== '' && HOLD_CODES.has(row.code)) held++
+    const code = row.code
+    if (row.layout === 'fenced' && code !== '') {
+      if (HOLD_CODES.has(code)) {
+        held++
+        withheld.heldBy[code] = (withheld.heldBy[code] ?? 0) + 1
+      } else if (!PASSING_CODES.has(code)) withheld.kept++
+    } else if (row.layout === other) {
+      if (code === 'awake_grace') withheld.deferred++
+      else if (REFUSED_CODES.has(code)) withheld.refused++
+      else if (FAILED_CODES.has(code)) withheld.failed++
+    }
   }
-  return { counts, held }
+  return { counts, held, withheld }
 }
 
 /** Every row is where the intent wants it, nothing held or fenced, no run under way or due. */
@@ -80,7 +135,7 @@ export function summarize(
   at: string,
   canStopAwake?: boolean,
 ): BoxSummary {
-  const { counts, held } = countRows(report)
+  const { counts, held, withheld } = countRows(report, intent?.mode)
   const { leg } = report
   const converged = intent !== null && isConverged(report, intent.mode, counts, held)
   return {
@@ -95,6 +150,8 @@ export function summarize(
       running: leg.running,
       pending: leg.pending,
       lastRunAt: leg.lastRun?.finishedAt ?? leg.lastRun?.startedAt ?? null,
+      retryAt: leg.retryAt,
+      withheld,
     },
     ...(canStopAwake === undefined ? {} : { canStopAwake }),
     at,
@@ -113,8 +170,13 @@ export interface FleetRow {
   summary: BoxSummary
   /** The id of the newest intent addressing the box; null when none does. */
   wants: string | null
-  /** converged: to the intent that addresses it; converging: not yet; none: no intent addresses it. */
-  state: 'converged' | 'converging' | 'none'
+  /**
+   * converged: to the intent that addresses it; converging: not yet; none: no intent addresses it;
+   * unreadable: a record in the store cannot be read, so no box can read its intent.
+   */
+  state: 'converged' | 'converging' | 'none' | 'unreadable'
+  /** Why what remains of the box needs a person (held, refused, kept, foreign rows), or null when not. */
+  needs: string | null
 }
 
 export interface FleetView {
@@ -124,19 +186,75 @@ export interface FleetView {
   held: number
   /** Every live box has converged to the intent addressing it (and at least one box reported). */
   allConverged: boolean
-  /** The newest fleet-wide intent, for the summary line. */
+  /** The newest fleet-wide intent. */
   fleetIntent: string | null
+  /** The records that cannot be read (each makes every box's intent unreadable). */
+  unreadable: UnreadableRecord[]
 }
 
-/** The fleet's table: boxes not yet converged first, then by label. records: sorted by id, newest last. */
-export function fleetView(summaries: readonly BoxSummary[], records: readonly IntentRecord[]): FleetView {
+/**
+ * Why a box short of its intent waits on a person, or null: it has read the intent, its leg is idle,
+ * nothing is deferred or failing, and every row left short of the intent is held, refused or
+ * fenced for a kept journal. Foreign and conflicting rows are named beside them. A summary of an agent
+ * before `withheld` says nothing, so null.
+ */
+export function needsPerson(summary: BoxSummary, wants: string | null): string | null {
+  const w = summary.leg.withheld
+  if (w === undefined || summary.converged || wants === null || summary.intent !== wants) return null
+  if (onItsWay(summary.leg, w)) return null
+  const { counts } = summary
+  const other = summary.mode === 'nested' ? 'flat' : summary.mode === 'flat' ? 'nested' : undefined
+  const short = (other === undefined ? 0 : (counts[other] ?? 0)) + (counts.fenced ?? 0)
+  const held = Object.values(w.heldBy).reduce((a, b) => a + b, 0)
+  if (short === 0 || short !== held + w.refused + w.kept) return null
+  const codes = Object.entries(w.heldBy)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([code, n]) => `${n} ${code}`)
+  const parts: Array<[number, string]> = [
+    [held, `held (${codes.join(', ')})`],
+    [w.refused, 'refused'],
+    [w.kept, 'fenced by a kept journal'],
+    [counts.foreign ?? 0, 'foreign'],
+    [counts.conflict ?? 0, 'conflict'],
+  ]
+  return parts
+    .filter(([n]) => n > 0)
+    .map(([n, what]) => `${n} ${what}`)
+    .join(', ')
+}
+
+/**
+ * A run under way or due, or a row deferred or failing (which the retry timer comes back for): the box
+ * still moves on its own. A retry due with neither is the leg looking at its holds again, which moves
+ * nothing until a person clears them.
+ */
+function onItsWay(leg: BoxSummary['leg'], w: Withheld): boolean {
+  return leg.running || leg.pending || w.deferred > 0 || w.failed > 0
+}
+
+/**
+ * The fleet's table: boxes not yet converged first, then by label. records: sorted by id, newest last;
+ * unreadable: the records that cannot be read.
+ */
+export function fleetView(
+  summaries: readonly BoxSummary[],
+  records: readonly IntentRecord[],
+  unreadable: readonly UnreadableRecord[] = [],
+): FleetView {
   const rows = summaries.map((summary): FleetRow => {
     const read = selectIntent(records, summary.box)
     const wants = read.found ? read.intent.id : null
-    const state = wants === null ? 'none' : summary.converged && summary.intent === wants ? 'converged' : 'converging'
-    return { summary, wants, state }
+    const state =
+      unreadable.length > 0
+        ? 'unreadable'
+        : wants === null
+          ? 'none'
+          : summary.converged && summary.intent === wants
+            ? 'converged'
+            : 'converging'
+    return { summary, wants, state, needs: state === 'converging' ? needsPerson(summary, wants) : null }
   })
-  const rank = { converging: 0, none: 1, converged: 2 } as const
+  const rank = { unreadable: 0, converging: 0, none: 1, converged: 2 } as const
   rows.sort(
     (a, b) =>
       rank[a.state] - rank[b.state] || (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0),
@@ -146,17 +264,30 @@ export function fleetView(summaries: readonly BoxSummary[], records: readonly In
   return {
     rows,
     converged,
-    converging: rows.filter((r) => r.state === 'converging').length,
+    converging: rows.filter((r) => r.state === 'converging' || r.state === 'unreadable').length,
     held: rows.reduce((n, r) => n + r.summary.held, 0),
     allConverged: rows.length > 0 && converged === rows.length,
     fleetIntent: fleetWide?.id ?? null,
+    unreadable: [...unreadable],
   }
 }
 
-/** `96/100 converged to 2026…; 3 converging; 1 held rows`. */
+/**
+ * `96/100 converged to 2026…; 3 converging; 1 held rows`: the id each converged box is on, counted by
+ * id when they differ (a box with an intent of its own).
+ */
 export function summaryLine(v: FleetView): string {
-  const target = v.fleetIntent === null ? 'the intents addressing them' : v.fleetIntent
-  const none = v.rows.length - v.converged - v.converging
+  const on = new Map<string, number>()
+  for (const r of v.rows) if (r.state === 'converged' && r.wants !== null) on.set(r.wants, (on.get(r.wants) ?? 0) + 1)
+  const ids = [...on].sort(([a], [b]) => (a < b ? -1 : 1))
+  const [only] = ids
+  const target =
+    ids.length === 0
+      ? (v.fleetIntent ?? 'the intents addressing them')
+      : ids.length === 1 && only !== undefined
+        ? only[0]
+        : ids.map(([id, n]) => `${id} (${n})`).join(', ')
+  const none = v.rows.filter((r) => r.state === 'none').length
   return (
     `${v.converged}/${v.rows.length} converged to ${target}; ${v.converging} converging; ${v.held} held rows` +
     (none > 0 ? `; ${none} with no intent` : '')

@@ -42,13 +42,58 @@ export type Admission<T> = { admitted: true; value: T } | { admitted: false; gen
  */
 export class FenceTable {
   readonly #gen = new Map<string, number>()
+  /** When each fenced host was fenced, in ms of the table's clock. */
+  readonly #since = new Map<string, number>()
+  /** How long a fence has stood, on average (a moving average over the fences lifted), in ms; null before any. */
+  #meanMs: number | null = null
+  #listener: ((hosts: readonly string[]) => void) | null = null
+  readonly #now: () => number
+
+  /** now: the clock fences are timed by, in ms (performance.now unless a test steps it). */
+  constructor(now: () => number = () => performance.now()) {
+    this.#now = now
+  }
 
   fence(hosts: Iterable<string>, generation: number): void {
-    for (const h of hosts) this.#gen.set(h, generation)
+    const at = this.#now()
+    for (const h of hosts) {
+      this.#gen.set(h, generation)
+      if (!this.#since.has(h)) this.#since.set(h, at)
+    }
   }
 
   lift(hosts: Iterable<string>): void {
-    for (const h of hosts) this.#gen.delete(h)
+    const at = this.#now()
+    const listener = this.#listener
+    const lifted: string[] | null = listener === null ? null : []
+    for (const h of hosts) {
+      if (!this.#gen.delete(h)) continue
+      const since = this.#since.get(h)
+      this.#since.delete(h)
+      if (since !== undefined)
+        this.#meanMs = this.#meanMs === null ? at - since : 0.8 * this.#meanMs + 0.2 * (at - since)
+      lifted?.push(h)
+    }
+    if (listener !== null && lifted !== null && lifted.length > 0) listener(lifted)
+  }
+
+  /**
+   * The one listener told, after each lift, which hosts it lifted (the wait of `GET /ready/:host`). It is called
+   * in the lift's own tick and must only note the hosts: the pass is lifting them.
+   */
+  onLift(listener: ((hosts: readonly string[]) => void) | null): void {
+    this.#listener = listener
+  }
+
+  /**
+   * How long host's fence may still stand, in ms, from how long fences stood so far (the batch's progress):
+   * the average fence's life less what this one has had; null when host is not fenced or no fence was lifted
+   * yet.
+   */
+  expectedRemainingMs(host: string): number | null {
+    const since = this.#since.get(host)
+    if (since === undefined || this.#meanMs === null) return null
+    return Math.max(0, this.#meanMs - (this.#now() - since))
   }
 
   /** The generation host is fenced under, or undefined when it is not fenced. */

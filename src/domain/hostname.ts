@@ -43,3 +43,13 @@ export function requireValidHost(host: string): void {
   const why = hostError(host)
   if (why !== null) throw errors.invalidHost(host, why)
 }
+
+/**
+ * The host as a proxy may pass it, in the one spelling the registry keeps: ASCII upper case folded (DNS names
+ * are case-blind) and one trailing dot dropped (the root's, `ok.example.com.`). Nothing else is changed, so a
+ * name that is not a hostname still fails the rule and says why.
+ */
+export function canonicalHost(host: string): string {
+  const folded = /[A-Z]/.test(host) ? host.replace(/[A-Z]+/g, (s) => s.toLowerCase()) : host
+  return folded.length > 1 && folded.endsWith('.') ? folded.slice(0, -1) : folded
+}

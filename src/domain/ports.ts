@@ -5,6 +5,7 @@ import type { BoxSummary } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { ReasonCode, Why } from './reason-codes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
+import type { RolloutPort } from './rollout.js'
 
 /** A structured logger (pino's shape): `msg` is the human line (`layout: …`); fields say the same as data. */
 export interface Logger {
@@ -90,6 +91,57 @@ export interface DeployStore {
   listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
   /** Removes the records of these ids (intent prune); an id already gone is no failure. */
   remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
+  /**
+   * Every record it can read, and each it cannot with where it is and why, where list throws on the first
+   * (fleet status, intent history, record repair). Throws only when the store itself cannot be read.
+   */
+  inspect?(signal: AbortSignal): Promise<StoreContents>
+  /**
+   * Moves record `id` aside to where an operator can still read it and, when a replacement is given,
+   * records it with no moment where a reader finds neither (design §7.4). Resolves to where the record went.
+   */
+  quarantine?(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string>
+  /** The records moved aside, as their bytes say, with where each is. */
+  listQuarantined?(signal: AbortSignal): Promise<QuarantinedRecord[]>
+  /**
+   * Takes this box's label for this agent (design §7.5), or throws naming the agent that holds it; the label
+   * stays held until close. Absent: the store serves one box (its data root's lock is the rule).
+   */
+  claimLabel?(holder: LabelHolder, signal: AbortSignal): Promise<void>
+  /** The staged rollouts (design §7.6): etcd keeps them; the directory store, serving one box, does not. */
+  rollouts?(): RolloutPort
+}
+
+/** A record the store holds but cannot read. */
+export interface UnreadableRecord {
+  /** The id its name or key gives. */
+  id: string
+  /** The file or key, for the operator. */
+  where: string
+  why: string
+}
+
+export interface StoreContents {
+  /** Sorted by id, newest last. */
+  records: IntentRecord[]
+  unreadable: UnreadableRecord[]
+}
+
+/** A record moved aside by `intent quarantine`: its id, where it is, and its bytes as text. */
+export interface QuarantinedRecord {
+  id: string
+  where: string
+  text: string
+}
+
+/** Who holds a box label: the agent's identity, said by whoever is refused it. */
+export interface LabelHolder {
+  box: string
+  dataRoot: string
+  pid: number
+  host: string
+  /** When the agent took the label (RFC 3339). */
+  since: string
 }
 
 /** The isolation gate (`nestedOK`): null when nested instances may wake, else why not. */

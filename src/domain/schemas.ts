@@ -56,7 +56,15 @@ export const IntentRecord = Type.Object(
     force: Type.Boolean({ description: 'Skip the awake grace: stop awake instances at once.' }),
     box: Type.Optional(Type.String({ description: 'The box label the intent addresses; absent for the whole fleet.' })),
     recordedAt: Type.String({ description: 'When the intent was recorded (RFC 3339, UTC).' }),
-    by: Type.String({ description: 'Who recorded it.' }),
+    by: Type.String({ description: 'Who recorded it: `user@host` of the CLI that did.' }),
+    message: Type.Optional(
+      Type.String({
+        maxLength: 1000,
+        description:
+          'Why, in the words of whoever recorded it (`-m`); absent when none was given, and in records of ' +
+          'builds before it.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )

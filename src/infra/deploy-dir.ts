@@ -9,7 +9,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Value } from '../domain/typebox.js'
 import { BoxSummary } from '../domain/box-summary.js'
-import type { Clock, DeployStore } from '../domain/ports.js'
+import type { Clock, DeployStore, QuarantinedRecord, StoreContents, UnreadableRecord } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
 import { errorMessage, errors } from '../errors.js'
@@ -21,24 +21,30 @@ export const MAX_RECORD_BYTES = 64 * 1024
 /** How many records are read at once: enough to hide latency, few enough to stay clear of EMFILE. */
 const READ_CONCURRENCY = 16
 
+/** How far this clock and the filesystem's (or another box's) may disagree before a summary is judged stale. */
+export const CLOCK_TOLERANCE_MS = 10_000
+
 /** A writer's temp file, `<id>.json.tmp-<pid>-<rand>`, possibly left by a crash before its rename. */
 const TEMP_MARK = '.tmp-'
 
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-/** The file's text, or only its size when that is over the limit (so a huge file is never read whole). */
-async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string }> {
+/**
+ * The file's text, or only its size when that is over the limit (so a huge file is never read whole), and
+ * when it was last written (the filesystem's stamp).
+ */
+async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string; mtimeMs: number }> {
   // O_NONBLOCK: a FIFO planted under a record's name must not hold a read
   // (and a libuv worker) forever; it is refused below as not a regular file.
   const fh = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW)
   try {
     const st = await fh.stat()
     if (!st.isFile()) throw new Error('is not a regular file')
-    const { size } = st
-    if (size > MAX_RECORD_BYTES) return { size, text: '' }
+    const { size, mtimeMs } = st
+    if (size > MAX_RECORD_BYTES) return { size, text: '', mtimeMs }
     const text = await fh.readFile({ encoding: 'utf8', signal })
     // The file may have grown between stat and read.
-    return { size: Math.max(size, Buffer.byteLength(text)), text }
+    return { size: Math.max(size, Buffer.byteLength(text)), text, mtimeMs }
   } finally {
     await fh.close()
   }
@@ -59,9 +65,14 @@ export interface DirStoreOptions {
   clock?: Clock
 }
 
+/** An id `intent quarantine` may name: a file name in one directory, never a path. */
+const QUARANTINE_ID = /^(?!\.\.?$)[^/\0]{1,250}$/
+
 export class DirDeployStore implements DeployStore {
   /** Where the records live: `<deploymentDir>/layout/intents`. */
   readonly intentsDir: string
+  /** Where `intent quarantine` moves records aside: `<deploymentDir>/layout/quarantine`. */
+  readonly quarantineDir: string
   /** Where the boxes' summaries live: `<deploymentDir>/layout/boxes`. */
   readonly boxesDir: string
   readonly #ttlMs: number
@@ -78,6 +89,7 @@ export class DirDeployStore implements DeployStore {
   ) {
     this.intentsDir = path.join(deploymentDir, 'layout', 'intents')
     this.boxesDir = path.join(deploymentDir, 'layout', 'boxes')
+    this.quarantineDir = path.join(deploymentDir, 'layout', 'quarantine')
     this.#ttlMs = opts.boxTtlMs ?? 30_000
     this.#clock = opts.clock ?? systemClock
   }
@@ -157,7 +169,10 @@ export class DirDeployStore implements DeployStore {
         throw new Error(
           `box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`,
         )
-      if (value.expiresAt === undefined || !(Date.parse(value.expiresAt) > now)) continue
+      // Live while its agent renews it: judged by when the file was last written, on the filesystem's
+      // clock, against this one with a tolerance; never by the stamps the agent's own clock put in it
+      // (a box whose clock stepped back writes an expiresAt already past). design §7.3.
+      if (now - read.mtimeMs > this.#ttlMs + CLOCK_TOLERANCE_MS) continue
       out.push(value)
     }
     return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
@@ -297,6 +312,75 @@ export class DirDeployStore implements DeployStore {
     }
     // The rename is durable only once the directory entry is.
     await fsyncDir(this.intentsDir)
+  }
+
+  /** Every record, the readable ones sorted by id, each unreadable one named with why (list throws on it). */
+  async inspect(signal: AbortSignal): Promise<StoreContents> {
+    let names: string[]
+    try {
+      names = await fs.readdir(this.intentsDir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return { records: [], unreadable: [] }
+      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
+    }
+    const records: IntentRecord[] = []
+    const unreadable: UnreadableRecord[] = []
+    for (const name of names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK)).sort()) {
+      try {
+        records.push(await this.readRecord(name, signal))
+      } catch (err) {
+        if (signal.aborted) throw err
+        const file = path.join(this.intentsDir, name)
+        const why = errorMessage(err).replace(`intent record ${file}: `, '')
+        unreadable.push({ id: name.slice(0, -'.json'.length), where: file, why })
+      }
+    }
+    return { records: records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), unreadable }
+  }
+
+  /**
+   * Moves <id>.json to layout/quarantine/<id>.json, the replacement recorded first (design §7.4): a
+   * reader sees the record alone, then both (the replacement is the newer, or the record cannot be read
+   * and nothing acts), then the replacement alone; never neither. The move is one rename.
+   */
+  async quarantine(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string> {
+    if (!QUARANTINE_ID.test(id)) throw new Error(`no record can be named ${JSON.stringify(id)} in ${this.intentsDir}`)
+    const from = path.join(this.intentsDir, `${id}.json`)
+    const to = path.join(this.quarantineDir, `${id}.json`)
+    await fs.lstat(from).catch((err: unknown) => {
+      throw new Error(`no record ${id} to quarantine (${from}): ${errorMessage(err)}`, { cause: err })
+    })
+    const taken = await fs.lstat(to).then(
+      () => true,
+      () => false,
+    )
+    if (taken) throw new Error(`a record ${id} is already quarantined at ${to}; move it away first`)
+    if (replacement !== undefined) await this.record(replacement, signal)
+    signal.throwIfAborted()
+    const first = await fs.mkdir(this.quarantineDir, { recursive: true })
+    if (first !== undefined) await fsyncDir(path.dirname(this.quarantineDir))
+    await fs.rename(from, to)
+    await fsyncDir(this.intentsDir)
+    await fsyncDir(this.quarantineDir)
+    return to
+  }
+
+  /** The records quarantine moved aside, by id, each as its bytes read (unparsed). */
+  async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
+    let names: string[]
+    try {
+      names = await fs.readdir(this.quarantineDir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return []
+      throw new Error(`deploy store ${this.quarantineDir}: cannot list: ${errorMessage(err)}`, { cause: err })
+    }
+    const out: QuarantinedRecord[] = []
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const where = path.join(this.quarantineDir, name)
+      const read = await readSmall(where, signal).catch(() => ({ text: '' }))
+      out.push({ id: name.slice(0, -'.json'.length), where, text: read.text })
+    }
+    return out
   }
 
   /** mkdir -p, then fsync the parent of every directory it created so the path itself survives a crash. */

@@ -8,7 +8,7 @@
 // client), which would cost every start about 150 ms of CPU.
 import type { Config } from '../config.js'
 import type { BoxSummary } from '../domain/box-summary.js'
-import type { DeployStore, Logger } from '../domain/ports.js'
+import type { DeployStore, LabelHolder, Logger } from '../domain/ports.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage, errors } from '../errors.js'
 import { createLogger } from '../logger.js'
@@ -80,6 +80,8 @@ class ReopeningStore implements DeployStore {
   #why: unknown
   #opening: Promise<DeployStore> | undefined
   readonly #watches: Array<{ onChange: () => void; signal: AbortSignal }> = []
+  /** The box label to take once the store opens (design §7.5). */
+  #label: LabelHolder | undefined
   #closed = false
 
   constructor(
@@ -110,6 +112,12 @@ class ReopeningStore implements DeployStore {
   #adopt(store: DeployStore): void {
     this.#store = store
     this.logger.info({ store: store.describe() }, 'layout: the deploy store is open')
+    const label = this.#label
+    // Another agent holding the label by now is said by the store, which then publishes nothing.
+    if (label !== undefined)
+      store.claimLabel?.(label, AbortSignal.timeout(30_000)).catch((err: unknown) => {
+        this.logger.error({ err }, `layout: the box label: ${errorMessage(err)}`)
+      })
     for (const w of this.#watches.splice(0)) {
       if (w.signal.aborted) continue
       store.watch?.(w.onChange, w.signal)
@@ -142,6 +150,13 @@ class ReopeningStore implements DeployStore {
 
   async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     return (await this.#opened()).publishBox?.(summary, signal)
+  }
+
+  /** Takes the label now if the store is open, else once it opens (throwing why it is not open yet). */
+  async claimLabel(holder: LabelHolder, signal: AbortSignal): Promise<void> {
+    if (this.#store !== undefined) return this.#store.claimLabel?.(holder, signal)
+    this.#label = holder
+    await this.#opened()
   }
 
   async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {

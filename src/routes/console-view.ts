@@ -3,7 +3,7 @@
 // a bar, the leg, the warnings and a page of rows, filtered by word and
 // searched by host. Pure: the same inputs draw the same markup.
 import type { Readiness } from '../agent-api.js'
-import type { LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
 import { html, type Html } from './console-html.js'
 
 /** The row words in the order of their precedence (design §1.1). */
@@ -27,6 +27,8 @@ export interface ConsoleInput {
   query: ConsoleQuery
   /** When the page is drawn, in ms since the epoch: relative times are taken from it. */
   now: number
+  /** The record the box read last: who recorded it, and why. */
+  intent?: Pick<IntentRecord, 'id' | 'by' | 'recordedAt' | 'message'> | null
 }
 
 /** `42s ago`, `in 9m`, `3h 5m ago`: a time as far from now as it is; the text as it is when it is not a time. */
@@ -68,7 +70,14 @@ export function countByWord(rows: Readonly<Record<string, RowReport>>): Map<stri
   return counts
 }
 
-function intentLine(r: LayoutReport): Html {
+/** Who recorded the intent, when, and why (`-m`). */
+function whoLine(i: ConsoleInput['intent']): Html | string {
+  if (i === undefined || i === null) return ''
+  const why = i.message === undefined ? '' : html`: <q class="message">${i.message}</q>`
+  return html`<p class="who">record <code>${i.id}</code>, by <b>${i.by}</b> at ${i.recordedAt}${why}</p>`
+}
+
+function intentLine(r: LayoutReport, who: Html | string): Html {
   const why =
     r.mode === 'unmanaged'
       ? 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing moves, rows are judged by their paths'
@@ -82,7 +91,7 @@ function intentLine(r: LayoutReport): Html {
   const blocked =
     r.defaultBlocked === '' ? '' : html`<p class="blocked">The nested default does not apply: ${r.defaultBlocked}</p>`
   const mode = html`<span class="mode m-${r.mode}">${r.mode}</span>`
-  return html`<section class="intent"><h2>Intent</h2><p>${mode} ${why}</p>${blocked}</section>`
+  return html`<section class="intent"><h2>Intent</h2><p>${mode} ${why}</p>${who}${blocked}</section>`
 }
 
 function gate(r: Readiness): Html {
@@ -209,12 +218,12 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
 }
 
 /** The part of the page that follows the report: redrawn in place when the report changes. */
-export function livePart({ report, readiness, query, now }: ConsoleInput): Html {
+export function livePart({ report, readiness, query, now, intent }: ConsoleInput): Html {
   const counts = countByWord(report.rows)
   const total = Object.keys(report.rows).length
   const drawn = new Date(now).toISOString()
   const sections = [
-    intentLine(report),
+    intentLine(report, report.mode === 'flat' || report.mode === 'nested' ? whoLine(intent) : ''),
     gate(readiness),
     bar(counts, total, query),
     leg(report, now),

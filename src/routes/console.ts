@@ -115,7 +115,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
         etag: html`${etag}`,
         box: html`${report.box}`,
         filters: filterForm(query),
-        live: livePart({ report, readiness: api.readiness(), query, now: Date.now() }),
+        live: livePart({ report, readiness: api.readiness(), query, now: Date.now(), intent: api.intentRecord?.() }),
       })
       return reply
         .type('text/html; charset=utf-8')

@@ -4,7 +4,9 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
-import { type AgentApi, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
+import { type AgentApi, type GateAnswer, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
+import { NOT_YET } from '../domain/gate-state.js'
+import { errors } from '../errors.js'
 import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
 import { HostParams, hostTooLong, type TypeboxApp } from './wakes.js'
 
@@ -70,7 +72,9 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
         querystring: ReadyQuery,
         response: {
           200: readyResponse('Ready: the activator may wake instances.'),
-          503: readyResponse('Not ready: recovery has not finished, or the agent is stopping.'),
+          503: readyResponse(
+            'Not ready: recovery has not finished, or the agent is stopping; `Retry-After` says when to ask again.',
+          ),
           ...parserErrors,
           500: commonErrors[500],
         },
@@ -81,6 +85,7 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
       const reply: FastifyReply = typed
       const r = api.readiness()
       void reply.code(r.ready ? 200 : 503).header('cache-control', 'no-store')
+      if (!r.ready) void reply.header('retry-after', String(api.readyRetryAfter()))
       if (request.query.verbose !== undefined) {
         void reply.type('text/plain; charset=utf-8').send(verboseText(r))
         return
@@ -98,8 +103,43 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
   )
 }
 
-/** `GET /ready/:host`: what a claim would get now, claiming nothing. */
-function wakeCheckRoute(app: TypeboxApp, api: AgentApi): void {
+/** The longest `wait` of `GET /ready/:host`. */
+export const MAX_WAIT_MS = 60_000
+
+const WAIT = /^([0-9]{1,6})(ms|s)$/
+
+export const WakeCheckQuery = Type.Object({
+  wait: Type.Optional(
+    Type.String({
+      description:
+        'Hold the answer until the host is ready (or will never be), at most this long: `500ms` to `60s`. ' +
+        'A host still not ready then is answered `503` with `Retry-After`.',
+    }),
+  ),
+})
+
+/** The wait asked, in ms; a value that is not `<n>ms` or `<n>s` within 1 ms to 60 s is `400 bad_request`. */
+function waitMs(wait: string): number {
+  const m = WAIT.exec(wait)
+  const ms = m === null ? NaN : Number(m[1]) * (m[2] === 's' ? 1000 : 1)
+  if (!(ms >= 1 && ms <= MAX_WAIT_MS))
+    throw errors.badRequest(`querystring/wait ${JSON.stringify(wait)} is not a wait of 1ms to 60s, like 30s or 500ms`)
+  return ms
+}
+
+/**
+ * The status of `GET /ready/:host` for an answer: `200` granted; `503`
+ * while the agent is starting or stopping (no claim can be judged), or when
+ * a wait ended with the host still not ready; `409` refused.
+ */
+function wakeCheckStatus(g: GateAnswer, waited: boolean): number {
+  if (g.answer.granted) return 200
+  if (g.state === 'starting' || g.state === 'stopping') return 503
+  return waited && NOT_YET.has(g.state) ? 503 : 409
+}
+
+/** `GET /ready/:host`: what a claim would get now, claiming nothing; with `wait`, once it is ready. */
+function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): void {
   app.get(
     '/ready/:host',
     {
@@ -109,32 +149,60 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi): void {
         description:
           'What `POST /wakes/:host` would answer now, without claiming anything: ' +
           '`200` with the paths the instance would wake at, ' +
-          'or `409` with the reason it would be refused and its code.',
+          'or `409` with the reason it would be refused and its code. ' +
+          'While start-up recovery runs (or the agent stops) `503 not_ready`. ' +
+          'Every answer for a host that will pass on its own (starting, fenced for its move, the isolation gate ' +
+          'shut) carries `Retry-After`, in seconds. With `wait`, the answer is held until the host is ready.',
         tags: ['activator'],
         security: [],
         params: HostParams,
+        querystring: WakeCheckQuery,
         response: {
           200: WakeGrant,
           409: WakeRefusal,
           ...commonErrors,
           400: errorEnvelope(
-            'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
+            'The hostname is not a valid DNS name (`invalid_host`), `wait` is not a wait, ' +
+              'or the request is otherwise malformed.',
           ),
           414: hostTooLong,
+          503: Type.Union([WakeRefusal, errorEnvelope('Too many waits are open (`too_many_waiters`).')], {
+            description:
+              'Not yet: the agent is starting or stopping (`not_ready`), a `wait` ended with the host still not ' +
+              'ready, or too many waits are open (`too_many_waiters`); `Retry-After` says when to ask again.',
+          }),
         },
       },
     },
     async (request, reply) => {
-      const answer = api.readyFor(request.params.host)
+      const { host } = request.params
+      const wait = request.query.wait
       void reply.header('cache-control', 'no-store')
-      if (answer.granted) return reply.code(200).send(answer.grant)
-      return reply.code(409).send(answer.refusal)
+      let g = api.gate(host)
+      if (wait !== undefined && NOT_YET.has(g.state)) {
+        const ms = waitMs(wait)
+        // A wait outlives the socket's idle timeout: give it its own, as converge's wait does.
+        const socket = request.raw.socket
+        if (typeof socket.setTimeout === 'function') socket.setTimeout(ms + 5000)
+        const left = new AbortController()
+        reply.raw.once('close', () => left.abort())
+        g = await api.waitGate(host, ms, AbortSignal.any([left.signal, closing]))
+      }
+      if (g.retryAfter !== null) void reply.header('retry-after', String(g.retryAfter))
+      const status = wakeCheckStatus(g, wait !== undefined)
+      return g.answer.granted ? reply.code(status).send(g.answer.grant) : reply.code(status).send(g.answer.refusal)
     },
   )
 }
 
 export const readyRoutes: FastifyPluginCallbackTypebox<ReadyRoutesOptions> = (app, { api }, done) => {
+  // Waits end when the app closes: a held request must not hold the shutdown.
+  const closing = new AbortController()
+  app.addHook('preClose', (hookDone) => {
+    closing.abort()
+    hookDone()
+  })
   readinessRoute(app, api)
-  wakeCheckRoute(app, api)
+  wakeCheckRoute(app, api, closing.signal)
   done()
 }

@@ -66,7 +66,8 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
           'The activator asks before it starts an instance. ' +
           'Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
           'held down, in conflict with another row, unknown, not activator-managed, ' +
-          'nested while the isolation gate is shut, or while layoutd is not ready. ' +
+          'nested while the isolation gate is shut, or while layoutd is not ready; ' +
+          'a refusal that passes on its own (not ready, fenced for its move, the gate shut) carries `Retry-After`. ' +
           'Otherwise the claim is recorded (it survives a restart of layoutd) ' +
           'and the answer carries the paths the instance must use: ' +
           'they do not change, and its files do not move, until the claim is released.',
@@ -87,6 +88,9 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
     async (request, reply) => {
       const answer = await api.claimWake(request.params.host).catch((err: unknown) => answerRegistryError(reply, err))
       if (answer.granted) return reply.code(200).send(answer.grant)
+      // A refusal that passes on its own (starting, fenced for its move, the gate shut) says when to ask again.
+      const { retryAfter } = api.gateOf(answer)
+      if (retryAfter !== null) void reply.header('retry-after', String(retryAfter))
       return reply.code(409).send(answer.refusal)
     },
   )
@@ -154,7 +158,7 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
           409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
           503: errorEnvelope(
             'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`. ' +
-              'Or the registry cannot record the set (`registry_busy` with `Retry-After`, or a registry fault: ' +
+              '(`Retry-After` says when to ask.) Or the registry cannot record the set (`registry_busy` with `Retry-After`, or a registry fault: ' +
               '`registry_removed`, `registry_replaced`, `registry_corrupt`, `registry_full`).',
           ),
         },

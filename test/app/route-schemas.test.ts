@@ -10,11 +10,13 @@ import { build, FakeAgent } from '../helpers/fake-agent.js'
 import { Metrics } from '../../src/metrics.js'
 import { agentIdentityRoutes } from '../../src/routes/agent-identity.js'
 import { consoleRoutes } from '../../src/routes/console.js'
+import { fleetPageRoutes } from '../../src/routes/fleet-page.js'
 import { healthRoutes } from '../../src/routes/health.js'
 import { layoutRoutes } from '../../src/routes/layout.js'
 import { metricsRoutes } from '../../src/routes/metrics.js'
 import { openApiRoutes } from '../../src/routes/openapi.js'
 import { readyRoutes } from '../../src/routes/ready.js'
+import { gateRoutes } from '../../src/routes/gate.js'
 import { wakesRoutes } from '../../src/routes/wakes.js'
 
 interface AjvLike {
@@ -46,10 +48,12 @@ void test('every schema a route checks a request with is valid JSON Schema, and 
   await app.register(healthRoutes)
   await app.register(agentIdentityRoutes, { identity: undefined, token: '' })
   await app.register(readyRoutes, { api })
+  await app.register(gateRoutes, { api })
   await app.register(layoutRoutes, { api })
   await app.register(wakesRoutes, { api })
   await app.register(metricsRoutes, { metrics: new Metrics() })
   await app.register(consoleRoutes, { api })
+  await app.register(fleetPageRoutes, { store: undefined })
   await app.register(openApiRoutes, { document: () => ({}) })
   await app.ready()
 

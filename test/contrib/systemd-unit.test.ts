@@ -1,6 +1,7 @@
-// contrib/layoutd.service: systemd accepts it (`systemd-analyze verify`,
-// where a warning fails as an error does), and it carries the hardening
-// and the paths the README promises.
+// contrib/layoutd.service and contrib/layoutd.socket: systemd accepts both
+// (`systemd-analyze verify`, where a warning fails as an error does), the
+// service carries the hardening and the paths the README promises, and it
+// is started by the socket, which listens where the agent would.
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
@@ -13,6 +14,7 @@ import { tmpDir } from '../helpers/tmp.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const UNIT = path.join(ROOT, 'contrib/layoutd.service')
+const SOCKET = path.join(ROOT, 'contrib/layoutd.socket')
 const run = promisify(execFile)
 
 /** The unit's `Key=value` lines, by key (a key may repeat). */
@@ -74,10 +76,24 @@ void test('systemd-analyze verify accepts the unit, with no warning', async (t) 
   const dir = await tmpDir(t, 'layoutd-unit-')
   const unit = path.join(dir, 'layoutd.service')
   await fs.writeFile(unit, copy)
-  const { stdout, stderr } = await run('systemd-analyze', ['verify', unit])
+  // The socket as shipped, beside it: the service requires it.
+  const socket = path.join(dir, 'layoutd.socket')
+  await fs.copyFile(SOCKET, socket)
+  const { stdout, stderr } = await run('systemd-analyze', ['verify', socket, unit])
   // verify exits 0 on an unknown key or a value it cannot parse, and only
   // says so on stderr: any word from it about the unit is a failure.
   assert.equal(`${stdout}${stderr}`.trim(), '')
+})
+
+void test('the socket listens where the agent would, named, and starts the service, which requires it', async () => {
+  const socket = directives(await fs.readFile(SOCKET, 'utf8'))
+  assert.deepEqual(socket.get('ListenStream'), ['127.0.0.1:9740'], "one address, CARLOS_AGENT_LISTEN's default")
+  assert.deepEqual(socket.get('FileDescriptorName'), ['layoutd'])
+  assert.deepEqual(socket.get('Service'), ['layoutd.service'])
+  assert.deepEqual(socket.get('Accept'), undefined, 'one socket for the one agent, never a process per connection')
+  const service = directives(await fs.readFile(UNIT, 'utf8'))
+  assert.deepEqual(service.get('Requires'), ['layoutd.socket'])
+  assert.ok(service.get('After')?.[0]?.split(/\s+/).includes('layoutd.socket'))
 })
 
 void test('the check sees a misspelt directive and a missing program', async (t) => {
@@ -89,8 +105,12 @@ void test('the check sees a misspelt directive and a missing program', async (t)
     unit,
     shipped.replace(execStart, `ExecStart=${process.execPath} `).replace('NoNewPrivileges=', 'NoNewPrivilege='),
   )
+  await fs.copyFile(SOCKET, path.join(dir, 'layoutd.socket'))
   const typo = await run('systemd-analyze', ['verify', unit])
   assert.match(typo.stderr, /Unknown key 'NoNewPrivilege'/)
+  const socket = path.join(dir, 'layoutd.socket')
+  await fs.writeFile(socket, (await fs.readFile(SOCKET, 'utf8')).replace(/^ListenStream=/m, 'ListenStreem='))
+  await assert.rejects(run('systemd-analyze', ['verify', socket]), /Unknown key 'ListenStreem'[^]*no Listen setting/)
   await fs.writeFile(unit, shipped.replace(execStart, `ExecStart=${path.join(dir, 'no-such-node')} `))
   await assert.rejects(run('systemd-analyze', ['verify', unit]), /is not executable/)
 })

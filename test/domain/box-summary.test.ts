@@ -3,7 +3,15 @@
 // the intent that addresses it, the table's order and the summary line.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { fleetView, sameSummary, summarize, summaryLine, type BoxSummary } from '../../src/domain/box-summary.js'
+import {
+  BoxSummary,
+  fleetView,
+  needsPerson,
+  sameSummary,
+  summarize,
+  summaryLine,
+} from '../../src/domain/box-summary.js'
+import { Type, Value } from '../../src/domain/typebox.js'
 import type { ReasonCode } from '../../src/domain/reason-codes.js'
 import type { IntentRecord, LayoutReport } from '../../src/domain/schemas.js'
 
@@ -52,7 +60,13 @@ void test('summarize: counts by word, held rows, and converged only when every r
     converged: true,
     counts: { nested: 2, external: 1 },
     held: 0,
-    leg: { running: false, pending: false, lastRunAt: '2026-12-01T08:00:01.000Z' },
+    leg: {
+      running: false,
+      pending: false,
+      lastRunAt: '2026-12-01T08:00:01.000Z',
+      retryAt: null,
+      withheld: { deferred: 0, refused: 0, failed: 0, kept: 0, heldBy: {} },
+    },
     at,
   })
   assert.equal(
@@ -140,4 +154,64 @@ void test('fleetView: each box against the intent addressing it; the unconverged
     '0/1 converged to the intents addressing them; 0 converging; 0 held rows; 1 with no intent',
   )
   assert.equal(fleetView([], records).allConverged, false, 'no box reported is not a converged fleet')
+})
+
+void test('summarize: what the last run withheld, by kind and held by code; a reader of the schema before it reads it', () => {
+  const s = summarize(
+    report({
+      a: ['flat', 'awake: 42m of grace left', 'awake_grace'],
+      b: ['flat', 'isolation not ready', 'gate_shut'],
+      c: ['flat', 'the activator did not stop it', 'stop_timeout'],
+      d: ['fenced', 'second name', 'second_name'],
+      e: ['fenced', 'second name', 'second_name'],
+      f: ['fenced', 'files at both ends', 'ambiguous'],
+      g: ['fenced', 'moving', 'in_flight'],
+      // Where the intent wants it: a nested row that cannot wake is not withheld from nested.
+      h: ['nested', 'isolation not ready', 'gate_shut'],
+    }),
+    intent('i1'),
+    '0.1.0',
+    'x',
+  )
+  assert.deepEqual(s.leg.withheld, { deferred: 1, refused: 1, failed: 1, kept: 1, heldBy: { second_name: 2 } })
+  assert.equal(s.held, 2)
+  // The schema of the build before `withheld` (its leg admitted fields it did not name): it reads this summary.
+  const before = Type.Object(
+    {
+      ...BoxSummary.properties,
+      leg: Type.Object({
+        running: Type.Boolean(),
+        pending: Type.Boolean(),
+        lastRunAt: Type.Union([Type.String(), Type.Null()]),
+      }),
+    },
+    { additionalProperties: false },
+  )
+  assert.ok(Value.Check(before, s), 'an older fleet status reads a newer summary')
+})
+
+void test('needsPerson: only a box idle on its intent whose every row short of it is held, refused or kept', () => {
+  const base = summarize(report({ a: ['flat', 'isolation not ready', 'gate_shut'] }), intent('i1'), '0.1.0', 'x')
+  assert.equal(needsPerson(base, 'i1'), '1 refused')
+  assert.equal(needsPerson(base, 'i2'), null, 'not yet on the intent that addresses it')
+  // A held host has the leg come back to look at its hold: no progress of its own.
+  assert.equal(needsPerson({ ...base, leg: { ...base.leg, retryAt: 'soon' } }, 'i1'), '1 refused')
+  const failing = summarize(
+    report({ a: ['flat', 'refused', 'gate_shut'], b: ['flat', 'stop timed out', 'stop_timeout'] }),
+    intent('i1'),
+    '0.1.0',
+    'x',
+  )
+  assert.equal(needsPerson(failing, 'i1'), null, 'a failed row is retried')
+  assert.equal(needsPerson({ ...base, leg: { ...base.leg, pending: true } }, 'i1'), null, 'a run is due')
+  const older = { ...base.leg }
+  delete older.withheld
+  assert.equal(needsPerson({ ...base, leg: older }, 'i1'), null, 'an older agent says nothing of it')
+  const deferring = summarize(
+    report({ a: ['flat', 'refused', 'gate_shut'], b: ['flat', 'awake', 'awake_grace'] }),
+    intent('i1'),
+    '0.1.0',
+    'x',
+  )
+  assert.equal(needsPerson(deferring, 'i1'), null, 'a deferred row moves on its own')
 })

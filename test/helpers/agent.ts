@@ -10,6 +10,7 @@ import { buildApp, type App } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import type { Clock, DeployStore, Logger } from '../../src/domain/ports.js'
+import { FenceTable } from '../../src/domain/fence.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import { Registry } from '../../src/infra/registry.js'
@@ -28,6 +29,8 @@ export interface AgentBox {
   metrics: Metrics
   /** The isolation probe's verdict file. */
   probe: string
+  /** The agent's fence table, to fence a host by hand as a move does. */
+  fence: FenceTable
   /** Closes the app, stops the agent and closes the registry, once; the test's end does it too. */
   close: () => Promise<void>
 }
@@ -86,7 +89,9 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
   const store = opts.wrapStore ? opts.wrapStore(dirStore) : dirStore
   const metrics = new Metrics()
   const logger = createLogger('silent')
+  const fence = new FenceTable()
   const agent = composeAgent({
+    fence,
     config,
     logger: opts.logger ?? logger,
     clock: opts.clock,
@@ -106,7 +111,7 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
       registry.close()
     })())
   closeAtEnd(t, close)
-  const box: AgentBox = { dir, config, registry, store, agent, app, metrics, probe, close }
+  const box: AgentBox = { dir, config, registry, store, agent, app, metrics, probe, fence, close }
   if (opts.start === true) await agent.start()
   return box
 }

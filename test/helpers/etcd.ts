@@ -71,6 +71,23 @@ const endOf = (prefix: string): string => {
   return end.toString('base64')
 }
 
+/** etcd's raft timings, in ms. */
+export interface EtcdTiming {
+  heartbeatMs: number
+  electionMs: number
+}
+
+/** The tests' timings: a member elects after 100 ms, so a start or a restart is quick. */
+const FAST_ELECTIONS: EtcdTiming = { heartbeatMs: 10, electionMs: 100 }
+
+/**
+ * For a cluster on a loaded, shared machine (a benchmark): etcd's tuning
+ * guide sets the heartbeat near the members' round trip and the election
+ * timeout at ten times it or more; a member starved of CPU for a second
+ * must not lose its leader (etcd's defaults are 100 and 1000 ms).
+ */
+export const LOADED_MACHINE_TIMING: EtcdTiming = { heartbeatMs: 250, electionMs: 5000 }
+
 export class EtcdServer {
   readonly url: string
   readonly peerUrl: string
@@ -79,6 +96,8 @@ export class EtcdServer {
   #exited: Promise<void> = Promise.resolve()
   #tail: string[] = []
 
+  /** The raft timings: the tests' short ones unless startCluster was given others. */
+  #timing: EtcdTiming = FAST_ELECTIONS
   /** `name=peerUrl,...` of every member, set once the cluster's members are made. */
   #initialCluster = ''
   readonly #dispatcher: Agent | undefined
@@ -119,7 +138,12 @@ export class EtcdServer {
    * only once the cluster has its quorum). A port lost to a race is retried
    * on new ones.
    */
-  static async startCluster(dir: string, n: number, security?: EtcdSecurity): Promise<EtcdServer[]> {
+  static async startCluster(
+    dir: string,
+    n: number,
+    security?: EtcdSecurity,
+    timing?: EtcdTiming,
+  ): Promise<EtcdServer[]> {
     const bin = etcdBinary()
     for (let attempt = 1; ; attempt++) {
       const members: EtcdServer[] = []
@@ -128,7 +152,10 @@ export class EtcdServer {
           new EtcdServer(bin, path.join(dir, `try-${attempt}`), `m${i}`, await freePort(), await freePort(), security),
         )
       const initial = members.map((m) => `${m.name}=${m.peerUrl}`).join(',')
-      for (const m of members) m.#initialCluster = initial
+      for (const m of members) {
+        m.#initialCluster = initial
+        m.#timing = timing ?? FAST_ELECTIONS
+      }
       await fs.mkdir(path.join(dir, `try-${attempt}`), { recursive: true })
       const started = await Promise.allSettled(members.map((m) => m.#run()))
       const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected')
@@ -189,9 +216,9 @@ export class EtcdServer {
         'zap',
         // A member elects after one election timeout: keep it short, so a start or restart is quick.
         '--heartbeat-interval',
-        '10',
+        String(this.#timing.heartbeatMs),
         '--election-timeout',
-        '100',
+        String(this.#timing.electionMs),
         ...this.#securityArgs(),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },

@@ -3,10 +3,11 @@
 // a test sets; the real Agent is tested on a temp data dir elsewhere.
 import { Writable } from 'node:stream'
 import type { TestContext } from 'node:test'
-import type { AgentApi, Readiness, WakeAnswer, WakeList, WakeSet } from '../../src/agent-api.js'
+import type { AgentApi, GateAnswer, Readiness, WakeAnswer, WakeList, WakeSet } from '../../src/agent-api.js'
 import { buildApp, type App, type Timeouts } from '../../src/app.js'
+import { NOT_YET, refusedState } from '../../src/domain/gate-state.js'
 import type { Mode } from '../../src/domain/modes.js'
-import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
+import type { IntentRecord, LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
 import type { AgentIdentity } from '../../src/routes/agent-identity.js'
@@ -51,6 +52,8 @@ export class FakeAgent implements AgentApi {
     isolation: [],
   }
   reportValue: LayoutReport = sampleReport()
+  /** The record the console names as the intent's, with who recorded it and why. */
+  intentValue: IntentRecord | null = null
   legValue: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
   /** What mint() answers: a mode, or an error it throws. */
   mintValue: Mode | Error = 'nested'
@@ -117,6 +120,10 @@ export class FakeAgent implements AgentApi {
     return new Promise((resolve) => this.callWaiters.push(resolve))
   }
 
+  intentRecord(): IntentRecord | null {
+    return this.intentValue
+  }
+
   legState(): LegState {
     return this.legValue
   }
@@ -163,6 +170,30 @@ export class FakeAgent implements AgentApi {
 
   readyFor(host: string): WakeAnswer {
     return this.#answer(host)
+  }
+
+  /** What a not-yet answer's Retry-After says, in seconds. */
+  retryAfterValue = 3
+  /** The waits asked (host, ms), in order; each answers the gate at once. */
+  readonly waits: Array<{ host: string; ms: number }> = []
+
+  gate(host: string): GateAnswer {
+    return this.gateOf(this.#answer(host))
+  }
+
+  gateOf(answer: WakeAnswer): GateAnswer {
+    if (answer.granted) return { answer, state: 'ready', retryAfter: null }
+    const state = refusedState(answer.refusal, this.readinessValue.phase)
+    return { answer, state, retryAfter: NOT_YET.has(state) ? this.retryAfterValue : null }
+  }
+
+  waitGate(host: string, ms: number): Promise<GateAnswer> {
+    this.waits.push({ host, ms })
+    return Promise.resolve().then(() => this.gate(host))
+  }
+
+  readyRetryAfter(): number {
+    return this.retryAfterValue
   }
 
   releaseWake(host: string): void {

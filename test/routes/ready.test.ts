@@ -46,3 +46,69 @@ void test('GET /livez answers 200 whatever the phase', async (t) => {
   assert.equal(res.statusCode, 200)
   assert.deepEqual(res.json(), { status: 'ok' })
 })
+
+void test('every 503 of GET /ready carries Retry-After, in seconds', async (t) => {
+  const { app, agent } = await build(t)
+  agent.retryAfterValue = 2
+  const res = await app.inject({ method: 'GET', url: '/ready' })
+  assert.equal(res.statusCode, 503)
+  assert.equal(res.headers['retry-after'], '2')
+  const verbose = await app.inject({ method: 'GET', url: '/ready?verbose' })
+  assert.equal(verbose.headers['retry-after'], '2')
+  agent.readinessValue = { ...agent.readinessValue, ready: true, phase: 'ready' }
+  const ready = await app.inject({ method: 'GET', url: '/ready' })
+  assert.equal(ready.statusCode, 200)
+  assert.equal(ready.headers['retry-after'], undefined)
+})
+
+void test('GET /ready/:host: 503 starting with Retry-After while recovery runs; a fence is a 409 with Retry-After', async (t) => {
+  const { app, agent } = await build(t)
+  const host = 'a.example.com'
+  agent.wakeAnswers.set(host, {
+    granted: false,
+    refusal: { host, layout: 'unknown', code: 'not_ready', reason: 'not ready: layoutd is recovering' },
+  })
+  const starting = await app.inject({ method: 'GET', url: `/ready/${host}` })
+  assert.equal(starting.statusCode, 503)
+  assert.equal(starting.headers['retry-after'], '3')
+  assert.equal(starting.json<{ code: string }>().code, 'not_ready')
+
+  agent.readinessValue = { ...agent.readinessValue, ready: true, phase: 'ready' }
+  agent.wakeAnswers.set(host, {
+    granted: false,
+    refusal: { host, layout: 'fenced', code: 'fenced_for_move', reason: 'fenced: fenced for its move (generation 4)' },
+  })
+  const fenced = await app.inject({ method: 'GET', url: `/ready/${host}` })
+  assert.equal(fenced.statusCode, 409)
+  assert.equal(fenced.headers['retry-after'], '3')
+  agent.wakeAnswers.set(host, {
+    granted: false,
+    refusal: { host, layout: 'fenced', code: 'symlink_source', reason: 'held down after a refused move' },
+  })
+  const held = await app.inject({ method: 'GET', url: `/ready/${host}` })
+  assert.equal(held.statusCode, 409)
+  assert.equal(held.headers['retry-after'], undefined, 'a hold is no retry')
+})
+
+void test('GET /ready/:host?wait= waits for a not-yet host, answers 503 with Retry-After if still not ready; a bad wait is 400', async (t) => {
+  const { app, agent } = await build(t)
+  agent.readinessValue = { ...agent.readinessValue, ready: true, phase: 'ready' }
+  const host = 'a.example.com'
+  agent.wakeAnswers.set(host, {
+    granted: false,
+    refusal: { host, layout: 'fenced', code: 'in_flight', reason: 'fenced: a move under way' },
+  })
+  const res = await app.inject({ method: 'GET', url: `/ready/${host}?wait=30s` })
+  assert.equal(res.statusCode, 503)
+  assert.equal(res.headers['retry-after'], '3')
+  assert.deepEqual(agent.waits, [{ host, ms: 30_000 }])
+  // An unknown host is never: answered at once, without a wait.
+  const unknown = await app.inject({ method: 'GET', url: '/ready/nobody.example.com?wait=500ms' })
+  assert.equal(unknown.statusCode, 409)
+  assert.equal(agent.waits.length, 1)
+  for (const wait of ['30', '0s', '61s', '1m', 'x']) {
+    const bad = await app.inject({ method: 'GET', url: `/ready/${host}?wait=${wait}` })
+    assert.equal(bad.statusCode, 400, wait)
+    assert.match(bad.body, /querystring\/wait/)
+  }
+})

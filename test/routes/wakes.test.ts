@@ -52,6 +52,7 @@ void test('POST /wakes/:host answers 200 with the paths or 409 with the reason; 
   const no = await app.inject({ method: 'POST', url: '/wakes/b.example.com' })
   assert.equal(no.statusCode, 409)
   assert.deepEqual(no.json(), refusal)
+  assert.equal(no.headers['retry-after'], '3', 'a move under way passes on its own: ask again after it')
 
   agent.wakeAnswers.set('BAD_HOST', errors.invalidHost('BAD_HOST', 'not lower case'))
   const bad = await app.inject({ method: 'POST', url: '/wakes/BAD_HOST' })
@@ -97,6 +98,7 @@ void test('PUT /wakes takes the whole awake set and answers what must stop; a ma
   const early = await app.inject({ method: 'PUT', url: '/wakes', payload: { awake: [] } })
   assert.equal(early.statusCode, 503)
   assert.equal(errorOf(early.body).code, 'not_ready')
+  assert.equal(early.headers['retry-after'], '3', 'every 503 says when to ask again')
 })
 
 void test('a set of thousands of long hostnames fits in PUT /wakes', async (t) => {

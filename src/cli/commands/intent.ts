@@ -1,18 +1,21 @@
-// `layoutd intent migrate|revert|prune|status` (design §7, §8): the deploy
-// store, read, recorded and pruned directly; `--dry-run` asks this box's
-// agent for its report. `intent migrate|revert (--box LABEL | --fleet)`
-// records a layout intent in the deploy store (or, with --dry-run, says
-// what this box would do and records nothing); `intent prune --keep N` removes old records;
-// `intent status [--json]` shows the one this box would read (design §7,
-// §8). They act on the store directly: the agent need not run, and it picks
-// a new record up on its watch or next poll.
+// `layoutd intent migrate|revert|quarantine|history|prune|status` (design
+// §7, §8): the deploy store, read, recorded and pruned directly; `--dry-run`
+// asks this box's agent for its report. `intent migrate|revert (--box LABEL
+// | --fleet)` records a layout intent in the deploy store (or, with
+// --dry-run, says what this box would do and records nothing), over an
+// unreadable record with --supersede; `intent quarantine ID` moves a record
+// aside with its replacement (design §7.4); `intent history` lists them all;
+// `intent prune --keep N` removes old records; `intent status [--json]`
+// shows the one this box would read. They act on the store directly: the
+// agent need not run, and it picks a new record up on its watch or next poll.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, newIntentId, type IntentRead } from '../../domain/intent.js'
 import { dryRun, formatDryRun, formatSummaryDryRun, prunePlan } from '../../domain/intent-plan.js'
+import { FLEET, historyRows, planRepair, repairWords, type RepairPlan } from '../../domain/intent-repair.js'
 import { validMode, type IntentMode, type Mode } from '../../domain/modes.js'
-import type { DeployStore } from '../../domain/ports.js'
+import type { DeployStore, StoreContents } from '../../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
@@ -26,15 +29,18 @@ import {
   type CommandGroup,
   type Signature,
 } from '../command.js'
+import { formatTable } from '../table.js'
 
 export const usage = `usage:
-  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
+  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box] [--supersede ID] [-m MSG]
+  layoutd intent quarantine ID [--record nested|flat] [--box LABEL | --fleet] [--dry-run] [-m MSG]
+  layoutd intent history [--box LABEL] [--json]
   layoutd intent prune --keep N [--dry-run]
   layoutd intent status [--json]
 `
 
 const RECORD_USAGE = `usage:
-  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
+  layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box] [--supersede ID] [-m MSG]
 
   migrate     record the nested layout; revert: the flat one
   --box LABEL for that box only (upper case folded, as CARLOS_BOX is)
@@ -42,6 +48,31 @@ const RECORD_USAGE = `usage:
   --force     stop awake instances at once instead of giving them their grace
   --dry-run   say what this box would do (which rows move, which are withheld and why); record nothing
   --new-box   record for a box no agent has reported yet (etcd knows the boxes)
+  --supersede ID  record over record ID (one that cannot be read, or a wrong one): it is moved
+              aside in the same step (intent quarantine ID --record ...)
+  -m MSG      why, kept with the record (intent history shows it)
+`
+
+const QUARANTINE_USAGE = `usage:
+  layoutd intent quarantine ID [--record nested|flat] [--box LABEL | --fleet] [--dry-run] [-m MSG]
+
+  moves record ID (one that cannot be read, or a wrong one) aside, where an
+  operator can still read it, and with --record records the intent that
+  takes its place in the same step, so no box reads the record before it
+  --record M  the mode of the replacement: nested or flat
+  --box LABEL, --fleet  whom the replacement addresses; default the record's own
+              (required when the record cannot be read)
+  --dry-run   say what would be done; change nothing
+  -m MSG      why, kept with the replacement
+`
+
+const HISTORY_USAGE = `usage:
+  layoutd intent history [--box LABEL] [--json]
+
+  every record, newest first: id, mode, box, who recorded it, when, and why;
+  those that cannot be read, and those moved aside, marked
+  --box LABEL only the records addressing that box (its own and the fleet's)
+  --json      print {"records": [...]}
 `
 
 const PRUNE_USAGE = `usage:
@@ -77,6 +108,8 @@ const RECORD_OPTIONS = {
   force: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   'new-box': { type: 'boolean' },
+  supersede: { type: 'string' },
+  message: { type: 'string', short: 'm' },
 } as const
 
 function recordCommand(mode: Mode): Command<typeof RECORD_OPTIONS, IntentIo> {
@@ -91,8 +124,44 @@ function recordCommand(mode: Mode): Command<typeof RECORD_OPTIONS, IntentIo> {
         force: values.force === true,
         dryRun: values['dry-run'] === true,
         newBox: values['new-box'] === true,
+        supersede: values.supersede,
+        message: checkedMessage(values.message),
       }),
   }
+}
+
+const QUARANTINE_OPTIONS = {
+  record: { type: 'string' },
+  box: { type: 'string' },
+  fleet: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  message: { type: 'string', short: 'm' },
+} as const
+
+const quarantineCommand: Command<typeof QUARANTINE_OPTIONS, IntentIo> = {
+  usage: QUARANTINE_USAGE,
+  options: QUARANTINE_OPTIONS,
+  positionals: ['ID'],
+  signature,
+  run: ({ values, positionals }, io) => quarantine(io, positionals[0] ?? '', values),
+}
+
+const HISTORY_OPTIONS = { box: { type: 'string' }, json: { type: 'boolean' } } as const
+
+const historyCommand: Command<typeof HISTORY_OPTIONS, IntentIo> = {
+  usage: HISTORY_USAGE,
+  options: HISTORY_OPTIONS,
+  signature,
+  run: ({ values }, io) => history(io, values.box, values.json === true),
+}
+
+/** A -m message: one line, at most 1,000 characters; empty is none. */
+function checkedMessage(m: string | undefined): string | undefined {
+  if (m === undefined || m === '') return undefined
+  if (m.length > 1000) throw errors.usage(`-m: ${m.length} characters, over the 1000 a message may have`)
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(m)) throw errors.usage('-m: one line of text, with no control characters')
+  return m
 }
 
 const PRUNE_OPTIONS = { keep: { type: 'string' }, 'dry-run': { type: 'boolean' } } as const
@@ -116,6 +185,8 @@ const statusCommand: Command<typeof STATUS_OPTIONS, IntentIo> = {
 const SUBCOMMANDS: Record<string, Command<OptionsConfig, IntentIo>> = {
   migrate: recordCommand('nested'),
   revert: recordCommand('flat'),
+  quarantine: quarantineCommand,
+  history: historyCommand,
   prune: pruneCommand,
   status: statusCommand,
 }
@@ -133,7 +204,8 @@ export function intentCommand(argv: readonly string[], io: IntentIo): Promise<nu
 
 /** `layoutd intent …` from the command line: opens the deploy store for the command. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
-  return runGroup(group, argv, cli, withDeployStore(cli))
+  const scope = withDeployStore(cli)
+  return runGroup(group, argv, cli, (use) => scope((context) => use({ ...context, by: whoami(cli.environ) })))
 }
 
 interface RecordAsk {
@@ -142,6 +214,8 @@ interface RecordAsk {
   force: boolean
   dryRun: boolean
   newBox: boolean
+  supersede: string | undefined
+  message: string | undefined
 }
 
 /** The box a --box names, folded as CARLOS_BOX is; undefined for the fleet. */
@@ -159,6 +233,25 @@ function addressed(ask: RecordAsk): string | undefined {
 async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<number> {
   const box = addressed(ask)
   const whom = box === undefined ? 'for the whole fleet' : `for box ${box}`
+  await refuseUnknownOrForce(io, box, ask)
+  // The new id must sort after every recorded one, so the store is read
+  // first; a record that cannot be read refuses the record (the boxes would
+  // not read it) unless --supersede names it: then it is moved aside in the
+  // same step. --dry-run reads and refuses the same way.
+  const contents = await readContents(io.store)
+  if (ask.supersede === undefined) refuseUnreadable(contents)
+  else planRepair(contents, { id: ask.supersede, mode, address: box ?? FLEET })
+  const what = `${mode} ${whom}${ask.force ? ' (forced)' : ''}`
+  const over = ask.supersede === undefined ? '' : `, quarantining record ${ask.supersede} in the same step`
+  if (ask.dryRun) return showDryRun(io, mode, box, `${what}${over}`)
+  const record = newRecord(io, contents, { mode, force: ask.force, box, message: ask.message })
+  if (ask.supersede !== undefined) await quarantineWith(io, ask.supersede, record)
+  else await io.store.record(record, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  io.stdout.write(`recorded intent ${record.id}: ${what}\n`)
+  return 0
+}
+
+async function refuseUnknownOrForce(io: IntentIo, box: string | undefined, ask: RecordAsk): Promise<void> {
   if (ask.force && box === io.config.box && io.config.activatorUrl === '') {
     throw errors.forceWithoutActivator([box])
   }
@@ -176,22 +269,108 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
       if (cannot.length > 0) throw errors.forceWithoutActivator(cannot.sort(), box === undefined)
     }
   }
-  if (ask.dryRun) return showDryRun(io, mode, box, `${mode} ${whom}${ask.force ? ' (forced)' : ''}`)
+}
+
+/** The store's records, and those it cannot read (a store without inspect throws on one, as list does). */
+async function readContents(store: DeployStore): Promise<StoreContents> {
+  const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
+  if (store.inspect !== undefined) return store.inspect(signal)
+  return { records: await store.list(signal), unreadable: [] }
+}
+
+/** Recording over a record no box can read is refused, naming it: --supersede or quarantine it. */
+function refuseUnreadable(contents: StoreContents): void {
+  const [first] = contents.unreadable
+  if (first === undefined) return
+  throw errors.repairRefused(
+    `intent record ${first.where}: ${first.why}; while it is in the store no box can read any intent, ` +
+      `so a new record would not be read either: record with --supersede ${first.id} to move it aside ` +
+      `in the same step, or \`layoutd intent quarantine ${first.id}\``,
+  )
+}
+
+/** A new record with an id after every one in the store, the unreadable ones too. */
+function newRecord(
+  io: IntentIo,
+  contents: StoreContents,
+  r: { mode: Mode; force: boolean; box: string | undefined; message: string | undefined },
+): IntentRecord {
   const now = (io.now ?? (() => new Date()))()
-  // The new id must sort after every recorded one, so the store is read
-  // first; a store that cannot be read refuses the record rather than risk
-  // an id that sorts before the intent it means to supersede.
-  const existing = (await io.store.list(AbortSignal.timeout(INTENT_TIMEOUT_MS))).map((r) => r.id)
-  const record: IntentRecord = {
+  const existing = [...contents.records.map((x) => x.id), ...contents.unreadable.map((u) => u.id)]
+  return {
     id: newIntentId(now, existing, () => randomBytes(3).toString('hex')),
-    mode,
-    force: ask.force,
-    ...(box === undefined ? {} : { box }),
+    mode: r.mode,
+    force: r.force,
+    ...(r.box === undefined ? {} : { box: r.box }),
     recordedAt: now.toISOString(),
-    by: io.by ?? whoami(),
+    by: io.by ?? whoami(process.env),
+    ...(r.message === undefined ? {} : { message: r.message }),
   }
-  await io.store.record(record, AbortSignal.timeout(INTENT_TIMEOUT_MS))
-  io.stdout.write(`recorded intent ${record.id}: ${mode} ${whom}${ask.force ? ' (forced)' : ''}\n`)
+}
+
+/** Moves id aside with its replacement (design §7.4), saying where it went. */
+async function quarantineWith(io: IntentIo, id: string, replacement: IntentRecord | undefined): Promise<void> {
+  if (io.store.quarantine === undefined) throw errors.repairRefused(`${io.store.describe()} cannot quarantine records`)
+  const where = await io.store.quarantine(id, replacement, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  io.stdout.write(`quarantined intent record ${id}: moved to ${where} (still readable there)\n`)
+}
+
+interface QuarantineValues {
+  record?: string
+  box?: string
+  fleet?: boolean
+  'dry-run'?: boolean
+  message?: string
+}
+
+/** --box (folded, checked) or --fleet of a replacement; undefined: the record's own. */
+function replacementAddress(o: QuarantineValues): string | undefined {
+  if (o.box !== undefined && o.fleet === true) throw errors.usage('--box and --fleet: give one')
+  if (o.box === undefined) return o.fleet === true ? FLEET : undefined
+  const box = o.box.toLowerCase()
+  const why = hostError(box)
+  if (why !== null) throw errors.invalidBoxLabel(o.box, why)
+  return box
+}
+
+async function quarantine(io: IntentIo, id: string, o: QuarantineValues): Promise<number> {
+  if (o.record !== undefined && !validMode(o.record))
+    throw errors.usage(`--record ${JSON.stringify(o.record)}: nested or flat`)
+  if (o.record === undefined && (o.box !== undefined || o.fleet === true || o.message !== undefined))
+    throw errors.usage('--box, --fleet and -m say whom and why of the replacement: they go with --record')
+  const message = checkedMessage(o.message)
+  const address = replacementAddress(o)
+  const contents = await readContents(io.store)
+  const plan: RepairPlan = planRepair(contents, { id, mode: o.record, address })
+  const dry = o['dry-run'] === true
+  if (dry) io.stdout.write(`dry run: would quarantine ${repairWords(id, plan)}; nothing changed\n`)
+  const r = plan.replacement
+  const record =
+    r === undefined ? undefined : newRecord(io, contents, { mode: r.mode, force: false, box: r.box, message })
+  if (!dry) await quarantineWith(io, id, record)
+  const whom = r?.box === undefined ? 'for the whole fleet' : `for box ${r.box}`
+  if (record !== undefined && !dry)
+    io.stdout.write(`recorded intent ${record.id}: ${record.mode} ${whom}, in its place\n`)
+  if (r === undefined) io.stdout.write(`nothing ${dry ? 'would be ' : ''}recorded in its place: ${plan.after}\n`)
+  return 0
+}
+
+async function history(io: IntentIo, boxOpt: string | undefined, json: boolean): Promise<number> {
+  const box = boxOpt?.toLowerCase()
+  if (box !== undefined && boxOpt !== undefined) {
+    const why = hostError(box)
+    if (why !== null) throw errors.invalidBoxLabel(boxOpt, why)
+  }
+  const contents = await readContents(io.store)
+  const aside = (await io.store.listQuarantined?.(AbortSignal.timeout(INTENT_TIMEOUT_MS))) ?? []
+  const rows = historyRows(contents, aside, box)
+  if (json) {
+    io.stdout.write(`${JSON.stringify({ records: rows }, null, 2)}\n`)
+    return 0
+  }
+  const state = (s: string, note: string) => (s === 'recorded' ? '' : `[${s}: ${note}] `)
+  const table = rows.map((r) => [r.id, r.mode, r.box, r.by, r.at, `${state(r.state, r.note)}${r.message}`])
+  io.stdout.write(formatTable(['ID', 'MODE', 'BOX', 'WHO', 'WHEN', 'MESSAGE'], table))
   return 0
 }
 
@@ -243,13 +422,16 @@ async function prune(io: IntentIo, keepText: string | undefined, dry: boolean): 
   return 0
 }
 
-function whoami(): string {
-  let user: string
-  try {
-    user = os.userInfo().username
-  } catch {
-    // A uid with no passwd entry (common in containers) is still someone.
-    user = `uid-${process.getuid?.() ?? 'unknown'}`
+/** `user@host` of whoever runs the CLI: USER, else LOGNAME, else the passwd entry of the uid. */
+export function whoami(environ: NodeJS.ProcessEnv): string {
+  let user = environ.USER ?? environ.LOGNAME ?? ''
+  if (user === '') {
+    try {
+      user = os.userInfo().username
+    } catch {
+      // A uid with no passwd entry (common in containers) is still someone.
+      user = `uid-${process.getuid?.() ?? 'unknown'}`
+    }
   }
   return `${user}@${os.hostname()}`
 }
@@ -288,6 +470,7 @@ export function formatIntentStatus(box: string, s: IntentStatus): string {
     out +=
       `intent    ${i.id} (${i.box === undefined ? 'the whole fleet' : `box ${i.box}`})\n` +
       `recorded  ${i.recordedAt} by ${i.by}\n` +
+      (i.message === undefined ? '' : `message   ${i.message}\n`) +
       `force     ${i.force ? 'yes: awake instances are stopped at once' : 'no'}\n`
   } else if (s.mode === 'none') {
     out += 'intent    none addresses this box; the deployment default may stand in\n'

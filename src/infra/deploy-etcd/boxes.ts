@@ -1,13 +1,16 @@
-// The boxes' summaries in etcd (design §7.3): one key per box,
-// <root>boxes/<box>, put on a lease this agent keeps alive (a third of its
-// TTL between renewals), so a box that dies disappears when its lease
-// expires. A lease etcd no longer knows (the agent was cut off past its
-// TTL) is granted again and the summary put again. This file owns the
+// The boxes' summaries and labels in etcd (design §7.3, §7.5): one lease
+// per agent, kept alive a third of its TTL apart, carrying two small keys,
+// <root>labels/<box> (who holds the label: box, data root, pid, host) and
+// <root>boxes/<box> (the summary), so a box that dies disappears when its
+// lease expires. A summary is put only while the label is on this agent's
+// lease; a lease etcd no longer knows (the agent was cut off past its TTL)
+// is granted again and the label taken again, unless another agent has it
+// by then: this one then stops publishing and says so. This file owns the
 // lease and the keys; the store hands it the gateway.
 import { Value } from '../../domain/typebox.js'
 import { BoxSummary } from '../../domain/box-summary.js'
-import type { Clock, Logger } from '../../domain/ports.js'
-import { errorMessage } from '../../errors.js'
+import type { Clock, LabelHolder, Logger } from '../../domain/ports.js'
+import { errorMessage, errors } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
 import { b64, type EtcdGateway, prefixEnd } from './gateway.js'
 import { LeaseGrantResponse, LeaseKeepAliveResponse, RangeResponse, TxnResponse } from './wire-schemas.js'
@@ -19,8 +22,12 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 export interface EtcdBoxesOptions {
   gateway: EtcdGateway
-  /** The keys' prefix, ending in `/`. */
+  /** The summaries' prefix, ending in `/`. */
   prefix: string
+  /** The labels' prefix (leased keys, who holds each label now). */
+  labelPrefix: string
+  /** The last holders' prefix (kept until a clean stop: how a takeover is told). */
+  holderPrefix: string
   ttlMs: number
   clock: Clock
   logger: Logger | undefined
@@ -36,6 +43,12 @@ export class EtcdBoxes {
   #renewing = false
   /** The last summary given is in etcd (its put succeeded). */
   #written = false
+  /** The label this agent claimed, as its key holds it; undefined before claim (tests publish without one). */
+  #label: { key: string; holderKey: string; value: string; holder: LabelHolder } | undefined
+  /** The label is on this agent's lease (taken at start, or by a later renewal when etcd was away). */
+  #claimed = false
+  /** Another agent took the label while this one's lease had expired: nothing more is published. */
+  #lost = false
 
   constructor(opts: EtcdBoxesOptions) {
     if (!opts.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(opts.prefix)} must end in "/"`)
@@ -43,6 +56,7 @@ export class EtcdBoxes {
   }
 
   async publish(summary: BoxSummary, signal: AbortSignal): Promise<void> {
+    if (this.#lost) return
     if (!Value.Check(BoxSummary, summary))
       throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
     this.#value = { key: b64(`${this.#o.prefix}${summary.box}`), value: b64(`${JSON.stringify(summary)}\n`) }
@@ -52,19 +66,153 @@ export class EtcdBoxes {
     await this.#put(signal)
   }
 
-  /** Puts the summary on the lease, granting one first when there is none or etcd forgot it. */
+  /**
+   * Takes the label on this agent's lease (design §7.5), or throws `label_taken` naming the live holder. A
+   * holder of the same data root on the same host is a previous run of this agent (the data root's lock
+   * says it is gone): taken over at once, and said. A last holder whose lease expired is said too.
+   */
+  async claim(holder: LabelHolder, signal: AbortSignal): Promise<void> {
+    const { labelPrefix, holderPrefix } = this.#o
+    this.#label = {
+      key: b64(`${labelPrefix}${holder.box}`),
+      holderKey: b64(`${holderPrefix}${holder.box}`),
+      value: b64(`${JSON.stringify(holder)}\n`),
+      holder,
+    }
+    // Renewals start whatever the claim does: one that could not reach etcd is made by the next.
+    this.#schedule()
+    const other = await this.#claimNow(signal)
+    if (other === undefined) return
+    this.#renewal?.()
+    this.#renewal = undefined
+    throw errors.labelTaken(holder.box, describeHolder(other))
+  }
+
+  /**
+   * Takes the label on this lease (granted first when there is none). Resolves to the live holder when
+   * another agent holds it, else undefined (taken).
+   */
+  async #claimNow(signal: AbortSignal): Promise<LabelHolder | undefined> {
+    const label = this.#label
+    if (label === undefined) return undefined
+    this.#lease ??= await this.#grant(signal)
+    const taken = await this.#take(signal)
+    if (taken !== undefined) {
+      const same = taken.dataRoot === label.holder.dataRoot && taken.host === label.holder.host
+      if (!same) return taken
+      // The data root's lock is ours, so that agent is gone: its lease has yet to expire.
+      await this.#o.gateway.call('/v3/kv/deleterange', { key: label.key }, TxnResponse, signal)
+      const again = await this.#take(signal)
+      if (again !== undefined) return again
+    }
+    this.#claimed = true
+    return undefined
+  }
+
+  /**
+   * One transaction: the label put on this lease where no key holds it, and the last holder read and
+   * replaced. Resolves to the live holder when another holds it (nothing written), else undefined.
+   */
+  async #take(signal: AbortSignal): Promise<LabelHolder | undefined> {
+    const label = this.#label
+    if (label === undefined) return undefined
+    const { key, holderKey, value } = label
+    const txn = {
+      compare: [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+      success: [
+        { request_range: { key: holderKey } },
+        { request_put: { key, value, lease: this.#lease } },
+        { request_put: { key: holderKey, value } },
+      ],
+      failure: [{ request_range: { key } }],
+    }
+    const { value: res } = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    const found = res.responses?.[0]?.response_range?.kvs?.[0]?.value
+    if (res.succeeded !== true) {
+      // A retried txn that landed finds its own value.
+      if (found === value) return undefined
+      return parseHolder(found) ?? { ...label.holder, pid: -1, host: 'unknown', dataRoot: 'unknown' }
+    }
+    const last = found === undefined || found === value ? undefined : parseHolder(found)
+    if (last !== undefined)
+      this.#o.logger?.warn(
+        { box: label.holder.box, lastHolder: last },
+        `etcd deploy store: box label ${label.holder.box} taken over from ${describeHolder(last)}, ` +
+          `which did not stop cleanly (its lease expired, or it was killed)`,
+      )
+    return undefined
+  }
+
+  /**
+   * Puts the summary on the lease, granting one first when there is none or etcd forgot it. With a label,
+   * the put is a transaction that applies only while the label is on this lease.
+   */
   async #put(signal: AbortSignal): Promise<void> {
+    if (this.#lost) return
+    if (this.#label !== undefined && !this.#claimed) {
+      // etcd could not be reached when the agent started: the label is taken before any summary.
+      const other = await this.#claimNow(signal)
+      if (other !== undefined) return this.#lose(other)
+    }
     const v = this.#value
     if (v === undefined) return
     this.#lease ??= await this.#grant(signal)
     try {
-      await this.#o.gateway.call('/v3/kv/put', { ...v, lease: this.#lease }, TxnResponse, signal)
+      await this.#guardedPut(v, signal)
     } catch (err) {
       if (!/requested lease not found/i.test(errorMessage(err))) throw err
-      this.#lease = await this.#grant(signal)
-      await this.#o.gateway.call('/v3/kv/put', { ...v, lease: this.#lease }, TxnResponse, signal)
+      await this.#renewLease(signal)
+      await this.#guardedPut(v, signal)
     }
     if (this.#value === v) this.#written = true
+  }
+
+  async #guardedPut(v: { key: string; value: string }, signal: AbortSignal): Promise<void> {
+    const label = this.#label
+    if (label === undefined) {
+      await this.#o.gateway.call('/v3/kv/put', { ...v, lease: this.#lease }, TxnResponse, signal)
+      return
+    }
+    const txn = {
+      compare: [{ key: label.key, target: 'LEASE', result: 'EQUAL', lease: this.#lease }],
+      success: [{ request_put: { ...v, lease: this.#lease } }],
+      failure: [],
+    }
+    const { value } = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    if (value.succeeded === true) return
+    // The label is not on this lease: it went with an expired lease, or another agent holds it.
+    await this.#renewLease(signal)
+    if (this.#lost) return
+    const again = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    if (again.value.succeeded !== true) throw new Error(`the box label is not on this agent's lease after taking it`)
+  }
+
+  /** A new lease, and the label taken again on it; another agent holding it by then ends publishing. */
+  async #renewLease(signal: AbortSignal): Promise<void> {
+    this.#lease = await this.#grant(signal)
+    const label = this.#label
+    if (label === undefined) return
+    this.#claimed = false
+    const holder = await this.#claimNow(signal)
+    if (holder !== undefined) return this.#lose(holder)
+    this.#o.logger?.warn(
+      { box: label.holder.box },
+      `etcd deploy store: box label ${label.holder.box} taken again on a new lease (the last one expired)`,
+    )
+  }
+
+  /** Another agent holds the label now: nothing more is published, and that is said. */
+  #lose(holder: LabelHolder): void {
+    const box = this.#label?.holder.box ?? holder.box
+    this.#lost = true
+    this.#renewal?.()
+    this.#renewal = undefined
+    this.#o.logger?.error(
+      { box, holder },
+      `etcd deploy store: box label ${box} was taken over by another agent ` +
+        `(${describeHolder(holder)}) while this agent's lease had expired; ` +
+        `this agent stops publishing its summary: stop it, or give it its own CARLOS_BOX`,
+    )
   }
 
   async #grant(signal: AbortSignal): Promise<string> {
@@ -77,7 +225,7 @@ export class EtcdBoxes {
 
   /** The next renewal, a third of the TTL from now: two may fail before the summary goes. */
   #schedule(): void {
-    if (this.#renewal !== undefined || this.#o.gateway.closed.aborted) return
+    if (this.#renewal !== undefined || this.#o.gateway.closed.aborted || this.#lost) return
     this.#renewal = this.#o.clock.setTimer(Math.max(100, Math.floor(this.#o.ttlMs / 3)), () => {
       this.#renewal = undefined
       void this.#renew().finally(() => this.#schedule())
@@ -85,13 +233,14 @@ export class EtcdBoxes {
   }
 
   async #renew(): Promise<void> {
-    if (this.#renewing || this.#value === undefined) return
+    if (this.#renewing || (this.#value === undefined && this.#label === undefined) || this.#lost) return
     this.#renewing = true
     const { gateway, logger, ttlMs } = this.#o
     try {
       const signal = AbortSignal.any([gateway.closed, AbortSignal.timeout(Math.max(1000, ttlMs))])
       const lease = this.#lease
-      if (lease === undefined || !this.#written) {
+      const unclaimed = this.#label !== undefined && !this.#claimed
+      if (lease === undefined || unclaimed || (!this.#written && this.#value !== undefined)) {
         // The last put failed: the summary is not in etcd until one succeeds.
         await this.#put(signal)
         logger?.info(
@@ -108,7 +257,7 @@ export class EtcdBoxes {
           { store: gateway.describe(), lease },
           'etcd deploy store: the box summary lease expired; publishing again on a new one',
         )
-        this.#lease = undefined
+        await this.#renewLease(signal)
         await this.#put(signal)
       }
     } catch (err) {
@@ -128,6 +277,16 @@ export class EtcdBoxes {
     this.#renewal = undefined
     const lease = this.#lease
     this.#lease = undefined
+    const label = this.#label
+    if (label !== undefined && !this.#lost) {
+      // A clean stop is no takeover: the last holder goes with this agent's label, if it is still ours.
+      const txn = {
+        compare: [{ key: label.holderKey, target: 'VALUE', result: 'EQUAL', value: label.value }],
+        success: [{ request_delete_range: { key: label.holderKey } }],
+        failure: [],
+      }
+      await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal).catch(() => undefined)
+    }
     if (lease === undefined) return
     await this.#o.gateway.call('/v3/lease/revoke', { ID: lease }, LeaseGrantResponse, signal).catch(() => undefined)
   }
@@ -160,4 +319,27 @@ export class EtcdBoxes {
     }
     return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
   }
+}
+
+/** A label's holder as its key holds it (base64 JSON); undefined when it is not one. */
+function parseHolder(b64value: string | undefined): LabelHolder | undefined {
+  if (b64value === undefined) return undefined
+  try {
+    const h = JSON.parse(Buffer.from(b64value, 'base64').toString('utf8')) as Partial<LabelHolder>
+    if (typeof h.box !== 'string' || typeof h.pid !== 'number') return undefined
+    return {
+      box: h.box,
+      dataRoot: String(h.dataRoot),
+      pid: h.pid,
+      host: String(h.host),
+      since: String(h.since),
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/** `pid 4242 on host web-01, data root /var/lib/layoutd, since 2026-…`. */
+export function describeHolder(h: LabelHolder): string {
+  return `pid ${h.pid} on host ${h.host}, data root ${h.dataRoot}, since ${h.since}`
 }

@@ -8,13 +8,22 @@
 import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { errorMessage, errors } from '../../errors.js'
-import type { Clock, DeployStore, Logger } from '../../domain/ports.js'
+import type {
+  Clock,
+  DeployStore,
+  LabelHolder,
+  Logger,
+  QuarantinedRecord,
+  StoreContents,
+  UnreadableRecord,
+} from '../../domain/ports.js'
 import { systemClock } from '../../domain/ports.js'
 import { IntentRecord } from '../../domain/schemas.js'
 import { MAX_RECORD_BYTES } from '../deploy-dir.js'
 import { schemaErrors } from '../schema-errors.js'
 import type { BoxSummary } from '../../domain/box-summary.js'
 import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
+import { EtcdRollouts, rolloutPrefixFor } from './rollout.js'
 import type { EtcdCredentials } from './credentials.js'
 import { b64, EtcdGateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS, type WatchEvent } from './watch.js'
@@ -28,7 +37,14 @@ export const BOX_PREFIX = '/carlos/layout/boxes/'
  * `/test/x/` gives `/test/x-boxes/`.
  */
 export function boxPrefixFor(prefix: string): string {
-  return prefix.endsWith('/intents/') ? `${prefix.slice(0, -'intents/'.length)}boxes/` : `${prefix.slice(0, -1)}-boxes/`
+  return siblingPrefix(prefix, 'boxes')
+}
+
+/** A prefix beside the intents' one: `…/intents/` gives `…/<name>/`, `/test/x/` gives `/test/x-<name>/`. */
+export function siblingPrefix(prefix: string, name: string): string {
+  return prefix.endsWith('/intents/')
+    ? `${prefix.slice(0, -'intents/'.length)}${name}/`
+    : `${prefix.slice(0, -1)}-${name}/`
 }
 
 export interface EtcdStoreOptions {
@@ -59,10 +75,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 export class EtcdDeployStore implements DeployStore {
   readonly tracksBoxes = true
   readonly prefix: string
+  /** Where `intent quarantine` moves records aside: `/carlos/layout/quarantine/<id>`. */
+  readonly quarantinePrefix: string
   readonly #rangeEnd: string
   readonly #gateway: EtcdGateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
+  readonly #rollouts: EtcdRollouts
   /** What this process's reads have found: a store seen is held to it (list). */
   readonly #seen: { records: boolean; cluster: string | undefined; revision: bigint; replaced: string } = {
     records: false,
@@ -76,6 +95,7 @@ export class EtcdDeployStore implements DeployStore {
     this.prefix = opts.prefix ?? INTENT_PREFIX
     if (!this.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(this.prefix)} must end in "/"`)
     this.#rangeEnd = prefixEnd(this.prefix)
+    this.quarantinePrefix = siblingPrefix(this.prefix, 'quarantine')
     const clock = opts.clock ?? systemClock
     this.#gateway = new EtcdGateway(endpoints, {
       requestTimeoutMs: opts.requestTimeoutMs,
@@ -85,9 +105,19 @@ export class EtcdDeployStore implements DeployStore {
     this.#boxes = new EtcdBoxes({
       gateway: this.#gateway,
       prefix: boxPrefixFor(this.prefix),
+      labelPrefix: siblingPrefix(this.prefix, 'labels'),
+      holderPrefix: siblingPrefix(this.prefix, 'label-holders'),
       ttlMs: opts.boxTtlMs ?? BOX_TTL_MS,
       clock,
       logger: opts.logger,
+    })
+    this.#rollouts = new EtcdRollouts({
+      gateway: this.#gateway,
+      prefix: rolloutPrefixFor(this.prefix),
+      intentPrefix: this.prefix,
+      boxPrefix: boxPrefixFor(this.prefix),
+      logger: opts.logger,
+      clock,
     })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,
@@ -116,8 +146,83 @@ export class EtcdDeployStore implements DeployStore {
     return this.#boxes.publish(summary, signal)
   }
 
+  /** The staged rollouts, on the same gateway (design §7.6). */
+  rollouts(): EtcdRollouts {
+    return this.#rollouts
+  }
+
   listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
     return this.#boxes.list(signal)
+  }
+
+  claimLabel(holder: LabelHolder, signal: AbortSignal): Promise<void> {
+    return this.#boxes.claim(holder, signal)
+  }
+
+  /** Every key under the prefix: the readable records sorted by id, each other one named with why. */
+  async inspect(signal: AbortSignal): Promise<StoreContents> {
+    const { kvs } = await this.#range(signal)
+    const records: IntentRecord[] = []
+    const unreadable: UnreadableRecord[] = []
+    for (const kv of kvs) {
+      try {
+        records.push(this.#decode(kv))
+      } catch (err) {
+        const key = Buffer.from(kv.key, 'base64').toString('utf8')
+        const why = errorMessage(err).replace(`intent record etcd ${key}: `, '')
+        unreadable.push({ id: key.slice(this.prefix.length), where: `etcd ${key}`, why })
+      }
+    }
+    return { records: records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), unreadable }
+  }
+
+  /**
+   * In one transaction (design §7.4): the record's bytes put at <quarantine>/<id>, its key deleted and
+   * the replacement created, each guarded (the record as read, neither new key there yet), so a box
+   * reads the record or the replacement, never the record before them.
+   */
+  async quarantine(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string> {
+    if (replacement !== undefined && !Value.Check(IntentRecord, replacement))
+      throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, replacement)}`)
+    const key = b64(`${this.prefix}${id}`)
+    const aside = `${this.quarantinePrefix}${id}`
+    const { value: read } = await this.#gateway.call('/v3/kv/range', { key }, RangeResponse, signal)
+    const kv = read.kvs?.[0]
+    if (kv === undefined) throw new Error(`no record ${id} to quarantine (etcd key ${this.prefix}${id})`)
+    const compare: unknown[] = [
+      { key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision ?? '0' },
+      { key: b64(aside), target: 'CREATE', result: 'EQUAL', create_revision: '0' },
+    ]
+    const success: unknown[] = [
+      { request_put: { key: b64(aside), value: kv.value ?? '' } },
+      { request_delete_range: { key } },
+    ]
+    if (replacement !== undefined) {
+      const rkey = b64(`${this.prefix}${replacement.id}`)
+      compare.push({ key: rkey, target: 'CREATE', result: 'EQUAL', create_revision: '0' })
+      success.push({ request_put: { key: rkey, value: b64(`${JSON.stringify(replacement, null, 2)}\n`) } })
+    }
+    const txn = { compare, success, failure: [{ request_range: { key: b64(aside) } }] }
+    const { value } = await this.#gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    if (value.succeeded === true) return `etcd ${aside}`
+    if (value.responses?.[0]?.response_range?.kvs?.[0] !== undefined)
+      throw new Error(`a record ${id} is already quarantined at etcd ${aside}; move it away first`)
+    throw new Error(`record ${id} changed while it was being quarantined (or the new id is taken); run it again`)
+  }
+
+  /** The records moved aside, by id, each as its bytes read. */
+  async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
+    const p = this.quarantinePrefix
+    const { value } = await this.#gateway.call(
+      '/v3/kv/range',
+      { key: b64(p), range_end: prefixEnd(p) },
+      RangeResponse,
+      signal,
+    )
+    return (value.kvs ?? []).map((kv) => {
+      const key = Buffer.from(kv.key, 'base64').toString('utf8')
+      return { id: key.slice(p.length), where: `etcd ${key}`, text: Buffer.from(kv.value ?? '', 'base64').toString() }
+    })
   }
 
   /** Deletes the intents of these ids, 128 to a txn. */
@@ -137,6 +242,21 @@ export class EtcdDeployStore implements DeployStore {
   }
 
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    const { kvs, url } = await this.#range(signal)
+    const records = kvs.map((kv) => this.#decode(kv))
+    if (records.length > 0) this.#seen.records = true
+    else if (this.#seen.records)
+      throw errors.deployStoreLost(
+        'deploy_store_emptied',
+        `etcd ${url}`,
+        `no key under ${this.prefix}, where this agent read a record before`,
+      )
+    // Plain code-unit order, the order newIntentId compares ids in.
+    return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  /** Every key-value under the prefix, from an etcd held to the one read before. */
+  async #range(signal: AbortSignal): Promise<{ kvs: Array<Static<typeof KeyValue>>; url: string }> {
     // Linearizable (the default): the read goes through the leader, so a
     // member cut off from its quorum answers an error, never an old intent.
     const { value, url } = await this.#gateway.call(
@@ -148,16 +268,7 @@ export class EtcdDeployStore implements DeployStore {
     if (value.more === true)
       throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
     this.#heldTo(value.header, url)
-    const records = (value.kvs ?? []).map((kv) => this.#decode(kv))
-    if (records.length > 0) this.#seen.records = true
-    else if (this.#seen.records)
-      throw errors.deployStoreLost(
-        'deploy_store_emptied',
-        `etcd ${url}`,
-        `no key under ${this.prefix}, where this agent read a record before`,
-      )
-    // Plain code-unit order, the order newIntentId compares ids in.
-    return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    return { kvs: value.kvs ?? [], url }
   }
 
   /**

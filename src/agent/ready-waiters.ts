@@ -1,0 +1,133 @@
+// The waits of `GET /ready/:host?wait=` (design §6.4): a request for a host
+// that is not yet ready holds until the host is (or is never), or its
+// wait ends; the waits are bounded per host and in all, counted in a
+// gauge, woken when the fence table lifts their host, and asked again
+// each second for what no lift announces (the agent ready, a gate opened).
+import type { GateAnswer } from '../agent-api.js'
+import type { FenceTable } from '../domain/fence.js'
+import { NOT_YET } from '../domain/gate-state.js'
+import { errors } from '../errors.js'
+import type { Metrics } from '../metrics.js'
+
+/** The most requests that may wait for one host, and for all hosts; beyond them a wait is `too_many_waiters`. */
+export const MAX_WAITERS_PER_HOST = 64
+export const MAX_WAITERS = 1024
+
+/** How often every open wait asks again, for a change no fence's lift announces. */
+const RECHECK_MS = 1000
+
+export interface ReadyWaitersDeps {
+  fence: Pick<FenceTable, 'onLift'>
+  /** Where host stands now; its answer ends a wait once it is not `not yet`. */
+  judge: (host: string) => GateAnswer
+  metrics: Pick<Metrics, 'setReadyWaiters'>
+  perHost?: number
+  total?: number
+}
+
+interface Waiter {
+  host: string
+  resolve: (answer: GateAnswer) => void
+  timer: NodeJS.Timeout
+  signal: AbortSignal
+  onAbort: () => void
+}
+
+export class ReadyWaiters {
+  readonly #deps: ReadyWaitersDeps
+  readonly #byHost = new Map<string, Set<Waiter>>()
+  #count = 0
+  /** Hosts a lift named, asked again on the next turn of the loop (the pass is still in its tick). */
+  readonly #lifted = new Set<string>()
+  #flushing = false
+  #recheck: NodeJS.Timeout | null = null
+
+  constructor(deps: ReadyWaitersDeps) {
+    this.#deps = deps
+    deps.fence.onLift((hosts) => {
+      if (this.#count === 0) return
+      for (const h of hosts) if (this.#byHost.has(h)) this.#lifted.add(h)
+      if (this.#lifted.size === 0 || this.#flushing) return
+      this.#flushing = true
+      setImmediate(() => this.#flushLifted())
+    })
+  }
+
+  /** How many requests wait now. */
+  get size(): number {
+    return this.#count
+  }
+
+  /**
+   * Host's answer once it is ready or never, or at the end of ms (or when signal aborts: the client went
+   * away), whatever it is then. Throws `too_many_waiters` beyond the bounds, and `invalid_host`.
+   */
+  wait(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer> {
+    const now = this.#deps.judge(host)
+    if (!NOT_YET.has(now.state) || signal.aborted) return Promise.resolve(now)
+    const set = this.#byHost.get(host)
+    if ((set?.size ?? 0) >= (this.#deps.perHost ?? MAX_WAITERS_PER_HOST))
+      throw errors.tooManyWaiters(host, `for this host (${this.#deps.perHost ?? MAX_WAITERS_PER_HOST})`)
+    if (this.#count >= (this.#deps.total ?? MAX_WAITERS))
+      throw errors.tooManyWaiters(host, `on this agent (${this.#deps.total ?? MAX_WAITERS})`)
+    return new Promise((resolve) => {
+      const waiter: Waiter = {
+        host,
+        resolve,
+        signal,
+        timer: setTimeout(() => this.#end(waiter, this.#deps.judge(host)), ms),
+        onAbort: () => this.#end(waiter, now),
+      }
+      signal.addEventListener('abort', waiter.onAbort, { once: true })
+      const waiters = set ?? new Set<Waiter>()
+      if (set === undefined) this.#byHost.set(host, waiters)
+      waiters.add(waiter)
+      this.#count++
+      this.#deps.metrics.setReadyWaiters(this.#count)
+      this.#recheck ??= setInterval(() => this.changed(), RECHECK_MS).unref()
+    })
+  }
+
+  /** Something any wait may be waiting for changed (the agent is ready): every host is asked again. */
+  changed(): void {
+    for (const host of [...this.#byHost.keys()]) this.#ask(host)
+  }
+
+  /** Ends every wait with its host's answer now (the agent stops). */
+  close(): void {
+    for (const [host, set] of [...this.#byHost]) {
+      const answer = this.#deps.judge(host)
+      for (const w of [...set]) this.#end(w, answer)
+    }
+  }
+
+  #flushLifted(): void {
+    this.#flushing = false
+    const hosts = [...this.#lifted]
+    this.#lifted.clear()
+    for (const h of hosts) this.#ask(h)
+  }
+
+  #ask(host: string): void {
+    const set = this.#byHost.get(host)
+    if (set === undefined) return
+    const answer = this.#deps.judge(host)
+    if (NOT_YET.has(answer.state)) return
+    for (const w of [...set]) this.#end(w, answer)
+  }
+
+  #end(w: Waiter, answer: GateAnswer): void {
+    const set = this.#byHost.get(w.host)
+    if (set?.delete(w) !== true) return
+    if (set.size === 0) this.#byHost.delete(w.host)
+    clearTimeout(w.timer)
+    w.signal.removeEventListener('abort', w.onAbort)
+    this.#count--
+    this.#deps.metrics.setReadyWaiters(this.#count)
+    if (this.#count === 0 && this.#recheck !== null) {
+      clearInterval(this.#recheck)
+      this.#recheck = null
+    }
+    w.resolve(answer)
+  }
+}

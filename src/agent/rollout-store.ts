@@ -1,0 +1,88 @@
+// The deploy store as this box's agent reads it while rollouts are kept
+// (design §7.6): the records, with the intent of each rollout this box has
+// started in merged in (withRolloutIntents), so the poller, the leg and
+// start-up pick the box's intent as they always did; the rollouts' watch
+// and a start of this box make the next read come at once; each summary
+// published is handed to the follower, which learns from it that the box's
+// pass ended. Everything else is the store's own.
+import type { BoxSummary } from '../domain/box-summary.js'
+import type { DeployStore } from '../domain/ports.js'
+import { withRolloutIntents } from '../domain/rollout.js'
+import type { IntentRecord } from '../domain/schemas.js'
+import { RolloutFollower } from './rollout-follower.js'
+import type { Clock, Logger } from '../domain/ports.js'
+import type { RolloutRecord } from '../domain/rollout.js'
+
+export class RolloutAwareStore implements DeployStore {
+  readonly #inner: DeployStore
+  readonly #follower: RolloutFollower
+  readonly #box: string
+  readonly tracksBoxes: boolean | undefined
+
+  constructor(inner: DeployStore, follower: RolloutFollower, box: string) {
+    this.#inner = inner
+    this.#follower = follower
+    this.#box = box
+    this.tracksBoxes = inner.tracksBoxes
+    if (inner.listBoxes !== undefined) this.listBoxes = (signal) => inner.listBoxes?.(signal) ?? Promise.resolve([])
+    if (inner.remove !== undefined) this.remove = (ids, signal) => inner.remove?.(ids, signal) ?? Promise.resolve()
+    if (inner.rollouts !== undefined) this.rollouts = () => inner.rollouts!()
+  }
+
+  listBoxes?: DeployStore['listBoxes']
+  remove?: DeployStore['remove']
+  rollouts?: DeployStore['rollouts']
+
+  /**
+   * The records and, for each rollout this box has started in, its intent for this box; newest last.
+   * The rollouts are those the follower read last while their watch has said nothing new (design §7.6).
+   */
+  async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    const [records, { rollouts, started }] = await Promise.all([this.#inner.list(signal), this.#follower.read(signal)])
+    return withRolloutIntents(records, rollouts, this.#box, (id) => started.has(id))
+  }
+
+  record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
+    return this.#inner.record(intent, signal)
+  }
+
+  watch(onChange: () => void, signal: AbortSignal): void {
+    this.#inner.watch?.(onChange, signal)
+    this.#follower.onIntentChange(onChange, signal)
+  }
+
+  describe(): string {
+    return this.#inner.describe()
+  }
+
+  async close(): Promise<void> {
+    this.#life?.abort()
+    await this.#inner.close()
+  }
+
+  /** Aborted by close: the follower's life, when this store made it. */
+  #life: AbortController | undefined
+
+  /**
+   * The store an agent reads through when the store keeps rollouts: a
+   * follower of its own, started now, stopped when the store closes.
+   */
+  static around(
+    inner: DeployStore,
+    o: { box: string; clock: Clock; logger: Logger; onState?: (r: RolloutRecord | undefined) => void },
+  ): DeployStore {
+    const port = inner.rollouts?.()
+    if (port === undefined) return inner
+    const life = new AbortController()
+    const follower = new RolloutFollower({ ...o, port, signal: AbortSignal.any([life.signal, port.closed]) })
+    const store = new RolloutAwareStore(inner, follower, o.box)
+    store.#life = life
+    follower.start()
+    return store
+  }
+
+  async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
+    await this.#inner.publishBox?.(summary, signal)
+    this.#follower.noteSummary(summary)
+  }
+}

@@ -1,0 +1,281 @@
+// The staged rollouts in etcd (design §7.6): the record of each rollout at
+// <root>rollouts/record/<id>, the pointer to the one in play at
+// <root>rollouts/active, and each box's progress, written by the box
+// itself: rollouts/started/<id>/<wave>/<box> once (the box moves on the
+// rollout's intent from then on) and rollouts/done/<id>/<wave>/<box> when
+// its pass ended. Every change of a record is a compare-and-swap on its
+// mod_revision, so two agents advancing at once open one wave, and a box
+// starts only while the record it read still stands. This file owns the
+// keys and the transactions; the rules are domain/rollout.ts.
+import { Value } from '../../domain/typebox.js'
+import { Type } from '../../domain/typebox.js'
+import type { Static } from 'typebox'
+import type { Clock, Logger } from '../../domain/ports.js'
+import {
+  RolloutRecord,
+  type ActiveRollout,
+  type BoxProgress,
+  type RolloutPort,
+  type StoredRollout,
+} from '../../domain/rollout.js'
+import type { IntentRecord } from '../../domain/schemas.js'
+import { errorMessage } from '../../errors.js'
+import { schemaErrors } from '../schema-errors.js'
+import { b64, type EtcdGateway, prefixEnd } from './gateway.js'
+import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS } from './watch.js'
+
+/** The rollouts' prefix beside an intents' prefix: `…/intents/` gives `…/rollouts/`, `/t/x/` gives `/t/x-rollouts/`. */
+export function rolloutPrefixFor(prefix: string): string {
+  return prefix.endsWith('/intents/')
+    ? `${prefix.slice(0, -'intents/'.length)}rollouts/`
+    : `${prefix.slice(0, -1)}-rollouts/`
+}
+
+const Kv = Type.Object({
+  key: Type.String(),
+  value: Type.Optional(Type.String()),
+  mod_revision: Type.Optional(Type.String()),
+})
+const Range = Type.Object({
+  header: Type.Optional(Type.Object({ revision: Type.Optional(Type.String()) })),
+  kvs: Type.Optional(Type.Array(Kv)),
+  count: Type.Optional(Type.String()),
+  more: Type.Optional(Type.Boolean()),
+})
+const Txn = Type.Object({
+  succeeded: Type.Optional(Type.Boolean()),
+  responses: Type.Optional(Type.Array(Type.Object({ response_range: Type.Optional(Range) }))),
+})
+const DoneValue = Type.Object({ failedRows: Type.Integer({ minimum: 0 }), at: Type.String() })
+
+export interface EtcdRolloutsOptions {
+  gateway: EtcdGateway
+  /** The rollouts' prefix, ending in `/`. */
+  prefix: string
+  /** The intents' prefix: a rollout that ends records its intent there. */
+  intentPrefix: string
+  /** The boxes' summaries' prefix: who is live. */
+  boxPrefix: string
+  logger: Logger | undefined
+  clock: Clock
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+const text = (s: string | undefined): string => utf8.decode(Buffer.from(s ?? '', 'base64'))
+
+export class EtcdRollouts implements RolloutPort {
+  readonly #o: EtcdRolloutsOptions
+  readonly #watch: PrefixWatch
+
+  constructor(opts: EtcdRolloutsOptions) {
+    this.#o = opts
+    const recordPrefix = `${opts.prefix}record/`
+    this.#watch = new PrefixWatch({
+      gateway: opts.gateway,
+      prefix: recordPrefix,
+      rangeEnd: prefixEnd(recordPrefix),
+      logger: opts.logger,
+      clock: opts.clock,
+      random: Math.random,
+      retryFirstMs: WATCH_RETRY_FIRST_MS,
+      retryMaxMs: WATCH_RETRY_MAX_MS,
+      silenceMs: WATCH_SILENCE_MS,
+    })
+  }
+
+  describe(): string {
+    return this.#o.gateway.describe()
+  }
+
+  get closed(): AbortSignal {
+    return this.#o.gateway.closed
+  }
+
+  #key(...parts: string[]): string {
+    return `${this.#o.prefix}${parts.join('/')}`
+  }
+
+  async #range(key: string, end: string | undefined, signal: AbortSignal, extra: object = {}) {
+    const body = { key: b64(key), ...(end === undefined ? {} : { range_end: end }), ...extra }
+    const { value } = await this.#o.gateway.call('/v3/kv/range', body, Range, signal)
+    if (value.more === true) throw new Error(`etcd: the range of ${key} came back incomplete`)
+    return value
+  }
+
+  async #txn(compare: unknown[], success: unknown[], signal: AbortSignal): Promise<boolean> {
+    const { value } = await this.#o.gateway.call('/v3/kv/txn', { compare, success, failure: [] }, Txn, signal)
+    return value.succeeded === true
+  }
+
+  #decode(kv: Static<typeof Kv>): StoredRollout {
+    const key = Buffer.from(kv.key, 'base64').toString('utf8')
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text(kv.value))
+    } catch (err) {
+      throw new Error(`rollout record etcd ${key}: not JSON: ${errorMessage(err)}`, { cause: err })
+    }
+    if (!Value.Check(RolloutRecord, parsed))
+      throw new Error(`rollout record etcd ${key}: not a rollout: ${schemaErrors(RolloutRecord, parsed)}`)
+    if (key !== this.#key('record', parsed.id))
+      throw new Error(`rollout record etcd ${key}: holds id ${JSON.stringify(parsed.id)}`)
+    return { record: parsed, rev: kv.mod_revision ?? '0' }
+  }
+
+  /** Every rollout, sorted by id (newest last). A malformed record throws naming its key. */
+  async list(signal: AbortSignal): Promise<StoredRollout[]> {
+    const p = this.#key('record/')
+    const value = await this.#range(p, prefixEnd(p), signal)
+    return (value.kvs ?? [])
+      .map((kv) => this.#decode(kv))
+      .sort((a, b) => (a.record.id < b.record.id ? -1 : a.record.id > b.record.id ? 1 : 0))
+  }
+
+  /** One rollout, or undefined. */
+  async get(id: string, signal: AbortSignal): Promise<StoredRollout | undefined> {
+    const kv = (await this.#range(this.#key('record', id), undefined, signal)).kvs?.[0]
+    return kv === undefined ? undefined : this.#decode(kv)
+  }
+
+  /** The rollout in play (the last one recorded) and the pointer's revision ('0' when none was ever recorded). */
+  async active(signal: AbortSignal): Promise<ActiveRollout> {
+    const kv = (await this.#range(this.#key('active'), undefined, signal)).kvs?.[0]
+    if (kv === undefined) return { pointerRev: '0', current: undefined }
+    return { pointerRev: kv.mod_revision ?? '0', current: await this.get(text(kv.value), signal) }
+  }
+
+  /**
+   * Records a new rollout and makes it the one in play, if the pointer and
+   * the rollout it named are still as read (the caller checked that one is
+   * over). False: another was recorded meanwhile, or it changed.
+   */
+  async create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal): Promise<boolean> {
+    const pointer = b64(this.#key('active'))
+    const compare: unknown[] = [{ key: pointer, target: 'MOD', result: 'EQUAL', mod_revision: seen.pointerRev }]
+    if (seen.current !== undefined)
+      compare.push({
+        key: b64(this.#key('record', seen.current.record.id)),
+        target: 'MOD',
+        result: 'EQUAL',
+        mod_revision: seen.current.rev,
+      })
+    const success = [
+      { request_put: { key: b64(this.#key('record', r.id)), value: b64(`${JSON.stringify(r)}\n`) } },
+      { request_put: { key: pointer, value: b64(r.id) } },
+    ]
+    return this.#txn(compare, success, signal)
+  }
+
+  /**
+   * Changes a record if it is still at rev: one wave opens, one pause lands.
+   * intent: recorded in the same txn (a rollout that passed its last wave,
+   * or was reverted at once). False: someone changed it first.
+   */
+  async update(s: StoredRollout, next: RolloutRecord, signal: AbortSignal, intent?: IntentRecord): Promise<boolean> {
+    const key = b64(this.#key('record', s.record.id))
+    const success: unknown[] = [{ request_put: { key, value: b64(`${JSON.stringify(next)}\n`) } }]
+    const compare: unknown[] = [{ key, target: 'MOD', result: 'EQUAL', mod_revision: s.rev }]
+    if (intent !== undefined) {
+      const ikey = b64(`${this.#o.intentPrefix}${intent.id}`)
+      compare.push({ key: ikey, target: 'CREATE', result: 'EQUAL', create_revision: '0' })
+      success.push({ request_put: { key: ikey, value: b64(`${JSON.stringify(intent, null, 2)}\n`) } })
+    }
+    return this.#txn(compare, success, signal)
+  }
+
+  /** Records an intent with no rollout in play, or aborting the one in play in the same txn. */
+  async recordIntentAborting(intent: IntentRecord, running: StoredRollout | undefined, signal: AbortSignal) {
+    const ikey = b64(`${this.#o.intentPrefix}${intent.id}`)
+    const compare: unknown[] = [{ key: ikey, target: 'CREATE', result: 'EQUAL', create_revision: '0' }]
+    const success: unknown[] = [{ request_put: { key: ikey, value: b64(`${JSON.stringify(intent, null, 2)}\n`) } }]
+    if (running !== undefined) {
+      const key = b64(this.#key('record', running.record.id))
+      const next: RolloutRecord = { ...running.record, state: 'aborted', reason: `superseded by intent ${intent.id}` }
+      compare.push({ key, target: 'MOD', result: 'EQUAL', mod_revision: running.rev })
+      success.push({ request_put: { key, value: b64(`${JSON.stringify(next)}\n`) } })
+    }
+    return this.#txn(compare, success, signal)
+  }
+
+  /**
+   * This box starts in the rollout: only while the record is still at rev
+   * (the wave open, not paused), and only once (the started key is created,
+   * never put over). False: the record moved, or the box had started.
+   */
+  async start(s: StoredRollout, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
+    const key = b64(this.#key('started', s.record.id, String(wave), box))
+    const at = new Date(this.#o.clock.now()).toISOString()
+    return this.#txn(
+      [
+        { key: b64(this.#key('record', s.record.id)), target: 'MOD', result: 'EQUAL', mod_revision: s.rev },
+        { key, target: 'CREATE', result: 'EQUAL', create_revision: '0' },
+      ],
+      [{ request_put: { key, value: b64(JSON.stringify({ at })) } }],
+      signal,
+    )
+  }
+
+  /** This box's pass on the rollout's intent ended, with failedRows rows not in its layout. Written once. */
+  async finish(id: string, box: string, wave: number, failedRows: number, signal: AbortSignal): Promise<void> {
+    const key = b64(this.#key('done', id, String(wave), box))
+    const at = new Date(this.#o.clock.now()).toISOString()
+    await this.#txn(
+      [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+      [{ request_put: { key, value: b64(JSON.stringify({ failedRows, at })) } }],
+      signal,
+    )
+  }
+
+  /** Whether box has started in the rollout (its wave is the record's). */
+  async hasStarted(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
+    const v = await this.#range(this.#key('started', id, String(wave), box), undefined, signal, { count_only: true })
+    return Number(v.count ?? '0') > 0
+  }
+
+  /** Whether box is done in the rollout (its end is written). */
+  async hasFinished(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
+    const v = await this.#range(this.#key('done', id, String(wave), box), undefined, signal, { count_only: true })
+    return Number(v.count ?? '0') > 0
+  }
+
+  /** Whether box has a live summary (its lease has not expired). */
+  async isLive(box: string, signal: AbortSignal): Promise<boolean> {
+    const v = await this.#range(`${this.#o.boxPrefix}${box}`, undefined, signal, { count_only: true })
+    return Number(v.count ?? '0') > 0
+  }
+
+  /** The progress of the boxes of a wave (or, with no wave, of all). */
+  async progress(id: string, wave: number | undefined, signal: AbortSignal): Promise<Map<string, BoxProgress>> {
+    const under = (what: string) => this.#key(what, id, wave === undefined ? '' : `${wave}/`)
+    const [started, done] = await Promise.all(
+      ['started', 'done'].map((w) => this.#range(under(w), prefixEnd(under(w)), signal)),
+    )
+    const out = new Map<string, BoxProgress>()
+    const boxOf = (kv: Static<typeof Kv>) => Buffer.from(kv.key, 'base64').toString('utf8').split('/').at(-1) ?? ''
+    for (const kv of started?.kvs ?? []) out.set(boxOf(kv), { done: false, failedRows: 0 })
+    for (const kv of done?.kvs ?? []) {
+      const v: unknown = JSON.parse(text(kv.value))
+      if (!Value.Check(DoneValue, v)) throw new Error(`rollout progress etcd ${boxOf(kv)}: not a box's end`)
+      out.set(boxOf(kv), { done: true, failedRows: v.failedRows })
+    }
+    return out
+  }
+
+  /** How many boxes of a wave are done (a count, not the keys). */
+  async doneCount(id: string, wave: number, signal: AbortSignal): Promise<number> {
+    const p = this.#key('done', id, `${wave}/`)
+    return Number((await this.#range(p, prefixEnd(p), signal, { count_only: true })).count ?? '0')
+  }
+
+  /** The labels of the live boxes (keys only: their summaries' leases have not expired). */
+  async liveBoxes(signal: AbortSignal): Promise<Set<string>> {
+    const p = this.#o.boxPrefix
+    const v = await this.#range(p, prefixEnd(p), signal, { keys_only: true })
+    return new Set((v.kvs ?? []).map((kv) => Buffer.from(kv.key, 'base64').toString('utf8').slice(p.length)))
+  }
+
+  /** Calls onChange on every change of a record (and when the watch comes up or breaks), until signal aborts. */
+  watch(onChange: () => void, signal: AbortSignal): void {
+    this.#watch.watch(onChange, signal)
+  }
+}
