@@ -36,6 +36,7 @@ class Running {
   readonly worker: Worker
   readonly pending: Pending = new Map()
   dead: Error | undefined
+  readonly #onGone: (r: Running) => void
 
   constructor(data: FilesThreadData, onGone: (r: Running) => void) {
     this.worker = new Worker(new URL('./files-worker.js', import.meta.url), { workerData: data })
@@ -48,14 +49,17 @@ class Running {
       if ('err' in reply) waiter.reject(fromFileError(reply.err))
       else waiter.resolve(reply.ok)
     })
-    const gone = (err: Error): void => {
-      this.dead ??= err
-      for (const waiter of this.pending.values()) waiter.reject(this.dead)
-      this.pending.clear()
-      onGone(this)
-    }
-    this.worker.on('error', (err: Error) => gone(new Error(`the files thread failed: ${err.message}`)))
-    this.worker.on('exit', (code) => gone(new Error(`the files thread exited (code ${code})`)))
+    this.#onGone = onGone
+    this.worker.on('error', (err: Error) => this.end(new Error(`the files thread failed: ${err.message}`)))
+    this.worker.on('exit', (code) => this.end(new Error(`the files thread exited (code ${code})`)))
+  }
+
+  /** Fails every request not answered yet, at once: an answer that comes after is not heard. */
+  end(err: Error): void {
+    this.dead ??= err
+    for (const waiter of this.pending.values()) waiter.reject(this.dead)
+    this.pending.clear()
+    this.#onGone(this)
   }
 }
 
@@ -81,11 +85,13 @@ export class FilesThread implements PassFiles {
     return this.#ask({ id: 0, op: 'rename', items }) as Promise<RenameRun>
   }
 
-  /** Ends the thread (an agent stopping); what it had not answered fails. */
+  /** Ends the thread (an agent stopping); what it had not answered fails now. */
   close(): void {
     const r = this.#running
     this.#running = undefined
-    if (r !== undefined) void r.worker.terminate()
+    if (r === undefined) return
+    r.end(new Error('the files thread was ended'))
+    void r.worker.terminate()
   }
 
   #ask(req: FilesRequest): Promise<unknown> {
