@@ -16,6 +16,28 @@ export interface Output {
 /** What the process hands a command: the environment and the streams. */
 export interface Cli extends Output {
   environ: NodeJS.ProcessEnv
+  /** Aborted when stdout's reader went away (endQuietlyWhenReaderGoes): a command that goes on for ever ends. */
+  readerGone?: AbortSignal
+}
+
+/** The exit status of a command whose reader went away: 128 + SIGPIPE, as `seq 1000000 | head -1` exits. */
+export const READER_GONE_STATUS = 141
+
+/**
+ * A reader that went away (`layoutd status | head -1` closing the pipe)
+ * ends the output quietly: an EPIPE on stdout or stderr is no failure to
+ * print, the rest of the output is dropped, and the signal answered is
+ * aborted so a command that goes on (--watch) stops. Any other error of
+ * the stream is thrown, as it would be unhandled.
+ */
+export function endQuietlyWhenReaderGoes(streams: readonly NodeJS.WritableStream[]): AbortSignal {
+  const gone = new AbortController()
+  for (const stream of streams)
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err
+      gone.abort()
+    })
+  return gone.signal
 }
 
 /** What most commands run with: the configuration, and where to write. */

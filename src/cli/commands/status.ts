@@ -47,6 +47,8 @@ export interface StatusContext extends CommandContext {
   /** Stdout is a terminal: --watch redraws in place. */
   tty: boolean
   now: () => number
+  /** Aborted when stdout's reader went away: --watch ends. */
+  readerGone?: AbortSignal
 }
 
 const pause = (ms: number, signal?: AbortSignal) =>
@@ -241,10 +243,12 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
     const stop = new AbortController()
     const end = () => stop.abort()
     process.once('SIGINT', end)
+    ctx.readerGone?.addEventListener('abort', end, { once: true })
     try {
       return await watch(client, ctx, WATCH_EVERY_MS, stop.signal)
     } finally {
       process.removeListener('SIGINT', end)
+      ctx.readerGone?.removeEventListener('abort', end)
     }
   }
   const report = await client.status()
@@ -259,7 +263,15 @@ export function statusScope(cli: Cli): Scope<StatusContext> {
   const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
   const paint = wantsColour(cli.stdout as { isTTY?: boolean }, cli.environ) ? ansi : plain
   return (use) =>
-    use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr, paint, tty, now: Date.now })
+    use({
+      config: loadConfig(cli.environ),
+      stdout: cli.stdout,
+      stderr: cli.stderr,
+      paint,
+      tty,
+      now: Date.now,
+      readerGone: cli.readerGone,
+    })
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
