@@ -37,14 +37,14 @@ function piped(args: string): { head: string; stderr: string; status: string } {
   return { head: r.stdout, stderr: readFileSync(errFile, 'utf8'), status: r.stderr.trim() }
 }
 
-test('routes list | head -1 prints the first line and nothing on stderr, exit 141', () => {
+void test('routes list | head -1 prints the first line and nothing on stderr, exit 141', () => {
   const r = piped('routes list')
   assert.match(r.head, /^HOST/)
   assert.equal(r.stderr, '')
   assert.equal(r.status, 'status 141')
 })
 
-test('routes list --json | head -1 ends as quietly', () => {
+void test('routes list --json | head -1 ends as quietly', () => {
   const r = piped('routes list --json')
   assert.equal(r.stderr, '')
   assert.equal(r.status, 'status 141')
