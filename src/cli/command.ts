@@ -5,6 +5,7 @@
 // rule: the reason on stderr for 1, the message and then the usage for 2.
 import { loadConfig, type Config } from '../config.js'
 import type { DeployStore } from '../domain/ports.js'
+import { printableLines } from '../domain/printable.js'
 import { ConfigError, errorMessage, errors, exitStatusOf } from '../errors.js'
 import { asksForHelp, parseCommandArgs, type OptionsConfig, type ParsedArgs } from './args.js'
 
@@ -114,13 +115,14 @@ export function withDeployStore(cli: Cli): Scope<CommandContext & { store: Deplo
 export function failed(err: unknown, out: Output, signature: Signature, usage: string): number {
   const status = exitStatusOf(err)
   if (status === 2) {
-    out.stderr.write(`${signature.usageErrors}: ${errorMessage(err)}\n${usage}`)
+    out.stderr.write(`${signature.usageErrors}: ${printableLines(errorMessage(err))}\n${usage}`)
     return status
   }
   const who = err instanceof ConfigError ? PROGRAM : signature
   const bug =
     err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
-  out.stderr.write(`${who.failures}: ${bug ? (err.stack ?? err.message) : errorMessage(err)}\n`)
+  // A message may carry outside text (a file name, a record's field): shown printable.
+  out.stderr.write(`${who.failures}: ${printableLines(bug ? (err.stack ?? err.message) : errorMessage(err))}\n`)
   return status
 }
 

@@ -4,6 +4,7 @@
 // Colour is the caller's choice (a terminal, no NO_COLOR); every function
 // here is pure, given the time, so a test can pin what it prints.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
+import { printable } from '../domain/printable.js'
 import { PASSING_CODES } from '../domain/reason-codes.js'
 import { formatTable } from './table.js'
 
@@ -105,7 +106,7 @@ function describeIntent(r: LayoutReport, paint: Paint): string {
 /** The one summary line: box, intent, rows by word, leg. */
 export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain): string {
   return (
-    `box ${r.box}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
+    `box ${printable(r.box)}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
     `leg ${describeLeg(r.leg, now, paint)}\n`
   )
 }
@@ -113,7 +114,7 @@ export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain):
 /** The whole report: the summary line, why the default is blocked, the rows as a table, the warnings. */
 export function formatReport(r: LayoutReport, now: number, paint: Paint = plain): string {
   let out = summaryLine(r, now, paint)
-  if (r.defaultBlocked !== '') out += `default: ${r.defaultBlocked}\n`
+  if (r.defaultBlocked !== '') out += `default: ${printable(r.defaultBlocked)}\n`
   const hosts = Object.keys(r.rows).sort()
   if (hosts.length > 0) {
     const table = formatTable(
@@ -135,13 +136,14 @@ export function formatReport(r: LayoutReport, now: number, paint: Paint = plain)
         )
         .join('\n')
   }
-  for (const warning of r.warnings) out += `\nwarning: ${warning}`
+  for (const warning of r.warnings) out += `\nwarning: ${printable(warning)}`
   return r.warnings.length > 0 ? out + '\n' : out
 }
 
 function paintColumn(line: string, host: string, word: string, paint: Paint): string {
-  if (word === '' || !line.startsWith(host)) return line
-  const at = line.indexOf(word, host.length)
+  const shown = printable(host)
+  if (word === '' || !line.startsWith(shown)) return line
+  const at = line.indexOf(word, shown.length)
   return at < 0 ? line : line.slice(0, at) + paint(word) + line.slice(at + word.length)
 }
 

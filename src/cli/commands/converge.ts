@@ -3,6 +3,7 @@
 // as hosts finish and what the run waits on, then the hosts that need an
 // operator and a summary; it exits 1 when any host failed, was refused or
 // is held.
+import { printable } from '../../domain/printable.js'
 import type { LegRun } from '../../domain/schemas.js'
 import { AppError } from '../../errors.js'
 import { AgentClient, findAgent } from '../agent-client.js'
@@ -70,7 +71,7 @@ async function showProgress(
     }
     // What the run waits on, once each time it changes: an awake tenant's stop can take a minute.
     const waiting = leg.running ? (leg.waiting ?? '') : ''
-    if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${waiting}\n`)
+    if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${printable(waiting)}\n`)
     waitingShown = waiting
   }
 }
@@ -94,7 +95,7 @@ function reportRun(finished: LegRun, stdout: Stdout): number {
   for (const r of finished.results) {
     // A thousand 'moved' lines would hide the few that need an operator.
     if (r.outcome !== 'unchanged' && r.outcome !== 'moved')
-      stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
+      stdout.write(`${printable(r.host) || '(run)'}: ${r.outcome}${r.reason ? ` -> ${printable(r.reason)}` : ''}\n`)
   }
   stdout.write(`done: ${summarize(finished.results)}\n`)
   const stuck = finished.results.filter((r) => NEEDS_OPERATOR.has(r.outcome))

@@ -12,6 +12,7 @@ import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, newIntentId, type IntentRead } from '../../domain/intent.js'
 import { dryRun, formatDryRun, formatSummaryDryRun, prunePlan } from '../../domain/intent-plan.js'
 import { validMode, type IntentMode, type Mode } from '../../domain/modes.js'
+import { printable } from '../../domain/printable.js'
 import type { DeployStore } from '../../domain/ports.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
@@ -282,12 +283,14 @@ export async function readIntentStatus(store: DeployStore, box: string): Promise
 }
 
 export function formatIntentStatus(box: string, s: IntentStatus): string {
-  let out = `box       ${box}\nmode      ${s.mode}\n`
+  // The record's fields are the store's bytes: each is shown printable.
+  const p = printable
+  let out = `box       ${p(box)}\nmode      ${s.mode}\n`
   if (s.intent !== null) {
     const i = s.intent
     out +=
-      `intent    ${i.id} (${i.box === undefined ? 'the whole fleet' : `box ${i.box}`})\n` +
-      `recorded  ${i.recordedAt} by ${i.by}\n` +
+      `intent    ${p(i.id)} (${i.box === undefined ? 'the whole fleet' : `box ${p(i.box)}`})\n` +
+      `recorded  ${p(String(i.recordedAt))} by ${p(String(i.by))}\n` +
       `force     ${i.force ? 'yes: awake instances are stopped at once' : 'no'}\n`
   } else if (s.mode === 'none') {
     out += 'intent    none addresses this box; the deployment default may stand in\n'
@@ -301,6 +304,6 @@ async function showStatus(io: IntentIo, json: boolean): Promise<number> {
   io.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : formatIntentStatus(box, s))
   if (s.error === undefined) return 0
   // The report is printed either way; the verdict is the exit status.
-  io.stderr.write(`${signature.failures}: intent unreadable: ${s.error}\n`)
+  io.stderr.write(`${signature.failures}: intent unreadable: ${printable(s.error)}\n`)
   return 1
 }

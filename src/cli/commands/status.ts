@@ -7,6 +7,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
+import { printable } from '../../domain/printable.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
 import { AppError, errorMessage, errors } from '../../errors.js'
@@ -129,7 +130,7 @@ export async function watch(
       trouble = ''
     } catch (err) {
       const why = errorMessage(err)
-      if (why !== trouble) ctx.stderr.write(`layoutd: ${why}\n`)
+      if (why !== trouble) ctx.stderr.write(`layoutd: ${printable(why)}\n`)
       trouble = why
     }
     if (report !== undefined && (changed || ctx.tty) && !signal.aborted) {
@@ -220,7 +221,11 @@ export async function describeHost(
     ])
   }
   lines.push(['to do', todo])
-  ctx.stdout.write(`${host}  ${ctx.paint(row.layout)}\n` + lines.map(([k, v]) => `  ${k.padEnd(8)}${v}\n`).join(''))
+  // Every value may carry outside text (a reason, a path, a journal's fields): each is shown printable.
+  ctx.stdout.write(
+    `${printable(host)}  ${ctx.paint(row.layout)}\n` +
+      lines.map(([k, v]) => `  ${k.padEnd(8)}${printable(v)}\n`).join(''),
+  )
   return 0
 }
 
