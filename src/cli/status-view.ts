@@ -1,6 +1,7 @@
 // What `layoutd status` prints (design §8): the summary line (the intent,
-// the rows counted by word, the leg with relative times), the table of
-// rows, the warnings, and one host described with what to do about it.
+// the rows counted by word, the leg with relative times), the warnings,
+// the table of rows (all, or those not clean; cut to a terminal's size for
+// --watch), and one host described with what to do about it.
 // Colour is the caller's choice (a terminal, no NO_COLOR); every function
 // here is pure, given the time, so a test can pin what it prints.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
@@ -111,40 +112,85 @@ export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain):
   )
 }
 
-/** The whole report: the summary line, why the default is blocked, the rows as a table, the warnings. */
-export function formatReport(r: LayoutReport, now: number, paint: Paint = plain): string {
-  let out = summaryLine(r, now, paint)
-  if (r.defaultBlocked !== '') out += `default: ${printable(r.defaultBlocked)}\n`
-  const hosts = Object.keys(r.rows).sort()
-  if (hosts.length > 0) {
-    const table = formatTable(
-      ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
-      hosts.map((host) => {
-        const row = r.rows[host]
-        return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
-      }),
-    )
-    // The word is painted after the padding, so colour never shifts a column.
-    const lines = table.split('\n')
-    out +=
-      '\n' +
-      lines
-        .map((line, i) =>
-          i === 0 || line === ''
-            ? line
-            : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
-        )
-        .join('\n')
+/** The words of rows that need nothing: where the intent wants them, or not the pass's (external). */
+const CLEAN_WORDS: ReadonlySet<string> = new Set(['nested', 'flat', 'external'])
+
+/**
+ * A row that is not clean: fenced, conflict, foreign, or any row with a
+ * reason's code (held, deferred, refused, failed, a kept journal).
+ */
+export function isProblem(row: RowReport): boolean {
+  return !CLEAN_WORDS.has(row.layout) || row.code !== ''
+}
+
+/** How the report is drawn: only the rows that are not clean; fitted to a terminal of this size. */
+export interface ReportView {
+  problems?: boolean
+  fit?: { rows: number; columns: number }
+}
+
+/** A line cut to a terminal's columns. */
+const cut = (line: string, columns: number) => [...line].slice(0, columns).join('')
+
+/** The lines a text of whole lines (each ended by a newline) takes on a terminal this many columns wide. */
+export function screenLines(text: string, columns: number): number {
+  if (text === '') return 0
+  return text
+    .replace(/\n$/, '')
+    .split('\n')
+    .reduce((n, line) => n + Math.max(1, Math.ceil([...line].length / Math.max(1, columns))), 0)
+}
+
+/**
+ * The whole report: the summary line, why the default is blocked, the
+ * warnings (before the rows, so 2,000 rows never bury them), then the rows
+ * as a table. view.problems keeps only the rows that are not clean; with
+ * view.fit the table is cut to the screen (each line to its columns, the
+ * rows that do not fit counted as `… N more`), and the head is kept whole.
+ */
+export function formatReport(r: LayoutReport, now: number, paint: Paint = plain, view: ReportView = {}): string {
+  let head = summaryLine(r, now, paint)
+  if (r.defaultBlocked !== '') head += `default: ${printable(r.defaultBlocked)}\n`
+  for (const warning of r.warnings) head += `warning: ${printable(warning)}\n`
+  const all = Object.keys(r.rows).sort()
+  const hosts = view.problems === true ? all.filter((h) => isProblem(r.rows[h] as RowReport)) : all
+  if (view.problems === true) head += `${hosts.length} of ${all.length} rows not clean\n`
+  if (hosts.length === 0) return head
+  const table = formatTable(
+    ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
+    hosts.map((host) => {
+      const row = r.rows[host]
+      return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
+    }),
+  ).split('\n')
+  table.pop()
+  let shown = table
+  let more = ''
+  if (view.fit !== undefined) {
+    const { rows, columns } = view.fit
+    // The blank line before the table, the watch's own footer line, and the `… N more` line.
+    const room = Math.max(2, rows - screenLines(head, columns) - 3)
+    if (table.length > room) {
+      shown = table.slice(0, room - 1)
+      more = `… ${table.length - shown.length} more rows (\`layoutd status --problems\` lists the rows not clean)`
+      more = `${cut(more, columns)}\n`
+    }
+    shown = shown.map((line) => cut(line, columns))
   }
-  for (const warning of r.warnings) out += `\nwarning: ${printable(warning)}`
-  return r.warnings.length > 0 ? out + '\n' : out
+  // The word is painted after the padding (and the cut), so colour never shifts a column.
+  const body = shown.map((line, i) =>
+    i === 0 ? line : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
+  )
+  return `${head}\n${body.map((line) => `${line}\n`).join('')}${more}`
 }
 
 function paintColumn(line: string, host: string, word: string, paint: Paint): string {
   const shown = printable(host)
   if (word === '' || !line.startsWith(shown)) return line
   const at = line.indexOf(word, shown.length)
-  return at < 0 ? line : line.slice(0, at) + paint(word) + line.slice(at + word.length)
+  return at < 0 || at + word.length > line.length
+    ? line
+    : line.slice(0, at) + paint(word) + line.slice(at + word.length)
 }
 
 /** Where docs/runbook.md says what to do, by row word; green words need nothing. */
