@@ -207,6 +207,8 @@ export interface AgentApi {
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */
   converge(timeoutMs: number): Promise<LegRun | null>
+  /** The run under way now, once it has finished (null when the leg stops first); null when none is under way. */
+  runUnderWay(): Promise<LegRun | null> | null
   legState(): LegState
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>

@@ -224,6 +224,10 @@ export class Agent implements AgentApi {
     return this.#requireReady().kickAndWait(timeoutMs)
   }
 
+  runUnderWay(): Promise<LegRun | null> | null {
+    return this.#requireReady().runUnderWay()
+  }
+
   /** The leg, once the agent is ready to be asked for a run. */
   #requireReady(): Leg {
     if (this.#phase !== 'ready') throw errors.notReady(this.#phase)

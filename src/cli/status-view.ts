@@ -5,6 +5,7 @@
 // Colour is the caller's choice (a terminal, no NO_COLOR); every function
 // here is pure, given the time, so a test can pin what it prints.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
+import { hostsReached } from '../domain/leg.js'
 import { printable } from '../domain/printable.js'
 import { PASSING_CODES } from '../domain/reason-codes.js'
 import { formatTable } from './table.js'
@@ -86,7 +87,7 @@ export function describeLeg(leg: LegState, now: number, paint: Paint = plain): s
   const parts: string[] = []
   const run = leg.lastRun
   if (leg.running) {
-    const done = run !== null && run.finishedAt === null ? run.results.length : 0
+    const done = run !== null && run.finishedAt === null ? hostsReached(run.results) : 0
     const since = run !== null && run.finishedAt === null ? `, started ${relative(run.startedAt, now)}` : ''
     parts.push(
       `running (${done} host${done === 1 ? '' : 's'} done${since})${leg.pending ? ', another run pending' : ''}`,
