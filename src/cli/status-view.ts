@@ -7,7 +7,7 @@
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
 import { hostsReached } from '../domain/leg.js'
 import { printable } from '../domain/printable.js'
-import { PASSING_CODES } from '../domain/reason-codes.js'
+import { ADVICE } from './advice.js'
 import { formatTable } from './table.js'
 
 /** The row words in the order the summary counts them: green first, then those that want an operator. */
@@ -205,23 +205,32 @@ export const RUNBOOK: Record<string, string> = {
   unreadable: 'docs/runbook.md#unreadable',
 }
 
-/** What the operator does about a row, in one line with the runbook entry. */
+/**
+ * What the operator does about a row, in one line with the runbook entry.
+ * A row with a reason's code gets the runbook's own advice for that code
+ * (ADVICE, held to docs/runbook.md's table); a hold marker or an
+ * unreadable intent comes first; a row with no code is advised by its word,
+ * and a managed row not yet in the layout the intent wants (deferred
+ * before a restart, whose reason the restart forgot) by what the leg does.
+ */
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
-  if (has.hold)
+  if (has.hold && row.code === '')
     return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
-  const passing = row.code !== '' && PASSING_CODES.has(row.code)
-  if (has.journal && row.layout === 'fenced' && !passing && row.code !== 'unmanaged_journal') {
-    return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
-  }
   if (mode === 'unreadable')
     return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
+  if (row.code !== '') return ADVICE[row.code]
+  if (has.journal) return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
   const doc = RUNBOOK[row.layout]
-  if (row.layout === 'fenced' && (passing || row.code === 'unmanaged_journal'))
-    return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
   if (doc !== undefined) return `see ${doc}`
-  if (row.code === 'gate_shut') return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
-  if (row.code === 'awake_grace')
-    return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
+  if (
+    (row.layout === 'flat' || row.layout === 'nested') &&
+    (mode === 'flat' || mode === 'nested') &&
+    row.layout !== mode
+  )
+    return (
+      `nothing yet: the intent wants it ${mode}, and the leg moves it on a run ` +
+      '(`layoutd converge --wait` asks for one now; an awake tenant waits out its grace: docs/runbook.md#deferred)'
+    )
   if (row.reason !== '')
     return (
       'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); ' +
