@@ -9,10 +9,12 @@ import { failed, PROGRAM, type Cli } from './command.js'
 export const USAGE = `usage:
   layoutd serve                                   the agent
   layoutd status [HOST] [--url URL] [--json]      the report (or one host), as a summary and a table, or JSON
+  layoutd status --problems                       the same, only the rows that are not clean
   layoutd status --watch | --wait-ready [--timeout S]   redrawn as it changes; or wait until the agent is ready
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]
+  layoutd routes import FILE|- [--skip-existing]  many rows from JSON Lines (minted as add mints them)
   layoutd routes list [--json] | routes rm HOST
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
   layoutd intent prune --keep N [--dry-run] | intent status [--json]

@@ -200,3 +200,10 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
     await fs.rm(root, { recursive: true, force: true })
   }
 })
+
+void test('layoutd --help lists every routes subcommand, routes import among them, and status --problems', async () => {
+  const top = await layoutd(['--help'], {})
+  assert.equal(top.code, 0)
+  assert.match(top.out, /layoutd routes import FILE\|- \[--skip-existing\]/)
+  assert.match(top.out, /--problems/)
+})

@@ -92,6 +92,7 @@ export async function run(
   }
   const shape = mode === undefined ? '' : ` (minted ${mode})`
   io.stdout.write(`added ${host}${shape}: ${describe(route)}\n`)
+  await io.kick?.()
   return 0
 }
 
@@ -115,7 +116,8 @@ async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> 
   }
 }
 
-async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
+/** The minted row's directories, with their modes and group; each one made is recorded in made. */
+export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
   const paths = pathsFor(config, host, mode)
   if (mode === 'flat') {
@@ -137,7 +139,8 @@ async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]):
   await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, io.groupFile))
 }
 
-async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
+/** Removes the directories a failed add or import made, deepest first. */
+export async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
   // Deepest first; rmdir, never rm -r: a directory holding anything is not ours to remove.
   for (const d of [...made].sort((a, b) => b.length - a.length)) {
     try {
