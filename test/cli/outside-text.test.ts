@@ -108,3 +108,22 @@ void test('the console page shows a reason, a note and a warning with control by
   assert.ok(res.body.includes('dir /srv/a\\x00b\\x1b[31mred'), 'the escaped reason is on the page')
   assert.ok(res.body.includes('warning a\\x00b'), 'the escaped warning is on the page')
 })
+
+void test('routes add says the row it added with its paths’ control bytes escaped', async (t) => {
+  const dataDir = await tmpDir(t)
+  const registry = Registry.open(dataDir)
+  t.after(() => registry.close())
+  const stdout = new Sink()
+  const stderr = new Sink()
+  const config = loadConfig({ CARLOS_DATA_DIR: dataDir })
+  const code = await routesCommand(['add', HOST, '--dir', `/srv/${EVIL}`, '--socket', '/run/a.sock'], {
+    config,
+    stdout,
+    stderr,
+    registry,
+    mint: () => Promise.resolve('nested'),
+  })
+  assert.equal(code, 0, stderr.text)
+  assert.doesNotMatch(stdout.text, RAW)
+  assert.ok(stdout.text.includes(`dir /srv/${SHOWN}`), stdout.text)
+})

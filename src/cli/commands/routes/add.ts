@@ -8,6 +8,7 @@ import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
 import type { Mode } from '../../../domain/modes.js'
 import { MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../../../domain/paths.js'
+import { printable } from '../../../domain/printable.js'
 import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas.js'
 import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
@@ -91,7 +92,7 @@ export async function run(
     throw err
   }
   const shape = mode === undefined ? '' : ` (minted ${mode})`
-  io.stdout.write(`added ${host}${shape}: ${describe(route)}\n`)
+  io.stdout.write(`added ${host}${shape}: ${printable(describe(route))}\n`)
   await io.kick?.()
   return 0
 }
