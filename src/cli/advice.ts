@@ -32,7 +32,9 @@ export const ADVICE: Record<ReasonCode, string> = {
   row_gone: 'add the row back, or remove the journal (docs/runbook.md#a-kept-journal)',
   row_elsewhere: 'a kept journal (docs/runbook.md#a-kept-journal)',
   row_ahead: 'a kept journal (docs/runbook.md#a-kept-journal)',
-  journal_invalid: 'a kept journal (docs/runbook.md#a-kept-journal): decide from where the files are',
+  journal_invalid:
+    "a kept journal (docs/runbook.md#a-kept-journal), for a batch's a batch journal " +
+    '(docs/runbook.md#a-batch-journal): decide from where the files are (`layoutd journal show FILE`)',
   journals_differ: 'a kept journal (docs/runbook.md#a-kept-journal): keep the one the files agree with',
   files_unknown: 'fix the disk (the errno says what); restart the agent',
   awake_unreleased: 'check the activator; the next run tries again',

@@ -19,6 +19,7 @@ export const USAGE = `usage:
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
   layoutd intent prune --keep N [--dry-run] | intent status [--json]
   layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
   layoutd --version | <command> --help
 `
 
@@ -34,6 +35,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   routes: () => import('./commands/routes/index.js'),
   intent: () => import('./commands/intent.js'),
   fleet: () => import('./commands/fleet.js'),
+  journal: () => import('./commands/journal.js'),
 }
 
 /** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */

@@ -58,6 +58,9 @@ const HELPS = [
   ['intent', 'status'],
   ['fleet'],
   ['fleet', 'status'],
+  ['journal'],
+  ['journal', 'list'],
+  ['journal', 'show'],
 ]
 
 void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {
