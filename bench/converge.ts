@@ -14,7 +14,12 @@
 // is the pass's moves per second over the baseline's (the issue asks at
 // least 0.5).
 //
-//   UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts 1000] [--dir D] [--keep]
+// Each leg counts its hosts moved and failed (carlos_layout_moves_total).
+// --nested-mounts M has the agent's gate check the real mount table for
+// M (a nosymfollow mount holding --dir), where the sandbox otherwise
+// requires no mount: a migrate on the mount layout the README recommends.
+//
+//   UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts 1000] [--dir D] [--keep] [--nested-mounts M]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -37,6 +42,13 @@ interface Leg {
   passSeconds: number
   runs: number
   movesPerSecond: number
+  /** Hosts the leg moved toward its mode, and failed to. */
+  moved: number
+  failed: number
+}
+
+async function moveCount(agent: AgentProcess, to: Mode, outcome: 'moved' | 'failed'): Promise<number> {
+  return (await agent.metric(`carlos_layout_moves_total{to="${to}",outcome="${outcome}"}`)) ?? 0
 }
 
 const RUN_SECONDS = 'carlos_layout_leg_run_seconds'
@@ -89,11 +101,19 @@ async function converge(
   before: { seconds: number; runs: number },
 ): Promise<Leg> {
   const hosts = w.tenants.map((t) => t.host)
+  const [moved0, failed0] = [await moveCount(agent, mode, 'moved'), await moveCount(agent, mode, 'failed')]
   await waitConverged(agent, hosts, mode, 600_000)
   const wallSeconds = (performance.now() - t0) / 1000
   const after = await legTotals(agent)
   const passSeconds = after.seconds - before.seconds
-  return { wallSeconds, passSeconds, runs: after.runs - before.runs, movesPerSecond: hosts.length / passSeconds }
+  return {
+    wallSeconds,
+    passSeconds,
+    runs: after.runs - before.runs,
+    movesPerSecond: hosts.length / passSeconds,
+    moved: (await moveCount(agent, mode, 'moved')) - moved0,
+    failed: (await moveCount(agent, mode, 'failed')) - failed0,
+  }
 }
 
 /** Hosts per group commit of the baseline. */
@@ -184,6 +204,7 @@ export async function runConvergeBench(
   root: string,
   hosts: number,
   log: (l: string) => void = () => undefined,
+  env: Record<string, string> = {},
 ): Promise<ConvergeBench> {
   // The agent's pool is SYNC_CONCURRENCY threads (sandboxEnv); a baseline
   // on a smaller one would wait on the disk more often than the pass does.
@@ -202,7 +223,7 @@ export async function runConvergeBench(
   // every key is there and the leg is idle.
   await recordIntent(w.sb, 'flat')
   const a0 = performance.now()
-  const agent = await AgentProcess.start(w.sb)
+  const agent = await AgentProcess.start(w.sb, { env })
   try {
     await agent.waitReady(120_000)
     const startSeconds = (performance.now() - a0) / 1000
@@ -260,16 +281,22 @@ async function main(): Promise<number> {
       hosts: { type: 'string', default: '1000' },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
+      'nested-mounts': { type: 'string' },
     },
   })
   const hosts = Number(values.hosts)
   if (!Number.isInteger(hosts) || hosts < 1) {
-    process.stderr.write('usage: UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts N] [--dir D] [--keep]\n')
+    process.stderr.write(
+      'usage: UV_THREADPOOL_SIZE=64 node dist/bench/converge.js [--hosts N] [--dir D] [--keep] [--nested-mounts M]\n',
+    )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-bench-'))
   try {
-    const r = await runConvergeBench(root, hosts, (l) => process.stderr.write(`${l}\n`))
+    const mounts = values['nested-mounts']
+    const env: Record<string, string> =
+      mounts === undefined ? {} : { CARLOS_NESTED_MOUNTS: mounts, CARLOS_MOUNTINFO: '/proc/self/mountinfo' }
+    const r = await runConvergeBench(root, hosts, (l) => process.stderr.write(`${l}\n`), env)
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

@@ -31,7 +31,8 @@ fi
 
 need_debs=()
 command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(chromium) # the console's browser test (test/e2e/console.test.ts)
-command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
+# promtool tests the rules; prometheus runs them against a real agent (test/contrib/prometheus.test.ts).
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_debs+=(prometheus)
 # The etcd deploy store is tested against a real etcd the tests start
 # themselves on loopback ports (test/helpers/etcd.ts); ETCD_BIN names another binary.
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)

@@ -11,6 +11,13 @@ const ReadyCheck = Type.Object(
     name: Type.String({ description: 'What was checked.' }),
     ok: Type.Boolean({ description: 'Whether it passed.' }),
     detail: Type.String({ description: 'What it found, or why it failed.' }),
+    code: Type.Optional(
+      Type.String({
+        description:
+          'Why a failed check failed, as a stable code (docs/runbook.md): for the registry ' +
+          '`registry_removed`, `registry_replaced`, `registry_corrupt` or `registry_full`. Absent when it passed.',
+      }),
+    ),
   },
   { title: 'ReadyCheck', additionalProperties: false, description: 'One readiness check.' },
 )

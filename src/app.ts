@@ -14,6 +14,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
+import { BodyBudget, DEFAULT_BODY_BUDGET, hasBody } from './body-budget.js'
 import { AppError, errors, httpStatusOf } from './errors.js'
 import { requestLogger, type AppLogger } from './logger.js'
 import { UNMATCHED_ROUTE, type Metrics } from './metrics.js'
@@ -43,12 +44,14 @@ export interface AppDeps {
   bodyLimit?: number
   /** Server timeouts in ms; the defaults suit production, tests shorten them. */
   timeouts?: Partial<Timeouts>
+  /** What the request bodies still arriving may hold in all, in bytes; default 16 MiB. */
+  bodyBudget?: number
 }
 
 export interface Timeouts {
   /** A socket silent this long is closed (a converge wait extends it for its request). */
   connectionMs: number
-  /** The whole request must have arrived within this. */
+  /** The whole request, headers and body, must have arrived within this: a total, not an idle time. */
   requestMs: number
   /** An idle keep-alive connection is closed after this. */
   keepAliveMs: number
@@ -202,6 +205,18 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
+    // Node enforces requestTimeout only when it checks its connections,
+    // every 30 s by default, and Fastify sets it after making the server,
+    // where Node's headersTimeout has kept its 60 s: a body trickled in was
+    // answered 408 at 63 to 86 s. Given to the server as it is made, with
+    // headersTimeout no longer than it and checked every second (a tenth
+    // of the bound, for a test's short one), the bound holds within a
+    // second (design §6).
+    http: {
+      requestTimeout: timeouts.requestMs,
+      headersTimeout: timeouts.requestMs,
+      connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(timeouts.requestMs / 10))),
+    },
     // TypeBox schemas are exact: a field the schema does not name is refused
     // or kept, never silently dropped before the handler sees it; and a
     // value is never coerced into the type it lacks (Fastify's default
@@ -264,7 +279,9 @@ function answerErrors(app: App): void {
         .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
-    if (status >= 500) {
+    // A 503 of the catalogue (not ready, a registry fault, a lock) is an
+    // answer written for the client, said where it arose: no stack per request.
+    if (status >= 500 && !(status === 503 && err instanceof AppError)) {
       // The client learns only the code; the log keeps what happened and to which request.
       request.log.error(
         { err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status },
@@ -291,6 +308,11 @@ function hookRequests(app: App, deps: AppDeps): void {
   app.addHook('onRequest', (request, reply, done) => {
     ;(request as Timed)[STARTED] = performance.now()
     auth(request, reply, done)
+  })
+  // Every body, while it arrives, counts against one budget (body-budget.ts).
+  const budget = new BodyBudget(deps.bodyBudget ?? DEFAULT_BODY_BUDGET)
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    done(null, hasBody(request) ? budget.meter(reply, payload) : payload)
   })
 
   // Every request is counted once: when its answer is sent, or when its

@@ -245,10 +245,11 @@ export const ENVIRONMENT = {
   ),
   nestedMounts: variable(
     'CARLOS_NESTED_MOUNTS',
-    (d) => path.join(d, 'nested'),
-    'Comma-separated mounts that must carry nosymfollow; default <data>/nested; `none` on a machine without them.',
+    (d) => d,
+    'Comma-separated mounts that must carry nosymfollow; default <data> (flat and nested on one mount, ' +
+      'so a move can rename); `none` on a machine without them.',
     mounts,
-    (d) => [path.join(d, 'nested')],
+    (d) => [d],
   ),
   mountinfo: variable('CARLOS_MOUNTINFO', '/proc/self/mountinfo', 'The mount table the gate reads.', text),
   probeFile: variable(

@@ -80,6 +80,12 @@ export const errors = {
   headersTooLarge: () =>
     new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
   requestTimeout: () => new AppError('request_timeout', 408, 'the request did not arrive whole in time'),
+  bodiesOverBudget: (budget: number) =>
+    new AppError(
+      'bodies_over_budget',
+      503,
+      `the request bodies still arriving hold ${budget} bytes in all, the most the agent keeps: retry shortly`,
+    ),
   malformedRequest: () => new AppError('bad_request', 400, 'the request is not well-formed HTTP/1.1'),
   invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
   emptyJson: () =>
@@ -153,7 +159,64 @@ export const errors = {
             `set CARLOS_ACTIVATOR_URL there, or record without --force`,
     ),
 
+  /**
+   * The registry file the agent opened can no longer be served from (design
+   * §2.2): removed, replaced, corrupt, or on a full disk; code is the fault's.
+   */
+  registryFault: (code: string, file: string, detail: string, todo: string) =>
+    new AppError(code, 503, `the registry ${file} cannot be served from: ${detail}; ${todo}`),
+  /** Another process holds the registry's write lock: the claim was not recorded; ask again (Retry-After). */
+  registryBusy: (file: string) =>
+    new AppError(
+      'registry_busy',
+      503,
+      `the registry ${file} is write-locked by another process; nothing was recorded: ask again shortly`,
+    ),
+  /** The registry cannot be opened (at start, or by a command): the file and why. */
+  registryUnopenable: (file: string, cause: unknown) =>
+    new AppError(
+      'registry_unopenable',
+      500,
+      `cannot open the registry ${file}: ${errorMessage(cause)}; ` +
+        `check that it is a SQLite file that this user can read and write, in a directory it can write`,
+      { cause },
+    ),
+  /** A command would create a registry the running agent never reads: the one it opened is gone. */
+  registryGone: (file: string) =>
+    new AppError(
+      'registry_gone',
+      409,
+      `refused: ${file} is gone while the agent serving this data root runs; ` +
+        `a new one here would be a database that agent never reads. ` +
+        `Put the file back (from a backup) and restart the agent, or stop the agent first ` +
+        `(\`layoutd serve\` creates an empty registry at start)`,
+    ),
+
   // The layout: intent, readiness, the leg (design §5, §6).
+  /**
+   * A deploy store that no longer holds what this process read from it
+   * (design §7): its directory gone, its records gone, or another etcd in
+   * its place. The intent reads unreadable, never "none" (fail closed).
+   */
+  deployStoreLost: (
+    code: 'deploy_store_vanished' | 'deploy_store_emptied' | 'deploy_store_replaced',
+    store: string,
+    what: string,
+  ) =>
+    new AppError(
+      code,
+      503,
+      `deploy store ${store}: ${code}: ${what}; the agent keeps what it has. Bring the store back and the ` +
+        'next read finds it; to mean another intent, record it (`layoutd intent flat|nested`); to mean ' +
+        'none at all, restart the agent, which reads the store afresh',
+    ),
+  /** The agent's deploy store could not be opened (yet): the intent is unreadable (design §5.3). */
+  deployStoreUnopened: (why: string) =>
+    new AppError(
+      'deploy_store_unopened',
+      503,
+      `deploy_store_unopened: the deploy store cannot be opened: ${why}; it is opened again at the next read`,
+    ),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
   convergeTimeout: (seconds: number) =>

@@ -85,6 +85,14 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  private readonly defaultBlocked = new Gauge({
+    name: `${PREFIX}default_blocked`,
+    help:
+      '1 while no intent is recorded and nested by default is not in force for a reason of this box ' +
+      '(the isolation gate, the release floor, no activator, a bad CARLOS_LAYOUT_DEFAULT); 0 otherwise.',
+    registers: [this.registry],
+  })
+
   private readonly legRuns = new Counter({
     name: `${PREFIX}leg_runs_total`,
     help: 'Runs of the layout pass the leg finished.',
@@ -129,7 +137,7 @@ export class Metrics {
 
   private readonly deferredHosts = new Gauge({
     name: `${PREFIX}deferred_hosts`,
-    help: 'Hosts the last run deferred because they were awake.',
+    help: 'Hosts deferred because they were awake, among the rows the registry holds now.',
     registers: [this.registry],
   })
 
@@ -189,6 +197,7 @@ export class Metrics {
     for (const result of WAKE_CLAIM_RESULTS) this.wakeClaims.inc({ result }, 0)
     for (const action of RECOVERY_ACTIONS) this.recoveredJournals.inc({ action }, 0)
     this.defaultApplied.set(0)
+    this.defaultBlocked.set(0)
     this.legRunning.set(0)
     this.deferredHosts.set(0)
     this.heldHosts.set(0)
@@ -205,6 +214,10 @@ export class Metrics {
 
   setDefaultApplied(applied: boolean): void {
     this.defaultApplied.set(applied ? 1 : 0)
+  }
+
+  setDefaultBlocked(blocked: boolean): void {
+    this.defaultBlocked.set(blocked ? 1 : 0)
   }
 
   setLegRunning(running: boolean): void {
@@ -269,7 +282,20 @@ export class Metrics {
   }
 
   /** The exposition text Prometheus scrapes. */
+  /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
+  #beforeScrape: (() => Promise<void>) | undefined
+
+  /**
+   * fn runs before each scrape, so a gauge reads what the agent knows now
+   * rather than what the last run left (design §9): a row the CLI added
+   * shows at the next scrape. A failure leaves the gauges as they were.
+   */
+  beforeScrape(fn: () => Promise<void>): void {
+    this.#beforeScrape = fn
+  }
+
   async text(): Promise<string> {
+    await this.#beforeScrape?.().catch(() => undefined)
     return this.registry.metrics()
   }
 }

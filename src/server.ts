@@ -6,9 +6,9 @@
 import type { AddressInfo } from 'node:net'
 import type { App } from './app.js'
 import type { Config } from './config.js'
-import { errors } from './errors.js'
+import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
-import type { openDeployStore } from './infra/deploy-store.js'
+import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
 import type { AppLogger } from './logger.js'
 
@@ -50,18 +50,20 @@ function refusesToListen(config: Config, logger: AppLogger): boolean {
 
 interface Openers {
   Registry: typeof Registry
-  openDeployStore: typeof openDeployStore
+  openAgentDeployStore: typeof openAgentDeployStore
 }
 
 /**
- * The registry, then the deploy store, under the lock: when either cannot
- * open, what did is closed and the lock released before the error goes up.
+ * The registry, then the deploy store, under the lock: when the registry
+ * cannot open, the lock is released before the error goes up. A deploy
+ * store that cannot open does not stop the start: it reads unreadable and
+ * is opened again (design §5.3).
  */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
     const registry = open.Registry.open(config.dataDir)
     try {
-      return { registry, store: await open.openDeployStore(config, logger) }
+      return { registry, store: await open.openAgentDeployStore(config, logger) }
     } catch (err) {
       registry.close()
       throw err
@@ -89,13 +91,25 @@ async function listen(app: App, config: Config): Promise<void> {
   }
 }
 
+/**
+ * A start that failed: one log line naming the cause, and exit status 1. A
+ * coded error is a cause layoutd names on purpose, logged by its code
+ * without a stack; anything else is a bug, logged with its stack.
+ */
+function startFailed(err: unknown, logger: AppLogger): void {
+  const line = `layoutd: start-up failed: ${errorMessage(err)}`
+  if (err instanceof AppError) logger.fatal({ code: err.code }, line)
+  else logger.fatal({ err }, line)
+  process.exitCode = 1
+}
+
 export async function serve(config: Config): Promise<number> {
   const [
     { default: closeWithGrace },
     { edgeReloader },
     { composeAgent },
     { buildApp },
-    { openDeployStore },
+    { openAgentDeployStore },
     { Registry },
     { AgentLock },
     { createLogger },
@@ -128,7 +142,7 @@ export async function serve(config: Config): Promise<number> {
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
-  const { registry, store } = await openAdapters(config, logger, lock, { Registry, openDeployStore })
+  const { registry, store } = await openAdapters(config, logger, lock, { Registry, openAgentDeployStore })
   const agent = composeAgent({
     config,
     logger,
@@ -149,7 +163,7 @@ export async function serve(config: Config): Promise<number> {
   // start-up recovery runs.
   await listen(app, config)
   lock.listening(listenAddress(app.server.address(), config.listen.host))
-  closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+  const grace = closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'layoutd: shutting down after an error')
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
     await app.close()
@@ -158,8 +172,10 @@ export async function serve(config: Config): Promise<number> {
     // Ready: what the activator asks next is compiled now, before it asks.
     () => (agent.phase === 'ready' ? app.warmHotRoutes() : undefined),
     (err: unknown) => {
-      logger.fatal({ err }, 'layoutd: start-up failed')
-      process.exitCode = 1
+      // close-with-grace would end the process 0 once the loop drains: a
+      // failed start exits 1, so systemd restarts it and marks it failed.
+      grace.uninstall()
+      startFailed(err, logger)
       void app.close()
     },
   )

@@ -17,7 +17,7 @@ void test('the embedded defaults: ./data, ./deploy, loopback, claims, the seed d
   assert.equal(c.retryMs, 600_000)
   assert.equal(c.graceMs, 3_600_000)
   assert.equal(c.probeEveryMs, 300_000)
-  assert.deepEqual(c.nestedMounts, [path.resolve('data', 'nested')])
+  assert.deepEqual(c.nestedMounts, [path.resolve('data')])
   assert.deepEqual(c.etcdEndpoints, [])
 })
 
@@ -108,7 +108,7 @@ void test('a refused value names the variable and the value', () => {
 
 void test('an empty variable counts as unset; CARLOS_NESTED_MOUNTS=none is the only way to require no mount', () => {
   const empty = loadConfig({ CARLOS_NESTED_MOUNTS: '', CARLOS_LAYOUT_POLL: '' })
-  assert.deepEqual(empty.nestedMounts, [path.resolve('data', 'nested')])
+  assert.deepEqual(empty.nestedMounts, [path.resolve('data')])
   assert.equal(empty.pollMs, 5_000)
   assert.deepEqual(loadConfig({ CARLOS_NESTED_MOUNTS: 'none' }).nestedMounts, [])
   assert.deepEqual(loadConfig({ CARLOS_NESTED_MOUNTS: '/m1, /m2' }).nestedMounts, ['/m1', '/m2'])
@@ -132,9 +132,9 @@ void test('etcd endpoints are a comma-separated list', () => {
   ])
 })
 
-void test('the default mount is the data dir nested, whole, even when the data dir names a comma or is called none', () => {
-  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/a,b' }).nestedMounts, ['/srv/a,b/nested'])
-  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/none' }).nestedMounts, ['/srv/none/nested'])
+void test('the default mount is the data dir, whole, even when the data dir names a comma or is called none', () => {
+  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/a,b' }).nestedMounts, ['/srv/a,b'])
+  assert.deepEqual(loadConfig({ CARLOS_DATA_DIR: '/srv/none' }).nestedMounts, ['/srv/none'])
 })
 
 void test('a bearer token shorter than 16 bytes, or not one header word, is refused at boot, naming the variable but never the token', () => {

@@ -25,6 +25,17 @@ import { readinessOf } from './readiness.js'
 import { ReportView } from './report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
+/** The held and the awake-deferred hosts among the report's rows (held by the armed pass's hold markers). */
+function rowGauges(report: LayoutReport, pass: LayoutPass | null): { held: number; deferred: number } {
+  let held = 0
+  let deferred = 0
+  for (const [host, row] of Object.entries(report.rows)) {
+    if (pass?.held(host) !== undefined) held++
+    if (row.code === 'awake_grace') deferred++
+  }
+  return { held, deferred }
+}
+
 export class Agent implements AgentApi {
   #phase: Phase = 'starting'
   readonly #parts: AgentParts
@@ -70,6 +81,7 @@ export class Agent implements AgentApi {
       claims: parts.claims,
       fence: parts.fence,
       metrics,
+      registry,
       facts: () => ({
         armed: gate !== null,
         phase: this.#phase,
@@ -78,7 +90,20 @@ export class Agent implements AgentApi {
         gate,
       }),
     })
-    this.#state.onChange((s) => this.#recordIntentMetrics(s.intent, s.default.applied))
+    // The row gauges at scrape time, from the report as the agent serves it
+    // now (built in slices when the rows changed): a row the CLI added shows
+    // at the next scrape, on a box whose leg has no reason to run.
+    metrics.beforeScrape(async () => {
+      const { report, counts } = await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+      metrics.setRows(counts)
+      const { held, deferred } = rowGauges(report, this.#pass)
+      metrics.setHeldHosts(held)
+      metrics.setDeferredHosts(deferred)
+    })
+    this.#state.onChange((s) => {
+      this.#recordIntentMetrics(s.intent, s.default.applied)
+      metrics.setDefaultBlocked(s.default.blocked !== '')
+    })
     // The gauge says the mode from the first scrape, not only after a change:
     // an unarmed box is unmanaged for good, an armed one starts at none.
     const first = this.#state.snapshot()

@@ -49,6 +49,10 @@ const RECOVERY_LABEL: Record<RecoveryAction['kind'], RecoveryLabel> = {
 export function composeAgent(adapters: AgentAdapters): Agent {
   const { config, logger, metrics, registry, store, reload, stopTimeoutMs } = adapters
   const clock = adapters.clock ?? systemClock
+  // The registry's faults are said on the agent's log; a database that is
+  // not whole stops the start before a row of it is trusted (design §2.2).
+  registry.logFaultsTo(logger)
+  registry.verify()
   const claims = new WakeClaims({
     store: registry.claimStore(),
     activatorUrl: config.activatorUrl,
@@ -76,7 +80,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       logger,
       clock,
       graceMs: config.graceMs,
-      socketsGid: await groupId(SOCKETS_GROUP),
+      socketsGid: await groupId(SOCKETS_GROUP, { logger }),
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => metrics.observeMove(to, outcome, seconds),
       onRecover: (action) => metrics.recoveredJournal(RECOVERY_LABEL[action]),

@@ -4,7 +4,7 @@
 // is asked many times a second: the registry is asked at most once a
 // REGISTRY_CHECK_MS, and an unchanged answer is the same object.
 import type { Phase, Readiness, ReadyCheck } from '../agent-api.js'
-import { errorMessage } from '../errors.js'
+import { AppError, errorMessage } from '../errors.js'
 import type { GateCheck, Isolation } from '../infra/isolation.js'
 import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
@@ -13,7 +13,7 @@ export interface ReadinessFacts {
   phase: Phase
   /** An activator is armed on this box (CARLOS_ACTIVATOR is not `none`). */
   armed: boolean
-  registry: Pick<Registry, 'ping' | 'file'>
+  registry: Pick<Registry, 'ping' | 'file'> & { readonly fault?: unknown }
   claims: Pick<WakeClaims, 'swept'>
   /** null where no activator is armed. */
   gate: Isolation | null
@@ -30,12 +30,17 @@ export interface ReadinessFacts {
  */
 export const REGISTRY_CHECK_MS = 1000
 
-/** The registry answers a query. */
+/**
+ * The registry answers a query, and its file is still the one opened, a
+ * database, with room (ping asks both): a fault carries its code.
+ */
 function pingRegistry(registry: ReadinessFacts['registry']): ReadyCheck {
   try {
     registry.ping()
     return { name: 'registry', ok: true, detail: registry.file }
   } catch (err) {
+    if (err instanceof AppError && err.code.startsWith('registry_'))
+      return { name: 'registry', ok: false, code: err.code, detail: err.message }
     return { name: 'registry', ok: false, detail: `${registry.file}: ${errorMessage(err)}` }
   }
 }
@@ -46,7 +51,9 @@ const registryChecks = new WeakMap<ReadinessFacts['registry'], { at: number; che
 function registryCheck(facts: ReadinessFacts): ReadyCheck {
   const now = (facts.now ?? performance.now.bind(performance))()
   const last = registryChecks.get(facts.registry)
-  if (last !== undefined && last.check.ok && now - last.at < REGISTRY_CHECK_MS) return last.check
+  // A fault a claim has met already is not hidden behind a passing check.
+  if (last !== undefined && last.check.ok && now - last.at < REGISTRY_CHECK_MS && !facts.registry.fault)
+    return last.check
   const check = pingRegistry(facts.registry)
   registryChecks.set(facts.registry, { at: now, check })
   return check
@@ -87,7 +94,7 @@ interface Answered {
 const answered = new WeakMap<ReadinessFacts['registry'], Answered>()
 
 function sameCheck(a: ReadyCheck, b: ReadyCheck): boolean {
-  return a === b || (a.ok === b.ok && a.detail === b.detail && a.name === b.name)
+  return a === b || (a.ok === b.ok && a.detail === b.detail && a.name === b.name && a.code === b.code)
 }
 
 function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateCheck[] | undefined): boolean {

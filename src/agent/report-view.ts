@@ -237,6 +237,7 @@ export class ReportView {
         journalHosts: onDisk?.journals ?? new Set(),
         holdHosts: onDisk?.holds ?? new Set(),
         leg: leg.state(),
+        recovering: config.activator !== 'none',
       })
       if (onDisk === null) {
         // The HTTP server answers from the first moment, before start-up has

@@ -17,6 +17,12 @@ export interface WakeDeskDeps {
   metrics: Metrics
   /** What the agent knows at this tick: its phase, the armed pass, the rows, the gate. */
   facts: () => WakeFacts
+  /**
+   * The registry's file is still the one it can serve claims from, or the
+   * coded fault is thrown (src/infra/registry-watch.ts); and what a failed
+   * registry call stands for (registry_busy, registry_full, registry_corrupt).
+   */
+  registry: { health(): void; coded(err: unknown): unknown }
 }
 
 export class WakeDesk {
@@ -36,6 +42,8 @@ export class WakeDesk {
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
       // From here to the claim's record, one synchronous stretch: no fence
       // can be raised between the verdict, the fence check and the record.
+      // No grant from a registry that was removed, replaced or corrupted.
+      this.#deps.registry.health()
       const verdict = this.#judge(host)
       if (!verdict.ok) {
         this.#recordClaimMetric(verdict.kind)
@@ -58,19 +66,31 @@ export class WakeDesk {
       return { granted: true, grant: verdict.grant }
     } catch (err) {
       this.#recordClaimMetric(err instanceof AppError && err.code === 'invalid_host' ? 'unknown_host' : 'error')
-      throw err
+      throw this.#deps.registry.coded(err)
     }
   }
 
   /** What a claim would get now, recording nothing. */
   readyFor(host: string): WakeAnswer {
-    const verdict = this.#judge(host)
+    const verdict = this.#registryCall(() => {
+      this.#deps.registry.health()
+      return this.#judge(host)
+    })
     return verdict.ok ? { granted: true, grant: verdict.grant } : { granted: false, refusal: verdict.refusal }
   }
 
   release(host: string): void {
     requireValidHost(host)
-    this.#deps.claims.release(host)
+    this.#registryCall(() => this.#deps.claims.release(host))
+  }
+
+  /** fn, a failed registry call in it thrown as the coded error it stands for. */
+  #registryCall<T>(fn: () => T): T {
+    try {
+      return fn()
+    } catch (err) {
+      throw this.#deps.registry.coded(err)
+    }
   }
 
   /** The activator's whole awake set, recorded as it is; answers which of them must stop. */
@@ -82,7 +102,7 @@ export class WakeDesk {
     const hosts = [...new Set(awake)].sort()
     // Recorded as they are: a host the activator has awake is awake, and
     // the pass must not move its files whatever a claim for it would get.
-    this.#deps.claims.replace(hosts)
+    this.#registryCall(() => this.#deps.claims.replace(hosts))
     const stop: WakeSet['stop'] = []
     for (const h of hosts) {
       const verdict = this.#judge(h)

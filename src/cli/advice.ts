@@ -9,6 +9,8 @@ export const ADVICE: Record<ReasonCode, string> = {
   in_flight: 'nothing; it ends in seconds (`layoutd converge --wait` follows it)',
   fenced_for_move: 'nothing; it ends in seconds (`layoutd converge --wait` follows it)',
   agent_starting: 'nothing; it clears once `/ready` is 200',
+  recovery_pending:
+    'nothing; `GET /ready` turns `200` when recovery is done, and the row then reads as the pass ' + 'judges it',
   unmanaged_journal: 'arm the activator (`CARLOS_ACTIVATOR=claims`) and restart the agent: recovery finishes it',
   unmanaged_hold: 'arm the activator and restart, then clear the hold (docs/runbook.md#clear-a-hold)',
   no_activator: 'see unmanaged (docs/runbook.md#unmanaged)',
@@ -17,12 +19,15 @@ export const ADVICE: Record<ReasonCode, string> = {
   second_name:
     'find the other name and remove one (`find D -samefile D/apps/HOST/PATH`); clear the hold ' +
     '(docs/runbook.md#clear-a-hold)',
+  path_too_long:
+    'the reason names where; shorten it from inside (`cd` down in steps, then `mv` the deep part ' +
+    'up), or ask the tenant; clear the hold (docs/runbook.md#clear-a-hold)',
   source_swapped: 'look at what is at the path now; clear the hold (docs/runbook.md#clear-a-hold)',
   revert_unreadable:
-    'make the intent readable (unreadable (docs/runbook.md#unreadable)); the next run releases or moves ' + 'it',
+    'make the intent readable (unreadable (docs/runbook.md#unreadable)); the next run releases or ' + 'moves it',
   legacy_hold:
-    'read its reason (`cat D/layout/HOST.hold`) and act on it as on the code it names; clear the hold ' +
-    '(docs/runbook.md#clear-a-hold)',
+    'read its reason (`cat D/layout/HOST.hold`) and act on it as on the code it names; clear the ' +
+    'hold (docs/runbook.md#clear-a-hold)',
   hold_corrupt: 'a corrupt hold marker (docs/runbook.md#a-corrupt-hold-marker)',
   ambiguous: 'a kept journal (docs/runbook.md#a-kept-journal)',
   files_missing:
@@ -34,7 +39,8 @@ export const ADVICE: Record<ReasonCode, string> = {
   row_ahead: 'a kept journal (docs/runbook.md#a-kept-journal)',
   journal_invalid:
     "a kept journal (docs/runbook.md#a-kept-journal), for a batch's a batch journal " +
-    '(docs/runbook.md#a-batch-journal): decide from where the files are (`layoutd journal show FILE`)',
+    '(docs/runbook.md#a-batch-journal): decide from where the files are (`layoutd journal show ' +
+    'FILE`)',
   journals_differ: 'a kept journal (docs/runbook.md#a-kept-journal): keep the one the files agree with',
   files_unknown: 'fix the disk (the errno says what); restart the agent',
   awake_unreleased: 'check the activator; the next run tries again',
@@ -67,6 +73,14 @@ export const ADVICE: Record<ReasonCode, string> = {
   rolled_back: 'nothing',
   hold_dropped: 'nothing',
   journal_removed: 'nothing; the host wakes as its row says',
+  registry_removed:
+    'put the file back from a backup (or stop the agent, so its next start creates an empty one) ' +
+    'and restart the agent; `layoutd routes` refuses to create a new one while the agent runs ' +
+    '(`registry_gone`)',
+  registry_replaced: 'restart the agent, which reads the file now there',
+  registry_corrupt: 'stop the agent, move the file aside, restore it from a backup, start the agent',
+  registry_full: 'free space on the disk; it clears on its own once there is room (1 MiB free)',
+  registry_busy: "find and end that process's transaction (`fuser D/registry.db`); the activator asks again",
   not_ready: 'wait for `/ready` to answer 200',
   unknown_host: '`layoutd routes list`; add the row',
 }

@@ -11,7 +11,9 @@
 // read, a failed result, a run that threw) comes back with backoff, from
 // that interval doubling up to ten times it, each jittered a little sooner;
 // a run that finishes clean resets the backoff and, asking nothing, disarms
-// the timer. Never a tight loop, never forgotten.
+// the timer. A run that both could not finish and has a host waiting on wall
+// time comes back at the earlier of the two: the backoff never stretches the
+// re-check of held and awake hosts. Never a tight loop, never forgotten.
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
 import type { Clock, Logger } from './ports.js'
@@ -218,7 +220,11 @@ export class Leg {
       return
     }
     this.#failures++
-    this.#armRetry(retryBackoff(retryMs, this.#failures, random()))
+    // A host waiting on wall time (held, awake and deferred) is looked at
+    // again within the retry interval, as the seed's re-check does: a
+    // failing host's backoff never stretches it, so the earlier of the two.
+    const backoff = retryBackoff(retryMs, this.#failures, random())
+    this.#armRetry(outcome.retry ? Math.min(backoff, retryMs) : backoff)
     logger.info(
       { retryAt: this.#retryAt, attempt: this.#failures },
       `layout: leg run could not finish; ` +

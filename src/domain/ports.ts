@@ -18,13 +18,20 @@ export interface Logger {
 
 /** Wall time and timers, injectable so grace and retry can be tested on a fake clock. */
 export interface Clock {
+  /** The wall clock (ms since the epoch): for stamps shown and persisted, never for a duration. */
   now(): number
+  /**
+   * A clock that never steps (ms from an arbitrary start), for durations: a
+   * wall clock stepped back would stretch them. Absent: the wall clock.
+   */
+  monotonic?(): number
   /** Runs fn after ms; the returned function cancels it. */
   setTimer(ms: number, fn: () => void): () => void
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   setTimer(ms, fn) {
     const t = setTimeout(fn, ms)
     t.unref()

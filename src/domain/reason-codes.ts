@@ -14,6 +14,8 @@ export const REASON_CODES = [
   'fenced_for_move',
   /** The agent has not listed `D/layout` yet (starting or recovering): every movable row reads fenced. */
   'agent_starting',
+  /** An armed box's start-up recovery is under way: the row is judged by what `D/layout` holds until it is done. */
+  'recovery_pending',
   /** No activator on this box (`CARLOS_ACTIVATOR=none`), and a journal names the host. */
   'unmanaged_journal',
   /** No activator on this box, and a hold marker names the host. */
@@ -28,6 +30,8 @@ export const REASON_CODES = [
   'source_not_directory',
   /** A file under the source has a second name (a hard link). */
   'second_name',
+  /** The source's tree is deeper than a path can name (ENAMETOOLONG): a tenant made it. */
+  'path_too_long',
   /** The directory was swapped between preflight and the rename; it was moved back. */
   'source_swapped',
   /** A revert completed while the intent was unreadable: kept down rather than released flat (design §4). */
@@ -127,6 +131,18 @@ export const REASON_CODES = [
   /** An operator removed a kept journal: the host wakes as its row says. */
   'journal_removed',
 
+  // ---- the registry underneath (design §2.2): /ready 503, claims refused 503 --
+  /** The registry file was removed while the agent runs. */
+  'registry_removed',
+  /** Another file (another inode or device) was put at the registry's path while the agent runs. */
+  'registry_replaced',
+  /** The registry is not a SQLite database, or is corrupt (its header, quick_check, or a read that failed). */
+  'registry_corrupt',
+  /** The registry's disk is full: a claim could not be written. */
+  'registry_full',
+  /** Another process holds the registry's write lock: the claim was not recorded (503 with Retry-After). */
+  'registry_busy',
+
   // ---- a wake refused (design §6) --------------------------------------
   /** The agent is not ready to judge a wake (starting, recovering or stopping). */
   'not_ready',
@@ -173,6 +189,7 @@ export const HOLD_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>([
   'symlink_source',
   'source_not_directory',
   'second_name',
+  'path_too_long',
   'source_swapped',
   'revert_unreadable',
   'legacy_hold',

@@ -44,6 +44,11 @@ export interface UnmanagedReportInput extends CommonInput {
   holdHosts: ReadonlySet<string>
   /** The leg, if the caller has one; idle otherwise. */
   leg?: LegState
+  /**
+   * An armed box whose start-up recovery is under way (the pass not yet
+   * published): rows say so, not that the box has no activator.
+   */
+  recovering?: boolean
 }
 
 function row(layout: string, because: Pick<RowReport, 'code' | 'reason'> = NO_REASON, note = ''): RowReport {
@@ -126,26 +131,18 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
  */
 export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>): LayoutReport {
   const { dirs, journalHosts, holdHosts } = input
+  const words = input.recovering === true ? RECOVERING_WORDS : UNMANAGED_WORDS
   const rows: Record<string, RowReport> = {}
   for (const route of input.routes) {
     if (route.kind !== 'instance') continue
     // An invalid host names no journal or hold marker: none is ever written for one.
     const valid = validHost(route.host)
     if (valid && journalHosts.has(route.host)) {
-      rows[route.host] = row(
-        'fenced',
-        why(
-          'unmanaged_journal',
-          `layout migration in flight; see ${journalPath(dirs, route.host)} (no activator on this box to recover it)`,
-        ),
-      )
+      rows[route.host] = row('fenced', words.journal(journalPath(dirs, route.host)))
     } else if (valid && holdHosts.has(route.host)) {
-      rows[route.host] = row(
-        'fenced',
-        why('unmanaged_hold', 'held down after a refused move to nested (no activator on this box to retry it)'),
-      )
+      rows[route.host] = row('fenced', words.hold)
     } else if (isNested(dirs, route)) {
-      rows[route.host] = row('nested', why('no_activator', 'no activator on this box; judged by path shape'))
+      rows[route.host] = row('nested', words.nested)
     } else if (external(route)) {
       rows[route.host] = row('external')
     } else if (route.hibernate && route.socket !== '') {
@@ -161,6 +158,31 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
     leg: input.leg ?? IDLE_LEG,
     warnings: mixedWarning(rows),
   }
+}
+
+/** What the rows of a report judged by <data>/layout say, by why no pass judges them. */
+interface JudgedByDisk {
+  journal: (journal: string) => Why
+  hold: Why
+  nested: Why
+}
+
+/** No activator on this box (CARLOS_ACTIVATOR=none): nothing here will ever recover or retry. */
+const UNMANAGED_WORDS: JudgedByDisk = {
+  journal: (j) =>
+    why('unmanaged_journal', `layout migration in flight; see ${j} (no activator on this box to recover it)`),
+  hold: why('unmanaged_hold', 'held down after a refused move to nested (no activator on this box to retry it)'),
+  nested: why('no_activator', 'no activator on this box; judged by path shape'),
+}
+
+/** An armed box whose start-up recovery is under way: it finishes the journals and restores the holds. */
+const RECOVERING_WORDS: JudgedByDisk = {
+  journal: (j) => why('in_flight', `layout migration in flight; see ${j} (start-up recovery under way)`),
+  hold: why(
+    'recovery_pending',
+    'held down after a refused move to nested (start-up recovery under way; it restores the hold)',
+  ),
+  nested: why('recovery_pending', 'start-up recovery under way; judged by path shape until it is done'),
 }
 
 /** A held host's reason: the hold's code, with the refusal it carries. */

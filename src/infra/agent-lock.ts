@@ -82,6 +82,31 @@ export class AgentLock {
     return lock
   }
 
+  /**
+   * Whether an agent holds dataDir's lock now, taking nothing: the lock
+   * file is opened only if it exists, and a write transaction that could
+   * begin is rolled back at once.
+   */
+  static held(dataDir: string): boolean {
+    let db: Database.Database
+    try {
+      db = new Database(path.join(dataDir, AGENT_LOCK_FILE), { fileMustExist: true })
+    } catch {
+      return false
+    }
+    try {
+      db.pragma('busy_timeout = 0')
+      db.exec('BEGIN IMMEDIATE')
+      db.exec('ROLLBACK')
+      return false
+    } catch (err) {
+      if (isBusy(err)) return true
+      throw err
+    } finally {
+      db.close()
+    }
+  }
+
   /** Who holds the lock: this agent, as `D/agent.json` says it. */
   get holder(): Readonly<Holder> {
     return this.#holder

@@ -12,7 +12,7 @@ import { BoxSummary } from '../domain/box-summary.js'
 import type { Clock, DeployStore } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
-import { errorMessage } from '../errors.js'
+import { errorMessage, errors } from '../errors.js'
 import { schemaErrors } from './schema-errors.js'
 
 /** A record is a few hundred bytes; anything this large is not one of ours. */
@@ -69,6 +69,8 @@ export class DirDeployStore implements DeployStore {
   /** This agent's summary, renewed a third of the TTL apart until close. */
   #mine: BoxSummary | undefined
   #renewal: (() => void) | undefined
+  /** What this process's reads have found here: a store seen is held to it (list). */
+  readonly #seen = { root: false, intents: false, records: false }
 
   constructor(
     readonly deploymentDir: string,
@@ -171,19 +173,65 @@ export class DirDeployStore implements DeployStore {
     await fsyncDir(this.intentsDir)
   }
 
+  /**
+   * Every record, sorted by id. A store this process has seen is held to it
+   * (design §7): its root or its intents directory gone, or every record
+   * gone after one was read, is a store lost, not "no intent", and throws.
+   */
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     signal.throwIfAborted()
-    let names: string[]
-    try {
-      names = await fs.readdir(this.intentsDir)
-    } catch (err) {
-      // No directory is a store where nothing was ever recorded. Any other
-      // failure (a file where the directory should be, no permission) must
-      // not read as "no intent": the caller fails closed on a throw.
-      if (errnoCode(err) === 'ENOENT') return []
-      throw new Error(`deploy store ${this.intentsDir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
-    }
+    const names = await this.#names()
+    if (names === undefined) return []
     signal.throwIfAborted()
+    const records = await this.#readAll(names, signal)
+    if (records.length > 0) this.#seen.records = true
+    else if (this.#seen.records)
+      throw errors.deployStoreLost(
+        'deploy_store_emptied',
+        this.describe(),
+        `${this.intentsDir} holds no record, where this agent read one before`,
+      )
+    return records
+  }
+
+  /** The names under the intents directory; undefined when no store was ever made here. */
+  async #names(): Promise<string[] | undefined> {
+    try {
+      await fs.stat(this.deploymentDir)
+      this.#seen.root = true
+    } catch (err) {
+      this.#absent(err, this.deploymentDir, 'root')
+      return undefined
+    }
+    try {
+      const names = await fs.readdir(this.intentsDir)
+      this.#seen.intents = true
+      return names
+    } catch (err) {
+      this.#absent(err, this.intentsDir, 'intents')
+      return undefined
+    }
+  }
+
+  /**
+   * Returns when dir's absence reads as "nothing was ever recorded": it is
+   * missing and this process never saw it. A directory seen and now gone
+   * is a store lost, and any other failure (a file in its place, no
+   * permission) must not read as "no intent" either: both throw, and the
+   * caller fails closed.
+   */
+  #absent(err: unknown, dir: string, which: 'root' | 'intents'): void {
+    if (errnoCode(err) !== 'ENOENT')
+      throw new Error(`deploy store ${dir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
+    if (this.#seen[which])
+      throw errors.deployStoreLost(
+        'deploy_store_vanished',
+        this.describe(),
+        `${dir} is gone, where this agent read it before`,
+      )
+  }
+
+  async #readAll(names: readonly string[], signal: AbortSignal): Promise<IntentRecord[]> {
     const files = names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK))
     const records: IntentRecord[] = []
     for (let i = 0; i < files.length; i += READ_CONCURRENCY) {

@@ -1,11 +1,15 @@
 // Opens the deployment's deploy store (design §7): etcd when named, else
-// the directory. When etcd is named it is
+// the directory; for the agent, a store that cannot be opened yet is one
+// whose reads are unreadable while it is opened again (design §5.3). When
+// etcd is named it is
 // the store and the directory is not read: a fleet must never fall back to a
 // local directory that no other box sees. Only the store named is loaded:
 // a box on a directory never loads the etcd client (nor undici, its HTTP
 // client), which would cost every start about 150 ms of CPU.
 import type { Config } from '../config.js'
+import type { BoxSummary } from '../domain/box-summary.js'
 import type { DeployStore, Logger } from '../domain/ports.js'
+import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage, errors } from '../errors.js'
 import { createLogger } from '../logger.js'
 import type { EtcdCredentials } from './deploy-etcd/credentials.js'
@@ -41,5 +45,110 @@ function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): E
     })
   } catch (err) {
     throw errors.config(errorMessage(err))
+  }
+}
+
+/**
+ * The agent's deploy store (design §5.3, §7.1). A store that cannot be
+ * opened at start (a credential file unreadable, a bad endpoint) must not
+ * stop the agent, so no tenant wakes: it is an unreadable intent, and the
+ * agent starts and recovers fail-closed. Until it opens, every call throws
+ * `deploy_store_unopened` naming why, and each read first tries to open it
+ * again (the poller reads every CARLOS_LAYOUT_POLL); once open, it is that
+ * store, and a watch asked for meanwhile is started on it.
+ */
+export async function openAgentDeployStore(
+  config: Config,
+  logger: Logger,
+  open: (config: Config, logger: Logger) => Promise<DeployStore> = openDeployStore,
+): Promise<DeployStore> {
+  try {
+    return await open(config, logger)
+  } catch (err) {
+    logger.error(
+      { err },
+      `layout: the deploy store cannot be opened: ${errorMessage(err)}; ` +
+        'the intent reads unreadable and it is opened again at each read',
+    )
+    return new ReopeningStore(config, logger, open, err)
+  }
+}
+
+class ReopeningStore implements DeployStore {
+  readonly tracksBoxes: boolean
+  #store: DeployStore | undefined
+  #why: unknown
+  #opening: Promise<DeployStore> | undefined
+  readonly #watches: Array<{ onChange: () => void; signal: AbortSignal }> = []
+  #closed = false
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: Logger,
+    private readonly open: (config: Config, logger: Logger) => Promise<DeployStore>,
+    why: unknown,
+  ) {
+    this.tracksBoxes = config.etcdEndpoints.length > 0
+    this.#why = why
+  }
+
+  /** The store, opened now if it was not yet; throws deploy_store_unopened while it cannot be. */
+  async #opened(): Promise<DeployStore> {
+    if (this.#store !== undefined) return this.#store
+    if (this.#closed) throw errors.deployStoreUnopened(errorMessage(this.#why))
+    this.#opening ??= this.open(this.config, this.logger).finally(() => (this.#opening = undefined))
+    try {
+      const store = await this.#opening
+      if (this.#store === undefined) this.#adopt(store)
+      return this.#store ?? store
+    } catch (err) {
+      this.#why = err
+      throw errors.deployStoreUnopened(errorMessage(err))
+    }
+  }
+
+  #adopt(store: DeployStore): void {
+    this.#store = store
+    this.logger.info({ store: store.describe() }, 'layout: the deploy store is open')
+    for (const w of this.#watches.splice(0)) {
+      if (w.signal.aborted) continue
+      store.watch?.(w.onChange, w.signal)
+      w.onChange()
+    }
+  }
+
+  async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    return (await this.#opened()).list(signal)
+  }
+
+  async record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
+    return (await this.#opened()).record(intent, signal)
+  }
+
+  watch(onChange: () => void, signal: AbortSignal): void {
+    if (this.#store !== undefined) this.#store.watch?.(onChange, signal)
+    else this.#watches.push({ onChange, signal })
+  }
+
+  describe(): string {
+    return this.#store?.describe() ?? `deploy store (not open: ${errorMessage(this.#why)})`
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    await this.#opening?.then((s) => (this.#store ??= s)).catch(() => undefined)
+    await this.#store?.close()
+  }
+
+  async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
+    return (await this.#opened()).publishBox?.(summary, signal)
+  }
+
+  async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
+    return (await (await this.#opened()).listBoxes?.(signal)) ?? []
+  }
+
+  async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {
+    return (await this.#opened()).remove?.(ids, signal)
   }
 }

@@ -4,8 +4,10 @@
 //
 //   selfcheck  the agent can create, chmod and remove a nested tree under
 //              D/nested without following a symlink;
-//   mounts     every mount in CARLOS_NESTED_MOUNTS carries nosymfollow, so a
-//              tenant's planted symlink is never followed by anyone;
+//   mounts     D/apps and D/nested lie on one mount, so a move's rename(2)
+//              can work (it never crosses a mount point), and every mount
+//              in CARLOS_NESTED_MOUNTS carries nosymfollow, so a tenant's
+//              planted symlink is never followed by anyone;
 //   probe      the isolation probe's verdict file says `ready: true`.
 //
 // The verdict is computed off the request path and cached: a wake or the
@@ -96,6 +98,66 @@ export function parseMountinfo(text: string): Map<string, string[]> {
     mounts.set(unescapeMount(point), opts.split(','))
   }
   return mounts
+}
+
+/** Whether mount point `point` holds path p: p is the point or lies under it. */
+function under(point: string, p: string): boolean {
+  return point === '/' || p === point || p.startsWith(`${point}/`)
+}
+
+/**
+ * The id (mountinfo's first field) of the mount p lies on: of the mount
+ * points holding p, the longest, and of the lines for that point the last
+ * (a later mount on the same point is on top). p must be a real path.
+ */
+export function mountIdOf(text: string, p: string): string | undefined {
+  let best: { point: string; id: string } | undefined
+  for (const line of text.split('\n')) {
+    const fields = line.split(' ')
+    const id = fields[0]
+    const raw = fields[4]
+    if (id === undefined || raw === undefined || id === '') continue
+    const point = unescapeMount(raw)
+    if (!under(point, p)) continue
+    if (best === undefined || point.length >= best.point.length) best = { point, id }
+  }
+  return best?.id
+}
+
+/** The real path of p, or of its nearest ancestor that exists (D/apps is made by the first flat move). */
+async function nearestReal(p: string): Promise<string> {
+  for (let at = p; ; at = path.dirname(at)) {
+    try {
+      return await nodeFs.realpath(at)
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT' || path.dirname(at) === at) throw err
+    }
+  }
+}
+
+/**
+ * Why a move's rename between D/apps and D/nested cannot work, or undefined
+ * when both lie on one mount. A device number alone does not say it: a bind
+ * mount of the same filesystem keeps st_dev and rename(2) still fails with
+ * EXDEV, so the mount ids (from the kernel's own mountinfo) are compared too.
+ */
+export async function renameFailure(
+  dataDir: string,
+  mountinfo = '/proc/self/mountinfo',
+): Promise<{ code: string; reason: string; detail: string } | undefined> {
+  const apps = await nearestReal(path.join(dataDir, 'apps'))
+  const nested = await nearestReal(path.join(dataDir, 'nested'))
+  const [a, n] = await Promise.all([nodeFs.stat(apps), nodeFs.stat(nested)])
+  const text = await nodeFs.readFile(mountinfo, 'utf8')
+  const [ma, mn] = [mountIdOf(text, apps), mountIdOf(text, nested)]
+  if (a.dev === n.dev && ma === mn) return undefined
+  return {
+    code: 'cross-mount',
+    reason:
+      `${path.join(dataDir, 'apps')} and ${path.join(dataDir, 'nested')} are on different mounts: ` +
+      'rename(2) cannot move a tenant between them (EXDEV)',
+    detail: `${apps}: st_dev ${a.dev}, mount ${ma ?? '?'}; ${nested}: st_dev ${n.dev}, mount ${mn ?? '?'}`,
+  }
 }
 
 /** Why the mounts do not isolate, with its code, or undefined when every required one has nosymfollow. */
@@ -254,6 +316,13 @@ export class Isolation implements IsolationGate {
   }
 
   private async mounts(): Promise<GateCheck> {
+    try {
+      const cross = await renameFailure(this.cfg.dataDir)
+      if (cross !== undefined) return fail('mounts', cross.code, cross.reason, cross.detail)
+    } catch (err) {
+      const code = errnoCode(err)
+      return fail('mounts', code, `cannot tell the mounts of D/apps and D/nested apart (${code})`, errorMessage(err))
+    }
     if (this.cfg.nestedMounts.length === 0) return passed('mounts', 'no mount required (CARLOS_NESTED_MOUNTS=none)')
     let text: string
     try {

@@ -2,7 +2,8 @@
 // serves, added one at a time or many in one transaction (`routes import`),
 // the wake claims the activator holds, and the fence generation counter;
 // whether anyone has changed the routes since the last look (snapshot), and
-// whether the database answers (ping). SQLite through
+// whether the database answers (ping) and is still the file it opened
+// (health: src/infra/registry-watch.ts). SQLite through
 // better-sqlite3: synchronous, which is fine for a local file and is what
 // lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
@@ -11,10 +12,11 @@ import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
 import { PathClaims } from '../domain/classify.js'
 import { requireValidHost } from '../domain/hostname.js'
-import type { AddOptions, RouteStore, RowsSnapshot } from '../domain/ports.js'
+import type { AddOptions, Logger, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { fsyncSkipped } from './failpoint.js'
 import { migrate } from './migrations.js'
+import { RegistryWatch } from './registry-watch.js'
 import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
@@ -35,6 +37,21 @@ interface RouteRow {
 export interface RegistryOptions {
   /** The clock rows and claims are stamped with; tests pin it. */
   now?: () => Date
+  /**
+   * false: the file must exist already (a command beside a running agent,
+   * which must not create a database that agent never reads). Default true.
+   */
+  create?: boolean
+}
+
+/** Opens the file as a database, a failure named with its path; a missing file refused when it must exist. */
+function openFile(file: string, create: boolean): Database.Database {
+  try {
+    return new Database(file, { fileMustExist: !create })
+  } catch (err) {
+    if (!create && !fs.existsSync(file)) throw errors.registryGone(file)
+    throw errors.registryUnopenable(file, err)
+  }
 }
 
 function insidePath(child: string, parent: string): boolean {
@@ -143,6 +160,8 @@ export class Registry implements RouteStore {
   readonly #db: Database.Database
   readonly #now: () => Date
   readonly #stmt: ReturnType<typeof prepare>
+  /** Whether the file at the path is still the one opened, a database, with room (design §2.2). */
+  readonly #watch: RegistryWatch
   #claimsConnection: ClaimsConnection | undefined
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
 
@@ -151,13 +170,14 @@ export class Registry implements RouteStore {
     this.#db = db
     this.#now = now
     this.#stmt = prepare(db)
+    this.#watch = new RegistryWatch(file)
   }
 
   /** Opens (creating when absent) `<dataDir>/registry.db` and brings its schema up to date. */
   static open(dataDir: string, opts: RegistryOptions = {}): Registry {
     fs.mkdirSync(dataDir, { recursive: true })
     const file = path.join(dataDir, REGISTRY_FILE)
-    const db = new Database(file)
+    const db = openFile(file, opts.create ?? true)
     try {
       db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
       // WAL lets the agent read while the CLI writes, and the reverse.
@@ -172,8 +192,46 @@ export class Registry implements RouteStore {
       return new Registry(file, db, opts.now ?? (() => new Date()))
     } catch (err) {
       db.close()
-      throw err
+      throw err instanceof Database.SqliteError ? errors.registryUnopenable(file, err) : err
     }
+  }
+
+  /** Where the registry's faults are said, once each (the agent's logger). */
+  logFaultsTo(logger: Pick<Logger, 'error' | 'warn' | 'info'>): void {
+    this.#watch.logger = logger
+  }
+
+  /**
+   * Throws the coded fault (registry_corrupt) unless `PRAGMA quick_check`
+   * finds the database whole: the agent asks once, before it trusts a row.
+   */
+  verify(): void {
+    let answer: unknown
+    try {
+      answer = this.#db.pragma('quick_check', { simple: true })
+    } catch (err) {
+      throw this.coded(err)
+    }
+    if (answer !== 'ok') throw this.#watch.corrupt(`PRAGMA quick_check answered ${JSON.stringify(answer)}`)
+  }
+
+  /**
+   * Throws the registry's coded fault (removed, replaced, corrupt, full)
+   * when its file can no longer be served from: asked before a claim is
+   * judged, and by readiness. A stat and a 16-byte read.
+   */
+  health(): void {
+    this.#watch.check()
+  }
+
+  /** The fault found so far (no I/O): readiness asks again at once when there is one. */
+  get fault(): AppError | null {
+    return this.#watch.fault
+  }
+
+  /** The coded error a failed registry call stands for (registry_busy, registry_full, registry_corrupt), or err. */
+  coded(err: unknown): unknown {
+    return this.#watch.coded(err)
   }
 
   close(): void {
@@ -192,11 +250,15 @@ export class Registry implements RouteStore {
    * that tick without listing a registry of thousands of rows for each one.
    */
   snapshot(): RowsSnapshot {
-    const version = this.#claimsConnectionOpen().dataVersion.get() ?? 0
-    if (this.#snapshot?.version !== version) {
-      this.#snapshot = { version, rows: listedSnapshot(this.list()) }
+    try {
+      const version = this.#claimsConnectionOpen().dataVersion.get() ?? 0
+      if (this.#snapshot?.version !== version) {
+        this.#snapshot = { version, rows: listedSnapshot(this.list()) }
+      }
+      return this.#snapshot.rows
+    } catch (err) {
+      throw this.coded(err)
     }
-    return this.#snapshot.rows
   }
 
   /**
@@ -205,8 +267,13 @@ export class Registry implements RouteStore {
    * the snapshot's change detection run on the other.
    */
   ping(): void {
-    this.#stmt.ping.get()
-    this.#claimsConnectionOpen().dataVersion.get()
+    this.health()
+    try {
+      this.#stmt.ping.get()
+      this.#claimsConnectionOpen().dataVersion.get()
+    } catch (err) {
+      throw this.coded(err)
+    }
   }
 
   #claimsConnectionOpen(): ClaimsConnection {
@@ -273,6 +340,10 @@ export class Registry implements RouteStore {
   }
 
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
+    // A move's commit point, never written into a file that is no longer
+    // the registry at its path (removed, replaced, corrupt): the pass then
+    // moves the files back, and the row still says where they are.
+    this.health()
     const at = this.#now().toISOString()
     this.#carrying(
       () => {
@@ -289,6 +360,8 @@ export class Registry implements RouteStore {
   }
 
   nextGeneration(): number {
+    // No fence is raised, so no move starts, on a registry that cannot be trusted.
+    this.health()
     const row = this.#carrying(() => this.#stmt.nextGeneration.get(), undefined)
     if (row === undefined) throw new Error(`${this.file}: the generation counter is missing from meta`)
     return row.generation

@@ -23,8 +23,17 @@ export interface ClaimStore {
   replaceWakes(hosts: readonly string[], at: Date): void
 }
 
-/** How long a claim's write waits for another writer (the CLI, or the registry's own connection). */
-const BUSY_TIMEOUT_MS = 5000
+/**
+ * How long a claim's write waits for another writer's lock: a few
+ * milliseconds, the length of a sibling's commit (a `routes add`, a group
+ * commit of the pass), never a foreign lock's. Claims commit on the thread
+ * that answers every request, and better-sqlite3 waits synchronously, so a
+ * longer wait would stall /ready and /livez behind a foreign `BEGIN
+ * EXCLUSIVE`. A claim that meets a lock is answered 503 `registry_busy`
+ * with Retry-After, recording nothing, and the activator asks again
+ * (design §6).
+ */
+export const CLAIM_BUSY_TIMEOUT_MS = 25
 
 /**
  * Opens the connection claims commit on, a second one to the registry file
@@ -40,7 +49,7 @@ const BUSY_TIMEOUT_MS = 5000
 export function openClaimsConnection(file: string): Database.Database {
   const db = new Database(file, { fileMustExist: true })
   try {
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+    db.pragma(`busy_timeout = ${CLAIM_BUSY_TIMEOUT_MS}`)
     db.pragma('synchronous = NORMAL')
     return db
   } catch (err) {

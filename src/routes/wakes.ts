@@ -7,6 +7,7 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
+import { AppError } from '../errors.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 
 export interface WakesRoutesOptions {
@@ -27,6 +28,23 @@ const WAKE_SET_BODY_LIMIT = 1024 * 1024
 const invalidHost = errorEnvelope(
   'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
 )
+
+/** How soon a claim that met another process's write lock may be asked again, in seconds. */
+const BUSY_RETRY_AFTER_S = 1
+
+/** The registry's 503s a wake route may answer, with when to ask again where that passes on its own. */
+const registryUnavailable = errorEnvelope(
+  'The registry cannot record or judge the claim now: write-locked by another process (`registry_busy`, ' +
+    'with `Retry-After`), or its file removed, replaced, corrupt or on a full disk (`registry_removed`, ' +
+    '`registry_replaced`, `registry_corrupt`, `registry_full`); nothing was recorded. ' +
+    'Also `not_ready` while start-up recovery runs.',
+)
+
+/** Throws err, after setting Retry-After where the registry was only write-locked by another process. */
+function answerRegistryError(reply: { header(name: string, value: string): unknown }, err: unknown): never {
+  if (err instanceof AppError && err.code === 'registry_busy') reply.header('retry-after', String(BUSY_RETRY_AFTER_S))
+  throw err
+}
 
 /** The answer to a host parameter too long for the router: longer than any hostname, so never one. */
 export const hostTooLong = errorEnvelope(
@@ -62,11 +80,12 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
           400: invalidHost,
           414: hostTooLong,
           ...mutationErrors,
+          503: registryUnavailable,
         },
       },
     },
     async (request, reply) => {
-      const answer = await api.claimWake(request.params.host)
+      const answer = await api.claimWake(request.params.host).catch((err: unknown) => answerRegistryError(reply, err))
       if (answer.granted) return reply.code(200).send(answer.grant)
       return reply.code(409).send(answer.refusal)
     },
@@ -93,11 +112,16 @@ function releaseWakeRoute(app: TypeboxApp, api: AgentApi): void {
           400: invalidHost,
           414: hostTooLong,
           ...mutationErrors,
+          503: registryUnavailable,
         },
       },
     },
     async (request, reply) => {
-      api.releaseWake(request.params.host)
+      try {
+        api.releaseWake(request.params.host)
+      } catch (err) {
+        answerRegistryError(reply, err)
+      }
       return reply.code(204).send(null)
     },
   )
@@ -129,12 +153,20 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
           ...mutationErrors,
           409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
           503: errorEnvelope(
-            'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`.',
+            'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`. ' +
+              'Or the registry cannot record the set (`registry_busy` with `Retry-After`, or a registry fault: ' +
+              '`registry_removed`, `registry_replaced`, `registry_corrupt`, `registry_full`).',
           ),
         },
       },
     },
-    (request) => api.replaceWakes(request.body.awake),
+    (request, reply) => {
+      try {
+        return api.replaceWakes(request.body.awake)
+      } catch (err) {
+        return answerRegistryError(reply, err)
+      }
+    },
   )
 }
 

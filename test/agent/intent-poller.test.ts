@@ -87,3 +87,30 @@ void test('start-up with an intent recorded and no journal logs that there was n
     'layout: start-up recovery done: nothing to recover (no journal, no hold marker; the first run reads the intent)',
   )
 })
+
+for (const how of ['removed', 'emptied'] as const) {
+  void test(`a deploy directory ${how} after the box read its flat intent is unreadable, not "none": the nested default does not move the box`, async (t) => {
+    const b = await agentBox(t)
+    await addFlat(b, 'a.example.com')
+    await recordIntent(b, 'flat', { box: 'kass-1' })
+    await b.agent.start()
+    await until('the first run', () => b.agent.legState().lastRun?.finishedAt != null)
+    assert.equal(b.agent.report().mode, 'flat')
+
+    const intents = path.join(b.config.deploymentDir, 'layout', 'intents')
+    if (how === 'removed') await fs.rm(b.config.deploymentDir, { recursive: true })
+    else for (const name of await fs.readdir(intents)) await fs.rm(path.join(intents, name))
+    await until('the poller to read the store lost', () => b.agent.report().mode === 'unreadable')
+    const run = await b.agent.converge(10_000)
+    assert.ok(run)
+    assert.deepEqual(run.results, [])
+    const report = b.agent.report()
+    assert.equal(report.mode, 'unreadable')
+    assert.equal(report.rows['a.example.com']?.layout, 'flat')
+    const code = how === 'removed' ? 'deploy_store_vanished' : 'deploy_store_emptied'
+    assert.ok(
+      report.warnings.some((w) => w.includes(code)),
+      report.warnings.join('; '),
+    )
+  })
+}

@@ -91,6 +91,46 @@ void test('with a journal present, start-up reads the intent before the activato
   assert.equal(b.agent.report().rows['a.example.com']?.layout, 'fenced')
 })
 
+void test('while an armed box recovers, its rows say start-up recovery is under way, never "no activator"', async (t) => {
+  let gated: GatedStore | undefined
+  const b = await agentBox(t, { wrapStore: (s) => (gated = new GatedStore(s)) })
+  await fs.mkdir(path.join(b.config.dataDir, 'layout'), { recursive: true })
+  const from = flatPaths(b.config, 'a.example.com')
+  const dest = nestedPaths(b.config, 'a.example.com')
+  await fs.writeFile(
+    path.join(b.config.dataDir, 'layout', 'a.example.com.journal'),
+    JSON.stringify({
+      v: 1,
+      host: 'a.example.com',
+      to: 'nested',
+      from,
+      dest,
+      generation: 1,
+      startedAt: '2026-12-01T00:00:00Z',
+    }),
+  )
+  b.registry.add({ host: 'a.example.com', kind: 'instance', hibernate: true, ...from })
+  b.registry.add({
+    host: 'b.example.com',
+    kind: 'instance',
+    hibernate: true,
+    ...nestedPaths(b.config, 'b.example.com'),
+  })
+  gated?.hold()
+  const started = b.agent.start()
+  await until('the start-up intent read', () => (gated?.reads ?? 0) > 0)
+  const rows = b.agent.report().rows
+  assert.equal(rows['a.example.com']?.code, 'in_flight')
+  assert.match(rows['a.example.com']?.reason ?? '', /a\.example\.com\.journal \(start-up recovery under way\)/)
+  assert.deepEqual(
+    { layout: rows['b.example.com']?.layout, code: rows['b.example.com']?.code },
+    { layout: 'nested', code: 'recovery_pending' },
+  )
+  for (const r of Object.values(rows)) assert.doesNotMatch(r.reason, /no activator/)
+  gated?.release()
+  await started
+})
+
 void test('CARLOS_ACTIVATOR=none: the unmanaged report, and nothing moves', async (t) => {
   const b = await agentBox(t, { env: { CARLOS_ACTIVATOR: 'none' } })
   await addFlat(b, 'a.example.com')

@@ -110,3 +110,65 @@ void test('what the HTTP parser refuses before any route is the error envelope t
     assert.equal((JSON.parse(body) as { error: { code: string } }).error.code, code)
   }
 })
+
+/** Everything the server writes on socket until it closes it, or until ms pass (then the socket is ended here). */
+async function answerWithin(socket: net.Socket, ms: number): Promise<{ text: string; closedByServer: boolean }> {
+  let text = ''
+  socket.setEncoding('utf8').on('data', (s: string) => (text += s))
+  const closed = once(socket, 'close').then(() => true)
+  const late = sleep(ms).then(() => false)
+  const closedByServer = await Promise.race([closed, late])
+  socket.destroy()
+  return { text, closedByServer }
+}
+
+void test('a body trickled in is answered 408 once the request bound passes: a total, not an idle time', async (t) => {
+  // The bound is short here; in production it is 30 s (design §6).
+  const requestMs = 600
+  const { app, agent } = await build(t, { timeouts: { requestMs } })
+  const base = new URL(await listen(app))
+  const socket = net.connect(Number(base.port), base.hostname)
+  await once(socket, 'connect')
+  socket.write('PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{')
+  // A byte every 20 ms: never idle long enough for the connection's own timeout.
+  const trickle = setInterval(() => socket.writable && socket.write(' '), 20)
+  t.after(() => clearInterval(trickle))
+  const t0 = performance.now()
+  // Node checked the bound every 30 s: the answer came 30 to 60 s late. Eight bounds is far short of that.
+  const { text, closedByServer } = await answerWithin(socket, requestMs * 8)
+  clearInterval(trickle)
+  assert.ok(closedByServer, `the server closed the connection (${Math.round(performance.now() - t0)} ms): ${text}`)
+  assert.match(text, /^HTTP\/1\.1 408 /)
+  assert.match(text, /"code":"request_timeout"/)
+  assert.deepEqual(agent.replaced, [])
+})
+
+void test('the bodies still arriving share one byte budget: the body that would pass it is refused 503 bodies_over_budget and its connection closed, and what it held is given back', async (t) => {
+  const budget = 256 * 1024
+  const { app } = await build(t, { bodyBudget: budget })
+  const base = new URL(await listen(app))
+  const chunk = `{"awake": [${'"a.example.com",'.repeat(6000)}`
+  const open = async (): Promise<net.Socket> => {
+    const socket = net.connect(Number(base.port), base.hostname)
+    await once(socket, 'connect')
+    socket.write('PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n')
+    socket.write(chunk)
+    t.after(() => socket.destroy())
+    return socket
+  }
+  // About 90 KB each: two fit, the third would pass 256 KiB.
+  const held = [await open(), await open()]
+  await sleep(100)
+  const third = await open()
+  const { text, closedByServer } = await answerWithin(third, 5_000)
+  assert.ok(closedByServer, text)
+  assert.match(text, /^HTTP\/1\.1 503 /)
+  assert.match(text, /retry-after: 1/i)
+  assert.match(text, /"code":"bodies_over_budget"/)
+  // The first two still arrive; once they are gone their bytes are free again.
+  for (const s of held) s.destroy()
+  await sleep(100)
+  const fourth = await open()
+  const late = await answerWithin(fourth, 300)
+  assert.equal(late.text, '', 'nothing refused once the others let go')
+})

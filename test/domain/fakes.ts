@@ -37,12 +37,21 @@ interface Timer {
 /** A clock that moves only when advance() is called. */
 export class FakeClock implements Clock {
   #now: number
+  /** The monotonic clock: moved by advance, never by step. */
+  #mono = 0
   #timers: Timer[] = []
   constructor(start = Date.parse('2026-11-30T08:00:00Z')) {
     this.#now = start
   }
   now(): number {
     return this.#now
+  }
+  monotonic(): number {
+    return this.#mono
+  }
+  /** Steps the wall clock alone by ms (back when negative), as an NTP step or an operator's `date -s` does. */
+  step(ms: number): void {
+    this.#now += ms
   }
   setTimer(ms: number, fn: () => void): () => void {
     const t: Timer = { at: this.#now + ms, fn, live: true }
@@ -62,9 +71,11 @@ export class FakeClock implements Clock {
       const due = this.#timers.filter((t) => t.live && t.at <= until).sort((a, b) => a.at - b.at)[0]
       if (due === undefined) break
       due.live = false
+      this.#mono += due.at - this.#now
       this.#now = due.at
       due.fn()
     }
+    this.#mono += until - this.#now
     this.#now = until
   }
 }

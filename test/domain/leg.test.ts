@@ -371,6 +371,28 @@ void describe('layoutLeg (a run that could not finish)', () => {
     assert.ok(jittered >= 8_000 && jittered < 10_000, `${jittered} ms`)
   })
 
+  void it("a failing host's backoff never stretches the retry interval's re-check of a held or awake host", async () => {
+    const { leg, runs, clock } = setup({ retryMs: 1_000, random: () => 0 })
+    const delays: number[] = []
+    for (let i = 0; i < 5; i++) {
+      if (i === 0) leg.kick()
+      else clock.advance(delays[i - 1] ?? 0)
+      await runs.started(i + 1)
+      // One host failed (backoff), another is awake and deferred (wall time): the earlier of the two.
+      runs.finish(i, [failed('a.example.com')], true, true)
+      await leg.wait()
+      delays.push(Date.parse(leg.state().retryAt ?? '') - clock.now())
+      assert.equal(clock.pending(), 1, 'one retry timer')
+    }
+    assert.deepEqual(delays, [1_000, 1_000, 1_000, 1_000, 1_000])
+    // Once no host waits on wall time, the backoff it has built up stands.
+    clock.advance(1_000)
+    await runs.started(6)
+    runs.finish(5, [failed('a.example.com')], false, true)
+    await leg.wait()
+    assert.equal(Date.parse(leg.state().retryAt ?? '') - clock.now(), 10_000)
+  })
+
   void it('resets when a run finishes clean: the timer goes, and the next fault starts from retryMs again', async () => {
     const { leg, runs, clock } = setup({ retryMs: 1_000, random: () => 0 })
     leg.kick()

@@ -186,3 +186,32 @@ void test('a small fleet on one etcd with TLS and auth: fleet status shows every
   // Every box's watch saw each record promptly (about 0.2 s on an idle machine; room here for a loaded one).
   assert.ok(figures.migrate.watch.maxMs < 3000 && figures.revert.watch.maxMs < 3000, JSON.stringify(figures))
 })
+
+void test('a deploy store that cannot be opened at start (its password file missing) is an unreadable intent: the agent starts and serves, and reads once the file is there', async (t) => {
+  const etcd = await EtcdServer.forTest(t)
+  await etcd.enableAuth([{ name: 'layoutd', password: 'layoutd-password', readwrite: ['/carlos/layout/'] }])
+  const sb = await makeSandbox(await tmpDir(t), 'etcd-box')
+  const passwordFile = path.join(sb.root, 'etcd-password')
+  const env = {
+    CARLOS_DEPLOYMENT_ETCD: etcd.url,
+    CARLOS_ETCD_USER: 'layoutd',
+    CARLOS_ETCD_PASSWORD_FILE: passwordFile,
+    CARLOS_LAYOUT_DEFAULT: 'flat',
+    CARLOS_LAYOUT_POLL: '200ms',
+  }
+  const agent = await AgentProcess.start(sb, { env })
+  t.after(() => agent.stop())
+  await agent.waitReady()
+  const r = await waitMode(agent, 'unreadable', 10_000)
+  assert.ok(
+    r.warnings.some((w) => w.includes('deploy_store_unopened') && w.includes('CARLOS_ETCD_PASSWORD_FILE')),
+    JSON.stringify(r.warnings),
+  )
+  assert.equal(await agent.ready(), true, '/ready is 200: the box serves its wakes')
+
+  await fs.writeFile(passwordFile, 'layoutd-password\n')
+  const id = '20261130T090000.000Z-aaaaaa'
+  const record = { id, mode: 'flat', force: false, recordedAt: '2026-11-30T09:00:00.000Z', by: 'test' }
+  await etcd.put(`${INTENT_PREFIX}${id}`, JSON.stringify(record))
+  await waitMode(agent, 'flat', 20_000)
+})

@@ -203,6 +203,7 @@ export interface BuildOptions {
   token?: string
   bodyLimit?: number
   timeouts?: Partial<Timeouts>
+  bodyBudget?: number
   /** What GET /agent answers: the data root this fake says it holds; none (404) by default. */
   identity?: AgentIdentity
 }
@@ -225,6 +226,7 @@ export async function build(t: TestContext, opts: BuildOptions = {}): Promise<Bu
     token: opts.token ?? '',
     bodyLimit: opts.bodyLimit,
     timeouts: opts.timeouts,
+    bodyBudget: opts.bodyBudget,
     identity: opts.identity,
   })
   t.after(() => app.close())

@@ -6,7 +6,8 @@ import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore, MAX_RECORD_BYTES } from '../../src/infra/deploy-dir.js'
-import { openDeployStore } from '../../src/infra/deploy-store.js'
+import { openAgentDeployStore, openDeployStore } from '../../src/infra/deploy-store.js'
+import { FakeLogger } from '../domain/fakes.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const live = () => new AbortController().signal
@@ -180,4 +181,62 @@ void test('a FIFO planted under a record name is refused at once, not waited on'
     store.list(AbortSignal.timeout(5_000)),
     /20261130T080000\.000Z-ffffff\.json: cannot read: is not a regular file/,
   )
+})
+
+void test('a store this process read is held to it: its root or intents directory gone, or every record gone, throws by code', async (t) => {
+  const { root, store } = await setup(t)
+  const a = rec('20261130T080102.123Z-aaaaaa', { mode: 'flat' })
+  await store.record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  const intents = path.join(root, 'layout', 'intents')
+
+  await fs.rm(path.join(intents, `${a.id}.json`))
+  await assert.rejects(store.list(live()), { code: 'deploy_store_emptied' })
+  // A record again is a store that reads again.
+  const b = rec('20261130T080102.124Z-bbbbbb', { mode: 'nested' })
+  await store.record(b, live())
+  assert.deepEqual(await store.list(live()), [b])
+
+  await fs.rm(intents, { recursive: true })
+  await assert.rejects(store.list(live()), { code: 'deploy_store_vanished' })
+  await fs.rm(root, { recursive: true })
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'deploy_store_vanished')
+    assert.match(err.message, new RegExp(`${root} is gone`))
+    return true
+  })
+  // Another process (the CLI, a restarted agent) reads it as it finds it: never recorded.
+  assert.deepEqual(await new DirDeployStore(root).list(live()), [])
+})
+
+void test('the agent opens a store that cannot be opened yet at each read: unreadable by code until it opens, then that store, its watch started', async (t) => {
+  const root = await tmpDir(t)
+  const config = loadConfig({ CARLOS_DEPLOYMENT_DIR: root })
+  let fail = true
+  let opens = 0
+  const open = (c: typeof config) => {
+    opens++
+    if (fail) return Promise.reject(new Error('CARLOS_ETCD_PASSWORD_FILE /x cannot be read: ENOENT'))
+    return openDeployStore(c)
+  }
+  const logger = new FakeLogger()
+  const store = await openAgentDeployStore(config, logger, open)
+  t.after(() => store.close())
+  assert.match(logger.msgs()[0] ?? '', /the deploy store cannot be opened: CARLOS_ETCD_PASSWORD_FILE/)
+  let changes = 0
+  store.watch?.(() => changes++, new AbortController().signal)
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'deploy_store_unopened')
+    assert.match(err.message, /^deploy_store_unopened: the deploy store cannot be opened: CARLOS_ETCD_PASSWORD_FILE/)
+    return true
+  })
+  assert.equal(opens, 2, 'opened again at the read')
+  fail = false
+  const a = rec('20261130T080102.123Z-aaaaaa')
+  await new DirDeployStore(root).record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  assert.equal(store.describe(), `dir ${root}`)
+  assert.equal(changes, 1, 'the watch asked for meanwhile hears the store open')
+  await store.list(live())
+  assert.equal(opens, 3, 'once open, not opened again')
 })

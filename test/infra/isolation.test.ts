@@ -2,11 +2,18 @@
 // writes, a probe verdict file), the first failing check named, and a
 // change of answer reported.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { test } from 'node:test'
-import { Isolation, mountsFailure, parseMountinfo, probeFailure, type SelfCheckFs } from '../../src/infra/isolation.js'
+import { test, type TestContext } from 'node:test'
+import {
+  Isolation,
+  mountIdOf,
+  mountsFailure,
+  parseMountinfo,
+  probeFailure,
+  type SelfCheckFs,
+} from '../../src/infra/isolation.js'
 import { FakeLogger } from '../domain/fakes.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -213,4 +220,66 @@ void test("a FIFO in the probe verdict's place shuts the gate at once, naming it
   )
   assert.equal(await gate.refresh({ probe: true }), `probe: ${probeFile} is not a regular file`)
   assert.equal(gate.report()[2]?.code, 'not-a-regular-file')
+})
+
+void test('mountIdOf names the mount a path lies on: the longest point holding it, the last line for that point', () => {
+  const text = `${MOUNTINFO}\n50 40 8:5 / /data/nested rw,nosuid - tmpfs tmpfs rw`
+  assert.equal(mountIdOf(text, '/data/nested/a.example.com/data'), '50')
+  assert.equal(mountIdOf(text, '/data/nestedx'), '22')
+  assert.equal(mountIdOf(text, '/data/apps'), '22')
+})
+
+/** Binds dir onto itself with nosymfollow (as root); the test's end unmounts it (a lazy umount above took it). */
+function bindNosymfollow(t: TestContext, dir: string): void {
+  execFileSync('mount', ['--bind', dir, dir])
+  t.after(() => {
+    if (spawnSync('mountpoint', ['-q', dir]).status === 0) execFileSync('umount', ['-l', dir])
+  })
+  execFileSync('mount', ['-o', 'remount,bind,nosymfollow', dir])
+}
+
+function realGate(dataDir: string, nestedMounts: string[], probeFile: string): Isolation {
+  return new Isolation(
+    { dataDir, nestedMounts, mountinfo: '/proc/self/mountinfo', probeFile, probeEveryMs: 60_000 },
+    new FakeLogger(),
+  )
+}
+
+void test('on real mounts: a D/nested mounted on its own shuts the gate (cross-mount), as its rename would fail EXDEV; D itself the nosymfollow mount opens it and the rename works', async (t) => {
+  const dir = await fs.realpath(await tmpDir(t))
+  const probeFile = path.join(dir, 'probe.out')
+  await fs.writeFile(probeFile, 'ready: true\n')
+
+  // The layout the gate asked for before: D/nested its own nosymfollow mount.
+  const split = path.join(dir, 'split')
+  await fs.mkdir(path.join(split, 'apps', 'a.example.com'), { recursive: true })
+  await fs.mkdir(path.join(split, 'nested', 'a.example.com'), { recursive: true })
+  bindNosymfollow(t, path.join(split, 'nested'))
+  // The fact the check stands for: same filesystem, same st_dev, and still EXDEV.
+  const [a, n] = await Promise.all([fs.stat(path.join(split, 'apps')), fs.stat(path.join(split, 'nested'))])
+  assert.equal(a.dev, n.dev, 'a bind mount keeps the device number')
+  await assert.rejects(
+    fs.rename(path.join(split, 'apps', 'a.example.com'), path.join(split, 'nested', 'a.example.com', 'data')),
+    { code: 'EXDEV' },
+  )
+  const shut = realGate(split, [path.join(split, 'nested')], probeFile)
+  assert.match((await shut.refresh({ probe: true })) ?? '', /^mounts: .* are on different mounts: rename\(2\) cannot/)
+  assert.equal(shut.report()[1]?.code, 'cross-mount')
+  // Asked even when no mount is required.
+  const none = realGate(split, [], probeFile)
+  await none.refresh({ probe: true })
+  assert.equal(none.report()[1]?.code, 'cross-mount')
+
+  // The layout the README recommends: D itself the nosymfollow mount.
+  const whole = path.join(dir, 'whole')
+  await fs.mkdir(path.join(whole, 'apps', 'a.example.com'), { recursive: true })
+  await fs.mkdir(path.join(whole, 'nested', 'a.example.com'), { recursive: true })
+  bindNosymfollow(t, whole)
+  const open = realGate(whole, [whole], probeFile)
+  assert.equal(await open.refresh({ probe: true }), null)
+  await fs.rename(path.join(whole, 'apps', 'a.example.com'), path.join(whole, 'nested', 'a.example.com', 'data'))
+  // A bind mount of D/nested on top of it is seen at the next refresh.
+  bindNosymfollow(t, path.join(whole, 'nested'))
+  await open.refresh({ probe: false })
+  assert.equal(open.report()[1]?.code, 'cross-mount')
 })

@@ -311,10 +311,24 @@ void test('ping asks the database: it answers while open and throws once closed'
   assert.throws(() => reg.ping(), /not open/)
 })
 
-void test('ping asks the claims connection too: a registry whose file is gone before claims were read does not answer', async (t) => {
+void test('ping fails on a registry whose file is gone, though its open connection still answers: registry_removed', async (t) => {
   const reg = openIn(t, await tmpDir(t))
   // The rows' connection keeps the unlinked file open and still answers;
-  // the claims connection, opened on first use, finds no database.
+  // the file at the path is what the agent must be serving from.
   await fs.unlink(reg.file)
-  assert.throws(() => reg.ping(), /unable to open database file/)
+  assert.throws(() => reg.ping(), { code: 'registry_removed', statusCode: 503 })
+})
+
+void test('an unopenable registry is refused naming its path; a command beside a running agent never creates one', async (t) => {
+  const dir = await tmpDir(t)
+  // A directory where the file should be: what a chmod 000 file is to a non-root user, as root too.
+  await fs.mkdir(path.join(dir, 'registry.db'))
+  assert.throws(
+    () => Registry.open(dir),
+    (err: AppError) =>
+      err.code === 'registry_unopenable' && err.message.startsWith(`cannot open the registry ${dir}/registry.db: `),
+  )
+  const empty = await tmpDir(t)
+  assert.throws(() => Registry.open(empty, { create: false }), { code: 'registry_gone' })
+  await assert.rejects(fs.stat(path.join(empty, 'registry.db')), { code: 'ENOENT' }, 'nothing was created')
 })

@@ -7,7 +7,7 @@
 // credentials; the watch follows the prefix; boxes.ts keeps the summaries.
 import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
-import { errorMessage } from '../../errors.js'
+import { errorMessage, errors } from '../../errors.js'
 import type { Clock, DeployStore, Logger } from '../../domain/ports.js'
 import { systemClock } from '../../domain/ports.js'
 import { IntentRecord } from '../../domain/schemas.js'
@@ -63,6 +63,13 @@ export class EtcdDeployStore implements DeployStore {
   readonly #gateway: EtcdGateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
+  /** What this process's reads have found: a store seen is held to it (list). */
+  readonly #seen: { records: boolean; cluster: string | undefined; revision: bigint; replaced: string } = {
+    records: false,
+    cluster: undefined,
+    revision: 0n,
+    replaced: '',
+  }
 
   constructor(endpoints: readonly string[], opts: EtcdStoreOptions = {}) {
     if (endpoints.length === 0) throw new Error('the etcd deploy store needs at least one endpoint')
@@ -140,9 +147,38 @@ export class EtcdDeployStore implements DeployStore {
     )
     if (value.more === true)
       throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
+    this.#heldTo(value.header, url)
     const records = (value.kvs ?? []).map((kv) => this.#decode(kv))
+    if (records.length > 0) this.#seen.records = true
+    else if (this.#seen.records)
+      throw errors.deployStoreLost(
+        'deploy_store_emptied',
+        `etcd ${url}`,
+        `no key under ${this.prefix}, where this agent read a record before`,
+      )
     // Plain code-unit order, the order newIntentId compares ids in.
     return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  /**
+   * Holds a read to the etcd this process read before (design §7): another
+   * cluster id, or a revision behind one already seen, is a wiped or
+   * restored etcd answering in its place, and reads unreadable until the
+   * agent restarts. A compaction drops history, never a key, so it is
+   * neither.
+   */
+  #heldTo(header: { revision?: string; cluster_id?: string } | undefined, url: string): void {
+    const lost = (what: string) => errors.deployStoreLost('deploy_store_replaced', `etcd ${url}`, what)
+    if (this.#seen.replaced !== '') throw lost(this.#seen.replaced)
+    const cluster = header?.cluster_id
+    const revision = header?.revision === undefined ? undefined : BigInt(header.revision)
+    if (cluster !== undefined && this.#seen.cluster !== undefined && cluster !== this.#seen.cluster)
+      this.#seen.replaced = `cluster ${cluster} answers where this agent read cluster ${this.#seen.cluster}`
+    else if (revision !== undefined && revision < this.#seen.revision)
+      this.#seen.replaced = `revision ${revision} is behind revision ${this.#seen.revision}, read before`
+    if (this.#seen.replaced !== '') throw lost(this.#seen.replaced)
+    this.#seen.cluster ??= cluster
+    if (revision !== undefined && revision > this.#seen.revision) this.#seen.revision = revision
   }
 
   /** One key-value as a record; any fault of it throws naming the key, so the operator can say what to fix. */

@@ -5,7 +5,7 @@
 // `succeeded`), so nearly every field is optional.
 import { Type } from '../../domain/typebox.js'
 
-const Header = Type.Object({ revision: Type.Optional(Type.String()) })
+const Header = Type.Object({ revision: Type.Optional(Type.String()), cluster_id: Type.Optional(Type.String()) })
 
 export const KeyValue = Type.Object({
   key: Type.String(),

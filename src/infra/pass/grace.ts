@@ -1,13 +1,16 @@
 // The awake grace (design §3 step 2), `<data>/layout/grace.json`: when each
 // awake host was first deferred, and toward which mode. Persisted so a
 // restart does not hand every awake tenant a fresh hour. An entry ends when
-// its host reaches that mode or the intent's mode changes.
+// its host reaches that mode or the intent's mode changes. Within one life
+// of the agent a grace is measured on the monotonic clock, so a wall clock
+// stepped back or forward neither stretches nor shortens it; the wall stamp
+// is what is persisted, and one read back from the future is clamped.
 import path from 'node:path'
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
-import type { Logger } from '../../domain/ports.js'
+import type { Clock, Logger } from '../../domain/ports.js'
 import { errorMessage } from '../../errors.js'
 import { atomicWrite, isNotFound, readNoFollow } from '../fsutil.js'
 import { ensureLayoutDir, layoutDir } from './journal.js'
@@ -34,21 +37,54 @@ type GraceFile = Static<typeof GraceFile>
 
 export const GRACE_FILE = 'grace.json'
 
+/** How far in the future a stamp read back may lie and still be taken as it is (clocks of one box disagree a little). */
+export const STAMP_TOLERANCE_MS = 60_000
+
+interface Entry {
+  mode: Mode
+  /** Wall clock: when the host was first deferred (persisted, shown). */
+  since: number
+  /** Monotonic clock: when its grace started, as this process measures it; set at its first ask. */
+  start?: number
+}
+
 export class GraceBook {
   readonly #dirs: Dirs
-  readonly #hosts: Map<string, { mode: Mode; since: number }>
+  readonly #hosts: Map<string, Entry>
+  readonly #clock: Pick<Clock, 'now' | 'monotonic'>
   #dirty = false
 
-  private constructor(dirs: Dirs, hosts: GraceFile['hosts']) {
+  private constructor(dirs: Dirs, hosts: GraceFile['hosts'], clock: Pick<Clock, 'now' | 'monotonic'>) {
     this.#dirs = dirs
     this.#hosts = new Map(Object.entries(hosts))
+    this.#clock = clock
+  }
+
+  /**
+   * A stamp read back later than now (the clock stepped back since it was
+   * written, or another box's clock wrote it) would stretch that host's
+   * grace by as much: beyond the tolerance it is clamped to now, said in a
+   * log line. Clamping only ever restarts a grace, never ends one early.
+   */
+  #clampFuture(file: string, logger: Logger): void {
+    const now = this.#clock.now()
+    for (const [host, entry] of this.#hosts) {
+      if (entry.since <= now + STAMP_TOLERANCE_MS) continue
+      logger.warn(
+        { file, host, since: new Date(entry.since).toISOString(), now: new Date(now).toISOString() },
+        `layout: ${host}'s awake grace started ${Math.round((entry.since - now) / 60_000)}m in the future ` +
+          `(the clock stepped back?); it is taken to start now`,
+      )
+      entry.since = now
+      this.#dirty = true
+    }
   }
 
   /**
    * Reads the book. One that cannot be read starts empty, which only ever
    * lengthens a grace: every awake host's hour starts again.
    */
-  static async load(dirs: Dirs, logger: Logger): Promise<GraceBook> {
+  static async load(dirs: Dirs, logger: Logger, clock: Pick<Clock, 'now' | 'monotonic'>): Promise<GraceBook> {
     const file = path.join(layoutDir(dirs), GRACE_FILE)
     let raw: unknown
     try {
@@ -61,24 +97,34 @@ export class GraceBook {
           `layout: ${file} cannot be read (${msg}); every awake host's grace starts again`,
         )
       }
-      return new GraceBook(dirs, {})
+      return new GraceBook(dirs, {}, clock)
     }
     if (!Value.Check(GraceFile, raw)) {
       logger.warn({ file }, `layout: ${file} is not a grace book; every awake host's grace starts again`)
-      return new GraceBook(dirs, {})
+      return new GraceBook(dirs, {}, clock)
     }
-    return new GraceBook(dirs, raw.hosts)
+    const book = new GraceBook(dirs, raw.hosts, clock)
+    book.#clampFuture(file, logger)
+    return book
   }
 
-  /** The grace host has left toward mode, starting its clock now when it has none. */
+  /**
+   * The grace host has left toward mode, starting it now when it has none:
+   * at most graceMs. nowMs is the wall clock of the run, stamped on a new
+   * entry; the time gone is the monotonic clock's, from the first ask in
+   * this process (an entry read back starts with what its stamp says had
+   * gone by then, never less than nothing).
+   */
   left(host: string, mode: Mode, nowMs: number, graceMs: number): number {
+    const mono = this.#clock.monotonic?.() ?? nowMs
     let entry = this.#hosts.get(host)
     if (entry === undefined || entry.mode !== mode) {
-      entry = { mode, since: nowMs }
+      entry = { mode, since: nowMs, start: mono }
       this.#hosts.set(host, entry)
       this.#dirty = true
     }
-    return graceMs - (nowMs - entry.since)
+    entry.start ??= mono - Math.max(0, nowMs - entry.since)
+    return graceMs - Math.max(0, mono - entry.start)
   }
 
   /** The host reached the mode (or left the registry): its entry ends. */
@@ -101,7 +147,10 @@ export class GraceBook {
   async save(): Promise<void> {
     if (!this.#dirty) return
     const dir = await ensureLayoutDir(this.#dirs)
-    const body: GraceFile = { v: 1, hosts: Object.fromEntries([...this.#hosts].sort(([a], [b]) => (a < b ? -1 : 1))) }
+    const hosts = [...this.#hosts]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([host, { mode, since }]) => [host, { mode, since }] as const)
+    const body: GraceFile = { v: 1, hosts: Object.fromEntries(hosts) }
     await atomicWrite(path.join(dir, GRACE_FILE), `${JSON.stringify(body)}\n`)
     this.#dirty = false
   }

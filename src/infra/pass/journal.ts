@@ -108,18 +108,30 @@ export async function writeJournals(
 export async function writeManySliced(dir: string, files: readonly NamedData[], slicer: Slicer): Promise<void> {
   if (files.length === 0) return
   const fds: number[] = []
+  const made: string[] = []
   try {
-    for (const f of files) {
-      const fd = fsSync.openSync(path.join(dir, tmpName(f.name)), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o600)
-      fds.push(fd)
-      fsSync.writeSync(fd, f.data)
-      await slicer.pause()
+    try {
+      for (const f of files) {
+        const tmp = path.join(dir, tmpName(f.name))
+        const fd = fsSync.openSync(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o600)
+        fds.push(fd)
+        made.push(tmp)
+        fsSync.writeSync(fd, f.data)
+        await slicer.pause()
+      }
+      if (!fsyncSkipped('journal-data')) await mapLimit(fds, SYNC_CONCURRENCY, (fd) => fdatasync(fd))
+    } finally {
+      for (const fd of fds) fsSync.closeSync(fd)
     }
-    if (!fsyncSkipped('journal-data')) await mapLimit(fds, SYNC_CONCURRENCY, (fd) => fdatasync(fd))
-  } finally {
-    for (const fd of fds) fsSync.closeSync(fd)
+    await slicer.map(files, (f) => fsSync.renameSync(path.join(dir, tmpName(f.name)), path.join(dir, f.name)))
+  } catch (err) {
+    // A write that failed (ENOSPC) leaves its temporary files, zero bytes
+    // or a part, until the next start's recovery: they go now. One already
+    // renamed is gone from its temporary name, and its journal is the
+    // caller's to settle.
+    for (const tmp of made) fsSync.rmSync(tmp, { force: true })
+    throw err
   }
-  await slicer.map(files, (f) => fsSync.renameSync(path.join(dir, tmpName(f.name)), path.join(dir, f.name)))
   await fsyncDir(dir, 'journal-dir')
 }
 

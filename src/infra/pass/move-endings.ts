@@ -239,9 +239,24 @@ export class MoveEndings {
       })
     }
     this.liftUnheld(moves)
+    await this.#removeEmptyRoots(moves)
     return moves.map((move) =>
       ctx.resultWithMetrics(move.journal.host, 'failed', because, move.journal.to, ctx.secondsSince(move.fencedAt)),
     )
+  }
+
+  /**
+   * A move toward nested that failed (ENOSPC in step 6, a rename refused,
+   * rows moved back) may have made `D/nested/<host>/` and its `run/`: they
+   * go when empty, as after a revert, so a failed move leaves nothing. A
+   * failure to remove them changes no outcome: the next move uses them.
+   */
+  async #removeEmptyRoots(moves: readonly MoveInFlight[]): Promise<void> {
+    const hosts = moves.filter((move) => move.journal.to === 'nested').map((move) => move.journal.host)
+    if (hosts.length === 0) return
+    await removeEmptyNestedRoots(this.#ctx.deps.dirs, hosts).catch((err: unknown) => {
+      this.#ctx.deps.logger.warn({ err, hosts }, 'layout: the empty nested directories of failed moves stay')
+    })
   }
 
   /** Lifts the fences of hosts that were not held before the run. */

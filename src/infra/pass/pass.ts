@@ -278,7 +278,7 @@ export class Pass implements LayoutPass {
     const listing = await listLayout(ctx.deps.dirs)
     await removeUnfinishedTemps(ctx, listing)
     await this.#state.load(listing.holds)
-    const grace = await GraceBook.load(ctx.deps.dirs, ctx.deps.logger)
+    const grace = await GraceBook.load(ctx.deps.dirs, ctx.deps.logger, ctx.deps.clock)
     const endings = new MoveEndings(ctx, this.#state, grace)
     const steps = new MoveSteps(ctx, this.#state, endings)
     const awake = new AwakeStop(ctx, this.#state, steps)

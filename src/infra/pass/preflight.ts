@@ -19,7 +19,7 @@ export type Preflight =
   | { kind: 'ok'; seen: DirIdentity }
   | {
       kind: 'held'
-      code: Extract<ReasonCode, 'symlink_source' | 'source_not_directory' | 'second_name'>
+      code: Extract<ReasonCode, 'symlink_source' | 'source_not_directory' | 'second_name' | 'path_too_long'>
       reason: string
     }
   | { kind: 'missing' }
@@ -46,11 +46,14 @@ function* walk(dir: string): Generator<undefined, Preflight> {
   const root = Buffer.from(dir)
   const queue: Buffer[] = [root]
   for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
-    for (const e of fs.readdirSync(d, { withFileTypes: true, encoding: 'buffer' })) {
+    const entries = tooLong(() => fs.readdirSync(d, { withFileTypes: true, encoding: 'buffer' }))
+    if (entries === undefined) return pathTooLong(root, d)
+    for (const e of entries) {
       const p = childPath(d, e.name)
       if (e.isDirectory()) queue.push(p)
       else if (e.isFile()) {
-        const links = fs.lstatSync(p).nlink
+        const links = tooLong(() => fs.lstatSync(p).nlink)
+        if (links === undefined) return pathTooLong(root, p)
         if (links > 1)
           return {
             kind: 'held',
@@ -62,6 +65,33 @@ function* walk(dir: string): Generator<undefined, Preflight> {
     }
   }
   return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
+}
+
+/** f's answer, or undefined when a path was longer than the kernel takes (ENAMETOOLONG); any other error throws. */
+function tooLong<T>(f: () => T): T | undefined {
+  try {
+    return f()
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENAMETOOLONG') return undefined
+    throw err
+  }
+}
+
+/**
+ * A tree deeper than a path can name (PATH_MAX, 4096 bytes on Linux): a
+ * tenant can make one, so it is held with a reason, like a second name,
+ * not failed as a disk's fault on every retry. The path is shown by its
+ * start and its length: it is longer than any line should be.
+ */
+function pathTooLong(root: Buffer, p: Buffer): Preflight {
+  const rel = p.subarray(root.length + 1)
+  return {
+    kind: 'held',
+    code: 'path_too_long',
+    reason:
+      `its tree is deeper than a path can name (ENAMETOOLONG): ` +
+      `${shownPath(rel.subarray(0, 80))}… is a path of ${p.length} bytes`,
+  }
 }
 
 /** Preflight on the event loop's thread, giving the loop back between slices (sliced-fs.ts). */

@@ -9,7 +9,6 @@ import { flatPaths, nestedPaths, nestedRoot } from '../../../src/domain/paths.js
 import type { RouteStore } from '../../../src/domain/ports.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { routesCommand, type RoutesIo } from '../../../src/cli/commands/routes/index.js'
-import { groupId } from '../../../src/infra/groups.js'
 import { tmpDir } from '../../helpers/tmp.js'
 import { Sink } from '../../helpers/sink.js'
 
@@ -40,7 +39,7 @@ async function setup(t: TestContext, mint: () => Promise<Mode> = () => Promise.r
       mints++
       return mint()
     },
-    groupFile: path.join(dataDir, 'no-such-group-file'),
+    getent: path.join(dataDir, 'no-such-getent'),
   }
   return { dataDir, io, registry, out, err, mints: () => mints, run: (...argv) => routesCommand(argv, io) }
 }
@@ -66,9 +65,10 @@ void test('add mints nested paths, makes the directories with their modes, and g
   const primary = process.getgid?.() ?? 0
   const gid = process.getuid?.() === 0 ? 4242 : (process.getgroups?.().find((g) => g !== primary) ?? primary)
   if (gid === primary) t.diagnostic('no second group to chown to: the group assertion cannot tell chown happened')
-  const groupFile = path.join(s.dataDir, 'group')
-  await fs.writeFile(groupFile, `root:x:0:\ncarlos-sockets:x:${gid}:edge\n`)
-  s.io.groupFile = groupFile
+  // The group as the name service answers it (getent), not as /etc/group holds it.
+  const getent = path.join(s.dataDir, 'getent')
+  await fs.writeFile(getent, `#!/bin/sh\necho 'carlos-sockets:x:${gid}:edge'\n`, { mode: 0o755 })
+  s.io.getent = getent
   assert.equal(await s.run('add', 'a.example.com', '--hibernate'), 0, s.err.text)
   const want = nestedPaths(s.io.config, 'a.example.com')
   assert.deepEqual(s.registry.get('a.example.com'), {
@@ -361,14 +361,4 @@ void test('usage errors exit 2 with the usage and change nothing', async (t) => 
   }
   assert.deepEqual(s.registry.list(), [])
   assert.equal(s.mints(), 0)
-})
-
-void test('groupId reads an /etc/group-style file; a missing group or file is -1', async (t) => {
-  const dir = await tmpDir(t)
-  const file = path.join(dir, 'group')
-  await fs.writeFile(file, 'root:x:0:\ncarlos-sockets:x:1234:edge,agent\nbroken-line\n')
-  assert.equal(await groupId('carlos-sockets', file), 1234)
-  assert.equal(await groupId('root', file), 0)
-  assert.equal(await groupId('nobody-here', file), -1)
-  assert.equal(await groupId('carlos-sockets', path.join(dir, 'absent')), -1)
 })

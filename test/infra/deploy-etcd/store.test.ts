@@ -175,3 +175,49 @@ void test('layoutd intent migrate|revert|status record into etcd and read from i
   assert.equal(refused.code, 1)
   assert.match(refused.err, /no endpoint answered/)
 })
+
+void test('a prefix this process read records under is held to it: emptied, it throws deploy_store_emptied; a compaction drops no key and reads as before', async (t) => {
+  const { store, prefix } = shared.storeFor(t)
+  const a = rec('20261130T080102.123Z-aaaaaa', { mode: 'flat', box: 'kass-1' })
+  await store.record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  const res = await fetch(`${shared.server.url}/v3/kv/range`, {
+    method: 'POST',
+    body: JSON.stringify({ key: Buffer.from(prefix).toString('base64') }),
+  })
+  const revision = ((await res.json()) as { header: { revision: string } }).header.revision
+  const compacted = await fetch(`${shared.server.url}/v3/kv/compaction`, {
+    method: 'POST',
+    body: JSON.stringify({ revision }),
+  })
+  assert.equal(compacted.status, 200)
+  assert.deepEqual(await store.list(live()), [a], 'compacted, the key is still there')
+
+  await shared.server.del(`${prefix}${a.id}`)
+  await assert.rejects(store.list(live()), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'deploy_store_emptied')
+    assert.match(err.message, /restart the agent/)
+    return true
+  })
+  // A new process reads the prefix as it finds it: nothing recorded.
+  const fresh = new EtcdDeployStore([shared.server.url], { prefix })
+  t.after(() => fresh.close())
+  assert.deepEqual(await fresh.list(live()), [])
+})
+
+void test('an etcd wiped and started again in its place reads deploy_store_replaced until the agent restarts', async (t) => {
+  const server = await EtcdServer.forTest(t)
+  const store = new EtcdDeployStore([server.url], { prefix: '/test/wiped/' })
+  t.after(() => store.close())
+  // A store in use has moved its revision on; a wiped one starts again from 1.
+  const a = rec('20261130T080102.123Z-aaaaaa', { mode: 'flat', box: 'kass-1' })
+  for (let i = 0; i < 5; i++) await server.put(`/other/${i}`, 'x')
+  await store.record(a, live())
+  assert.deepEqual(await store.list(live()), [a])
+  await server.kill()
+  await fs.rm(server.dataDir, { recursive: true, force: true })
+  await server.restart()
+  await store.record(rec('20261130T080102.124Z-bbbbbb', { mode: 'nested' }), live())
+  await assert.rejects(store.list(live()), { code: 'deploy_store_replaced' })
+  await assert.rejects(store.list(live()), { code: 'deploy_store_replaced' }, 'it stays so')
+})

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../../src/domain/paths.js'
 import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
 import { tmpName } from '../../../src/infra/fsutil.js'
@@ -135,6 +136,39 @@ void test('a file with a second name holds the host; removing the link clears it
   assert.equal(r?.reason, 'a file of its has a second name: sub/dir/deep/blob.bin has 2 links')
   assert.ok(fs.existsSync(rt.dir))
   fs.unlinkSync(outside)
+  assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
+})
+
+/** Makes a chain of directories under dir deeper than PATH_MAX (4096 bytes), each mkdir relative to the last. */
+function deepTree(dir: string): void {
+  // A child descends by relative names (chdir, then mkdir), so no path it hands the kernel is long;
+  // a shell's cd would build the whole path and fail at PATH_MAX itself.
+  const script = `const fs = require('node:fs'); fs.mkdirSync(process.argv[1], { recursive: true });
+    process.chdir(process.argv[1]);
+    for (let i = 0; i < 25; i++) { fs.mkdirSync('${'d'.repeat(200)}'); process.chdir('${'d'.repeat(200)}') }
+    fs.writeFileSync('leaf', 'x')`
+  execFileSync(process.execPath, ['-e', script, dir])
+}
+
+void test('a tree deeper than PATH_MAX holds the host with path_too_long, not a preflight failure on every retry', async (t) => {
+  const h = await harness(t)
+  const rt = h.addFlat('a.example.com')
+  deepTree(path.join(rt.dir, 'sub'))
+  try {
+    const [r] = await h.converge('nested')
+    assert.equal(r?.outcome, 'held', JSON.stringify(r))
+    assert.equal(r?.code, 'path_too_long')
+    assert.match(
+      r?.reason ?? '',
+      /^its tree is deeper than a path can name \(ENAMETOOLONG\): sub\/d+… is a path of \d{4} bytes$/,
+    )
+    assert.equal(h.pass.held('a.example.com')?.code, 'path_too_long')
+    assert.ok(fs.existsSync(path.join(h.dirs.dataDir, 'layout', 'a.example.com.hold')), 'a hold marker')
+    assert.ok(fs.existsSync(rt.dir), 'nothing moved')
+  } finally {
+    // rm(1) descends by relative names too; a path-based removal would meet ENAMETOOLONG itself.
+    execFileSync('rm', ['-rf', path.join(rt.dir, 'sub')])
+  }
   assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
 })
 
@@ -658,4 +692,52 @@ void test('classify follows a changed list of rows: a conflict that appears, and
   assert.equal(h.pass.classify(a, moved).layout, 'flat')
   assert.equal(h.pass.classify(a, [...rows, inside]).layout, 'conflict')
   assert.equal(h.pass.classify(a, rows).layout, 'flat')
+})
+
+/** Mounts a small tmpfs at dir (as root, as the suite is); the test's end unmounts it. */
+function tmpfsAt(t: TestContext, dir: string, opts: string): void {
+  fs.mkdirSync(dir, { recursive: true })
+  execFileSync('mount', ['-t', 'tmpfs', '-o', opts, 'tmpfs', dir])
+  t.after(() => execFileSync('umount', ['-l', dir]))
+}
+
+void test('a journal write that fails on a full disk (ENOSPC) leaves no temporary file behind', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.addFlat('b.example.com', 2)
+  const layout = path.join(h.dirs.dataDir, 'layout')
+  tmpfsAt(t, layout, 'size=64k')
+  // Every block taken, inodes left: the journal's temporary file is made, and its write fails.
+  try {
+    fs.writeFileSync(path.join(layout, 'filler'), Buffer.alloc(1024 * 1024))
+  } catch (err) {
+    assert.equal((err as NodeJS.ErrnoException).code, 'ENOSPC')
+  }
+  const results = await h.converge('nested')
+  assert.deepEqual(outcomes(results), { 'a.example.com': 'failed', 'b.example.com': 'failed' })
+  assert.match(results[0]?.reason ?? '', /ENOSPC/)
+  assert.deepEqual(
+    fs.readdirSync(layout).filter((n) => n !== 'filler'),
+    [],
+    'no _batch-N.journal.tmp until the next start',
+  )
+  assert.ok(fs.existsSync(flatPaths(h.dirs, 'a.example.com').dir))
+})
+
+void test('a move to nested that fails on a full disk (ENOSPC making its directories) leaves no empty D/nested/<host>', async (t) => {
+  const h = await harness(t)
+  h.addFlat('a.example.com')
+  h.addFlat('b.example.com', 2)
+  const nested = path.join(h.dirs.dataDir, 'nested')
+  // The root takes one inode; one more is left: one host's D/nested/<host> is made, and then its run/ is not.
+  tmpfsAt(t, nested, 'size=1m,nr_inodes=2')
+  const results = await h.converge('nested')
+  assert.deepEqual(outcomes(results), { 'a.example.com': 'failed', 'b.example.com': 'failed' })
+  assert.ok(
+    results.every((r) => r.code === 'dest_not_prepared' && /ENOSPC/.test(r.reason)),
+    JSON.stringify(results),
+  )
+  assert.deepEqual(fs.readdirSync(nested), [], 'no empty D/nested/<host>')
+  assert.ok(fs.existsSync(flatPaths(h.dirs, 'a.example.com').dir))
+  assert.ok(fs.existsSync(flatPaths(h.dirs, 'b.example.com').dir))
 })

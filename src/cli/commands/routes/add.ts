@@ -137,7 +137,8 @@ export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: str
   // never lets the setgid bit through. setDirMode does not follow a symlink.
   // The run directory gets the sockets group, so the edge can reach the socket.
   await setDirMode(root, NESTED_ROOT_MODE)
-  await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, io.groupFile))
+  const warn = (_fields: unknown, msg: string) => io.stderr.write(`${signature.failures}: ${msg}\n`)
+  await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } }))
 }
 
 /** Removes the directories a failed add or import made, deepest first. */

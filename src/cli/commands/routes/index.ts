@@ -37,8 +37,8 @@ export interface RoutesIo extends CommandContext {
   registry: RouteStore
   /** The mint rule: the mode of a new row; rejects with `intent_unreadable` while the intent cannot be read. */
   mint: () => Promise<Mode>
-  /** Where groups are looked up; /etc/group unless a test says otherwise. */
-  groupFile?: string
+  /** The command groups are looked up with (through NSS); `getent` unless a test says otherwise. */
+  getent?: string
   /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
   stdin?: NodeJS.ReadableStream
   /**
@@ -76,8 +76,14 @@ export function routesCommand(argv: readonly string[], io: RoutesIo): Promise<nu
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   return runGroup(group, argv, cli, async (use) => {
     const config = loadConfig(cli.environ)
-    const { Registry } = await import('../../../infra/registry.js')
-    const registry = Registry.open(config.dataDir)
+    const [{ Registry }, { AgentLock }] = await Promise.all([
+      import('../../../infra/registry.js'),
+      import('../../../infra/agent-lock.js'),
+    ])
+    // Beside a running agent the registry must be the one it opened: one
+    // that is gone is refused (registry_gone), never created afresh for
+    // nobody to read. With no agent running, the first command creates it.
+    const registry = Registry.open(config.dataDir, { create: !AgentLock.held(config.dataDir) })
     // The deploy store and the agent's client are opened only when a row is
     // minted: list, rm and import never need them, and a bulk import need
     // not load them.

@@ -1,0 +1,155 @@
+// Whether the registry file the agent opened is still the one it can trust
+// (design §2.2): the same file at its path (device and inode), not removed,
+// not overwritten with something that is no database, not corrupt, and on a
+// disk with room for a claim. A fault of the first four stands until the
+// agent restarts, since the rows it holds can no longer be trusted; a full
+// disk clears once there is room again. Each fault is said on the log once,
+// naming the file and what to do, however many requests meet it.
+import fs from 'node:fs'
+import path from 'node:path'
+import { AppError, errors } from '../errors.js'
+import type { Logger } from '../domain/ports.js'
+import type { ReasonCode } from '../domain/reason-codes.js'
+
+/** The registry faults, each a reason code of its own (docs/runbook.md). */
+export type RegistryFaultCode = Extract<
+  ReasonCode,
+  'registry_removed' | 'registry_replaced' | 'registry_corrupt' | 'registry_full'
+>
+
+/** The first bytes of every SQLite database file. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1')
+
+/** Free bytes on the registry's filesystem at which a full disk counts as having room again. */
+const ROOM_BYTES = 1 << 20
+
+/** What an operator does about each fault. */
+const WHAT_TO_DO: Record<RegistryFaultCode, string> = {
+  registry_removed:
+    'it was removed while layoutd runs: put the file back (from a backup) and restart layoutd; ' +
+    'no claim is granted from rows it can no longer read',
+  registry_replaced:
+    'another file was put at its path while layoutd runs (a different inode or device): ' +
+    'restart layoutd to read the file now there; no claim is granted from the rows of the old one',
+  registry_corrupt:
+    'it is not a SQLite database, or is corrupt: stop layoutd, move it aside and restore it from a backup; ' +
+    'no claim is granted from rows it can no longer trust',
+  registry_full: 'its disk is full: free space there; claims are refused until a write has room again',
+}
+
+/** The SQLite error codes of a database that is no database, or a damaged one. */
+function isCorruption(code: string): boolean {
+  return code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')
+}
+
+function sqliteCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : ''
+}
+
+export class RegistryWatch {
+  readonly file: string
+  readonly #identity: { dev: number; ino: number }
+  /** Where each fault is said, once; none until the agent hands its logger in. */
+  logger: Pick<Logger, 'error' | 'warn' | 'info'> | undefined
+  #fault: AppError | null = null
+
+  /** Watches file, as it is now (call right after opening it). */
+  constructor(file: string) {
+    this.file = file
+    const st = fs.statSync(file)
+    this.#identity = { dev: st.dev, ino: st.ino }
+  }
+
+  /** The fault found so far, or null; reads nothing. */
+  get fault(): AppError | null {
+    return this.#fault
+  }
+
+  /**
+   * Looks at the file now (a stat, its first 16 bytes, and while the disk
+   * was full, its free space) and throws the coded fault if it is one the
+   * agent cannot serve claims from. A few microseconds: asked per claim.
+   */
+  check(): void {
+    if (this.#fault !== null && this.#fault.code !== 'registry_full') throw this.#fault
+    const seen = this.#look()
+    if (seen !== null) throw this.#raise(seen.code, seen.detail)
+    if (this.#fault?.code === 'registry_full') {
+      if (!this.#hasRoom()) throw this.#fault
+      this.logger?.info({ file: this.file, code: 'registry_full' }, `registry: ${this.file} has room again`)
+      this.#fault = null
+    }
+  }
+
+  /**
+   * The coded error a failed registry call stands for: a corrupt database
+   * or a full disk is recorded as the registry's fault (said once), a write
+   * lock another process holds is `registry_busy` (retried by the client);
+   * anything else is answered as it was thrown.
+   */
+  coded(err: unknown): unknown {
+    if (err instanceof AppError) return err
+    const code = sqliteCode(err)
+    if (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_') || code.startsWith('SQLITE_LOCKED'))
+      return errors.registryBusy(this.file)
+    if (code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_WRITE' || code === 'SQLITE_IOERR_FSYNC') {
+      if (code === 'SQLITE_FULL' || !this.#hasRoom()) return this.#raise('registry_full', 'no space left')
+    }
+    if (isCorruption(code)) return this.#raise('registry_corrupt', (err as Error).message)
+    return err
+  }
+
+  /** Records the database as corrupt (a check of its own found it so); answers the coded error. */
+  corrupt(detail: string): AppError {
+    return this.#raise('registry_corrupt', detail)
+  }
+
+  #look(): { code: RegistryFaultCode; detail: string } | null {
+    let st: fs.Stats
+    try {
+      st = fs.statSync(this.file)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { code: 'registry_removed', detail: 'no such file' }
+      throw err
+    }
+    if (st.dev !== this.#identity.dev || st.ino !== this.#identity.ino) {
+      return {
+        code: 'registry_replaced',
+        detail: `opened as device ${this.#identity.dev} inode ${this.#identity.ino}, now device ${st.dev} inode ${st.ino}`,
+      }
+    }
+    const head = Buffer.alloc(SQLITE_HEADER.length)
+    const fd = fs.openSync(this.file, 'r')
+    let n: number
+    try {
+      n = fs.readSync(fd, head, 0, head.length, 0)
+    } finally {
+      fs.closeSync(fd)
+    }
+    if (n < head.length || !head.equals(SQLITE_HEADER))
+      return { code: 'registry_corrupt', detail: 'its header is not a SQLite database header' }
+    return null
+  }
+
+  #hasRoom(): boolean {
+    try {
+      const s = fs.statfsSync(path.dirname(this.file))
+      return s.bavail * s.bsize >= ROOM_BYTES
+    } catch {
+      return false
+    }
+  }
+
+  /** Records the fault (the first one stands) and says it once; answers the coded error. */
+  #raise(code: RegistryFaultCode, detail: string): AppError {
+    // The first fault stands, but a file gone, replaced or corrupt outranks a full disk.
+    if (this.#fault !== null && (this.#fault.code !== 'registry_full' || code === 'registry_full')) return this.#fault
+    this.#fault = errors.registryFault(code, this.file, detail, WHAT_TO_DO[code])
+    this.logger?.error(
+      { file: this.file, code, detail },
+      `registry: ${this.file}: ${detail}; ${WHAT_TO_DO[code]} (/ready answers 503 with code ${code})`,
+    )
+    return this.#fault
+  }
+}

@@ -1,0 +1,187 @@
+// contrib/layoutd.rules.yml in a real Prometheus (the `prometheus` binary,
+// Debian's 2.42) scraping a real agent every second and evaluating every
+// second, under a job that is not called layoutd: the agent is driven into
+// each alert this test can reach in seconds and out again, and the state
+// is read from Prometheus's own API (/api/v1/alerts).
+//
+// The shipped file is rendered with every `for:` scaled down to 1s (the
+// expressions, their ranges and thresholds are the shipped ones), which is
+// what lets an alert of `for: 1h` fire here. Driven: LayoutdDown,
+// LayoutdRowsNeedAnOperator, LayoutdIntentUnreadable and
+// LayoutdGateCheckFailing (and that it stays quiet on a flat box). Not
+// driven here, because their expressions look back hours or need a move
+// that fails or a run that lasts: LayoutdNoCleanRun, LayoutdHostsFailing,
+// LayoutdHostsHeld and LayoutdLegStuck; contrib/layoutd.rules.test.yml
+// holds those, at their full durations, with promtool.
+import assert from 'node:assert/strict'
+import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { test, type TestContext } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { request } from 'undici'
+import { AgentProcess, freePort, makeSandbox, recordIntent, runCli, type Sandbox } from '../helpers/agent-process.js'
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
+/** The instance label every target of the test carries, whichever port the agent listens on. */
+const INSTANCE = 'box-1'
+
+interface Alert {
+  labels: Record<string, string>
+  state: 'pending' | 'firing'
+}
+
+class Prometheus {
+  constructor(
+    readonly url: string,
+    readonly child: ChildProcess,
+    readonly targets: string,
+  ) {}
+
+  /** Points the scrape at the agent's address now (file service discovery, watched by Prometheus). */
+  async target(address: string): Promise<void> {
+    const tmp = `${this.targets}.tmp`
+    await fs.writeFile(tmp, JSON.stringify([{ targets: [address], labels: { instance: INSTANCE } }]))
+    await fs.rename(tmp, this.targets)
+  }
+
+  async alerts(): Promise<Alert[]> {
+    const res = await request(`${this.url}/api/v1/alerts`)
+    const body = (await res.body.json()) as { data: { alerts: Alert[] } }
+    return body.data.alerts
+  }
+
+  /** Waits until name is firing (with labels), or no longer there at all; answers how long it took. */
+  async until(name: string, want: 'firing' | 'gone', labels: Record<string, string> = {}, ms = 30_000) {
+    const start = performance.now()
+    for (;;) {
+      const found = (await this.alerts()).filter(
+        (a) => a.labels.alertname === name && Object.entries(labels).every(([k, v]) => a.labels[k] === v),
+      )
+      if (want === 'firing' ? found.some((a) => a.state === 'firing') : found.length === 0)
+        return performance.now() - start
+      if (performance.now() - start > ms)
+        assert.fail(`${name} did not become ${want} within ${ms} ms: ${JSON.stringify(await this.alerts())}`)
+      await delay(250)
+    }
+  }
+}
+
+/** The shipped rules with every `for:` made 1s; nothing else changes. */
+async function renderRules(to: string): Promise<void> {
+  const shipped = await fs.readFile(path.join(ROOT, 'contrib/layoutd.rules.yml'), 'utf8')
+  const scaled = shipped.replace(/^(\s+for:) \S+$/gm, '$1 1s')
+  assert.notEqual(scaled, shipped, 'the shipped rules have for: durations to scale')
+  await fs.writeFile(to, scaled)
+}
+
+async function startPrometheus(t: TestContext, dir: string): Promise<Prometheus> {
+  await fs.mkdir(dir, { recursive: true })
+  const rules = path.join(dir, 'rules.yml')
+  await renderRules(rules)
+  const targets = path.join(dir, 'targets.json')
+  await fs.writeFile(targets, '[]')
+  const config = path.join(dir, 'prometheus.yml')
+  await fs.writeFile(
+    config,
+    [
+      'global: { scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 900ms }',
+      `rule_files: [${JSON.stringify(rules)}]`,
+      'scrape_configs:',
+      // Not "layoutd": the rules must not depend on the job's name.
+      '  - job_name: carlos-agents-under-test',
+      `    file_sd_configs: [{ files: [${JSON.stringify(targets)}], refresh_interval: 1s }]`,
+      '',
+    ].join('\n'),
+  )
+  const port = await freePort()
+  const child = spawn(
+    PROMETHEUS,
+    [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${path.join(dir, 'tsdb')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)))
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  t.after(async () => {
+    child.kill('SIGTERM')
+    await exited
+  })
+  const prom = new Prometheus(`http://127.0.0.1:${port}`, child, targets)
+  for (let i = 0; ; i++) {
+    const up = await request(`${prom.url}/-/ready`).then(
+      async (r) => (await r.body.text(), r.statusCode === 200),
+      () => false,
+    )
+    if (up) return prom
+    if (i > 100 || child.exitCode !== null) assert.fail(`prometheus did not start: ${stderr}`)
+    await delay(200)
+  }
+}
+
+async function sandbox(t: TestContext): Promise<Sandbox> {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-prom-'))
+  t.after(() => fs.rm(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }))
+  return makeSandbox(root)
+}
+
+async function cli(sb: Sandbox, ...args: string[]): Promise<void> {
+  const r = await runCli(sb, args)
+  assert.equal(r.exit.code, 0, `layoutd ${args.join(' ')}: ${r.stderr}`)
+}
+
+void test('the shipped rules in a real Prometheus: a real agent driven into each alert and out again', async (t) => {
+  const sb = await sandbox(t)
+  const prom = await startPrometheus(t, path.join(sb.root, 'prom'))
+  // The probe is read often, so the gate follows the file within a scrape or two.
+  const env = { CARLOS_PROBE_EVERY: '200ms', CARLOS_LAYOUT_RETRY: '1s' }
+  await fs.writeFile(sb.probeFile, 'ready: false\n')
+  await recordIntent(sb, 'flat')
+  let agent = await AgentProcess.start(sb, { env })
+  t.after(() => agent.stop())
+  await agent.waitReady(20_000)
+  await prom.target(new URL(agent.url).host)
+
+  // A flat box whose gate is shut: nothing, for several evaluations past the (scaled) for.
+  await delay(5_000)
+  assert.deepEqual(
+    (await prom.alerts()).map((a) => a.labels.alertname),
+    [],
+    'a flat box with its gate shut raises nothing',
+  )
+
+  // The box wants nested and its gate is shut: LayoutdGateCheckFailing; the probe passes: gone.
+  await recordIntent(sb, 'nested')
+  await prom.until('LayoutdGateCheckFailing', 'firing', { check: 'probe', instance: INSTANCE })
+  await fs.writeFile(sb.probeFile, 'ready: true\n')
+  await prom.until('LayoutdGateCheckFailing', 'gone')
+
+  // A foreign row added by the CLI shows at the next scrape (no run of the leg needed): fires; removed: gone.
+  await cli(sb, 'routes', 'add', 'f.example.com', '--hibernate', '--dir', '/srv/f', '--socket', '/run/f.sock')
+  await prom.until('LayoutdRowsNeedAnOperator', 'firing', { layout: 'foreign' })
+  await cli(sb, 'routes', 'rm', 'f.example.com')
+  await prom.until('LayoutdRowsNeedAnOperator', 'gone')
+
+  // A record that is not an intent: the box fails closed, LayoutdIntentUnreadable; removed: gone.
+  const bad = path.join(sb.deployDir, 'layout', 'intents', '20991231T000000.000Z-ffffff.json')
+  await fs.writeFile(bad, '{ not json')
+  await prom.until('LayoutdIntentUnreadable', 'firing')
+  await fs.rm(bad)
+  await prom.until('LayoutdIntentUnreadable', 'gone')
+
+  // The agent stops: LayoutdDown under a job not called layoutd; back on a new port (same instance): gone.
+  await agent.stop()
+  await prom.until('LayoutdDown', 'firing', { instance: INSTANCE, job: 'carlos-agents-under-test' })
+  agent = await AgentProcess.start(sb, { env })
+  await agent.waitReady(20_000)
+  await prom.target(new URL(agent.url).host)
+  await prom.until('LayoutdDown', 'gone')
+})
