@@ -36,7 +36,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/package.json ./
-RUN mkdir -p /data /deploy && chown node:node /data /deploy
+# `layoutd` on PATH, for `docker exec layoutd layoutd status` and the rest of the CLI.
+RUN mkdir -p /data /deploy && chown node:node /data /deploy && ln -s /app/bin/layoutd /usr/local/bin/layoutd
 USER node
 VOLUME ["/data", "/deploy"]
 EXPOSE 9740

@@ -223,6 +223,8 @@ export interface AgentApi {
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */
   converge(timeoutMs: number): Promise<LegRun | null>
+  /** The run under way now, once it has finished (null when the leg stops first); null when none is under way. */
+  runUnderWay(): Promise<LegRun | null> | null
   legState(): LegState
   /** The record the last read of the intent found (who recorded it, why), or null; absent: not told. */
   intentRecord?(): IntentRecord | null

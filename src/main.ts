@@ -1,10 +1,20 @@
 // The entry point of `layoutd` (bin/layoutd, `npm start`): hands argv, the
 // environment and the standard streams to the dispatcher, and exits with the
-// status it answers (design §8).
+// status it answers (design §8). A reader that goes away (`| head -1`)
+// ends the command quietly, with 141 (128 + SIGPIPE) where it would have
+// answered 0.
+import { endQuietlyWhenReaderGoes, READER_GONE_STATUS } from './cli/command.js'
 import { dispatch } from './cli/dispatch.js'
 
-process.exitCode = await dispatch(process.argv.slice(2), {
+const readerGone = endQuietlyWhenReaderGoes([process.stdout, process.stderr])
+const status = await dispatch(process.argv.slice(2), {
   environ: process.env,
   stdout: process.stdout,
   stderr: process.stderr,
+  readerGone,
+})
+process.exitCode = status === 0 && readerGone.aborted ? READER_GONE_STATUS : status
+// The EPIPE of the last write may come a turn after the command answered.
+readerGone.addEventListener('abort', () => {
+  if (process.exitCode === 0) process.exitCode = READER_GONE_STATUS
 })

@@ -20,6 +20,7 @@ const schemaOnlyApi: AgentApi = {
   reportSoon: schemaOnly,
   kick: schemaOnly,
   converge: schemaOnly,
+  runUnderWay: schemaOnly,
   legState: schemaOnly,
   mint: schemaOnly,
   claimWake: schemaOnly,

@@ -175,11 +175,19 @@ export class Agent implements AgentApi {
     )
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
     // Recovery acts on a few hosts once per start: each is worth a line at info.
-    logLayoutResults(await pass.recover(intent, { defaultOptedOut }), logger, 'info')
-    logLayoutResults(await pass.restoreHolds(intent, defaultOptedOut), logger, 'info')
+    const recovered = await pass.recover(intent, { defaultOptedOut })
+    const restored = await pass.restoreHolds(intent, defaultOptedOut)
+    logLayoutResults(recovered, logger, 'info')
+    logLayoutResults(restored, logger, 'info')
+    // With no journal and no hold marker recovery reads no intent (startupRecoveryIntent answers `none` unread):
+    // saying it ran "under intent none" would read as though no intent were recorded.
+    const under =
+      recovered.length + restored.length === 0
+        ? 'nothing to recover (no journal, no hold marker; the first run reads the intent)'
+        : `under intent ${intent}`
     logger.info(
-      { intent, swept },
-      `layout: start-up recovery done under intent ${intent}` +
+      { intent, swept, recovered: recovered.length + restored.length },
+      `layout: start-up recovery done: ${under}` +
         `${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
     )
     this.#pass = pass
@@ -263,6 +271,10 @@ export class Agent implements AgentApi {
 
   async converge(timeoutMs: number): Promise<LegRun | null> {
     return this.#requireReady().kickAndWait(timeoutMs)
+  }
+
+  runUnderWay(): Promise<LegRun | null> | null {
+    return this.#requireReady().runUnderWay()
   }
 
   /** The leg, once the agent is ready to be asked for a run. */

@@ -154,9 +154,14 @@ export class AgentClient {
     return ((await this.call('POST', '/layout/converge')) as { leg: LegState }).leg
   }
 
-  /** Kicks the leg and waits for the run that kick asked for. */
-  async waitRun(): Promise<LegRun> {
-    return ((await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun }).run
+  /**
+   * Kicks the leg and waits for the run that kick asked for; underWay is the
+   * run that was under way at the kick (the one that moved the hosts), when
+   * one was and finished.
+   */
+  async waitRun(): Promise<{ run: LegRun; underWay: LegRun | null }> {
+    const answer = (await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun; underWay?: LegRun | null }
+    return { run: answer.run, underWay: answer.underWay ?? null }
   }
 
   /** The mode the agent mints a new row in (its gate's real answer). */

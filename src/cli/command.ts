@@ -5,6 +5,7 @@
 // rule: the reason on stderr for 1, the message and then the usage for 2.
 import { loadConfig, type Config } from '../config.js'
 import type { DeployStore } from '../domain/ports.js'
+import { printableLines } from '../domain/printable.js'
 import { ConfigError, errorMessage, errors, exitStatusOf } from '../errors.js'
 import { asksForHelp, parseCommandArgs, type OptionsConfig, type ParsedArgs } from './args.js'
 
@@ -16,6 +17,28 @@ export interface Output {
 /** What the process hands a command: the environment and the streams. */
 export interface Cli extends Output {
   environ: NodeJS.ProcessEnv
+  /** Aborted when stdout's reader went away (endQuietlyWhenReaderGoes): a command that goes on for ever ends. */
+  readerGone?: AbortSignal
+}
+
+/** The exit status of a command whose reader went away: 128 + SIGPIPE, as `seq 1000000 | head -1` exits. */
+export const READER_GONE_STATUS = 141
+
+/**
+ * A reader that went away (`layoutd status | head -1` closing the pipe)
+ * ends the output quietly: an EPIPE on stdout or stderr is no failure to
+ * print, the rest of the output is dropped, and the signal answered is
+ * aborted so a command that goes on (--watch) stops. Any other error of
+ * the stream is thrown, as it would be unhandled.
+ */
+export function endQuietlyWhenReaderGoes(streams: readonly NodeJS.WritableStream[]): AbortSignal {
+  const gone = new AbortController()
+  for (const stream of streams)
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err
+      gone.abort()
+    })
+  return gone.signal
 }
 
 /** What most commands run with: the configuration, and where to write. */
@@ -92,13 +115,14 @@ export function withDeployStore(cli: Cli): Scope<CommandContext & { store: Deplo
 export function failed(err: unknown, out: Output, signature: Signature, usage: string): number {
   const status = exitStatusOf(err)
   if (status === 2) {
-    out.stderr.write(`${signature.usageErrors}: ${errorMessage(err)}\n${usage}`)
+    out.stderr.write(`${signature.usageErrors}: ${printableLines(errorMessage(err))}\n${usage}`)
     return status
   }
   const who = err instanceof ConfigError ? PROGRAM : signature
   const bug =
     err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
-  out.stderr.write(`${who.failures}: ${bug ? (err.stack ?? err.message) : errorMessage(err)}\n`)
+  // A message may carry outside text (a file name, a record's field): shown printable.
+  out.stderr.write(`${who.failures}: ${printableLines(bug ? (err.stack ?? err.message) : errorMessage(err))}\n`)
   return status
 }
 

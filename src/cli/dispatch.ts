@@ -9,10 +9,12 @@ import { failed, PROGRAM, type Cli } from './command.js'
 export const USAGE = `usage:
   layoutd serve                                   the agent
   layoutd status [HOST] [--url URL] [--json]      the report (or one host), as a summary and a table, or JSON
+  layoutd status --problems                       the same, only the rows that are not clean
   layoutd status --watch | --wait-ready [--timeout S]   redrawn as it changes; or wait until the agent is ready
   layoutd converge [--url URL] [--wait]           kick the leg; --wait follows the run
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]
+  layoutd routes import FILE|- [--skip-existing]  many rows from JSON Lines (minted as add mints them)
   layoutd routes list [--json] | routes rm HOST
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
   layoutd intent prune --keep N [--dry-run] | intent status [--json]
@@ -21,6 +23,7 @@ export const USAGE = `usage:
                         [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
   layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
   layoutd fleet rollout pause|resume|abort [-m MSG]
+  layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
   layoutd --version | <command> --help
 `
 
@@ -36,6 +39,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   routes: () => import('./commands/routes/index.js'),
   intent: () => import('./commands/intent.js'),
   fleet: () => import('./commands/fleet.js'),
+  journal: () => import('./commands/journal.js'),
 }
 
 /** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */

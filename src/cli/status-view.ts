@@ -1,10 +1,13 @@
 // What `layoutd status` prints (design §8): the summary line (the intent,
-// the rows counted by word, the leg with relative times), the table of
-// rows, the warnings, and one host described with what to do about it.
+// the rows counted by word, the leg with relative times), the warnings,
+// the table of rows (all, or those not clean; cut to a terminal's size for
+// --watch), and one host described with what to do about it.
 // Colour is the caller's choice (a terminal, no NO_COLOR); every function
 // here is pure, given the time, so a test can pin what it prints.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
-import { PASSING_CODES } from '../domain/reason-codes.js'
+import { hostsReached } from '../domain/leg.js'
+import { printable } from '../domain/printable.js'
+import { ADVICE } from './advice.js'
 import { formatTable } from './table.js'
 
 /** The row words in the order the summary counts them: green first, then those that want an operator. */
@@ -84,7 +87,7 @@ export function describeLeg(leg: LegState, now: number, paint: Paint = plain): s
   const parts: string[] = []
   const run = leg.lastRun
   if (leg.running) {
-    const done = run !== null && run.finishedAt === null ? run.results.length : 0
+    const done = run !== null && run.finishedAt === null ? hostsReached(run.results) : 0
     const since = run !== null && run.finishedAt === null ? `, started ${relative(run.startedAt, now)}` : ''
     parts.push(
       `running (${done} host${done === 1 ? '' : 's'} done${since})${leg.pending ? ', another run pending' : ''}`,
@@ -105,44 +108,90 @@ function describeIntent(r: LayoutReport, paint: Paint): string {
 /** The one summary line: box, intent, rows by word, leg. */
 export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain): string {
   return (
-    `box ${r.box}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
+    `box ${printable(r.box)}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
     `leg ${describeLeg(r.leg, now, paint)}\n`
   )
 }
 
-/** The whole report: the summary line, why the default is blocked, the rows as a table, the warnings. */
-export function formatReport(r: LayoutReport, now: number, paint: Paint = plain): string {
-  let out = summaryLine(r, now, paint)
-  if (r.defaultBlocked !== '') out += `default: ${r.defaultBlocked}\n`
-  const hosts = Object.keys(r.rows).sort()
-  if (hosts.length > 0) {
-    const table = formatTable(
-      ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
-      hosts.map((host) => {
-        const row = r.rows[host]
-        return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
-      }),
-    )
-    // The word is painted after the padding, so colour never shifts a column.
-    const lines = table.split('\n')
-    out +=
-      '\n' +
-      lines
-        .map((line, i) =>
-          i === 0 || line === ''
-            ? line
-            : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
-        )
-        .join('\n')
+/** The words of rows that need nothing: where the intent wants them, or not the pass's (external). */
+const CLEAN_WORDS: ReadonlySet<string> = new Set(['nested', 'flat', 'external'])
+
+/**
+ * A row that is not clean: fenced, conflict, foreign, or any row with a
+ * reason's code (held, deferred, refused, failed, a kept journal).
+ */
+export function isProblem(row: RowReport): boolean {
+  return !CLEAN_WORDS.has(row.layout) || row.code !== ''
+}
+
+/** How the report is drawn: only the rows that are not clean; fitted to a terminal of this size. */
+export interface ReportView {
+  problems?: boolean
+  fit?: { rows: number; columns: number }
+}
+
+/** A line cut to a terminal's columns. */
+const cut = (line: string, columns: number) => [...line].slice(0, columns).join('')
+
+/** The lines a text of whole lines (each ended by a newline) takes on a terminal this many columns wide. */
+export function screenLines(text: string, columns: number): number {
+  if (text === '') return 0
+  return text
+    .replace(/\n$/, '')
+    .split('\n')
+    .reduce((n, line) => n + Math.max(1, Math.ceil([...line].length / Math.max(1, columns))), 0)
+}
+
+/**
+ * The whole report: the summary line, why the default is blocked, the
+ * warnings (before the rows, so 2,000 rows never bury them), then the rows
+ * as a table. view.problems keeps only the rows that are not clean; with
+ * view.fit the table is cut to the screen (each line to its columns, the
+ * rows that do not fit counted as `… N more`), and the head is kept whole.
+ */
+export function formatReport(r: LayoutReport, now: number, paint: Paint = plain, view: ReportView = {}): string {
+  let head = summaryLine(r, now, paint)
+  if (r.defaultBlocked !== '') head += `default: ${printable(r.defaultBlocked)}\n`
+  for (const warning of r.warnings) head += `warning: ${printable(warning)}\n`
+  const all = Object.keys(r.rows).sort()
+  const hosts = view.problems === true ? all.filter((h) => isProblem(r.rows[h] as RowReport)) : all
+  if (view.problems === true) head += `${hosts.length} of ${all.length} rows not clean\n`
+  if (hosts.length === 0) return head
+  const table = formatTable(
+    ['HOST', 'LAYOUT', 'REASON', 'NOTE'],
+    hosts.map((host) => {
+      const row = r.rows[host]
+      return [host, row?.layout ?? '', row?.reason ?? '', row?.note ?? '']
+    }),
+  ).split('\n')
+  table.pop()
+  let shown = table
+  let more = ''
+  if (view.fit !== undefined) {
+    const { rows, columns } = view.fit
+    // The blank line before the table, the watch's own footer line, and the `… N more` line.
+    const room = Math.max(2, rows - screenLines(head, columns) - 3)
+    if (table.length > room) {
+      shown = table.slice(0, room - 1)
+      more = `… ${table.length - shown.length} more rows (\`layoutd status --problems\` lists the rows not clean)`
+      more = `${cut(more, columns)}\n`
+    }
+    shown = shown.map((line) => cut(line, columns))
   }
-  for (const warning of r.warnings) out += `\nwarning: ${warning}`
-  return r.warnings.length > 0 ? out + '\n' : out
+  // The word is painted after the padding (and the cut), so colour never shifts a column.
+  const body = shown.map((line, i) =>
+    i === 0 ? line : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
+  )
+  return `${head}\n${body.map((line) => `${line}\n`).join('')}${more}`
 }
 
 function paintColumn(line: string, host: string, word: string, paint: Paint): string {
-  if (word === '' || !line.startsWith(host)) return line
-  const at = line.indexOf(word, host.length)
-  return at < 0 ? line : line.slice(0, at) + paint(word) + line.slice(at + word.length)
+  const shown = printable(host)
+  if (word === '' || !line.startsWith(shown)) return line
+  const at = line.indexOf(word, shown.length)
+  return at < 0 || at + word.length > line.length
+    ? line
+    : line.slice(0, at) + paint(word) + line.slice(at + word.length)
 }
 
 /** Where docs/runbook.md says what to do, by row word; green words need nothing. */
@@ -156,23 +205,32 @@ export const RUNBOOK: Record<string, string> = {
   unreadable: 'docs/runbook.md#unreadable',
 }
 
-/** What the operator does about a row, in one line with the runbook entry. */
+/**
+ * What the operator does about a row, in one line with the runbook entry.
+ * A row with a reason's code gets the runbook's own advice for that code
+ * (ADVICE, held to docs/runbook.md's table); a hold marker or an
+ * unreadable intent comes first; a row with no code is advised by its word,
+ * and a managed row not yet in the layout the intent wants (deferred
+ * before a restart, whose reason the restart forgot) by what the leg does.
+ */
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
-  if (has.hold)
+  if (has.hold && row.code === '')
     return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`
-  const passing = row.code !== '' && PASSING_CODES.has(row.code)
-  if (has.journal && row.layout === 'fenced' && !passing && row.code !== 'unmanaged_journal') {
-    return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
-  }
   if (mode === 'unreadable')
     return `the intent cannot be read, so nothing moves: make it readable (${RUNBOOK.unreadable})`
+  if (row.code !== '') return ADVICE[row.code]
+  if (has.journal) return `recovery kept the journal: finish the move by hand (${RUNBOOK.journal})`
   const doc = RUNBOOK[row.layout]
-  if (row.layout === 'fenced' && (passing || row.code === 'unmanaged_journal'))
-    return 'nothing: a move or start-up is under way; `layoutd converge --wait` follows it'
   if (doc !== undefined) return `see ${doc}`
-  if (row.code === 'gate_shut') return 'the isolation gate is shut on this box: see docs/runbook.md#the-isolation-gate'
-  if (row.code === 'awake_grace')
-    return 'nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)'
+  if (
+    (row.layout === 'flat' || row.layout === 'nested') &&
+    (mode === 'flat' || mode === 'nested') &&
+    row.layout !== mode
+  )
+    return (
+      `nothing yet: the intent wants it ${mode}, and the leg moves it on a run ` +
+      '(`layoutd converge --wait` asks for one now; an awake tenant waits out its grace: docs/runbook.md#deferred)'
+    )
   if (row.reason !== '')
     return (
       'nothing yet: the leg comes back for it on its own (`layoutd converge --wait` to ask now); ' +

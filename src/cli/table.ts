@@ -1,13 +1,16 @@
 // The CLI's one table: left-aligned columns two spaces apart, each padded to
 // its widest cell, no trailing blanks. `status` and `routes list` print with it.
+// Every cell is shown printable: a cell is outside text (a host, a reason).
+import { printable } from '../domain/printable.js'
 
 export function formatTable(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const shown = rows.map((r) => r.map(printable))
+  const widths = head.map((h, i) => Math.max(h.length, ...shown.map((r) => (r[i] ?? '').length)))
   // Padding the last column too changes nothing: the trim takes it off again.
   const line = (r: readonly string[]) =>
     r
       .map((cell, i) => cell.padEnd(widths[i] ?? 0))
       .join('  ')
       .trimEnd()
-  return [head, ...rows].map((r) => `${line(r)}\n`).join('')
+  return [head, ...shown].map((r) => `${line(r)}\n`).join('')
 }

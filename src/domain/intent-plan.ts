@@ -5,6 +5,7 @@
 import type { BoxSummary } from './box-summary.js'
 import { selectIntent } from './intent.js'
 import type { Mode } from './modes.js'
+import { printable } from './printable.js'
 import type { IntentRecord, LayoutReport } from './schemas.js'
 
 export interface DryRun {
@@ -33,7 +34,7 @@ export function formatDryRun(box: string, mode: Mode, d: DryRun): string {
       `${d.move.length} to move, ${d.unchanged.length} already ${mode}, ${d.withheld.length} withheld`,
   ]
   for (const h of d.move) lines.push(`  move      ${h}`)
-  for (const w of d.withheld) lines.push(`  withheld  ${w.host} (${w.word}): ${w.reason}`)
+  for (const w of d.withheld) lines.push(`  withheld  ${printable(w.host)} (${w.word}): ${printable(w.reason)}`)
   return `${lines.join('\n')}\n`
 }
 

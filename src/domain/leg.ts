@@ -82,6 +82,17 @@ function frozenRun(run: LegRun): LegRun {
   return Object.freeze(run)
 }
 
+/**
+ * How many hosts a run's results reach: each host once, however many
+ * results name it (recovery's and the pass's for the same host), and the
+ * run's own result (host '') not at all.
+ */
+export function hostsReached(results: LegRun['results']): number {
+  const hosts = new Set<string>()
+  for (const r of results) if (r.host !== '') hosts.add(r.host)
+  return hosts.size
+}
+
 /** One turn of the event loop: a run's end goes out in steps (record, hook, waiters), a turn each. */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))
@@ -141,6 +152,26 @@ export class Leg {
       this.#waiters.add(w)
       cancel = this.#opts.clock.setTimer(timeoutMs, () => w.resolve(null))
       this.kick()
+    })
+  }
+
+  /**
+   * The run under way now, once it has finished; null when none is under
+   * way. A `converge --wait` kicked during a run waits for the next run,
+   * which finds the hosts this one moved unchanged: this is the run that
+   * moved them, answered beside it. Resolves null if the leg stops first.
+   */
+  runUnderWay(): Promise<LegRun | null> | null {
+    if (!this.#flight.running || this.#flight.stopped) return null
+    return new Promise((resolve) => {
+      const w: Waiter = {
+        after: this.#started - 1,
+        resolve: (run) => {
+          this.#waiters.delete(w)
+          resolve(run)
+        },
+      }
+      this.#waiters.add(w)
     })
   }
 

@@ -1,7 +1,9 @@
 // HTML that is escaped by default: the console's one way to write markup.
 // Every value interpolated into `html` is escaped unless it is itself Html,
 // so text from the report (a hostname a hostile row planted, a reason, a
-// note) can never become markup; the template is filled in one pass.
+// note) can never become markup, and its control bytes and bidi overrides
+// are shown escaped (printable.ts); the template is filled in one pass.
+import { printable } from '../domain/printable.js'
 
 /** Markup already safe to write as it is: made by `html`, `trusted` or `fill` only. */
 export class Html {
@@ -24,7 +26,7 @@ function write(v: Interpolated): string {
   if (v === null || v === undefined || v === false) return ''
   if (v instanceof Html) return v.text
   if (Array.isArray(v)) return (v as readonly Interpolated[]).map(write).join('')
-  return escapeHtml(String(v))
+  return escapeHtml(printable(String(v)))
 }
 
 /** A tagged template: the literal parts are markup, every value is escaped (Html is kept, arrays are joined). */

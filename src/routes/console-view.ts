@@ -3,6 +3,7 @@
 // a bar, the leg, the warnings and a page of rows, filtered by word and
 // searched by host. Pure: the same inputs draw the same markup.
 import type { Readiness } from '../agent-api.js'
+import { hostsReached } from '../domain/leg.js'
 import type { IntentRecord, LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
 import { html, type Html } from './console-html.js'
 
@@ -141,10 +142,23 @@ function tally(run: LegRun): string {
   return [...by].map(([o, n]) => `${n} ${o}`).join(', ') || 'no host reached'
 }
 
-/** The run under way, as a line of the leg: when it started and the hosts it reached so far. */
-function runningLine(run: LegRun, now: number): Html {
-  const reached = html`${run.results.length} hosts reached so far (${tally(run)})`
-  return html`<li>this run: started ${when(run.startedAt, now)}, ${reached}</li>`
+/** The rows fenced for a move under way (their journal written, or fenced before it): what a run has in flight. */
+export function rowsInFlight(rows: Readonly<Record<string, RowReport>>): number {
+  let n = 0
+  for (const row of Object.values(rows)) if (row.code === 'in_flight' || row.code === 'fenced_for_move') n++
+  return n
+}
+
+/**
+ * The run under way, as a line of the leg: when it started, the hosts it
+ * finished so far (each once), and the rows it has in flight: a batch of
+ * 256 moving reads as moving, not as nothing reached.
+ */
+function runningLine(run: LegRun, inFlight: number, now: number): Html {
+  const n = hostsReached(run.results)
+  const reached = html`${n} host${n === 1 ? '' : 's'} finished so far (${tally(run)})`
+  const flying = inFlight === 0 ? '' : html`, ${inFlight} row${inFlight === 1 ? '' : 's'} fenced in flight (moving now)`
+  return html`<li>this run: started ${when(run.startedAt, now)}, ${reached}${flying}</li>`
 }
 
 function leg(r: LayoutReport, now: number): Html {
@@ -153,11 +167,13 @@ function leg(r: LayoutReport, now: number): Html {
   const last = current === null ? lastRun : null
   const lastLine =
     last === null || last.finishedAt === null
-      ? 'none finished yet'
+      ? current === null
+        ? 'none finished yet'
+        : 'none finished before this one'
       : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`
   return html`<section class="leg"><h2>Leg</h2><ul>
 <li>${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}</li>
-${current === null ? '' : runningLine(current, now)}
+${current === null ? '' : runningLine(current, rowsInFlight(r.rows), now)}
 <li>last run: ${lastLine}</li>
 <li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li></ul></section>`
 }

@@ -177,8 +177,21 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
         querystring: ConvergeQuery,
         response: {
           200: Type.Object(
-            { leg: LegState, run: LegRun },
-            { additionalProperties: false, description: 'The run finished: the leg now and the results of the run.' },
+            {
+              leg: LegState,
+              run: LegRun,
+              underWay: Type.Optional(
+                Type.Union([LegRun, Type.Null()], {
+                  description:
+                    'The run that was under way when the kick came, once it finished (null when the leg stopped ' +
+                    'first); absent when none was. It is the run that moved the hosts `run` then found unchanged.',
+                }),
+              ),
+            },
+            {
+              additionalProperties: false,
+              description: 'The run finished: the leg now, the results of the run, and the run under way at the kick.',
+            },
           ),
           202: Type.Object({ leg: LegState }, { additionalProperties: false, description: 'Kicked.' }),
           ...commonErrors,
@@ -198,10 +211,14 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       // (An injected request has a stand-in socket without timers.)
       const socket = request.raw.socket
       if (typeof socket.setTimeout === 'function') socket.setTimeout((seconds + 5) * 1000)
+      // Asked before the kick: the run under way now moves the hosts the run this kick asks for then finds done.
+      const underWay = api.runUnderWay()
       const run = await api.converge(seconds * 1000)
       if (run === null) {
         throw errors.convergeTimeout(seconds)
       }
+      // It ended before the run waited for began.
+      const joined = underWay === null ? undefined : await underWay
       // The answer carries the run twice (as itself, and as the leg's last
       // run): 10,000 results after a run of 10,000 hosts, serialized a
       // slice per turn of the event loop (run-json.ts), so a wake asked
@@ -209,7 +226,7 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       // Untyped: the 200 goes out as text already serialized, which the
       // schema's type for the body does not describe.
       const raw: FastifyReply = reply
-      const body = await legAndRunJson(raw, api.legState(), run)
+      const body = await legAndRunJson(raw, api.legState(), run, joined)
       return raw.code(200).type('application/json; charset=utf-8').send(body)
     },
   )

@@ -47,11 +47,17 @@ export async function runJson(reply: FastifyReply, run: LegRun): Promise<string>
 }
 
 /**
- * `{"leg": …, "run": …}`, the answer of `converge?wait=1`: the leg's last
- * run is, once the run has ended, the very run waited for, and is
- * serialized once for both.
+ * `{"leg": …, "run": …, "underWay"?: …}`, the answer of `converge?wait=1`:
+ * the leg's last run is, once the run has ended, the very run waited for,
+ * and is serialized once for both; underWay, when given, is the run that
+ * was under way at the kick.
  */
-export async function legAndRunJson(reply: FastifyReply, leg: LegState, run: LegRun): Promise<string> {
+export async function legAndRunJson(
+  reply: FastifyReply,
+  leg: LegState,
+  run: LegRun,
+  underWay: LegRun | null | undefined = undefined,
+): Promise<string> {
   const ran = await runJson(reply, run)
   const last = leg.lastRun === null ? 'null' : leg.lastRun === run ? ran : await runJson(reply, leg.lastRun)
   const state = spliced(
@@ -59,5 +65,7 @@ export async function legAndRunJson(reply: FastifyReply, leg: LegState, run: Leg
     '"lastRun":null',
     `"lastRun":${last}`,
   )
-  return `{"leg":${state},"run":${ran}}`
+  const joined =
+    underWay === undefined ? '' : `,"underWay":${underWay === null ? 'null' : await runJson(reply, underWay)}`
+  return `{"leg":${state},"run":${ran}${joined}}`
 }

@@ -7,6 +7,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { nestedPaths } from '../../src/domain/paths.js'
 import { addFlat, agentBox, recordIntent } from '../helpers/agent.js'
+import { FakeLogger } from '../domain/fakes.js'
 import { until } from '../helpers/until.js'
 
 void test('a newly recorded intent converges the box without a restart', async (t) => {
@@ -72,6 +73,19 @@ void test('the summary the agent publishes says whether it can stop an awake ins
   }
   assert.equal((await published({}))?.canStopAwake, false)
   assert.equal((await published({ CARLOS_ACTIVATOR_URL: 'http://127.0.0.1:9/' }))?.canStopAwake, true)
+})
+
+void test('start-up with an intent recorded and no journal logs that there was nothing to recover, not "intent none"', async (t) => {
+  const logger = new FakeLogger()
+  const b = await agentBox(t, { logger })
+  await recordIntent(b, 'nested', { id: '20261130T090000.000Z-aaaaaa', box: 'kass-1' })
+  await b.agent.start()
+  await until('ready', () => b.agent.readiness().ready)
+  const line = logger.msgs().find((m) => m.startsWith('layout: start-up recovery done'))
+  assert.equal(
+    line,
+    'layout: start-up recovery done: nothing to recover (no journal, no hold marker; the first run reads the intent)',
+  )
 })
 
 for (const how of ['removed', 'emptied'] as const) {

@@ -31,7 +31,7 @@ void test('status, kick, waitRun and mint read what the agent answers', async (t
   assert.equal(await client.mint(1_000), 'flat')
   const waited = client.waitRun()
   ;(await agent.nextConverge()).finish(sampleReport().leg.lastRun)
-  assert.deepEqual(await waited, sampleReport().leg.lastRun)
+  assert.deepEqual(await waited, { run: sampleReport().leg.lastRun, underWay: null })
 })
 
 void test('the token goes as a bearer; a mutation without the right one is the agent refusing, as a coded error', async (t) => {

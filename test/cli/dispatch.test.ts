@@ -58,6 +58,9 @@ const HELPS = [
   ['intent', 'status'],
   ['fleet'],
   ['fleet', 'status'],
+  ['journal'],
+  ['journal', 'list'],
+  ['journal', 'show'],
 ]
 
 void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {
@@ -199,4 +202,11 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
   } finally {
     await fs.rm(root, { recursive: true, force: true })
   }
+})
+
+void test('layoutd --help lists every routes subcommand, routes import among them, and status --problems', async () => {
+  const top = await layoutd(['--help'], {})
+  assert.equal(top.code, 0)
+  assert.match(top.out, /layoutd routes import FILE\|- \[--skip-existing\]/)
+  assert.match(top.out, /--problems/)
 })

@@ -51,7 +51,7 @@ void test('the completion registers for layoutd', async () => {
 void test('the command names complete, and a prefix narrows them', async () => {
   const entries = usageEntries()
   const commands = [...new Set(entries.map((e) => e.cmd))]
-  assert.deepEqual(commands.sort(), ['converge', 'fleet', 'intent', 'routes', 'serve', 'status'])
+  assert.deepEqual(commands.sort(), ['converge', 'fleet', 'intent', 'journal', 'routes', 'serve', 'status'])
   const offered = await complete('layoutd', '')
   assert.deepEqual(
     commands.filter((c) => !offered.includes(c)),

@@ -121,3 +121,14 @@ void test('the HEALTHCHECK command passes while the agent lives, on its address 
   await agent.stop()
   await assert.rejects(check(`127.0.0.1:${port}`), (err: { code?: number }) => err.code === 1)
 })
+
+void test('the image puts layoutd on PATH, for docker exec … layoutd status', async () => {
+  const runs = (await instructions()).filter((i) => i.op === 'RUN').map((i) => i.args)
+  assert.ok(
+    runs.some((r) => /\bln -s \/app\/bin\/layoutd \/usr\/local\/bin\/layoutd\b/.test(r)),
+    'a symlink /usr/local/bin/layoutd to the package’s bin/layoutd',
+  )
+  const readme = await fs.readFile(path.join(ROOT, 'README.md'), 'utf8')
+  assert.match(readme, /docker exec layoutd layoutd status/, 'the README says how to run the CLI in the container')
+  assert.match(readme, /ln -s \/opt\/layoutd\/bin\/layoutd \/usr\/local\/bin\/layoutd/, 'and on a systemd box')
+})

@@ -7,6 +7,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { freePort, makeSandbox, sandboxEnv } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
@@ -59,4 +60,39 @@ void test('a SIGTERM to npm start stops the agent it started', async (t) => {
   await until(`node (pid ${agent.pid}) to exit after npm got SIGTERM`, () => !alive(agent.pid), 30_000)
   await assert.rejects(fetch(`http://127.0.0.1:${port}/livez`), 'nobody serves the port')
   assert.match(output, /shutting down/, 'the agent shut down in order, on the signal')
+})
+
+void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as npm start does: its pool and its flags', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-bin-serve-'))
+  const port = await freePort()
+  const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` })
+  delete env.UV_THREADPOOL_SIZE
+  const bin = spawn(process.execPath, [path.join(ROOT, 'bin/layoutd'), 'serve'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  bin.stdout.on('data', (b: Buffer) => (output += b.toString()))
+  bin.stderr.on('data', (b: Buffer) => (output += b.toString()))
+  const exited = new Promise((resolve) => bin.once('exit', resolve))
+  t.after(async () => {
+    bin.kill('SIGTERM')
+    await exited
+  })
+  const holder = path.join(sb.dataDir, 'agent.json')
+  const agent = await until(
+    `the agent under bin/layoutd to listen (${output})`,
+    async () => {
+      const text = await fs.readFile(holder, 'utf8').catch(() => '')
+      const h = text === '' ? undefined : (JSON.parse(text) as { pid: number; listen: string })
+      return h !== undefined && h.listen !== '' ? h : undefined
+    },
+    30_000,
+  )
+  const environ = (await fs.readFile(`/proc/${agent.pid}/environ`, 'utf8')).split('\0')
+  assert.ok(environ.includes(`UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`), 'the pool npm start gives it')
+  const argv = (await fs.readFile(`/proc/${agent.pid}/cmdline`, 'utf8')).split('\0')
+  assert.ok(argv.includes('--max-semi-space-size=4'), argv.join(' '))
+  await until('its start-up logged', () => output.includes('listening'), 30_000)
+  assert.doesNotMatch(output, /start node with UV_THREADPOOL_SIZE/, 'no warning of a small thread pool')
 })

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { Leg, type LegOptions, type LegOutcome } from '../../src/domain/leg.js'
+import { hostsReached, Leg, type LegOptions, type LegOutcome } from '../../src/domain/leg.js'
 import type { Result } from '../../src/domain/modes.js'
 import type { LegRun } from '../../src/domain/schemas.js'
 import { deferred, FakeClock, FakeLogger } from './fakes.js'
@@ -479,5 +479,44 @@ void describe('a finished run', () => {
     assert.equal(leg.state().lastRun?.results.length, 2)
     runs.finish(0, [])
     await leg.wait()
+  })
+})
+
+void describe('Leg.runUnderWay', () => {
+  void it('answers the run under way once it finishes, beside the follow-up a kick then waits for', async () => {
+    const { runs, leg } = setup()
+    assert.equal(leg.runUnderWay(), null, 'no run under way: none')
+    leg.kick()
+    await runs.started(1)
+    const underWay = leg.runUnderWay()
+    assert.ok(underWay !== null)
+    const followUp = leg.kickAndWait(60_000)
+    runs.finish(0, [moved('a.example.com')])
+    const first = await underWay
+    assert.deepEqual(
+      first?.results.map((r) => r.outcome),
+      ['moved'],
+      'the run that moved the host',
+    )
+    await runs.started(2)
+    runs.finish(1, [{ host: 'a.example.com', outcome: 'unchanged', code: '', reason: '', to: 'nested' }])
+    assert.deepEqual(
+      (await followUp)?.results.map((r) => r.outcome),
+      ['unchanged'],
+    )
+  })
+})
+
+void describe('hostsReached', () => {
+  void it('counts each host once, and the run’s own result not at all', () => {
+    assert.equal(
+      hostsReached([
+        moved('a.example.com'),
+        { host: 'a.example.com', outcome: 'released', code: 'journal_removed', reason: 'removed' },
+        moved('b.example.com'),
+        { host: '', outcome: 'failed', code: 'run_failed', reason: 'boom' },
+      ]),
+      2,
+    )
   })
 })

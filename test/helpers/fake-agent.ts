@@ -113,6 +113,13 @@ export class FakeAgent implements AgentApi {
     })
   }
 
+  /** What runUnderWay() answers: a run under way when a converge is asked, or none. */
+  underWay: Promise<LegRun | null> | null = null
+
+  runUnderWay(): Promise<LegRun | null> | null {
+    return this.underWay
+  }
+
   /** The next converge call, as soon as a request makes it. */
   nextConverge(): Promise<PendingConverge> {
     const call = this.calls.shift()

@@ -160,7 +160,7 @@ void test('the page shows the intent, the gate, the leg and the warnings', async
   assert.match(page, /✗ <b>recovery<\/b> recovering 2 journals/)
   assert.match(page, /Gate: nested instances may not wake: isolation probe: not yet run/)
   assert.match(page, /<b class="running">running<\/b>, another run due after this one/)
-  assert.match(page, /1 hosts reached so far \(1 moved\)/)
+  assert.match(page, /1 host finished so far \(1 moved\)/)
   assert.match(page, /next retry: <time [^>]*>in 9m<\/time>/)
   assert.match(page, /<li>nested instances share this box with flat ones<\/li>/)
 })

@@ -1,8 +1,11 @@
 // `layoutd converge [--url URL] [--wait]` (design §8): kicks the agent's
 // leg. With --wait it follows the run that kick asked for, printing progress
-// as hosts finish and what the run waits on, then the hosts that need an
-// operator and a summary; it exits 1 when any host failed, was refused or
-// is held.
+// as hosts finish (each host once, of the rows) and what the run waits on;
+// a run under way at the kick (the one that moves the hosts) is followed
+// and summed up first. Then the hosts that need an operator and a summary;
+// it exits 1 when any host failed, was refused or is held.
+import { printable } from '../../domain/printable.js'
+import { hostsReached } from '../../domain/leg.js'
 import type { LegRun } from '../../domain/schemas.js'
 import { AppError } from '../../errors.js'
 import { AgentClient, findAgent } from '../agent-client.js'
@@ -47,56 +50,74 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
     done = true
   })
   await showProgress(client, stdout, runDone, () => done)
-  return reportRun(await finishedRun(client, runDone), stdout)
+  const { run: finished, underWay } = await finishedRun(client, runDone)
+  // The run under way at the kick moved the hosts; the one the kick asked
+  // for then found them where they belong. Both are said, that one first.
+  if (underWay !== null && underWay.results.length > 0)
+    stdout.write(
+      `the run under way when asked (started ${underWay.startedAt}): ` +
+        `${summarize(underWay.results)}, ${hostsReached(underWay.results)} hosts\n`,
+    )
+  return reportRun(finished, stdout, underWay !== null)
 }
 
-/** Until the run is done: the hosts it has finished and what it waits on, each line once per change. */
+/** Until the run is done: the hosts it has finished (each host once, of the rows) and what it waits on, each line once per change. */
 async function showProgress(
   client: AgentClient,
   stdout: Stdout,
-  runDone: Promise<LegRun>,
+  runDone: Promise<unknown>,
   done: () => boolean,
 ): Promise<void> {
-  let shown = -1
+  let shown = ''
   let waitingShown = ''
+  let runShown = ''
   while (!done()) {
     await Promise.race([runDone.catch(() => undefined), pause(PROGRESS_EVERY_MS)])
     if (done()) break
-    const leg = await client.leg()
-    const hostsDone = leg.running ? (leg.lastRun?.results.length ?? 0) : -1
-    if (hostsDone >= 0 && hostsDone !== shown) {
-      stdout.write(`running: ${hostsDone} host${hostsDone === 1 ? '' : 's'} done\n`)
-      shown = hostsDone
+    const report = await client.status()
+    const leg = report.leg
+    const current = leg.running && leg.lastRun !== null && leg.lastRun.finishedAt === null ? leg.lastRun : null
+    if (current !== null) {
+      if (runShown !== '' && current.startedAt !== runShown)
+        stdout.write(`then the run this kick asked for, started ${current.startedAt}\n`)
+      runShown = current.startedAt
+      const rows = Object.keys(report.rows).length
+      const line = `running: ${hostsReached(current.results)} of ${rows} host${rows === 1 ? '' : 's'} done\n`
+      if (line !== shown) stdout.write(line)
+      shown = line
     }
     // What the run waits on, once each time it changes: an awake tenant's stop can take a minute.
     const waiting = leg.running ? (leg.waiting ?? '') : ''
-    if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${waiting}\n`)
+    if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${printable(waiting)}\n`)
     waitingShown = waiting
   }
 }
 
-/** The run the kick asked for, once it has finished. */
-function finishedRun(client: AgentClient, runDone: Promise<LegRun>): Promise<LegRun> {
+/** The run the kick asked for, once it has finished, and the run under way at the kick. */
+function finishedRun(
+  client: AgentClient,
+  runDone: Promise<{ run: LegRun; underWay: LegRun | null }>,
+): Promise<{ run: LegRun; underWay: LegRun | null }> {
   return runDone.catch(async (err: unknown) => {
     // The agent bounds a wait (10 minutes); a longer run goes on, and so
     // does this command, following the leg until it is idle.
     if (!(err instanceof AppError && err.code === 'converge_timeout')) throw err
     for (;;) {
       const leg = await client.leg()
-      if (!leg.running && !leg.pending && leg.lastRun !== null) return leg.lastRun
+      if (!leg.running && !leg.pending && leg.lastRun !== null) return { run: leg.lastRun, underWay: null }
       await pause(PROGRESS_EVERY_MS)
     }
   })
 }
 
 /** The hosts that need an operator and the summary; 1 when any host failed, was refused or is held. */
-function reportRun(finished: LegRun, stdout: Stdout): number {
+function reportRun(finished: LegRun, stdout: Stdout, followUp: boolean): number {
   for (const r of finished.results) {
     // A thousand 'moved' lines would hide the few that need an operator.
     if (r.outcome !== 'unchanged' && r.outcome !== 'moved')
-      stdout.write(`${r.host || '(run)'}: ${r.outcome}${r.reason ? ` -> ${r.reason}` : ''}\n`)
+      stdout.write(`${printable(r.host) || '(run)'}: ${r.outcome}${r.reason ? ` -> ${printable(r.reason)}` : ''}\n`)
   }
-  stdout.write(`done: ${summarize(finished.results)}\n`)
+  stdout.write(`done${followUp ? ' (the run this kick asked for)' : ''}: ${summarize(finished.results)}\n`)
   const stuck = finished.results.filter((r) => NEEDS_OPERATOR.has(r.outcome))
   if (stuck.length === 0) return 0
   stdout.write(

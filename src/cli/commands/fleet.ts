@@ -7,6 +7,7 @@
 // leaving before it converged, or what remains needing a person).
 import { fleetView, summaryLine, type FleetRow, type FleetView } from '../../domain/box-summary.js'
 import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
+import { fleetRecords } from '../../domain/rollout.js'
 import type { DeployStore } from '../../domain/ports.js'
 import { errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
@@ -91,8 +92,22 @@ export async function readFleet(store: DeployStore): Promise<FleetView> {
   if (store.listBoxes === undefined) throw new Error(`${store.describe()} keeps no box summaries`)
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   const contents = store.inspect?.(signal) ?? store.list(signal).then((records) => ({ records, unreadable: [] }))
-  const [{ records, unreadable }, boxes] = await Promise.all([contents, store.listBoxes(signal)])
-  return fleetView(boxes, records, unreadable)
+  const [{ records, unreadable }, boxes, played] = await Promise.all([
+    contents,
+    store.listBoxes(signal),
+    rolloutInPlay(store, signal),
+  ])
+  // A box that started in the rollout in play is on the rollout's intent, as its agent reads it (design §7.6).
+  return fleetView(boxes, fleetRecords(records, played?.record, played?.progress ?? new Map()), unreadable)
+}
+
+/** The rollout in play and its boxes' progress, on a store that keeps rollouts. */
+async function rolloutInPlay(store: DeployStore, signal: AbortSignal) {
+  const port = store.rollouts?.()
+  if (port === undefined) return undefined
+  const { current } = await port.active(signal)
+  if (current === undefined) return undefined
+  return { record: current.record, progress: await port.progress(current.record.id, undefined, signal) }
 }
 
 /** How far a box's stamp may be ahead of this clock before it is said to be (two clocks never agree). */

@@ -16,6 +16,7 @@ import { dryRun, formatDryRun, formatSummaryDryRun, prunePlan } from '../../doma
 import { FLEET, historyRows, planRepair, repairWords, type RepairPlan } from '../../domain/intent-repair.js'
 import { validMode, type IntentMode, type Mode } from '../../domain/modes.js'
 import type { DeployStore, StoreContents } from '../../domain/ports.js'
+import { printable } from '../../domain/printable.js'
 import type { IntentRecord, LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
@@ -464,13 +465,15 @@ export async function readIntentStatus(store: DeployStore, box: string): Promise
 }
 
 export function formatIntentStatus(box: string, s: IntentStatus): string {
-  let out = `box       ${box}\nmode      ${s.mode}\n`
+  // The record's fields are the store's bytes: each is shown printable.
+  const p = printable
+  let out = `box       ${p(box)}\nmode      ${s.mode}\n`
   if (s.intent !== null) {
     const i = s.intent
     out +=
-      `intent    ${i.id} (${i.box === undefined ? 'the whole fleet' : `box ${i.box}`})\n` +
-      `recorded  ${i.recordedAt} by ${i.by}\n` +
-      (i.message === undefined ? '' : `message   ${i.message}\n`) +
+      `intent    ${p(i.id)} (${i.box === undefined ? 'the whole fleet' : `box ${p(i.box)}`})\n` +
+      `recorded  ${p(String(i.recordedAt))} by ${p(String(i.by))}\n` +
+      (i.message === undefined ? '' : `message   ${p(i.message)}\n`) +
       `force     ${i.force ? 'yes: awake instances are stopped at once' : 'no'}\n`
   } else if (s.mode === 'none') {
     out += 'intent    none addresses this box; the deployment default may stand in\n'
@@ -484,6 +487,6 @@ async function showStatus(io: IntentIo, json: boolean): Promise<number> {
   io.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : formatIntentStatus(box, s))
   if (s.error === undefined) return 0
   // The report is printed either way; the verdict is the exit status.
-  io.stderr.write(`${signature.failures}: intent unreadable: ${s.error}\n`)
+  io.stderr.write(`${signature.failures}: intent unreadable: ${printable(s.error)}\n`)
   return 1
 }

@@ -7,18 +7,31 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
+import { printable } from '../../domain/printable.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
 import { AppError, errorMessage, errors } from '../../errors.js'
 import { AgentClient, findAgent } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, type Cli, type CommandContext, type Scope } from '../command.js'
-import { ansi, formatReport, plain, relative, wantsColour, whatToDo, type Paint } from '../status-view.js'
+import {
+  ansi,
+  formatReport,
+  plain,
+  relative,
+  screenLines,
+  span,
+  wantsColour,
+  whatToDo,
+  type Paint,
+} from '../status-view.js'
 
 export const usage = `usage:
   layoutd status [--url URL] [--json]             the report: a summary line, then every row
   layoutd status HOST [--url URL] [--json]        one host: word, reason, note, paths, journal or hold, what to do
-  layoutd status --watch [--url URL]              the report, redrawn as it changes (Ctrl-C ends it)
+  layoutd status --problems [--url URL]           the same, only the rows that are not clean
+  layoutd status --watch [--problems] [--url URL] the report, redrawn as it changes, fitted to the terminal
+                                                  (Ctrl-C ends it)
   layoutd status --wait-ready [--timeout S]       wait until the agent answers ready; exit 1 after S seconds (30)
 
   --url URL      the agent to ask; default the one D/agent.json names, else http:// + CARLOS_AGENT_LISTEN
@@ -29,6 +42,7 @@ export const usage = `usage:
 export const options = {
   url: { type: 'string' },
   json: { type: 'boolean' },
+  problems: { type: 'boolean' },
   watch: { type: 'boolean' },
   'wait-ready': { type: 'boolean' },
   timeout: { type: 'string' },
@@ -47,6 +61,12 @@ export interface StatusContext extends CommandContext {
   /** Stdout is a terminal: --watch redraws in place. */
   tty: boolean
   now: () => number
+  /** Aborted when stdout's reader went away: --watch ends. */
+  readerGone?: AbortSignal
+  /** The terminal's size, when it says it: --watch fits the report to it. */
+  size?: () => ScreenSize | undefined
+  /** Calls redraw when the terminal is resized (SIGWINCH); answers how to stop. */
+  onResize?: (redraw: () => void) => () => void
 }
 
 const pause = (ms: number, signal?: AbortSignal) =>
@@ -101,43 +121,73 @@ export async function waitReady(
   return 1
 }
 
+/** A terminal's size, when stdout is one that says it. */
+export interface ScreenSize {
+  rows: number
+  columns: number
+}
+
 /**
  * Draws the report, then asks every everyMs whether it changed, with its
  * ETag; a 304 costs the agent nothing to send. On a terminal the screen is
- * redrawn in place every time (relative times move on); elsewhere a new
- * copy is printed only when the report changed. Ends when signal aborts.
+ * redrawn in place every time (relative times move on), fitted to its size
+ * and again when it is resized; elsewhere a new copy is printed only when
+ * the report changed. An agent that stops answering is said plainly (since
+ * when, and why), above its last report drawn as it stood then: its times
+ * do not count on as though it were live. Ends when signal aborts.
  */
 export async function watch(
   client: AgentClient,
   ctx: StatusContext,
   everyMs: number,
   signal: AbortSignal,
+  problems = false,
 ): Promise<number> {
   let etag: string | undefined
   let report: LayoutReport | undefined
+  let answeredAt = 0
   let trouble = ''
-  while (!signal.aborted) {
-    let changed = false
-    try {
-      const got = await client.statusIfChanged(etag)
-      if (got !== null) {
-        ;({ report, etag } = got)
-        changed = true
+  let troubleSince = 0
+  const draw = (changed: boolean) => {
+    if (signal.aborted || (!changed && !ctx.tty)) return
+    const now = ctx.now()
+    const stamp = new Date(now).toISOString()
+    const dead =
+      trouble === ''
+        ? ''
+        : `agent not answering since ${new Date(troubleSince).toISOString()} (${span(now - troubleSince)}): ` +
+          `${printable(trouble)}\n` +
+          (report === undefined ? '' : `its last report, as it stood at ${new Date(answeredAt).toISOString()}:\n`)
+    const size = ctx.tty ? ctx.size?.() : undefined
+    const fit = size === undefined ? undefined : { ...size, rows: size.rows - screenLines(dead, size.columns) }
+    const page =
+      report === undefined ? '' : formatReport(report, trouble === '' ? now : answeredAt, ctx.paint, { problems, fit })
+    ctx.stdout.write(
+      ctx.tty ? `\x1b[H\x1b[2J${dead}${page}(every ${everyMs / 1000}s; Ctrl-C ends)\n` : `--- ${stamp}\n${dead}${page}`,
+    )
+  }
+  const unhook = ctx.onResize?.(() => draw(true))
+  try {
+    while (!signal.aborted) {
+      let changed = false
+      try {
+        const got = await client.statusIfChanged(etag)
+        if (got !== null) ({ report, etag } = got)
+        changed = got !== null || trouble !== ''
+        answeredAt = ctx.now()
+        trouble = ''
+      } catch (err) {
+        const why = errorMessage(err)
+        if (why !== trouble) ctx.stderr.write(`layoutd: ${printable(why)}\n`)
+        changed = trouble === ''
+        if (trouble === '') troubleSince = ctx.now()
+        trouble = why
       }
-      trouble = ''
-    } catch (err) {
-      const why = errorMessage(err)
-      if (why !== trouble) ctx.stderr.write(`layoutd: ${why}\n`)
-      trouble = why
+      draw(changed)
+      await pause(everyMs, signal)
     }
-    if (report !== undefined && (changed || ctx.tty) && !signal.aborted) {
-      const stamp = new Date(ctx.now()).toISOString()
-      const page = formatReport(report, ctx.now(), ctx.paint)
-      ctx.stdout.write(
-        ctx.tty ? `\x1b[H\x1b[2J${page}\n(every ${everyMs / 1000}s; Ctrl-C ends)\n` : `--- ${stamp}\n${page}`,
-      )
-    }
-    await pause(everyMs, signal)
+  } finally {
+    unhook?.()
   }
   return 0
 }
@@ -218,7 +268,11 @@ export async function describeHost(
     ])
   }
   lines.push(['to do', todo])
-  ctx.stdout.write(`${host}  ${ctx.paint(row.layout)}\n` + lines.map(([k, v]) => `  ${k.padEnd(8)}${v}\n`).join(''))
+  // Every value may carry outside text (a reason, a path, a journal's fields): each is shown printable.
+  ctx.stdout.write(
+    `${printable(host)}  ${ctx.paint(row.layout)}\n` +
+      lines.map(([k, v]) => `  ${k.padEnd(8)}${printable(v)}\n`).join(''),
+  )
   return 0
 }
 
@@ -230,6 +284,8 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   if (v.timeout !== undefined && v['wait-ready'] !== true) throw errors.usage('--timeout goes with --wait-ready')
   if (v.json === true && (v.watch === true || v['wait-ready'] === true))
     throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
+  if (v.problems === true && (host !== undefined || v['wait-ready'] === true || v.json === true))
+    throw errors.usage('--problems goes with the report or --watch, not HOST, --json or --wait-ready')
   const client = new AgentClient(findAgent(ctx.config, v.url), ctx.config.token)
   const url = client.url
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
@@ -241,17 +297,26 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
     const stop = new AbortController()
     const end = () => stop.abort()
     process.once('SIGINT', end)
+    ctx.readerGone?.addEventListener('abort', end, { once: true })
     try {
-      return await watch(client, ctx, WATCH_EVERY_MS, stop.signal)
+      return await watch(client, ctx, WATCH_EVERY_MS, stop.signal, v.problems === true)
     } finally {
       process.removeListener('SIGINT', end)
+      ctx.readerGone?.removeEventListener('abort', end)
     }
   }
   const report = await client.status()
   ctx.stdout.write(
-    v.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report, ctx.now(), ctx.paint),
+    v.json === true
+      ? JSON.stringify(report, null, 2) + '\n'
+      : formatReport(report, ctx.now(), ctx.paint, { problems: v.problems === true }),
   )
   return 0
+}
+
+function screenSize(stream: NodeJS.WritableStream): ScreenSize | undefined {
+  const { rows, columns } = stream as { rows?: number; columns?: number }
+  return rows !== undefined && columns !== undefined && rows > 0 && columns > 0 ? { rows, columns } : undefined
 }
 
 /** The scope status runs in: the configuration loaded now, the streams, colour by the rule. */
@@ -259,7 +324,20 @@ export function statusScope(cli: Cli): Scope<StatusContext> {
   const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
   const paint = wantsColour(cli.stdout as { isTTY?: boolean }, cli.environ) ? ansi : plain
   return (use) =>
-    use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr, paint, tty, now: Date.now })
+    use({
+      config: loadConfig(cli.environ),
+      stdout: cli.stdout,
+      stderr: cli.stderr,
+      paint,
+      tty,
+      now: Date.now,
+      readerGone: cli.readerGone,
+      size: () => screenSize(cli.stdout),
+      onResize: (redraw) => {
+        process.on('SIGWINCH', redraw)
+        return () => process.removeListener('SIGWINCH', redraw)
+      },
+    })
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {

@@ -176,7 +176,13 @@ export class Recovery {
         return
       }
       this.#state.knowFile(name, read.hosts, undefined)
-      const bad = `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
+      // A batch's file names many hosts: its reason names the file from the data root, and the command that
+      // shows its moves (docs/runbook.md#a-batch-journal).
+      const bad =
+        host === undefined
+          ? `batch journal layout/${name} (${file}) ${read.reason}; its ${read.hosts.length} hosts stay fenced ` +
+            `and nothing is changed: \`layoutd journal show ${name}\``
+          : `journal ${file} ${read.reason}; the host stays fenced and nothing is changed`
       for (const h of read.hosts) add(h, bad)
       if (read.hosts.length === 0 && atStart) {
         logger.error(

@@ -1,13 +1,61 @@
-/* global document, fetch, location, DOMParser, setTimeout */
+/* global document, fetch, location, DOMParser, setTimeout, setInterval */
 // Keeps the console current while it is open: every few seconds it asks
 // GET /layout/status whether the report changed since the page was drawn
 // (If-None-Match with the report's ETag, answered 304 while it did not),
 // and only then fetches this page again and swaps its live part in. The
-// search form is left alone, so nothing typed is lost. Without this script
-// the page is the same, and a reload shows the latest.
+// search form is left alone, so nothing typed is lost. Every relative time
+// (`3m ago`) is drawn again each second from its absolute stamp (the
+// element's datetime), so an idle tab never shows a stale one; an agent
+// that stops answering is said plainly at the top, with since when, and
+// the page is known to be its last report. Without this script the page
+// is the same, says when it was drawn, and a reload shows the latest.
 ;(() => {
   const EVERY_MS = 2000
   let etag = document.body.dataset.etag ?? ''
+  /** When the agent first failed to answer, in ms since the epoch; 0 while it answers. */
+  let goneSince = 0
+
+  /** `42s`, `9m`, `3h 5m`, `2d`: as the server draws them (src/routes/console-view.ts). */
+  function spanOf(s) {
+    if (s < 60) return `${s}s`
+    if (s < 3600) return `${Math.floor(s / 60)}m`
+    if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+    return `${Math.floor(s / 86400)}d`
+  }
+
+  function relative(iso, now) {
+    const t = Date.parse(iso)
+    if (Number.isNaN(t)) return iso
+    const s = Math.round(Math.abs(t - now) / 1000)
+    if (s === 0) return 'just now'
+    return t > now ? `in ${spanOf(s)}` : `${spanOf(s)} ago`
+  }
+
+  function retime() {
+    const now = Date.now()
+    for (const el of document.querySelectorAll('time[datetime]')) {
+      const text = relative(el.getAttribute('datetime') ?? '', now)
+      if (el.textContent !== text) el.textContent = text
+    }
+    const gone = document.getElementById('agent-gone')
+    if (goneSince === 0) {
+      if (gone !== null) gone.remove()
+      return
+    }
+    const text =
+      `The agent is not answering since ${new Date(goneSince).toISOString()} ` +
+      `(${spanOf(Math.round((now - goneSince) / 1000))}): what follows is its last report.`
+    if (gone !== null) {
+      if (gone.textContent !== text) gone.textContent = text
+      return
+    }
+    const p = document.createElement('p')
+    p.id = 'agent-gone'
+    p.className = 'gone'
+    p.setAttribute('role', 'alert')
+    p.textContent = text
+    document.getElementById('live')?.before(p)
+  }
 
   async function redraw() {
     const page = await fetch(location.href, { cache: 'no-store' })
@@ -26,13 +74,18 @@
       if (!document.hidden) {
         const res = await fetch('/layout/status', { headers: { 'if-none-match': etag }, cache: 'no-store' })
         await res.body?.cancel()
+        if (res.status !== 200 && res.status !== 304) throw new Error(`status ${res.status}`)
+        goneSince = 0
         if (res.status === 200) await redraw()
       }
     } catch {
-      // The agent is away for now (restarting): the next tick asks again.
+      // The agent is away (stopped, restarting): said at the top until it answers; the next tick asks again.
+      if (goneSince === 0) goneSince = Date.now()
     }
+    retime()
     setTimeout(() => void tick(), EVERY_MS)
   }
 
+  setInterval(retime, 1000)
   setTimeout(() => void tick(), EVERY_MS)
 })()

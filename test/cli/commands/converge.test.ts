@@ -52,7 +52,7 @@ void test('converge --wait shows progress, then the hosts that need an operator 
       retryAt: null,
     },
   }
-  await until('the progress line', () => c.stdout.text.includes('running: 1 host done\n'))
+  await until('the progress line', () => c.stdout.text.includes('running: 1 of 1 host done\n'))
   call.finish(
     run([
       { host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
@@ -63,7 +63,7 @@ void test('converge --wait shows progress, then the hosts that need an operator 
   assert.equal(await c.done, 1, c.stderr.text)
   assert.equal(
     c.stdout.text,
-    'running: 1 host done\nb.example.com: failed -> stop timed out\ndone: 1 moved, 1 failed, 1 unchanged\n' +
+    'running: 1 of 1 host done\nb.example.com: failed -> stop timed out\ndone: 1 moved, 1 failed, 1 unchanged\n' +
       '1 host failed, refused or held: `layoutd status HOST` says what to do (docs/runbook.md#outcomes)\n',
   )
   assert.equal(c.stderr.text, '')
@@ -149,4 +149,53 @@ void test('converge --wait says what the run waits on; refused or held exits 1 w
   )
   assert.equal(await d.done, 0, d.stderr.text)
   assert.match(d.stdout.text, /done: 1 deferred\n$/)
+})
+
+void test('converge --wait kicked during a run reports that run (the one that moved the hosts) before the follow-up, and counts each host once', async (t) => {
+  const { agent, url } = await listen(t)
+  const hosts = ['a.example.com', 'b.example.com']
+  agent.reportValue = {
+    ...agent.reportValue,
+    rows: Object.fromEntries(
+      hosts.map((h) => [h, { layout: 'fenced', code: 'in_flight', reason: 'moving', note: '' }]),
+    ),
+    leg: {
+      running: true,
+      pending: true,
+      // Recovery's result and the pass's for the same host: one host, not two.
+      lastRun: {
+        ...run([
+          { host: 'a.example.com', outcome: 'released', code: 'journal_removed', reason: 'removed', to: 'nested' },
+          { host: 'a.example.com', outcome: 'moved', code: '', reason: '', to: 'nested' },
+        ]),
+        finishedAt: null,
+      },
+      retryAt: null,
+    },
+  }
+  let finishUnderWay: (run: LegRun) => void = () => {}
+  agent.underWay = new Promise((resolve) => (finishUnderWay = resolve))
+  const c = converge('--wait', '--url', url)
+  const call = await agent.nextConverge()
+  await until('the progress line', () => c.stdout.text.includes('running: 1 of 2 hosts done\n'))
+  finishUnderWay(
+    run(
+      hosts.map((host) => ({ host, outcome: 'moved' as const, code: '' as const, reason: '', to: 'nested' as const })),
+    ),
+  )
+  call.finish(
+    run(
+      hosts.map((host) => ({
+        host,
+        outcome: 'unchanged' as const,
+        code: '' as const,
+        reason: '',
+        to: 'nested' as const,
+      })),
+    ),
+  )
+  assert.equal(await c.done, 0, c.stderr.text)
+  assert.match(c.stdout.text, /^the run under way when asked \(started [^)]+\): 2 moved, 2 hosts$/m)
+  assert.match(c.stdout.text, /done \(the run this kick asked for\): 2 unchanged\n$/)
+  assert.doesNotMatch(c.stdout.text, /running: 2 of 2/, 'a host named twice is counted once')
 })

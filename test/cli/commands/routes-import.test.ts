@@ -4,6 +4,7 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../../src/config.js'
+import { flatPaths } from '../../../src/domain/paths.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { routesCommand, type RoutesIo } from '../../../src/cli/commands/routes/index.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -161,4 +162,61 @@ void test('10,000 rows import in one go, in time linear in the rows', async (t) 
   t.diagnostic(`10,000 rows in ${ms.toFixed(0)} ms`)
   assert.equal(s.registry.list().length, 10_000)
   assert.ok(ms < 20_000, `took ${ms.toFixed(0)} ms`)
+})
+
+void test('a hibernating instance without paths is minted as routes add mints it, its directories made', async (t) => {
+  const s = await setup(t)
+  let asked = 0
+  s.io.mint = () => {
+    asked++
+    return Promise.resolve('flat')
+  }
+  let kicks = 0
+  s.io.kick = () => {
+    kicks++
+    return Promise.resolve()
+  }
+  const f = await s.file('bare.jsonl', [
+    { host: 'a.example.com', kind: 'instance', hibernate: true },
+    { host: 'b.example.com', kind: 'instance', hibernate: true },
+  ])
+  assert.equal(await s.run('import', f), 0, s.err.text)
+  assert.equal(asked, 1, 'one mint question for the file')
+  assert.match(s.out.text, /imported 2 rows \(2 minted flat\)/)
+  const paths = flatPaths(s.io.config, 'a.example.com')
+  assert.deepEqual(
+    s.registry.list().map((r) => [r.host, r.dir, r.socket]),
+    [
+      ['a.example.com', paths.dir, paths.socket],
+      ['b.example.com', flatPaths(s.io.config, 'b.example.com').dir, flatPaths(s.io.config, 'b.example.com').socket],
+    ],
+  )
+  assert.ok((await fs.stat(paths.dir)).isDirectory(), 'the minted dir is made')
+  assert.equal(kicks, 1, 'the agent is asked for a run, so the rows are acted on without a restart')
+  assert.equal(s.err.text, '', 'minted rows read flat: no warning')
+})
+
+void test('a row that will read foreign is warned of; the file still goes in', async (t) => {
+  const s = await setup(t)
+  const f = await s.file('odd.jsonl', [row(1)])
+  assert.equal(await s.run('import', f), 0, s.err.text)
+  assert.match(
+    s.err.text,
+    /warning: t1\.example\.com will read foreign: paths are neither the flat nor the nested shape/,
+  )
+})
+
+void test('--skip-existing leaves a host already stored as it is, and imports the rest', async (t) => {
+  const s = await setup(t)
+  assert.equal(await s.run('import', await s.file('a.jsonl', [row(1)])), 0)
+  const f = await s.file('b.jsonl', [row(1, { dir: '/srv/apps/changed', socket: '/run/changed.sock' }), row(2)])
+  assert.equal(await s.run('import', f, '--skip-existing'), 0, s.err.text)
+  assert.match(s.out.text, /imported 1 row from .*; 1 already in the registry left as they are/)
+  assert.deepEqual(
+    s.registry.list().map((r) => [r.host, r.dir]),
+    [
+      ['t1.example.com', '/srv/apps/t1'],
+      ['t2.example.com', '/srv/apps/t2'],
+    ],
+  )
 })

@@ -43,7 +43,7 @@ void test('status HOST: word, reason, note, the paths it would wake at, and what
       '  reason  awake: 42m of grace left\n' +
       '  note    aside: 1 file\n' +
       '  paths   dir /data/apps/a.example.com, socket /data/run/a.sock\n' +
-      '  to do   nothing: the tenant is awake and keeps its grace; the leg comes back on its own (docs/runbook.md#deferred)\n',
+      '  to do   nothing; to move now, a forced intent (deferred (docs/runbook.md#deferred))\n',
   )
   const unknown = await status({}, 'z.example.com', '--url', url)
   assert.equal(unknown.code, 1)
@@ -90,7 +90,7 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
       '  note    -\n' +
       '  wake    refused: held down after a refused move\n' +
       '  hold    toward nested, held 3h ago: db outside dir\n' +
-      '  to do   the host is held after a refused move: clear the hold once the reason is fixed (docs/runbook.md#clear-a-hold)\n',
+      '  to do   find the other name and remove one (`find D -samefile D/apps/HOST/PATH`); clear the hold (docs/runbook.md#clear-a-hold)\n',
   )
   await fs.rm(path.join(dataDir, 'layout', `${HOST}.hold`))
   const from = { dir: '/data/apps/a.example.com', socket: '/data/run/a.sock', db: '' }
@@ -112,10 +112,11 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   assert.equal(parsed.layout, 'fenced')
   assert.equal(parsed.journal.generation, 4)
   assert.equal(parsed.hold, null)
-  assert.equal(parsed.todo, 'recovery kept the journal: finish the move by hand (docs/runbook.md#a-kept-journal)')
+  // The runbook's advice for files_missing: find the files first, then the kept journal.
+  assert.match(parsed.todo, /^find the tenant's files first .*docs\/runbook\.md#a-kept-journal\)$/)
   // With --url the agent may be another box's: the local data root is not read.
   const remote = await status(environ, HOST, '--url', url)
-  assert.doesNotMatch(remote.out, /journal/)
+  assert.doesNotMatch(remote.out, /^ {2}journal /m)
 })
 
 void test('--watch draws the report, asks with its ETag (304 while unchanged) and draws again only when it changed', async (t) => {

@@ -16,7 +16,7 @@ async function status(environ: NodeJS.ProcessEnv, ...argv: string[]) {
   return { code, out: stdout.text, err: stderr.text }
 }
 
-void test('status prints the summary line, why the default is blocked, the rows as a table, the warnings', async (t) => {
+void test('status prints the summary line, why the default is blocked, the warnings, then the rows as a table', async (t) => {
   const { agent, url } = await listen(t)
   const now = Date.now()
   agent.reportValue = {
@@ -49,13 +49,12 @@ void test('status prints the summary line, why the default is blocked, the rows 
     r.out,
     'box kass-1  intent none  3 rows: 1 nested, 1 flat, 1 fenced  leg idle, last run 3m ago (1 moved, 1 deferred), retry in 9m\n' +
       'default: isolation not ready: probe: no verdict\n' +
+      'warning: nested instances share this box with flat ones\n' +
       '\n' +
       'HOST           LAYOUT  REASON                          NOTE\n' +
       'a.example.com  nested                                  moved\n' +
       'b.example.com  flat    awake: 42m of grace left\n' +
-      'c.example.com  fenced  held down after a refused move\n' +
-      '\n' +
-      'warning: nested instances share this box with flat ones\n',
+      'c.example.com  fenced  held down after a refused move\n',
   )
   assert.equal(r.err, '')
 })

@@ -123,6 +123,38 @@ void test('the agents run a rollout to its end: waves in order, at most N moving
   assert.match(status.out, /recorded .* by .*: go/)
 })
 
+void test('fleet status judges a box that started in the rollout against the rollout intent it is on', async (t) => {
+  const { prefix } = portFor(t)
+  // Each box's stand-in pass takes 2 s: the second wave's box is still moving when the first is done.
+  const fleet = new SimFleet({ endpoints: [shared.server.url], prefix, boxes: 2, passMs: 2000 })
+  t.after(() => fleet.stop())
+  await fleet.start()
+  const rec = await run(['rollout', 'migrate', '--waves', '1,100%', '--max-parallel', '1'], t, prefix)
+  assert.equal(rec.code, 0, rec.err)
+  const { store } = shared.storeFor(t, [shared.server.url], { prefix })
+  const port = store.rollouts()
+  const { record, first } = await until(
+    'the first wave to be done',
+    async () => {
+      const a = await port.active(live())
+      if (a.current === undefined) return undefined
+      const r = a.current.record
+      const progress = await port.progress(r.id, 0, live())
+      const box = r.waves[0]?.[0]
+      return box !== undefined && progress.get(box)?.done === true ? { record: r, first: box } : undefined
+    },
+    30_000,
+  )
+  const status = await run(['status', '--json'], t, prefix)
+  const view = JSON.parse(status.out) as { boxes: { box: string; wants: string | null; state: string }[] }
+  const row = view.boxes.find((b) => b.box === first)
+  assert.deepEqual(
+    { wants: row?.wants, state: row?.state },
+    { wants: record.id, state: 'converged' },
+    `the first wave's box is on the rollout's intent: ${status.out}`,
+  )
+})
+
 void test('a passed progress deadline pauses the rollout, says why, and resume goes on', async (t) => {
   const { prefix } = portFor(t)
   const slow = (box: string) => (box === 'box-0000' ? 2_500 : 50)

@@ -428,3 +428,29 @@ void test('a crash between the hold marker and the journal removal holds the hos
   assert.equal(pass.held(A)?.code, 'second_name')
   assert.match(pass.held(A)?.reason ?? '', /second name/)
 })
+
+void test('a bad move in a batch journal keeps its hosts fenced with a reason that names the file from the data root and the command that shows it', async (t) => {
+  const h = await harness(t)
+  h.addFlat(A)
+  h.addFlat('b.example.com')
+  const moves = [A, 'b.example.com'].map((host) => {
+    const j = journalFor(h, host, 'nested')
+    return { host: j.host, to: j.to, from: j.from, dest: j.dest }
+  })
+  const bad = { ...moves[1], from: { ...moves[1]?.from, dir: '/etc' } }
+  const name = '_batch-7.journal'
+  fs.mkdirSync(path.join(h.dirs.dataDir, 'layout'), { recursive: true })
+  fs.writeFileSync(
+    path.join(h.dirs.dataDir, 'layout', name),
+    JSON.stringify({ v: 2, generation: 7, startedAt: '2026-12-03T10:00:00.000Z', moves: [moves[0], bad] }),
+  )
+  const results = await h.pass.recover('nested')
+  assert.deepEqual(results.map((r) => [r.host, r.outcome, r.code]).sort(), [
+    [A, 'held', 'journal_invalid'],
+    ['b.example.com', 'held', 'journal_invalid'],
+  ])
+  for (const r of results) {
+    assert.match(r.reason, /^batch journal layout\/_batch-7\.journal \(/)
+    assert.match(r.reason, /its 2 hosts stay fenced and nothing is changed: `layoutd journal show _batch-7\.journal`$/)
+  }
+})

@@ -8,6 +8,7 @@ import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
 import type { Mode } from '../../../domain/modes.js'
 import { MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../../../domain/paths.js'
+import { printable } from '../../../domain/printable.js'
 import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas.js'
 import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
@@ -91,7 +92,8 @@ export async function run(
     throw err
   }
   const shape = mode === undefined ? '' : ` (minted ${mode})`
-  io.stdout.write(`added ${host}${shape}: ${describe(route)}\n`)
+  io.stdout.write(`added ${host}${shape}: ${printable(describe(route))}\n`)
+  await io.kick?.()
   return 0
 }
 
@@ -115,7 +117,8 @@ async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> 
   }
 }
 
-async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
+/** The minted row's directories, with their modes and group; each one made is recorded in made. */
+export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
   const paths = pathsFor(config, host, mode)
   if (mode === 'flat') {
@@ -138,7 +141,8 @@ async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]):
   await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } }))
 }
 
-async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
+/** Removes the directories a failed add or import made, deepest first. */
+export async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
   // Deepest first; rmdir, never rm -r: a directory holding anything is not ours to remove.
   for (const d of [...made].sort((a, b) => b.length - a.length)) {
     try {

@@ -3,34 +3,42 @@
 // written, as `routes add` checks one row, and against the rows stored and
 // the other lines of the file; one bad line refuses the whole file, naming
 // every bad line by number; the rest go in in one transaction. `-` reads
-// standard input. Nothing is minted and no directory made: each
-// hibernating instance names its own dir and socket.
+// standard input. A hibernating instance given neither dir nor socket is
+// minted as `routes add` mints it (one mint question for the file, its
+// directories made); a row that will read `foreign` is warned of;
+// --skip-existing leaves the hosts already stored as they are. The running
+// agent is then asked for a run, so the rows are acted on without a restart.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Compile, Type } from '../../../domain/typebox.js'
 import type { Static } from 'typebox'
-import { PathClaims } from '../../../domain/classify.js'
-import { MAX_SOCKET_PATH } from '../../../domain/paths.js'
+import { classifyWith, PathClaims } from '../../../domain/classify.js'
+import type { Mode } from '../../../domain/modes.js'
+import { MAX_SOCKET_PATH, pathsFor, type Dirs } from '../../../domain/paths.js'
+import { printable } from '../../../domain/printable.js'
 import { ROUTE_KINDS, type Route } from '../../../domain/schemas.js'
 import { errorMessage, errors } from '../../../errors.js'
 import { validateRoute } from '../../../infra/registry.js'
 import { schemaErrors } from '../../../infra/schema-errors.js'
 import type { ParsedArgs } from '../../args.js'
 import type { Signature } from '../../command.js'
+import { makeDirs, undoDirs } from './add.js'
 import type { RoutesIo } from './index.js'
 
 export const usage = `usage:
-  layoutd routes import FILE|-
+  layoutd routes import FILE|- [--skip-existing]
 
   FILE            JSON Lines, one row per line:
                   {"host":"a.example.com","kind":"instance","hibernate":true,
                    "dir":"/srv/a","socket":"/run/a.sock","db":"/srv/a/app.db"}
                   dir, socket and db are optional (absolute paths); a
-                  hibernating instance names its dir and socket
+                  hibernating instance given neither dir nor socket gets
+                  them minted (nested or flat), as routes add does
   -               read the lines from standard input
+  --skip-existing a host already in the registry is left as it is, not refused
 `
 
-export const options = {} as const
+export const options = { 'skip-existing': { type: 'boolean', default: false } } as const
 
 export const positionals = ['FILE'] as const
 
@@ -93,8 +101,8 @@ function parseLine(text: string): Route | string {
   } catch (err) {
     return errorMessage(err)
   }
-  if (route.kind === 'instance' && route.hibernate && (route.dir === '' || route.socket === '')) {
-    return `${route.host}: a hibernating instance names its dir and socket (routes add mints them, one row at a time)`
+  if (route.kind === 'instance' && route.hibernate && (route.dir === '') !== (route.socket === '')) {
+    return `${route.host}: a hibernating instance names both its dir and socket, or neither (then they are minted)`
   }
   if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
     return (
@@ -109,7 +117,13 @@ function parseLine(text: string): Route | string {
  * Every line checked: its shape, the rules of `routes add`, a host twice
  * in the file or already stored, a dir or socket another row claims.
  */
-export function checkLines(text: string, stored: readonly Route[]): { routes: Route[]; bad: Bad[] } {
+export function checkLines(
+  text: string,
+  stored: readonly Route[],
+  mint: Minted = { mode: undefined, config: undefined },
+  skipExisting = false,
+): { routes: Route[]; bad: Bad[]; skipped: number } {
+  let skipped = 0
   const bad: Bad[] = []
   const rows: Array<{ line: number; route: Route }> = []
   const firstLine = new Map<string, number>()
@@ -119,13 +133,14 @@ export function checkLines(text: string, stored: readonly Route[]): { routes: Ro
     const raw = (lines[i] ?? '').replace(/\r$/, '')
     if (raw.trim() === '') continue
     const line = i + 1
-    const parsed = parseLine(raw)
+    const parsed = minted(parseLine(raw), mint)
     if (typeof parsed === 'string') {
       bad.push({ line, why: parsed })
       continue
     }
     const earlier = firstLine.get(parsed.host)
     if (earlier !== undefined) bad.push({ line, why: `host ${parsed.host} is already on line ${earlier}` })
+    else if (storedHosts.has(parsed.host) && skipExisting) skipped++
     else if (storedHosts.has(parsed.host)) bad.push({ line, why: `host ${parsed.host} is already in the registry` })
     else {
       firstLine.set(parsed.host, line)
@@ -140,19 +155,102 @@ export function checkLines(text: string, stored: readonly Route[]): { routes: Ro
     if (claimant !== undefined) bad.push({ line, why: `${route.host}'s ${claimant.reason}` })
   }
   bad.sort((a, b) => a.line - b.line)
-  return { routes: rows.map((r) => r.route), bad }
+  return { routes: rows.map((r) => r.route), bad, skipped }
 }
 
-export async function run({ positionals: [file = ''] }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
+/** The mint's answer for the file's pathless rows, and the paths it is built under. */
+export interface Minted {
+  mode: Mode | undefined
+  config: Dirs | undefined
+}
+
+/** A hibernating instance without paths, given the minted ones (and checked again); anything else as it is. */
+function minted(parsed: Route | string, mint: Minted): Route | string {
+  if (typeof parsed === 'string' || !needsMint(parsed) || mint.mode === undefined || mint.config === undefined)
+    return parsed
+  const route = { ...parsed, ...pathsFor(mint.config, parsed.host, mint.mode), db: parsed.db }
+  if (Buffer.byteLength(route.socket) > MAX_SOCKET_PATH)
+    return (
+      `${route.host}: minted ${mint.mode} socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, ` +
+      `over the ${MAX_SOCKET_PATH} a unix socket can bind`
+    )
+  return route
+}
+
+function needsMint(r: Route): boolean {
+  return r.kind === 'instance' && r.hibernate && r.dir === '' && r.socket === ''
+}
+
+/** Whether any line of the file is a hibernating instance without paths: only then is the mint asked. */
+function anyNeedsMint(text: string): boolean {
+  for (const raw of text.split('\n')) {
+    if (raw.trim() === '') continue
+    const parsed = parseLine(raw.replace(/\r$/, ''))
+    if (typeof parsed !== 'string' && needsMint(parsed)) return true
+  }
+  return false
+}
+
+/** The instance rows that will read `foreign` (the activator wakes them as they are; the pass never moves them). */
+function foreignWarnings(routes: readonly Route[], stored: readonly Route[], dirs: Dirs): string[] {
+  const claims = new PathClaims([...stored, ...routes])
+  const out: string[] = []
+  for (const route of routes) {
+    if (route.kind !== 'instance') continue
+    const c = classifyWith(route, claims, { dirs, fenced: () => undefined })
+    if (c.layout === 'foreign') out.push(`${route.host} will read foreign: ${c.reason}`)
+  }
+  return out
+}
+
+export async function run(
+  { values, positionals: [file = ''] }: ParsedArgs<typeof options>,
+  io: RoutesIo,
+): Promise<number> {
   if (file === '') throw errors.usage('routes import needs a FILE, or - for standard input')
+  const from = file === '-' ? 'standard input' : file
   const text = await readAll(file, io)
-  const { routes, bad } = checkLines(text, io.registry.list())
-  if (bad.length > 0) throw errors.importRefused(file === '-' ? 'standard input' : file, bad)
-  // The registry checks the claims again inside its transaction: another
-  // writer may have added a row since the lines were read.
-  io.registry.addMany(routes)
-  io.stdout.write(
-    `imported ${routes.length} row${routes.length === 1 ? '' : 's'} from ${file === '-' ? 'standard input' : file}\n`,
-  )
+  const stored = io.registry.list()
+  // One mint question for the whole file, asked only when a row needs it;
+  // an unreadable intent refuses the file, as it refuses `routes add`.
+  const mode = anyNeedsMint(text) ? await mintFor(io, from) : undefined
+  const { routes, bad, skipped } = checkLines(text, stored, { mode, config: io.config }, values['skip-existing'])
+  if (bad.length > 0) throw errors.importRefused(from, bad)
+  const made: string[] = []
+  let mintedRows = 0
+  try {
+    if (mode !== undefined)
+      for (const route of routes)
+        if (route.kind === 'instance' && route.hibernate && isMintedShape(io, route, mode)) {
+          await makeDirs(io, route.host, mode, made)
+          mintedRows++
+        }
+    // The registry checks the claims again inside its transaction: another
+    // writer may have added a row since the lines were read.
+    io.registry.addMany(routes)
+  } catch (err) {
+    await undoDirs(made, io)
+    throw err
+  }
+  for (const warning of foreignWarnings(routes, stored, io.config))
+    io.stderr.write(`${signature.failures}: warning: ${printable(warning)}\n`)
+  const shape = mintedRows === 0 || mode === undefined ? '' : ` (${mintedRows} minted ${mode})`
+  const skip = skipped === 0 ? '' : `; ${skipped} already in the registry left as they are`
+  io.stdout.write(`imported ${routes.length} row${routes.length === 1 ? '' : 's'}${shape} from ${from}${skip}\n`)
+  await io.kick?.()
   return 0
+}
+
+/** Whether a row's paths are the ones the mint made for it (so its directories are this import's to make). */
+function isMintedShape(io: RoutesIo, route: Route, mode: Mode): boolean {
+  const p = pathsFor(io.config, route.host, mode)
+  return route.dir === p.dir && route.socket === p.socket
+}
+
+async function mintFor(io: RoutesIo, from: string): Promise<Mode> {
+  try {
+    return await io.mint()
+  } catch (err) {
+    throw errors.mintRefused(`the rows of ${from} without paths`, err)
+  }
 }

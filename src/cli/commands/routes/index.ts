@@ -5,7 +5,8 @@
 import { loadConfig } from '../../../config.js'
 import type { Mode } from '../../../domain/modes.js'
 import type { DeployStore, RouteStore } from '../../../domain/ports.js'
-import { AgentUnreachable, errors } from '../../../errors.js'
+import { printable } from '../../../domain/printable.js'
+import { AgentUnreachable, errorMessage, errors } from '../../../errors.js'
 import type { OptionsConfig } from '../../args.js'
 import {
   runGroup,
@@ -23,7 +24,7 @@ import * as rm from './rm.js'
 export const usage = `usage:
   layoutd routes add HOST [--kind instance|sidecar|static|service] [--hibernate]
                           [--socket PATH] [--dir PATH] [--db PATH]
-  layoutd routes import FILE|-
+  layoutd routes import FILE|- [--skip-existing]
   layoutd routes list [--json]
   layoutd routes rm HOST
 `
@@ -40,6 +41,11 @@ export interface RoutesIo extends CommandContext {
   getent?: string
   /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
   stdin?: NodeJS.ReadableStream
+  /**
+   * Asks the running agent for a run after rows were added, so it acts on them without a restart; says on
+   * stderr when no agent took it. Unset in tests that have no agent.
+   */
+  kick?: () => Promise<void>
 }
 
 /** How long `routes add` waits for the running agent's mint before applying the rule itself. */
@@ -108,8 +114,19 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
         gate: null,
       })
     }
+    const kick = async (): Promise<void> => {
+      const { AgentClient, findAgent } = await import('../../agent-client.js')
+      try {
+        await new AgentClient(findAgent(config, undefined), config.token).kick()
+        cli.stdout.write('asked the agent for a run: it acts on the new rows now\n')
+      } catch (err) {
+        // The rows are in the registry either way: an agent started later reads them.
+        const why = err instanceof AgentUnreachable ? 'no agent answered' : errorMessage(err)
+        cli.stderr.write(`layoutd routes: ${printable(why)}; the agent acts on the new rows when it next runs\n`)
+      }
+    }
     try {
-      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, registry, mint })
+      return await use({ config, stdout: cli.stdout, stderr: cli.stderr, registry, mint, kick })
     } finally {
       await store?.close()
       registry.close()

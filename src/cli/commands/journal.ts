@@ -1,0 +1,190 @@
+// `layoutd journal list|show` (design §8): the journals in <data>/layout,
+// read only. list names every journal file (a host's own, and a batch's
+// `_batch-N.journal`), the hosts it names and why it is kept (the running
+// agent's reason for those hosts, when it answers); show gives one
+// journal's moves, each with where its files are now (from, dest, both,
+// neither). Nothing here changes a file.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { Dirs } from '../../domain/paths.js'
+import { printable } from '../../domain/printable.js'
+import type { LayoutReport } from '../../domain/schemas.js'
+import { errorMessage, errors } from '../../errors.js'
+import { isBatchJournalName, JOURNAL_SUFFIX, layoutDir, listLayout } from '../../infra/pass/journal.js'
+import { AgentClient, findAgent } from '../agent-client.js'
+import type { OptionsConfig, ParsedArgs } from '../args.js'
+import {
+  runGroup,
+  subcommandIn,
+  withConfig,
+  type Cli,
+  type Command,
+  type CommandContext,
+  type Signature,
+} from '../command.js'
+import { formatTable } from '../table.js'
+
+export const usage = `usage:
+  layoutd journal list [--json]                   every journal in D/layout: what it names, why it is kept
+  layoutd journal show FILE|HOST [--json]         one journal's moves, and where each host's files are now
+
+  FILE is a journal's name in D/layout (a host's own, or _batch-N.journal); HOST names its own journal.
+  Both only read: a kept journal is finished by hand (docs/runbook.md#a-kept-journal).
+`
+
+export const signature: Signature = { failures: 'layoutd journal', usageErrors: 'layoutd journal' }
+
+/** One move a journal names, as read from the file (its shape not trusted). */
+interface Move {
+  host: string
+  to: string
+  from: string
+  dest: string
+}
+
+/** A journal file, read: its moves, or why it cannot be read. */
+interface JournalFile {
+  file: string
+  batch: boolean
+  startedAt: string
+  moves: Move[]
+  unreadable?: string
+}
+
+const str = (v: unknown): string => (typeof v === 'string' ? v : v === undefined ? '' : JSON.stringify(v))
+
+function moveOf(raw: unknown): Move {
+  const m = (raw ?? {}) as Record<string, unknown>
+  const dir = (p: unknown) => str((p as { dir?: unknown } | undefined)?.dir)
+  return { host: str(m.host), to: str(m.to), from: dir(m.from), dest: dir(m.dest) }
+}
+
+async function readJournalFile(dirs: Dirs, file: string): Promise<JournalFile> {
+  const batch = isBatchJournalName(file)
+  const out: JournalFile = { file, batch, startedAt: '', moves: [] }
+  let raw: Record<string, unknown>
+  try {
+    // O_NOFOLLOW: a journal's name that is a symlink is not read through.
+    const handle = await fs.open(path.join(layoutDir(dirs), file), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    try {
+      raw = JSON.parse(await handle.readFile('utf8')) as Record<string, unknown>
+    } finally {
+      await handle.close()
+    }
+  } catch (err) {
+    return { ...out, unreadable: errorMessage(err) }
+  }
+  out.startedAt = str(raw.startedAt)
+  out.moves = batch ? (Array.isArray(raw.moves) ? raw.moves.map(moveOf) : []) : [moveOf(raw)]
+  return out
+}
+
+/** Where a path is now: `dir` (a directory), `symlink`, `file`, or `absent`. */
+async function whatIsAt(p: string): Promise<string> {
+  if (p === '') return 'none named'
+  try {
+    const st = await fs.lstat(p)
+    return st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symlink' : 'a file'
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'absent' : `unreadable (${errorMessage(err)})`
+  }
+}
+
+/** Why the agent keeps each host fenced, when it answers; an empty map (and why) when it does not. */
+async function reasons(ctx: CommandContext): Promise<{ rows: LayoutReport['rows']; note: string }> {
+  try {
+    const report = await new AgentClient(findAgent(ctx.config, undefined), ctx.config.token).status()
+    return { rows: report.rows, note: '' }
+  } catch (err) {
+    return { rows: {}, note: `the agent's reasons are not known: ${errorMessage(err)}` }
+  }
+}
+
+async function journalFiles(ctx: CommandContext): Promise<string[]> {
+  const listing = await listLayout(ctx.config)
+  return [...listing.journals.map((h) => h + JOURNAL_SUFFIX), ...listing.batches].sort()
+}
+
+const listOptions = { json: { type: 'boolean' } } as const
+
+async function list(args: ParsedArgs<typeof listOptions>, ctx: CommandContext): Promise<number> {
+  const files = await Promise.all((await journalFiles(ctx)).map((f) => readJournalFile(ctx.config, f)))
+  const { rows, note } = await reasons(ctx)
+  const why = (j: JournalFile): string => {
+    if (j.unreadable !== undefined) return `unreadable: ${j.unreadable}`
+    const codes = new Map<string, string>()
+    for (const m of j.moves) {
+      const row = Object.hasOwn(rows, m.host) ? rows[m.host] : undefined
+      if (row !== undefined && row.code !== '') codes.set(row.code, row.reason)
+    }
+    return [...codes].map(([code, reason]) => `${code}: ${reason}`).join('; ') || (note === '' ? '-' : 'unknown')
+  }
+  if (args.values.json === true) {
+    const out = files.map((j) => ({ ...j, hosts: j.moves.map((m) => m.host), why: why(j) }))
+    ctx.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+    return 0
+  }
+  if (files.length === 0) {
+    ctx.stdout.write(`no journal in ${layoutDir(ctx.config)}\n`)
+    return 0
+  }
+  const names = (j: JournalFile) =>
+    j.moves.length <= 2 ? j.moves.map((m) => m.host).join(', ') : `${j.moves.length} hosts (${j.moves[0]?.host}, …)`
+  ctx.stdout.write(
+    formatTable(
+      ['FILE', 'STARTED', 'NAMES', 'WHY KEPT'],
+      files.map((j) => [`layout/${j.file}`, j.startedAt || '-', names(j), why(j)]),
+    ),
+  )
+  if (note !== '') ctx.stderr.write(`${signature.failures}: ${printable(note)}\n`)
+  return 0
+}
+
+const showOptions = { json: { type: 'boolean' } } as const
+
+async function show(args: ParsedArgs<typeof showOptions>, ctx: CommandContext): Promise<number> {
+  // `layout/_batch-7.journal`, as a row's reason names it, is the file `_batch-7.journal`.
+  const name = (args.positionals[0] ?? '').replace(/^layout\//, '')
+  const files = await journalFiles(ctx)
+  const file = files.includes(name) ? name : files.includes(name + JOURNAL_SUFFIX) ? name + JOURNAL_SUFFIX : undefined
+  if (file === undefined)
+    throw errors.notFound(
+      `no journal ${JSON.stringify(name)} in ${layoutDir(ctx.config)} (\`layoutd journal list\` names each)`,
+    )
+  const j = await readJournalFile(ctx.config, file)
+  const moves = await Promise.all(
+    j.moves.map(async (m) => ({ ...m, atFrom: await whatIsAt(m.from), atDest: await whatIsAt(m.dest) })),
+  )
+  if (args.values.json === true) {
+    ctx.stdout.write(`${JSON.stringify({ ...j, moves }, null, 2)}\n`)
+    return 0
+  }
+  const head = `layout/${file}: ${j.batch ? 'a batch' : 'a host'}'s journal, started ${j.startedAt || '-'}\n`
+  if (j.unreadable !== undefined) {
+    ctx.stdout.write(`${printable(head)}unreadable: ${printable(j.unreadable)}\n`)
+    return 0
+  }
+  ctx.stdout.write(
+    printable(head.slice(0, -1)) +
+      '\n' +
+      formatTable(
+        ['HOST', 'TO', 'FROM', 'AT FROM', 'DEST', 'AT DEST'],
+        moves.map((m) => [m.host, m.to, m.from, m.atFrom, m.dest, m.atDest]),
+      ),
+  )
+  return 0
+}
+
+const listCommand: Command<typeof listOptions> = { usage, options: listOptions, signature, run: list }
+const showCommand: Command<typeof showOptions> = {
+  usage,
+  options: showOptions,
+  positionals: ['FILE'],
+  signature,
+  run: show,
+}
+const SUBCOMMANDS: Record<string, Command<OptionsConfig>> = { list: listCommand, show: showCommand }
+
+export function main(argv: readonly string[], cli: Cli): Promise<number> {
+  return runGroup({ usage, signature, subcommand: subcommandIn(SUBCOMMANDS) }, argv, cli, withConfig(cli))
+}
