@@ -15,7 +15,7 @@ import { layoutDirectory } from '../infra/layout-dir.js'
 import { FilesThread } from '../infra/pass/files-thread.js'
 import { Pass } from '../infra/pass/pass.js'
 import { PreflightPool } from '../infra/pass/preflight-pool.js'
-import type { Registry } from '../infra/registry.js'
+import { AGENT_BUSY_TIMEOUT_MS, type Registry } from '../infra/registry.js'
 import { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics.js'
 import { Agent } from './agent.js'
@@ -57,6 +57,8 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // The registry's faults are said on the agent's log; a database that is
   // not whole stops the start before a row of it is trusted (design §2.2).
   registry.logFaultsTo(logger)
+  // This connection's writes run on the thread that answers the activator: none waits out a foreign lock.
+  registry.waitOnLocksAtMost(AGENT_BUSY_TIMEOUT_MS)
   registry.verify()
   // A store that keeps staged rollouts is read with them (design §7.6).
   const rolloutMetrics = adapters.store.rollouts === undefined ? undefined : new RolloutMetrics(metrics.registry)

@@ -25,6 +25,15 @@ export const REGISTRY_FILE = 'registry.db'
 /** How long a statement waits for another process's write lock (the CLI beside the agent). */
 const BUSY_TIMEOUT_MS = 5000
 
+/** The agent's wait on a foreign write lock: long enough for a sibling's commit, never for a held lock. */
+export const AGENT_BUSY_TIMEOUT_MS = 25
+
+/** SQLite's answer when another connection holds the write lock past the busy timeout. */
+export function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT' || code === 'registry_busy'
+}
+
 interface RouteRow {
   host: string
   kind: string
@@ -357,6 +366,14 @@ export class Registry implements RouteStore {
       },
       new Map(rows.map((r) => [r.host, r])),
     )
+  }
+
+  /**
+   * How long a write of this connection waits on another process's lock before SQLITE_BUSY. The CLI waits 5 s;
+   * the agent, whose connection is on the thread that answers the activator, AGENT_BUSY_TIMEOUT_MS (design §2.2).
+   */
+  waitOnLocksAtMost(ms: number): void {
+    this.#db.pragma(`busy_timeout = ${ms}`)
   }
 
   nextGeneration(): number {

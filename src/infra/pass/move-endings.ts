@@ -10,7 +10,9 @@ import type { GraceBook } from './grace.js'
 import type { HoldMarker } from './holds.js'
 import type { Journal } from './journal.js'
 import { removeEmptyNestedRoots, renameDir, syncParents } from './mover.js'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { errorMessage } from '../../errors.js'
+import { isBusy } from '../registry.js'
 import type { PassContext } from './pass-context.js'
 import { HOLD_AFTER_REVERT, type PassState } from './pass-state.js'
 
@@ -50,20 +52,25 @@ export class MoveEndings {
     const rowOf = (move: MoveInFlight) => ({ host: move.journal.host, ...move.journal.dest })
     let done = moves
     try {
-      registry.setPaths(moves.map(rowOf))
+      await whileLocked(() => registry.setPaths(moves.map(rowOf)))
     } catch (batchErr) {
-      logger.warn(
-        { err: batchErr },
-        `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`,
-      )
       done = []
       const failed: Array<{ move: MoveInFlight; err: unknown }> = []
-      for (const move of moves) {
-        try {
-          registry.setPaths([rowOf(move)])
-          done.push(move)
-        } catch (err) {
-          failed.push({ move, err })
+      if (isBusy(batchErr)) {
+        // Locked by another process past the wait: no row would commit on its own either.
+        for (const move of moves) failed.push({ move, err: batchErr })
+      } else {
+        logger.warn(
+          { err: batchErr },
+          `layout: rows not updated together (${errorMessage(batchErr)}); committing them one by one`,
+        )
+        for (const move of moves) {
+          try {
+            registry.setPaths([rowOf(move)])
+            done.push(move)
+          } catch (err) {
+            failed.push({ move, err })
+          }
         }
       }
       // Those rows still say from: putting the files back there is as exact
@@ -262,5 +269,27 @@ export class MoveEndings {
   /** Lifts the fences of hosts that were not held before the run. */
   liftUnheld(moves: readonly MoveInFlight[]): void {
     this.#state.lift(moves.filter((move) => !move.wasHeld).map((move) => move.journal.host))
+  }
+}
+
+/** How long a batch's commit is tried again while another process holds the registry's write lock. */
+const COMMIT_LOCK_WAIT_MS = 5000
+const COMMIT_RETRY_MS = 50
+
+/**
+ * Runs a registry write, and while another process holds the write lock (SQLITE_BUSY after the connection's short
+ * wait), runs it again every COMMIT_RETRY_MS for at most COMMIT_LOCK_WAIT_MS: the waits are timers, so the thread
+ * that answers the activator serves between tries (design §2.2).
+ */
+async function whileLocked(write: () => void): Promise<void> {
+  const until = performance.now() + COMMIT_LOCK_WAIT_MS
+  for (;;) {
+    try {
+      write()
+      return
+    } catch (err) {
+      if (!isBusy(err) || performance.now() >= until) throw err
+    }
+    await sleep(COMMIT_RETRY_MS)
   }
 }
