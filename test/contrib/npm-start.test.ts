@@ -80,15 +80,21 @@ void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as n
     await exited
   })
   const holder = path.join(sb.dataDir, 'agent.json')
+  let gone = false
+  void exited.then(() => (gone = true))
   const agent = await until(
-    `the agent under bin/layoutd to listen (${output})`,
+    'the agent under bin/layoutd to listen',
     async () => {
+      // Its own words, should it stop first (a port another test's connection took since freePort, say).
+      if (gone) throw new Error(`bin/layoutd serve exited before it listened: ${output}`)
       const text = await fs.readFile(holder, 'utf8').catch(() => '')
       const h = text === '' ? undefined : (JSON.parse(text) as { pid: number; listen: string })
       return h !== undefined && h.listen !== '' ? h : undefined
     },
     30_000,
-  )
+  ).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}; its output: ${output}`)
+  })
   const environ = (await fs.readFile(`/proc/${agent.pid}/environ`, 'utf8')).split('\0')
   assert.ok(environ.includes(`UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`), 'the pool npm start gives it')
   const argv = (await fs.readFile(`/proc/${agent.pid}/cmdline`, 'utf8')).split('\0')
