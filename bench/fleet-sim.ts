@@ -106,7 +106,7 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
     out.benchReadsRefused = benchReadsRefused
     out.benchRssMb = Math.round(process.memoryUsage().rss / 1024 / 1024)
     out.passErrors = { count: fleet.errors().length, first: fleet.errors().slice(0, 3) }
-    out.machine = { cpus: os.cpus().length, loadavg: os.loadavg(), shared: 'with six other engineers running tests' }
+    out.machine = { cpus: os.cpus().length, loadavg: os.loadavg() }
     return out
   } finally {
     await fleet.stop().catch(() => undefined)

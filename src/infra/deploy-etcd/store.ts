@@ -5,6 +5,7 @@
 // what a key holds (reading a record, refusing garbage, recording without
 // overwriting, pruning); the gateway client gets the answers, with the
 // credentials; the watch follows the prefix; boxes.ts keeps the summaries.
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { errorMessage, errors } from '../../errors.js'
@@ -71,6 +72,10 @@ export interface EtcdStoreOptions {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** How often, and how far apart, a read whose revision is behind one read before is asked again. */
+const BEHIND_RETRIES = 3
+const BEHIND_RETRY_MS = 300
 
 export class EtcdDeployStore implements DeployStore {
   readonly tracksBoxes = true
@@ -259,12 +264,15 @@ export class EtcdDeployStore implements DeployStore {
   async #range(signal: AbortSignal): Promise<{ kvs: Array<Static<typeof KeyValue>>; url: string }> {
     // Linearizable (the default): the read goes through the leader, so a
     // member cut off from its quorum answers an error, never an old intent.
-    const { value, url } = await this.#gateway.call(
-      '/v3/kv/range',
-      { key: b64(this.prefix), range_end: this.#rangeEnd },
-      RangeResponse,
-      signal,
-    )
+    const read = () =>
+      this.#gateway.call('/v3/kv/range', { key: b64(this.prefix), range_end: this.#rangeEnd }, RangeResponse, signal)
+    let { value, url } = await read()
+    // A member that has just caught up with a new leader can answer a revision a little behind one read before
+    // from another: asked again, it is past it. A wiped or restored etcd stays behind.
+    for (let again = 0; again < BEHIND_RETRIES && this.#behind(value.header); again++) {
+      await sleep(BEHIND_RETRY_MS, undefined, { signal })
+      ;({ value, url } = await read())
+    }
     if (value.more === true)
       throw new Error(`deploy store etcd ${url}: the range of ${this.prefix} came back incomplete`)
     this.#heldTo(value.header, url)
@@ -278,6 +286,14 @@ export class EtcdDeployStore implements DeployStore {
    * agent restarts. A compaction drops history, never a key, so it is
    * neither.
    */
+  /** This header's revision is behind one read before (the same cluster). */
+  #behind(header: { revision?: string; cluster_id?: string } | undefined): boolean {
+    if (header?.revision === undefined) return false
+    if (header.cluster_id !== undefined && this.#seen.cluster !== undefined && header.cluster_id !== this.#seen.cluster)
+      return false
+    return BigInt(header.revision) < this.#seen.revision
+  }
+
   #heldTo(header: { revision?: string; cluster_id?: string } | undefined, url: string): void {
     const lost = (what: string) => errors.deployStoreLost('deploy_store_replaced', `etcd ${url}`, what)
     if (this.#seen.replaced !== '') throw lost(this.#seen.replaced)
