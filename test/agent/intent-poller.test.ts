@@ -98,8 +98,13 @@ for (const how of ['removed', 'emptied'] as const) {
     assert.equal(b.agent.report().mode, 'flat')
 
     const intents = path.join(b.config.deploymentDir, 'layout', 'intents')
-    if (how === 'removed') await fs.rm(b.config.deploymentDir, { recursive: true })
-    else for (const name of await fs.readdir(intents)) await fs.rm(path.join(intents, name))
+    if (how === 'removed') {
+      // Renamed away first, in one step: the agent renews its summary under it meanwhile, which a recursive
+      // removal could race (ENOTEMPTY).
+      const gone = `${b.config.deploymentDir}.gone`
+      await fs.rename(b.config.deploymentDir, gone)
+      await fs.rm(gone, { recursive: true })
+    } else for (const name of await fs.readdir(intents)) await fs.rm(path.join(intents, name))
     await until('the poller to read the store lost', () => b.agent.report().mode === 'unreadable')
     const run = await b.agent.converge(10_000)
     assert.ok(run)
