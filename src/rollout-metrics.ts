@@ -14,7 +14,9 @@ export class RolloutMetrics {
   constructor(registry: Registry) {
     this.#state = new Gauge({
       name: `${PREFIX}rollout_state`,
-      help: '1 for the state of the rollout in play (running, paused, frozen, reverted, aborted, done); 0 for the rest.',
+      help:
+        '1 for the state of the rollout in play (running, paused, frozen, reverted, aborted, done); ' +
+        '0 for the rest.',
       labelNames: ['state'] as const,
       registers: [registry],
     })

@@ -116,7 +116,9 @@ export class RegistryWatch {
     if (st.dev !== this.#identity.dev || st.ino !== this.#identity.ino) {
       return {
         code: 'registry_replaced',
-        detail: `opened as device ${this.#identity.dev} inode ${this.#identity.ino}, now device ${st.dev} inode ${st.ino}`,
+        detail:
+          `opened as device ${this.#identity.dev} inode ${this.#identity.ino}, ` +
+          `now device ${st.dev} inode ${st.ino}`,
       }
     }
     const head = Buffer.alloc(SQLITE_HEADER.length)

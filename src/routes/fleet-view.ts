@@ -46,8 +46,7 @@ function boxesPart(boxes: BoxSummary[], records: IntentRecord[], now: number): H
 }
 
 function rolloutPart(input: FleetPageInput['rollout']): Html {
-  if (input === undefined)
-    return html`<section id="rollout"><h2>Rollout</h2><p>This deploy store serves one box and keeps no rollouts.</p></section>`
+  if (input === undefined) return html`<section id="rollout"><h2>Rollout</h2><p>${ONE_BOX_STORE}</p></section>`
   if (!input.ok) return html`<section id="rollout"><h2>Rollout</h2>${failed('the rollout', input.why)}</section>`
   if (input.value === null)
     return html`<section id="rollout"><h2>Rollout</h2><p>No rollout was ever recorded.</p></section>`
@@ -93,6 +92,9 @@ function historyPart(records: IntentRecord[]): Html {
 <table><thead><tr><th>id</th><th>mode</th><th>addresses</th><th>force</th><th>recorded</th><th>by</th><th>message</th>
 </tr></thead><tbody>${rows}</tbody></table>${more}</section>`
 }
+
+/** What the rollout part says on the directory store. */
+const ONE_BOX_STORE = 'This deploy store serves one box and keeps no rollouts.'
 
 export function fleetPart(input: FleetPageInput): Html {
   const { boxes, records, now } = input

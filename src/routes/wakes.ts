@@ -158,7 +158,8 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
           409: errorEnvelope('No activator is armed on this box (`CARLOS_ACTIVATOR=none`): wake claims are not taken.'),
           503: errorEnvelope(
             'Start-up recovery has not finished (`not_ready`); send the set again once `GET /ready` answers `200`. ' +
-              '(`Retry-After` says when to ask.) Or the registry cannot record the set (`registry_busy` with `Retry-After`, or a registry fault: ' +
+              '(`Retry-After` says when to ask.) Or the registry cannot record the set ' +
+              '(`registry_busy` with `Retry-After`, or a registry fault: ' +
               '`registry_removed`, `registry_replaced`, `registry_corrupt`, `registry_full`).',
           ),
         },

@@ -61,7 +61,10 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   return reportRun(finished, stdout, underWay !== null)
 }
 
-/** Until the run is done: the hosts it has finished (each host once, of the rows) and what it waits on, each line once per change. */
+/**
+ * Until the run is done: the hosts it has finished (each host once, of the rows) and what it waits on, each line
+ * once per change.
+ */
 async function showProgress(
   client: AgentClient,
   stdout: Stdout,

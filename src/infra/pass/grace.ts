@@ -37,7 +37,10 @@ type GraceFile = Static<typeof GraceFile>
 
 export const GRACE_FILE = 'grace.json'
 
-/** How far in the future a stamp read back may lie and still be taken as it is (clocks of one box disagree a little). */
+/**
+ * How far in the future a stamp read back may lie and still be taken as it is (clocks of one box disagree a
+ * little).
+ */
 export const STAMP_TOLERANCE_MS = 60_000
 
 interface Entry {
