@@ -183,10 +183,11 @@ void test('a passed progress deadline pauses the rollout, says why, and resume g
   })
   assert.match(paused.reason, /progress deadline: wave 1 did not pass within 1s \(waiting on box-0000\)/)
   assert.ok(!fleet.moves.some((m) => m.box === 'box-0002'), 'the next wave did not open')
-  const warned = lines.find(
-    (l) => l.level === 'warn' && /rollout: rollout \S+ is paused: progress deadline/.test(l.msg),
+  // The agent that paused it says so at warn once its transaction has answered, which may be after the test
+  // reads the record.
+  await until('the agent that paused it to say so at warn', () =>
+    lines.some((l) => l.level === 'warn' && /rollout: rollout \S+ is paused: progress deadline/.test(l.msg)),
   )
-  assert.ok(warned !== undefined, 'the agent that paused it says so at warn')
   await until('the gauge to say paused', async () =>
     (await registry.metrics()).includes('carlos_layout_rollout_state{state="paused"} 1'),
   )
