@@ -17,6 +17,7 @@ import type { DeployStore } from '../../src/domain/ports.js'
 import { flatPaths, journalPath, nestedPaths } from '../../src/domain/paths.js'
 import type { Result } from '../../src/domain/modes.js'
 import type { LegState } from '../../src/domain/schemas.js'
+import { INSTANCE_ENV } from '../../src/infra/instance-keys.js'
 import { createLogger } from '../../src/logger.js'
 import { FakeClock, hangUntilAborted } from '../domain/fakes.js'
 import { agentBox, recordIntent, withReads, type AgentBox } from '../helpers/agent.js'
@@ -71,7 +72,9 @@ export async function faultBox(
     'the gate to open and the leg to be idle',
     () => b.agent.readiness().nested.allowed && idle(b.agent.legState()),
   )
-  // After start: its instance key is in the tree by then (the leg's first run waits for the keys).
+  // After start, and once its instance key is in the tree: the key is written beside the leg's first run, and a
+  // tree hashed before it would differ from the same tree after, whatever the move did.
+  await until('its instance key', () => fs.existsSync(path.join(from.dir, INSTANCE_ENV)))
   const want = hashTree(from.dir)
   return { b, clock, from, dest, want, log }
 }
