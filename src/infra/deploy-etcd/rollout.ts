@@ -24,7 +24,10 @@ import { schemaErrors } from '../schema-errors.js'
 import { b64, type EtcdGateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS } from './watch.js'
 
-/** The rollouts' prefix beside an intents' prefix: `…/intents/` gives `…/rollouts/`, `/t/x/` gives `/t/x-rollouts/`. */
+/**
+ * The rollouts' prefix beside an intents' prefix: `…/intents/` gives `…/rollouts/`, `/t/x/` gives
+ * `/t/x-rollouts/`.
+ */
 export function rolloutPrefixFor(prefix: string): string {
   return prefix.endsWith('/intents/')
     ? `${prefix.slice(0, -'intents/'.length)}rollouts/`
