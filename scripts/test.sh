@@ -38,6 +38,7 @@ command -v "${CHROMIUM_BIN:-/usr/bin/chromium}" >/dev/null 2>&1 || need_debs+=(c
 command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1 || need_debs+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_debs+=(openssl) # the etcd TLS test makes its certificates (test/helpers/etcd-tls.ts)
 command -v systemd-analyze >/dev/null 2>&1 || need_debs+=(systemd)
+command -v setpriv >/dev/null 2>&1 || need_debs+=(util-linux) # an agent started without CAP_DAC_OVERRIDE (test/e2e/start-failures.test.ts)
 # systemd-socket-activate holds the socket across restarts (test/e2e/restart.test.ts); it comes with systemd.
 command -v systemd-socket-activate >/dev/null 2>&1 || need_debs+=(systemd)
 # The gate behind stock proxies, run for real with contrib/proxy/ (test/contrib/proxies.test.ts).
