@@ -12,6 +12,7 @@ import { layoutDefault } from '../domain/layout-default.js'
 import { mintLayoutIntentWith } from '../domain/mint.js'
 import type { Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
+import type { ReportInputs } from '../domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { packageVersion } from '../package-version.js'
@@ -258,6 +259,10 @@ export class Agent implements AgentApi {
 
   reportTag(): string {
     return this.#view.tag(this.#phase, this.#pass, this.#leg)
+  }
+
+  reportInputs(): ReportInputs | null {
+    return this.#view.inputs(this.#phase, this.#pass, this.#leg)
   }
 
   reportSoon(): Promise<{ report: LayoutReport; tag: string }> {

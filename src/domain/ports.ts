@@ -181,6 +181,22 @@ export interface LayoutPass {
    * did (for rows that did not change), so the report need not be built again.
    */
   changes(): number
+  /** What classify, held and note go by, at this tick, for a report built on another thread (design §6.2). */
+  facts(): PassFacts
+}
+
+/**
+ * What the pass says of the hosts it keeps down or noted, read in one tick:
+ * with the registry's rows of the same tick, every row's word follows from
+ * it as the pass's own classify gives it (report-feed.ts).
+ */
+export interface PassFacts {
+  /** Every host the pass fences (a journal, one kept, a hold, the fence table), with why. */
+  fenced: Array<[string, Why]>
+  /** Every held host, with its hold's reason (what `held` answers). */
+  held: Array<[string, Why]>
+  /** Every row's note (what was set aside for it, and when). */
+  notes: Array<[string, string]>
 }
 
 /** What `<data>/layout` holds, listed at start and by the unmanaged report. */

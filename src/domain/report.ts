@@ -23,8 +23,9 @@ interface CommonInput {
 }
 
 export interface ManagedReportInput extends CommonInput {
-  pass: LayoutPass
-  state: IntentState
+  /** What the report asks of the pass: the armed pass, or its facts as another thread holds them (report-feed.ts). */
+  pass: Pick<LayoutPass, 'classify' | 'held' | 'note'>
+  state: Pick<IntentState, 'lastIntent' | 'lastDefault' | 'unreadableWhy'>
   leg: LegState
   /**
    * The registry's rows as they are now, for a report built in slices while

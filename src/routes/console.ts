@@ -8,13 +8,41 @@ import { readFile } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
-import { fill, html, trusted } from './console-html.js'
+import type { FastifyBaseLogger } from 'fastify'
+import { errorMessage } from '../errors.js'
+import { fill, html, trusted, type Html } from './console-html.js'
+import type { PageAsk, ReportThread } from './report-thread.js'
 import { filterForm, livePart, ROW_WORDS, type ConsoleQuery } from './console-view.js'
 import { commonErrors } from './error-envelope.js'
 import { etagOf } from './layout.js'
 
 export interface ConsoleRoutesOptions {
   api: AgentApi
+  /** Where the rows are drawn off the loop's thread; absent: drawn here from a report built in slices. */
+  reports?: ReportThread
+}
+
+/**
+ * The page's live part and the report's tag it is of: drawn on the report
+ * thread (design §6.2), or here from a report built in slices when there
+ * is no thread, no pass armed, or the thread failed (said in the log).
+ */
+async function drawLive(
+  api: AgentApi,
+  reports: ReportThread | undefined,
+  ask: PageAsk,
+  log: FastifyBaseLogger,
+): Promise<{ box: string; tag: string; live: Html }> {
+  const inputs = reports === undefined ? null : (api.reportInputs?.() ?? null)
+  if (inputs !== null && reports !== undefined) {
+    try {
+      return { box: inputs.box, tag: inputs.tag, live: trusted(await reports.page(inputs, ask)) }
+    } catch (err) {
+      log.warn({ err }, `console: ${errorMessage(err)}; the rows are drawn on the loop's thread this time`)
+    }
+  }
+  const { report, tag } = await api.reportSoon()
+  return { box: report.box, tag, live: livePart({ report, ...ask }) }
 }
 
 const QueryText = Type.Object({
@@ -65,7 +93,7 @@ async function loadAssets(): Promise<Assets> {
   return { template, style, script, policy }
 }
 
-export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { api }) => {
+export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { api, reports }) => {
   const assets = await loadAssets()
   app.get(
     '/',
@@ -105,17 +133,18 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
         page: Number(request.query.page ?? '1'),
       }
       // The report and tag GET /layout/status serves (the page carries the
-      // tag its script asks that route about), built in slices when new.
-      const { report, tag } = await api.reportSoon()
+      // tag its script asks that route about).
+      const ask: PageAsk = { readiness: api.readiness(), query, now: Date.now(), intent: api.intentRecord?.() ?? null }
+      const { box, tag, live } = await drawLive(api, reports, ask, request.log)
       const etag = etagOf(tag)
       const page = fill(assets.template, {
-        title: html`${report.box}: layoutd`,
+        title: html`${box}: layoutd`,
         style: trusted(assets.style),
         script: trusted(assets.script),
         etag: html`${etag}`,
-        box: html`${report.box}`,
+        box: html`${box}`,
         filters: filterForm(query),
-        live: livePart({ report, readiness: api.readiness(), query, now: Date.now(), intent: api.intentRecord?.() }),
+        live,
       })
       return reply
         .type('text/html; charset=utf-8')

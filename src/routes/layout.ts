@@ -5,17 +5,21 @@ import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebo
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
-import { errors } from '../errors.js'
+import { errorMessage, errors } from '../errors.js'
 import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 import { reportJson } from './report-json.js'
 import { legAndRunJson } from './run-json.js'
+import type { ReportThread } from './report-thread.js'
+import type { ReportInputs } from '../domain/report-feed.js'
 
 /** The longest a `converge?wait=1` holds its request, in seconds. */
 export const MAX_WAIT_S = 600
 
 export interface LayoutRoutesOptions {
   api: AgentApi
+  /** Where the report is built and serialized off the loop's thread; absent: on it, in slices. */
+  reports?: ReportThread
 }
 
 const ConvergeQuery = Type.Object({
@@ -81,15 +85,15 @@ export const StatusBody = Type.Object(
 /** The app a route of this family is registered on, typed by its schemas. */
 type LayoutApp = Parameters<FastifyPluginCallbackTypebox<LayoutRoutesOptions>>[0]
 
-export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
-  statusRoute(app, api)
+export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api, reports }, done) => {
+  statusRoute(app, api, reports)
   convergeRoute(app, api)
   mintRoute(app, api)
   done()
 }
 
 /** GET /layout/status: the report, served as the bytes of its version, and 304 while its ETag stands. */
-function statusRoute(app: LayoutApp, api: AgentApi): void {
+function statusRoute(app: LayoutApp, api: AgentApi, reports: ReportThread | undefined): void {
   /** The report's bytes for a tag: one serialization per version, which its later readers wait for. */
   let body: { tag: string; bytes: Promise<Buffer> } | undefined
   let quoted: { tag: string; etag: string } | undefined
@@ -103,15 +107,21 @@ function statusRoute(app: LayoutApp, api: AgentApi): void {
    * serialized in slices when that version has none yet. Readers of one
    * version share its serialization.
    */
+  const sliced = async (reply: FastifyReply): Promise<{ tag: string; bytes: Promise<Buffer> }> => {
+    const built = await api.reportSoon()
+    return body?.tag === built.tag
+      ? body
+      : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
+  }
   const served = async (reply: FastifyReply, tag: string): Promise<Buffer> => {
     let mine = body
     if (mine?.tag !== tag) {
-      // Asked in the tick the tag was read: its build is of that version.
-      const built = await api.reportSoon()
+      // Read in the tick the tag was read: the inputs, or the build, are of that version.
+      const inputs = reports === undefined ? null : (api.reportInputs?.() ?? null)
       mine =
-        body?.tag === built.tag
-          ? body
-          : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
+        inputs === null || reports === undefined
+          ? await sliced(reply)
+          : { tag: inputs.tag, bytes: offLoop(reports, inputs, reply, api) }
       const kept = (body = mine)
       // A failed serialization is not kept: the next reader tries again.
       kept.bytes.catch(() => {
@@ -157,6 +167,24 @@ function statusRoute(app: LayoutApp, api: AgentApi): void {
       return reply.type('application/json; charset=utf-8').send(await served(reply, tag))
     },
   )
+}
+
+/**
+ * The bytes of inputs' version, made on the report thread; should the
+ * thread fail, made here in slices as a report with no pass is, and said.
+ */
+async function offLoop(
+  reports: ReportThread,
+  inputs: ReportInputs,
+  reply: FastifyReply,
+  api: AgentApi,
+): Promise<Buffer> {
+  try {
+    return await reports.status(inputs)
+  } catch (err) {
+    reply.log.warn({ err }, `status: ${errorMessage(err)}; the report is built on the loop's thread this time`)
+    return Buffer.from(await reportJson(reply, (await api.reportSoon()).report, StatusBody))
+  }
 }
 
 /** POST /layout/converge: kicks the leg, or waits for the run it asked for. */

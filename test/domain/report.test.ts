@@ -56,6 +56,9 @@ class FakePass implements LayoutPass {
   changes(): number {
     return 0
   }
+  facts(): never {
+    throw new Error('not in a report built here')
+  }
 
   held(host: string): Why | undefined {
     const reason = this.holds[host]

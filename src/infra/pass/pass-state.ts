@@ -10,6 +10,7 @@
 // it names is closed or kept (settle), a kept host's move first written to
 // a journal of its own; a host's fence is lifted once no file names it.
 import type { FenceTable } from '../../domain/fence.js'
+import type { PassFacts } from '../../domain/ports.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
@@ -94,6 +95,30 @@ export class PassState {
 
   hold(host: string): Hold | undefined {
     return this.#holds.get(host)
+  }
+
+  /**
+   * Every host fencedReason names and every hold and note, as they are this
+   * tick: what a report built on another thread judges the rows by (design
+   * §6.2). A few hundred hosts in a converge, not the box's every row.
+   */
+  facts(): PassFacts {
+    const hosts = new Set([
+      ...this.#kept.keys(),
+      ...this.#inFlight.keys(),
+      ...this.#holds.keys(),
+      ...this.#fence.hosts(),
+    ])
+    const fenced: PassFacts['fenced'] = []
+    for (const host of hosts) {
+      const reason = this.fencedReason(host)
+      if (reason !== undefined) fenced.push([host, reason])
+    }
+    return {
+      fenced,
+      held: [...this.#holds].map(([host, hold]) => [host, why(hold.code, hold.reason)]),
+      notes: [...this.#notes],
+    }
   }
 
   /** Every hold, by host. */

@@ -17,7 +17,7 @@ import { followRows, type ClaimsOf } from './claims-follower.js'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
 import { inBatches, inRowOrder, planRow, sortByClaim, type MoveCandidate } from '../../domain/pass-plan.js'
 import { activatorManaged } from '../../domain/paths.js'
-import type { Classification, LayoutPass } from '../../domain/ports.js'
+import type { Classification, LayoutPass, PassFacts } from '../../domain/ports.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
@@ -75,6 +75,10 @@ export class Pass implements LayoutPass {
 
   changes(): number {
     return this.#state.changes
+  }
+
+  facts(): PassFacts {
+    return this.#state.facts()
   }
 
   // ---- start-up ---------------------------------------------------------

@@ -1,0 +1,69 @@
+// The report thread (report-thread.ts, design §6.2): keeps the box as the
+// loop's thread last sent it, builds the status report of each version
+// from it, serializes it by the status route's own schema and draws the
+// console's rows. A poll of 10,000 rows is this thread's work, never the
+// thread that answers the activator. It answers nothing else.
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import os from 'node:os'
+import { parentPort } from 'node:worker_threads'
+import { errorMessage } from '../errors.js'
+import { ReportMirror } from '../domain/report-feed.js'
+import type { LayoutReport } from '../domain/schemas.js'
+import { livePart } from './console-view.js'
+import { StatusBody } from './layout.js'
+import { REPORT_NICE, type ReportAnswer, type ReportAsk } from './report-thread.js'
+
+// This thread alone is niced (setpriority takes a thread's id): when it
+// and the loop's thread want the same core, the loop has it.
+try {
+  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
+  if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, REPORT_NICE)
+} catch {
+  // Not Linux, or no /proc: the thread runs at the process's priority.
+}
+
+type Serialize = (data: unknown) => string
+type SerializerFactory = () => (externalSchemas: unknown, options: unknown) => (route: { schema: unknown }) => Serialize
+
+// Fastify's own serializer compiler, as the app compiles the route's
+// response with it (no shared schemas, no options): the bytes are the ones
+// the route would have made in one piece.
+const compilers = createRequire(import.meta.resolve('fastify'))('@fastify/fast-json-stringify-compiler') as {
+  SerializerSelector: SerializerFactory
+}
+const serializeStatus = compilers.SerializerSelector()({}, undefined)({ schema: StatusBody })
+
+const mirror = new ReportMirror()
+/** The JSON of the last report serialized, by its tag: a console's page and its poll share one. */
+let json: { tag: string; bytes: Uint8Array } | undefined
+
+function statusBytes(tag: string, report: LayoutReport): Uint8Array {
+  if (json?.tag !== tag) json = { tag, bytes: Buffer.from(serializeStatus(report)) }
+  return json.bytes
+}
+
+function answer(ask: Extract<ReportAsk, { kind: 'build' }>): ReportAnswer {
+  const report = mirror.build(ask.head)
+  if (ask.want.kind === 'status') {
+    // A copy is handed over: the one kept serves the next reader of this tag.
+    const bytes = new Uint8Array(statusBytes(ask.head.tag, report))
+    return { id: ask.id, ok: true, bytes }
+  }
+  const { readiness, query, now, intent } = ask.want
+  return { id: ask.id, ok: true, html: livePart({ report, readiness, query, now, intent }).text }
+}
+
+parentPort?.on('message', (ask: ReportAsk) => {
+  if (ask.kind === 'part') {
+    mirror.take(ask.part)
+    return
+  }
+  let reply: ReportAnswer
+  try {
+    reply = answer(ask)
+  } catch (err) {
+    reply = { id: ask.id, ok: false, message: errorMessage(err) }
+  }
+  parentPort?.postMessage(reply, 'bytes' in reply ? [reply.bytes.buffer] : [])
+})

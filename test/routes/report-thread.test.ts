@@ -1,0 +1,91 @@
+// The status report and the console's rows made on the report thread
+// (design §6.2) by a real agent: the loop's thread builds no report for
+// them, and what the thread sends is the very report the agent itself
+// judges, in the bytes the status route's schema makes, through a
+// converge that fences, moves and commits.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import Fastify from 'fastify'
+import type { AgentApi } from '../../src/agent-api.js'
+import { buildApp } from '../../src/app.js'
+import { createLogger } from '../../src/logger.js'
+import type { LayoutReport } from '../../src/domain/schemas.js'
+import { StatusBody } from '../../src/routes/layout.js'
+import { addFlat, agentBox, recordIntent } from '../helpers/agent.js'
+import { until } from '../helpers/until.js'
+
+/** The bytes the status route's schema makes of report in one piece. */
+async function schemaBytes(report: LayoutReport): Promise<string> {
+  const app = Fastify()
+  app.get('/', { schema: { response: { 200: StatusBody } } }, () => report)
+  const res = await app.inject({ method: 'GET', url: '/' })
+  await app.close()
+  return res.body
+}
+
+void test('the status report and the console rows come from the report thread, as the agent judges them, through a converge', async (t) => {
+  const box = await agentBox(t)
+  const hosts = Array.from({ length: 600 }, (_, i) => `t${String(i).padStart(3, '0')}.example.com`)
+  for (const host of hosts) await addFlat(box, host)
+  await recordIntent(box, 'flat')
+  await box.agent.start()
+  const settled = (): boolean => {
+    const leg = box.agent.legState()
+    return box.agent.readiness().ready && !leg.running && !leg.pending && leg.lastRun?.finishedAt != null
+  }
+  await until('the agent ready and its first run over', settled, 30_000)
+
+  // The app again, over the agent with its report builds counted: a route that
+  // served from the report thread asked the loop for no report.
+  let loopBuilds = 0
+  const counted = new Proxy(box.agent, {
+    get(target, key, receiver) {
+      if (key === 'reportSoon' || key === 'report') loopBuilds++
+      const value: unknown = Reflect.get(target, key, receiver)
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+    },
+  }) as AgentApi
+  const app = await buildApp({ api: counted, metrics: box.metrics, logger: createLogger('silent'), token: '' })
+  t.after(() => app.close())
+
+  const idle = await app.inject({ method: 'GET', url: '/layout/status' })
+  assert.equal(idle.statusCode, 200)
+  assert.equal(loopBuilds, 0, 'the loop built no report for the status route')
+  assert.ok(
+    idle.body === (await schemaBytes(box.agent.report())),
+    'the bytes the schema makes of the agent’s own report',
+  )
+
+  // Through a converge: each answer is a report of its own version, the
+  // rows fenced, moved or not yet reached as the agent had them then.
+  await recordIntent(box, 'nested')
+  box.agent.kick()
+  const seen = new Set<string>()
+  let polls = 0
+  while (box.agent.legState().running || polls === 0) {
+    const res = await app.inject({ method: 'GET', url: '/layout/status' })
+    assert.equal(res.statusCode, 200)
+    const report = res.json<LayoutReport>()
+    assert.equal(Object.keys(report.rows).length, hosts.length)
+    for (const r of Object.values(report.rows)) seen.add(r.layout)
+    polls++
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  await until('the converge to end', settled, 60_000)
+  const done = await app.inject({ method: 'GET', url: '/layout/status' })
+  const report = done.json<LayoutReport>()
+  assert.ok(
+    Object.values(report.rows).every((r) => r.layout === 'nested'),
+    'every row nested once the run ended',
+  )
+  assert.ok(done.body === (await schemaBytes(box.agent.report())), 'the bytes of the agent’s own report')
+  assert.ok(seen.has('flat') || seen.has('fenced'), `polls during the run saw it under way: ${[...seen].join(', ')}`)
+
+  // The console page: its rows drawn on the thread, with the tag the status route answers.
+  const page = await app.inject({ method: 'GET', url: '/?q=t000' })
+  assert.equal(page.statusCode, 200)
+  assert.match(page.body, /t000\.example\.com/)
+  const tag = String(done.headers.etag).replaceAll('"', '')
+  assert.ok(page.body.includes(tag), `the page carries the report’s tag ${tag}`)
+  assert.equal(loopBuilds, 0, 'nor for the console')
+})
