@@ -67,7 +67,7 @@ function journalShaped(name: string): boolean {
  * root, or the file's absolute path. A `..`, a path anywhere else, or a
  * name no journal takes is refused.
  */
-export function journalNameIn(layout: string, arg: string): string[] {
+function journalNameIn(layout: string, arg: string): string[] {
   if (arg === '') throw errors.usage('journal release needs a FILE or a HOST')
   let name = arg
   if (arg.includes('/')) {

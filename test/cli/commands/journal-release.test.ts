@@ -354,6 +354,19 @@ void test('hostile names: nothing outside D/layout is read or removed through FI
   assert.equal((await journal(b.environ, 'release')).code, 2, 'FILE is required')
 })
 
+void test('a D/layout that is a symlink is refused before anything under it is read', async (t) => {
+  const b = await box(t)
+  await b.own(A)
+  const elsewhere = path.join(await tmpDir(t), 'layout')
+  await fs.rename(b.layout, elsewhere)
+  await fs.symlink(elsewhere, b.layout)
+  const r = await journal(b.environ, 'release', A)
+  assert.equal(r.code, 1)
+  assert.match(r.err, /layout is a symlink, not a directory/)
+  await assert.rejects(releaseDirect(b.environ, A), { code: 'data_root_not_directory' })
+  assert.deepEqual(await fs.readdir(elsewhere), [`${A}.journal`], 'the journal behind the link stays')
+})
+
 void test('beside an agent: a host it is moving is refused; a kept one is released and the agent asked for a run', async (t) => {
   const b = await box(t)
   b.row(A, 'flat')
