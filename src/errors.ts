@@ -308,6 +308,46 @@ export const errors = {
       `the agent at ${url} (${via}) does not say which data root it serves (${why}): nothing was asked of it; ` +
         `is it layoutd, of this version? give --url to ask it anyway`,
     ),
+  /**
+   * `journal release` given something that is not a journal of `D/layout` by its name (design §8): a path
+   * elsewhere, a `..`, a symlink, a name no journal takes. Nothing was read through it.
+   */
+  journalOutsideLayout: (arg: string, why: string) =>
+    new AppError(
+      'journal_outside_layout',
+      400,
+      `refused: ${JSON.stringify(arg)} ${why}; \`journal release\` takes a journal of D/layout by its name ` +
+        `(\`layoutd journal list\` names each) or HOST for its own journal; nothing was changed`,
+    ),
+  /** `journal release` of a journal that cannot be read back whole as a journal of its hosts (design §8). */
+  journalUnreadable: (file: string, why: string) =>
+    new AppError(
+      'journal_unreadable',
+      409,
+      `refused: ${file} ${why}; nothing was changed. Decide from where the files are ` +
+        `(\`layoutd journal show ${file.replace(/^layout\//, '')}\`), then remove it by hand ` +
+        `(docs/runbook.md#a-kept-journal)`,
+    ),
+  /**
+   * `journal release` of a journal naming a move that is not settled (design §8): every such host, with what
+   * was found and what to do first. A batch's file is released whole or not at all.
+   */
+  journalUnsettled: (
+    file: string,
+    unsettled: ReadonlyArray<{ host: string; found: string; todo: string }>,
+    total: number,
+  ) => {
+    const shown = unsettled.slice(0, IMPORT_LINES_SHOWN).map((u) => `\n  ${u.host}: ${u.found}; ${u.todo}`)
+    const rest = unsettled.slice(IMPORT_LINES_SHOWN).map((u) => u.host)
+    const n = unsettled.length
+    return new AppError(
+      'journal_unsettled',
+      409,
+      `refused: ${file} names ${n === total ? (n === 1 ? 'a move' : `${n} moves`) : `${n} of ${total} moves`} ` +
+        `not settled, so nothing was changed:${shown.join('')}` +
+        (rest.length === 0 ? '' : `\n  … and ${rest.length} more: ${rest.join(', ')}`),
+    )
+  },
   /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(

@@ -42,6 +42,9 @@ void test('every factory makes a coded AppError with an HTTP status', () => {
     errors.agentUnreachable('x'),
     errors.agentAnswered('GET /x', 503, 'not_ready', 'x'),
     errors.mintRefused('a', new Error('x')),
+    errors.journalOutsideLayout('../x', 'has a `..` in it'),
+    errors.journalUnreadable('layout/a.journal', 'is not JSON'),
+    errors.journalUnsettled('layout/_batch-7.journal', [{ host: 'a', found: 'x', todo: 'y' }], 2),
     errors.config('X=1: no'),
   ]
   for (const err of made) {

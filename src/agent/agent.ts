@@ -18,7 +18,7 @@ import { startupRecoveryIntent } from '../domain/startup.js'
 import { packageVersion } from '../package-version.js'
 import { BoxPublisher } from './box-publisher.js'
 import { IntentPoller, POLL_FAILED } from './intent-poller.js'
-import { backfillKeysAtStart } from './instance-key-backfill.js'
+import { InstanceKeys } from './instance-key-backfill.js'
 import { trimHeapAfterRun } from './heap-trim.js'
 import { buildLeg, intentInputs } from './leg-runner.js'
 import type { AgentParts } from './parts.js'
@@ -51,6 +51,8 @@ export class Agent implements AgentApi {
   /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
   #reads: { stop(): void } | null = null
   #pass: LayoutPass | null = null
+  /** The instance keys: minted after start, and at the head of each run for the rows added since (design §4.5). */
+  #instanceKeys: InstanceKeys | null = null
   /** The instance-key backfill after start; the leg moves nothing before it ends. */
   #keys: Promise<void> = Promise.resolve()
   readonly #life = new AbortController()
@@ -75,7 +77,7 @@ export class Agent implements AgentApi {
       ...parts,
       state: this.#state,
       pass: () => this.#pass,
-      keys: () => this.#keys,
+      keys: () => this.#keysBeforeRun(),
       onRunEnd: (run) => {
         this.#view.noteFinishedRun(run)
         this.#summary.update()
@@ -196,13 +198,14 @@ export class Agent implements AgentApi {
     this.#phase = 'ready'
     this.#waiters.changed()
     // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
-    this.#keys = backfillKeysAtStart({
+    const keys = (this.#instanceKeys = new InstanceKeys({
       ...this.#parts,
       pass,
       slots: this.#desk.slots,
       signal: this.#life.signal,
-    }).catch((err: unknown) => {
-      logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (each host's next start mints its key)`)
+    }))
+    this.#keys = keys.atStart().catch((err: unknown) => {
+      logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (the next run tries again)`)
     })
     const poller = (this.#reads = new IntentPoller({
       ...this.#parts,
@@ -229,6 +232,19 @@ export class Agent implements AgentApi {
     await this.#leg.wait()
     this.#parts.closePass?.()
     await this.#keys
+  }
+
+  /**
+   * What a run of the leg waits for before it moves anything (design §4.5):
+   * the start's keys, then the keys of the rows added since the last look
+   * (`routes add` and `routes import` beside the running agent), each in its
+   * host's preparation slot; no key lands in a directory the run renames.
+   */
+  async #keysBeforeRun(): Promise<void> {
+    await this.#keys
+    await this.#instanceKeys?.sinceLastLook().catch((err: unknown) => {
+      this.#parts.logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (the next run tries again)`)
+    })
   }
 
   /** The isolation gate's answer changed: a serial move (design §5), once the agent is ready. */

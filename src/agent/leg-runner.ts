@@ -1,5 +1,6 @@
-// The agent's leg: one run (wait for the instance keys, refresh the gate,
-// read the intent and converge to it) and the metrics each run updates
+// The agent's leg: one run (wait for the instance keys, those of rows added
+// since the last run among them, refresh the gate, read the intent and
+// converge to it) and the metrics each run updates
 // (leg_running, leg_runs_total, leg_run_seconds, rows, deferred_hosts,
 // held_hosts, intent_reads_total).
 import type { Config } from '../config.js'
@@ -30,7 +31,10 @@ export interface LegRunnerDeps {
   gate: Isolation | null
   /** The armed pass; null until start-up publishes it (a run then does nothing). */
   pass: () => LayoutPass | null
-  /** The instance-key backfill after start: no run moves anything before it ends. */
+  /**
+   * The instance keys a run waits for before it moves anything: the start's
+   * backfill, then the keys of the rows added since the last look (design §4.5).
+   */
   keys: () => Promise<void>
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void

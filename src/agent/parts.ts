@@ -26,7 +26,7 @@ export interface AgentParts {
   logger: Logger
   metrics: Metrics
   clock: Clock
-  registry: Pick<Registry, 'get' | 'snapshot' | 'ping' | 'file' | 'health' | 'coded' | 'fault'>
+  registry: Pick<Registry, 'get' | 'snapshot' | 'addedAfter' | 'ping' | 'file' | 'health' | 'coded' | 'fault'>
   store: DeployStore
   claims: WakeClaims
   fence: FenceTable

@@ -34,7 +34,9 @@ export const ADVICE: Record<ReasonCode, string> = {
     "find the tenant's files first (`ls -la D/apps/HOST D/nested/HOST/data`); then a kept journal " +
     '(docs/runbook.md#a-kept-journal)',
   dest_symlink: 'a kept journal (docs/runbook.md#a-kept-journal)',
-  row_gone: 'add the row back, or remove the journal (docs/runbook.md#a-kept-journal)',
+  row_gone:
+    'add the row back, or move the files out of the data root; then release the journal ' +
+    '(docs/runbook.md#a-kept-journal)',
   row_elsewhere: 'a kept journal (docs/runbook.md#a-kept-journal)',
   row_ahead: 'a kept journal (docs/runbook.md#a-kept-journal)',
   journal_invalid:

@@ -24,6 +24,7 @@ export const USAGE = `usage:
   layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
   layoutd fleet rollout pause|resume|abort [-m MSG]
   layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
+  layoutd journal release FILE|HOST [--dry-run]   remove a kept journal once its moves are settled
   layoutd --version | <command> --help
 `
 

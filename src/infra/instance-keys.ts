@@ -6,8 +6,9 @@
 //
 // Each key is minted in its host's preparation slot, the slot a wake claim
 // for that host waits on, so an instance never starts while its key is half
-// made; and the agent runs no move until the backfill is over, so no key is
-// written into a directory that is being renamed away.
+// made; and the agent runs no move while a backfill is under way (the start's,
+// or the one at the head of each run of the leg), so no key is written into
+// a directory that is being renamed away.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import { constants, type Stats } from 'node:fs'
@@ -173,6 +174,13 @@ export interface BackfillDeps {
   target: (host: string) => { dir: string } | { skip: string }
   logger: Logger
   signal: AbortSignal
+  /**
+   * Whether a host that gets no key (skipped, or failed) for this reason
+   * was told of already: a host tried again every run says its reason once.
+   */
+  toldAlready?: (host: string, reason: string) => boolean
+  /** How each host ended: its key there (minted, present), or why not (skipped, failed). */
+  settled?: (host: string, kind: keyof BackfillCounts, reason: string) => void
 }
 
 export interface BackfillCounts {
@@ -182,33 +190,42 @@ export interface BackfillCounts {
   failed: number
 }
 
-/** Mints the key of every host that has none; a host that fails is logged, and its next start mints its key. */
+/** Mints the key of every host that has none; a host that fails is logged, and the next run tries it again. */
 export async function backfillInstanceKeys(deps: BackfillDeps): Promise<BackfillCounts> {
   const counts: BackfillCounts = { minted: 0, present: 0, skipped: 0, failed: 0 }
+  const tell = (host: string, reason: string): boolean => deps.toldAlready?.(host, reason) !== true
   await mapLimit(deps.hosts, MINT_CONCURRENCY, async (host) => {
     if (deps.signal.aborted) return
     await deps.slots.run(host, async () => {
       // Everything that can throw stays inside the try: one host's failure
       // must not settle the backfill while other hosts' keys are still being
       // written, or the leg would start moving directories under them.
+      let kind: keyof BackfillCounts
+      let reason = ''
       try {
         const t = deps.target(host)
         if ('skip' in t) {
-          counts.skipped++
-          deps.logger.info({ host, reason: t.skip }, `agent: instance keys: ${host}: not minted: ${t.skip}`)
-          return
+          kind = 'skipped'
+          reason = t.skip
+          if (tell(host, reason))
+            deps.logger.info({ host, reason }, `agent: instance keys: ${host}: not minted: ${reason}`)
+        } else {
+          const r = await mintInstanceKey(t.dir, deps.root)
+          kind = r.kind
+          if (r.kind === 'skipped') {
+            reason = r.reason
+            if (tell(host, reason))
+              deps.logger.warn({ host, reason }, `agent: instance keys: ${host}: not minted: ${reason}`)
+          }
         }
-        const r = await mintInstanceKey(t.dir, deps.root)
-        counts[r.kind]++
-        if (r.kind === 'skipped')
-          deps.logger.warn({ host, reason: r.reason }, `agent: instance keys: ${host}: not minted: ${r.reason}`)
       } catch (err) {
-        counts.failed++
-        deps.logger.error(
-          { host, err },
-          `agent: instance keys: ${host}: ${errorMessage(err)} (its next start mints its key)`,
-        )
+        kind = 'failed'
+        reason = errorMessage(err)
+        if (tell(host, reason))
+          deps.logger.error({ host, err }, `agent: instance keys: ${host}: ${reason} (the next run tries again)`)
       }
+      counts[kind]++
+      deps.settled?.(host, kind, reason)
     })
   })
   return counts

@@ -135,6 +135,9 @@ function prepare(db: Database.Database) {
   return {
     list: db.prepare<[], RouteRow>(`SELECT ${cols} FROM routes ORDER BY host`),
     get: db.prepare<[string], RouteRow>(`SELECT ${cols} FROM routes WHERE host = ?`),
+    addedAfter: db.prepare<[string], { host: string; createdAt: string }>(
+      'SELECT host, created_at AS createdAt FROM routes WHERE created_at > ?',
+    ),
     insert: db.prepare<[string, string, string, string, string, number, string, string]>(
       'INSERT INTO routes (host, kind, socket, dir, db, hibernate, created_at, updated_at) ' +
         'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
@@ -304,6 +307,20 @@ export class Registry implements RouteStore {
   get(host: string): Route | undefined {
     const r = this.#stmt.get.get(host)
     return r === undefined ? undefined : toRoute(r)
+  }
+
+  /**
+   * The rows added after a time (their created_at, as the writer's clock
+   * stamped it, later than after): what the agent's instance keys look at
+   * between runs instead of the whole registry (design §4.5). One scan in
+   * SQLite, a few rows out.
+   */
+  addedAfter(after: string): Array<{ host: string; createdAt: string }> {
+    try {
+      return this.#stmt.addedAfter.all(after)
+    } catch (err) {
+      throw this.coded(err)
+    }
   }
 
   add(route: Route, opts: AddOptions = {}): void {

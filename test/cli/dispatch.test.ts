@@ -61,6 +61,7 @@ const HELPS = [
   ['journal'],
   ['journal', 'list'],
   ['journal', 'show'],
+  ['journal', 'release'],
 ]
 
 void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import type { Logger } from '../../src/domain/ports.js'
 import { backfillInstanceKeys, HostSlots, INSTANCE_ENV, mintInstanceKey } from '../../src/infra/instance-keys.js'
-import { backfillKeysAtStart } from '../../src/agent/instance-key-backfill.js'
+import { InstanceKeys } from '../../src/agent/instance-key-backfill.js'
 import { classify } from '../../src/domain/classify.js'
 import { flatPaths, nestedPaths, nestedRoot } from '../../src/domain/paths.js'
 import { Registry } from '../../src/infra/registry.js'
@@ -237,14 +237,14 @@ void test('keys go only into directories the pass manages: a foreign row outside
   })
   registry.add({ host: 'l.example.com', kind: 'instance', hibernate: true, ...nestedPaths(dirs, 'l.example.com') })
   const lines: string[] = []
-  await backfillKeysAtStart({
+  await new InstanceKeys({
     config: dirs,
     registry,
     pass: { classify: (route, routes) => classify(route, routes, { dirs, fenced: () => undefined }) },
     slots: new HostSlots(),
     logger: collectingLogger(lines),
     signal: new AbortController().signal,
-  })
+  }).atStart()
   assert.match(
     await fs.readFile(path.join(flat.dir, INSTANCE_ENV), 'utf8'),
     KEY_FILE,

@@ -1,9 +1,10 @@
-// `layoutd journal list|show` (design §8): the journals in <data>/layout,
-// read only. list names every journal file (a host's own, and a batch's
+// `layoutd journal list|show|release` (design §8): the journals in
+// <data>/layout. list names every journal file (a host's own, and a batch's
 // `_batch-N.journal`), the hosts it names and why it is kept (the running
 // agent's reason for those hosts, when it answers); show gives one
 // journal's moves, each with where its files are now (from, dest, both,
-// neither). Nothing here changes a file.
+// neither). Both only read; release (journal-release.ts) removes a kept
+// journal whose every move is settled.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Dirs } from '../../domain/paths.js'
@@ -23,13 +24,20 @@ import {
   type Signature,
 } from '../command.js'
 import { formatTable } from '../table.js'
+import { release, releaseOptions } from './journal-release.js'
 
 export const usage = `usage:
   layoutd journal list [--json]                   every journal in D/layout: what it names, why it is kept
   layoutd journal show FILE|HOST [--json]         one journal's moves, and where each host's files are now
+  layoutd journal release FILE|HOST [--dry-run]   remove a kept journal whose every move is settled, then ask
+                                                  the agent for a run: its hosts are released
 
-  FILE is a journal's name in D/layout (a host's own, or _batch-N.journal); HOST names its own journal.
-  Both only read: a kept journal is finished by hand (docs/runbook.md#a-kept-journal).
+  FILE is a journal's name in D/layout (a host's own, or _batch-N.journal, also as layout/NAME or its
+  absolute path); HOST names its own journal. list and show only read. release removes the journal only
+  when each move it names has its files whole at exactly the end its row names and nothing at the other
+  (or no row and no files at all), and no run of the agent is carrying it out; otherwise it refuses,
+  naming each such host, what was found and what to do first (docs/runbook.md#a-kept-journal).
+  --dry-run says what release would do, and changes nothing.
 `
 
 export const signature: Signature = { failures: 'layoutd journal', usageErrors: 'layoutd journal' }
@@ -183,7 +191,18 @@ const showCommand: Command<typeof showOptions> = {
   signature,
   run: show,
 }
-const SUBCOMMANDS: Record<string, Command<OptionsConfig>> = { list: listCommand, show: showCommand }
+const releaseCommand: Command<typeof releaseOptions> = {
+  usage,
+  options: releaseOptions,
+  positionals: ['FILE'],
+  signature,
+  run: release,
+}
+const SUBCOMMANDS: Record<string, Command<OptionsConfig>> = {
+  list: listCommand,
+  show: showCommand,
+  release: releaseCommand,
+}
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   return runGroup({ usage, signature, subcommand: subcommandIn(SUBCOMMANDS) }, argv, cli, withConfig(cli))

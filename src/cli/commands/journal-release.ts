@@ -1,0 +1,305 @@
+// `layoutd journal release FILE|HOST [--dry-run]` (design §8): a kept
+// journal removed by the command rather than by hand, and only when every
+// move it names is settled (src/domain/journal-release.ts): the files whole
+// at exactly the end the row names, nothing at the other. It says what it
+// will do before it does it; --dry-run says only that. A batch's file goes
+// whole or not at all. The removal is durable (unlink, then fsync
+// D/layout), and the running agent is then asked for a run, whose recovery
+// finds the file gone and lifts the fences it kept (outcome `released`).
+// Beside a running agent it asks the agent's report first, and refuses a
+// host whose move the agent is carrying out: that journal is what makes the
+// move exact after a crash.
+import type { Stats } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { validHost } from '../../domain/hostname.js'
+import { releaseVerdict, type EndFound, type ReleaseFacts } from '../../domain/journal-release.js'
+import { rowAt } from '../../domain/pass-plan.js'
+import { printable, printableLines } from '../../domain/printable.js'
+import type { LayoutReport, Route } from '../../domain/schemas.js'
+import { AgentUnreachable, AppError, errorMessage, errors } from '../../errors.js'
+import { fsyncDir, isNotFound, kindOf, lstatOrUndefined } from '../../infra/fsutil.js'
+import { journalNames, verifyDataRoots } from '../../infra/layout-dir.js'
+import { readBatchSync, readJournalSync, type BatchRead } from '../../infra/pass/batch-journal.js'
+import {
+  hostJournalName,
+  isBatchJournalName,
+  JOURNAL_SUFFIX,
+  layoutDir,
+  listLayout,
+  type Journal,
+} from '../../infra/pass/journal.js'
+import { AgentClient, findAgent } from '../agent-client.js'
+import type { ParsedArgs } from '../args.js'
+import type { CommandContext } from '../command.js'
+
+export const releaseOptions = { 'dry-run': { type: 'boolean' } } as const
+
+/** What `journal release` found of one file: its moves, and the file as it was when read. */
+interface ReadJournal {
+  name: string
+  batch: boolean
+  moves: Journal[]
+  stat: Stats
+}
+
+/** The running agent, when one holds the data root: its report's rows, and how to ask it for a run. */
+interface AgentView {
+  rows: LayoutReport['rows']
+  client: AgentClient
+}
+
+/** Hosts as a line names them: all of a few, the count and the first of many. */
+function named(hosts: readonly string[]): string {
+  return hosts.length <= 3 ? hosts.join(', ') : `${hosts.length} hosts (${hosts[0] ?? ''}, …)`
+}
+
+/** Whether name is a journal's file name: a host's own, or a batch's. */
+function journalShaped(name: string): boolean {
+  if (isBatchJournalName(name)) return true
+  return name.endsWith(JOURNAL_SUFFIX) && validHost(name.slice(0, -JOURNAL_SUFFIX.length))
+}
+
+/**
+ * The journal's name in D/layout that arg names, checked before anything
+ * is read: a bare name (`a.example.com.journal`, `_batch-7.journal`), a
+ * HOST (its own journal), `layout/NAME` as a reason names it from the data
+ * root, or the file's absolute path. A `..`, a path anywhere else, or a
+ * name no journal takes is refused.
+ */
+function journalNameIn(layout: string, arg: string): string[] {
+  if (arg === '') throw errors.usage('journal release needs a FILE or a HOST')
+  let name = arg
+  if (arg.includes('/')) {
+    if (arg.split('/').includes('..')) throw errors.journalOutsideLayout(arg, 'has a `..` in it')
+    const at = path.isAbsolute(arg) ? path.normalize(arg) : path.join(path.dirname(layout), arg)
+    if (path.dirname(at) !== layout || (!path.isAbsolute(arg) && !arg.startsWith('layout/')))
+      throw errors.journalOutsideLayout(arg, `is not a file of ${layout}`)
+    name = path.basename(at)
+  }
+  const names = [...(journalShaped(name) ? [name] : []), ...(validHost(name) ? [hostJournalName(name)] : [])]
+  if (names.length === 0) throw errors.journalOutsideLayout(arg, 'is neither a journal’s name nor a host')
+  return names
+}
+
+/**
+ * The first of names there is in layout (a symlink counts, to be refused
+ * by name); else not_found, naming the batch's file when a HOST has no
+ * journal of its own but a batch names it.
+ */
+async function existing(layout: string, arg: string, names: readonly string[]): Promise<{ name: string; st: Stats }> {
+  for (const name of names) {
+    const st = await lstatOrUndefined(path.join(layout, name))
+    if (st !== undefined) return { name, st }
+  }
+  const batch = validHost(arg) ? (await journalNames(path.dirname(layout))).files.get(arg) : undefined
+  throw errors.notFound(
+    batch === undefined
+      ? `no journal ${JSON.stringify(arg)} in ${layout}; \`layoutd journal list\` names each`
+      : `${arg} has no journal of its own; layout/${path.basename(batch)} names it: release that file, ` +
+          `which releases every host it names`,
+  )
+}
+
+/** Reads the journal and checks it move by move, as recovery does; one that cannot be acted on is refused. */
+async function readJournal(ctx: CommandContext, arg: string): Promise<ReadJournal> {
+  const layout = layoutDir(ctx.config)
+  const { name, st } = await existing(layout, arg, journalNameIn(layout, arg))
+  const shown = `layout/${name}`
+  if (st.isSymbolicLink()) throw errors.journalOutsideLayout(arg, `is a symlink (${shown}), not a journal file`)
+  if (!st.isFile()) throw errors.journalUnreadable(shown, `is ${kindOf(st)}, not a journal file`)
+  const batch = isBatchJournalName(name)
+  let read: BatchRead
+  try {
+    read = batch ? readBatchSync(ctx.config, name) : readJournalSync(ctx.config, name.slice(0, -JOURNAL_SUFFIX.length))
+  } catch (err) {
+    throw errors.journalUnreadable(shown, `cannot be read: ${errorMessage(err)}`)
+  }
+  if (!read.ok) throw errors.journalUnreadable(shown, read.reason)
+  return { name, batch, moves: read.journals, stat: st }
+}
+
+/**
+ * The agent holding this data root, asked for its report; null when none
+ * holds it (then nothing carries a move out, and no fence is in memory).
+ * One that holds it but cannot be asked is a refusal: only it can say
+ * whether a move of the journal is under way.
+ */
+async function agentView(ctx: CommandContext): Promise<AgentView | null> {
+  const { AgentLock } = await import('../../infra/agent-lock.js')
+  if (!AgentLock.held(ctx.config.dataDir)) return null
+  const client = new AgentClient(findAgent(ctx.config, undefined), ctx.config.token)
+  try {
+    return { rows: (await client.status()).rows, client }
+  } catch (err) {
+    if (!(err instanceof AgentUnreachable)) throw err
+    throw errors.agentUnreachable(
+      `an agent holds ${ctx.config.dataDir} but could not be asked whether a move of this journal is under way ` +
+        `(${errorMessage(err)}); nothing was changed: wait until it answers (\`layoutd status --wait-ready\`)`,
+      { cause: err },
+    )
+  }
+}
+
+/** What is at dir, looked at without following a symlink. */
+async function endAt(dir: string): Promise<EndFound> {
+  try {
+    const st = await fs.lstat(dir)
+    if (st.isDirectory()) return { kind: 'directory' }
+    if (st.isSymbolicLink()) return { kind: 'symlink' }
+    return { kind: 'other', what: kindOf(st) }
+  } catch (err) {
+    if (isNotFound(err)) return { kind: 'absent' }
+    return { kind: 'other', what: `not to be looked at (${errorMessage(err)})` }
+  }
+}
+
+/** The registry's rows of hosts, read without creating a registry where there is none. */
+async function rowsOf(ctx: CommandContext, hosts: readonly string[]): Promise<Map<string, Route>> {
+  const { Registry, REGISTRY_FILE } = await import('../../infra/registry.js')
+  if ((await lstatOrUndefined(path.join(ctx.config.dataDir, REGISTRY_FILE))) === undefined) return new Map()
+  const registry = Registry.open(ctx.config.dataDir, { create: false })
+  try {
+    const rows = new Map<string, Route>()
+    for (const host of hosts) {
+      const row = registry.get(host)
+      if (row !== undefined) rows.set(host, row)
+    }
+    return rows
+  } finally {
+    registry.close()
+  }
+}
+
+/** What the command found of one move: where its files are and where its row stands (the agent asked last). */
+type MoveFacts = Omit<ReleaseFacts, 'agentCode'> & { move: Journal }
+
+async function factsOf(ctx: CommandContext, j: ReadJournal): Promise<MoveFacts[]> {
+  const rows = await rowsOf(
+    ctx,
+    j.moves.map((m) => m.host),
+  )
+  return Promise.all(
+    j.moves.map(async (move) => {
+      const row = rows.get(move.host)
+      return {
+        move,
+        atFrom: await endAt(move.from.dir),
+        atDest: await endAt(move.dest.dir),
+        row: rowAt(row, move),
+        rowDir: row?.dir,
+      }
+    }),
+  )
+}
+
+/** Why a released host may still not wake: another journal names it, or its hold marker holds it. */
+async function stillFenced(ctx: CommandContext, j: ReadJournal): Promise<Map<string, string>> {
+  const listing = await listLayout(ctx.config)
+  const mine = new Set(j.moves.map((m) => m.host))
+  const out = new Map<string, string>()
+  const others = [
+    ...listing.journals.map(hostJournalName).filter((n) => n !== j.name),
+    ...listing.batches.filter((n) => n !== j.name),
+  ]
+  for (const name of others) {
+    let read: BatchRead
+    try {
+      read = isBatchJournalName(name)
+        ? readBatchSync(ctx.config, name)
+        : readJournalSync(ctx.config, name.slice(0, -JOURNAL_SUFFIX.length))
+    } catch {
+      continue // gone since it was listed
+    }
+    for (const host of read.ok ? read.journals.map((m) => m.host) : read.hosts)
+      if (mine.has(host)) out.set(host, `it stays fenced: layout/${name} names it too`)
+  }
+  for (const host of listing.holds)
+    if (mine.has(host) && !out.has(host))
+      out.set(host, 'it stays fenced by its hold marker (docs/runbook.md#clear-a-hold)')
+  return out
+}
+
+/**
+ * Unlinks the journal, then fsyncs D/layout, once it is still the file that
+ * was read (the same inode, size and time): one rewritten since is judged
+ * again by a new run of the command, not released on an old reading.
+ */
+async function removeDurably(ctx: CommandContext, j: ReadJournal): Promise<void> {
+  const layout = layoutDir(ctx.config)
+  const file = path.join(layout, j.name)
+  const now = await lstatOrUndefined(file)
+  const same =
+    now !== undefined &&
+    now.isFile() &&
+    now.dev === j.stat.dev &&
+    now.ino === j.stat.ino &&
+    now.size === j.stat.size &&
+    now.mtimeMs === j.stat.mtimeMs
+  if (!same)
+    throw errors.conflict(
+      `layout/${j.name} ${now === undefined ? 'is gone' : 'changed'} while it was checked; nothing was changed ` +
+        `by this command: run it again`,
+    )
+  await fs.unlink(file)
+  await fsyncDir(layout)
+}
+
+/** Asks the agent for a run, whose recovery finds the file gone and releases the hosts; says what happened. */
+async function askForRun(ctx: CommandContext, agent: AgentView | null, hosts: readonly string[]): Promise<void> {
+  const which = named(hosts)
+  if (agent === null) {
+    ctx.stderr.write(
+      `layoutd journal: no agent runs on ${ctx.config.dataDir}, so none holds a fence for ${which}; ` +
+        `an agent that starts wakes ${hosts.length === 1 ? 'it as its row says' : 'them as their rows say'}\n`,
+    )
+    return
+  }
+  try {
+    await agent.client.kick()
+    ctx.stdout.write(`asked the agent for a run: it releases ${which} now (outcome released)\n`)
+  } catch (err) {
+    const code = err instanceof AppError ? ` (${err.code})` : ''
+    ctx.stderr.write(
+      `layoutd journal: the agent did not take the run${code}: ${printable(errorMessage(err))}; ` +
+        `it releases ${which} at its next run (\`layoutd converge --wait\`)\n`,
+    )
+  }
+}
+
+export async function release(args: ParsedArgs<typeof releaseOptions>, ctx: CommandContext): Promise<number> {
+  // A D/layout that is a symlink would have the command read and remove a file elsewhere (design §2.1).
+  await verifyDataRoots(ctx.config.dataDir)
+  const j = await readJournal(ctx, args.positionals[0] ?? '')
+  const shown = `layout/${j.name}`
+  const facts = await factsOf(ctx, j)
+  const fenced = await stillFenced(ctx, j)
+  // Asked last, just before the removal: a run that takes the journal up after this is the window left.
+  const agent = await agentView(ctx)
+  const verdicts = facts.map((f) => {
+    const reported = agent !== null && Object.hasOwn(agent.rows, f.move.host) ? agent.rows[f.move.host] : undefined
+    return { host: f.move.host, verdict: releaseVerdict(f.move, { ...f, agentCode: reported?.code }) }
+  })
+  const unsettled = verdicts.flatMap(({ host, verdict }) =>
+    verdict.release ? [] : [{ host, found: verdict.found, todo: verdict.todo }],
+  )
+  if (unsettled.length > 0) throw errors.journalUnsettled(shown, unsettled, verdicts.length)
+  const started = j.moves[0]?.startedAt ?? '-'
+  const what = j.batch ? `a batch's journal of ${j.moves.length} moves` : `${j.moves[0]?.host ?? ''}'s journal`
+  const lines = verdicts.map(({ host, verdict }) => {
+    const also = fenced.get(host)
+    return `  ${host}: ${verdict.found}${also === undefined ? '' : `; ${also}`}\n`
+  })
+  const say = (text: string): boolean => ctx.stdout.write(printableLines(text))
+  say(`${shown}: ${what}, started ${started}; every move is settled:\n${lines.join('')}`)
+  const hosts = verdicts.map((v) => v.host)
+  if (args.values['dry-run'] === true) {
+    say(`--dry-run: would remove ${shown} and release ${named(hosts)}; nothing was changed\n`)
+    return 0
+  }
+  say(`removing ${shown} (unlink, then fsync ${layoutDir(ctx.config)})\n`)
+  await removeDurably(ctx, j)
+  say(`removed ${shown}: ${named(hosts)} released\n`)
+  await askForRun(ctx, agent, hosts)
+  return 0
+}

@@ -1,0 +1,108 @@
+// Whether an operator may release a kept journal's move (design §8 `journal
+// release`, §4.1): only a move whose state is unambiguous and agrees with
+// its row, so that removing the journal changes nothing but the fence. The
+// files whole at exactly the end the row names and nothing at the other
+// (or the row gone and no files at either end) release; anything else is
+// refused, naming what was found and what the operator must do first, as
+// docs/runbook.md "A kept journal" says. The command gathers the facts.
+import type { MoveRecord, RowAt } from './pass-plan.js'
+import type { ReasonCode } from './reason-codes.js'
+
+/** What is at one end of a move, looked at without following a symlink. */
+export type EndFound =
+  | { kind: 'absent' }
+  | { kind: 'directory' }
+  | { kind: 'symlink' }
+  /** Anything else: a regular file, a FIFO, a device; or what could not be looked at, with why. */
+  | { kind: 'other'; what: string }
+
+export interface ReleaseFacts {
+  atFrom: EndFound
+  atDest: EndFound
+  /** Where the host's registry row stands against the move. */
+  row: RowAt
+  /** The row's dir when it has one, to name in a refusal. */
+  rowDir: string | undefined
+  /** The running agent's reason code for the host (undefined: no agent runs, or it reports no row for it). */
+  agentCode: ReasonCode | '' | undefined
+}
+
+export type ReleaseVerdict = { release: true; found: string } | { release: false; found: string; todo: string }
+
+/**
+ * The codes of a host whose journal the agent is carrying out, or has not
+ * judged yet: its files may be moving, and the journal is what makes that
+ * exact after a crash.
+ */
+const UNDER_WAY: ReadonlySet<string> = new Set<ReasonCode>([
+  'in_flight',
+  'fenced_for_move',
+  'agent_starting',
+  'recovery_pending',
+])
+
+const refuse = (found: string, todo: string): ReleaseVerdict => ({ release: false, found, todo })
+
+/** A refusal for an end that is neither a directory nor absent, or undefined. */
+function oddEnd(dir: string, end: EndFound): ReleaseVerdict | undefined {
+  if (end.kind === 'symlink')
+    return refuse(
+      `${dir} is a symlink, not the tenant's directory`,
+      `put the tenant's real directory at the end its row names and remove the link`,
+    )
+  if (end.kind === 'other')
+    return refuse(`${dir} is ${end.what}`, `make it the tenant's directory or remove it, as the row says`)
+  return undefined
+}
+
+/** What the operator does when the files sit at one end and the row does not name it. */
+function misplaced(host: string, filesAt: string, other: string, facts: ReleaseFacts): ReleaseVerdict {
+  if (facts.row === 'missing')
+    return refuse(
+      `the row is gone while its files are at ${filesAt}`,
+      `add the row back (\`layoutd routes add ${host} --hibernate --dir ${filesAt} …\`) to keep them, ` +
+        `or move them out of the data root to drop the host`,
+    )
+  if (facts.row === 'other')
+    return refuse(
+      `its files are at ${filesAt}, but its row names ${facts.rowDir ?? 'another directory'}, neither end`,
+      `move the files to the directory the row names, or put the row back at ${filesAt}`,
+    )
+  return refuse(
+    `its files are at ${filesAt}, but its row names ${other}`,
+    `move the files to ${other}, where its row says (the tenant stopped), ` +
+      `or let the agent finish the move (\`layoutd converge --wait\`)`,
+  )
+}
+
+/** Whether host's move, as a journal names it, may be released now; and what was found. */
+export function releaseVerdict(move: MoveRecord, facts: ReleaseFacts): ReleaseVerdict {
+  const from = move.from.dir
+  const dest = move.dest.dir
+  if (facts.agentCode !== undefined && UNDER_WAY.has(facts.agentCode))
+    return refuse(
+      `the agent reports ${facts.agentCode}: its move is under way or not judged yet`,
+      'wait for the run to end (`layoutd converge --wait`), then look again',
+    )
+  const odd = oddEnd(from, facts.atFrom) ?? oddEnd(dest, facts.atDest)
+  if (odd !== undefined) return odd
+  const atFrom = facts.atFrom.kind === 'directory'
+  const atDest = facts.atDest.kind === 'directory'
+  if (atFrom && atDest)
+    return refuse(
+      `files at both ${from} and ${dest}`,
+      `keep the tenant's files at the end its row names (${facts.rowDir ?? 'no row'}) and move the other aside`,
+    )
+  if (!atFrom && !atDest) {
+    if (facts.row === 'missing') return { release: true, found: 'no row, and no files at either end: nothing to move' }
+    return refuse(
+      `files at neither ${from} nor ${dest}`,
+      `find the tenant's files and put them at ${facts.rowDir ?? 'the end its row names'}, where its row says`,
+    )
+  }
+  const filesAt = atFrom ? from : dest
+  const other = atFrom ? dest : from
+  if (facts.row === (atFrom ? 'from' : 'dest'))
+    return { release: true, found: `its files are at ${filesAt}, as its row says; nothing is at ${other}` }
+  return misplaced(move.host, filesAt, other, facts)
+}
