@@ -4,13 +4,15 @@
 // each alert this test can reach in seconds and out again, and the state
 // is read from Prometheus's own API (/api/v1/alerts).
 //
-// The shipped file is rendered with every `for:` scaled down to 1s (the
-// expressions, their ranges and thresholds are the shipped ones), which is
-// what lets an alert of `for: 1h` fire here. Driven: LayoutdDown,
-// LayoutdRowsNeedAnOperator, LayoutdIntentUnreadable and
-// LayoutdGateCheckFailing (and that it stays quiet on a flat box). Not
-// driven here, because their expressions look back hours or need a move
-// that fails or a run that lasts: LayoutdNoCleanRun, LayoutdHostsFailing,
+// The shipped file is rendered with every `for:` scaled down to 1s, and
+// the time in every expression scaled by one factor, an hour to HOUR_S
+// seconds (`[6h]` and `6 * 3600` to 24s, `[30m]` and `offset 30m` to 2s,
+// `[1d]` to 96s): the expressions are otherwise the shipped ones (their
+// metrics, operators and thresholds), and a look-back of hours becomes one
+// of seconds. Driven: LayoutdDown, LayoutdRowsNeedAnOperator,
+// LayoutdIntentUnreadable and LayoutdGateCheckFailing (and that it stays
+// quiet on a flat box). Not driven here, because they need a move that
+// fails or a run that lasts: LayoutdNoCleanRun, LayoutdHostsFailing,
 // LayoutdHostsHeld and LayoutdLegStuck; contrib/layoutd.rules.test.yml
 // holds those, at their full durations, with promtool.
 import assert from 'node:assert/strict'
@@ -70,12 +72,40 @@ class Prometheus {
   }
 }
 
-/** The shipped rules with every `for:` made 1s; nothing else changes. */
+/**
+ * Seconds of the test for an hour of the rules' time. Every duration an
+ * expression looks back over (`[1d]`, `[6h]`, `[30m]`, `offset 30m`) and
+ * every hour it counts in seconds (`6 * 3600`) is scaled by this one
+ * factor: the shortest look-back, 30m, becomes 2s, still two scrapes of
+ * the test's 1s, so increase() has its two samples; NoCleanRun's 6 hours
+ * become 24s.
+ */
+const HOUR_S = 4
+const UNIT_S = { s: 1, m: 60, h: 3600, d: 86_400 } as const
+
+/** A duration of the rules in the test's time, in milliseconds (`30m` is `2000ms`). */
+function scaled(n: string, unit: keyof typeof UNIT_S): string {
+  return `${Math.round((Number(n) * UNIT_S[unit] * HOUR_S * 1000) / 3600)}ms`
+}
+
+/**
+ * The shipped rules with every `for:` made 1s and the time in every
+ * expression scaled by HOUR_S; nothing else changes (the metrics, the
+ * operators, the thresholds that are not time).
+ */
 async function renderRules(to: string): Promise<void> {
   const shipped = await fs.readFile(path.join(ROOT, 'contrib/layoutd.rules.yml'), 'utf8')
-  const scaled = shipped.replace(/^(\s+for:) \S+$/gm, '$1 1s')
-  assert.notEqual(scaled, shipped, 'the shipped rules have for: durations to scale')
-  await fs.writeFile(to, scaled)
+  const rendered = shipped
+    .replace(/^(\s+for:) \S+$/gm, '$1 1s')
+    .replace(/(\[|offset )([0-9]+)([smhd])\b/g, (_, before: string, n: string, unit: keyof typeof UNIT_S) => {
+      return before + scaled(n, unit)
+    })
+    .replace(/\b3600\b/g, String(HOUR_S))
+  assert.notEqual(rendered, shipped, 'the shipped rules have durations to scale')
+  // A look-back left at its shipped length would wait hours here, silently.
+  assert.doesNotMatch(rendered, /(\[|offset )[0-9]+[mhdwy]\b/, 'every look-back of the rules is scaled')
+  assert.doesNotMatch(rendered, /\b(3600|86400)\b/, 'every hour the rules count in seconds is scaled')
+  await fs.writeFile(to, rendered)
 }
 
 async function startPrometheus(t: TestContext, dir: string): Promise<Prometheus> {
