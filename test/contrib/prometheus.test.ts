@@ -9,15 +9,21 @@
 // seconds (`[6h]` and `6 * 3600` to 24s, `[30m]` and `offset 30m` to 2s,
 // `[1d]` to 96s): the expressions are otherwise the shipped ones (their
 // metrics, operators and thresholds), and a look-back of hours becomes one
-// of seconds. Driven: LayoutdDown, LayoutdRowsNeedAnOperator,
-// LayoutdIntentUnreadable and LayoutdGateCheckFailing (and that it stays
-// quiet on a flat box). Not driven here, because they need a move that
-// fails or a run that lasts: LayoutdNoCleanRun, LayoutdHostsFailing,
-// LayoutdHostsHeld and LayoutdLegStuck; contrib/layoutd.rules.test.yml
-// holds those, at their full durations, with promtool.
+// of seconds.
+//
+// The first test drives the box: LayoutdGateCheckFailing (and that it
+// stays quiet on a flat box), LayoutdRowsNeedAnOperator,
+// LayoutdIntentUnreadable and LayoutdDown. The second drives its tenants'
+// moves: LayoutdHostsHeld (a file with a second name) and LayoutdLegStuck
+// (an awake tenant the activator does not stop); each goes once its cause
+// is cleared as the runbook says. Not driven yet: LayoutdNoCleanRun and
+// LayoutdHostsFailing; contrib/layoutd.rules.test.yml holds every rule at
+// its full durations, with promtool.
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -214,4 +220,84 @@ void test('the shipped rules in a real Prometheus: a real agent driven into each
   await agent.waitReady(20_000)
   await prom.target(new URL(agent.url).host)
   await prom.until('LayoutdDown', 'gone')
+})
+
+/**
+ * An activator that takes every stop request and carries none out: the
+ * instance stops when the test releases its claim, as the activator does
+ * once an instance has stopped. `stops` names every host it was asked to stop.
+ */
+async function lingeringActivator(t: TestContext): Promise<{ url: string; stops: string[] }> {
+  const stops: string[] = []
+  const server = http.createServer((req, res) => {
+    const m = /^\/instances\/([^/]+)\/stop$/.exec(req.url ?? '')
+    if (req.method === 'POST' && m?.[1] !== undefined) stops.push(decodeURIComponent(m[1]))
+    req.resume()
+    res.writeHead(m === null ? 404 : 202).end()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    server.closeAllConnections()
+    await closed
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stops }
+}
+
+/** A wake claim (POST) or its release (DELETE), as the activator sends them; answers the status. */
+async function wake(agent: AgentProcess, method: 'POST' | 'DELETE', host: string): Promise<number> {
+  const res = await request(`${agent.url}/wakes/${host}`, { method })
+  await res.body.dump()
+  return res.statusCode
+}
+
+const HELD = 'held.example.com'
+const AWAKE = 'awake.example.com'
+
+void test('tenants held and awake: each alert fires, and goes once its cause is cleared', async (t) => {
+  const sb = await sandbox(t)
+  const prom = await startPrometheus(t, path.join(sb.root, 'prom'))
+  const activator = await lingeringActivator(t)
+  await recordIntent(sb, 'flat')
+  for (const host of [HELD, AWAKE]) await cli(sb, 'routes', 'add', host, '--hibernate')
+  const flatDir = (host: string) => path.join(sb.dataDir, 'apps', host)
+  const agent = await AgentProcess.start(sb, {
+    env: { CARLOS_ACTIVATOR_URL: activator.url },
+  })
+  t.after(() => agent.stop())
+  await agent.waitReady(20_000)
+  await agent.waitNestedAllowed(20_000)
+  await prom.target(new URL(agent.url).host)
+
+  // A file of HELD's has a second name outside its tree: on its way to
+  // nested, preflight holds it (stopped and fenced), LayoutdHostsHeld.
+  // The other name removed and a run asked for (runbook, "Clear a hold"):
+  // it moves, and the alert goes.
+  const secondName = path.join(sb.root, 'second-name')
+  await fs.writeFile(path.join(flatDir(HELD), 'index.html'), 'held\n')
+  await fs.link(path.join(flatDir(HELD), 'index.html'), secondName)
+  await recordIntent(sb, 'nested')
+  await prom.until('LayoutdHostsHeld', 'firing', { instance: INSTANCE })
+  // The leg tries a held host again at its retry, so the report may show it mid-move for a moment.
+  await agent.waitFor(
+    `${HELD} held for its second name`,
+    async () => ((await agent.status()).rows[HELD]?.code === 'second_name' ? true : undefined),
+    5_000,
+  )
+  await fs.rm(secondName)
+  await agent.converge()
+  await prom.until('LayoutdHostsHeld', 'gone')
+  await agent.waitConverged([HELD, AWAKE], 'nested', 20_000)
+
+  // AWAKE is claimed (awake) and a forced revert stops it at once; the
+  // activator takes the stop and the instance keeps running, so the run
+  // waits on its claim: LayoutdLegStuck. The instance stops (its claim is
+  // released): it moves, the run ends, and the alert goes.
+  assert.equal(await wake(agent, 'POST', AWAKE), 200, `the claim for ${AWAKE} is granted`)
+  await recordIntent(sb, 'flat', { force: true })
+  await prom.until('LayoutdLegStuck', 'firing', { instance: INSTANCE })
+  assert.deepEqual(activator.stops, [AWAKE], 'the run waits on the activator stopping the awake tenant')
+  assert.equal(await wake(agent, 'DELETE', AWAKE), 204)
+  await prom.until('LayoutdLegStuck', 'gone')
+  await agent.waitConverged([HELD, AWAKE], 'flat', 20_000)
 })
