@@ -115,7 +115,29 @@ async function renderRules(to: string): Promise<void> {
   await fs.writeFile(to, rendered)
 }
 
-async function startPrometheus(t: TestContext, dir: string): Promise<Prometheus> {
+/** Where a test registers what it stops or removes at its end. */
+interface Ends {
+  after(fn: () => Promise<unknown>): void
+}
+
+/**
+ * A test's ends, run last first. t.after runs its hooks first in, first
+ * out, and the sandbox must go after the processes writing into it
+ * (Prometheus's TSDB, the agent's data dir and deploy store) have stopped:
+ * removed before, it was made again in part and left in the temp dir.
+ * Every end runs; the first failure fails the test.
+ */
+function lastFirst(t: TestContext): Ends {
+  const fns: Array<() => Promise<unknown>> = []
+  t.after(async () => {
+    const failures: unknown[] = []
+    for (const fn of fns.reverse()) await fn().catch((err: unknown) => failures.push(err))
+    if (failures.length > 0) throw failures[0]
+  })
+  return { after: (fn) => void fns.push(fn) }
+}
+
+async function startPrometheus(ends: Ends, dir: string): Promise<Prometheus> {
   await fs.mkdir(dir, { recursive: true })
   const rules = path.join(dir, 'rules.yml')
   await renderRules(rules)
@@ -148,7 +170,7 @@ async function startPrometheus(t: TestContext, dir: string): Promise<Prometheus>
   let stderr = ''
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)))
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  t.after(async () => {
+  ends.after(async () => {
     child.kill('SIGTERM')
     await exited
   })
@@ -164,9 +186,9 @@ async function startPrometheus(t: TestContext, dir: string): Promise<Prometheus>
   }
 }
 
-async function sandbox(t: TestContext): Promise<Sandbox> {
+async function sandbox(ends: Ends): Promise<Sandbox> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-prom-'))
-  t.after(() => fs.rm(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }))
+  ends.after(() => fs.rm(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }))
   return makeSandbox(root)
 }
 
@@ -176,14 +198,15 @@ async function cli(sb: Sandbox, ...args: string[]): Promise<void> {
 }
 
 void test('a shut gate, a foreign row, an unreadable intent and a stopped agent: each alert fires and goes', async (t) => {
-  const sb = await sandbox(t)
-  const prom = await startPrometheus(t, path.join(sb.root, 'prom'))
+  const ends = lastFirst(t)
+  const sb = await sandbox(ends)
+  const prom = await startPrometheus(ends, path.join(sb.root, 'prom'))
   // The probe is read often, so the gate follows the file within a scrape or two.
   const env = { CARLOS_PROBE_EVERY: '200ms', CARLOS_LAYOUT_RETRY: '1s' }
   await fs.writeFile(sb.probeFile, 'ready: false\n')
   await recordIntent(sb, 'flat')
   let agent = await AgentProcess.start(sb, { env })
-  t.after(() => agent.stop())
+  ends.after(() => agent.stop())
   await agent.waitReady(20_000)
   await prom.target(new URL(agent.url).host)
 
@@ -228,7 +251,7 @@ void test('a shut gate, a foreign row, an unreadable intent and a stopped agent:
  * instance stops when the test releases its claim, as the activator does
  * once an instance has stopped. `stops` names every host it was asked to stop.
  */
-async function lingeringActivator(t: TestContext): Promise<{ url: string; stops: string[] }> {
+async function lingeringActivator(ends: Ends): Promise<{ url: string; stops: string[] }> {
   const stops: string[] = []
   const server = http.createServer((req, res) => {
     const m = /^\/instances\/([^/]+)\/stop$/.exec(req.url ?? '')
@@ -237,7 +260,7 @@ async function lingeringActivator(t: TestContext): Promise<{ url: string; stops:
     res.writeHead(m === null ? 404 : 202).end()
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(async () => {
+  ends.after(async () => {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     server.closeAllConnections()
     await closed
@@ -257,9 +280,10 @@ const AWAKE = 'awake.example.com'
 const MISSING = 'missing.example.com'
 
 void test('tenants held, awake and missing: each alert fires, and goes once its cause is cleared', async (t) => {
-  const sb = await sandbox(t)
-  const prom = await startPrometheus(t, path.join(sb.root, 'prom'))
-  const activator = await lingeringActivator(t)
+  const ends = lastFirst(t)
+  const sb = await sandbox(ends)
+  const prom = await startPrometheus(ends, path.join(sb.root, 'prom'))
+  const activator = await lingeringActivator(ends)
   await recordIntent(sb, 'flat')
   for (const host of [HELD, AWAKE, MISSING]) await cli(sb, 'routes', 'add', host, '--hibernate')
   const flatDir = (host: string) => path.join(sb.dataDir, 'apps', host)
@@ -271,7 +295,7 @@ void test('tenants held, awake and missing: each alert fires, and goes once its 
   const agent = await AgentProcess.start(sb, {
     env: { CARLOS_ACTIVATOR_URL: activator.url, CARLOS_LAYOUT_RETRY: '50ms' },
   })
-  t.after(() => agent.stop())
+  ends.after(() => agent.stop())
   await agent.waitReady(20_000)
   await agent.waitNestedAllowed(20_000)
   await prom.target(new URL(agent.url).host)
