@@ -30,7 +30,15 @@ export type ReportAnswer =
 
 type Made = Exclude<ReportAnswer, { ok: false }>
 
+/**
+ * How long a thread with nothing to make is kept: a console polling every
+ * few seconds keeps its copy of the box, and a box nobody watches gives
+ * that memory back (the next ask starts a thread and sends everything).
+ */
+const IDLE_MS = 30_000
+
 export class ReportThread {
+  readonly #idleMs: number
   readonly #writer = new FeedWriter()
   readonly #pending = new Map<number, { resolve: (a: Made) => void; reject: (err: Error) => void }>()
   #worker: Worker | undefined
@@ -38,6 +46,16 @@ export class ReportThread {
   /** The sends in order: an ask's parts go out a turn apiece, after those of the asks before it. */
   #sending: Promise<void> = Promise.resolve()
   #closed = false
+  #idle: NodeJS.Timeout | undefined
+
+  constructor(opts: { idleMs?: number } = {}) {
+    this.#idleMs = opts.idleMs ?? IDLE_MS
+  }
+
+  /** Whether a thread is running now. */
+  get running(): boolean {
+    return this.#worker !== undefined
+  }
 
   /** The status report's JSON, as the status route's schema makes it, for the version of inputs. */
   async status(inputs: ReportInputs): Promise<Buffer> {
@@ -56,6 +74,7 @@ export class ReportThread {
   /** Ends the thread (the app closing); what it had not answered fails. */
   async close(): Promise<void> {
     this.#closed = true
+    clearTimeout(this.#idle)
     const worker = this.#worker
     this.#gone(new Error('the report thread was ended'))
     await worker?.terminate()
@@ -64,6 +83,7 @@ export class ReportThread {
   #ask(inputs: ReportInputs, want: Extract<ReportAsk, { kind: 'build' }>['want']): Promise<Made> {
     if (this.#closed) return Promise.reject(new Error('the report thread was ended'))
     const worker = this.#thread()
+    clearTimeout(this.#idle)
     // In this tick: the inputs are those of the version the caller read.
     const { parts, head } = this.#writer.next(inputs)
     const id = ++this.#ids
@@ -86,6 +106,7 @@ export class ReportThread {
     worker.on('message', (answer: ReportAnswer) => {
       const waiter = this.#pending.get(answer.id)
       this.#pending.delete(answer.id)
+      if (this.#pending.size === 0) this.#idleSoon(worker)
       if (answer.ok) {
         waiter?.resolve(answer)
         return
@@ -98,6 +119,16 @@ export class ReportThread {
     worker.on('exit', (code) => this.#gone(new Error(`the report thread exited (code ${code})`), worker))
     this.#worker = worker
     return worker
+  }
+
+  #idleSoon(worker: Worker): void {
+    clearTimeout(this.#idle)
+    this.#idle = setTimeout(() => {
+      // Taken out at once: an ask from now on starts another thread.
+      this.#gone(new Error('the report thread was idle'), worker)
+      void worker.terminate()
+    }, this.#idleMs)
+    this.#idle.unref()
   }
 
   /** The thread is gone: what it had not answered fails, and the next ask starts another, sent everything. */

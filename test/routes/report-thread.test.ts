@@ -9,7 +9,10 @@ import Fastify from 'fastify'
 import type { AgentApi } from '../../src/agent-api.js'
 import { buildApp } from '../../src/app.js'
 import { createLogger } from '../../src/logger.js'
-import type { LayoutReport } from '../../src/domain/schemas.js'
+import type { LayoutReport, Route } from '../../src/domain/schemas.js'
+import type { ReportInputs } from '../../src/domain/report-feed.js'
+import { why } from '../../src/domain/reason-codes.js'
+import { ReportThread } from '../../src/routes/report-thread.js'
 import { StatusBody } from '../../src/routes/layout.js'
 import { addFlat, agentBox, recordIntent } from '../helpers/agent.js'
 import { until } from '../helpers/until.js'
@@ -88,4 +91,43 @@ void test('the status report and the console rows come from the report thread, a
   const tag = String(done.headers.etag).replaceAll('"', '')
   assert.ok(page.body.includes(tag), `the page carries the report’s tag ${tag}`)
   assert.equal(loopBuilds, 0, 'nor for the console')
+})
+
+void test('a report thread idle for its while ends, and the next ask starts another that is sent everything', async (t) => {
+  const reports = new ReportThread({ idleMs: 50 })
+  t.after(() => reports.close())
+  const routes: Route[] = ['a.example.com', 'b.example.com'].map((host) => ({
+    host,
+    kind: 'instance',
+    socket: `/data/run/${host}.sock`,
+    dir: `/data/apps/${host}`,
+    db: '',
+    hibernate: true,
+  }))
+  let version = 0
+  const inputs = (): ReportInputs => ({
+    tag: `t.${++version}`,
+    box: 'kass-1',
+    dirs: { dataDir: '/data', runDir: '/data/run' },
+    routes,
+    facts: { fenced: [['b.example.com', why('in_flight', 'in flight')]], held: [], notes: [] },
+    intent: { mode: 'nested', default: { applied: false, blocked: '' }, unreadableWhy: '' },
+    leg: () => ({ running: false, pending: false, retryAt: null, run: null }),
+    withheld: new Map(),
+    gate: null,
+  })
+  const rows = async (): Promise<Record<string, { layout: string }>> =>
+    (JSON.parse((await reports.status(inputs())).toString()) as LayoutReport).rows
+  assert.deepEqual(
+    Object.values(await rows()).map((r) => r.layout),
+    ['flat', 'fenced'],
+  )
+  assert.equal(reports.running, true)
+  await until('the idle thread to end', () => !reports.running, 5000)
+  // The same rows, held by nobody now: sent whole to the new thread.
+  assert.deepEqual(
+    Object.values(await rows()).map((r) => r.layout),
+    ['flat', 'fenced'],
+  )
+  assert.equal(reports.running, true)
 })
