@@ -184,12 +184,17 @@ export class Agent implements AgentApi {
     logLayoutResults(restored, logger, 'info')
     // With no journal and no hold marker recovery reads no intent (startupRecoveryIntent answers `none` unread):
     // saying it ran "under intent none" would read as though no intent were recorded.
-    const under =
-      recovered.length + restored.length === 0
-        ? 'nothing to recover (no journal, no hold marker; the first run reads the intent)'
-        : `under intent ${intent}`
+    const nothing = recovered.length + restored.length === 0
+    const under = nothing
+      ? 'nothing to recover (no journal, no hold marker; the first run reads the intent)'
+      : `under intent ${intent}`
     logger.info(
-      { intent, swept, recovered: recovered.length + restored.length },
+      // The field too: an intent not read is not `none`, which a log query on .intent would take it for.
+      {
+        ...(nothing ? { intentRead: false } : { intent, intentRead: true }),
+        swept,
+        recovered: recovered.length + restored.length,
+      },
       `layout: start-up recovery done: ${under}` +
         `${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
     )

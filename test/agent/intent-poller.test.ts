@@ -81,11 +81,14 @@ void test('start-up with an intent recorded and no journal logs that there was n
   await recordIntent(b, 'nested', { id: '20261130T090000.000Z-aaaaaa', box: 'kass-1' })
   await b.agent.start()
   await until('ready', () => b.agent.readiness().ready)
-  const line = logger.msgs().find((m) => m.startsWith('layout: start-up recovery done'))
+  const line = logger.lines.find((l) => l.msg.startsWith('layout: start-up recovery done'))
   assert.equal(
-    line,
+    line?.msg,
     'layout: start-up recovery done: nothing to recover (no journal, no hold marker; the first run reads the intent)',
   )
+  // Its fields say so too: no `intent: "none"` for a log query to read as nothing recorded.
+  assert.equal(line?.fields.intent, undefined)
+  assert.equal(line?.fields.intentRead, false)
 })
 
 for (const how of ['removed', 'emptied'] as const) {
