@@ -326,7 +326,7 @@ export const errors = {
       409,
       `refused: ${file} ${why}; nothing was changed. Decide from where the files are ` +
         `(\`layoutd journal show ${file.replace(/^layout\//, '')}\`), then remove it by hand ` +
-        `(docs/runbook.md#a-kept-journal)`,
+        `(docs/runbook.md#${/(^|\/)_batch-/.test(file) ? 'a-batch-journal' : 'a-kept-journal'})`,
     ),
   /**
    * `journal release` of a journal naming a move that is not settled (design §8): every such host, with what

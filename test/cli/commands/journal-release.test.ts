@@ -310,9 +310,11 @@ void test('a journal that cannot be read back is refused with journal_unreadable
     /refused: layout\/a\.example\.com\.journal is not JSON .*; nothing was changed\. Decide from where/,
   )
   assert.match(own.err, /`layoutd journal show a\.example\.com\.journal`/)
+  assert.match(own.err, /runbook\.md#a-kept-journal/)
   const bad = await journal(b.environ, 'release', '_batch-4.journal')
   assert.equal(bad.code, 1)
   assert.match(bad.err, /refused: layout\/_batch-4\.journal move 1 \(b\.example\.com\) /)
+  assert.match(bad.err, /runbook\.md#a-batch-journal/, 'a batch journal points at the batch row of the runbook')
   await assert.rejects(releaseDirect(b.environ, A), { code: 'journal_unreadable' })
   await assert.rejects(releaseDirect(b.environ, '_batch-4.journal'), { code: 'journal_unreadable' })
   assert.deepEqual(await b.snapshot(), before)
