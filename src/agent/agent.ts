@@ -10,7 +10,7 @@ import type { Leg } from '../domain/leg.js'
 import { logLayoutResults } from '../domain/leg-run.js'
 import { layoutDefault } from '../domain/layout-default.js'
 import { mintLayoutIntentWith } from '../domain/mint.js'
-import type { Mode, ReportMode } from '../domain/modes.js'
+import type { IntentMode, Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
 import type { ReportInputs } from '../domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
@@ -120,6 +120,24 @@ export class Agent implements AgentApi {
     this.#recordIntentMetrics(gate === null ? 'unmanaged' : first.intent, first.default.applied)
   }
 
+  /**
+   * The start-up recovery's one line. With no journal and no hold marker
+   * recovery reads no intent (startupRecoveryIntent answers `none` unread):
+   * saying it ran "under intent none", in the sentence or in a field a log
+   * query reads, would read as though no intent were recorded.
+   */
+  #logRecovered(intent: IntentMode, swept: boolean, recovered: number): void {
+    const nothing = recovered === 0
+    const under = nothing
+      ? 'nothing to recover (no journal, no hold marker; the first run reads the intent)'
+      : `under intent ${intent}`
+    this.#parts.logger.info(
+      { ...(nothing ? { intentRead: false } : { intent, intentRead: true }), swept, recovered },
+      `layout: start-up recovery done: ${under}` +
+        `${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
+    )
+  }
+
   get phase(): Phase {
     return this.#phase
   }
@@ -182,22 +200,7 @@ export class Agent implements AgentApi {
     const restored = await pass.restoreHolds(intent, defaultOptedOut)
     logLayoutResults(recovered, logger, 'info')
     logLayoutResults(restored, logger, 'info')
-    // With no journal and no hold marker recovery reads no intent (startupRecoveryIntent answers `none` unread):
-    // saying it ran "under intent none" would read as though no intent were recorded.
-    const nothing = recovered.length + restored.length === 0
-    const under = nothing
-      ? 'nothing to recover (no journal, no hold marker; the first run reads the intent)'
-      : `under intent ${intent}`
-    logger.info(
-      // The field too: an intent not read is not `none`, which a log query on .intent would take it for.
-      {
-        ...(nothing ? { intentRead: false } : { intent, intentRead: true }),
-        swept,
-        recovered: recovered.length + restored.length,
-      },
-      `layout: start-up recovery done: ${under}` +
-        `${swept ? '' : ' (wake claims unreadable: every host counts as awake)'}`,
-    )
+    this.#logRecovered(intent, swept, recovered.length + restored.length)
     this.#pass = pass
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
