@@ -116,7 +116,8 @@ interface Openers {
  */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
-    const registry = open.Registry.open(config.dataDir)
+    // The pass makes its commits durable with registry.sync(), off the loop's thread (design §3.6).
+    const registry = open.Registry.open(config.dataDir, { durableAt: 'sync' })
     try {
       return { registry, store: await open.openAgentDeployStore(config, logger) }
     } catch (err) {

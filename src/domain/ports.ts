@@ -58,10 +58,12 @@ export interface RouteStore {
   addMany(routes: readonly Route[]): void
   /** Removes a row; false when there was none. */
   remove(host: string): boolean
-  /** Rewrites the paths of many rows in one transaction (the move's commit point). */
+  /** Rewrites the paths of many rows in one transaction (the move's commit point); on disk once sync() answers. */
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void
-  /** The next fence generation from the registry's counter; strictly increasing across restarts. */
+  /** The next fence generation from the registry's counter; strictly increasing across restarts once sync() answers. */
   nextGeneration(): number
+  /** Every commit made so far on disk, without holding up the calling thread (design §3.5, §3.6). */
+  sync(): Promise<void>
 }
 
 /** The deploy store where the fleet records layout intents (design §7). */

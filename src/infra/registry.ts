@@ -8,6 +8,7 @@
 // lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
+import { promisify } from 'node:util'
 import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
 import { PathClaims } from '../domain/classify.js'
@@ -21,6 +22,8 @@ import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
+
+const fdatasync = promisify(fs.fdatasync)
 
 /** How long a statement waits for another process's write lock (the CLI beside the agent). */
 const BUSY_TIMEOUT_MS = 5000
@@ -51,6 +54,14 @@ export interface RegistryOptions {
    * which must not create a database that agent never reads). Default true.
    */
   create?: boolean
+  /**
+   * When a commit of this connection is on disk (design §3.5): 'commit'
+   * (the default, every command's) when its transaction returns, the WAL
+   * fsynced by SQLite there and then; 'sync' once sync() has answered, the
+   * WAL fsynced on libuv's threadpool, so the agent's loop never waits on
+   * the disk for a commit (design §3.6).
+   */
+  durableAt?: 'commit' | 'sync'
 }
 
 /** Opens the file as a database, a failure named with its path; a missing file refused when it must exist. */
@@ -174,13 +185,17 @@ export class Registry implements RouteStore {
   readonly #stmt: ReturnType<typeof prepare>
   /** Whether the file at the path is still the one opened, a database, with room (design §2.2). */
   readonly #watch: RegistryWatch
+  readonly #durableAt: 'commit' | 'sync'
   #claimsConnection: ClaimsConnection | undefined
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
+  /** The WAL, opened for sync() at its first call. */
+  #wal: number | undefined
 
-  private constructor(file: string, db: Database.Database, now: () => Date) {
+  private constructor(file: string, db: Database.Database, opts: RegistryOptions) {
     this.file = file
     this.#db = db
-    this.#now = now
+    this.#now = opts.now ?? (() => new Date())
+    this.#durableAt = opts.durableAt ?? 'commit'
     this.#stmt = prepare(db)
     this.#watch = new RegistryWatch(file)
   }
@@ -195,13 +210,15 @@ export class Registry implements RouteStore {
       // WAL lets the agent read while the CLI writes, and the reverse.
       const mode = db.pragma('journal_mode = WAL', { simple: true })
       if (mode !== 'wal') throw new Error(`${file}: could not switch to WAL mode (journal_mode is ${String(mode)})`)
-      // A row rewrite is a move's commit point: it must be on disk when the
-      // transaction returns, or a power cut could undo a move whose files
-      // have already been renamed.
+      // A row rewrite is a move's commit point: it must be on disk before
+      // the move's journal goes, or a power cut could undo a move whose
+      // files have already been renamed: FULL when the transaction returns,
+      // NORMAL (no fsync at a commit) when sync() makes it so.
       // (A test may take that fsync out to show the power-loss audit notices, §3.5.)
-      db.pragma(fsyncSkipped('registry-commit') ? 'synchronous = OFF' : 'synchronous = FULL')
+      const synchronous = (opts.durableAt ?? 'commit') === 'commit' ? 'FULL' : 'NORMAL'
+      db.pragma(`synchronous = ${fsyncSkipped('registry-commit') ? 'OFF' : synchronous}`)
       migrate(db)
-      return new Registry(file, db, opts.now ?? (() => new Date()))
+      return new Registry(file, db, opts)
     } catch (err) {
       db.close()
       throw err instanceof Database.SqliteError ? errors.registryUnopenable(file, err) : err
@@ -249,6 +266,28 @@ export class Registry implements RouteStore {
   close(): void {
     if (this.#claimsConnection?.db.open === true) this.#claimsConnection.db.close()
     if (this.#db.open) this.#db.close()
+    if (this.#wal !== undefined) fs.closeSync(this.#wal)
+    this.#wal = undefined
+  }
+
+  /**
+   * Every commit made so far on disk: the WAL fdatasynced off the calling
+   * thread (a WAL frame counts only with the frames before it, so this
+   * covers each commit before it, both connections' alike). Answers at once
+   * where each commit was on disk when it returned (durableAt 'commit').
+   */
+  async sync(): Promise<void> {
+    if (this.#durableAt === 'commit' || fsyncSkipped('registry-commit')) return
+    if (this.#wal === undefined) {
+      try {
+        this.#wal = fs.openSync(`${this.file}-wal`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      } catch (err) {
+        // No WAL yet: nothing was committed since the database was last whole.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return
+        throw err
+      }
+    }
+    await fdatasync(this.#wal)
   }
 
   /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */

@@ -16,7 +16,7 @@ import { checkState, makeWorld, type World } from '../../bench/crash.js'
 import { audit, type AuditReport, type AuditRule } from '../../bench/power/audit.js'
 import { childrenOf, record, STRACE, TRACED, waitConverged } from '../../bench/power/record.js'
 import { durableAt, replay, type FsImage, type Op } from '../../bench/power/model.js'
-import { loadImage, lower, materialise, parseTrace } from '../../bench/power/trace.js'
+import { loadImage, lower, materialise, parseTrace, type Call } from '../../bench/power/trace.js'
 import { FSYNC_NAMES, type FsyncName } from '../../src/infra/failpoint.js'
 import { AgentProcess, MAIN_JS, freePort, recordIntent, sandboxEnv } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
@@ -31,6 +31,8 @@ interface Audited {
   ops: Op[]
   initial: FsImage
   world: World
+  /** Every call traced, each with the thread that made it. */
+  calls: Call[]
 }
 
 /** record.ts's run (flat → nested → flat) with the fsync named taken out, audited. */
@@ -49,6 +51,7 @@ async function recorded(root: string, skip?: FsyncName): Promise<Audited> {
     ops: rec.lowered.ops,
     initial: rec.initial,
     world: rec.world,
+    calls: parseTrace(fs.readFileSync(rec.traceFile, 'latin1')),
   }
 }
 
@@ -123,7 +126,8 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
     for (const pid of childrenOf(child.pid ?? -1)) process.kill(pid, 'SIGTERM')
     await done
   }
-  const lowered = lower(parseTrace(fs.readFileSync(traceFile, 'latin1')), sb.dataDir, initial, nextIno)
+  const calls = parseTrace(fs.readFileSync(traceFile, 'latin1'))
+  const lowered = lower(calls, sb.dataDir, initial, nextIno)
   assert.deepEqual(lowered.skipped, [], 'every call under the data root was lowered')
   const mkdirs = lowered.ops.filter((o) => o.what === `mkdir ${nested}`)
   assert.equal(mkdirs.length, 2, 'the gate made D/nested twice: at start, and after the operator removed it')
@@ -133,6 +137,7 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
     ops: lowered.ops,
     initial,
     world,
+    calls,
   }
 }
 
@@ -151,10 +156,28 @@ function assertFollowed(a: Audited, moves: number): void {
     )
 }
 
+/**
+ * The fsyncs and fdatasyncs the loop's thread made from the first journal
+ * written to the last one removed: design §3.6 has it wait on the disk for
+ * none of them (the files thread, preflight's and libuv's threads do).
+ */
+function loopFsyncsWhileMoving(a: Audited): string[] {
+  // The first call traced is the process's own, before it had a thread.
+  const loop = a.calls[0]?.pid
+  const journal = /\/layout\/[^/ ]+\.journal( |$)/
+  const from = a.ops.find((o) => o.op === 'rename' && journal.test(o.what))?.t
+  const to = a.ops.findLast((o) => o.op === 'unlink' && journal.test(o.what))?.t
+  assert.ok(from !== undefined && to !== undefined && to > from, 'the trace holds journals written and removed')
+  return a.calls
+    .filter((c) => c.t >= from && c.t <= to && c.pid === loop && (c.name === 'fsync' || c.name === 'fdatasync'))
+    .map((c) => `${c.name}(${c.args.join(', ')})`)
+}
+
 void test('the recorded migrate and revert keeps every rule of the move, for every host', async (t) => {
   const a = await recorded(await tmpDir(t, 'layoutd-audit-'))
   assert.equal(lines(a), '')
   assertFollowed(a, 2 * HOSTS)
+  assert.deepEqual(loopFsyncsWhileMoving(a), [], "the loop's thread waited on the disk while tenants moved")
 })
 
 void test("D/nested made again by the gate after the registry's first fsync is made durable before anything moves into it", async (t) => {

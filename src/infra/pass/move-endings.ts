@@ -88,6 +88,9 @@ export class MoveEndings {
         )
       }
     }
+    // On disk before step 9 removes a journal (design §3.5, registry-commit),
+    // the WAL's fsync waiting off the loop's thread (§3.6).
+    if (done.length > 0) await registry.sync()
     this.#ctx.failpoint('after-row')
     return done
   }

@@ -54,6 +54,14 @@ export class MoveSteps {
     const ctx = this.#ctx
     const results: Result[] = []
     const ready: MoveInFlight[] = []
+    // The batch's generation on disk before a journal names it (design
+    // §3.5): a power cut must not keep the journal and lose the counter's
+    // step, or a later batch could take the same journal's name. The WAL's
+    // fsync runs while what is in the way is set aside.
+    const generationSynced = ctx.deps.registry.sync().then(
+      () => undefined,
+      (err: unknown) => err,
+    )
     const cleared = await ctx.slicer.map(moves, async (move) => {
       try {
         // No source, nothing to move: and what is at the destination may
@@ -80,6 +88,8 @@ export class MoveSteps {
     if (ready.length === 0) return results
     const walking = this.#walk(ready)
     try {
+      const notSynced = await generationSynced
+      if (notSynced !== undefined) throw new Error(`generation not on disk: ${errorMessage(notSynced)}`)
       await this.#state.openJournals(ready.map((move) => move.journal))
     } catch (err) {
       // Each journal that did reach the disk names a move whose files have

@@ -222,6 +222,7 @@ void test('an add the registry refuses after the directories were made removes t
     remove: (h) => real.remove(h),
     setPaths: (rows) => real.setPaths(rows),
     nextGeneration: () => real.nextGeneration(),
+    sync: () => real.sync(),
   }
   s.io.registry = racing
   assert.equal(await s.run('add', 'a.example.com', '--hibernate'), 1)
