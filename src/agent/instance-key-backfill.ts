@@ -55,7 +55,10 @@ export class InstanceKeys {
     this.#deps = deps
   }
 
-  /** Every activator-managed tenant without a key (design §4.4 step 7). A failure is logged: the next run tries again. */
+  /**
+   * Every activator-managed tenant without a key (design §4.4 step 7). A
+   * failure is logged: the next run tries again.
+   */
   atStart(): Promise<void> {
     return this.#backfill('at start')
   }

@@ -50,7 +50,10 @@ export const FSYNC_NAMES = [
   'rename-source-parent',
   /** The parent it was renamed into (step 7). */
   'rename-dest-parent',
-  /** The row commit's WAL fsync: the rows connection runs `synchronous = OFF`, and Registry.sync() does nothing (step 8). */
+  /**
+   * The row commit's WAL fsync (step 8): the rows connection runs
+   * `synchronous = OFF`, and Registry.sync() does nothing.
+   */
   'registry-commit',
   /** `D/layout`, after the journal files' removal (step 9): a batch's, once every host it names has ended. */
   'journal-remove-dir',

@@ -140,6 +140,9 @@ export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
 
 const fsyncFd = promisify(fsSync.fsync)
 
+/** fdatasync of an open descriptor, waiting on libuv's threadpool rather than the calling thread. */
+export const fdatasyncFd = promisify(fsSync.fdatasync)
+
 /** fsync each distinct directory once (name: as fsyncDir). */
 export async function fsyncDirs(dirs: Iterable<string>, name?: FsyncName): Promise<void> {
   await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, (dir) => fsyncDir(dir, name))

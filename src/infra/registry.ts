@@ -8,7 +8,6 @@
 // lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
 import { PathClaims } from '../domain/classify.js'
@@ -16,14 +15,13 @@ import { requireValidHost } from '../domain/hostname.js'
 import type { AddOptions, Logger, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { fsyncSkipped } from './failpoint.js'
+import { fdatasyncFd } from './fsutil.js'
 import { migrate } from './migrations.js'
 import { RegistryWatch } from './registry-watch.js'
 import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
-
-const fdatasync = promisify(fs.fdatasync)
 
 /** How long a statement waits for another process's write lock (the CLI beside the agent). */
 const BUSY_TIMEOUT_MS = 5000
@@ -191,11 +189,11 @@ export class Registry implements RouteStore {
   /** The WAL, opened for sync() at its first call. */
   #wal: number | undefined
 
-  private constructor(file: string, db: Database.Database, opts: RegistryOptions) {
+  private constructor(file: string, db: Database.Database, now: () => Date, durableAt: 'commit' | 'sync') {
     this.file = file
     this.#db = db
-    this.#now = opts.now ?? (() => new Date())
-    this.#durableAt = opts.durableAt ?? 'commit'
+    this.#now = now
+    this.#durableAt = durableAt
     this.#stmt = prepare(db)
     this.#watch = new RegistryWatch(file)
   }
@@ -215,10 +213,10 @@ export class Registry implements RouteStore {
       // files have already been renamed: FULL when the transaction returns,
       // NORMAL (no fsync at a commit) when sync() makes it so.
       // (A test may take that fsync out to show the power-loss audit notices, §3.5.)
-      const synchronous = (opts.durableAt ?? 'commit') === 'commit' ? 'FULL' : 'NORMAL'
-      db.pragma(`synchronous = ${fsyncSkipped('registry-commit') ? 'OFF' : synchronous}`)
+      const durableAt = opts.durableAt ?? 'commit'
+      db.pragma(`synchronous = ${fsyncSkipped('registry-commit') ? 'OFF' : durableAt === 'commit' ? 'FULL' : 'NORMAL'}`)
       migrate(db)
-      return new Registry(file, db, opts)
+      return new Registry(file, db, opts.now ?? (() => new Date()), durableAt)
     } catch (err) {
       db.close()
       throw err instanceof Database.SqliteError ? errors.registryUnopenable(file, err) : err
@@ -287,7 +285,7 @@ export class Registry implements RouteStore {
         throw err
       }
     }
-    await fdatasync(this.#wal)
+    await fdatasyncFd(this.#wal)
   }
 
   /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */

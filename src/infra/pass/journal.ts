@@ -9,7 +9,6 @@
 import fsSync, { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { NOT_A_HOST_PREFIX, validHost } from '../../domain/hostname.js'
@@ -20,6 +19,7 @@ import { errorMessage } from '../../errors.js'
 import { fsyncSkipped } from '../failpoint.js'
 import {
   ensureDir,
+  fdatasyncFd,
   fsyncDir,
   isNotFound,
   mapLimit,
@@ -119,7 +119,7 @@ export async function writeManySliced(dir: string, files: readonly NamedData[], 
         fsSync.writeSync(fd, f.data)
         await slicer.pause()
       }
-      if (!fsyncSkipped('journal-data')) await mapLimit(fds, SYNC_CONCURRENCY, (fd) => fdatasync(fd))
+      if (!fsyncSkipped('journal-data')) await mapLimit(fds, SYNC_CONCURRENCY, (fd) => fdatasyncFd(fd))
     } finally {
       for (const fd of fds) fsSync.closeSync(fd)
     }
@@ -134,8 +134,6 @@ export async function writeManySliced(dir: string, files: readonly NamedData[], 
   }
   await fsyncDir(dir, 'journal-dir')
 }
-
-const fdatasync = promisify(fsSync.fdatasync)
 
 /** Removes the own journals of hosts with one directory fsync. */
 export async function removeJournals(
