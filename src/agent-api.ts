@@ -4,7 +4,7 @@ import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { GateState } from './domain/gate-state.js'
 import type { Mode } from './domain/modes.js'
-import type { ReportInputs } from './domain/report-feed.js'
+import type { ReportFigurer, ReportInputs } from './domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { ReasonCode } from './domain/reason-codes.js'
 
@@ -226,6 +226,12 @@ export interface AgentApi {
    * loop's thread (no pass armed); absent: not told (reportSoon serves).
    */
   reportInputs?(): ReportInputs | null
+  /**
+   * Hands the agent the report thread, or takes it back (null): the row
+   * gauges and the box summary are then counted there, not on the loop's
+   * thread (design §6.2); absent: not told.
+   */
+  useReportThread?(figurer: ReportFigurer | null): void
   /** Kicks the leg and returns its state right after the kick. */
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */

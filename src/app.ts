@@ -270,7 +270,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(gateRoutes, { api: deps.api })
   // The status report and the console's rows are made on a thread of their own (design §6.2).
   const reports = new ReportThread()
-  app.addHook('onClose', () => reports.close())
+  deps.api.useReportThread?.(reports)
+  app.addHook('onClose', async () => {
+    deps.api.useReportThread?.(null)
+    await reports.close()
+  })
   await app.register(layoutRoutes, { api: deps.api, reports })
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })

@@ -12,7 +12,13 @@ import { layoutDefault } from '../domain/layout-default.js'
 import { mintLayoutIntentWith } from '../domain/mint.js'
 import type { IntentMode, Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
-import type { ReportInputs } from '../domain/report-feed.js'
+import {
+  reportFigures,
+  type ReportFigurer,
+  type ReportFigures,
+  type ReportInputs,
+  type SummaryAsk,
+} from '../domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { packageVersion } from '../package-version.js'
@@ -27,17 +33,6 @@ import { readinessOf } from './readiness.js'
 import { ReadyWaiters } from './ready-waiters.js'
 import { ReportView } from './report-view.js'
 import { WakeDesk } from './wake-desk.js'
-
-/** The held and the awake-deferred hosts among the report's rows (held by the armed pass's hold markers). */
-function rowGauges(report: LayoutReport, pass: LayoutPass | null): { held: number; deferred: number } {
-  let held = 0
-  let deferred = 0
-  for (const [host, row] of Object.entries(report.rows)) {
-    if (pass?.held(host) !== undefined) held++
-    if (row.code === 'awake_grace') deferred++
-  }
-  return { held, deferred }
-}
 
 export class Agent implements AgentApi {
   #phase: Phase = 'starting'
@@ -58,6 +53,8 @@ export class Agent implements AgentApi {
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
+  /** The report thread the app handed in: the row gauges and the box summary are counted there. */
+  #reportThread: ReportFigurer | null = null
   /** The record the last read of the intent found, for the console's who and why. */
   #intentRecord: IntentRecord | null = null
 
@@ -68,7 +65,8 @@ export class Agent implements AgentApi {
     let version: Promise<string> | undefined
     this.#summary = new BoxPublisher({
       ...parts,
-      report: async () => (await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)).report,
+      figures: (ask) => this.#figures(ask),
+      tag: () => this.reportTag(),
       legBusy: () => this.#leg.busy(),
       version: () => (version ??= packageVersion().catch(() => 'unknown')),
       signal: this.#life.signal,
@@ -84,7 +82,7 @@ export class Agent implements AgentApi {
         // A large run leaves the heap grown to its peak: give it back now.
         trimHeapAfterRun(run.results.length)
       },
-      reportSoon: () => this.#view.reportSoon(this.#phase, this.#pass, this.#leg),
+      figures: () => this.#figures(null),
     })
     this.#desk = new WakeDesk({
       claims: parts.claims,
@@ -101,12 +99,11 @@ export class Agent implements AgentApi {
     })
     this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
     // The row gauges at scrape time, from the report as the agent serves it
-    // now (built in slices when the rows changed): a row the CLI added shows
-    // at the next scrape, on a box whose leg has no reason to run.
+    // now (counted on the report thread): a row the CLI added shows at the
+    // next scrape, on a box whose leg has no reason to run.
     metrics.beforeScrape(async () => {
-      const { report, counts } = await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+      const { counts, held, deferred } = await this.#figures(null)
       metrics.setRows(counts)
-      const { held, deferred } = rowGauges(report, this.#pass)
       metrics.setHeldHosts(held)
       metrics.setDeferredHosts(deferred)
     })
@@ -291,6 +288,36 @@ export class Agent implements AgentApi {
 
   reportSoon(): Promise<{ report: LayoutReport; tag: string }> {
     return this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+  }
+
+  /** How many reports the loop's thread has begun to build (the report thread's builds aside). */
+  get reportBuilds(): number {
+    return this.#view.builds
+  }
+
+  useReportThread(figurer: ReportFigurer | null): void {
+    this.#reportThread = figurer
+  }
+
+  /**
+   * The figures of the report of now (the row gauges, and the box summary
+   * when asked): counted on the report thread when the app handed one in;
+   * else here, from the report built in slices (no app, no pass armed yet,
+   * or the thread failed, which the status route is the one to say).
+   */
+  async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
+    const inputs = this.#view.inputs(this.#phase, this.#pass, this.#leg)
+    const thread = this.#reportThread
+    if (inputs !== null && thread !== null) {
+      try {
+        return await thread.figures(inputs, ask)
+      } catch {
+        // Counted here instead.
+      }
+    }
+    const built = await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+    const pass = this.#pass
+    return reportFigures(built.tag, built.report, (host) => pass?.held(host) !== undefined, ask)
   }
 
   kick(): LegState {

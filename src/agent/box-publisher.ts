@@ -4,10 +4,11 @@
 // only when it says something new (not on every poll). One write at a time;
 // a change that comes during a write is published after it. A store that
 // keeps no summaries, or a write that fails, never touches the layout.
-import { sameSummary, summarize, type BoxSummary } from '../domain/box-summary.js'
+import { sameSummary, type BoxSummary } from '../domain/box-summary.js'
 import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
-import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
+import type { ReportFigures, SummaryAsk } from '../domain/report-feed.js'
+import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
 export interface BoxPublisherOptions {
@@ -16,8 +17,10 @@ export interface BoxPublisherOptions {
   store: DeployStore
   logger: Logger
   clock: Clock
-  /** The report of now, built in slices of the event loop when it changed. */
-  report: () => Promise<LayoutReport>
+  /** The figures of the report of now with the summary ask asks for (counted off the loop's thread). */
+  figures: (ask: SummaryAsk) => Promise<ReportFigures>
+  /** The tag of the report of now: the summary of a tag is counted once. */
+  tag: () => string
   /** Whether a run of the leg is under way or due, read without building the report. */
   legBusy: () => { running: boolean; pending: boolean }
   version: () => Promise<string>
@@ -32,8 +35,8 @@ export class BoxPublisher {
   #again = false
   #failing = false
   #due = false
-  /** The last summary built, and from what: the same report object, intent and version say it again. */
-  #built: { report: LayoutReport; intent: string; version: string; summary: BoxSummary } | undefined
+  /** The last summary built, and from what: the same report's tag, intent and version say it again. */
+  #built: { tag: string; intent: string; version: string; summary: BoxSummary } | undefined
 
   constructor(opts: BoxPublisherOptions) {
     this.#o = opts
@@ -77,10 +80,10 @@ export class BoxPublisher {
   }
 
   async #publish(): Promise<void> {
-    const { store, logger, clock, report, version, signal } = this.#o
+    const { store, logger, clock, version, signal } = this.#o
     try {
       const at = new Date(clock.now()).toISOString()
-      const summary = this.#duringRun(at) ?? this.#summary(await report(), await version(), at)
+      const summary = this.#duringRun(at) ?? (await this.#summary(await version(), at))
       if (sameSummary(this.#published, summary)) return
       await store.publishBox?.(summary, AbortSignal.any([signal, AbortSignal.timeout(30_000)]))
       this.#published = summary
@@ -98,18 +101,19 @@ export class BoxPublisher {
     }
   }
   /**
-   * The summary of report: counted again only when the report is another
-   * one (it is a cached value, the same object while nothing changed). A
-   * read of the intent comes every few seconds, and at 10,000 rows each
-   * count took the loop for some milliseconds to say what it said before.
+   * The summary of the report of now: counted again only when the report's
+   * tag moved. A read of the intent comes every few seconds, and at 10,000
+   * rows each count is a whole walk of the rows to say what it said before.
    */
-  #summary(report: LayoutReport, version: string, at: string): BoxSummary {
+  async #summary(version: string, at: string): Promise<BoxSummary> {
     const intent = JSON.stringify(this.#intent)
     const built = this.#built
-    if (built?.report === report && built.intent === intent && built.version === version)
+    if (built?.tag === this.#o.tag() && built.intent === intent && built.version === version)
       return { ...built.summary, at }
-    const summary = summarize(report, this.#intent, version, at, this.#o.config.activatorUrl !== '')
-    this.#built = { report, intent, version, summary }
+    const canStopAwake = this.#o.config.activatorUrl !== ''
+    const { tag, summary } = await this.#o.figures({ intent: this.#intent, version, at, canStopAwake })
+    if (summary === null) throw new Error('the report was counted without its summary')
+    this.#built = { tag, intent, version, summary }
     return summary
   }
 

@@ -10,7 +10,8 @@ import { layoutLegWith } from '../domain/leg-run.js'
 import type { DefaultInputs } from '../domain/layout-default.js'
 import type { Mode } from '../domain/modes.js'
 import type { Clock, DeployStore, LayoutPass, Logger } from '../domain/ports.js'
-import type { LayoutReport, LegRun } from '../domain/schemas.js'
+import type { ReportFigures } from '../domain/report-feed.js'
+import type { LegRun } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 import type { Isolation } from '../infra/isolation.js'
 import type { Metrics } from '../metrics.js'
@@ -39,11 +40,11 @@ export interface LegRunnerDeps {
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
   /**
-   * The report and its rows by word, built in slices when it changed (a
-   * run's end must not hold the activator behind 10,000 rows): the row and
-   * held gauges.
+   * The report's rows by word and its held rows, counted off the loop's
+   * thread (a run's end must not hold the activator behind 10,000 rows):
+   * the row and held gauges.
    */
-  reportSoon: () => Promise<{ report: LayoutReport; counts: Readonly<Record<string, number>> }>
+  figures: () => Promise<Pick<ReportFigures, 'counts' | 'held'>>
   /** How long the run's read of the intent may take; the domain's 30 s when unset. */
   intentTimeoutMs?: number
 }
@@ -108,13 +109,10 @@ function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number):
   }
   deps.onRunEnd(run)
   metrics.setDeferredHosts(run.results.filter((r) => r.outcome === 'deferred').length)
-  void deps.reportSoon().then(
-    ({ report, counts }) => {
+  void deps.figures().then(
+    ({ counts, held }) => {
       metrics.setRows(counts)
-      const pass = deps.pass()
-      metrics.setHeldHosts(
-        pass === null ? 0 : Object.keys(report.rows).filter((host) => pass.held(host) !== undefined).length,
-      )
+      metrics.setHeldHosts(held)
     },
     (err: unknown) => deps.logger.error({ err }, `layout: the row gauges were not updated: ${errorMessage(err)}`),
   )

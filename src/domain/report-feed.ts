@@ -6,6 +6,7 @@
 // rewrote, the results a run gained. The other thread applies that to its
 // copy and judges every row as the pass's own classify would, at that
 // tick. No I/O: the two ends carry the messages.
+import { summarize, type BoxSummary } from './box-summary.js'
 import { classifyWith, PathClaims } from './classify.js'
 import type { DefaultState } from './intent-state.js'
 import type { HeldRun, LegFeed } from './leg.js'
@@ -14,7 +15,7 @@ import type { Dirs } from './paths.js'
 import type { Classification, PassFacts } from './ports.js'
 import type { Why } from './reason-codes.js'
 import { managedReportSteps } from './report.js'
-import type { LayoutReport, Route } from './schemas.js'
+import type { IntentRecord, LayoutReport, Route } from './schemas.js'
 import { withheldReasons } from './withheld-reasons.js'
 
 /** Every input of one version of the report, read on the loop's thread in one tick. */
@@ -31,6 +32,56 @@ export interface ReportInputs {
   withheld: ReadonlyMap<string, Result>
   /** The isolation gate's answer: null when open, the failed check otherwise. */
   gate: string | null
+}
+
+/** What a box summary is built with beside the report (box-summary.ts summarize). */
+export interface SummaryAsk {
+  intent: Pick<IntentRecord, 'id' | 'mode'> | null
+  version: string
+  at: string
+  canStopAwake: boolean
+}
+
+/**
+ * What the agent's row gauges (design §9) and its box summary (§7.3) take
+ * from a report: counted on the report thread, so a run's end or a scrape
+ * never walks 10,000 rows on the loop's thread.
+ */
+export interface ReportFigures {
+  /** The tag of the version counted. */
+  tag: string
+  /** The rows by word (`rows{layout}`). */
+  counts: Record<string, number>
+  /** Rows a hold marker holds (`held_hosts`). */
+  held: number
+  /** Rows deferred awake inside their grace (`deferred_hosts` at a scrape). */
+  deferred: number
+  /** The box summary, when one was asked for. */
+  summary: BoxSummary | null
+}
+
+/** Counts a report's figures; held says whether a hold marker holds a host. */
+export function reportFigures(
+  tag: string,
+  report: LayoutReport,
+  held: (host: string) => boolean,
+  ask: SummaryAsk | null,
+): ReportFigures {
+  const counts: Record<string, number> = {}
+  let heldRows = 0
+  let deferred = 0
+  for (const [host, row] of Object.entries(report.rows)) {
+    counts[row.layout] = (counts[row.layout] ?? 0) + 1
+    if (held(host)) heldRows++
+    if (row.code === 'awake_grace') deferred++
+  }
+  const summary = ask === null ? null : summarize(report, ask.intent, ask.version, ask.at, ask.canStopAwake)
+  return { tag, counts, held: heldRows, deferred, summary }
+}
+
+/** Builds the figures of a version of the report off the loop's thread (the report thread, design §6.2). */
+export interface ReportFigurer {
+  figures(inputs: ReportInputs, ask: SummaryAsk | null): Promise<ReportFigures>
 }
 
 /** A list sent ahead of a build, in parts of at most PART_ITEMS (one a turn of the loop). */
@@ -180,6 +231,13 @@ export class ReportMirror {
     const report = this.#report(head)
     this.#built = { tag: head.tag, report }
     return report
+  }
+
+  /** The figures of head's report (reportFigures), held as head's facts say. */
+  figures(head: FeedHead, ask: SummaryAsk | null): ReportFigures {
+    const report = this.build(head)
+    const held = new Set(head.facts.held.map(([host]) => host))
+    return reportFigures(head.tag, report, (host) => held.has(host), ask)
   }
 
   #applyRows(how: FeedHead['rows'], staged: { rows: Route[]; replaced: Array<[number, Route]> }): void {

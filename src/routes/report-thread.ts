@@ -5,10 +5,19 @@
 // (the agent's reportInputs), sends what changed since its last send a
 // part a turn, and hands back what the thread made. The loop's thread,
 // which answers the activator, no longer builds, serializes or draws
-// 10,000 rows at each poll of a console.
+// 10,000 rows at each poll of a console, nor counts them for the row
+// gauges and the box summary (ReportFigurer, handed to the agent by the app).
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { Worker } from 'node:worker_threads'
-import { FeedWriter, type FeedHead, type FeedPart, type ReportInputs } from '../domain/report-feed.js'
+import {
+  FeedWriter,
+  type FeedHead,
+  type FeedPart,
+  type ReportFigurer,
+  type ReportFigures,
+  type ReportInputs,
+  type SummaryAsk,
+} from '../domain/report-feed.js'
 import type { ConsoleInput } from './console-view.js'
 
 /** The nice of the report thread: below the loop's thread, which answers the activator. */
@@ -20,12 +29,18 @@ export type PageAsk = Omit<ConsoleInput, 'report'>
 /** A message to the report thread: a part of a list, or a build of the version the parts before it make. */
 export type ReportAsk =
   | { kind: 'part'; part: FeedPart }
-  | { kind: 'build'; id: number; head: FeedHead; want: { kind: 'status' } | ({ kind: 'page' } & PageAsk) }
+  | {
+      kind: 'build'
+      id: number
+      head: FeedHead
+      want: { kind: 'status' } | ({ kind: 'page' } & PageAsk) | { kind: 'figures'; ask: SummaryAsk | null }
+    }
 
-/** The thread's answer to a build: the status JSON, the console's rows, or why it could not. */
+/** The thread's answer to a build: the status JSON, the console's rows, the figures, or why it could not. */
 export type ReportAnswer =
   | { id: number; ok: true; bytes: Uint8Array<ArrayBuffer> }
   | { id: number; ok: true; html: string }
+  | { id: number; ok: true; figures: ReportFigures }
   | { id: number; ok: false; message: string }
 
 type Made = Exclude<ReportAnswer, { ok: false }>
@@ -37,7 +52,7 @@ type Made = Exclude<ReportAnswer, { ok: false }>
  */
 const IDLE_MS = 30_000
 
-export class ReportThread {
+export class ReportThread implements ReportFigurer {
   readonly #idleMs: number
   readonly #writer = new FeedWriter()
   readonly #pending = new Map<number, { resolve: (a: Made) => void; reject: (err: Error) => void }>()
@@ -69,6 +84,13 @@ export class ReportThread {
     const made = await this.#ask(inputs, { kind: 'page', ...page })
     if (!('html' in made)) throw new Error('the report thread answered a page with no html')
     return made.html
+  }
+
+  /** The row gauges' figures and, when asked, the box summary, for the version of inputs. */
+  async figures(inputs: ReportInputs, ask: SummaryAsk | null): Promise<ReportFigures> {
+    const made = await this.#ask(inputs, { kind: 'figures', ask })
+    if (!('figures' in made)) throw new Error('the report thread answered figures with none')
+    return made.figures
   }
 
   /** Ends the thread (the app closing); what it had not answered fails. */

@@ -1,8 +1,9 @@
 // The report thread (report-thread.ts, design §6.2): keeps the box as the
 // loop's thread last sent it, builds the status report of each version
 // from it, serializes it by the status route's own schema and draws the
-// console's rows. A poll of 10,000 rows is this thread's work, never the
-// thread that answers the activator. It answers nothing else.
+// console's rows, and counts the figures of the agent's row gauges and box
+// summary. A poll of 10,000 rows is this thread's work, never the thread
+// that answers the activator. It answers nothing else.
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
@@ -44,6 +45,7 @@ function statusBytes(tag: string, report: LayoutReport): Uint8Array {
 }
 
 function answer(ask: Extract<ReportAsk, { kind: 'build' }>): ReportAnswer {
+  if (ask.want.kind === 'figures') return { id: ask.id, ok: true, figures: mirror.figures(ask.head, ask.want.ask) }
   const report = mirror.build(ask.head)
   if (ask.want.kind === 'status') {
     // A copy is handed over: the one kept serves the next reader of this tag.

@@ -4,16 +4,19 @@
 // judges, in the bytes the status route's schema makes, through a
 // converge that fences, moves and commits.
 import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
+import path from 'node:path'
 import { test } from 'node:test'
 import Fastify from 'fastify'
 import type { AgentApi } from '../../src/agent-api.js'
 import { buildApp } from '../../src/app.js'
 import { createLogger } from '../../src/logger.js'
 import type { LayoutReport, Route } from '../../src/domain/schemas.js'
-import type { ReportInputs } from '../../src/domain/report-feed.js'
+import type { ReportInputs, SummaryAsk } from '../../src/domain/report-feed.js'
 import { why } from '../../src/domain/reason-codes.js'
 import { ReportThread } from '../../src/routes/report-thread.js'
 import { StatusBody } from '../../src/routes/layout.js'
+import type { BoxSummary } from '../../src/domain/box-summary.js'
 import { addFlat, agentBox, recordIntent } from '../helpers/agent.js'
 import { until } from '../helpers/until.js'
 
@@ -91,6 +94,47 @@ void test('the status report and the console rows come from the report thread, a
   const tag = String(done.headers.etag).replaceAll('"', '')
   assert.ok(page.body.includes(tag), `the page carries the report’s tag ${tag}`)
   assert.equal(loopBuilds, 0, 'nor for the console')
+})
+
+void test('the row gauges and the box summary are counted on the report thread, not on the loop, through a converge', async (t) => {
+  const box = await agentBox(t)
+  const hosts = Array.from({ length: 300 }, (_, i) => `g${String(i).padStart(3, '0')}.example.com`)
+  for (const host of hosts) await addFlat(box, host)
+  await recordIntent(box, 'flat')
+  const thread = new ReportThread()
+  t.after(() => thread.close())
+  const asked: Array<SummaryAsk | null> = []
+  box.agent.useReportThread({
+    figures: (inputs, ask) => {
+      asked.push(ask)
+      return thread.figures(inputs, ask)
+    },
+  })
+  await box.agent.start()
+  const settled = (): boolean => {
+    const leg = box.agent.legState()
+    return box.agent.readiness().ready && !leg.running && !leg.pending && leg.lastRun?.finishedAt != null
+  }
+  await until('the agent ready and its first run over', settled, 30_000)
+  const builds = box.agent.reportBuilds
+
+  await recordIntent(box, 'nested')
+  const run = await box.agent.converge(60_000)
+  assert.ok(run !== null && run.results.filter((r) => r.outcome === 'moved').length === hosts.length)
+  const summaryFile = path.join(box.config.deploymentDir, 'layout', 'boxes', 'kass-1.json')
+  const summary = async (): Promise<BoxSummary | null> =>
+    JSON.parse(await fs.readFile(summaryFile, 'utf8').catch(() => 'null')) as BoxSummary | null
+  await until('the summary of the converged box published', async () => (await summary())?.converged === true, 30_000)
+  assert.deepEqual((await summary())?.counts, { nested: hosts.length })
+  const text = await box.metrics.text()
+  assert.match(text, new RegExp(`carlos_layout_rows\\{layout="nested"\\} ${hosts.length}\\n`))
+  assert.match(text, /carlos_layout_held_hosts 0\n/)
+  assert.equal(box.agent.reportBuilds, builds, 'the loop built no report for the gauges, the scrape or the summary')
+  assert.ok(
+    asked.some((ask) => ask?.intent?.mode === 'nested'),
+    'the summary of the nested intent was counted on the thread',
+  )
+  assert.ok(asked.includes(null), 'the row gauges were counted on the thread')
 })
 
 void test('a report thread idle for its while ends, and the next ask starts another that is sent everything', async (t) => {
