@@ -9,10 +9,10 @@ import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
 import { present } from '../fsutil.js'
-import { clearDestination, syncPairs } from './mover.js'
+import { clearFound, syncPairs, type InTheWay } from './mover.js'
 import { fromFileError } from './pass-files.js'
 import type { PassContext } from './pass-context.js'
-import { walkAll, type Walked } from './preflight-pool.js'
+import { lookAll, walkAll, type Looked, type Walked } from './preflight-pool.js'
 import type { DirIdentity, Preflight } from './preflight.js'
 import { lstatSyncOrUndefined, renameDirSync } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
@@ -62,12 +62,16 @@ export class MoveSteps {
       () => undefined,
       (err: unknown) => err,
     )
-    const cleared = await ctx.slicer.map(moves, async (move) => {
+    // Looked at on a preflight thread, acted on here (design §3.6).
+    const looks = await this.#look(moves, true)
+    const cleared = await ctx.slicer.map(moves, async (move, i) => {
       try {
+        const look = looks[i]
+        if (look instanceof Error || look === undefined) throw look ?? new Error('no look answered')
         // No source, nothing to move: and what is at the destination may
         // then be the very files an operator is looking for, so it stays.
-        if (lstatSyncOrUndefined(move.journal.from.dir) === undefined) return this.#missing(move)
-        await this.#setAsideWhatIsInTheWay(move)
+        if (look.kind === 'missing') return this.#missing(move)
+        await this.#setAsideWhatIsInTheWay(move, look)
         return null
       } catch (err) {
         return why('dest_not_cleared', `destination not cleared: ${errorMessage(err)}`)
@@ -234,9 +238,12 @@ export class MoveSteps {
     const sync: Array<readonly [string, FsyncName]> = []
     // What is in the way is set aside one host at a time: a set-aside makes
     // shared directories (aside/) whose fsyncs the next one relies on.
-    const cleared = await this.#ctx.slicer.map(moves, async (move): Promise<Why | undefined> => {
+    const looks = await this.#look(moves, false)
+    const cleared = await this.#ctx.slicer.map(moves, async (move, i): Promise<Why | undefined> => {
       try {
-        await this.#setAsideWhatIsInTheWay(move)
+        const look = looks[i]
+        if (look instanceof Error || look === undefined) throw look ?? new Error('no look answered')
+        if (look.kind === 'found') await this.#setAsideWhatIsInTheWay(move, look)
         return undefined
       } catch (err) {
         return why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`)
@@ -374,10 +381,26 @@ export class MoveSteps {
   }
 
   /** Sets aside what is at a move's destination, and notes it. */
-  async #setAsideWhatIsInTheWay(move: MoveInFlight): Promise<void> {
+  /**
+   * Each move's destination (and with source, its source) looked at on a
+   * preflight thread: the lstats of steps 4 and 6, a few for every host of
+   * a batch, are made there, and only what they found is acted on here.
+   */
+  #look(moves: readonly MoveInFlight[], source: boolean): Promise<Looked> {
+    const { preflight, deps } = this.#ctx
+    const looks = moves.map(({ journal: { host, to, from, dest } }) => ({
+      host,
+      to,
+      dest,
+      ...(source ? { from: from.dir } : {}),
+    }))
+    return lookAll(preflight, deps.dirs, looks)
+  }
+
+  async #setAsideWhatIsInTheWay(move: MoveInFlight, found: InTheWay): Promise<void> {
     const { dirs, clock, logger } = this.#ctx.deps
-    const { host, to, dest } = move.journal
-    const aside = await clearDestination(dirs, host, to, dest, clock.now())
+    const { host } = move.journal
+    const aside = await clearFound(dirs, host, found, clock.now())
     if (aside === undefined) return
     this.#state.setNote(host, aside.note)
     logger.warn({ host, aside: aside.dir, names: aside.names }, `layout: ${host}: ${aside.note}`)

@@ -91,12 +91,7 @@ export async function setAside(
  * is not a directory, and whatever is at the socket path. A stale socket of
  * the stopped instance is returned apart: it holds no data, and is removed.
  */
-export function inTheWay(
-  dirs: Dirs,
-  host: string,
-  to: Mode,
-  dest: RowPaths,
-): { aside: string[]; staleSockets: string[] } {
+export function inTheWay(dirs: Dirs, host: string, to: Mode, dest: RowPaths): InTheWay {
   const aside: string[] = []
   const staleSockets: string[] = []
   if (to === 'nested') {
@@ -121,6 +116,41 @@ export function inTheWay(
   return { aside, staleSockets }
 }
 
+/** What steps 4 and 6 look at before they act (design §3.6): a move's source, when asked, and its destination. */
+export interface LookRequest {
+  host: string
+  to: Mode
+  /** The source directory, looked at only when given. */
+  from?: string
+  dest: RowPaths
+}
+
+/** What a look found: no source (only when one was asked about), or what is in the way at the destination. */
+export type Look = { kind: 'missing' } | ({ kind: 'found' } & InTheWay)
+
+/** What is in the way at a move's destination (inTheWay). */
+export interface InTheWay {
+  aside: string[]
+  staleSockets: string[]
+}
+
+/**
+ * Looks at one move, changing nothing (lstats only): what the preflight
+ * threads answer for a batch, so the loop's thread makes none of these
+ * calls, and acts only on what was found.
+ */
+export function lookAtMove(dirs: Dirs, req: LookRequest): Look {
+  if (req.from !== undefined && lstatSyncOrUndefined(req.from) === undefined) return { kind: 'missing' }
+  return { kind: 'found', ...inTheWay(dirs, req.host, req.to, req.dest) }
+}
+
+/** Clears what a look found in the way of a move: a stale socket removed, the rest set aside (answered). */
+export async function clearFound(dirs: Dirs, host: string, found: InTheWay, nowMs: number): Promise<Aside | undefined> {
+  for (const s of found.staleSockets) unlinkSyncIfPresent(s)
+  if (found.aside.length === 0) return undefined
+  return setAside(dirs, host, found.aside, nowMs)
+}
+
 /** Clears a move's destination (inTheWay), answering what was set aside. */
 export async function clearDestination(
   dirs: Dirs,
@@ -129,10 +159,7 @@ export async function clearDestination(
   dest: RowPaths,
   nowMs: number,
 ): Promise<Aside | undefined> {
-  const found = inTheWay(dirs, host, to, dest)
-  for (const s of found.staleSockets) unlinkSyncIfPresent(s)
-  if (found.aside.length === 0) return undefined
-  return setAside(dirs, host, found.aside, nowMs)
+  return clearFound(dirs, host, inTheWay(dirs, host, to, dest), nowMs)
 }
 
 /** Modes of the nested tree (design §2). */

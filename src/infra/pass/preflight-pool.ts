@@ -4,39 +4,58 @@
 // loop's thread is left to the activator, the HTTP routes and the rest of
 // the pass (the renames, the rows, the fsyncs' answers). Each source is
 // still walked after its fence and before its rename; only the thread
-// that walks it changes. A thread idle for a while ends, and the next walk
-// starts another: an agent whose layout is settled keeps none.
+// that walks it changes. The same threads look at a batch's sources and
+// destinations for steps 4 and 6 (lstats that change nothing; the loop's
+// thread acts on what they found). A thread idle for a while ends, and the
+// next walk starts another: an agent whose layout is settled keeps none.
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
+import type { Dirs } from '../../domain/paths.js'
 import { asError } from '../../errors.js'
+import { lookAtMove, type Look, type LookRequest } from './mover.js'
 import { preflight, type Preflight } from './preflight.js'
 import type { Slicer } from './sliced-fs.js'
 
-/** A list of sources for one thread to walk. */
-export interface WalkRequest {
-  id: number
-  dirs: string[]
-}
+/** A list of sources for one thread to walk, or of moves to look at. */
+export type WalkRequest =
+  { id: number; kind: 'walk'; dirs: string[] } | { id: number; kind: 'look'; dirs: Dirs; looks: LookRequest[] }
 
 /** What one source's walk found, or the error that stopped it. */
 export type WalkAnswer = Preflight | { kind: 'error'; message: string }
 
-export interface WalkReply {
-  id: number
-  found: WalkAnswer[]
-}
+/** What one move's look found, or the error that stopped it. */
+export type LookAnswer = Look | { kind: 'error'; message: string }
+
+export type WalkReply = { id: number; found: WalkAnswer[] } | { id: number; looked: LookAnswer[] }
 
 /** What each source's walk found, in order, or the error it ended with. */
 export type Walked = Array<Preflight | Error>
 
-/** Each source's preflight, in order; a source whose walk failed answers its error, and fails alone. */
+/** What each move's look found, in order, or the error it ended with. */
+export type Looked = Array<Look | Error>
+
+/**
+ * Each source's preflight, in order; a source whose walk failed answers its
+ * error, and fails alone. And each move's look (mover.ts lookAtMove), alike.
+ */
 export interface Preflighter {
   check(dirs: readonly string[]): Promise<Walked>
+  look(dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked>
 }
 
 /** A check that never rejects: one that throws whole answers its error for every source. */
 export function walkAll(preflighter: Preflighter, dirs: readonly string[]): Promise<Walked> {
   return preflighter.check(dirs).catch((err: unknown) => dirs.map(() => asError(err)))
+}
+
+/** A look that never rejects: one that throws whole answers its error for every move. */
+export function lookAll(preflighter: Preflighter, dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked> {
+  return preflighter.look(dirs, looks).catch((err: unknown) => looks.map(() => asError(err)))
+}
+
+/** A look's answer as the pass takes it: an error thrown back. */
+function looked(a: LookAnswer): Look | Error {
+  return a.kind === 'error' ? new Error(a.message) : a
 }
 
 /** Preflight on the loop's thread, in slices (tests, and a pass given no pool). */
@@ -49,6 +68,16 @@ export class SlicedPreflight implements Preflighter {
 
   async check(dirs: readonly string[]): Promise<Walked> {
     return this.#slicer.map(dirs, (dir) => preflight(dir, this.#slicer).catch(asError))
+  }
+
+  async look(dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked> {
+    return this.#slicer.map(looks, (req) => {
+      try {
+        return lookAtMove(dirs, req)
+      } catch (err) {
+        return asError(err)
+      }
+    })
   }
 }
 
@@ -72,7 +101,7 @@ export function walkThreads(cores = os.availableParallelism()): number {
 /** One worker thread and the requests it has not answered. */
 class WalkThread {
   readonly #worker: Worker
-  readonly #pending = new Map<number, { resolve: (found: WalkAnswer[]) => void; reject: (err: Error) => void }>()
+  readonly #pending = new Map<number, { resolve: (reply: WalkReply) => void; reject: (err: Error) => void }>()
   readonly #onGone: (t: WalkThread) => void
   readonly #idleMs: number
   #idle: NodeJS.Timeout | undefined
@@ -86,7 +115,7 @@ class WalkThread {
     this.#worker.on('message', (reply: WalkReply) => {
       const waiter = this.#pending.get(reply.id)
       this.#pending.delete(reply.id)
-      waiter?.resolve(reply.found)
+      waiter?.resolve(reply)
       if (this.#pending.size === 0) this.#idleSoon()
     })
     this.#onGone = onGone
@@ -94,12 +123,23 @@ class WalkThread {
     this.#worker.on('exit', (code) => this.#gone(new Error(`the walking thread exited (code ${code})`)))
   }
 
-  walk(id: number, dirs: string[]): Promise<WalkAnswer[]> {
+  async walk(id: number, dirs: string[]): Promise<WalkAnswer[]> {
+    const reply = await this.#ask({ id, kind: 'walk', dirs })
+    if (!('found' in reply)) throw new Error('the walking thread answered a walk with a look')
+    return reply.found
+  }
+
+  async look(id: number, dirs: Dirs, looks: LookRequest[]): Promise<LookAnswer[]> {
+    const reply = await this.#ask({ id, kind: 'look', dirs, looks })
+    if (!('looked' in reply)) throw new Error('the walking thread answered a look with a walk')
+    return reply.looked
+  }
+
+  #ask(req: WalkRequest): Promise<WalkReply> {
     if (this.#dead !== undefined) return Promise.reject(this.#dead)
     clearTimeout(this.#idle)
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject })
-      const req: WalkRequest = { id, dirs }
+      this.#pending.set(req.id, { resolve, reject })
       this.#worker.postMessage(req)
     })
   }
@@ -147,6 +187,11 @@ export class PreflightPool implements Preflighter {
     for (let i = 0; i < dirs.length; i += CHUNK) chunks.push(this.#thread().walk(++this.#ids, dirs.slice(i, i + CHUNK)))
     const found = (await Promise.all(chunks)).flat()
     return found.map((a) => (a.kind === 'error' ? new Error(a.message) : a))
+  }
+
+  /** One batch's looks, on one thread in one message: a few hundred lstats, no reason to share them out. */
+  async look(dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked> {
+    return (await this.#thread().look(++this.#ids, dirs, [...looks])).map(looked)
   }
 
   /** Ends every thread (an agent stopping); a later walk starts them again. */

@@ -1,12 +1,15 @@
 // The thread preflight's walks run on (preflight-pool.ts). It is handed a
 // list of sources, walks each in one go and answers what it found for
 // each, in order; a walk that fails is answered as its error, and the
-// others go on. It answers nothing else: nothing waits on it but the pass.
+// others go on. Or a batch's moves, and looks at each (mover.ts
+// lookAtMove). It answers nothing else: nothing waits on it but the pass.
 import fs from 'node:fs'
 import os from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../../errors.js'
-import { WALK_NICE, type WalkAnswer, type WalkReply, type WalkRequest } from './preflight-pool.js'
+import type { Dirs } from '../../domain/paths.js'
+import { lookAtMove, type LookRequest } from './mover.js'
+import { WALK_NICE, type LookAnswer, type WalkAnswer, type WalkReply, type WalkRequest } from './preflight-pool.js'
 import { preflightSync } from './preflight.js'
 
 // This thread alone is niced (Linux's setpriority takes a thread's id, and
@@ -27,7 +30,18 @@ function answer(dir: string): WalkAnswer {
   }
 }
 
+function look(dirs: Dirs, req: LookRequest): LookAnswer {
+  try {
+    return lookAtMove(dirs, req)
+  } catch (err) {
+    return { kind: 'error', message: errorMessage(err) }
+  }
+}
+
 parentPort?.on('message', (req: WalkRequest) => {
-  const reply: WalkReply = { id: req.id, found: req.dirs.map(answer) }
+  const reply: WalkReply =
+    req.kind === 'walk'
+      ? { id: req.id, found: req.dirs.map(answer) }
+      : { id: req.id, looked: req.looks.map((l) => look(req.dirs, l)) }
   parentPort?.postMessage(reply)
 })

@@ -493,6 +493,7 @@ function heldWalker(events: string[]): Preflighter & { go: () => void } {
       events.push('walk-end')
       return found
     },
+    look: (dirs, looks) => walker.look(dirs, looks),
   }
 }
 

@@ -1,12 +1,15 @@
 // Preflight on worker threads answers what the walk on the loop's thread
 // answers, source by source and in order; a walk that fails fails alone; a
 // pool ended mid-walk fails that walk and starts again after; idle threads
-// end.
+// end. A batch's looks (steps 4 and 6) on a thread answer what they answer
+// on the loop.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
+import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../../../src/domain/paths.js'
+import type { LookRequest } from '../../../src/infra/pass/mover.js'
 import { PreflightPool, SlicedPreflight, WALK_NICE, walkThreads } from '../../../src/infra/pass/preflight-pool.js'
 import { preflight, type Preflight } from '../../../src/infra/pass/preflight.js'
 import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
@@ -67,6 +70,47 @@ void test('the pool answers what the walk on the loop answers, source by source,
   const st = fs.lstatSync(dirs[0] as string, { bigint: true })
   assert.deepEqual(answers[0], { kind: 'ok', seen: { dev: st.dev, ino: st.ino } })
   assert.deepEqual(await preflight(dirs[1] as string), onThreads[1])
+})
+
+void test('a batch looked at on a thread: each move’s source and what is in its way, as the loop sees them, in order', async (t) => {
+  const root = await tmpDir(t)
+  const d: Dirs = { dataDir: path.join(root, 'data'), runDir: path.join(root, 'data', 'run') }
+  fs.mkdirSync(path.join(d.dataDir, 'apps'), { recursive: true })
+  const looks: LookRequest[] = []
+  const host = (i: number): string => `h${i}.example.com`
+  // h0: a source, nothing in the way of nested.
+  fs.mkdirSync(flatPaths(d, host(0)).dir)
+  looks.push({ host: host(0), to: 'nested', from: flatPaths(d, host(0)).dir, dest: nestedPaths(d, host(0)) })
+  // h1: no source.
+  looks.push({ host: host(1), to: 'nested', from: flatPaths(d, host(1)).dir, dest: nestedPaths(d, host(1)) })
+  // h2: the nested root is a file.
+  fs.mkdirSync(flatPaths(d, host(2)).dir)
+  fs.mkdirSync(path.join(d.dataDir, 'nested'), { recursive: true })
+  fs.writeFileSync(nestedRoot(d, host(2)), 'planted')
+  looks.push({ host: host(2), to: 'nested', from: flatPaths(d, host(2)).dir, dest: nestedPaths(d, host(2)) })
+  // h3: a revert whose flat directory and socket path are taken; asked without its source (step 6).
+  fs.mkdirSync(flatPaths(d, host(3)).dir)
+  fs.mkdirSync(path.dirname(flatPaths(d, host(3)).socket), { recursive: true })
+  fs.writeFileSync(flatPaths(d, host(3)).socket, '')
+  looks.push({ host: host(3), to: 'flat', dest: flatPaths(d, host(3)) })
+  // h4: the run directory where a socket's parent should be is a file: an error the move fails with alone.
+  fs.mkdirSync(nestedRoot(d, host(4)), { recursive: true })
+  fs.writeFileSync(path.join(nestedRoot(d, host(4)), 'run'), '')
+  looks.push({ host: host(4), to: 'nested', dest: nestedPaths(d, host(4)) })
+  const pool = new PreflightPool({ size: 1 })
+  t.after(() => pool.close())
+  const onThread = await pool.look(d, looks)
+  const onLoop = await new SlicedPreflight(new Slicer()).look(d, looks)
+  const shown = (a: unknown) => (a instanceof Error ? { kind: 'error', reason: a.message } : a)
+  assert.deepEqual(onThread.map(shown), onLoop.map(shown))
+  assert.deepEqual(onThread.map(shown), [
+    { kind: 'found', aside: [], staleSockets: [] },
+    { kind: 'missing' },
+    { kind: 'found', aside: [nestedRoot(d, host(2))], staleSockets: [] },
+    { kind: 'found', aside: [flatPaths(d, host(3)).dir, flatPaths(d, host(3)).socket], staleSockets: [] },
+    { kind: 'found', aside: [path.join(nestedRoot(d, host(4)), 'run')], staleSockets: [] },
+  ])
+  assert.equal(fs.readFileSync(nestedRoot(d, host(2)), 'utf8'), 'planted', 'a look changes nothing')
 })
 
 void test('a pool ended mid-walk fails that walk, and the next walk starts a thread again', async (t) => {
