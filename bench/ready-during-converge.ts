@@ -18,12 +18,17 @@
 // 200 fetches the page (GET /) again, as console.js does; its answers'
 // times are counted apart.
 //
-//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--dir D] [--keep]
+// With --bare, a server that does nothing but answer (bare-ready.ts, a
+// process of its own) is asked at the same rate through the same converge:
+// the machine's own floor for the agent's figure, measured in the same run.
+//
+//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--bare] [--dir D] [--keep]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { pathToFileURL } from 'node:url'
+import { spawn } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
 import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
@@ -49,6 +54,8 @@ export interface ReadyDuringConverge {
   claimsDuring?: Latencies & { rate: number }
   /** With --console: the console page's polls through the converge, each a status ask and, when it changed, the page. */
   consoleDuring?: ConsolePolls
+  /** With --bare: a server that only answers (bare-ready.ts), asked at the same rate through the same converge. */
+  bareDuring?: Latencies
   lagDuringConverge: LoopLag
   converge: { seconds: number; movesPerSecond: number }
   /** CPU the agent used through the converge: its loop's thread, and all its threads (threadCpu). */
@@ -205,6 +212,33 @@ export async function pollLikeConsole(pool: Pool, stop: AbortSignal, everyMs = 2
   }
 }
 
+/** Starts bare-ready.js in a process of its own: its pool, and how to stop it. */
+async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [new URL('./bare-ready.js', import.meta.url).pathname], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const port = await new Promise<string>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code) => reject(new Error(`bare-ready exited ${String(code)}`)))
+    child.stdout.setEncoding('utf8').once('data', (s: string) => resolve(s.trim()))
+  })
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 32 })
+  return {
+    pool,
+    stop: async () => {
+      await pool.close()
+      child.kill('SIGTERM')
+    },
+  }
+}
+
+/** GET /ready/:host of a bare server: the same request, answered by a server with no other work. */
+const askBare: Ask = async (pool, host) => {
+  const res = await pool.request({ method: 'GET', path: `/ready/${host}` })
+  await res.body.dump()
+  return { status: res.statusCode, answeredAt: performance.now() }
+}
+
 /** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
 async function kickAndWait(url: string): Promise<void> {
   const res = await request(new URL('/layout/converge?wait=1&timeout=600', url), {
@@ -218,7 +252,7 @@ async function kickAndWait(url: string): Promise<void> {
 
 export async function runReadyDuringConverge(
   root: string,
-  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number; console?: boolean },
+  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number; console?: boolean; bare?: boolean },
   log: (l: string) => void = () => undefined,
 ): Promise<ReadyDuringConverge> {
   log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
@@ -230,6 +264,7 @@ export async function runReadyDuringConverge(
   // Enough connections that a slow answer never holds back the next request's send.
   const pool = new Pool(agent.url, { connections: 32, headersTimeout: 60_000, bodyTimeout: 60_000 })
   const claimPool = new Pool(agent.url, { connections: 16, headersTimeout: 60_000, bodyTimeout: 60_000 })
+  const bare = opts.bare === true ? await startBareReady() : undefined
   try {
     await agent.waitReady(300_000)
     // The first run (after the instance keys of every tenant) moves nothing: wait it out before measuring.
@@ -246,6 +281,7 @@ export async function runReadyDuringConverge(
     // The claims take the hosts from the other end, so a claim and a /ready/:host seldom name one host at once.
     const claims = claimRate > 0 ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim) : undefined
     const consoleOpen = opts.console === true ? pollLikeConsole(claimPool, ac.signal) : undefined
+    const bareLoad = bare === undefined ? undefined : openLoad(bare.pool, hosts, opts.rate, ac.signal, askBare)
     const c0 = performance.now()
     const cpu0 = threadCpu(agent.pid)
     let agentCpu = { loopSeconds: 0, processSeconds: 0 }
@@ -260,6 +296,7 @@ export async function runReadyDuringConverge(
     const during = await load
     const claimsDuring = claims === undefined ? undefined : { rate: claimRate, ...(await claims) }
     const consoleDuring = await consoleOpen
+    const bareDuring = await bareLoad
     const lagDuringConverge = await probe.stop()
     // A host a claim held when its batch came was deferred (awake, inside
     // its grace) and is moved by the leg's retry once the claim is gone:
@@ -282,6 +319,7 @@ export async function runReadyDuringConverge(
       during,
       ...(claimsDuring === undefined ? {} : { claimsDuring }),
       ...(consoleDuring === undefined ? {} : { consoleDuring }),
+      ...(bareDuring === undefined ? {} : { bareDuring }),
       lagDuringConverge,
       converge: { seconds, movesPerSecond: opts.hosts / seconds },
       agentCpu,
@@ -290,6 +328,7 @@ export async function runReadyDuringConverge(
   } finally {
     await pool.close()
     await claimPool.close()
+    await bare?.stop()
     await agent.kill()
   }
 }
@@ -302,6 +341,7 @@ async function main(): Promise<number> {
       idle: { type: 'string', default: '5' },
       claims: { type: 'string', default: '0' },
       console: { type: 'boolean', default: false },
+      bare: { type: 'boolean', default: false },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
@@ -315,7 +355,7 @@ async function main(): Promise<number> {
     !(Number.isInteger(claimRate) && claimRate >= 0)
   ) {
     process.stderr.write(
-      'usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--dir D] [--keep]\n',
+      'usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--bare] [--dir D] [--keep]\n',
     )
     return 2
   }
@@ -323,7 +363,7 @@ async function main(): Promise<number> {
   try {
     const r = await runReadyDuringConverge(
       root,
-      { hosts, rate, idleSeconds, claimRate, console: values.console },
+      { hosts, rate, idleSeconds, claimRate, console: values.console, bare: values.bare },
       (l) => process.stderr.write(`${l}\n`),
     )
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
