@@ -380,7 +380,6 @@ export class MoveSteps {
     )
   }
 
-  /** Sets aside what is at a move's destination, and notes it. */
   /**
    * Each move's destination (and with source, its source) looked at on a
    * preflight thread: the lstats of steps 4 and 6, a few for every host of
@@ -397,6 +396,7 @@ export class MoveSteps {
     return lookAll(preflight, deps.dirs, looks)
   }
 
+  /** Sets aside what a look found at a move's destination, and notes it. */
   async #setAsideWhatIsInTheWay(move: MoveInFlight, found: InTheWay): Promise<void> {
     const { dirs, clock, logger } = this.#ctx.deps
     const { host } = move.journal

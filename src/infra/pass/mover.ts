@@ -151,17 +151,6 @@ export async function clearFound(dirs: Dirs, host: string, found: InTheWay, nowM
   return setAside(dirs, host, found.aside, nowMs)
 }
 
-/** Clears a move's destination (inTheWay), answering what was set aside. */
-export async function clearDestination(
-  dirs: Dirs,
-  host: string,
-  to: Mode,
-  dest: RowPaths,
-  nowMs: number,
-): Promise<Aside | undefined> {
-  return clearFound(dirs, host, inTheWay(dirs, host, to, dest), nowMs)
-}
-
 /** Modes of the nested tree (design §2). */
 export const NESTED_ROOT_MODE = 0o750
 export const NESTED_RUN_MODE = 0o2770

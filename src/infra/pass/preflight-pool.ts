@@ -53,9 +53,9 @@ export function lookAll(preflighter: Preflighter, dirs: Dirs, looks: readonly Lo
   return preflighter.look(dirs, looks).catch((err: unknown) => looks.map(() => asError(err)))
 }
 
-/** A look's answer as the pass takes it: an error thrown back. */
-function looked(a: LookAnswer): Look | Error {
-  return a.kind === 'error' ? new Error(a.message) : a
+/** A thread's answer as the pass takes it: an error made an Error again. */
+function fromThread<T extends { kind: string }>(a: T | { kind: 'error'; message: string }): T | Error {
+  return a.kind === 'error' && 'message' in a ? new Error(a.message) : (a as T)
 }
 
 /** Preflight on the loop's thread, in slices (tests, and a pass given no pool). */
@@ -186,12 +186,12 @@ export class PreflightPool implements Preflighter {
     const chunks: Array<Promise<WalkAnswer[]>> = []
     for (let i = 0; i < dirs.length; i += CHUNK) chunks.push(this.#thread().walk(++this.#ids, dirs.slice(i, i + CHUNK)))
     const found = (await Promise.all(chunks)).flat()
-    return found.map((a) => (a.kind === 'error' ? new Error(a.message) : a))
+    return found.map(fromThread)
   }
 
   /** One batch's looks, on one thread in one message: a few hundred lstats, no reason to share them out. */
   async look(dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked> {
-    return (await this.#thread().look(++this.#ids, dirs, [...looks])).map(looked)
+    return (await this.#thread().look(++this.#ids, dirs, [...looks])).map(fromThread)
   }
 
   /** Ends every thread (an agent stopping); a later walk starts them again. */

@@ -7,9 +7,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../../errors.js'
-import type { Dirs } from '../../domain/paths.js'
-import { lookAtMove, type LookRequest } from './mover.js'
-import { WALK_NICE, type LookAnswer, type WalkAnswer, type WalkReply, type WalkRequest } from './preflight-pool.js'
+import { lookAtMove } from './mover.js'
+import { WALK_NICE, type WalkReply, type WalkRequest } from './preflight-pool.js'
 import { preflightSync } from './preflight.js'
 
 // This thread alone is niced (Linux's setpriority takes a thread's id, and
@@ -22,17 +21,10 @@ try {
   // Not Linux, or no /proc: the walk runs at the process's priority.
 }
 
-function answer(dir: string): WalkAnswer {
+/** f's answer, or the error it threw as one (a walk or a look that fails fails alone). */
+function answered<T>(f: () => T): T | { kind: 'error'; message: string } {
   try {
-    return preflightSync(dir)
-  } catch (err) {
-    return { kind: 'error', message: errorMessage(err) }
-  }
-}
-
-function look(dirs: Dirs, req: LookRequest): LookAnswer {
-  try {
-    return lookAtMove(dirs, req)
+    return f()
   } catch (err) {
     return { kind: 'error', message: errorMessage(err) }
   }
@@ -41,7 +33,7 @@ function look(dirs: Dirs, req: LookRequest): LookAnswer {
 parentPort?.on('message', (req: WalkRequest) => {
   const reply: WalkReply =
     req.kind === 'walk'
-      ? { id: req.id, found: req.dirs.map(answer) }
-      : { id: req.id, looked: req.looks.map((l) => look(req.dirs, l)) }
+      ? { id: req.id, found: req.dirs.map((dir) => answered(() => preflightSync(dir))) }
+      : { id: req.id, looked: req.looks.map((l) => answered(() => lookAtMove(req.dirs, l))) }
   parentPort?.postMessage(reply)
 })

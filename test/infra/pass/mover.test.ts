@@ -4,7 +4,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../../../src/domain/paths.js'
-import { clearDestination, inTheWay, prepareParents, renameDir, setAside } from '../../../src/infra/pass/mover.js'
+import { clearFound, inTheWay, prepareParents, renameDir, setAside } from '../../../src/infra/pass/mover.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { addByteNamedEntries, makeTenantTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -77,7 +77,7 @@ void test('preflight reads names as bytes: a name that is not UTF-8 passes, and 
   assert.match((r as { reason: string }).reason, /^a file of its has a second name: .* has 2 links$/)
 })
 
-void test('inTheWay and clearDestination: set aside what is there, drop a stale socket', async (t) => {
+void test('inTheWay and clearFound: set aside what is there, drop a stale socket', async (t) => {
   const d = await dirsFor(t)
   const dest = nestedPaths(d, H)
   assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [], staleSockets: [] })
@@ -94,7 +94,7 @@ void test('inTheWay and clearDestination: set aside what is there, drop a stale 
   }
   fs.mkdirSync(dest.dir)
   assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [dest.dir], staleSockets: [dest.socket] })
-  const aside = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
+  const aside = await clearFound(d, H, inTheWay(d, H, 'nested', dest), Date.UTC(2026, 10, 30))
   assert.deepEqual(aside?.names, ['data'])
   assert.equal(fs.existsSync(dest.socket), false)
   assert.equal(fs.existsSync(dest.dir), false)
@@ -106,7 +106,7 @@ void test('inTheWay and clearDestination: set aside what is there, drop a stale 
   fs.writeFileSync(path.join(target, 'keep'), 'x')
   fs.symlinkSync(target, nestedRoot(d, H))
   assert.deepEqual(inTheWay(d, H, 'nested', dest), { aside: [nestedRoot(d, H)], staleSockets: [] })
-  const second = await clearDestination(d, H, 'nested', dest, Date.UTC(2026, 10, 30))
+  const second = await clearFound(d, H, inTheWay(d, H, 'nested', dest), Date.UTC(2026, 10, 30))
   assert.deepEqual(second?.names, [H])
   assert.notEqual(second?.dir, aside?.dir, 'a second aside in the same millisecond gets its own directory')
   assert.ok(fs.lstatSync(path.join(second?.dir ?? '', H)).isSymbolicLink())
