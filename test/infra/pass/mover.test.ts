@@ -77,6 +77,41 @@ void test('preflight reads names as bytes: a name that is not UTF-8 passes, and 
   assert.match((r as { reason: string }).reason, /^a file of its has a second name: .* has 2 links$/)
 })
 
+void test('preflight walks by text until a name is not UTF-8, and by bytes below it: a second name is seen either way', async (t) => {
+  const d = await dirsFor(t)
+  const dir = flatPaths(d, H).dir
+  const outside = path.join(d.dataDir, 'outside')
+  fs.mkdirSync(outside)
+  // Deep under names that are all UTF-8, a directory whose listing has a name that is not.
+  const deep = path.join(dir, 'sites', 'blog')
+  fs.mkdirSync(deep, { recursive: true })
+  const byteNamed = Buffer.concat([Buffer.from(`${deep}/`), Buffer.from([0x6b, 0xff])])
+  fs.writeFileSync(byteNamed, 'x')
+  fs.writeFileSync(path.join(deep, 'plain'), 'y')
+  assert.equal((await preflight(dir)).kind, 'ok')
+  // Its only file with a second name is the one whose name is not UTF-8: the
+  // lossy decoding of that name (k\uFFFD) names nothing, so a walk by text
+  // alone could not lstat it.
+  fs.linkSync(byteNamed, path.join(outside, 'taken'))
+  const held = await preflight(dir)
+  assert.deepEqual(held, {
+    kind: 'held',
+    code: 'second_name',
+    reason: 'a file of its has a second name: sites/blog/k\\xff has 2 links',
+  })
+  fs.unlinkSync(path.join(outside, 'taken'))
+  // A name that is UTF-8 and spells U+FFFD itself is read again as bytes, and is what it says.
+  const spelled = path.join(deep, 'odd\uFFFDname')
+  fs.writeFileSync(spelled, 'z')
+  assert.equal((await preflight(dir)).kind, 'ok')
+  fs.linkSync(spelled, path.join(outside, 'spelled'))
+  assert.deepEqual(await preflight(dir), {
+    kind: 'held',
+    code: 'second_name',
+    reason: 'a file of its has a second name: sites/blog/odd\uFFFDname has 2 links',
+  })
+})
+
 void test('inTheWay and clearFound: set aside what is there, drop a stale socket', async (t) => {
   const d = await dirsFor(t)
   const dest = nestedPaths(d, H)
