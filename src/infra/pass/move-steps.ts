@@ -44,11 +44,12 @@ export class MoveSteps {
    * is set aside before the journal is written, not after: with a journal
    * on disk, files at both ends read as ambiguous (§4), and a crash between
    * the journal and the aside must not turn a plain move into a case for an
-   * operator. The walk of step 5 starts as the journal is written, not
-   * once it is on disk: it reads and changes nothing, its hosts are
-   * fenced and stopped already, and what it found is used only after the
-   * journal landed. The journal's fsyncs wait behind the filesystem's
-   * commits of the batch before; the walk need not (design §3.3).
+   * operator. The walk of step 5 is asked for with step 4's look, not
+   * once the journal is on disk: it reads and changes nothing (sources,
+   * never a destination), its hosts are fenced and stopped already, and
+   * what it found is used only after the journal landed. The journal's
+   * fsyncs wait behind the filesystem's commits of the batch before; the
+   * walk need not, and a converge is as long as its walks (design §3.3).
    */
   async move(moves: MoveInFlight[], onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
@@ -62,8 +63,12 @@ export class MoveSteps {
       () => undefined,
       (err: unknown) => err,
     )
-    // Looked at on a preflight thread, acted on here (design §3.6).
-    const looks = await this.#look(moves, true)
+    // Looked at on a preflight thread, acted on here (design §3.6). The
+    // walks are asked for with the looks: the thread goes from one to the
+    // other, and is not left idle while what is in the way is set aside.
+    const looking = this.#look(moves, true)
+    const walkingAll = this.#walk(moves)
+    const looks = await looking
     const cleared = await ctx.slicer.map(moves, async (move, i) => {
       try {
         const look = looks[i]
@@ -77,10 +82,12 @@ export class MoveSteps {
         return why('dest_not_cleared', `destination not cleared: ${errorMessage(err)}`)
       }
     })
+    const readyAt: number[] = []
     for (const [i, move] of moves.entries()) {
       const because = cleared[i]
       if (because === null || because === undefined) {
         ready.push(move)
+        readyAt.push(i)
         continue
       }
       this.#endings.liftUnheld([move])
@@ -89,8 +96,9 @@ export class MoveSteps {
       )
     }
     ctx.failpoint('after-aside')
-    if (ready.length === 0) return results
-    const walking = this.#walk(ready)
+    // No walk of the batch outlives it.
+    if (ready.length === 0) return walkingAll.then(() => results)
+    const walking = walkingAll.then((walked) => readyAt.map((i) => walked[i] ?? new Error('no answer')))
     try {
       const notSynced = await generationSynced
       if (notSynced !== undefined) throw new Error(`generation not on disk: ${errorMessage(notSynced)}`)
