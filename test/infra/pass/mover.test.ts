@@ -100,7 +100,7 @@ void test('preflight walks by text until a name is not UTF-8, and by bytes below
     reason: 'a file of its has a second name: sites/blog/k\\xff has 2 links',
   })
   fs.unlinkSync(path.join(outside, 'taken'))
-  // A name that is UTF-8 and spells U+FFFD itself is read again as bytes, and is what it says.
+  // A name that is UTF-8 and spells U+FFFD itself (its listing read again as bytes) is still found by what it says.
   const spelled = path.join(deep, 'odd\uFFFDname')
   fs.writeFileSync(spelled, 'z')
   assert.equal((await preflight(dir)).kind, 'ok')
