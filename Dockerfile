@@ -5,12 +5,17 @@
 # docker build --build-arg NODE_IMAGE=node:24-trixie-slim .
 ARG NODE_IMAGE=node:26-trixie-slim
 
-# Build: the TypeScript, then drops the dev tools. better-sqlite3 13 ships
-# its binaries prebuilt in the package (package.json allowScripts denies its
-# install script, which would compile it again), so no compiler is needed.
+# Build: the TypeScript and the C walk (native/walk.c, by node-gyp: python3,
+# make and a C compiler, here only), then drops the dev tools. better-sqlite3
+# 13 ships its binaries prebuilt in the package (package.json allowScripts
+# denies its install script, which would compile it again).
 FROM ${NODE_IMAGE} AS build
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+# The image's node carries its headers (/usr/local/include/node): node-gyp downloads none.
+ENV npm_config_nodedir=/usr/local
 WORKDIR /app
-COPY package.json package-lock.json tsconfig.json ./
+COPY package.json package-lock.json tsconfig.json binding.gyp ./
+COPY native ./native
 COPY bin ./bin
 COPY src ./src
 COPY test ./test
@@ -34,6 +39,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/build/Release/walk.node ./build/Release/walk.node
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/package.json ./
 # `layoutd` on PATH, for `docker exec layoutd layoutd status` and the rest of the CLI.

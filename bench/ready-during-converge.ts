@@ -58,37 +58,81 @@ export interface ReadyDuringConverge {
   bareDuring?: Latencies
   lagDuringConverge: LoopLag
   converge: { seconds: number; movesPerSecond: number }
-  /** CPU the agent used through the converge: its loop's thread, and all its threads (threadCpu). */
-  agentCpu: { loopSeconds: number; processSeconds: number }
+  /** CPU the agent used through the converge: its loop's thread, all its threads, each kind of thread (threadCpu). */
+  agentCpu: AgentCpu
   machine: { cpus: number; loadavg: number[] }
+}
+
+/** CPU an agent used: its loop's thread, all its threads, and each kind of thread by its name (threadCpu). */
+export interface AgentCpu {
+  loopSeconds: number
+  /** How long the loop's thread waited runnable for a core (its schedstat). */
+  loopWaitSeconds: number
+  processSeconds: number
+  /** CPU seconds by thread name (`layoutd-walk`, `libuv-worker`, …), threads of one name summed; a thread that ended since is left out. */
+  threads: Record<string, number>
+}
+
+/** One thread's CPU seconds (user + system) from its stat. */
+function statSeconds(stat: string): number {
+  const fields = stat.split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** A thread's stat, or undefined when it has ended (it can, between the listing and the read). */
+function readTask(pid: number, tid: string, file: string): string | undefined {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${tid}/${file}`, 'utf8')
+  } catch {
+    return undefined
+  }
+}
+
+/** What threadCpu reads: the totals, and each thread's name and seconds by its id. */
+export interface CpuReading {
+  loopSeconds: number
+  loopWaitSeconds: number
+  processSeconds: number
+  tasks: Map<string, { name: string; seconds: number }>
 }
 
 /**
  * CPU seconds (user + system) an agent's threads have used, from /proc: its
- * loop's thread (whose id is the process's) apart from every thread. On a
- * shared machine these say what the loop's thread did, where a latency says
- * also how long it waited for a core.
+ * loop's thread (whose id is the process's) apart from every thread, and
+ * each thread on its own. On a shared machine these say what the loop's
+ * thread did, where a latency says also how long it waited for a core.
  */
-export function threadCpu(pid: number): { loopSeconds: number; processSeconds: number } {
-  const seconds = (stat: string): number => {
-    const fields = stat.split(') ')[1]?.split(' ') ?? []
-    return (Number(fields[11]) + Number(fields[12])) / 100
+export function threadCpu(pid: number): CpuReading {
+  const tasks = new Map<string, { name: string; seconds: number }>()
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    const stat = readTask(pid, tid, 'stat')
+    if (stat === undefined) continue
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+    tasks.set(tid, { name, seconds: statSeconds(stat) })
   }
+  const schedstat = readTask(pid, String(pid), 'schedstat')?.split(' ') ?? []
   return {
-    loopSeconds: seconds(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
-    processSeconds: seconds(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    loopSeconds: statSeconds(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
+    loopWaitSeconds: Number(schedstat[1] ?? 0) / 1e9,
+    processSeconds: statSeconds(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    tasks,
   }
 }
 
-/** What threadCpu read at the end less what it read at the start. */
-export function cpuSince(
-  start: { loopSeconds: number; processSeconds: number },
-  pid: number,
-): { loopSeconds: number; processSeconds: number } {
+/** What threadCpu reads at the end less what it read at the start; a thread new since counts from nothing. */
+export function cpuSince(start: CpuReading, pid: number): AgentCpu {
   const end = threadCpu(pid)
+  const round = (s: number): number => Math.round(s * 100) / 100
+  const threads: Record<string, number> = {}
+  for (const [tid, t] of end.tasks) {
+    const used = t.seconds - (start.tasks.get(tid)?.seconds ?? 0)
+    threads[t.name] = round((threads[t.name] ?? 0) + used)
+  }
   return {
-    loopSeconds: Math.round((end.loopSeconds - start.loopSeconds) * 100) / 100,
-    processSeconds: Math.round((end.processSeconds - start.processSeconds) * 100) / 100,
+    loopSeconds: round(end.loopSeconds - start.loopSeconds),
+    loopWaitSeconds: round(end.loopWaitSeconds - start.loopWaitSeconds),
+    processSeconds: round(end.processSeconds - start.processSeconds),
+    threads,
   }
 }
 
@@ -284,7 +328,7 @@ export async function runReadyDuringConverge(
     const bareLoad = bare === undefined ? undefined : openLoad(bare.pool, hosts, opts.rate, ac.signal, askBare)
     const c0 = performance.now()
     const cpu0 = threadCpu(agent.pid)
-    let agentCpu = { loopSeconds: 0, processSeconds: 0 }
+    let agentCpu: AgentCpu
     let seconds: number
     try {
       await kickAndWait(agent.url)

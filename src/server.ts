@@ -69,10 +69,19 @@ function drainOnClose(app: App): void {
 }
 
 /**
- * A warning when libuv's pool is smaller than the fsyncs a converge runs at once: the converge would be
- * slower, not wrong.
+ * A warning when libuv's pool is smaller than the fsyncs a converge runs at once, and another when the
+ * C walk was not built (design §3.3): the converge would be slower, not wrong.
  */
-function warnOfSmallThreadPool(logger: AppLogger, pool: number, wanted: number): void {
+function warnOfSlowerConverge(
+  logger: AppLogger,
+  { pool, wanted, cWalkMissing }: { pool: number; wanted: number; cWalkMissing: string | undefined },
+): void {
+  if (cWalkMissing !== undefined)
+    logger.warn(
+      { cWalk: cWalkMissing },
+      'layoutd: the C walk (native/walk.c) was not built, so preflight walks sources in JavaScript and a ' +
+        'converge takes longer; build it with npm run build (node-gyp: python3, make, a C compiler)',
+    )
   if (pool >= wanted) return
   logger.warn(
     { threadPool: pool, wanted },
@@ -208,6 +217,7 @@ export async function serve(config: Config): Promise<number> {
     { armSkippedFsyncs },
     { packageVersion },
     { SYNC_CONCURRENCY, threadPoolSize },
+    { cWalkMissing },
   ] = await Promise.all([
     import('close-with-grace'),
     import('./infra/edge.js'),
@@ -221,13 +231,14 @@ export async function serve(config: Config): Promise<number> {
     import('./infra/failpoint.js'),
     import('./package-version.js'),
     import('./infra/fsutil.js'),
+    import('./infra/pass/c-walk.js'),
   ])
   const logger = createLogger(config.logLevel)
   // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
   const socket = inheritedSocket()
   if (socket !== null)
     logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
-  warnOfSmallThreadPool(logger, threadPoolSize(), SYNC_CONCURRENCY)
+  warnOfSlowerConverge(logger, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
   if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.

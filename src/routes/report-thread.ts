@@ -122,7 +122,7 @@ export class ReportThread implements ReportFigurer {
 
   #thread(): Worker {
     if (this.#worker !== undefined) return this.#worker
-    const worker = new Worker(new URL('./report-worker.js', import.meta.url))
+    const worker = new Worker(new URL('./report-worker.js', import.meta.url), { name: 'layoutd-report' })
     // Never what keeps the process alive.
     worker.unref()
     worker.on('message', (answer: ReportAnswer) => {

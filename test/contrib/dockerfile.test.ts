@@ -105,6 +105,13 @@ void test('every path the build copies is in the repository and not ignored by .
   ).scripts.build
   for (const [, folder] of build.matchAll(/\b(scripts|src)\//g))
     assert.ok(copied.includes(folder ?? ''), `the build reads ${folder}/, which the image's build stage does not copy`)
+  // The C walk: its sources go in, and what node-gyp made comes out to the run stage (src/infra/pass/c-walk.ts).
+  for (const p of ['binding.gyp', 'native']) assert.ok(copied.includes(p), `the build stage copies ${p}`)
+  const fromBuild = (await instructions()).filter((i) => i.op === 'COPY' && i.args.startsWith('--from=build'))
+  assert.ok(
+    fromBuild.some((i) => /\/app\/build\/Release\/walk\.node \.\/build\/Release\/walk\.node$/.test(i.args)),
+    'the run stage has the C walk where c-walk.ts loads it',
+  )
 })
 
 void test('the HEALTHCHECK command passes while the agent lives, on its address or a wildcard, and fails once it is gone', async (t) => {

@@ -2,6 +2,7 @@
 // loses, renames or re-modes anything (nested dirs, odd names, symlinks,
 // modes, a database file), and a hash of a tree that sees all of that
 // without following a single symlink.
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -118,4 +119,15 @@ export function addByteNamedEntries(dir: string, seed = 1): Buffer {
   fs.writeFileSync(inner, bytes(seed + 501, 77))
   fs.symlinkSync(Buffer.concat([BYTE_NAMES.dir, Buffer.from('/'), BYTE_NAMES.inner]), under(dir, BYTE_NAMES.link))
   return inner
+}
+
+/** Makes a chain of directories under dir deeper than PATH_MAX (4096 bytes), each mkdir relative to the last. */
+export function deepTree(dir: string): void {
+  // A child descends by relative names (chdir, then mkdir), so no path it hands the kernel is long;
+  // a shell's cd would build the whole path and fail at PATH_MAX itself.
+  const script = `const fs = require('node:fs'); fs.mkdirSync(process.argv[1], { recursive: true });
+    process.chdir(process.argv[1]);
+    for (let i = 0; i < 25; i++) { fs.mkdirSync('${'d'.repeat(200)}'); process.chdir('${'d'.repeat(200)}') }
+    fs.writeFileSync('leaf', 'x')`
+  execFileSync(process.execPath, ['-e', script, dir])
 }

@@ -39,7 +39,7 @@ class Running {
   readonly #onGone: (r: Running) => void
 
   constructor(data: FilesThreadData, onGone: (r: Running) => void) {
-    this.worker = new Worker(new URL('./files-worker.js', import.meta.url), { workerData: data })
+    this.worker = new Worker(new URL('./files-worker.js', import.meta.url), { workerData: data, name: 'layoutd-files' })
     // Never what keeps the process alive: an agent stopping does not wait for it.
     this.worker.unref()
     this.worker.on('message', (reply: FilesReply) => {

@@ -112,7 +112,7 @@ class WalkThread {
 
   constructor(idleMs: number, onGone: (t: WalkThread) => void) {
     this.#idleMs = idleMs
-    this.#worker = new Worker(new URL('./preflight-worker.js', import.meta.url))
+    this.#worker = new Worker(new URL('./preflight-worker.js', import.meta.url), { name: 'layoutd-walk' })
     // Never what keeps the process alive: an agent stopping does not wait for it.
     this.#worker.unref()
     this.#worker.on('message', (reply: WalkReply) => {

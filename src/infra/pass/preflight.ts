@@ -2,10 +2,12 @@
 // symlink, and after the rename, the check that what moved is what was
 // checked. The walk is one generator, driven two ways: in slices of the
 // event loop (preflight), or whole on a thread of its own (preflightSync,
-// which preflight-worker.ts runs off the loop's thread).
+// which preflight-worker.ts runs off the loop's thread), where the C walk
+// (c-walk.ts) takes its place when it was built: the same walk, in less time.
 import fs from 'node:fs'
 import type { ReasonCode } from '../../domain/reason-codes.js'
 import { childPath, shownPath } from '../fsutil.js'
+import { cWalk, type CWalk } from './c-walk.js'
 import { defaultSlicer, lstatBigSyncOrUndefined, type Slicer } from './sliced-fs.js'
 
 /** Which directory preflight saw: a rename must move that one (design §3 step 7). */
@@ -36,10 +38,8 @@ export type Preflight =
  * doing.
  */
 function* walk(dir: string): Generator<undefined, Preflight> {
-  const st = lstatBigSyncOrUndefined(dir)
-  if (st === undefined) return { kind: 'missing' }
-  if (st.isSymbolicLink()) return { kind: 'held', code: 'symlink_source', reason: `${dir} is a symlink` }
-  if (!st.isDirectory()) return { kind: 'held', code: 'source_not_directory', reason: `${dir} is not a directory` }
+  const st = sourceItself(dir)
+  if ('kind' in st) return st
   const queue: WalkPath[] = [dir]
   for (let d = queue.pop(); d !== undefined; d = queue.pop()) {
     const listing = tooLong(() => listed(d))
@@ -50,19 +50,42 @@ function* walk(dir: string): Generator<undefined, Preflight> {
       else if (e.isFile()) {
         const links = tooLong(() => fs.lstatSync(p).nlink)
         if (links === undefined) return pathTooLong(dir, p)
-        if (links > 1) {
-          const rel = shownPath(bytesOf(p).subarray(bytesOf(dir).length + 1))
-          return {
-            kind: 'held',
-            code: 'second_name',
-            reason: `a file of its has a second name: ${rel} has ${links} links`,
-          }
-        }
+        if (links > 1) return secondName(dir, p, links)
       }
       yield
     }
   }
   return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
+}
+
+/** The source itself: its lstat when it is a directory, else what preflight says of it. */
+function sourceItself(dir: string): fs.BigIntStats | Preflight {
+  const st = lstatBigSyncOrUndefined(dir)
+  if (st === undefined) return { kind: 'missing' }
+  if (st.isSymbolicLink()) return { kind: 'held', code: 'symlink_source', reason: `${dir} is a symlink` }
+  if (!st.isDirectory()) return { kind: 'held', code: 'source_not_directory', reason: `${dir} is not a directory` }
+  return st
+}
+
+/** The hold for a file at p, under the source dir, that has more names than one. */
+function secondName(dir: string, p: WalkPath, links: number): Preflight {
+  const rel = shownPath(bytesOf(p).subarray(bytesOf(dir).length + 1))
+  return { kind: 'held', code: 'second_name', reason: `a file of its has a second name: ${rel} has ${links} links` }
+}
+
+/**
+ * The same walk by the C walk: the source looked at as above, then walked
+ * by native/walk.c, which lists and lstats as the generator does, in the
+ * same order, and answers the same findings. What it saw is the directory
+ * it opened (not through a symlink), the one its walk read.
+ */
+function walkInC(dir: string, walkC: CWalk): Preflight {
+  const st = sourceItself(dir)
+  if ('kind' in st) return st
+  const found = walkC(dir)
+  if (found.kind === 'second_name') return secondName(dir, found.path, found.links)
+  if (found.kind === 'too_long') return pathTooLong(dir, found.path)
+  return { kind: 'ok', seen: { dev: found.dev, ino: found.ino } }
 }
 
 /**
@@ -136,8 +159,13 @@ export async function preflight(dir: string, slicer: Slicer = defaultSlicer): Pr
   }
 }
 
-/** Preflight in one go, for a thread that answers nothing else (preflight-worker.ts). */
-export function preflightSync(dir: string): Preflight {
+/**
+ * Preflight in one go, for a thread that answers nothing else
+ * (preflight-worker.ts): by the C walk when it was built, else the
+ * generator's. A test names the walk it means (null: the generator).
+ */
+export function preflightSync(dir: string, walkC: CWalk | null = cWalk ?? null): Preflight {
+  if (walkC !== null) return walkInC(dir, walkC)
   const steps = walk(dir)
   for (let step = steps.next(); ; step = steps.next()) if (step.done === true) return step.value
 }

@@ -10,7 +10,7 @@ import { batchJournalName } from '../../../src/infra/pass/journal.js'
 import { Pass } from '../../../src/infra/pass/pass.js'
 import { type Preflighter, SlicedPreflight } from '../../../src/infra/pass/preflight-pool.js'
 import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
-import { addByteNamedEntries, hashTree } from '../../helpers/tenants.js'
+import { addByteNamedEntries, deepTree, hashTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 import { GRACE_MS, harness, outcomes } from './pass-harness.js'
 
@@ -138,17 +138,6 @@ void test('a file with a second name holds the host; removing the link clears it
   fs.unlinkSync(outside)
   assert.deepEqual(outcomes(await h.converge('nested')), { 'a.example.com': 'moved' })
 })
-
-/** Makes a chain of directories under dir deeper than PATH_MAX (4096 bytes), each mkdir relative to the last. */
-function deepTree(dir: string): void {
-  // A child descends by relative names (chdir, then mkdir), so no path it hands the kernel is long;
-  // a shell's cd would build the whole path and fail at PATH_MAX itself.
-  const script = `const fs = require('node:fs'); fs.mkdirSync(process.argv[1], { recursive: true });
-    process.chdir(process.argv[1]);
-    for (let i = 0; i < 25; i++) { fs.mkdirSync('${'d'.repeat(200)}'); process.chdir('${'d'.repeat(200)}') }
-    fs.writeFileSync('leaf', 'x')`
-  execFileSync(process.execPath, ['-e', script, dir])
-}
 
 void test('a tree deeper than PATH_MAX holds the host with path_too_long, not a preflight failure on every retry', async (t) => {
   const h = await harness(t)
