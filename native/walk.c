@@ -1,19 +1,21 @@
 // Preflight's walk of one source in C (design §3.3): every directory
-// listed with getdents64 and every regular file's link count read with
-// fstatat relative to its directory's descriptor, so the kernel resolves a
-// directory's path once, not once for each of its files, and nothing is
-// made of an entry that is not a directory or a regular file. It finds what
-// src/infra/pass/preflight.ts's walk finds, in the same order (a
-// directory's names in strcmp order, directories taken last in, first
-// out), and src/infra/pass/native-walk.ts turns its answer into a
-// Preflight. It decides nothing of a host: it answers the facts.
+// opened relative to its parent's descriptor (openat, O_NOFOLLOW) and
+// listed with getdents64, every regular file's link count read with
+// fstatat relative to its directory's: the kernel resolves one name at a
+// time, never a path through a directory a tenant could have swapped, and
+// nothing is made of an entry that is not a directory or a regular file.
+// It finds what src/infra/pass/preflight.ts's walk finds, in the same
+// order (a directory's names in strcmp order, its files before its
+// directories, the last directory first), and src/infra/pass/c-walk.ts
+// hands its answer to preflight.ts. It decides nothing of a host: it
+// answers the facts.
 //
 //   walk(path: string | Buffer) →
 //     { kind: 'ok', dev: bigint, ino: bigint }          the directory walked
 //     { kind: 'second_name', path: Buffer, links }      the first such file
 //     { kind: 'too_long', path: Buffer }                a path PATH_MAX refuses
-//   throws an Error with its errno's code (`ENOENT`, `ELOOP`, …) otherwise:
-//   the directory given must be a directory and not a symlink
+//   throws an Error with its errno's code (`ENOENT`, `ENOTDIR`, …)
+//   otherwise: the directory given must be a directory and not a symlink
 //   (O_NOFOLLOW), as must each one under it when it is opened.
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -47,27 +49,6 @@ static int bytes_put(bytes_t *b, const char *src, size_t n) {
   memcpy(b->p + b->len, src, n);
   b->len += n;
   return 0;
-}
-
-/** The directories still to list: their paths, NUL-ended, one after another in `buf`. */
-typedef struct {
-  bytes_t buf;
-  size_t *at;
-  size_t n, cap;
-} todo_t;
-
-static int stack_push(todo_t *s, const char *dir, size_t dlen, const char *name, size_t nlen) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap == 0 ? 64 : s->cap * 2;
-    size_t *at = realloc(s->at, cap * sizeof *at);
-    if (at == NULL) return -1;
-    s->at = at;
-    s->cap = cap;
-  }
-  s->at[s->n++] = s->buf.len;
-  if (bytes_put(&s->buf, dir, dlen) != 0) return -1;
-  if (nlen > 0 && (bytes_put(&s->buf, "/", 1) != 0 || bytes_put(&s->buf, name, nlen) != 0)) return -1;
-  return bytes_put(&s->buf, "", 1);
 }
 
 /** A listed name: where it is in the listing, its length and its type (DT_*). */
@@ -148,94 +129,133 @@ static void found_error(found_t *f, int err, const char *call, const char *dir, 
 }
 
 /**
- * One directory: opened (not through a symlink), listed, each regular
- * file's links read, each directory put on the stack. 1 when the walk
- * has its answer (a second name, a path too long, an error), else 0.
+ * How deep a directory is opened relative to its parent's descriptor
+ * (openat: nothing resolved but its own name); deeper, by its whole path,
+ * so a walk holds at most this many descriptors however deep the tree.
  */
-static int walk_dir(const char *dir, size_t dlen, int top, todo_t *todo, listing_t *l, found_t *f) {
-  if (dlen >= PATH_MAX) return found_path(f, FOUND_TOO_LONG, dir, dlen, NULL, 0), 1;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENAMETOOLONG) return found_path(f, FOUND_TOO_LONG, dir, dlen, NULL, 0), 1;
-    return found_error(f, errno, "open", dir, dlen, NULL, 0), 1;
-  }
-  int done = 0;
+#define AT_DEPTH 32
+
+/** A walk under way: the path of the directory it is in (NUL-ended, cut back as it climbs), and what it found. */
+typedef struct {
+  bytes_t path;
+  found_t *f;
+} walk_t;
+
+/** Sets w's path to its first len bytes, NUL-ended. */
+static void cut_path(walk_t *w, size_t len) {
+  w->path.len = len;
+  w->path.p[len] = '\0';
+}
+
+/** Appends "/name" to w's path, NUL-ended; -1 when out of memory. */
+static int descend(walk_t *w, const char *name, size_t nlen) {
+  size_t len = w->path.len;
+  if (bytes_put(&w->path, "/", 1) != 0 || bytes_put(&w->path, name, nlen) != 0 || bytes_put(&w->path, "", 1) != 0)
+    return -1;
+  w->path.len = len + 1 + nlen;
+  return 0;
+}
+
+/**
+ * A directory's entries in order: each regular file's links read, each
+ * directory's index kept for the descent after. 1 when the walk has its
+ * answer (a second name, a path too long, an error), else 0.
+ */
+static int check_files(walk_t *w, int fd, listing_t *l) {
+  found_t *f = w->f;
+  const char *dir = w->path.p;
+  size_t dlen = w->path.len;
   struct stat st;
-  if (top) {
-    if (fstat(fd, &st) != 0) {
-      found_error(f, errno, "fstat", dir, dlen, NULL, 0);
-      close(fd);
-      return 1;
-    }
-    f->dev = st.st_dev;
-    f->ino = st.st_ino;
-  }
-  if (list_dir(fd, l) != 0) {
-    found_error(f, errno, "getdents64", dir, dlen, NULL, 0);
-    close(fd);
-    return 1;
-  }
-  for (size_t i = 0; i < l->n && !done; i++) {
+  for (size_t i = 0; i < l->n; i++) {
     const char *name = l->names.p + l->e[i].off;
     size_t nlen = l->e[i].len;
-    unsigned char type = l->e[i].type;
     int have_stat = 0;
-    if (type == DT_UNKNOWN) {
+    if (l->e[i].type == DT_UNKNOWN) {
       // A filesystem that does not say (d_type): ask, without following a link.
-      if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        found_error(f, errno, "lstat", dir, dlen, name, nlen);
-        done = 1;
-        break;
-      }
-      type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+      if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return found_error(f, errno, "lstat", dir, dlen, name, nlen), 1;
+      l->e[i].type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
       have_stat = 1;
     }
-    if (type == DT_DIR) {
-      if (stack_push(todo, dir, dlen, name, nlen) != 0) found_error(f, ENOMEM, "malloc", dir, dlen, NULL, 0), done = 1;
-      continue;
-    }
-    if (type != DT_REG) continue;
+    if (l->e[i].type != DT_REG) continue;
     // The path the JavaScript walk would lstat: refused by the kernel at PATH_MAX.
-    if (dlen + 1 + nlen >= PATH_MAX) {
-      found_path(f, FOUND_TOO_LONG, dir, dlen, name, nlen);
-      done = 1;
-    } else if (!have_stat && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      found_error(f, errno, "lstat", dir, dlen, name, nlen);
-      done = 1;
-    } else if (st.st_nlink > 1) {
+    if (dlen + 1 + nlen >= PATH_MAX) return found_path(f, FOUND_TOO_LONG, dir, dlen, name, nlen), 1;
+    if (!have_stat && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return found_error(f, errno, "lstat", dir, dlen, name, nlen), 1;
+    if (st.st_nlink > 1) {
       found_path(f, FOUND_SECOND_NAME, dir, dlen, name, nlen);
       f->links = st.st_nlink;
-      done = 1;
+      return 1;
     }
   }
-  close(fd);
+  return 0;
+}
+
+/**
+ * The directory at w's path (named `name` in the directory open as
+ * parent, or by its whole path when parent is -1): opened, not through a
+ * symlink; its files checked; then its directories walked, the last name
+ * first, as preflight.ts takes them off its stack. 1 when the walk has its
+ * answer, else 0.
+ */
+static int walk_dir(walk_t *w, int parent, const char *name, int depth) {
+  found_t *f = w->f;
+  size_t dlen = w->path.len;
+  if (dlen >= PATH_MAX) return found_path(f, FOUND_TOO_LONG, w->path.p, dlen, NULL, 0), 1;
+  int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int fd = parent >= 0 ? openat(parent, name, flags) : open(w->path.p, flags);
+  if (fd < 0) {
+    if (errno == ENAMETOOLONG) return found_path(f, FOUND_TOO_LONG, w->path.p, dlen, NULL, 0), 1;
+    return found_error(f, errno, "open", w->path.p, dlen, NULL, 0), 1;
+  }
+  struct stat st;
+  listing_t l = {0};
+  int done = 0;
+  if (depth == 0) {
+    if (fstat(fd, &st) != 0) {
+      found_error(f, errno, "fstat", w->path.p, dlen, NULL, 0);
+      done = 1;
+    } else {
+      f->dev = st.st_dev;
+      f->ino = st.st_ino;
+    }
+  }
+  if (!done && list_dir(fd, &l) != 0) {
+    found_error(f, errno, "getdents64", w->path.p, dlen, NULL, 0);
+    done = 1;
+  }
+  if (!done) done = check_files(w, fd, &l);
+  if (!done && depth + 1 >= AT_DEPTH) {
+    close(fd);
+    fd = -1;
+  }
+  for (size_t i = l.n; i-- > 0 && !done;) {
+    if (l.e[i].type != DT_DIR) continue;
+    const char *child = l.names.p + l.e[i].off;
+    if (descend(w, child, l.e[i].len) != 0) {
+      found_error(f, ENOMEM, "malloc", w->path.p, dlen, NULL, 0);
+      done = 1;
+      break;
+    }
+    done = walk_dir(w, fd, child, depth + 1);
+    cut_path(w, dlen);
+  }
+  if (fd >= 0) close(fd);
+  free(l.names.p);
+  free(l.e);
   return done;
 }
 
-/** The walk of one source: its directories last in, first out, as preflight.ts takes them. */
+/** The walk of one source, from its path. */
 static void walk_tree(const char *root, size_t rlen, found_t *f) {
-  todo_t todo = {0};
-  listing_t l = {0};
+  walk_t w = {.f = f};
   f->kind = FOUND_OK;
-  int done = walk_dir(root, rlen, 1, &todo, &l, f);
-  while (!done && todo.n > 0) {
-    size_t at = todo.at[--todo.n];
-    // The path is copied out: pushing its children may move the stack's bytes.
-    size_t len = strlen(todo.buf.p + at);
-    char *dir = malloc(len + 1);
-    if (dir == NULL) {
-      found_error(f, ENOMEM, "malloc", root, rlen, NULL, 0);
-      break;
-    }
-    memcpy(dir, todo.buf.p + at, len + 1);
-    todo.buf.len = at;
-    done = walk_dir(dir, len, 0, &todo, &l, f);
-    free(dir);
+  if (bytes_put(&w.path, root, rlen) != 0 || bytes_put(&w.path, "", 1) != 0) {
+    found_error(f, ENOMEM, "malloc", root, rlen, NULL, 0);
+  } else {
+    w.path.len = rlen;
+    walk_dir(&w, -1, NULL, 0);
   }
-  free(todo.buf.p);
-  free(todo.at);
-  free(l.names.p);
-  free(l.e);
+  free(w.path.p);
 }
 
 #define CHECK(call)                                                                                                    \

@@ -79,6 +79,18 @@ void test('the C walk answers what the JavaScript walk answers, hold by hold', a
   fs.linkSync(path.join(outside, 'dir', 'f'), path.join(outside, 'dir', 'g'))
   fs.symlinkSync(path.join(outside, 'dir'), path.join(linkedOut, 'to-outside'))
   cases.push(['a symlink to a directory, not followed', linkedOut, 'ok'])
+  // Deeper than the C walk opens by its parent's descriptor (AT_DEPTH, 32): below, it opens by the whole path.
+  const chain = (name: string): string => {
+    const dir = tree(name, 8)
+    const bottom = path.join(dir, ...Array.from({ length: 40 }, (_, i) => `c${i}`))
+    fs.mkdirSync(bottom, { recursive: true })
+    fs.writeFileSync(path.join(bottom, 'f'), 'f')
+    return path.join(bottom, 'f')
+  }
+  chain('chain')
+  cases.push(['a chain of 40 directories', path.join(root, 'chain'), 'ok'])
+  fs.linkSync(chain('chain-linked'), path.join(outside, 'chain-f'))
+  cases.push(['a second name 40 directories down', path.join(root, 'chain-linked'), 'held:second_name'])
   const deep = tree('deep', 6)
   deepTree(path.join(deep, 'sub', 'deeper'))
   t.after(() => execFileSync('rm', ['-rf', deep]))
