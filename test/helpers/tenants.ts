@@ -107,8 +107,9 @@ export const BYTE_NAMES = {
   link: Buffer.from([0x80, 0x6c]),
 }
 
-function under(dir: string, ...names: Buffer[]): Buffer {
-  return Buffer.concat([Buffer.from(dir), ...names.flatMap((n) => [Buffer.from('/'), n])])
+/** The path of bytes of names (text or bytes) under dir. */
+export function under(dir: string, ...names: Array<string | Buffer>): Buffer {
+  return Buffer.concat([Buffer.from(dir), ...names.flatMap((n) => [Buffer.from('/'), Buffer.from(n)])])
 }
 
 /** Adds to dir a file, a directory (with a file inside) and a symlink whose names are not UTF-8; answers the inner file's path. */

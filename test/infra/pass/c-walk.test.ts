@@ -11,7 +11,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { cWalk, cWalkMissing, type CWalk } from '../../../src/infra/pass/c-walk.js'
 import { preflightSync, type Preflight } from '../../../src/infra/pass/preflight.js'
-import { addByteNamedEntries, deepTree, makeTenantTree } from '../../helpers/tenants.js'
+import { addByteNamedEntries, deepTree, makeTenantTree, under } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 /** The C walk, failing the test with the reason it was not built. */
@@ -25,10 +25,6 @@ function built(): CWalk {
 function both(dir: string): { c: Preflight; js: Preflight } {
   return { c: preflightSync(dir, built()), js: preflightSync(dir, null) }
 }
-
-/** A file's bytes path under dir. */
-const under = (dir: string, ...names: Array<string | Buffer>): Buffer =>
-  Buffer.concat([Buffer.from(dir), ...names.flatMap((n) => [Buffer.from('/'), Buffer.from(n)])])
 
 void test('npm run build built the C walk, and it loads', () => {
   built()
