@@ -319,6 +319,10 @@ void test('tenants held, awake and missing: each alert fires, and goes once its 
   await agent.converge()
   await prom.until('LayoutdHostsHeld', 'gone')
   await agent.waitConverged([HELD, AWAKE, MISSING], 'nested', 20_000)
+  // The held host's retries kept a run going for longer than LegStuck's
+  // (scaled) 1s: that firing must have gone before the next one is taken
+  // for the stuck stop below, or it would be found firing at once.
+  await prom.until('LayoutdLegStuck', 'gone', { instance: INSTANCE })
 
   // AWAKE is claimed (awake) and a forced revert stops it at once; the
   // activator takes the stop and the instance keeps running, so the run
@@ -326,6 +330,13 @@ void test('tenants held, awake and missing: each alert fires, and goes once its 
   // released): it moves, the run ends, and the alert goes.
   assert.equal(await wake(agent, 'POST', AWAKE), 200, `the claim for ${AWAKE} is granted`)
   await recordIntent(sb, 'flat', { force: true })
+  // The stop first: on a loaded machine the sleepers' batch before it can
+  // itself last LegStuck's (scaled) 1s.
+  await agent.waitFor(
+    `the activator asked to stop ${AWAKE}`,
+    () => Promise.resolve(activator.stops.includes(AWAKE) ? true : undefined),
+    20_000,
+  )
   await prom.until('LayoutdLegStuck', 'firing', { instance: INSTANCE })
   assert.deepEqual(activator.stops, [AWAKE], 'the run waits on the activator stopping the awake tenant')
   assert.equal(await wake(agent, 'DELETE', AWAKE), 204)
