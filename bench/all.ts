@@ -12,8 +12,10 @@
 // closed-loop load beside a bare Fastify server (a process of its own)
 // answering the same objects with the same schemas; the claim rate; a
 // converge of every tenant to nested, with GET /ready/:host and wake claims
-// sent at steady rates through it and a console polling every 2 s, its time
-// against the floor, and the agent's RSS after it; and a
+// sent at steady rates through it and a console polling every 2 s (and the
+// same /ready/:host asked of a server that does nothing but answer, the
+// machine's own floor for that p99), its time against the floor, and the
+// agent's RSS after it; and a
 // start that must recover `--journals` journals before /ready is 200.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -32,7 +34,15 @@ import { hostFor } from './crash.js'
 import { load, type LoadResult } from './load.js'
 import { LagProbe } from './lag-probe.js'
 import { findWalk, groupCommittedBaseline } from './converge.js'
-import { askClaim, cpuSince, openLoad, pollLikeConsole, threadCpu } from './ready-during-converge.js'
+import {
+  askBare,
+  askClaim,
+  cpuSince,
+  openLoad,
+  pollLikeConsole,
+  startBareReady,
+  threadCpu,
+} from './ready-during-converge.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
@@ -223,6 +233,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
   const first = await startTimed(sb)
   const agent = first.agent
   const out: Record<string, unknown> = {}
+  let bareReady: Awaited<ReturnType<typeof startBareReady>> | undefined
   try {
     await waitIdle(agent)
     await waitQuiet(agent)
@@ -284,6 +295,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     }
 
     log(`converge to nested, GET /ready/:host at 100 req/s and POST /wakes/:host at ${CLAIMS_PER_SECOND}/s throughout`)
+    bareReady = await startBareReady()
     const c0 = performance.now()
     // The open loops of bench/ready-during-converge.ts: each request due at
     // its own tick, its latency counted from that tick. The claims take the
@@ -296,6 +308,9 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     // An operator's console open throughout: GET /layout/status every 2 s, and GET / when it changed.
     const consolePool = new Pool(agent.url, { connections: 2 })
     const consoleDuring = pollLikeConsole(consolePool, stop.signal)
+    // The machine's floor for the p99, in the same converge: bench/bare-ready.ts
+    // asked at the same rate, what any answering thread waits while the box converges.
+    const bareDuring = openLoad(bareReady.pool, hosts, 100, stop.signal, askBare)
     const cpu0 = threadCpu(agent.pid)
     // The agent's own event-loop lag over the same stretch (bench/lag-probe.ts).
     const lagProbe = await LagProbe.start(agent.url)
@@ -314,10 +329,15 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     await convergeAndWait(agent.url)
     await agent.waitConverged(hosts, 'nested', 600_000, 1000)
     const readyHost = await during
+    const floor = await bareDuring
     out.readyHostDuringConverge = {
       rate: 100,
       ...readyHost,
       console: await consoleDuring,
+      machineFloor: {
+        ...floor,
+        what: 'the same GET /ready/:host at the same rate through the same converge, asked of a node:http server that does nothing but answer (bench/bare-ready.ts, a process of its own)',
+      },
       targetP99Ms: READY_P99_TARGET_MS,
       met: readyHost.p99Ms <= READY_P99_TARGET_MS,
       what: 'GET /ready/:host open-loop at 100/s through the converge run, a console polling every 2 s (GET /layout/status, and GET / when it changed); latency from each due tick',
@@ -359,6 +379,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
       targetRssMB: 150,
     }
   } finally {
+    await bareReady?.stop()
     await agent.stop()
   }
 

@@ -257,7 +257,7 @@ export async function pollLikeConsole(pool: Pool, stop: AbortSignal, everyMs = 2
 }
 
 /** Starts bare-ready.js in a process of its own: its pool, and how to stop it. */
-async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void> }> {
+export async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, [new URL('./bare-ready.js', import.meta.url).pathname], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
@@ -277,7 +277,7 @@ async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void>
 }
 
 /** GET /ready/:host of a bare server: the same request, answered by a server with no other work. */
-const askBare: Ask = async (pool, host) => {
+export const askBare: Ask = async (pool, host) => {
   const res = await pool.request({ method: 'GET', path: `/ready/${host}` })
   await res.body.dump()
   return { status: res.statusCode, answeredAt: performance.now() }
