@@ -40,6 +40,7 @@ import {
   cpuSince,
   openLoad,
   pollLikeConsole,
+  settleDisk,
   startBareReady,
   threadCpu,
 } from './ready-during-converge.js'
@@ -232,6 +233,8 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     throw new Error(
       `run with UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} (npm run bench does): the pool has ${pool} threads`,
     )
+  // Timed on a disk that has written back the trees just made, as the converge is.
+  settleDisk()
   log('the floor: find -links +1 over every source, and the group-committed renames')
   const walk = await findWalk(path.join(dirs.dataDir, 'apps'))
   const renames = await groupCommittedBaseline({ sb, dirs, tenants: hosts.map((host) => ({ host })) })

@@ -28,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { pathToFileURL } from 'node:url'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
 import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
@@ -256,6 +256,16 @@ export async function pollLikeConsole(pool: Pool, stop: AbortSignal, everyMs = 2
   }
 }
 
+/**
+ * Waits for the kernel to write back what is dirty (`sync`): the trees a
+ * bench has just made are thousands of files, and their writeback would
+ * otherwise be timed as part of whatever comes first.
+ */
+export function settleDisk(): void {
+  const run = spawnSync('sync', { stdio: 'inherit' })
+  if (run.status !== 0) throw new Error(`sync failed: ${run.error?.message ?? `exit ${String(run.status)}`}`)
+}
+
 /** Starts bare-ready.js in a process of its own: its pool, and how to stop it. */
 export async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, [new URL('./bare-ready.js', import.meta.url).pathname], {
@@ -301,6 +311,7 @@ export async function runReadyDuringConverge(
 ): Promise<ReadyDuringConverge> {
   log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
   const w = await makeWorld(root, opts.hosts)
+  settleDisk()
   const hosts = w.tenants.map((t) => t.host)
   // Flat recorded: the first run finds nothing to move, and the converge starts when this bench says.
   await recordIntent(w.sb, 'flat')
