@@ -9,6 +9,13 @@
 // second after the run, not in the same breath as the run's own ending
 // (its results ordered, logged, and sent to a `converge --wait`), so an
 // activator's request waits for one of the two, never both.
+//
+// Runs that end close together share one collection, a second after the
+// last of them (a converge is often followed at once by the run a kick
+// asked for while it went on, which moves nothing); and the collection is
+// made only when the heap V8 holds has grown since the last one by at
+// least TRIM_GROWTH_BYTES: after a run that moved nothing there is little
+// to give back, and the collection would cost the loop as much.
 import v8 from 'node:v8'
 import vm from 'node:vm'
 
@@ -18,7 +25,13 @@ export const TRIM_AFTER_HOSTS = 256
 /** How long after such a run the collection comes. */
 export const TRIM_DELAY_MS = 1000
 
+/** How much the heap V8 holds (its total size) must have grown since the last collection here for another. */
+export const TRIM_GROWTH_BYTES = 8 * 2 ** 20
+
 let collect: (() => void) | null | undefined
+let pending: NodeJS.Timeout | undefined
+/** The heap's total size right after the last collection made here (undefined before the first). */
+let heldAfterTrim: number | undefined
 
 /** V8's full collection, made callable for this process (null where the runtime refuses). */
 function collector(): (() => void) | null {
@@ -35,11 +48,25 @@ function collector(): (() => void) | null {
   return collect
 }
 
-/** Schedules one full collection after a run that reached `hosts` hosts; true when it did. */
+function trimIfGrown(gc: () => void): void {
+  pending = undefined
+  const held = v8.getHeapStatistics().total_heap_size
+  if (heldAfterTrim !== undefined && held < heldAfterTrim + TRIM_GROWTH_BYTES) return
+  gc()
+  heldAfterTrim = v8.getHeapStatistics().total_heap_size
+}
+
+/**
+ * Schedules one full collection after a run that reached `hosts` hosts (or
+ * moves one already scheduled to a second from now); true when it did. The
+ * collection is skipped, when its time comes, if the heap has not grown by
+ * TRIM_GROWTH_BYTES since the last.
+ */
 export function trimHeapAfterRun(hosts: number): boolean {
   if (hosts < TRIM_AFTER_HOSTS) return false
   const gc = collector()
   if (gc === null) return false
-  setTimeout(gc, TRIM_DELAY_MS).unref()
+  clearTimeout(pending)
+  pending = setTimeout(() => trimIfGrown(gc), TRIM_DELAY_MS).unref()
   return true
 }
