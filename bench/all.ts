@@ -173,10 +173,7 @@ async function waitWalkersGone(agent: AgentProcess): Promise<void> {
   await agent.waitFor(
     "preflight's walking threads to end",
     () => {
-      // A thread that ends between the listing and the read of its name throws: asked again.
-      const names = fs
-        .readdirSync(`/proc/${agent.pid}/task`)
-        .map((tid) => fs.readFileSync(`/proc/${agent.pid}/task/${tid}/comm`, 'utf8').trim())
+      const names = [...threadCpu(agent.pid).tasks.values()].map((t) => t.name)
       return Promise.resolve(names.includes('layoutd-walk') ? undefined : true)
     },
     60_000,
