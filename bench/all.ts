@@ -17,6 +17,13 @@
 // machine's own floor for that p99), its time against the floor, and the
 // agent's RSS after it; and a
 // start that must recover `--journals` journals before /ready is 200.
+//
+// The agent runs as contrib/layoutd.service starts it, its loop's thread
+// real-time (bench/scheduling.ts), and every server it is measured beside
+// is started alike; through the converge, so is this bench's own loop,
+// which sends the open loops' requests (its own lateness is counted apart,
+// `clientLateP99Ms`). Where chrt is refused, all run ordinary and
+// `scheduling` says so.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -44,6 +51,7 @@ import {
   startBareReady,
   threadCpu,
 } from './ready-during-converge.js'
+import { scheduleThisLoop, unitScheduling, type Scheduling } from './scheduling.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
@@ -123,9 +131,14 @@ async function convergeAndWait(origin: string): Promise<void> {
 }
 
 /** The bare Fastify baseline, in its own process, serving the objects of these files. */
-async function startBare(reportFile: string, readyFile: string): Promise<{ origin: string; stop: () => void }> {
+async function startBare(
+  reportFile: string,
+  readyFile: string,
+  launcher: readonly string[],
+): Promise<{ origin: string; stop: () => void }> {
   const js = new URL('./bare-server.js', import.meta.url)
-  const child = spawn(process.execPath, [js.pathname, reportFile, readyFile], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const [program, ...args] = [...launcher, process.execPath, js.pathname, reportFile, readyFile]
+  const child = spawn(program ?? process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   const port = await new Promise<string>((resolve, reject) => {
     child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`bare server exited ${String(code)}`)))
@@ -211,8 +224,12 @@ async function sides(
  */
 export const SERVE_NODE_ARGS = ['--max-semi-space-size=4'] as const
 
-async function startTimed(sb: Sandbox): Promise<{ agent: AgentProcess; seconds: number }> {
-  const agent = await AgentProcess.start(sb, { listenTimeoutMs: 120_000, nodeArgs: SERVE_NODE_ARGS })
+async function startTimed(sb: Sandbox, sched: Scheduling): Promise<{ agent: AgentProcess; seconds: number }> {
+  const agent = await AgentProcess.start(sb, {
+    listenTimeoutMs: 120_000,
+    nodeArgs: SERVE_NODE_ARGS,
+    launcher: sched.launcher,
+  })
   await agent.waitReady(600_000)
   return { agent, seconds: round((performance.now() - agent.startedAt) / 1000) }
 }
@@ -245,7 +262,10 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
 
   await recordIntent(sb, 'flat')
   log('start with the rows, no journal')
-  const first = await startTimed(sb)
+  // The agent as contrib/layoutd.service starts it (its loop's thread real-time where
+  // this machine allows it), and every server it is measured beside alike.
+  const sched = unitScheduling()
+  const first = await startTimed(sb, sched)
   const agent = first.agent
   const out: Record<string, unknown> = {}
   let bareReady: Awaited<ReturnType<typeof startBareReady>> | undefined
@@ -256,7 +276,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     const { body: ready } = await get<unknown>(agent.url, '/ready')
     fs.writeFileSync(path.join(root, 'report.json'), JSON.stringify(report))
     fs.writeFileSync(path.join(root, 'ready.json'), JSON.stringify(ready))
-    const bare = await startBare(path.join(root, 'report.json'), path.join(root, 'ready.json'))
+    const bare = await startBare(path.join(root, 'report.json'), path.join(root, 'ready.json'), sched.launcher)
     try {
       const spec = { seconds: opts.seconds, connections: 10 }
       const rounds = opts.rounds
@@ -310,7 +330,11 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     }
 
     log(`converge to nested, GET /ready/:host at 100 req/s and POST /wakes/:host at ${CLAIMS_PER_SECOND}/s throughout`)
-    bareReady = await startBareReady()
+    bareReady = await startBareReady(sched.launcher)
+    // This bench's own loop sends the requests and reads the answers: at the
+    // agent's scheduling while the converge runs, so a latency is the agent's
+    // wait and not the load generator's (its own lateness is counted apart).
+    const loadGenerator = scheduleThisLoop(sched)
     const c0 = performance.now()
     // The open loops of bench/ready-during-converge.ts: each request due at
     // its own tick, its latency counted from that tick. The claims take the
@@ -330,6 +354,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     // The agent's own event-loop lag over the same stretch (bench/lag-probe.ts).
     const lagProbe = await LagProbe.start(agent.url)
     await recordIntent(sb, 'nested')
+    const intentSeconds = round((performance.now() - c0) / 1000)
     // The run the converge asks for, waited on (as bench/ready-during-converge.ts does):
     // the figure is that run's, and the loads stop when it ends.
     await convergeAndWait(agent.url)
@@ -337,6 +362,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     const agentCpu = cpuSince(cpu0, agent.pid)
     const lag = await lagProbe.stop()
     stop.abort()
+    out.scheduling = { agent: sched.what, servers: sched.what, loadGenerator }
     out.lagDuringConverge = { ...lag, targetP99Ms: 50 }
     // A host a bench claim held at the instant the pass reached it was
     // deferred as awake (the contract): its claim is released, and one more
@@ -367,6 +393,9 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
         renames: { ...renames, seconds: round(renames.seconds) },
         what: `find -P D/apps -type f -links +1 over every source, plus half of the group-committed renames to nested and back (${SYNC_CONCURRENCY} fsyncs in flight): one converge's worth`,
       },
+      intentSeconds,
+      intentWhat:
+        'of convergeSeconds, the stretch before the intent was on record (the loads and lag probe started, `layoutd intent` spawned to exit)',
       ratio,
       targetRatio: FLOOR_RATIO_TARGET,
       met: ratio >= FLOOR_RATIO_TARGET,
@@ -377,6 +406,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
       ...(await claimsDuring),
       what: 'POST /wakes/:host open-loop at a steady rate through the converge run, latency from each due tick; non200 are refusals (a host fenced for its move); each granted claim released at once',
     }
+    scheduleThisLoop(sched, true)
     await pool.close()
     await claimPool.close()
     await consolePool.close()
@@ -435,7 +465,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
   }
   await writeJournals(dirs, journals)
   await recordIntent(sb, 'flat')
-  const second = await startTimed(sb)
+  const second = await startTimed(sb, sched)
   try {
     const redone = (await second.agent.metric('carlos_layout_recovered_journals_total{action="redone"}')) ?? 0
     out.startUp = {

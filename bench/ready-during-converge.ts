@@ -22,7 +22,13 @@
 // process of its own) is asked at the same rate through the same converge:
 // the machine's own floor for the agent's figure, measured in the same run.
 //
-//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--bare] [--dir D] [--keep]
+// The agent (and the bare server) run as contrib/layoutd.service schedules
+// the agent, the loop's thread real-time (bench/scheduling.ts), and so does
+// this bench's own loop, which sends the requests and reads the answers,
+// while it measures; with --ordinary, all three run ordinary, as
+// `npm start` does. Where chrt is refused, they run ordinary and say so.
+//
+//   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--bare] [--ordinary] [--dir D] [--keep]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -33,6 +39,7 @@ import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
 import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
 import { makeWorld } from './crash.js'
+import { scheduleThisLoop, unitScheduling, type Scheduling } from './scheduling.js'
 import { LagProbe, type LoopLag } from './lag-probe.js'
 
 export interface Latencies {
@@ -43,6 +50,8 @@ export interface Latencies {
   p50Ms: number
   p99Ms: number
   maxMs: number
+  /** How late the load generator itself sent (send less due tick), its p99: the part of each latency that is the client's own. */
+  clientLateP99Ms: number
 }
 
 export interface ReadyDuringConverge {
@@ -57,6 +66,8 @@ export interface ReadyDuringConverge {
   /** With --bare: a server that only answers (bare-ready.ts), asked at the same rate through the same converge. */
   bareDuring?: Latencies
   lagDuringConverge: LoopLag
+  /** How the agent and the bare server were started, and how this bench's own loop ran through the converge. */
+  scheduling: { agent: string; loadGenerator: string }
   converge: { seconds: number; movesPerSecond: number }
   /** CPU the agent used through the converge: its loop's thread, all its threads, each kind of thread (threadCpu). */
   agentCpu: AgentCpu
@@ -181,6 +192,7 @@ export async function openLoad(
   ask: Ask = askReady,
 ): Promise<Latencies> {
   const times: number[] = []
+  const late: number[] = []
   let non200 = 0
   let errors = 0
   const inFlight: Array<Promise<void>> = []
@@ -190,6 +202,7 @@ export async function openLoad(
     const wait = due - performance.now()
     if (wait > 0) await delay(wait)
     const host = hosts[i % hosts.length] ?? ''
+    late.push(performance.now() - due)
     inFlight.push(
       ask(pool, host)
         .then(({ status, answeredAt }) => {
@@ -204,6 +217,7 @@ export async function openLoad(
   }
   await Promise.all(inFlight)
   times.sort((a, b) => a - b)
+  late.sort((a, b) => a - b)
   return {
     requests: times.length + errors,
     non200,
@@ -211,6 +225,7 @@ export async function openLoad(
     p50Ms: percentile(times, 50),
     p99Ms: percentile(times, 99),
     maxMs: times.at(-1) ?? 0,
+    clientLateP99Ms: percentile(late, 99),
   }
 }
 
@@ -266,9 +281,12 @@ export function settleDisk(): void {
   if (run.status !== 0) throw new Error(`sync failed: ${run.error?.message ?? `exit ${String(run.status)}`}`)
 }
 
-/** Starts bare-ready.js in a process of its own: its pool, and how to stop it. */
-export async function startBareReady(): Promise<{ pool: Pool; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [new URL('./bare-ready.js', import.meta.url).pathname], {
+/** Starts bare-ready.js in a process of its own (through launcher, as the agent is): its pool, and how to stop it. */
+export async function startBareReady(
+  launcher: readonly string[] = [],
+): Promise<{ pool: Pool; stop: () => Promise<void> }> {
+  const [program, ...args] = [...launcher, process.execPath, new URL('./bare-ready.js', import.meta.url).pathname]
+  const child = spawn(program ?? process.execPath, args, {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const port = await new Promise<string>((resolve, reject) => {
@@ -306,7 +324,15 @@ async function kickAndWait(url: string): Promise<void> {
 
 export async function runReadyDuringConverge(
   root: string,
-  opts: { hosts: number; rate: number; idleSeconds: number; claimRate?: number; console?: boolean; bare?: boolean },
+  opts: {
+    hosts: number
+    rate: number
+    idleSeconds: number
+    claimRate?: number
+    console?: boolean
+    bare?: boolean
+    ordinary?: boolean
+  },
   log: (l: string) => void = () => undefined,
 ): Promise<ReadyDuringConverge> {
   log(`ready-during-converge: making ${opts.hosts} flat tenants under ${root}`)
@@ -315,16 +341,20 @@ export async function runReadyDuringConverge(
   const hosts = w.tenants.map((t) => t.host)
   // Flat recorded: the first run finds nothing to move, and the converge starts when this bench says.
   await recordIntent(w.sb, 'flat')
-  const agent = await AgentProcess.start(w.sb)
+  const sched: Scheduling =
+    opts.ordinary === true ? { launcher: [], what: 'SCHED_OTHER (--ordinary)' } : unitScheduling()
+  const agent = await AgentProcess.start(w.sb, { launcher: sched.launcher })
   // Enough connections that a slow answer never holds back the next request's send.
   const pool = new Pool(agent.url, { connections: 32, headersTimeout: 60_000, bodyTimeout: 60_000 })
   const claimPool = new Pool(agent.url, { connections: 16, headersTimeout: 60_000, bodyTimeout: 60_000 })
-  const bare = opts.bare === true ? await startBareReady() : undefined
+  const bare = opts.bare === true ? await startBareReady(sched.launcher) : undefined
+  let loadGenerator = 'SCHED_OTHER'
   try {
     await agent.waitReady(300_000)
     // The first run (after the instance keys of every tenant) moves nothing: wait it out before measuring.
     await kickAndWait(agent.url)
     log('ready-during-converge: idle load')
+    loadGenerator = scheduleThisLoop(sched)
     const idleStop = AbortSignal.timeout(opts.idleSeconds * 1000)
     const idle = await openLoad(pool, hosts, opts.rate, idleStop)
     log('ready-during-converge: converging under load')
@@ -352,6 +382,7 @@ export async function runReadyDuringConverge(
     const claimsDuring = claims === undefined ? undefined : { rate: claimRate, ...(await claims) }
     const consoleDuring = await consoleOpen
     const bareDuring = await bareLoad
+    scheduleThisLoop(sched, true)
     const lagDuringConverge = await probe.stop()
     // A host a claim held when its batch came was deferred (awake, inside
     // its grace) and is moved by the leg's retry once the claim is gone:
@@ -376,6 +407,7 @@ export async function runReadyDuringConverge(
       ...(consoleDuring === undefined ? {} : { consoleDuring }),
       ...(bareDuring === undefined ? {} : { bareDuring }),
       lagDuringConverge,
+      scheduling: { agent: sched.what, loadGenerator },
       converge: { seconds, movesPerSecond: opts.hosts / seconds },
       agentCpu,
       machine: { cpus: os.cpus().length, loadavg: os.loadavg() },
@@ -397,6 +429,7 @@ async function main(): Promise<number> {
       claims: { type: 'string', default: '0' },
       console: { type: 'boolean', default: false },
       bare: { type: 'boolean', default: false },
+      ordinary: { type: 'boolean', default: false },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
@@ -410,7 +443,7 @@ async function main(): Promise<number> {
     !(Number.isInteger(claimRate) && claimRate >= 0)
   ) {
     process.stderr.write(
-      'usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--bare] [--dir D] [--keep]\n',
+      'usage: node dist/bench/ready-during-converge.js [--hosts N] [--rate R] [--idle S] [--claims C] [--console] [--bare] [--ordinary] [--dir D] [--keep]\n',
     )
     return 2
   }
@@ -418,7 +451,7 @@ async function main(): Promise<number> {
   try {
     const r = await runReadyDuringConverge(
       root,
-      { hosts, rate, idleSeconds, claimRate, console: values.console, bare: values.bare },
+      { hosts, rate, idleSeconds, claimRate, console: values.console, bare: values.bare, ordinary: values.ordinary },
       (l) => process.stderr.write(`${l}\n`),
     )
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)

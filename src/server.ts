@@ -13,6 +13,7 @@ import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
 import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
+import { sayLoopScheduling } from './infra/loop-scheduling.js'
 import { inheritedSocket, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
 
@@ -239,6 +240,7 @@ export async function serve(config: Config): Promise<number> {
   if (socket !== null)
     logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
   warnOfSlowerConverge(logger, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
+  sayLoopScheduling(logger)
   if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.

@@ -52,6 +52,11 @@ void test('the unit runs node directly, hardened, writing only the data and depl
   assert.deepEqual(one('ReadWritePaths').split(/\s+/).sort(), ['/data', '/deploy'])
   assert.equal(one('ProtectHome'), 'yes')
   assert.equal(one('PrivateTmp'), 'yes')
+  // The loop's thread real-time, and only it (design §3.6): reset on fork, so no thread it starts inherits it.
+  assert.equal(one('CPUSchedulingPolicy'), 'rr')
+  assert.ok(Number(one('CPUSchedulingPriority')) >= 1 && Number(one('CPUSchedulingPriority')) <= 49)
+  assert.equal(one('CPUSchedulingResetOnFork'), 'yes')
+  assert.equal(one('RestrictRealtime'), 'yes', 'nothing in the unit raises itself beyond what systemd set')
   // The agent's shutdown grace is 90 s (src/server.ts): systemd must not kill it first.
   assert.ok(Number(/^(\d+)s$/.exec(one('TimeoutStopSec'))?.[1]) > 90)
 })

@@ -165,6 +165,8 @@ export interface StartOptions {
   listenTimeoutMs?: number
   /** Node's own flags, before the script (`--max-semi-space-size=4`, as `npm start` passes them). */
   nodeArgs?: readonly string[]
+  /** A command the agent is started through (`chrt …`, as the unit schedules it: bench/scheduling.ts). */
+  launcher?: readonly string[]
 }
 
 export class AgentTimeout extends Error {
@@ -201,7 +203,8 @@ export class AgentProcess {
       CARLOS_FAILPOINT: opts.failpoint ?? '',
       ...opts.env,
     })
-    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'], {
+    const [program, ...args] = [...(opts.launcher ?? []), process.execPath, ...(opts.nodeArgs ?? []), MAIN_JS, 'serve']
+    this.child = spawn(program ?? process.execPath, args, {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     })

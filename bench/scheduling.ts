@@ -1,0 +1,68 @@
+// The scheduling contrib/layoutd.service gives the agent (design §3.6), for
+// the processes a bench starts: read from the unit itself and applied with
+// `chrt`, as systemd applies it before node starts, so a bench measures the
+// agent as it is deployed. Where chrt is refused (no CAP_SYS_NICE, no
+// RLIMIT_RTPRIO), the processes run ordinary and the figures say so.
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+
+const UNIT = new URL('../../contrib/layoutd.service', import.meta.url)
+
+/** A command prefix that starts a program as the unit starts the agent, and what it is in words. */
+export interface Scheduling {
+  /** `chrt …` to put before the program; empty when the processes run ordinary. */
+  launcher: string[]
+  /** `SCHED_RR 10, reset on fork (contrib/layoutd.service)`, or why not. */
+  what: string
+}
+
+/** The unit's CPUScheduling* settings. */
+function unitSettings(): { policy: string; priority: string; resetOnFork: boolean } {
+  const text = fs.readFileSync(UNIT, 'utf8')
+  const value = (key: string): string => new RegExp(`^${key}=(.*)$`, 'm').exec(text)?.[1]?.trim() ?? ''
+  return {
+    policy: value('CPUSchedulingPolicy'),
+    priority: value('CPUSchedulingPriority'),
+    resetOnFork: value('CPUSchedulingResetOnFork') === 'yes',
+  }
+}
+
+/** chrt's arguments for the unit's settings, or undefined when the unit sets none. */
+function chrtArgs(): string[] | undefined {
+  const { policy, priority, resetOnFork } = unitSettings()
+  if (policy === '') return undefined
+  return [...(resetOnFork ? ['--reset-on-fork'] : []), `--${policy}`, priority === '' ? '0' : priority]
+}
+
+/**
+ * The unit's scheduling, if this machine lets a process take it (tried
+ * on `true` first); otherwise no launcher and the reason.
+ */
+export function unitScheduling(): Scheduling {
+  const args = chrtArgs()
+  if (args === undefined) return { launcher: [], what: 'SCHED_OTHER (contrib/layoutd.service sets no policy)' }
+  const tried = spawnSync('chrt', [...args, 'true'], { encoding: 'utf8' })
+  const what = `chrt ${args.join(' ')} (contrib/layoutd.service)`
+  if (tried.error !== undefined || tried.status !== 0)
+    return { launcher: [], what: `SCHED_OTHER: ${what} refused: ${tried.error?.message ?? tried.stderr.trim()}` }
+  return { launcher: ['chrt', ...args], what }
+}
+
+/**
+ * Gives this process's own event-loop thread the unit's scheduling (or
+ * takes it back, `ordinary`): the bench's open loops then send each
+ * request at its tick and read each answer when it comes, rather than
+ * waiting for a core themselves, so a latency is the agent's, not the
+ * load generator's. Answers what it did, for the figures.
+ */
+export function scheduleThisLoop(s: Scheduling, ordinary = false): string {
+  const args = chrtArgs()
+  if (s.launcher.length === 0 || args === undefined) return 'SCHED_OTHER'
+  const set = ordinary ? ['--other', '0'] : args
+  const done = spawnSync('chrt', [...set.slice(0, -1), '-p', set.at(-1) ?? '0', String(process.pid)], {
+    encoding: 'utf8',
+  })
+  if (done.error !== undefined || done.status !== 0)
+    throw new Error(`chrt on the bench's own loop failed: ${done.error?.message ?? done.stderr.trim()}`)
+  return ordinary ? 'SCHED_OTHER' : s.what
+}

@@ -1,0 +1,134 @@
+// How the kernel schedules the thread that answers the activator, read at
+// start from /proc (design §3.6): the unit runs it real-time (SCHED_RR) so
+// an answer never waits for a core behind the converge's own threads, and
+// resets that on every thread and process it starts, so those stay
+// ordinary (and the walking and files threads nice themselves below it).
+// Read only: the agent never changes its own policy; systemd does, before
+// node starts (CPUSchedulingPolicy=, CPUSchedulingResetOnFork=).
+import fs from 'node:fs'
+import type { AppLogger } from '../logger.js'
+
+/** Linux's policy numbers (sched.h), by the names `chrt` and systemd use. */
+const POLICIES: Readonly<Record<number, string>> = {
+  0: 'SCHED_OTHER',
+  1: 'SCHED_FIFO',
+  2: 'SCHED_RR',
+  3: 'SCHED_BATCH',
+  5: 'SCHED_IDLE',
+  6: 'SCHED_DEADLINE',
+}
+
+/** One thread's scheduling, as /proc/<pid>/task/<tid>/stat gives it. */
+export interface ThreadScheduling {
+  name: string
+  policy: string
+  /** 1-99 under SCHED_FIFO and SCHED_RR; 0 otherwise. */
+  rtPriority: number
+  nice: number
+}
+
+/** True for the real-time policies, which run ahead of every ordinary thread. */
+export function isRealTime(s: ThreadScheduling): boolean {
+  return s.policy === 'SCHED_FIFO' || s.policy === 'SCHED_RR'
+}
+
+/**
+ * A task's stat line read: its name (between the first `(` and the last
+ * `)`, since a name may hold either), then fields 19 (nice), 40
+ * (rt_priority) and 41 (policy) of proc(5). Undefined for a line that is
+ * not one.
+ */
+export function parseTaskStat(line: string): ThreadScheduling | undefined {
+  const open = line.indexOf('(')
+  const close = line.lastIndexOf(')')
+  if (open < 0 || close < open) return undefined
+  // After ") " the fields start at the third (state).
+  const fields = line
+    .slice(close + 2)
+    .trim()
+    .split(' ')
+  const nice = Number(fields[19 - 3])
+  const rtPriority = Number(fields[40 - 3])
+  const policy = Number(fields[41 - 3])
+  if (![nice, rtPriority, policy].every(Number.isInteger)) return undefined
+  return {
+    name: line.slice(open + 1, close),
+    policy: POLICIES[policy] ?? `policy ${String(policy)}`,
+    rtPriority,
+    nice,
+  }
+}
+
+/** What the agent's start says of its scheduling. */
+export interface LoopScheduling {
+  loop: ThreadScheduling
+  /** The other threads of the process that run real-time too: inherited, when the unit did not reset on fork. */
+  inheritedBy: string[]
+}
+
+/**
+ * The loop's thread (the process's first, whose id is the pid) and every
+ * other thread of this process that is real-time as well. Undefined where
+ * /proc cannot say (not Linux, or hidden).
+ */
+export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefined {
+  let tids: string[]
+  let pid: string
+  try {
+    pid = fs.readFileSync(`${proc}/stat`, 'utf8').split(' ', 1)[0] ?? ''
+    tids = fs.readdirSync(`${proc}/task`)
+  } catch {
+    return undefined
+  }
+  const read = (tid: string): ThreadScheduling | undefined => {
+    try {
+      return parseTaskStat(fs.readFileSync(`${proc}/task/${tid}/stat`, 'utf8'))
+    } catch {
+      // A thread that ended between the listing and its read.
+      return undefined
+    }
+  }
+  const loop = read(pid)
+  if (loop === undefined) return undefined
+  const inheritedBy = isRealTime(loop)
+    ? tids
+        .filter((tid) => tid !== pid)
+        .map(read)
+        .filter((t): t is ThreadScheduling => t !== undefined && isRealTime(t))
+        .map((t) => t.name)
+    : []
+  return { loop, inheritedBy }
+}
+
+/** The log line for it: what the loop's thread runs at, and what to set when the unit's setting is missing or half-made. */
+export function describeLoopScheduling(s: LoopScheduling): { level: 'debug' | 'info' | 'warn'; message: string } {
+  const { loop } = s
+  // Ordinary is how `npm start`, a container and the tests run it: said only at debug, so a start stays one line.
+  if (!isRealTime(loop))
+    return {
+      level: 'debug',
+      message:
+        `layoutd: the loop's thread runs at ${loop.policy} nice ${String(loop.nice)}, so through a converge an ` +
+        `answer to the activator can wait for a core; contrib/layoutd.service runs it at SCHED_RR ` +
+        `(CPUSchedulingPolicy=rr, CPUSchedulingResetOnFork=yes)`,
+    }
+  const at = `${loop.policy} ${String(loop.rtPriority)}`
+  if (s.inheritedBy.length === 0)
+    return { level: 'info', message: `layoutd: the loop's thread runs at ${at}; the threads it starts are ordinary` }
+  const names = [...new Set(s.inheritedBy)].join(', ')
+  return {
+    level: 'warn',
+    message:
+      `layoutd: the loop's thread runs at ${at}, and so do ${String(s.inheritedBy.length)} threads it started ` +
+      `(${names}): the converge's threads then take turns with it rather than wait for it; ` +
+      `set CPUSchedulingResetOnFork=yes beside CPUSchedulingPolicy= (contrib/layoutd.service)`,
+  }
+}
+
+/** Says at start how the loop's thread is scheduled (nothing where /proc cannot say). */
+export function sayLoopScheduling(logger: AppLogger, proc = '/proc/self'): void {
+  const s = readLoopScheduling(proc)
+  if (s === undefined) return
+  const { level, message } = describeLoopScheduling(s)
+  logger[level]({ loopScheduling: { ...s.loop, inheritedBy: s.inheritedBy.length } }, message)
+}
