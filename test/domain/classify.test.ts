@@ -232,3 +232,25 @@ void test("PathClaims.replace moves a row's claims as remove and add would, a pa
     }
   }
 })
+
+void test('a path thousands of rows share names the least other host as they come and go, across its chunks', () => {
+  // More hosts under D/apps than one chunk of the index holds (1,024): the
+  // least other one is still named, through removals that empty chunks.
+  const hosts = Array.from({ length: 3000 }, (_, i) => `h${String(i).padStart(4, '0')}.example.com`)
+  const claims = new PathClaims()
+  for (const host of [...hosts].reverse()) claims.add(flat(host))
+  const claimantOfApps = (): string | undefined => claims.dirClaimant('/data/apps', 'z.example.com')?.host
+  assert.equal(claimantOfApps(), 'h0000.example.com')
+  assert.equal(claims.dirClaimant('/data/apps', 'h0000.example.com')?.host, 'h0001.example.com', 'never itself')
+  // The first 2,500 leave (a chunk and more emptied, whichever order they were added in).
+  for (const host of hosts.slice(0, 2500)) claims.remove(flat(host))
+  assert.equal(claimantOfApps(), 'h2500.example.com')
+  const fresh = new PathClaims(hosts.slice(2500).map((h) => flat(h)))
+  assert.deepEqual(claims.dirClaimant('/data', 'z.example.com'), fresh.dirClaimant('/data', 'z.example.com'))
+  // One added back, twice (once held is once), then every one gone.
+  claims.add(flat(hosts[7] ?? ''))
+  claims.add(flat(hosts[7] ?? ''))
+  assert.equal(claimantOfApps(), 'h0007.example.com')
+  for (const host of [...hosts.slice(2500), hosts[7] ?? '']) claims.remove(flat(host))
+  assert.equal(claimantOfApps(), undefined, 'nothing claims D/apps once every row has left it')
+})
