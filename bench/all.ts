@@ -20,9 +20,9 @@
 //
 // The agent runs as contrib/layoutd.service starts it, its loop's thread
 // real-time (bench/scheduling.ts), and every server it is measured beside
-// is started alike; through the converge, so is this bench's own loop,
-// which sends the open loops' requests (its own lateness is counted apart,
-// `clientLateP99Ms`). Where chrt is refused, all run ordinary and
+// is started alike; through the converge this bench's own loop, which
+// sends the open loops' requests, runs one real-time priority below the
+// agent's (its own lateness is counted apart, `clientLateP99Ms`). Where chrt is refused, all run ordinary and
 // `scheduling` says so.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -331,9 +331,9 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
 
     log(`converge to nested, GET /ready/:host at 100 req/s and POST /wakes/:host at ${CLAIMS_PER_SECOND}/s throughout`)
     bareReady = await startBareReady(sched.launcher)
-    // This bench's own loop sends the requests and reads the answers: at the
-    // agent's scheduling while the converge runs, so a latency is the agent's
-    // wait and not the load generator's (its own lateness is counted apart).
+    // This bench's own loop sends the requests and reads the answers: real-time,
+    // one priority below the agent's, while the converge runs, so a latency is
+    // the agent's wait and not the load generator's (its own lateness is counted apart).
     const loadGenerator = scheduleThisLoop(sched)
     const c0 = performance.now()
     // The open loops of bench/ready-during-converge.ts: each request due at

@@ -23,9 +23,9 @@
 // the machine's own floor for the agent's figure, measured in the same run.
 //
 // The agent (and the bare server) run as contrib/layoutd.service schedules
-// the agent, the loop's thread real-time (bench/scheduling.ts), and so does
-// this bench's own loop, which sends the requests and reads the answers,
-// while it measures; with --ordinary, all three run ordinary, as
+// the agent, the loop's thread real-time (bench/scheduling.ts), and this
+// bench's own loop, which sends the requests and reads the answers, runs
+// one real-time priority below it while it measures; with --ordinary, all three run ordinary, as
 // `npm start` does. Where chrt is refused, they run ordinary and say so.
 //
 //   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--bare] [--ordinary] [--dir D] [--keep]

@@ -49,20 +49,23 @@ export function unitScheduling(): Scheduling {
 }
 
 /**
- * Gives this process's own event-loop thread the unit's scheduling (or
- * takes it back, `ordinary`): the bench's open loops then send each
- * request at its tick and read each answer when it comes, rather than
- * waiting for a core themselves, so a latency is the agent's, not the
- * load generator's. Answers what it did, for the figures.
+ * Gives this process's own event-loop thread the unit's policy one
+ * priority below the agent's (or takes it back, `ordinary`): the bench's
+ * open loops then send each request at its tick and read each answer when
+ * it comes, ahead of every ordinary thread, rather than waiting for a core
+ * themselves, so a latency is the agent's and not the load generator's;
+ * and never ahead of the agent's loop, which a load generator at its own
+ * priority would take turns with. Answers what it did, for the figures.
  */
 export function scheduleThisLoop(s: Scheduling, ordinary = false): string {
   const args = chrtArgs()
   if (s.launcher.length === 0 || args === undefined) return 'SCHED_OTHER'
-  const set = ordinary ? ['--other', '0'] : args
+  const priority = Math.max(1, Number(args.at(-1)) - 1)
+  const set = ordinary ? ['--other', '0'] : [...args.slice(0, -1), String(priority)]
   const done = spawnSync('chrt', [...set.slice(0, -1), '-p', set.at(-1) ?? '0', String(process.pid)], {
     encoding: 'utf8',
   })
   if (done.error !== undefined || done.status !== 0)
     throw new Error(`chrt on the bench's own loop failed: ${done.error?.message ?? done.stderr.trim()}`)
-  return ordinary ? 'SCHED_OTHER' : s.what
+  return ordinary ? 'SCHED_OTHER' : `chrt ${set.join(' ')} (one below the agent's)`
 }

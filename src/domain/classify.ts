@@ -74,7 +74,8 @@ class HostBag implements Iterable<string> {
   }
 
   add(host: string): void {
-    if (this.#chunks.some((chunk) => chunk.has(host))) return
+    // Loops, not some() and findIndex(): a wake's catch-up after a commit makes thousands of these.
+    for (const chunk of this.#chunks) if (chunk.has(host)) return
     let last = this.#chunks.at(-1)
     if (last === undefined || last.size >= BAG_CHUNK) {
       last = new Set()
@@ -85,10 +86,13 @@ class HostBag implements Iterable<string> {
   }
 
   delete(host: string): void {
-    const at = this.#chunks.findIndex((chunk) => chunk.delete(host))
-    if (at < 0) return
-    this.#size--
-    if (this.#chunks[at]?.size === 0) this.#chunks.splice(at, 1)
+    for (let i = 0; i < this.#chunks.length; i++) {
+      const chunk = this.#chunks[i] as Set<string>
+      if (!chunk.delete(host)) continue
+      this.#size--
+      if (chunk.size === 0) this.#chunks.splice(i, 1)
+      return
+    }
   }
 
   *[Symbol.iterator](): Iterator<string> {

@@ -57,3 +57,21 @@ export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[])
   for (const row of routes) follow(prev, row.host, row)
   return { ...prev, routes, since, followed }
 }
+
+/**
+ * Follows at most `most` more of the hosts rewritten in routes, when
+ * routes was carried from the list prev follows (the pass's own commits):
+ * a step of the catch-up the pass makes after each commit, so the next
+ * wake finds the claims followed rather than following a batch of rows
+ * while it waits. Until every rewrite is followed the claims answer to no
+ * list (`routes` is a list of their own), so any reader between steps
+ * follows the rest itself through followRows. Undefined when routes was
+ * not carried from prev's list: the next wake compares it whole.
+ */
+export function followSome(prev: ClaimsOf, routes: readonly Route[], most: number): ClaimsOf | undefined {
+  const rewrites = rewritesOf(routes)
+  if (rewrites === undefined || rewrites.since !== prev.since || rewrites.hosts.length < prev.followed) return undefined
+  const upTo = Math.min(prev.followed + most, rewrites.hosts.length)
+  for (const host of new Set(rewrites.hosts.slice(prev.followed, upTo))) follow(prev, host, rowIn(routes, host))
+  return upTo === rewrites.hosts.length ? { ...prev, routes, followed: upTo } : { ...prev, routes: [], followed: upTo }
+}

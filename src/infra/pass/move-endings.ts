@@ -53,6 +53,7 @@ export class MoveEndings {
     let done = moves
     try {
       await whileLocked(() => registry.setPaths(moves.map(rowOf)))
+      this.#ctx.afterCommit()
     } catch (batchErr) {
       done = []
       const failed: Array<{ move: MoveInFlight; err: unknown }> = []

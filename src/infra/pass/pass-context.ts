@@ -73,6 +73,8 @@ export class PassContext {
   readonly slicer = new Slicer()
   readonly preflight: Preflighter
   readonly files: PassFiles
+  /** Told after each commit of rows (step 8): the pass follows its path claims to them then (design §3.6). */
+  afterCommit: () => void = () => undefined
 
   constructor(deps: PassDeps) {
     this.deps = deps

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test, type TestContext } from 'node:test'
 import { PathClaims } from '../../../src/domain/classify.js'
 import type { Route } from '../../../src/domain/schemas.js'
-import { followRows, type ClaimsOf } from '../../../src/infra/pass/claims-follower.js'
+import { followRows, followSome, type ClaimsOf } from '../../../src/infra/pass/claims-follower.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { rewritesOf } from '../../../src/infra/rows-snapshot.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -119,4 +119,48 @@ void test('once the rewrites outnumber the rows, a carried list starts a lineage
   reg.setPaths([nestedPaths('h0.example.com')])
   assert.equal(rewritesOf(reg.snapshot().routes)?.since, dropped)
   assertSameClaims(followRows(undefined, reg.snapshot().routes), reg.snapshot().routes)
+})
+
+void test('the catch-up after a commit: step by step to the carried list, and any reader between steps follows the rest', async (t) => {
+  const { reg } = await registry(t, 40)
+  const listed = reg.snapshot().routes
+  // Half move nested; h5 moves inside h6's directory, so a claimant is at stake.
+  const moved = Array.from({ length: 20 }, (_, i) => nestedPaths(`h${String(i * 2)}.example.com`))
+  reg.setPaths([
+    ...moved,
+    { host: 'h5.example.com', dir: '/d/apps/h6.example.com/inner', socket: '/d/run/h5.example.com.sock', db: '' },
+  ])
+  const carried = reg.snapshot().routes
+  const fresh = (): ClaimsOf => followRows(undefined, listed)
+
+  // Stepped to the end: the claims of the carried list, and that list named only at the last step.
+  let c = fresh()
+  let steps = 0
+  while (c.routes !== carried) {
+    const next = followSome(c, carried, 7)
+    assert.ok(next !== undefined, 'a carried list is followed')
+    if (next.routes !== carried) assert.notEqual(next.routes, listed, 'between steps the claims answer to no list')
+    c = next
+    steps++
+  }
+  assert.equal(steps, Math.ceil(21 / 7))
+  assertSameClaims(c, carried)
+  assert.equal(c.claims.dirClaimant('/d/apps/h6.example.com', 'h6.example.com')?.host, 'h5.example.com')
+
+  // A wake between two steps follows the rest itself.
+  const part = followSome(fresh(), carried, 7)
+  assert.ok(part !== undefined && part.followed === 7)
+  const woke = followRows(part, carried)
+  assert.equal(woke.routes, carried)
+  assertSameClaims(woke, carried)
+
+  // A reader of the older list between steps is answered for that list (compared whole).
+  const part2 = followSome(fresh(), carried, 7)
+  assert.ok(part2 !== undefined)
+  const back = followRows(part2, listed)
+  assertSameClaims(back, listed)
+  assert.equal(back.claims.dirClaimant('/d/apps/h6.example.com', 'h6.example.com'), undefined)
+
+  // A list not carried from the claims' own (another process's listing) is left to the next wake.
+  assert.equal(followSome(fresh(), reg.list(), 7), undefined)
 })
