@@ -22,8 +22,8 @@
 // real-time (bench/scheduling.ts), and every server it is measured beside
 // is started alike; through the converge this bench's own loop, which
 // sends the open loops' requests, runs one real-time priority below the
-// agent's (its own lateness is counted apart, `clientLateP99Ms`). Where chrt is refused, all run ordinary and
-// `scheduling` says so.
+// agent's (its own lateness is counted apart, `clientLateP99Ms`). Where
+// chrt is refused, all run ordinary and `scheduling` says so.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -35,7 +35,14 @@ import { pathsFor, type Dirs } from '../src/domain/paths.js'
 import type { LayoutReport } from '../src/domain/schemas.js'
 import { writeJournals, type Journal } from '../src/infra/pass/journal.js'
 import { Registry } from '../src/infra/registry.js'
-import { AgentProcess, makeSandbox, recordIntent, runCli, type Sandbox } from '../test/helpers/agent-process.js'
+import {
+  AgentProcess,
+  makeSandbox,
+  recordIntent,
+  runCli,
+  throughLauncher,
+  type Sandbox,
+} from '../test/helpers/agent-process.js'
 import { makeTenantTree } from '../test/helpers/tenants.js'
 import { hostFor } from './crash.js'
 import { load, type LoadResult } from './load.js'
@@ -137,8 +144,8 @@ async function startBare(
   launcher: readonly string[],
 ): Promise<{ origin: string; stop: () => void }> {
   const js = new URL('./bare-server.js', import.meta.url)
-  const [program, ...args] = [...launcher, process.execPath, js.pathname, reportFile, readyFile]
-  const child = spawn(program ?? process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+  const [program, args] = throughLauncher(launcher, [js.pathname, reportFile, readyFile])
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   const port = await new Promise<string>((resolve, reject) => {
     child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`bare server exited ${String(code)}`)))

@@ -25,8 +25,9 @@
 // The agent (and the bare server) run as contrib/layoutd.service schedules
 // the agent, the loop's thread real-time (bench/scheduling.ts), and this
 // bench's own loop, which sends the requests and reads the answers, runs
-// one real-time priority below it while it measures; with --ordinary, all three run ordinary, as
-// `npm start` does. Where chrt is refused, they run ordinary and say so.
+// one real-time priority below it while it measures; with --ordinary, all
+// three run ordinary, as `npm start` does. Where chrt is refused, they run
+// ordinary and say so.
 //
 //   node dist/bench/ready-during-converge.js [--hosts 10000] [--rate 100] [--idle 5] [--claims 0] [--console] [--bare] [--ordinary] [--dir D] [--keep]
 import fs from 'node:fs'
@@ -37,7 +38,7 @@ import { pathToFileURL } from 'node:url'
 import { spawn, spawnSync } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
-import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
+import { AgentProcess, recordIntent, throughLauncher } from '../test/helpers/agent-process.js'
 import { makeWorld } from './crash.js'
 import { scheduleThisLoop, unitScheduling, type Scheduling } from './scheduling.js'
 import { LagProbe, type LoopLag } from './lag-probe.js'
@@ -285,8 +286,8 @@ export function settleDisk(): void {
 export async function startBareReady(
   launcher: readonly string[] = [],
 ): Promise<{ pool: Pool; stop: () => Promise<void> }> {
-  const [program, ...args] = [...launcher, process.execPath, new URL('./bare-ready.js', import.meta.url).pathname]
-  const child = spawn(program ?? process.execPath, args, {
+  const [program, args] = throughLauncher(launcher, [new URL('./bare-ready.js', import.meta.url).pathname])
+  const child = spawn(program, args, {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const port = await new Promise<string>((resolve, reject) => {

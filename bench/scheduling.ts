@@ -58,8 +58,9 @@ export function unitScheduling(): Scheduling {
  * priority would take turns with. Answers what it did, for the figures.
  */
 export function scheduleThisLoop(s: Scheduling, ordinary = false): string {
-  const args = chrtArgs()
-  if (s.launcher.length === 0 || args === undefined) return 'SCHED_OTHER'
+  // The launcher is `chrt` and the unit's arguments, the priority last.
+  const args = s.launcher.slice(1)
+  if (args.length === 0) return 'SCHED_OTHER'
   const priority = Math.max(1, Number(args.at(-1)) - 1)
   const set = ordinary ? ['--other', '0'] : [...args.slice(0, -1), String(priority)]
   const done = spawnSync('chrt', [...set.slice(0, -1), '-p', set.at(-1) ?? '0', String(process.pid)], {

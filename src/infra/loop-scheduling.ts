@@ -100,8 +100,17 @@ export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefi
   return { loop, inheritedBy }
 }
 
-/** The log line for it: what the loop's thread runs at, and what to set when the unit's setting is missing or half-made. */
-export function describeLoopScheduling(s: LoopScheduling): { level: 'debug' | 'info' | 'warn'; message: string } {
+/** A start-up line: its level and its words. */
+export interface Said {
+  level: 'debug' | 'info' | 'warn'
+  message: string
+}
+
+/**
+ * The log line for it: what the loop's thread runs at, and what to set
+ * when the unit's setting is missing or half-made.
+ */
+export function describeLoopScheduling(s: LoopScheduling): Said {
   const { loop } = s
   // Ordinary is how `npm start`, a container and the tests run it: said only at debug, so a start stays one line.
   if (!isRealTime(loop))

@@ -169,6 +169,16 @@ export interface StartOptions {
   launcher?: readonly string[]
 }
 
+/**
+ * The program and arguments that run node with args through launcher (a
+ * command such as `chrt …` that execs what follows it), or node itself
+ * when there is none: the agent and the servers the benches start beside it.
+ */
+export function throughLauncher(launcher: readonly string[], args: readonly string[]): [string, string[]] {
+  const [program, ...rest] = [...launcher, process.execPath, ...args]
+  return [program ?? process.execPath, rest]
+}
+
 export class AgentTimeout extends Error {
   override name = 'AgentTimeout'
 }
@@ -203,8 +213,8 @@ export class AgentProcess {
       CARLOS_FAILPOINT: opts.failpoint ?? '',
       ...opts.env,
     })
-    const [program, ...args] = [...(opts.launcher ?? []), process.execPath, ...(opts.nodeArgs ?? []), MAIN_JS, 'serve']
-    this.child = spawn(program ?? process.execPath, args, {
+    const [program, args] = throughLauncher(opts.launcher ?? [], [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'])
+    this.child = spawn(program, args, {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     })

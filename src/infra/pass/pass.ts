@@ -73,7 +73,7 @@ export class Pass implements LayoutPass {
    * After a batch's commit: the path claims followed to the rows it
    * rewrote, CATCH_UP_HOSTS at a time between the slicer's turns, so the
    * next wake finds them followed instead of following 256 rows while it
-   * waits (2-9 ms, design §3.6). A wake that comes first follows the rest
+   * waits (about 1.5 ms a batch, up to 14, design §3.6). A wake that comes first follows the rest
    * itself (classify); a list not carried from the claims' own is left to
    * it as well.
    */
