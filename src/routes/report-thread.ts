@@ -123,8 +123,6 @@ export class ReportThread implements ReportFigurer {
   #thread(): Worker {
     if (this.#worker !== undefined) return this.#worker
     const worker = new Worker(new URL('./report-worker.js', import.meta.url), { name: 'layoutd-report' })
-    // Never what keeps the process alive.
-    worker.unref()
     worker.on('message', (answer: ReportAnswer) => {
       const waiter = this.#pending.get(answer.id)
       this.#pending.delete(answer.id)
@@ -139,6 +137,8 @@ export class ReportThread implements ReportFigurer {
     })
     worker.on('error', (err: Error) => this.#gone(new Error(`the report thread failed: ${err.message}`), worker))
     worker.on('exit', (code) => this.#gone(new Error(`the report thread exited (code ${code})`), worker))
+    // Never what keeps the process alive; after the listeners, which would ref it again.
+    worker.unref()
     this.#worker = worker
     return worker
   }

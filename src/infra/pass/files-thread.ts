@@ -40,8 +40,6 @@ class Running {
 
   constructor(data: FilesThreadData, onGone: (r: Running) => void) {
     this.worker = new Worker(new URL('./files-worker.js', import.meta.url), { workerData: data, name: 'layoutd-files' })
-    // Never what keeps the process alive: an agent stopping does not wait for it.
-    this.worker.unref()
     this.worker.on('message', (reply: FilesReply) => {
       const waiter = this.pending.get(reply.id)
       this.pending.delete(reply.id)
@@ -52,6 +50,9 @@ class Running {
     this.#onGone = onGone
     this.worker.on('error', (err: Error) => this.end(new Error(`the files thread failed: ${err.message}`)))
     this.worker.on('exit', (code) => this.end(new Error(`the files thread exited (code ${code})`)))
+    // Never what keeps the process alive: an agent stopping does not wait for it. (After the
+    // listeners: a 'message' listener added to an unref'd worker refs it again.)
+    this.worker.unref()
   }
 
   /** Fails every request not answered yet, at once: an answer that comes after is not heard. */

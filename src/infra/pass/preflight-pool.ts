@@ -113,8 +113,6 @@ class WalkThread {
   constructor(idleMs: number, onGone: (t: WalkThread) => void) {
     this.#idleMs = idleMs
     this.#worker = new Worker(new URL('./preflight-worker.js', import.meta.url), { name: 'layoutd-walk' })
-    // Never what keeps the process alive: an agent stopping does not wait for it.
-    this.#worker.unref()
     this.#worker.on('message', (reply: WalkReply) => {
       const waiter = this.#pending.get(reply.id)
       this.#pending.delete(reply.id)
@@ -124,6 +122,9 @@ class WalkThread {
     this.#onGone = onGone
     this.#worker.on('error', (err: Error) => this.#gone(new Error(`the walking thread failed: ${err.message}`)))
     this.#worker.on('exit', (code) => this.#gone(new Error(`the walking thread exited (code ${code})`)))
+    // Never what keeps the process alive: an agent stopping does not wait for it. (After the
+    // listeners: a 'message' listener added to an unref'd worker refs it again.)
+    this.#worker.unref()
   }
 
   async walk(id: number, dirs: string[]): Promise<WalkAnswer[]> {

@@ -8,6 +8,7 @@ import { isFlat, isNested, nestedPaths } from '../../../src/domain/paths.js'
 import { FilesThread } from '../../../src/infra/pass/files-thread.js'
 import type { PassFiles } from '../../../src/infra/pass/pass-files.js'
 import { addFlat, agentBox, recordIntent } from '../../helpers/agent.js'
+import { assertEndsOnItsOwn, srcModule } from '../../helpers/left-open.js'
 import { harness, outcomes } from './pass-harness.js'
 
 const hosts = ['a.example.com', 'b.example.com', 'c.example.com']
@@ -78,4 +79,14 @@ void test('a files thread that dies under a batch leaves its hosts fenced with t
     assert.equal(h.fence.fenced(host), undefined, `${host}'s fence is lifted`)
   }
   assert.ok(again.every((r) => r.outcome === 'unchanged' || r.outcome === 'moved'))
+})
+
+void test("a files thread left open keeps no process alive (it is unref'd)", async (t) => {
+  await assertEndsOnItsOwn(
+    t,
+    `const { FilesThread } = await import(${JSON.stringify(srcModule('infra/pass/files-thread.js'))})\n` +
+      // A request waits while the process runs for something else (a timer, here; the agent's server).
+      "const running = setInterval(() => {}, 1000)\nawait new FilesThread({ failpoint: '' }).fsync([])\n" +
+      'clearInterval(running)',
+  )
 })
