@@ -19,6 +19,7 @@ import { fdatasyncFd } from './fsutil.js'
 import { migrate } from './migrations.js'
 import { RegistryWatch } from './registry-watch.js'
 import { carriedSnapshot, listedSnapshot } from './rows-snapshot.js'
+import { CHECKPOINT_PAGES, WalCheckpointer } from './wal-checkpointer.js'
 import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
@@ -60,6 +61,8 @@ export interface RegistryOptions {
    * the disk for a commit (design §3.6).
    */
   durableAt?: 'commit' | 'sync'
+  /** The checkpoint thread's script (durableAt 'sync'); tests hand in one that fails. */
+  checkpointThread?: URL
 }
 
 /** Opens the file as a database, a failure named with its path; a missing file refused when it must exist. */
@@ -188,14 +191,44 @@ export class Registry implements RouteStore {
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
   /** The WAL, opened for sync() at its first call. */
   #wal: number | undefined
+  /** Where the agent's checkpoints are made (durableAt 'sync'): off the loop's thread, until it fails. */
+  #checkpointer: WalCheckpointer | undefined
 
-  private constructor(file: string, db: Database.Database, now: () => Date, durableAt: 'commit' | 'sync') {
+  private constructor(file: string, db: Database.Database, now: () => Date, opts: RegistryOptions) {
+    const durableAt = opts.durableAt ?? 'commit'
     this.file = file
     this.#db = db
     this.#now = now
     this.#durableAt = durableAt
     this.#stmt = prepare(db)
     this.#watch = new RegistryWatch(file)
+    if (durableAt === 'sync') this.#checkpointer = this.#checkpointElsewhere(opts.checkpointThread)
+  }
+
+  /**
+   * The agent's connections never checkpoint (their commits would wait on
+   * the checkpoint's fsyncs): a thread of the registry's own does, and
+   * should it fail, they go back to checkpointing themselves (design §3.6).
+   */
+  #checkpointElsewhere(script: URL | undefined): WalCheckpointer {
+    const synchronous = fsyncSkipped('registry-commit') ? 'OFF' : 'NORMAL'
+    this.#db.pragma('wal_autocheckpoint = 0')
+    return new WalCheckpointer(
+      { file: this.file, synchronous },
+      {
+        ...(script === undefined ? {} : { worker: script }),
+        onFailed: (reason) => {
+          for (const db of [this.#db, this.#claimsConnection?.db]) {
+            if (db?.open === true) db.pragma(`wal_autocheckpoint = ${CHECKPOINT_PAGES}`)
+          }
+          this.#watch.logger?.warn(
+            { file: this.file, reason },
+            `registry: ${reason}; the registry's checkpoints are made on the loop's thread again, a commit ` +
+              'that reaches one waiting on its fsyncs; restart the agent to move them off it',
+          )
+        },
+      },
+    )
   }
 
   /** Opens (creating when absent) `<dataDir>/registry.db` and brings its schema up to date. */
@@ -216,7 +249,7 @@ export class Registry implements RouteStore {
       const durableAt = opts.durableAt ?? 'commit'
       db.pragma(`synchronous = ${fsyncSkipped('registry-commit') ? 'OFF' : durableAt === 'commit' ? 'FULL' : 'NORMAL'}`)
       migrate(db)
-      return new Registry(file, db, opts.now ?? (() => new Date()), durableAt)
+      return new Registry(file, db, opts.now ?? (() => new Date()), { ...opts, durableAt })
     } catch (err) {
       db.close()
       throw err instanceof Database.SqliteError ? errors.registryUnopenable(file, err) : err
@@ -262,8 +295,10 @@ export class Registry implements RouteStore {
   }
 
   close(): void {
+    this.#checkpointer?.stop()
     if (this.#claimsConnection?.db.open === true) this.#claimsConnection.db.close()
     if (this.#db.open) this.#db.close()
+    this.#checkpointer?.closeIndexAfterConnections()
     if (this.#wal !== undefined) fs.closeSync(this.#wal)
     this.#wal = undefined
   }
@@ -286,6 +321,13 @@ export class Registry implements RouteStore {
       }
     }
     await fdatasyncFd(this.#wal)
+    void this.#checkpointer?.consider()
+  }
+
+  /** The checkpoints made off the loop's thread so far, and whether that thread has failed (metrics, tests). */
+  get checkpoints(): { done: number; failed: boolean } | undefined {
+    const c = this.#checkpointer
+    return c === undefined ? undefined : { done: c.done, failed: c.failed }
   }
 
   /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */
@@ -328,6 +370,7 @@ export class Registry implements RouteStore {
   #claimsConnectionOpen(): ClaimsConnection {
     if (this.#claimsConnection === undefined) {
       const db = openClaimsConnection(this.file)
+      if (this.#checkpointer?.failed === false) db.pragma('wal_autocheckpoint = 0')
       this.#claimsConnection = {
         db,
         dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),

@@ -4,9 +4,7 @@
 // console's rows, and counts the figures of the agent's row gauges and box
 // summary. A poll of 10,000 rows is this thread's work, never the thread
 // that answers the activator. It answers nothing else.
-import fs from 'node:fs'
 import { createRequire } from 'node:module'
-import os from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../errors.js'
 import { ReportMirror } from '../domain/report-feed.js'
@@ -14,15 +12,10 @@ import type { LayoutReport } from '../domain/schemas.js'
 import { livePart } from './console-view.js'
 import { StatusBody } from './layout.js'
 import { REPORT_NICE, type ReportAnswer, type ReportAsk } from './report-thread.js'
+import { niceThisThread } from '../thread-nice.js'
 
-// This thread alone is niced (setpriority takes a thread's id): when it
-// and the loop's thread want the same core, the loop has it.
-try {
-  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
-  if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, REPORT_NICE)
-} catch {
-  // Not Linux, or no /proc: the thread runs at the process's priority.
-}
+// This thread alone is niced: when it and the loop's thread want the same core, the loop has it.
+niceThisThread(REPORT_NICE)
 
 type Serialize = (data: unknown) => string
 type SerializerFactory = () => (externalSchemas: unknown, options: unknown) => (route: { schema: unknown }) => Serialize

@@ -3,12 +3,11 @@
 // answers nothing else. Its failpoints and the fsyncs a test takes out come
 // from CARLOS_FAILPOINT, as the loop's thread's do; a failpoint that kills
 // kills the process, as there.
-import fs from 'node:fs'
-import os from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import { armSkippedFsyncs, failpointFrom } from '../failpoint.js'
 import { FILES_NICE, type FilesReply, type FilesRequest, type FilesThreadData } from './files-thread.js'
 import { fileError, filesWork } from './pass-files.js'
+import { niceThisThread } from '../../thread-nice.js'
 
 const data = workerData as FilesThreadData
 armSkippedFsyncs(data.failpoint)
@@ -16,12 +15,7 @@ const work = filesWork(failpointFrom(data.failpoint), () => Promise.resolve())
 
 // This thread alone is niced (as preflight's, preflight-worker.ts): when it
 // and the loop's thread want the same core, the loop has it.
-try {
-  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
-  if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, FILES_NICE)
-} catch {
-  // Not Linux, or no /proc: the thread runs at the process's priority.
-}
+niceThisThread(FILES_NICE)
 
 function run(req: FilesRequest): Promise<unknown> {
   switch (req.op) {

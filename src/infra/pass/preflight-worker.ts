@@ -3,23 +3,16 @@
 // each, in order; a walk that fails is answered as its error, and the
 // others go on. Or a batch's moves, and looks at each (mover.ts
 // lookAtMove). It answers nothing else: nothing waits on it but the pass.
-import fs from 'node:fs'
-import os from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../../errors.js'
 import { lookAtMove } from './mover.js'
 import { WALK_NICE, type WalkReply, type WalkRequest } from './preflight-pool.js'
 import { preflightSync } from './preflight.js'
+import { niceThisThread } from '../../thread-nice.js'
 
-// This thread alone is niced (Linux's setpriority takes a thread's id, and
-// /proc/thread-self names it): when the walk and the loop's thread want the
+// This thread alone is niced: when the walk and the loop's thread want the
 // same core, the loop, which answers the activator, has it.
-try {
-  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
-  if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, WALK_NICE)
-} catch {
-  // Not Linux, or no /proc: the walk runs at the process's priority.
-}
+niceThisThread(WALK_NICE)
 
 /** f's answer, or the error it threw as one (a walk or a look that fails fails alone). */
 function answered<T>(f: () => T): T | { kind: 'error'; message: string } {

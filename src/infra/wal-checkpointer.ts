@@ -1,0 +1,164 @@
+// The registry's checkpoints, off the loop's thread (design §3.6). SQLite
+// copies the WAL back into the database once it passes 1,000 pages, on
+// whichever connection committed last, and at `synchronous = NORMAL` that
+// copy fsyncs the WAL and the database: on the agent's connections, the
+// loop's thread would wait on the disk for it (13.8 ms a checkpoint of a
+// converge's 256-row commit, against 1.5 ms without, measured beside a
+// writer that fsyncs). So the agent's two connections never checkpoint;
+// this does, on a thread and a connection of its own, once the WAL holds
+// the same 1,000 pages not yet copied back (read from the WAL index, the
+// `-shm` file: its header's last frame less the frames copied back). A checkpoint moves no commit's
+// durability (each commit is on disk once the WAL is, registry.ts's sync());
+// SQLite's own locks keep the copy and the commits apart. Should the thread
+// fail, the agent's connections checkpoint themselves again, as SQLite
+// would have all along, and the agent says so.
+import fs from 'node:fs'
+import os from 'node:os'
+import { Worker } from 'node:worker_threads'
+
+/** SQLite's own threshold (`wal_autocheckpoint`'s default, in pages), kept. */
+export const CHECKPOINT_PAGES = 1000
+
+/** How often the WAL index is looked at between the pass's commits (the claims commit too). */
+const LOOK_EVERY_MS = 2000
+
+/** What the thread is started with. */
+export interface CheckpointThreadData {
+  file: string
+  /** The agent's connections' `synchronous`, so a checkpoint fsyncs where their commits would. */
+  synchronous: 'NORMAL' | 'OFF'
+}
+
+/** Its answer to each request: `PRAGMA wal_checkpoint(PASSIVE)`'s pages, or the error. */
+export type CheckpointReply = { log: number; checkpointed: number } | { error: string }
+
+export interface CheckpointerOptions {
+  /** The pages not yet copied back at which a checkpoint is asked for; CHECKPOINT_PAGES by default. */
+  thresholdPages?: number
+  /** Called once, should the thread fail: the agent's connections checkpoint themselves from then on. */
+  onFailed: (reason: string) => void
+  /** The thread's script (tests hand in one that fails). */
+  worker?: URL
+}
+
+export class WalCheckpointer {
+  readonly #file: string
+  readonly #threshold: number
+  #shm: number | undefined
+  readonly #onFailed: (reason: string) => void
+  readonly #worker: Worker
+  readonly #timer: NodeJS.Timeout
+  #asked: { resolve: (r: CheckpointReply) => void } | undefined
+  #failed = false
+  /** Checkpoints the thread has made, and the last one's pages (the metrics and the tests read them). */
+  done = 0
+  last: { log: number; checkpointed: number } | undefined
+
+  constructor(data: CheckpointThreadData, opts: CheckpointerOptions) {
+    this.#file = data.file
+    this.#threshold = opts.thresholdPages ?? CHECKPOINT_PAGES
+    this.#onFailed = opts.onFailed
+    this.#worker = new Worker(opts.worker ?? new URL('./wal-checkpoint-worker.js', import.meta.url), {
+      workerData: data,
+      name: 'layoutd-checkpoint',
+    })
+    this.#worker.on('message', (reply: CheckpointReply) => this.#answered(reply))
+    this.#worker.on('error', (err: Error) => this.#fail(`the checkpoint thread failed: ${err.message}`))
+    this.#worker.on('exit', (code) => this.#fail(`the checkpoint thread exited (code ${code})`))
+    // Never what keeps the process alive; after the listeners, which would ref it again.
+    this.#worker.unref()
+    this.#timer = setInterval(() => void this.consider(), LOOK_EVERY_MS)
+    this.#timer.unref()
+  }
+
+  /** Whether the thread has failed (the connections checkpoint themselves since). */
+  get failed(): boolean {
+    return this.#failed
+  }
+
+  /**
+   * Asks the thread for a checkpoint when the WAL holds the threshold's
+   * pages not yet copied back and none is under way; answers when that one
+   * is done (at once when none was needed). A read of 100 bytes on the
+   * calling thread.
+   */
+  consider(): Promise<void> {
+    if (this.#failed || this.#asked !== undefined) return Promise.resolve()
+    const pending = this.#pendingPages()
+    return pending === undefined || pending < this.#threshold ? Promise.resolve() : this.checkpoint()
+  }
+
+  /** A checkpoint now, whatever the WAL's size (one at a time: a second waits for none). */
+  async checkpoint(): Promise<void> {
+    if (this.#failed || this.#asked !== undefined) return
+    const reply = await new Promise<CheckpointReply>((resolve) => {
+      this.#asked = { resolve }
+      this.#worker.postMessage('checkpoint')
+    })
+    if ('error' in reply) this.#fail(`a checkpoint failed: ${reply.error}`)
+  }
+
+  /** Ends the thread and the looks (before the registry's connections close). */
+  stop(): void {
+    clearInterval(this.#timer)
+    this.#failed = true
+    this.#worker.removeAllListeners('exit')
+    void this.#worker.terminate()
+    this.#asked?.resolve({ error: 'the registry was closed' })
+    this.#asked = undefined
+  }
+
+  /**
+   * Closes the WAL index's descriptor, once every connection of this
+   * process to the registry is closed: closing any descriptor of a file
+   * drops every POSIX lock the process holds on it, SQLite's on the index
+   * among them, so it stays open for as long as they are.
+   */
+  closeIndexAfterConnections(): void {
+    if (this.#shm !== undefined) fs.closeSync(this.#shm)
+    this.#shm = undefined
+  }
+
+  #answered(reply: CheckpointReply): void {
+    if (!('error' in reply)) {
+      this.done++
+      this.last = reply
+    }
+    const asked = this.#asked
+    this.#asked = undefined
+    asked?.resolve(reply)
+  }
+
+  #fail(reason: string): void {
+    if (this.#failed) return
+    this.#failed = true
+    clearInterval(this.#timer)
+    void this.#worker.terminate()
+    this.#asked?.resolve({ error: reason })
+    this.#asked = undefined
+    this.#onFailed(reason)
+  }
+
+  /**
+   * The WAL's frames not yet copied back into the database, from the WAL
+   * index's header (SQLite's file format, walformat.html: the last valid
+   * frame at byte 16, the frames copied back at byte 96, both in the
+   * machine's byte order); undefined with no index yet. Read without
+   * SQLite's locks (a torn read only moves one decision to the next look),
+   * through a descriptor opened once and closed only after the connections
+   * (closeIndexAfterConnections).
+   */
+  #pendingPages(): number | undefined {
+    try {
+      this.#shm ??= fs.openSync(`${this.#file}-shm`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      const header = Buffer.alloc(100)
+      if (fs.readSync(this.#shm, header, 0, 100, 0) !== 100) return undefined
+      const little = os.endianness() === 'LE'
+      const last = little ? header.readUInt32LE(16) : header.readUInt32BE(16)
+      const copied = little ? header.readUInt32LE(96) : header.readUInt32BE(96)
+      return Math.max(0, last - copied)
+    } catch {
+      return undefined
+    }
+  }
+}

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs/promises'
+import { statSync } from 'node:fs'
+import path from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { pathToFileURL } from 'node:url'
+import type { Route } from '../../src/domain/schemas.js'
+import { Registry, REGISTRY_FILE, type RegistryOptions } from '../../src/infra/registry.js'
+import { CHECKPOINT_PAGES } from '../../src/infra/wal-checkpointer.js'
+import { assertEndsOnItsOwn, srcModule } from '../helpers/left-open.js'
+import { tmpDir } from '../helpers/tmp.js'
+
+const ROWS = 2000
+const PAGE = 4096
+
+function route(host: string): Route {
+  return { host, kind: 'instance', socket: '', dir: `/data/apps/${host}`, db: '', hibernate: true }
+}
+
+async function opened(t: TestContext, opts: RegistryOptions = {}): Promise<{ reg: Registry; wal: string }> {
+  const dataDir = await tmpDir(t)
+  const reg = Registry.open(dataDir, opts)
+  t.after(() => reg.close())
+  reg.addMany(Array.from({ length: ROWS }, (_, i) => route(`t${i}.example.com`)))
+  return { reg, wal: path.join(dataDir, `${REGISTRY_FILE}-wal`) }
+}
+
+/** Rewrites every row's paths `times` times, one transaction each (some 50 pages of WAL each); the WAL's largest size. */
+function rewrite(reg: Registry, wal: string, times: number): number {
+  let largest = 0
+  for (let n = 0; n < times; n++) {
+    const dir = (host: string): string => `/data/nested/${host}/round-${n}-${'x'.repeat(40)}`
+    reg.setPaths(
+      Array.from({ length: ROWS }, (_, i) => `t${i}.example.com`).map((host) => ({
+        host,
+        dir: dir(host),
+        socket: '',
+        db: '',
+      })),
+    )
+    largest = Math.max(largest, statSync(wal).size)
+  }
+  return largest
+}
+
+async function until(what: string, done: () => boolean): Promise<void> {
+  for (let waited = 0; !done(); waited += 20) {
+    if (waited > 10_000) assert.fail(`waited 10 s for ${what}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+void test("the agent's connections never checkpoint; its thread does, once the WAL passes 1,000 pages", async (t) => {
+  const { reg, wal } = await opened(t, { durableAt: 'sync' })
+  const largest = rewrite(reg, wal, 40)
+  assert.ok(largest > 1.5 * CHECKPOINT_PAGES * PAGE, `the WAL grew to ${largest} bytes without a checkpoint`)
+  assert.equal(reg.checkpoints?.done, 0)
+
+  await reg.sync()
+  await until('the checkpoint thread', () => (reg.checkpoints?.done ?? 0) > 0)
+  assert.deepEqual(reg.checkpoints, { done: 1, failed: false })
+
+  // The WAL starts again from its beginning at the next commit: it grows no
+  // further, and a few pages since the checkpoint ask for none.
+  const after = rewrite(reg, wal, 5)
+  assert.ok(after <= largest, `${after} > ${largest}`)
+  await reg.sync()
+  await new Promise((r) => setTimeout(r, 100))
+  assert.deepEqual(reg.checkpoints, { done: 1, failed: false })
+  assert.equal(reg.list().length, ROWS)
+})
+
+void test("the agent's registry, left open, keeps no process alive (its checkpoint thread is unref'd)", async (t) => {
+  const dataDir = await tmpDir(t)
+  await assertEndsOnItsOwn(
+    t,
+    `const { Registry } = await import(${JSON.stringify(srcModule('infra/registry.js'))})\n` +
+      `const reg = Registry.open(${JSON.stringify(dataDir)}, { durableAt: 'sync' })\n` +
+      'reg.claimStore()\nawait reg.sync()',
+  )
+})
+
+void test("a command's connection checkpoints as SQLite does: its WAL stays near 1,000 pages", async (t) => {
+  const { reg, wal } = await opened(t)
+  const largest = rewrite(reg, wal, 40)
+  assert.ok(largest < 1.5 * CHECKPOINT_PAGES * PAGE, `the WAL grew to ${largest} bytes`)
+  assert.equal(reg.checkpoints, undefined)
+})
+
+void test('should the checkpoint thread fail, the connections checkpoint themselves again, and the agent says so', async (t) => {
+  const dir = await tmpDir(t)
+  const script = path.join(dir, 'failing-checkpoint-worker.mjs')
+  await fs.writeFile(script, "throw new Error('no database here')\n")
+  const { reg, wal } = await opened(t, { durableAt: 'sync', checkpointThread: pathToFileURL(script) })
+  const said: Array<{ fields: unknown; line: string }> = []
+  const log = (fields: unknown, line: string): void => void said.push({ fields, line })
+  reg.logFaultsTo({ error: log, warn: log, info: log })
+  reg.claimStore()
+
+  await until('the thread to fail', () => reg.checkpoints?.failed === true)
+  assert.equal(said.length, 1)
+  assert.match(said[0]?.line ?? '', /the checkpoint thread failed: no database here/)
+  assert.match(said[0]?.line ?? '', /checkpoints are made on the loop's thread again/)
+
+  const largest = rewrite(reg, wal, 40)
+  assert.ok(largest < 1.5 * CHECKPOINT_PAGES * PAGE, `the WAL grew to ${largest} bytes`)
+})
