@@ -25,6 +25,17 @@ export function rewritesOf(routes: readonly Route[]): Rewrites | undefined {
   return carried.get(routes)
 }
 
+/**
+ * Whether two lists hold the same hosts because one was carried from the
+ * other (or both from one listing) over rewrites alone: a carried list
+ * rewrites the paths of rows it has and never adds or drops one. False for
+ * two listings, whatever they hold.
+ */
+export function sameRowsCarried(a: readonly Route[], b: readonly Route[] | undefined): boolean {
+  if (b === undefined) return false
+  return (carried.get(a)?.since ?? a) === (carried.get(b)?.since ?? b)
+}
+
 /** host's row in routes, through the list's index when it has one. */
 export function rowIn(routes: readonly Route[], host: string): Route | undefined {
   const index = indexes.get(routes)

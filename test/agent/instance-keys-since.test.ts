@@ -9,7 +9,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { InstanceKeys } from '../../src/agent/instance-key-backfill.js'
 import { classify } from '../../src/domain/classify.js'
-import { flatPaths, type Dirs } from '../../src/domain/paths.js'
+import { flatPaths, nestedPaths, type Dirs } from '../../src/domain/paths.js'
 import type { Logger } from '../../src/domain/ports.js'
 import type { Route } from '../../src/domain/schemas.js'
 import { HostSlots, INSTANCE_ENV } from '../../src/infra/instance-keys.js'
@@ -95,4 +95,62 @@ void test('each look mints only the keys of rows added since, retries the hosts 
   assert.match(await key(a), KEY_FILE)
   assert.notEqual(await key(a), before)
   assert.deepEqual(asked, ['a.example.com'])
+})
+
+void test("a look after the pass's own rewrites scans nothing: the carried list has the same rows", async (t) => {
+  const dataDir = await tmpDir(t)
+  const dirs: Dirs = { dataDir, runDir: path.join(dataDir, 'run') }
+  const registry = Registry.open(dataDir)
+  t.after(() => registry.close())
+  for (const host of ['a.example.com', 'b.example.com']) {
+    const p = flatPaths(dirs, host)
+    await fs.mkdir(p.dir, { recursive: true })
+    registry.add({ host, kind: 'instance', hibernate: true, ...p })
+  }
+  let scans = 0
+  const asked: string[] = []
+  const noop = (): void => undefined
+  const keys = new InstanceKeys({
+    config: dirs,
+    registry: {
+      get: (host) => registry.get(host),
+      snapshot: () => registry.snapshot(),
+      addedAfter: (after) => {
+        scans++
+        return registry.addedAfter(after)
+      },
+    },
+    pass: {
+      classify: (route: Route, routes: readonly Route[]) => {
+        asked.push(route.host)
+        return classify(route, routes, { dirs, fenced: () => undefined })
+      },
+    },
+    slots: new HostSlots(),
+    logger: { debug: noop, info: noop, warn: noop, error: noop },
+    signal: new AbortController().signal,
+  })
+  await keys.atStart()
+  assert.equal(scans, 1)
+
+  // The pass moves a's files and rewrites its row, on the agent's own connection: the list is carried.
+  const moved = nestedPaths(dirs, 'a.example.com')
+  await fs.mkdir(path.dirname(moved.dir), { recursive: true })
+  await fs.rename(flatPaths(dirs, 'a.example.com').dir, moved.dir)
+  registry.setPaths([{ host: 'a.example.com', ...moved }])
+  asked.length = 0
+  await keys.sinceLastLook()
+  assert.equal(scans, 1, 'the registry was scanned for rows added after a rewrite that added none')
+  assert.deepEqual(asked, [])
+
+  // A row added by another process (`routes add` beside the agent): listed again, scanned, keyed.
+  const cli = Registry.open(dataDir)
+  const c = flatPaths(dirs, 'c.example.com')
+  await fs.mkdir(c.dir, { recursive: true })
+  cli.add({ host: 'c.example.com', kind: 'instance', hibernate: true, ...c })
+  cli.close()
+  await keys.sinceLastLook()
+  assert.equal(scans, 2)
+  assert.deepEqual(asked, ['c.example.com'])
+  assert.match(await fs.readFile(path.join(c.dir, INSTANCE_ENV), 'utf8'), KEY_FILE)
 })
