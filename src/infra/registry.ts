@@ -324,7 +324,7 @@ export class Registry implements RouteStore {
     void this.#checkpointer?.consider()
   }
 
-  /** The checkpoints made off the loop's thread so far, and whether that thread has failed (metrics, tests). */
+  /** The checkpoints made off the loop's thread so far, and whether that thread has failed or stopped (tests). */
   get checkpoints(): { done: number; failed: boolean } | undefined {
     const c = this.#checkpointer
     return c === undefined ? undefined : { done: c.done, failed: c.failed }

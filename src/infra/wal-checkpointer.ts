@@ -7,11 +7,12 @@
 // writer that fsyncs). So the agent's two connections never checkpoint;
 // this does, on a thread and a connection of its own, once the WAL holds
 // the same 1,000 pages not yet copied back (read from the WAL index, the
-// `-shm` file: its header's last frame less the frames copied back). A checkpoint moves no commit's
-// durability (each commit is on disk once the WAL is, registry.ts's sync());
-// SQLite's own locks keep the copy and the commits apart. Should the thread
-// fail, the agent's connections checkpoint themselves again, as SQLite
-// would have all along, and the agent says so.
+// `-shm` file: its header's last frame less the frames copied back). A
+// checkpoint moves no commit's durability (each commit is on disk once the
+// WAL is, registry.ts's sync()); SQLite's own locks keep the copy and the
+// commits apart. Should the thread fail, the agent's connections
+// checkpoint themselves again, as SQLite would have all along, and the
+// agent says so.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
@@ -50,9 +51,8 @@ export class WalCheckpointer {
   readonly #timer: NodeJS.Timeout
   #asked: { resolve: (r: CheckpointReply) => void } | undefined
   #failed = false
-  /** Checkpoints the thread has made, and the last one's pages (the metrics and the tests read them). */
+  /** Checkpoints the thread has made. */
   done = 0
-  last: { log: number; checkpointed: number } | undefined
 
   constructor(data: CheckpointThreadData, opts: CheckpointerOptions) {
     this.#file = data.file
@@ -120,10 +120,7 @@ export class WalCheckpointer {
   }
 
   #answered(reply: CheckpointReply): void {
-    if (!('error' in reply)) {
-      this.done++
-      this.last = reply
-    }
+    if (!('error' in reply)) this.done++
     const asked = this.#asked
     this.#asked = undefined
     asked?.resolve(reply)
