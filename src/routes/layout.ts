@@ -9,7 +9,7 @@ import { errorMessage, errors } from '../errors.js'
 import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 import { reportJson } from './report-json.js'
-import { legAndRunJson } from './run-json.js'
+import { inTurns, legAndRunPieces } from './run-json.js'
 import type { ReportThread } from './report-thread.js'
 import type { ReportInputs } from '../domain/report-feed.js'
 
@@ -249,13 +249,14 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       const joined = underWay === null ? undefined : await underWay
       // The answer carries the run twice (as itself, and as the leg's last
       // run): 10,000 results after a run of 10,000 hosts, serialized a
-      // slice per turn of the event loop (run-json.ts), so a wake asked
-      // meanwhile waits for a slice, not the whole answer.
+      // slice per turn of the event loop and written a chunk per turn
+      // (run-json.ts), so a wake asked meanwhile waits for a slice, not the
+      // whole answer.
       // Untyped: the 200 goes out as text already serialized, which the
       // schema's type for the body does not describe.
       const raw: FastifyReply = reply
-      const body = await legAndRunJson(raw, api.legState(), run, joined)
-      return raw.code(200).type('application/json; charset=utf-8').send(body)
+      const pieces = await legAndRunPieces(raw, api.legState(), run, joined)
+      return raw.code(200).type('application/json; charset=utf-8').send(inTurns(pieces))
     },
   )
 }
