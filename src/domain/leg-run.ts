@@ -7,7 +7,7 @@ import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.j
 import type { IntentState } from './intent-state.js'
 import { validMode, type Mode, type Result } from './modes.js'
 import type { DeployStore, Logger } from './ports.js'
-import type { LegOutcome } from './leg.js'
+import { nextTurn, type LegOutcome } from './leg.js'
 
 export interface LegRunDeps extends DefaultInputs {
   store: DeployStore
@@ -85,7 +85,7 @@ export async function layoutLegWith(
       // opt-out and a typo are not waiting on anything.
       return { results: [], retry: nestedByDefault(deps.layoutDefault), unfinished: false }
     }
-    return convergedOutcome(await deps.converge('nested', false, signal), logger, 'nested')
+    return convergedOutcome(deps.converge('nested', false, signal), logger, 'nested')
   }
   const { id, mode, force } = read.intent
   if (!validMode(mode)) {
@@ -99,11 +99,17 @@ export async function layoutLegWith(
     return { results: [], retry: false, unfinished: false }
   }
   state.noteIntent(mode)
-  return convergedOutcome(await deps.converge(mode, force, signal), logger, mode)
+  return convergedOutcome(deps.converge(mode, force, signal), logger, mode)
 }
 
-/** A converge's results, logged, and what they ask of the retry timer; one line at info sums the run up. */
-function convergedOutcome(results: Result[], logger: Logger, mode: Mode): LegOutcome {
+/**
+ * A converge's results, logged, and what they ask of the retry timer; one
+ * line at info sums the run up. In the turn after the one the results came
+ * in (ordered by row, pass.ts): at 10,000 results each is a walk of them.
+ */
+async function convergedOutcome(converged: Promise<Result[]>, logger: Logger, mode: Mode): Promise<LegOutcome> {
+  const results = await converged
+  await nextTurn()
   const retry = logLayoutResults(results, logger)
   logger.info({ mode, ...countOutcomes(results) }, `layout: run toward ${mode}: ${summarizeOutcomes(results)}`)
   return { results, retry, unfinished: results.some((r) => r.outcome === 'failed') }

@@ -106,7 +106,7 @@ export function hostsReached(results: LegRun['results']): number {
 }
 
 /** One turn of the event loop: a run's end goes out in steps (record, hook, waiters), a turn each. */
-function nextTurn(): Promise<void> {
+export function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))
 }
 
