@@ -324,10 +324,10 @@ export class Registry implements RouteStore {
     void this.#checkpointer?.consider()
   }
 
-  /** The checkpoints made off the loop's thread so far, and whether that thread has failed or stopped (tests). */
-  get checkpoints(): { done: number; failed: boolean } | undefined {
+  /** The checkpoints asked and made off the loop's thread so far, and whether it has failed or stopped (tests). */
+  get checkpoints(): { asked: number; done: number; failed: boolean } | undefined {
     const c = this.#checkpointer
-    return c === undefined ? undefined : { done: c.done, failed: c.failed }
+    return c === undefined ? undefined : { asked: c.asked, done: c.done, failed: c.failed }
   }
 
   /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */

@@ -34,8 +34,6 @@ export interface CheckpointThreadData {
 export type CheckpointReply = { log: number; checkpointed: number } | { error: string }
 
 export interface CheckpointerOptions {
-  /** The pages not yet copied back at which a checkpoint is asked for; CHECKPOINT_PAGES by default. */
-  thresholdPages?: number
   /** Called once, should the thread fail: the agent's connections checkpoint themselves from then on. */
   onFailed: (reason: string) => void
   /** The thread's script (tests hand in one that fails). */
@@ -44,19 +42,18 @@ export interface CheckpointerOptions {
 
 export class WalCheckpointer {
   readonly #file: string
-  readonly #threshold: number
   #shm: number | undefined
   readonly #onFailed: (reason: string) => void
   readonly #worker: Worker
   readonly #timer: NodeJS.Timeout
   #asked: { resolve: (r: CheckpointReply) => void } | undefined
   #failed = false
-  /** Checkpoints the thread has made. */
+  /** Checkpoints asked of the thread, and made by it (the tests read them). */
+  asked = 0
   done = 0
 
   constructor(data: CheckpointThreadData, opts: CheckpointerOptions) {
     this.#file = data.file
-    this.#threshold = opts.thresholdPages ?? CHECKPOINT_PAGES
     this.#onFailed = opts.onFailed
     this.#worker = new Worker(opts.worker ?? new URL('./wal-checkpoint-worker.js', import.meta.url), {
       workerData: data,
@@ -85,14 +82,14 @@ export class WalCheckpointer {
   consider(): Promise<void> {
     if (this.#failed || this.#asked !== undefined) return Promise.resolve()
     const pending = this.#pendingPages()
-    return pending === undefined || pending < this.#threshold ? Promise.resolve() : this.checkpoint()
+    return pending === undefined || pending < CHECKPOINT_PAGES ? Promise.resolve() : this.#checkpoint()
   }
 
-  /** A checkpoint now, whatever the WAL's size (one at a time: a second waits for none). */
-  async checkpoint(): Promise<void> {
-    if (this.#failed || this.#asked !== undefined) return
+  /** A checkpoint now, asked synchronously, whatever the WAL's size. */
+  async #checkpoint(): Promise<void> {
     const reply = await new Promise<CheckpointReply>((resolve) => {
       this.#asked = { resolve }
+      this.asked++
       this.#worker.postMessage('checkpoint')
     })
     if ('error' in reply) this.#fail(`a checkpoint failed: ${reply.error}`)
