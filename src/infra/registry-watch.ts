@@ -50,6 +50,15 @@ function sqliteCode(err: unknown): string {
 export class RegistryWatch {
   readonly file: string
   readonly #identity: { dev: number; ino: number }
+  /**
+   * The file as it was opened, kept open until the registry's connections
+   * have closed (close()). Its header is read through this descriptor and
+   * never through one opened and closed for the look: closing any
+   * descriptor of a file drops every POSIX lock the process holds on it,
+   * and SQLite holds one on the database file for as long as a connection
+   * is open (its sign to other processes that the WAL is in use).
+   */
+  #fd: number | undefined
   /** Where each fault is said, once; none until the agent hands its logger in. */
   logger: Pick<Logger, 'error' | 'warn' | 'info'> | undefined
   #fault: AppError | null = null
@@ -57,8 +66,15 @@ export class RegistryWatch {
   /** Watches file, as it is now (call right after opening it). */
   constructor(file: string) {
     this.file = file
-    const st = fs.statSync(file)
+    this.#fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    const st = fs.fstatSync(this.#fd)
     this.#identity = { dev: st.dev, ino: st.ino }
+  }
+
+  /** Lets the file go: called once every connection to it has closed (so no lock of SQLite's is dropped by it). */
+  close(): void {
+    if (this.#fd !== undefined) fs.closeSync(this.#fd)
+    this.#fd = undefined
   }
 
   /** The fault found so far, or null; reads nothing. */
@@ -121,14 +137,10 @@ export class RegistryWatch {
           `now device ${st.dev} inode ${st.ino}`,
       }
     }
+    // The same inode as the path's (checked above), so what was written in place is read here.
+    if (this.#fd === undefined) return null
     const head = Buffer.alloc(SQLITE_HEADER.length)
-    const fd = fs.openSync(this.file, 'r')
-    let n: number
-    try {
-      n = fs.readSync(fd, head, 0, head.length, 0)
-    } finally {
-      fs.closeSync(fd)
-    }
+    const n = fs.readSync(this.#fd, head, 0, head.length, 0)
     if (n < head.length || !head.equals(SQLITE_HEADER))
       return { code: 'registry_corrupt', detail: 'its header is not a SQLite database header' }
     return null

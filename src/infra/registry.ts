@@ -202,7 +202,12 @@ export class Registry implements RouteStore {
     this.#durableAt = durableAt
     this.#stmt = prepare(db)
     this.#watch = new RegistryWatch(file)
-    if (durableAt === 'sync') this.#checkpointer = this.#checkpointElsewhere(opts.checkpointThread)
+    try {
+      if (durableAt === 'sync') this.#checkpointer = this.#checkpointElsewhere(opts.checkpointThread)
+    } catch (err) {
+      this.#watch.close()
+      throw err
+    }
   }
 
   /**
@@ -301,6 +306,7 @@ export class Registry implements RouteStore {
     this.#checkpointer?.closeIndexAfterConnections()
     if (this.#wal !== undefined) fs.closeSync(this.#wal)
     this.#wal = undefined
+    this.#watch.close()
   }
 
   /**

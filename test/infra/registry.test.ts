@@ -304,6 +304,35 @@ void test('a claim committed through the registry’s claim store does not make 
   assert.deepEqual(reg.claimStore().wakes(), ['a.example.com'])
 })
 
+/** The POSIX locks this process holds on file, as the kernel lists them (/proc/locks). */
+async function locksHeldOn(file: string): Promise<string[]> {
+  const { ino } = await fs.stat(file)
+  const lines = (await fs.readFile('/proc/locks', 'utf8')).split('\n')
+  return lines.filter((l) => l.split(/\s+/).includes(String(process.pid)) && l.includes(`:${ino} `))
+}
+
+/** This process's descriptors open on file. */
+async function descriptorsOn(file: string): Promise<number> {
+  const fds = await fs.readdir('/proc/self/fd')
+  const targets = await Promise.all(fds.map((fd) => fs.readlink(`/proc/self/fd/${fd}`).catch(() => '')))
+  return targets.filter((target) => target === file).length
+}
+
+void test('the health check keeps SQLite’s lock on the registry file, and its descriptor goes at close', async (t) => {
+  const reg = openIn(t, await tmpDir(t), undefined)
+  reg.add(route('a.example.com'))
+  assert.equal(reg.list().length, 1)
+  // SQLite holds a read lock on the database file while a WAL connection is open.
+  const before = await locksHeldOn(reg.file)
+  assert.ok(before.length > 0, 'an open connection holds a lock on the database file')
+  // A look that opened and closed the file would drop every lock this process holds on it.
+  reg.health()
+  reg.health()
+  assert.deepEqual(await locksHeldOn(reg.file), before)
+  reg.close()
+  assert.equal(await descriptorsOn(reg.file), 0, 'no descriptor of the file is left open')
+})
+
 void test('ping asks the database: it answers while open and throws once closed', async (t) => {
   const reg = openIn(t, await tmpDir(t))
   reg.ping()
