@@ -58,7 +58,7 @@ import {
   startBareReady,
   threadCpu,
 } from './ready-during-converge.js'
-import { scheduleThisLoop, unitScheduling, type Scheduling } from './scheduling.js'
+import { scheduleThisLoop, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
@@ -224,17 +224,10 @@ async function sides(
   }
 }
 
-/**
- * Node's flags for the agent, as `npm start`, contrib/layoutd.service and
- * the Dockerfile start it: a young generation of 8 MB, not V8's 32 MB
- * (design §9), so the figures are the agent's as it runs.
- */
-export const SERVE_NODE_ARGS = ['--max-semi-space-size=4'] as const
-
 async function startTimed(sb: Sandbox, sched: Scheduling): Promise<{ agent: AgentProcess; seconds: number }> {
   const agent = await AgentProcess.start(sb, {
     listenTimeoutMs: 120_000,
-    nodeArgs: SERVE_NODE_ARGS,
+    nodeArgs: unitNodeArgs(),
     launcher: sched.launcher,
   })
   await agent.waitReady(600_000)

@@ -40,7 +40,7 @@ import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
 import { AgentProcess, recordIntent, throughLauncher } from '../test/helpers/agent-process.js'
 import { makeWorld } from './crash.js'
-import { scheduleThisLoop, unitScheduling, type Scheduling } from './scheduling.js'
+import { scheduleThisLoop, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
 import { LagProbe, type LoopLag } from './lag-probe.js'
 
 export interface Latencies {
@@ -344,7 +344,8 @@ export async function runReadyDuringConverge(
   await recordIntent(w.sb, 'flat')
   const sched: Scheduling =
     opts.ordinary === true ? { launcher: [], what: 'SCHED_OTHER (--ordinary)' } : unitScheduling()
-  const agent = await AgentProcess.start(w.sb, { launcher: sched.launcher })
+  // As the unit starts it: its scheduling and node's flags.
+  const agent = await AgentProcess.start(w.sb, { launcher: sched.launcher, nodeArgs: unitNodeArgs() })
   // Enough connections that a slow answer never holds back the next request's send.
   const pool = new Pool(agent.url, { connections: 32, headersTimeout: 60_000, bodyTimeout: 60_000 })
   const claimPool = new Pool(agent.url, { connections: 16, headersTimeout: 60_000, bodyTimeout: 60_000 })

@@ -27,6 +27,22 @@ function unitSettings(): { policy: string; priority: string; resetOnFork: boolea
   }
 }
 
+/**
+ * Node's own flags for the agent, read from the unit's ExecStart (npm
+ * start, the image and bin/layoutd give the same, which test/contrib
+ * holds): a bench starts the agent with them, so its figures are those of
+ * the agent as it runs (its young generation's size among them, design §9).
+ */
+export function unitNodeArgs(): string[] {
+  const exec = /^ExecStart=(.*)$/m.exec(fs.readFileSync(UNIT, 'utf8'))?.[1]?.trim().split(/\s+/) ?? []
+  const args: string[] = []
+  for (const arg of exec.slice(1)) {
+    if (!arg.startsWith('-')) break
+    args.push(arg)
+  }
+  return args
+}
+
 /** chrt's arguments for the unit's settings, or undefined when the unit sets none. */
 function chrtArgs(): string[] | undefined {
   const { policy, priority, resetOnFork } = unitSettings()
