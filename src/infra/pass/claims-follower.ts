@@ -32,6 +32,18 @@ function follow(c: ClaimsOf, host: string, now: Route | undefined): void {
   c.claimed.set(host, now)
 }
 
+/** The claims of routes, from an index built over exactly those rows (or built here, in one go). */
+export function claimsOfRows(routes: readonly Route[], claims = new PathClaims(routes)): ClaimsOf {
+  const rewrites = rewritesOf(routes)
+  return {
+    routes,
+    since: rewrites?.since ?? routes,
+    followed: rewrites?.hosts.length ?? 0,
+    claimed: new Map(routes.map((r) => [r.host, r])),
+    claims,
+  }
+}
+
 /**
  * The claims of routes, from those of an earlier list: a converge rewrites
  * a batch of rows at a time, and a wake after each commit must not wait
@@ -45,9 +57,7 @@ export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[])
   const rewrites = rewritesOf(routes)
   const since = rewrites?.since ?? routes
   const followed = rewrites?.hosts.length ?? 0
-  if (prev === undefined) {
-    return { routes, since, followed, claimed: new Map(routes.map((r) => [r.host, r])), claims: new PathClaims(routes) }
-  }
+  if (prev === undefined) return claimsOfRows(routes)
   if (rewrites !== undefined && rewrites.since === prev.since && followed >= prev.followed) {
     for (const host of new Set(rewrites.hosts.slice(prev.followed))) follow(prev, host, rowIn(routes, host))
     return { ...prev, routes, followed }

@@ -13,7 +13,7 @@
 // journals removed with one fsync.
 import { performance } from 'node:perf_hooks'
 import { classifyWith, PathClaims } from '../../domain/classify.js'
-import { followRows, followSome, type ClaimsOf } from './claims-follower.js'
+import { claimsOfRows, followRows, followSome, type ClaimsOf } from './claims-follower.js'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
 import { inBatches, inRowOrder, planRow, sortByClaim, type MoveCandidate } from '../../domain/pass-plan.js'
 import { activatorManaged } from '../../domain/paths.js'
@@ -205,13 +205,9 @@ export class Pass implements LayoutPass {
   async #planRows(rows: readonly Route[], mode: Mode, grace: GraceBook, results: Result[]): Promise<MoveCandidate[]> {
     const ctx = this.#ctx
     const { dirs, gate } = ctx.deps
-    // Built a row at a time, and every row planned in turn, giving the event
-    // loop back between slices: a box of 10,000 rows never holds a wake.
-    const claims = new PathClaims()
-    for (const row of rows) {
-      claims.add(row)
-      await ctx.slicer.pause()
-    }
+    // Every row planned in turn, giving the event loop back between slices:
+    // a box of 10,000 rows never holds a wake.
+    const claims = await this.#claimsToPlan(rows)
     const gateAnswer = mode === 'nested' ? gate.check() : null
     const managed = rows.filter((row) => activatorManaged(row) && !this.#state.journaled(row.host))
     grace.retain(mode, new Set(managed.map((row) => row.host)))
@@ -253,6 +249,33 @@ export class Pass implements LayoutPass {
       await ctx.reloadEdge()
     }
     return candidates
+  }
+
+  /**
+   * The path claims a plan classifies its rows against: the ones the wakes
+   * follow, followed to rows (after a converge, by the rows the pass
+   * rewrote), not an index of every row built again at each run (its maps
+   * of 10,000 hosts grown and its garbage made as the converge starts).
+   * When there are none yet (the first run after a start, before any wake)
+   * they are built a row at a time, giving the loop back between slices,
+   * and kept for the wakes. A wake that follows them to a newer list (a
+   * row another process added) while the plan goes on moves them under
+   * it: the rows planned after that meet the claims of the rows as they
+   * are now, the newer row's among them (design §3.3).
+   */
+  async #claimsToPlan(rows: readonly Route[]): Promise<PathClaims> {
+    if (this.#claimsFor !== undefined) {
+      if (this.#claimsFor.routes !== rows) this.#claimsFor = followRows(this.#claimsFor, rows)
+      return this.#claimsFor.claims
+    }
+    const claims = new PathClaims()
+    for (const row of rows) {
+      claims.add(row)
+      await this.#ctx.slicer.pause()
+    }
+    // A wake that came meanwhile made its own: it is kept, and this one plans.
+    this.#claimsFor ??= claimsOfRows(rows, claims)
+    return claims
   }
 
   /** One batch: its sleeping hosts fenced and moved together, then its awake ones stopped and moved one at a time. */

@@ -3,7 +3,9 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
+import { PathClaims } from '../../../src/domain/classify.js'
 import { flatPaths, isFlat, isNested, nestedPaths, nestedRoot } from '../../../src/domain/paths.js'
+import { Registry } from '../../../src/infra/registry.js'
 import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
 import { tmpName } from '../../../src/infra/fsutil.js'
 import { batchJournalName } from '../../../src/infra/pass/journal.js'
@@ -682,6 +684,50 @@ void test('classify follows a changed list of rows: a conflict that appears, and
   assert.equal(h.pass.classify(a, moved).layout, 'flat')
   assert.equal(h.pass.classify(a, [...rows, inside]).layout, 'conflict')
   assert.equal(h.pass.classify(a, rows).layout, 'flat')
+})
+
+void test('a plan classifies against the path claims the wakes follow: built once, then followed, never built again', async (t) => {
+  const h = await harness(t, { batchSize: 4 })
+  const hosts = Array.from({ length: 6 }, (_, i) => host(i))
+  const flat = hosts.map((x, i) => h.addFlat(x, i + 1))
+  // Every row put into an index of path claims, by whichever index (the method itself still runs).
+  const add = t.mock.method(PathClaims.prototype, 'add')
+  const added = (): string[] => add.mock.calls.map((call) => call.arguments[0].host)
+  const all = (outcome: string) => Object.fromEntries(hosts.map((x) => [x, outcome]))
+
+  // The first run after a start finds none: its plan builds them, once, and keeps them.
+  assert.deepEqual(outcomes(await h.converge('nested')), all('moved'))
+  assert.deepEqual(added().sort(), hosts)
+  add.mock.resetCalls()
+  // A wake follows the very claims the plan built over the rows the run rewrote.
+  const first = h.reg.get(host(0))
+  assert.ok(first)
+  assert.equal(h.pass.classify(first, h.reg.snapshot().routes).layout, 'nested')
+  // The next run plans against them too.
+  assert.deepEqual(outcomes(await h.converge('flat')), all('moved'))
+  assert.deepEqual(added(), [], 'no row put into a new index')
+
+  // A row another connection adds inside a tenant's directory: followed into
+  // the same claims, and the next plan meets it as a fresh index would.
+  const other = Registry.open(h.dirs.dataDir)
+  other.add({
+    host: 'intruder.example.com',
+    kind: 'instance',
+    hibernate: true,
+    ...flatPaths(h.dirs, 'intruder.example.com'),
+    dir: path.join(flat[0]?.dir ?? '', 'inner'),
+    db: '',
+  })
+  other.close()
+  const res = await h.converge('nested')
+  assert.deepEqual(added(), ['intruder.example.com'], 'only the new row is added')
+  const refused = res.find((r) => r.host === host(0))
+  assert.equal(refused?.outcome, 'refused')
+  assert.equal(refused?.code, 'dir_claimed')
+  assert.deepEqual(
+    res.filter((r) => r.outcome === 'moved').map((r) => r.host),
+    hosts.slice(1),
+  )
 })
 
 /** Mounts a small tmpfs at dir (as root, as the suite is); the test's end unmounts it. */
