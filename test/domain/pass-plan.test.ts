@@ -245,7 +245,7 @@ void test('sortByClaim under a forced intent stops every awake host and starts n
   assert.deepEqual(sorted.deferred, [])
 })
 
-void test('inRowOrder: whole-run results first, then one per host in row order, the last that is not only unchanged', () => {
+void test('inRowOrder: whole-run results first, then one per host in row order, the last that is not only unchanged', async () => {
   const rows = [{ host: 'a.example.com' }, { host: 'b.example.com' }, { host: 'c.example.com' }]
   const results: Result[] = [
     { host: 'c.example.com', outcome: 'moved', code: '', reason: '' },
@@ -267,7 +267,7 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
     },
   ]
   assert.deepEqual(
-    inRowOrder(results, rows).map((r) => `${r.host}:${r.outcome}`),
+    (await inRowOrder(results, rows)).map((r) => `${r.host}:${r.outcome}`),
     [
       ':failed',
       'gone.example.com:released',
@@ -281,10 +281,31 @@ void test('inRowOrder: whole-run results first, then one per host in row order, 
     { host: 'a.example.com', outcome: 'refused', code: 'gate_shut', reason: 'isolation not ready: shut' },
   ]
   assert.deepEqual(
-    inRowOrder(later, rows).map((r) => r.outcome),
+    (await inRowOrder(later, rows)).map((r) => r.outcome),
     ['refused'],
     'a later outcome other than unchanged wins',
   )
+})
+
+void test('inRowOrder asks to give the loop back as it orders a long run, and orders it the same', async () => {
+  const rows = Array.from({ length: 1000 }, (_, i) => ({ host: `h${i}.example.com` }))
+  const results: Result[] = rows
+    .map((r): Result => ({ host: r.host, outcome: 'moved', code: '', reason: '' }))
+    .reverse()
+  let pauses = 0
+  let turned = false
+  setImmediate(() => (turned = true))
+  const ordered = await inRowOrder(results, rows, async () => {
+    pauses++
+    await new Promise((resolve) => setImmediate(resolve))
+  })
+  assert.deepEqual(
+    ordered.map((r) => r.host),
+    rows.map((r) => r.host),
+  )
+  // Every 256 results of each of its two walks: 4 + 4.
+  assert.equal(pauses, 8)
+  assert.ok(turned, 'the loop turned while it ordered')
 })
 
 void test('adaptiveBatchSize: half of what waits, between the bounds', () => {

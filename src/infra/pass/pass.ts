@@ -194,7 +194,7 @@ export class Pass implements LayoutPass {
     await grace.save().catch((err: unknown) => {
       logger.error({ err }, `layout: grace book not saved: ${errorMessage(err)}`)
     })
-    return inRowOrder(results, rows)
+    return inRowOrder(results, rows, () => this.#ctx.slicer.pause())
   }
 
   /**
