@@ -66,7 +66,8 @@ export class RegistryWatch {
   /** Watches file, as it is now (call right after opening it). */
   constructor(file: string) {
     this.file = file
-    this.#fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    // Followed as SQLite follows it, and as the stat of each look does.
+    this.#fd = fs.openSync(file, 'r')
     const st = fs.fstatSync(this.#fd)
     this.#identity = { dev: st.dev, ino: st.ino }
   }
