@@ -3,11 +3,12 @@
 import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, LAYOUT_DEFAULT_ENV, nestedByDefault } from './layout-default.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { INTENT_TIMEOUT_MS, loadLayoutIntent, type IntentRead } from './intent.js'
 import type { IntentState } from './intent-state.js'
 import { validMode, type Mode, type Result } from './modes.js'
 import type { DeployStore, Logger } from './ports.js'
-import { nextTurn, type LegOutcome } from './leg.js'
+import type { LegOutcome } from './leg.js'
 
 export interface LegRunDeps extends DefaultInputs {
   store: DeployStore

@@ -14,6 +14,7 @@
 // the timer. A run that both could not finish and has a host waiting on wall
 // time comes back at the earlier of the two: the backoff never stretches the
 // re-check of held and awake hosts. Never a tight loop, never forgotten.
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
 import type { Clock, Logger } from './ports.js'
@@ -103,11 +104,6 @@ export function hostsReached(results: LegRun['results']): number {
   const hosts = new Set<string>()
   for (const r of results) if (r.host !== '') hosts.add(r.host)
   return hosts.size
-}
-
-/** One turn of the event loop: a run's end goes out in steps (record, hook, waiters), a turn each. */
-export function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve))
 }
 
 export class Leg {
