@@ -103,16 +103,45 @@ class HostBag implements Iterable<string> {
 /** The most hosts one Set of a HostBag holds: growing one copies at most this many. */
 const BAG_CHUNK = 1024
 
+/** How many Maps a PathIndex keeps its keys in: a power of two. */
+const INDEX_SHARDS = 64
+
 /**
  * Hosts by path. Most paths are claimed by one host (a row's own dir and
  * socket), held as the name alone; a HostBag only where several share a
  * path (an ancestor directory): 10,000 rows make some 30,000 keys, and a
  * Set for each would be most of the index's memory and of its time to
  * build.
+ *
+ * The keys are spread over INDEX_SHARDS Maps by a hash of the path, for
+ * the reason HostBag chunks its Sets: V8 rehashes a Map whole, in one go,
+ * when its table fills, with deleted entries counting until then. A
+ * converge of 10,000 rows deletes and adds 10,000 keys in each of three
+ * Maps, which filled together at the 6,384th row and held the loop some
+ * 6 ms timed alone (11–20 ms in a profiled converge); a shard rehashes a
+ * few hundred keys.
  */
-type Index = Map<string, string | HostBag>
+class PathIndex {
+  readonly #shards: Array<Map<string, string | HostBag>> = Array.from(
+    { length: INDEX_SHARDS },
+    () => new Map<string, string | HostBag>(),
+  )
 
-function push(m: Index, key: string, host: string): void {
+  get(key: string): string | HostBag | undefined {
+    return this.shardOf(key).get(key)
+  }
+
+  /** The Map that holds key, if anything does: one hash for a look and the change after it. */
+  shardOf(key: string): Map<string, string | HostBag> {
+    // FNV-1a over the whole path (paths differ in the middle, at the host), its halves folded.
+    let h = 0x811c9dc5
+    for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193)
+    return this.#shards[(h ^ (h >>> 16)) & (INDEX_SHARDS - 1)] as Map<string, string | HostBag>
+  }
+}
+
+function push(index: PathIndex, key: string, host: string): void {
+  const m = index.shardOf(key)
   const held = m.get(key)
   if (held === undefined) m.set(key, host)
   else if (typeof held === 'string') {
@@ -120,7 +149,8 @@ function push(m: Index, key: string, host: string): void {
   } else held.add(host)
 }
 
-function drop(m: Index, key: string, host: string): void {
+function drop(index: PathIndex, key: string, host: string): void {
+  const m = index.shardOf(key)
   const held = m.get(key)
   if (held === undefined) return
   if (typeof held === 'string') {
@@ -153,10 +183,10 @@ function other(held: string | HostBag | undefined, host: string): string | undef
  * built again.
  */
 export class PathClaims {
-  readonly #dirs: Index = new Map()
+  readonly #dirs = new PathIndex()
   /** An ancestor directory -> the hosts whose dir lies under it. */
-  readonly #under: Index = new Map()
-  readonly #sockets: Index = new Map()
+  readonly #under = new PathIndex()
+  readonly #sockets = new PathIndex()
   readonly #dirOf = new Map<string, string>()
 
   constructor(routes: readonly Route[] = []) {

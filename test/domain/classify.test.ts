@@ -254,3 +254,39 @@ void test('a path thousands of rows share names the least other host as they com
   for (const host of [...hosts.slice(2500), hosts[7] ?? '']) claims.remove(flat(host))
   assert.equal(claimantOfApps(), undefined, 'nothing claims D/apps once every row has left it')
 })
+
+void test('an index of thousands of rows, each moved to nested and some back, answers as one built afresh', () => {
+  // Enough paths for every one of the index's Maps to hold many, and each
+  // row's keys spread over several: a key looked for where it was not put
+  // would show as a claimant missing or named where none is.
+  const hosts = Array.from({ length: 2000 }, (_, i) => `t${String(i).padStart(4, '0')}.example.com`)
+  const rows = hosts.map((host) => flat(host))
+  const claims = new PathClaims(rows)
+  for (let i = 0; i < rows.length; i++) {
+    const old = rows[i] as Route
+    const now = i % 7 === 3 ? flat(old.host) : nested(old.host)
+    rows[i] = now
+    claims.replace(old, now)
+  }
+  const fresh = new PathClaims(rows)
+  for (const [i, host] of hosts.entries()) {
+    const row = rows[i] as Route
+    const neighbour = hosts[(i + 1) % hosts.length] as string
+    assert.equal(claims.dirClaimant(row.dir, host), undefined, `${host} is not its own claimant`)
+    assert.equal(claims.dirClaimant(row.dir, neighbour)?.host, host, `${host}'s dir is claimed`)
+    assert.equal(claims.socketClaimant(row.socket, neighbour)?.host, host, `${host}'s socket is claimed`)
+    assert.deepEqual(
+      claims.dirClaimant(`/data/nested/${host}`, neighbour),
+      fresh.dirClaimant(`/data/nested/${host}`, neighbour),
+    )
+    assert.deepEqual(
+      claims.dirClaimant(`/data/apps/${host}`, neighbour),
+      fresh.dirClaimant(`/data/apps/${host}`, neighbour),
+    )
+  }
+  assert.deepEqual(
+    claims.dirClaimant('/data/nested', 'z.example.com'),
+    fresh.dirClaimant('/data/nested', 'z.example.com'),
+  )
+  assert.deepEqual(claims.dirClaimant('/data/apps', 'z.example.com'), fresh.dirClaimant('/data/apps', 'z.example.com'))
+})
