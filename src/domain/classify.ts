@@ -35,22 +35,43 @@ function norm(p: string): string {
   return NORMAL.test(p) ? p : path.resolve(p)
 }
 
-function ancestors(dir: string): string[] {
-  // A normal absolute path's ancestors are its prefixes up to each slash.
-  if (NORMAL.test(dir)) {
-    const out: string[] = []
-    for (let i = dir.lastIndexOf('/'); i > 0; i = dir.lastIndexOf('/', i - 1)) out.push(dir.slice(0, i))
-    out.push('/')
-    return out
+/** A path's ancestors, nearest first (`/` last), and the PathIndex shard of it and of each. */
+interface Ancestry {
+  shard: number
+  paths: string[]
+  shards: number[]
+}
+
+const SLASH = 0x2f
+
+/** The ancestry of no path (a row with no dir). */
+const NO_ANCESTRY: Ancestry = { shard: 0, paths: [], shards: [] }
+
+function ancestry(dir: string): Ancestry {
+  if (!NORMAL.test(dir)) {
+    const paths: string[] = []
+    for (let cur = dir, up = path.dirname(dir); up !== cur; cur = up, up = path.dirname(up)) paths.push(up)
+    return { shard: shardOf(dir), paths, shards: paths.map(shardOf) }
   }
-  const out: string[] = []
-  let cur = path.dirname(dir)
-  while (cur !== dir) {
-    out.push(cur)
-    dir = cur
-    cur = path.dirname(cur)
+  // A normal absolute path's ancestors are its prefixes up to each slash,
+  // and the hash of each is the hash of the path so far at that slash: one
+  // pass over the path answers every shard.
+  const paths: string[] = []
+  const shards: number[] = []
+  let h = FNV_OFFSET
+  for (let i = 0; i < dir.length; i++) {
+    const c = dir.charCodeAt(i)
+    if (c === SLASH && i > 0) {
+      paths.push(dir.slice(0, i))
+      shards.push(shardOfHash(h))
+    }
+    h = Math.imul(h ^ c, FNV_PRIME)
+    if (i === 0) {
+      paths.push('/')
+      shards.push(shardOfHash(h))
+    }
   }
-  return out
+  return { shard: shardOfHash(h), paths: paths.reverse(), shards: shards.reverse() }
 }
 
 /**
@@ -105,6 +126,19 @@ const BAG_CHUNK = 1024
 
 /** How many Maps a PathIndex keeps its keys in: a power of two. */
 const INDEX_SHARDS = 64
+const FNV_OFFSET = 0x811c9dc5
+const FNV_PRIME = 0x01000193
+
+function shardOfHash(h: number): number {
+  return (h ^ (h >>> 16)) & (INDEX_SHARDS - 1)
+}
+
+/** The shard a path is kept in: FNV-1a over the whole path (paths differ in the middle, at the host). */
+function shardOf(key: string): number {
+  let h = FNV_OFFSET
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), FNV_PRIME)
+  return shardOfHash(h)
+}
 
 /**
  * Hosts by path. Most paths are claimed by one host (a row's own dir and
@@ -119,7 +153,8 @@ const INDEX_SHARDS = 64
  * converge of 10,000 rows deletes and adds 10,000 keys in each of three
  * Maps, which filled together at the 6,384th row and held the loop some
  * 6 ms timed alone (11–20 ms in a profiled converge); a shard rehashes a
- * few hundred keys.
+ * few hundred keys. A path's shard is given where it is known already
+ * (ancestry hashes a path and its ancestors in one pass).
  */
 class PathIndex {
   readonly #shards: Array<Map<string, string | HostBag>> = Array.from(
@@ -127,21 +162,17 @@ class PathIndex {
     () => new Map<string, string | HostBag>(),
   )
 
-  get(key: string): string | HostBag | undefined {
-    return this.shardOf(key).get(key)
+  get(key: string, shard = shardOf(key)): string | HostBag | undefined {
+    return this.shard(shard).get(key)
   }
 
-  /** The Map that holds key, if anything does: one hash for a look and the change after it. */
-  shardOf(key: string): Map<string, string | HostBag> {
-    // FNV-1a over the whole path (paths differ in the middle, at the host), its halves folded.
-    let h = 0x811c9dc5
-    for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193)
-    return this.#shards[(h ^ (h >>> 16)) & (INDEX_SHARDS - 1)] as Map<string, string | HostBag>
+  shard(n: number): Map<string, string | HostBag> {
+    return this.#shards[n] as Map<string, string | HostBag>
   }
 }
 
-function push(index: PathIndex, key: string, host: string): void {
-  const m = index.shardOf(key)
+function push(index: PathIndex, key: string, host: string, shard = shardOf(key)): void {
+  const m = index.shard(shard)
   const held = m.get(key)
   if (held === undefined) m.set(key, host)
   else if (typeof held === 'string') {
@@ -149,8 +180,8 @@ function push(index: PathIndex, key: string, host: string): void {
   } else held.add(host)
 }
 
-function drop(index: PathIndex, key: string, host: string): void {
-  const m = index.shardOf(key)
+function drop(index: PathIndex, key: string, host: string, shard = shardOf(key)): void {
+  const m = index.shard(shard)
   const held = m.get(key)
   if (held === undefined) return
   if (typeof held === 'string') {
@@ -200,9 +231,10 @@ export class PathClaims {
   add(row: Route): void {
     if (row.dir !== '') {
       const dir = norm(row.dir)
+      const up = ancestry(dir)
       this.#dirOf.set(row.host, dir)
-      push(this.#dirs, dir, row.host)
-      for (const ancestor of ancestors(dir)) push(this.#under, ancestor, row.host)
+      push(this.#dirs, dir, row.host, up.shard)
+      for (let i = 0; i < up.paths.length; i++) push(this.#under, up.paths[i] as string, row.host, up.shards[i])
     }
     if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
   }
@@ -211,9 +243,10 @@ export class PathClaims {
   remove(row: Route): void {
     if (row.dir !== '') {
       const dir = norm(row.dir)
+      const up = ancestry(dir)
       this.#dirOf.delete(row.host)
-      drop(this.#dirs, dir, row.host)
-      for (const ancestor of ancestors(dir)) drop(this.#under, ancestor, row.host)
+      drop(this.#dirs, dir, row.host, up.shard)
+      for (let i = 0; i < up.paths.length; i++) drop(this.#under, up.paths[i] as string, row.host, up.shards[i])
     }
     if (row.socket !== '') drop(this.#sockets, norm(row.socket), row.host)
   }
@@ -229,17 +262,23 @@ export class PathClaims {
     const was = old.dir === '' ? undefined : norm(old.dir)
     const is = now.dir === '' ? undefined : norm(now.dir)
     if (was !== is) {
-      const before = was === undefined ? [] : ancestors(was)
-      const after = is === undefined ? [] : ancestors(is)
+      const before = was === undefined ? NO_ANCESTRY : ancestry(was)
+      const after = is === undefined ? NO_ANCESTRY : ancestry(is)
       if (was !== undefined) {
-        drop(this.#dirs, was, old.host)
-        for (const a of before) if (!after.includes(a)) drop(this.#under, a, old.host)
+        drop(this.#dirs, was, old.host, before.shard)
+        for (let i = 0; i < before.paths.length; i++) {
+          const a = before.paths[i] as string
+          if (!after.paths.includes(a)) drop(this.#under, a, old.host, before.shards[i])
+        }
       }
       if (is === undefined) this.#dirOf.delete(now.host)
       else {
         this.#dirOf.set(now.host, is)
-        push(this.#dirs, is, now.host)
-        for (const a of after) if (!before.includes(a)) push(this.#under, a, now.host)
+        push(this.#dirs, is, now.host, after.shard)
+        for (let i = 0; i < after.paths.length; i++) {
+          const a = after.paths[i] as string
+          if (!before.paths.includes(a)) push(this.#under, a, now.host, after.shards[i])
+        }
       }
     }
     const sockWas = old.socket === '' ? undefined : norm(old.socket)
@@ -252,17 +291,19 @@ export class PathClaims {
   /** Another row (not host) whose dir is dir, lies inside it, or contains it. */
   dirClaimant(dir: string, host: string): Claimant | undefined {
     const d = norm(dir)
-    const same = other(this.#dirs.get(d), host)
+    const up = ancestry(d)
+    const same = other(this.#dirs.get(d, up.shard), host)
     if (same !== undefined) return { host: same, code: 'dir_claimed', reason: `dir ${d} is also claimed by ${same}` }
-    const inner = other(this.#under.get(d), host)
+    const inner = other(this.#under.get(d, up.shard), host)
     if (inner !== undefined)
       return {
         host: inner,
         code: 'dir_claimed',
         reason: `dir ${d} contains ${inner}'s dir ${this.#dirOf.get(inner) ?? ''}`,
       }
-    for (const a of ancestors(d)) {
-      const outer = other(this.#dirs.get(a), host)
+    for (let i = 0; i < up.paths.length; i++) {
+      const a = up.paths[i] as string
+      const outer = other(this.#dirs.get(a, up.shards[i]), host)
       if (outer !== undefined)
         return { host: outer, code: 'dir_claimed', reason: `dir ${d} is inside ${outer}'s dir ${a}` }
     }
