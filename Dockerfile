@@ -52,5 +52,5 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "const l=process.env.CARLOS_AGENT_LISTEN||'127.0.0.1:9740',i=l.lastIndexOf(':');let h=l.slice(0,i);if(h==='0.0.0.0'||h==='[::]')h='127.0.0.1';fetch('http://'+h+':'+l.slice(i+1)+'/livez',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # node itself is PID 1: a docker stop's SIGTERM reaches the agent, which
 # finishes the host under way and exits (give it --stop-timeout 100).
-ENTRYPOINT ["node", "--max-semi-space-size=4", "dist/src/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "--heap-growing-percent=100", "dist/src/main.js"]
 CMD ["serve"]

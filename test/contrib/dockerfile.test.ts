@@ -80,8 +80,8 @@ void test('the image: /data and /deploy are volumes, the listen address is loopb
   assert.ok(major >= sqliteFloor, `better-sqlite3 (engines "${sqlite.engines.node}") runs on node ${major}`)
   assert.deepEqual(
     all.filter((i) => i.op === 'ENTRYPOINT').map((i) => JSON.parse(i.args) as string[]),
-    [['node', '--max-semi-space-size=4', 'dist/src/main.js']],
-    'node is PID 1: SIGTERM reaches the agent; a young generation of 8 MB (design §9)',
+    [['node', '--max-semi-space-size=4', '--heap-growing-percent=100', 'dist/src/main.js']],
+    'node is PID 1: SIGTERM reaches the agent; the V8 flags of design §9',
   )
 })
 

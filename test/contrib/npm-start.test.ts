@@ -99,6 +99,7 @@ void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as n
   assert.ok(environ.includes(`UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`), 'the pool npm start gives it')
   const argv = (await fs.readFile(`/proc/${agent.pid}/cmdline`, 'utf8')).split('\0')
   assert.ok(argv.includes('--max-semi-space-size=4'), argv.join(' '))
+  assert.ok(argv.includes('--heap-growing-percent=100'), argv.join(' '))
   await until('its start-up logged', () => output.includes('listening'), 30_000)
   assert.doesNotMatch(output, /start node with UV_THREADPOOL_SIZE/, 'no warning of a small thread pool')
 })

@@ -38,7 +38,7 @@ void test('the unit runs node directly, hardened, writing only the data and depl
   assert.match(one('Type'), /^(simple|notify)$/)
   assert.match(
     one('ExecStart'),
-    /^\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js serve$/,
+    /^\/usr\/bin\/node --max-semi-space-size=4 --heap-growing-percent=100 \/opt\/layoutd\/dist\/src\/main\.js serve$/,
     'node itself, never npm: a SIGTERM must reach the agent',
   )
   assert.equal(one('EnvironmentFile'), '/etc/layoutd/layoutd.env')
@@ -69,13 +69,13 @@ void test('systemd-analyze verify accepts the unit, with no warning', async (t) 
   const main = path.join(ROOT, 'dist/src/main.js')
   await fs.access(main)
   const copy = shipped.replace(
-    /^ExecStart=\/usr\/bin\/node --max-semi-space-size=4 \/opt\/layoutd\/dist\/src\/main\.js /m,
-    `ExecStart=${process.execPath} --max-semi-space-size=4 ${main} `,
+    /^ExecStart=\/usr\/bin\/node --max-semi-space-size=4 --heap-growing-percent=100 \/opt\/layoutd\/dist\/src\/main\.js /m,
+    `ExecStart=${process.execPath} --max-semi-space-size=4 --heap-growing-percent=100 ${main} `,
   )
   const changed = copy.split('\n').filter((line, i) => line !== shipped.split('\n')[i])
   assert.deepEqual(
     changed,
-    [`ExecStart=${process.execPath} --max-semi-space-size=4 ${main} serve`],
+    [`ExecStart=${process.execPath} --max-semi-space-size=4 --heap-growing-percent=100 ${main} serve`],
     'only ExecStart differs from the shipped unit',
   )
   const dir = await tmpDir(t, 'layoutd-unit-')
