@@ -35,6 +35,22 @@ function norm(p: string): string {
   return NORMAL.test(p) ? p : path.resolve(p)
 }
 
+/** How many Maps a PathIndex keeps its keys in: a power of two. */
+const INDEX_SHARDS = 64
+const FNV_OFFSET = 0x811c9dc5
+const FNV_PRIME = 0x01000193
+
+function shardOfHash(h: number): number {
+  return (h ^ (h >>> 16)) & (INDEX_SHARDS - 1)
+}
+
+/** The shard a path is kept in: FNV-1a over the whole path (paths differ in the middle, at the host). */
+function shardOf(key: string): number {
+  let h = FNV_OFFSET
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), FNV_PRIME)
+  return shardOfHash(h)
+}
+
 /** A path's ancestors, nearest first (`/` last), and the PathIndex shard of it and of each. */
 interface Ancestry {
   shard: number
@@ -123,22 +139,6 @@ class HostBag implements Iterable<string> {
 
 /** The most hosts one Set of a HostBag holds: growing one copies at most this many. */
 const BAG_CHUNK = 1024
-
-/** How many Maps a PathIndex keeps its keys in: a power of two. */
-const INDEX_SHARDS = 64
-const FNV_OFFSET = 0x811c9dc5
-const FNV_PRIME = 0x01000193
-
-function shardOfHash(h: number): number {
-  return (h ^ (h >>> 16)) & (INDEX_SHARDS - 1)
-}
-
-/** The shard a path is kept in: FNV-1a over the whole path (paths differ in the middle, at the host). */
-function shardOf(key: string): number {
-  let h = FNV_OFFSET
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), FNV_PRIME)
-  return shardOfHash(h)
-}
 
 /**
  * Hosts by path. Most paths are claimed by one host (a row's own dir and
