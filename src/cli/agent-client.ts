@@ -244,7 +244,12 @@ export class AgentClient {
         reject(unreachable(err))
         return
       }
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs / 1000}s`)))
+      req.on('timeout', () => {
+        // ETIMEDOUT, so a caller can tell an ask that ran out of time from one refused or reset.
+        const late: NodeJS.ErrnoException = new Error(`no answer within ${timeoutMs / 1000}s`)
+        late.code = 'ETIMEDOUT'
+        req.destroy(late)
+      })
       req.on('error', (err) => reject(unreachable(err)))
       req.on('response', (res) => {
         const chunks: Buffer[] = []

@@ -55,6 +55,15 @@ export const WATCH_EVERY_MS = 2_000
 export const READY_EVERY_MS = 250
 export const READY_TIMEOUT_S = 30
 
+/** The longest one ask of --wait-ready may take. */
+const READY_ASK_MS = 2_000
+
+/** The errno code of what caused err, if it says one. */
+function causeCode(err: unknown): string | undefined {
+  const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
 /** What status runs with: the configuration, the streams, and whether to colour. */
 export interface StatusContext extends CommandContext {
   paint: Paint
@@ -100,20 +109,26 @@ export async function waitReady(
 ): Promise<number> {
   const deadline = Date.now() + seconds * 1000
   let last = 'no answer yet'
+  let answered = false
   for (;;) {
     const left = deadline - Date.now()
     if (left <= 0) break
+    // The last ask is given what is left of the wait, however little.
+    const untilTheEnd = left <= READY_ASK_MS
     try {
-      const r = await client.ready(Math.max(1, Math.min(left, 2_000)))
+      const r = await client.ready(Math.max(1, Math.min(left, READY_ASK_MS)))
       if (r.ready) {
         stdout.write(`layoutd at ${url} is ready\n`)
         return 0
       }
       last = `layoutd is ${r.phase}`
+      answered = true
     } catch (err) {
       // Another data root's agent will not become this one's by waiting.
       if (err instanceof AppError && WRONG_AGENT.has(err.code)) throw err
-      last = errorMessage(err)
+      // An ask the wait's own end cut short says nothing of the agent: what it last answered stands.
+      const cutShort = untilTheEnd && causeCode(err) === 'ETIMEDOUT'
+      if (!(answered && cutShort)) last = errorMessage(err)
     }
     await pause(Math.min(READY_EVERY_MS, Math.max(0, deadline - Date.now())))
   }

@@ -4,6 +4,7 @@
 // ETag, and the wait for readiness, each with its exit status.
 import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
+import net from 'node:net'
 import path from 'node:path'
 import { test } from 'node:test'
 import { AgentClient } from '../../../src/cli/agent-client.js'
@@ -144,6 +145,34 @@ void test('--watch draws the report, asks with its ETag (304 while unchanged) an
   stop.abort()
   assert.equal(await done, 0)
   assert.equal(stdout.text.match(/^--- /gm)?.length, 2)
+})
+
+void test("--wait-ready names what the agent last answered, not an ask the wait's own end cut short", async (t) => {
+  // The agent answers the first ask (recovering) and no other: the next
+  // ask is given what is left of the wait and is still unanswered at its
+  // end. That is not news of the agent; its last answer is.
+  const { url } = await listen(t)
+  const agent = new URL(url)
+  const unanswered: net.Socket[] = []
+  let asks = 0
+  const relay = net.createServer((socket) => {
+    if (asks++ > 0) {
+      unanswered.push(socket)
+      return
+    }
+    const upstream = net.connect(Number(agent.port), agent.hostname)
+    socket.pipe(upstream).pipe(socket)
+  })
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    for (const socket of unanswered) socket.destroy()
+    relay.close()
+  })
+  const { port } = relay.address() as net.AddressInfo
+  const r = await status({}, '--wait-ready', '--timeout', '0.5', '--url', `http://127.0.0.1:${port}`)
+  assert.equal(r.code, 1)
+  assert.ok(asks >= 2, `asked ${asks} times`)
+  assert.equal(r.err, 'layoutd: not ready after 0.5s: layoutd is recovering\n')
 })
 
 void test('--wait-ready returns 0 once /ready answers 200, and 1 naming what it last saw after the timeout', async (t) => {
