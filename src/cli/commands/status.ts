@@ -58,12 +58,6 @@ export const READY_TIMEOUT_S = 30
 /** The longest one ask of --wait-ready may take. */
 const READY_ASK_MS = 2_000
 
-/** The errno code of what caused err, if it says one. */
-function causeCode(err: unknown): string | undefined {
-  const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code
-  return typeof code === 'string' ? code : undefined
-}
-
 /** What status runs with: the configuration, the streams, and whether to colour. */
 export interface StatusContext extends CommandContext {
   paint: Paint
@@ -127,7 +121,7 @@ export async function waitReady(
       // Another data root's agent will not become this one's by waiting.
       if (err instanceof AppError && WRONG_AGENT.has(err.code)) throw err
       // An ask the wait's own end cut short says nothing of the agent: what it last answered stands.
-      const cutShort = untilTheEnd && causeCode(err) === 'ETIMEDOUT'
+      const cutShort = untilTheEnd && ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT'
       if (!(answered && cutShort)) last = errorMessage(err)
     }
     await pause(Math.min(READY_EVERY_MS, Math.max(0, deadline - Date.now())))
