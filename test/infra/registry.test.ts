@@ -136,6 +136,11 @@ void test('paths must be absolute and db must lie inside dir', async (t) => {
     [{ db: '/data/apps/a.example.com/../b/app.db' }, /is not inside dir/],
     [{ db: '/data/apps/a.example.com' }, /is not inside dir/],
     [{ dir: '', db: '/data/apps/a.example.com/app.db' }, /is not inside dir ""/],
+    [{ db: '/data/apps/a.example.com.evil/app.db' }, /is not inside dir/],
+    [{ db: '/data/apps/a.example.com/x/..' }, /is not inside dir/],
+    [{ db: '/data/apps/a.example.com/.' }, /is not inside dir/],
+    [{ dir: '/data/apps/a.example.com/', db: '/data/apps/a.example.com' }, /is not inside dir/],
+    [{ dir: '/', db: '/' }, /is not inside dir/],
   ]
   for (const [over, msg] of cases) {
     assert.throws(
@@ -144,6 +149,26 @@ void test('paths must be absolute and db must lie inside dir', async (t) => {
     )
   }
   assert.deepEqual(reg.list(), [])
+})
+
+void test('a db inside its dir is stored however its path is written', async (t) => {
+  const reg = openIn(t, await tmpDir(t))
+  // [dir, db] of each row: normal paths, and paths path.normalize would change.
+  const inside: Array<[string, string]> = [
+    ['/data/apps/h0', '/data/apps/h0/app.db'],
+    ['/data/apps/h1', '/data/apps/h1//app.db'],
+    ['/data/apps/h2', '/data/apps/h2/./app.db'],
+    ['/data/apps/h3', '/data/apps/h3/x/../app.db'],
+    ['/data/apps/h4/', '/data/apps/h4/app.db'],
+    ['/data//apps/h5', '/data/apps/h5/db/app.db'],
+    ['/', '/app.db'],
+  ]
+  for (const [i, [dir, db]] of inside.entries())
+    reg.add(route(`h${i}.example.com`, { dir, db, socket: `/run/h${i}.sock` }))
+  assert.deepEqual(
+    reg.list().map((r) => [r.dir, r.db]),
+    inside,
+  )
 })
 
 void test('setPaths rewrites many rows in one transaction and bumps updated_at', async (t) => {
