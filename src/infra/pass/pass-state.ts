@@ -245,7 +245,7 @@ export class PassState {
         await writeJournals(this.#dirs, own, this.#slicer)
         for (const j of own) this.#addFile(hostJournalName(j.host), new Map([[j.host, j]]))
       }
-      await removeJournalFiles(this.#dirs, going, this.#slicer)
+      await removeJournalFiles(this.#dirs, going)
       for (const name of going) this.#dropFile(name)
     } catch (err) {
       for (const name of going)
