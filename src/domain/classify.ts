@@ -5,7 +5,7 @@
 import path from 'node:path'
 import { hostError } from './hostname.js'
 import type { RowLayout } from './modes.js'
-import { external, isFlat, isNested, type Dirs } from './paths.js'
+import { external, isFlat, isNested, isNormalPath, type Dirs } from './paths.js'
 import type { Classification } from './ports.js'
 import { why, type ReasonCode, type Why } from './reason-codes.js'
 import type { Route } from './schemas.js'
@@ -26,13 +26,11 @@ export interface Claimant {
 // Paths are compared as resolved strings: the registry only stores absolute
 // paths, and resolve() on an absolute path is string arithmetic (no cwd, no
 // filesystem), so "/data/apps/a/" and "/data/apps/a" are one directory.
-// A path already in that form (absolute, no empty, `.` or `..` segment, no
-// trailing slash), which is every path the pass and the CLI store, is its
-// own answer: the report and a bulk import normalise tens of thousands.
-const NORMAL = /^(?:\/(?!\.{1,2}(?:\/|$))[^/]+)+$/
-
+// A path already in that form (isNormalPath), which is every path the pass
+// and the CLI store, is its own answer: the report and a bulk import
+// normalise tens of thousands.
 function norm(p: string): string {
-  return NORMAL.test(p) ? p : path.resolve(p)
+  return isNormalPath(p) ? p : path.resolve(p)
 }
 
 /** How many Maps a PathIndex keeps its keys in: a power of two. */
@@ -64,7 +62,7 @@ const SLASH = 0x2f
 const NO_ANCESTRY: Ancestry = { shard: 0, paths: [], shards: [] }
 
 function ancestry(dir: string): Ancestry {
-  if (!NORMAL.test(dir)) {
+  if (!isNormalPath(dir)) {
     const paths: string[] = []
     for (let cur = dir, up = path.dirname(dir); up !== cur; cur = up, up = path.dirname(up)) paths.push(up)
     return { shard: shardOf(dir), paths, shards: paths.map(shardOf) }

@@ -77,6 +77,18 @@ export function pathsFor(d: Dirs, host: string, mode: Mode): RowPaths {
   return mode === 'nested' ? nestedPaths(d, host) : flatPaths(d, host)
 }
 
+/**
+ * A path already as path.resolve makes it: absolute, no empty, `.` or `..`
+ * segment, no trailing slash (`/` itself is not matched). Every path the
+ * pass and the CLI store has this form, so a caller that compares paths
+ * as strings can skip resolving them (classify.ts, the registry's checks).
+ */
+const NORMAL_PATH = /^(?:\/(?!\.{1,2}(?:\/|$))[^/]+)+$/
+
+export function isNormalPath(p: string): boolean {
+  return NORMAL_PATH.test(p)
+}
+
 /** The row's db carried from one dir to another: the same path relative to dir. Empty stays empty. */
 export function carryDb(db: string, fromDir: string, toDir: string): string {
   if (db === '') return ''

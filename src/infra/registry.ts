@@ -12,6 +12,7 @@ import Database from 'better-sqlite3'
 import { errors, type AppError } from '../errors.js'
 import { PathClaims } from '../domain/classify.js'
 import { requireValidHost } from '../domain/hostname.js'
+import { isNormalPath } from '../domain/paths.js'
 import type { AddOptions, Logger, RouteStore, RowsSnapshot } from '../domain/ports.js'
 import { ROUTE_KINDS, type Route, type RouteKind, type RowPaths } from '../domain/schemas.js'
 import { fsyncSkipped } from './failpoint.js'
@@ -75,20 +76,11 @@ function openFile(file: string, create: boolean): Database.Database {
   }
 }
 
-/** A segment path.normalize would change: an empty one (`//`), `.` or `..`. */
-const UNNORMAL_SEGMENT = /\/\/|\/\.\.?(?:\/|$)/
-
-/** Whether p is absolute and already as path.normalize makes it (no trailing slash but on `/` itself). */
-function normalAbsolute(p: string): boolean {
-  return p === '/' || (p.startsWith('/') && !p.endsWith('/') && !UNNORMAL_SEGMENT.test(p))
-}
-
 function insidePath(child: string, parent: string): boolean {
   // Paths the pass built are normal already: a prefix decides, where
   // path.relative would resolve both (some 40% of a group commit's time on
   // the loop's thread, design §3.6). Any other pair goes by path.relative.
-  if (normalAbsolute(child) && normalAbsolute(parent))
-    return parent === '/' ? child !== '/' : child.startsWith(`${parent}/`)
+  if (isNormalPath(child) && isNormalPath(parent)) return child.startsWith(`${parent}/`)
   const rel = path.relative(parent, child)
   return rel !== '' && rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel)
 }
