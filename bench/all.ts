@@ -359,8 +359,8 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     const bareDuring = openLoad(bareReady.pool, hosts, 100, stop.signal, askBare)
     // The agent's own event-loop lag over the same stretch (bench/lag-probe.ts).
     // Its first scrape waits for the row gauges, counted on the report
-    // thread, which a box nobody has asked for 30 s has ended: started again
-    // and sent the box, 0.3–0.45 s here (design §3.6), before the intent.
+    // thread, which ends on a box nobody has asked for 150 s and is then
+    // started again and sent the box (0.3–0.45 s here, design §3.6): before the intent.
     const lagProbe = await LagProbe.start(agent.url)
     // The converge is timed from here: the intent recorded, as an operator
     // times it, with the loads already running.
