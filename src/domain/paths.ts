@@ -89,9 +89,24 @@ export function isNormalPath(p: string): boolean {
   return NORMAL_PATH.test(p)
 }
 
+/** A clean relative rest: segments with no `.`, `..` or empty one, not starting with `..`. */
+const CLEAN_REST = /^(?!\.\.)(?:[^/]+\/)*[^/]+$/
+const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/
+
+/** What follows dir and a slash in p when that is a clean rest (CLEAN_REST, no dot segment), else undefined. */
+function cleanRestBelow(dir: string, p: string): string | undefined {
+  if (p.length <= dir.length + 1 || !p.startsWith(dir) || p.charCodeAt(dir.length) !== 0x2f) return undefined
+  const rest = p.slice(dir.length + 1)
+  return CLEAN_REST.test(rest) && !DOT_SEGMENT.test(rest) ? rest : undefined
+}
+
 /** The row's db carried from one dir to another: the same path relative to dir. Empty stays empty. */
 export function carryDb(db: string, fromDir: string, toDir: string): string {
   if (db === '') return ''
+  // The common case without resolving the paths (a plan carries every
+  // row's): both dirs normal, and db fromDir, a slash and a clean rest.
+  const rest = cleanRestBelow(fromDir, db)
+  if (rest !== undefined && isNormalPath(fromDir) && isNormalPath(toDir)) return `${toDir}/${rest}`
   const rel = path.relative(fromDir, db)
   if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
     throw new Error(`db ${JSON.stringify(db)} is not inside dir ${JSON.stringify(fromDir)}`)
@@ -122,17 +137,10 @@ function shapeOf(d: Dirs, route: Route, mode: Mode): boolean {
   return route.db === '' || dbInside(route.dir, route.db)
 }
 
-/** A clean relative rest: segments with no `.`, `..` or empty one, not starting with `..`. */
-const CLEAN_REST = /^(?!\.\.)(?:[^/]+\/)*[^/]+$/
-const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/
-
 /** Whether db lies inside dir (not dir itself). */
 function dbInside(dir: string, db: string): boolean {
   // The common case without resolving both paths: db is dir, a slash and a clean rest.
-  if (db.length > dir.length + 1 && db.startsWith(dir) && db.charCodeAt(dir.length) === 0x2f) {
-    const rest = db.slice(dir.length + 1)
-    if (CLEAN_REST.test(rest) && !DOT_SEGMENT.test(rest)) return true
-  }
+  if (cleanRestBelow(dir, db) !== undefined) return true
   const rel = path.relative(dir, db)
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { test } from 'node:test'
 import { hostError } from '../../src/domain/hostname.js'
-import { flatPaths, hasShape, nestedPaths, nestedRoot, type Dirs } from '../../src/domain/paths.js'
+import { carryDb, flatPaths, hasShape, nestedPaths, nestedRoot, type Dirs } from '../../src/domain/paths.js'
 
 const DIRS: Dirs[] = [
   { dataDir: '/srv/layoutd/data', runDir: '/srv/layoutd/data/run' },
@@ -103,6 +103,49 @@ void test('hasShape judges a db inside dir exactly as path.relative does', () =>
       db,
     )
   }
+})
+
+void test('carryDb carries a db exactly as path.relative and path.join do, and refuses the same ones', () => {
+  const reference = (db: string, from: string, to: string): string => {
+    if (db === '') return ''
+    const rel = path.relative(from, db)
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) throw new Error('not inside')
+    return path.join(to, rel)
+  }
+  const answer = (f: () => string): string => {
+    try {
+      return f()
+    } catch {
+      return 'refused'
+    }
+  }
+  const froms = [
+    '/srv/data/apps/a.b',
+    '/srv/data/apps/a.b/',
+    '/srv/./data/apps/a.b',
+    '/srv/x/../data/apps/a.b',
+    '/',
+    '',
+  ]
+  const tos = ['/srv/data/nested/a.b/data', '/srv/data/nested/a.b/data/', '/srv//data/nested/a.b/data', '/']
+  const rests = ['x.db', 'db/app.sqlite', '..x', '.x', 'a/./b', 'a/../b', 'a/../../b', 'a//b', 'a/', '.', '..', '']
+  let fast = 0
+  for (const from of froms) {
+    for (const to of tos) {
+      for (const db of [...rests.map((r) => `${from}/${r}`), `${from}x/y`, from, '/elsewhere/x.db']) {
+        const got = answer(() => carryDb(db, from, to))
+        assert.equal(
+          got,
+          answer(() => reference(db, from, to)),
+          `${db} from ${from} to ${to}`,
+        )
+        if (got === `${to}/${db.slice(from.length + 1)}`) fast++
+      }
+    }
+  }
+  // The pass's own case, both dirs normal, is among them.
+  assert.ok(fast > 0)
+  assert.equal(carryDb('', '/a', '/b'), '')
 })
 
 void test('hostError: the one-expression check agrees with the label-by-label rule', () => {
