@@ -14,7 +14,7 @@ import type { AgentLock } from './infra/agent-lock.js'
 import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
 import { sayLoopScheduling } from './infra/loop-scheduling.js'
-import { inheritedSocket, type InheritedSocket } from './infra/socket-activation.js'
+import { inheritedSocket, listenBacklog, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
 
 /** The listening socket's own close, without HTTP's closing of idle connections. */
@@ -177,7 +177,19 @@ async function listen(app: App, config: Config, socket: InheritedSocket | null):
     // on the fd as it is; the host only keeps Fastify from binding a second
     // address.
     const options: FastifyListenOptions & { fd: number } = { fd: socket.fd, host: '127.0.0.1' }
-    await app.listen(options)
+    // Node's listen({ fd }) calls listen(2) with 511 unless a backlog comes
+    // as its second argument (an options.backlog is not read for an fd), and
+    // the kernel keeps that for the socket after the agent exits; Fastify
+    // passes its options alone, so its one call is given the backlog.
+    const server = app.server
+    const backlog = listenBacklog()
+    const listenOnFd = server.listen.bind(server) as (opts: object, backlog: number) => typeof server
+    server.listen = ((opts: object) => listenOnFd(opts, backlog)) as typeof server.listen
+    try {
+      await app.listen(options)
+    } finally {
+      Reflect.deleteProperty(server, 'listen')
+    }
     return
   }
   try {

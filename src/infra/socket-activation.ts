@@ -22,6 +22,29 @@ export interface InheritedSocket {
   loopback: boolean
 }
 
+/** The backlog of the shipped layoutd.socket (Backlog=): what is asked when the kernel's ceiling cannot be read. */
+export const SOCKET_UNIT_BACKLOG = 4096
+
+/**
+ * The backlog to listen on the inherited socket with (design §4.6). Node
+ * calls listen(2) again on the fd, and that call sets the backlog the
+ * kernel keeps, past this process. No table of /proc shows a listening
+ * socket's backlog (only sock_diag or TCP_INFO would, neither reachable
+ * without a native addon), so the agent asks for the kernel's ceiling,
+ * net.core.somaxconn: every listen(2), systemd's own for Backlog=, is
+ * capped there, so the socket keeps the most it could have been given and
+ * is never made smaller.
+ */
+export function listenBacklog(proc = '/proc'): number {
+  try {
+    const n = Number(fs.readFileSync(`${proc}/sys/net/core/somaxconn`, 'utf8').trim())
+    if (Number.isInteger(n) && n > 0) return n
+  } catch {
+    // No /proc/sys to read (a restricted mount): the unit's own figure.
+  }
+  return SOCKET_UNIT_BACKLOG
+}
+
 /** What the kernel's tables say of one socket inode. */
 interface Found {
   table: string

@@ -3,15 +3,16 @@
 // sets them: a listening TCP or Unix stream socket is taken, anything else
 // refused naming what it is, and the variables never reach a child.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { tcpAddress } from '../../src/infra/socket-activation.js'
+import { listenBacklog, SOCKET_UNIT_BACKLOG, tcpAddress } from '../../src/infra/socket-activation.js'
 import { MAIN_JS } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
 const MODULE = fileURLToPath(new URL('../../src/infra/socket-activation.js', import.meta.url))
 
@@ -146,4 +147,50 @@ void test('layoutd serve handed a socket that is not listening refuses to start,
   probeOwn.destroy()
   assert.equal(refused, 'ECONNREFUSED')
   assert.equal(fs.existsSync(path.join(dir, 'data')), false, 'nothing under the data root was touched')
+})
+
+/** The backlog `ss -ltn` shows for the socket listening on port (its Send-Q), or undefined while none listens. */
+function ssBacklog(port: number): number | undefined {
+  const line = execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' }).trim()
+  const sendQ = line.split(/\s+/)[2]
+  return line === '' || sendQ === undefined ? undefined : Number(sendQ)
+}
+
+void test('layoutd serve keeps the backlog of the socket systemd passed (Node would listen(2) it down to 511)', async (t) => {
+  const dir = await tmpDir(t, 'layoutd-sock-backlog-')
+  const own = await listening(net.createServer(), 0, '127.0.0.1')
+  const { port } = own.address() as net.AddressInfo
+  await new Promise((resolve) => own.close(resolve))
+  const env = {
+    PATH: process.env.PATH ?? '',
+    CARLOS_DATA_DIR: path.join(dir, 'data'),
+    CARLOS_DEPLOYMENT_DIR: path.join(dir, 'deploy'),
+    CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`,
+    CARLOS_BOX: 'kass-1',
+    CARLOS_NESTED_MOUNTS: 'none',
+  }
+  // systemd-socket-activate passes its child little of its own environment: each variable by -E.
+  const setenv = Object.entries(env).flatMap(([k, v]) => ['-E', `${k}=${v}`])
+  const activate = spawn(
+    'systemd-socket-activate',
+    ['-l', `127.0.0.1:${port}`, ...setenv, '--', process.execPath, MAIN_JS, 'serve'],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  const exited = new Promise((resolve) => activate.once('exit', resolve))
+  t.after(async () => {
+    if (activate.exitCode === null && activate.signalCode === null) activate.kill('SIGKILL')
+    await exited
+  })
+  let output = ''
+  activate.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
+  activate.stderr.setEncoding('utf8').on('data', (s: string) => (output += s))
+  const before = await until('systemd-socket-activate to listen', () => ssBacklog(port), 10_000)
+  assert.notEqual(before, 511, 'the socket starts with a backlog of its own')
+  // It hands the socket over on the first connection; the agent listens on it then.
+  const first = await fetch(`http://127.0.0.1:${port}/livez`, { signal: AbortSignal.timeout(30_000) })
+  assert.equal(first.status, 200, output)
+  assert.match(output, /serving on the socket systemd passed/)
+  assert.ok(fs.existsSync(path.join(dir, 'data', 'agent.json')), 'the agent holds the test’s data root')
+  assert.equal(ssBacklog(port), before, `ss -ltn: the backlog after the agent listened (${output})`)
+  assert.equal(listenBacklog('/nonexistent'), SOCKET_UNIT_BACKLOG, 'without /proc/sys: the unit’s Backlog=')
 })
