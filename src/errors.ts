@@ -273,6 +273,20 @@ export const errors = {
       `refusing to start: the socket systemd passed is not one layoutd can serve on: ${what}; ` +
         `check layoutd.socket (one ListenStream= of TCP or a Unix path) and that the service is started by it`,
     ),
+  /** `registry restore` of a file that is not a layoutd registry (design §8): why, and nothing was changed. */
+  notARegistry: (file: string, why: string) =>
+    new AppError('not_a_registry', 422, `refused: ${file} is not a layoutd registry: ${why}; nothing was changed`),
+  /** `registry restore` while an agent holds the data root (design §8): it reads the registry it has open. */
+  restoreAgentRunning: (dataDir: string, holder: string) =>
+    new AppError(
+      'restore_agent_running',
+      409,
+      `refused: an agent serves ${dataDir} (${holder}) and reads the registry it has open, not a file put in ` +
+        `its place; stop it first (\`systemctl stop layoutd\`), restore, then start it; nothing was changed`,
+    ),
+  /** `registry backup FILE` where FILE exists: a backup never overwrites one. */
+  backupExists: (file: string) =>
+    new AppError('backup_exists', 409, `refused: ${file} exists; name a new file (a backup never overwrites one)`),
   /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
   dataDirLocked: (dataDir: string, holder: string) =>
     new AppError(

@@ -25,6 +25,7 @@ export const USAGE = `usage:
   layoutd fleet rollout pause|resume|abort [-m MSG]
   layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
   layoutd journal release FILE|HOST [--dry-run]   remove a kept journal once its moves are settled
+  layoutd registry backup FILE | registry restore FILE   copy D/registry.db out; put a copy back (agent stopped)
   layoutd --version | <command> --help
 `
 
@@ -41,6 +42,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   intent: () => import('./commands/intent.js'),
   fleet: () => import('./commands/fleet.js'),
   journal: () => import('./commands/journal.js'),
+  registry: () => import('./commands/registry.js'),
 }
 
 /** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */

@@ -29,7 +29,7 @@ function isBusy(err: unknown): boolean {
 }
 
 /** The holder as its file says, or why it cannot be told (a holder killed before it wrote, a file removed). */
-function describeHolder(file: string): string {
+export function describeHolder(file: string): string {
   try {
     const h = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Holder>
     const pid = typeof h.pid === 'number' ? `pid ${h.pid}` : 'pid unknown'

@@ -62,6 +62,9 @@ const HELPS = [
   ['journal', 'list'],
   ['journal', 'show'],
   ['journal', 'release'],
+  ['registry'],
+  ['registry', 'backup'],
+  ['registry', 'restore'],
 ]
 
 void test('--help and -h work on every command and subcommand, exit 0, with a bad value in the environment', async () => {

@@ -51,7 +51,7 @@ void test('the completion registers for layoutd', async () => {
 void test('the command names complete, and a prefix narrows them', async () => {
   const entries = usageEntries()
   const commands = [...new Set(entries.map((e) => e.cmd))]
-  assert.deepEqual(commands.sort(), ['converge', 'fleet', 'intent', 'journal', 'routes', 'serve', 'status'])
+  assert.deepEqual(commands.sort(), ['converge', 'fleet', 'intent', 'journal', 'registry', 'routes', 'serve', 'status'])
   const offered = await complete('layoutd', '')
   assert.deepEqual(
     commands.filter((c) => !offered.includes(c)),
@@ -66,7 +66,7 @@ void test('the command names complete, and a prefix narrows them', async () => {
 
 void test('every subcommand and every option the usage names completes', async () => {
   const entries = usageEntries()
-  for (const cmd of ['routes', 'intent']) {
+  for (const cmd of ['routes', 'intent', 'registry']) {
     const subs = entries.filter((e) => e.cmd === cmd && e.sub !== undefined).map((e) => e.sub ?? '')
     assert.ok(subs.length >= 2, `${cmd} has subcommands in the usage`)
     const offered = await complete('layoutd', cmd, '')
