@@ -29,6 +29,7 @@ import nodeFs from 'node:fs/promises'
 import path from 'node:path'
 import type { IsolationGate, Logger } from '../domain/ports.js'
 import { fsyncDir, setDirMode } from './fsutil.js'
+import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from './pass/mover.js'
 
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
@@ -272,17 +273,23 @@ export class Isolation implements IsolationGate {
       if (st.isSymbolicLink() || !st.isDirectory())
         return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
-      await fs.mkdir(probe, { mode: 0o750 })
+      // The tree as the pass makes a host's (design §2): its root and run/, each chmodded, each mode held.
+      await fs.mkdir(probe, { mode: 0o700 })
+      await setDirMode(probe, NESTED_ROOT_MODE)
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
-      await setDirMode(path.join(probe, 'run'), 0o2770)
-      const run = await fs.lstat(path.join(probe, 'run'))
-      if (!run.isDirectory() || (run.mode & 0o7777) !== 0o2770) {
-        const mode = (run.mode & 0o7777).toString(8)
+      await setDirMode(path.join(probe, 'run'), NESTED_RUN_MODE)
+      for (const [dir, want] of [
+        [probe, NESTED_ROOT_MODE],
+        [path.join(probe, 'run'), NESTED_RUN_MODE],
+      ] as const) {
+        const st = await fs.lstat(dir)
+        if (st.isDirectory() && (st.mode & 0o7777) === want) continue
+        const [mode, asked] = [(st.mode & 0o7777).toString(8), want.toString(8)]
         return fail(
           'selfcheck',
           'mode-not-held',
-          `chmod 2770 on a tree under ${nested} did not hold (mode ${mode})`,
-          `chmod 2770 on ${path.join(probe, 'run')} did not hold (mode ${mode})`,
+          `chmod ${asked} on a tree under ${nested} did not hold (mode ${mode})`,
+          `chmod ${asked} on ${dir} did not hold (mode ${mode})`,
         )
       }
       return passed('selfcheck', 'ok')

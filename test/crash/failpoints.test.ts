@@ -182,7 +182,7 @@ void describe('a crash at each step of a move finishes exactly after a restart',
         if (step === 'after-prepare') {
           assert.equal(fs.existsSync(destParent(s, subject)), true, 'step 6 made the destination parent')
           if (to === 'nested') {
-            assert.equal(fs.statSync(nestedRoot(w.dirs, subject)).mode & 0o7777, 0o750)
+            assert.equal(fs.statSync(nestedRoot(w.dirs, subject)).mode & 0o7777, 0o710)
             assert.equal(fs.statSync(path.dirname(nestedPaths(w.dirs, subject).socket)).mode & 0o7777, 0o2770)
           }
         }

@@ -261,7 +261,7 @@ export class MoveSteps {
     const asked = moves.filter((_, i) => cleared[i] === undefined)
     const prepared = await this.#ctx.files.prepare(
       dirs,
-      asked.map(({ journal: { host, to, dest } }) => ({ host, to, dest })),
+      asked.map(({ journal: { host, to, from, dest } }) => ({ host, to, from: from.dir, dest })),
       socketsGid,
     )
     let next = 0

@@ -24,6 +24,7 @@ import {
   ensureDirOffLoop,
   ensureDirSync,
   lstatSyncOrUndefined,
+  clearModeBitsSync,
   renameDirSync,
   setDirModeSync,
   unlinkSyncIfPresent,
@@ -151,14 +152,46 @@ export async function clearFound(dirs: Dirs, host: string, found: InTheWay, nowM
   return setAside(dirs, host, found.aside, nowMs)
 }
 
-/** Modes of the nested tree (design §2). */
-export const NESTED_ROOT_MODE = 0o750
+/**
+ * Modes of the nested tree (design §2). The root, in the sockets group,
+ * grants that group search alone: the edge passes through to `run/` and
+ * lists nothing. `run/` is the group's, setgid, so a socket made in it is
+ * the group's too.
+ */
+export const NESTED_ROOT_MODE = 0o710
 export const NESTED_RUN_MODE = 0o2770
 const SHARED_PARENT_MODE = 0o755
 
 /**
- * Makes the destination's parents: `D/nested/<host>` 0750 with its `run/`
- * 2770 (group gid unless -1) for nested, `D/apps` for flat. Answers the
+ * What a tenant's directory must not grant once it is a nested `data/`
+ * (design §2): anything to anyone outside its owner and group (the edge
+ * can search the root above it), and anything to its group when that
+ * group is the sockets group (gid). Its owner's bits are the tenant's.
+ */
+export function edgeBits(gid: number): (st: Stats) => number {
+  return (st) => (gid >= 0 && st.gid === gid ? 0o077 : 0o007)
+}
+
+/**
+ * Takes from a tenant's directory, about to become a nested `data/`, the
+ * bits edgeBits names, and answers whether its mode changed: then it must
+ * be fsynced before the rename, as run/ is (a mode is its own inode's).
+ * A source that is gone, or is not a directory, is left to the rename,
+ * which says what it found (missing, or swapped since preflight).
+ */
+export function closeToEdge(dir: string, gid: number): boolean {
+  try {
+    return clearModeBitsSync(dir, edgeBits(gid))
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return false
+    throw err
+  }
+}
+
+/**
+ * Makes the destination's parents: `D/nested/<host>` 0710 and its `run/`
+ * 2770, both in group gid unless -1, for nested; `D/apps` for flat. Answers the
  * directories that must be fsynced before the rename: those that gained an
  * entry on the way down to the destination's parent, so a power cut cannot
  * keep a renamed directory whose parent it lost. `run/` is not on that
@@ -185,7 +218,7 @@ export async function prepareParents(
   const base = path.dirname(root)
   if (ensureDirSync(base, SHARED_PARENT_MODE)) sync.push(path.dirname(base))
   if (await ensureDirOffLoop(root, NESTED_ROOT_MODE)) sync.push(base)
-  setDirModeSync(root, NESTED_ROOT_MODE)
+  setDirModeSync(root, NESTED_ROOT_MODE, gid)
   const run = path.dirname(dest.socket)
   await ensureDirOffLoop(run, NESTED_RUN_MODE)
   setDirModeSync(run, NESTED_RUN_MODE, gid)

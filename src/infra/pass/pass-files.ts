@@ -11,7 +11,7 @@ import type { RowPaths } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
 import { fsyncNamedDirs, mapLimit, SYNC_CONCURRENCY } from '../fsutil.js'
-import { modeDirs, prepareParents } from './mover.js'
+import { closeToEdge, modeDirs, prepareParents } from './mover.js'
 import { swappedSincePreflight, type DirIdentity } from './preflight.js'
 import { renameDirSync, type Slicer } from './sliced-fs.js'
 
@@ -33,10 +33,12 @@ export function fromFileError(e: FileError): NodeJS.ErrnoException {
   return err
 }
 
-/** One destination to prepare (step 6). */
+/** One destination to prepare (step 6), and the directory that moves there. */
 export interface PrepareItem {
   host: string
   to: Mode
+  /** The source directory: closed to the edge before it is renamed nested (closeToEdge). */
+  from: string
   dest: RowPaths
 }
 
@@ -82,11 +84,13 @@ export function filesWork(failpoint: ((step: string) => void) | undefined, pause
       return mapLimit(items, SYNC_CONCURRENCY, async (item): Promise<Prepared> => {
         try {
           const parents = await prepareParents(dirs, item.host, item.to, item.dest, gid)
+          const closed = item.to === 'nested' && closeToEdge(item.from, gid)
           return {
             ok: true,
             sync: [
               ...parents.map((dir) => [dir, 'prepare-parents'] as const),
               ...modeDirs(item.to, item.dest).map((dir) => [dir, 'run-mode'] as const),
+              ...(closed ? [[item.from, 'run-mode'] as const] : []),
             ],
           }
         } catch (err) {

@@ -116,6 +116,25 @@ export function setDirModeSync(dir: string, mode: number, gid = -1): void {
   }
 }
 
+/**
+ * Clears from a directory's mode the bits `bits` answers for it (from its
+ * own stat), through a handle opened without following a symlink; answers
+ * whether the mode changed. None of them set: no chmod.
+ */
+export function clearModeBitsSync(dir: string, bits: (st: Stats) => number): boolean {
+  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  try {
+    const st = fs.fstatSync(fd)
+    const mode = st.mode & 0o7777
+    const closed = mode & ~bits(st)
+    if (closed === mode) return false
+    fs.fchmodSync(fd, closed)
+    return true
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /** rename(2) to a destination that must not exist: rename would silently replace an empty directory there. */
 export function renameDirSync(from: string, to: string): void {
   if (lstatSyncOrUndefined(to) !== undefined)

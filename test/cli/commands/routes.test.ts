@@ -58,7 +58,7 @@ async function exists(p: string): Promise<boolean> {
   )
 }
 
-void test('add mints nested paths, makes the directories with their modes, and gives run/ the sockets group', async (t) => {
+void test('add mints nested paths, makes the directories with their modes, and gives the root and run/ the sockets group', async (t) => {
   const s = await setup(t)
   // A group other than the one run/ would inherit anyway, so the chown is seen:
   // any gid as root, else a supplementary group of this process.
@@ -79,10 +79,12 @@ void test('add mints nested paths, makes the directories with their modes, and g
   })
   const root = nestedRoot(s.io.config, 'a.example.com')
   const run = path.dirname(want.socket)
-  assert.equal(await mode(root), 0o750)
+  assert.equal(await mode(root), 0o710)
   assert.equal(await mode(run), 0o2770)
+  assert.equal((await fs.stat(root)).gid, gid)
   assert.equal((await fs.stat(run)).gid, gid)
   assert.ok((await fs.stat(want.dir)).isDirectory())
+  assert.equal((await mode(want.dir)) & 0o007, 0, 'data/ grants nothing to anyone outside its owner and group')
   assert.match(s.out.text, /added a\.example\.com \(minted nested\)/)
   assert.equal(s.err.text, '')
 })

@@ -4,7 +4,14 @@ import net from 'node:net'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../../../src/domain/paths.js'
-import { clearFound, inTheWay, prepareParents, renameDir, setAside } from '../../../src/infra/pass/mover.js'
+import {
+  clearFound,
+  closeToEdge,
+  inTheWay,
+  prepareParents,
+  renameDir,
+  setAside,
+} from '../../../src/infra/pass/mover.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { addByteNamedEntries, makeTenantTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -154,24 +161,46 @@ void test('setAside of nothing is nothing', async (t) => {
   assert.equal(fs.existsSync(path.join(d.dataDir, 'layout')), false)
 })
 
-void test('prepareParents: nested root 0750, run 2770 with the sockets group', async (t) => {
+void test('prepareParents: nested root 0710 and run 2770, both with the sockets group', async (t) => {
   const d = await dirsFor(t)
   const dest = nestedPaths(d, H)
   const canChown = process.getuid?.() === 0
   const gid = canChown ? 4242 : -1
   const sync = await prepareParents(d, H, 'nested', dest, gid)
   assert.deepEqual(sync, [d.dataDir, path.join(d.dataDir, 'nested')])
-  assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
+  const root = fs.statSync(nestedRoot(d, H))
+  assert.equal(root.mode & 0o7777, 0o710, 'the sockets group may search the root, not list it')
   const run = fs.statSync(path.dirname(dest.socket))
   assert.equal(run.mode & 0o7777, 0o2770)
+  if (canChown) assert.equal(root.gid, 4242)
   if (canChown) assert.equal(run.gid, 4242)
   // Again: nothing new to sync, modes repaired.
   fs.chmodSync(nestedRoot(d, H), 0o777)
   assert.deepEqual(await prepareParents(d, H, 'nested', dest, -1), [])
-  assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o750)
+  assert.equal(fs.statSync(nestedRoot(d, H)).mode & 0o7777, 0o710)
 
   assert.deepEqual(await prepareParents(d, H, 'flat', flatPaths(d, H), -1), [d.dataDir])
   assert.ok(fs.statSync(path.join(d.dataDir, 'apps')).isDirectory())
+})
+
+void test('closeToEdge takes what the edge could reach a nested data/ by, and nothing of the owner', async (t) => {
+  const d = await dirsFor(t)
+  const dir = path.join(d.dataDir, 'tenant')
+  fs.mkdirSync(dir)
+  fs.chmodSync(dir, 0o2775)
+  const own = fs.statSync(dir).gid
+  // Anyone's bits go; its group keeps its own while that group is not the sockets group.
+  assert.equal(closeToEdge(dir, own + 1), true)
+  assert.equal(fs.statSync(dir).mode & 0o7777, 0o2770)
+  assert.equal(closeToEdge(dir, own + 1), false, 'nothing left to take: no chmod')
+  assert.equal(closeToEdge(dir, -1), false)
+  // Its group is the sockets group: the group's bits go too.
+  assert.equal(closeToEdge(dir, own), true)
+  assert.equal(fs.statSync(dir).mode & 0o7777, 0o2700)
+  // A source gone or swapped for a link is the rename's to report.
+  assert.equal(closeToEdge(path.join(d.dataDir, 'gone'), own), false)
+  fs.symlinkSync(dir, path.join(d.dataDir, 'link'))
+  assert.equal(closeToEdge(path.join(d.dataDir, 'link'), own), false)
 })
 
 void test('prepareParents for many hosts at once: the shared parent made once and named once for its fsync', async (t) => {

@@ -48,7 +48,7 @@ void test('migrates and reverts many hosts in batches, every tree byte-identical
     assert.equal(rt.db, path.join(nestedPaths(h.dirs, x).dir, 'data', 'app.db'))
     assert.equal(hashTree(rt.dir), before.get(x), `${x} tree unchanged by the move`)
     assert.equal(fs.existsSync(flatPaths(h.dirs, x).dir), false)
-    assert.equal(fs.statSync(nestedRoot(h.dirs, x)).mode & 0o7777, 0o750)
+    assert.equal(fs.statSync(nestedRoot(h.dirs, x)).mode & 0o7777, 0o710)
     assert.equal(fs.statSync(path.join(nestedRoot(h.dirs, x), 'run')).mode & 0o7777, 0o2770)
     assert.equal(h.fence.fenced(x), undefined, 'fence lifted')
     assert.equal(h.pass.classify(rt, h.reg.list()).layout, 'nested')

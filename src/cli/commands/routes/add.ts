@@ -13,7 +13,7 @@ import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas
 import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
 import { groupId, SOCKETS_GROUP } from '../../../infra/groups.js'
-import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/pass/mover.js'
+import { closeToEdge, NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/pass/mover.js'
 import { refuseClaimedPaths, validateRoute } from '../../../infra/registry.js'
 import type { ParsedArgs } from '../../args.js'
 import type { Signature } from '../../command.js'
@@ -135,10 +135,13 @@ export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: str
   await mkdirp(runDir, NESTED_RUN_MODE, made)
   // Explicit modes: mkdir's mode passes through the umask, and the umask
   // never lets the setgid bit through. setDirMode does not follow a symlink.
-  // The run directory gets the sockets group, so the edge can reach the socket.
-  await setDirMode(root, NESTED_ROOT_MODE)
+  // The root and run/ get the sockets group, so the edge can pass through
+  // the root (search only) to the socket, and data/ grants it nothing (design §2).
   const warn = (_fields: unknown, msg: string) => io.stderr.write(`${signature.failures}: ${msg}\n`)
-  await setDirMode(runDir, NESTED_RUN_MODE, await groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } }))
+  const gid = await groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } })
+  await setDirMode(root, NESTED_ROOT_MODE, gid)
+  await setDirMode(runDir, NESTED_RUN_MODE, gid)
+  closeToEdge(paths.dir, gid)
 }
 
 /** Removes the directories a failed add or import made, deepest first. */
