@@ -6,6 +6,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import { HttpHistogram } from './http-histogram.js'
 import { OpsMetrics } from './ops-metrics.js'
+import { DEFAULT_BLOCKS, type DefaultBlock } from './domain/layout-default.js'
 import { MODES, OUTCOMES, type Mode, type Outcome, type ReportMode, type RowLayout } from './domain/modes.js'
 
 const PREFIX = 'carlos_layout_'
@@ -88,8 +89,10 @@ export class Metrics {
   private readonly defaultBlocked = new Gauge({
     name: `${PREFIX}default_blocked`,
     help:
-      '1 while no intent is recorded and nested by default is not in force for a reason of this box ' +
-      '(the isolation gate, the release floor, no activator, a bad CARLOS_LAYOUT_DEFAULT); 0 otherwise.',
+      '1 while no intent is recorded and nested by default is not in force for a reason of this box, ' +
+      'by what blocks it (gate: the isolation gate, floor: the release floor, no_activator, ' +
+      'default_invalid: a bad CARLOS_LAYOUT_DEFAULT, starting: not asked yet); 0 otherwise.',
+    labelNames: ['by'] as const,
     registers: [this.registry],
   })
 
@@ -203,7 +206,7 @@ export class Metrics {
     for (const result of WAKE_CLAIM_RESULTS) this.wakeClaims.inc({ result }, 0)
     for (const action of RECOVERY_ACTIONS) this.recoveredJournals.inc({ action }, 0)
     this.defaultApplied.set(0)
-    this.defaultBlocked.set(0)
+    this.setDefaultBlocked('')
     this.legRunning.set(0)
     this.deferredHosts.set(0)
     this.heldHosts.set(0)
@@ -222,8 +225,9 @@ export class Metrics {
     this.defaultApplied.set(applied ? 1 : 0)
   }
 
-  setDefaultBlocked(blocked: boolean): void {
-    this.defaultBlocked.set(blocked ? 1 : 0)
+  /** What blocks the nested default, or '' when nothing does: 1 for that one, 0 for the rest. */
+  setDefaultBlocked(blockedBy: DefaultBlock | ''): void {
+    for (const by of DEFAULT_BLOCKS) this.defaultBlocked.set({ by }, by === blockedBy ? 1 : 0)
   }
 
   setLegRunning(running: boolean): void {

@@ -109,7 +109,7 @@ export class Agent implements AgentApi {
     })
     this.#state.onChange((s) => {
       this.#recordIntentMetrics(s.intent, s.default.applied)
-      metrics.setDefaultBlocked(s.default.blocked !== '')
+      metrics.setDefaultBlocked(s.default.blockedBy)
     })
     // The gauge says the mode from the first scrape, not only after a change:
     // an unarmed box is unmanaged for good, an armed one starts at none.

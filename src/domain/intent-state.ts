@@ -4,6 +4,7 @@
 // intent is read and read by the rest, with a version and listeners that
 // say when either changed: one object the agent owns and hands to whoever
 // reads or notes it.
+import type { DefaultBlock } from './layout-default.js'
 import type { IntentMode } from './modes.js'
 
 /** What status says about the default: applied, or blocked and why. */
@@ -12,6 +13,8 @@ export interface DefaultState {
   applied: boolean
   /** Why the deployment's nested default does not apply here; '' when it does or was not asked. */
   blocked: string
+  /** What blocks it, as a code; '' when nothing does. */
+  blockedBy: DefaultBlock | ''
 }
 
 export interface IntentSnapshot {
@@ -35,22 +38,22 @@ export interface IntentSnapshot {
 export class IntentState {
   #intent: IntentMode = 'none'
   #why = ''
-  #default: DefaultState = { applied: false, blocked: '' }
+  #default: DefaultState = { applied: false, blocked: '', blockedBy: '' }
   #version = 0
   readonly #listeners = new Set<(s: IntentSnapshot) => void>()
 
   /** Records a read that found an intent (or could not read one); the default is then not in play. */
   noteIntent(mode: IntentMode, why = ''): void {
-    this.#set(mode, mode === 'unreadable' ? why : '', { applied: false, blocked: '' })
+    this.#set(mode, mode === 'unreadable' ? why : '', { applied: false, blocked: '', blockedBy: '' })
   }
 
   /**
    * Records the default's outcome when no intent is recorded: nested by
-   * default, or none with the reason the default did not apply.
+   * default, or none with the reason the default did not apply and its code.
    */
-  noteDefault(mode: 'nested' | 'none', reason: string): void {
-    if (mode === 'nested') this.#set('nested', '', { applied: true, blocked: '' })
-    else this.#set('none', '', { applied: false, blocked: reason })
+  noteDefault(mode: 'nested' | 'none', reason: string, by: DefaultBlock | ''): void {
+    if (mode === 'nested') this.#set('nested', '', { applied: true, blocked: '', blockedBy: '' })
+    else this.#set('none', '', { applied: false, blocked: reason, blockedBy: by })
   }
 
   lastIntent(): IntentMode {
@@ -85,7 +88,8 @@ export class IntentState {
       intent === this.#intent &&
       why === this.#why &&
       def.applied === this.#default.applied &&
-      def.blocked === this.#default.blocked
+      def.blocked === this.#default.blocked &&
+      def.blockedBy === this.#default.blockedBy
     if (same) return
     this.#intent = intent
     this.#why = why

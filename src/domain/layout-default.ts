@@ -21,6 +21,23 @@ export function layoutDefault(raw: string): { mode: Mode; invalid: string } {
   return { mode: 'flat', invalid: v }
 }
 
+/**
+ * What holds the nested default back on a box, as a code: a bad value, the
+ * release floor, no activator, the isolation gate, or an agent starting
+ * that has not asked the gate yet. The `default_blocked{by}` gauge carries
+ * it, so an alert on the gate fires only where the gate is what holds
+ * nested back (design §9).
+ */
+export const DEFAULT_BLOCKS = ['default_invalid', 'floor', 'no_activator', 'gate', 'starting'] as const
+export type DefaultBlock = (typeof DEFAULT_BLOCKS)[number]
+
+/** The default's answer: nested, or none with the reason and its code ('' for the flat opt-out). */
+export interface DefaultAnswer {
+  mode: 'nested' | 'none'
+  reason: string
+  by: DefaultBlock | ''
+}
+
 /** The deployment asks for nested by default, with a value that is valid. */
 export function nestedByDefault(raw: string): boolean {
   const d = layoutDefault(raw)
@@ -45,22 +62,31 @@ export interface DefaultInputs {
  * reason: nothing is being waited on. The default never forces: an awake
  * host keeps its grace as under a recorded intent.
  */
-export function defaultLayoutIntent(d: DefaultInputs): { mode: 'nested' | 'none'; reason: string } {
+export function defaultLayoutIntent(d: DefaultInputs): DefaultAnswer {
   const { mode, invalid } = layoutDefault(d.layoutDefault)
   if (invalid !== '') {
-    return { mode: 'none', reason: `${LAYOUT_DEFAULT_ENV}=${invalid} is not nested or flat; staying flat` }
+    return {
+      mode: 'none',
+      reason: `${LAYOUT_DEFAULT_ENV}=${invalid} is not nested or flat; staying flat`,
+      by: 'default_invalid',
+    }
   }
-  if (mode !== 'nested') return { mode: 'none', reason: '' }
+  if (mode !== 'nested') return { mode: 'none', reason: '', by: '' }
   if (belowFloor(d.build, LAYOUT_FLOOR)) {
     return {
       mode: 'none',
       reason: `this box runs ${d.build}, below ${LAYOUT_FLOOR}, the first release on which nested instances wake`,
+      by: 'floor',
     }
   }
   if (d.gate === null) {
-    return { mode: 'none', reason: 'no activator is armed on this box, so nothing could wake nested' }
+    return {
+      mode: 'none',
+      reason: 'no activator is armed on this box, so nothing could wake nested',
+      by: 'no_activator',
+    }
   }
   const why = d.gate.check()
-  if (why !== null) return { mode: 'none', reason: `isolation not ready: ${why}` }
-  return { mode: 'nested', reason: '' }
+  if (why !== null) return { mode: 'none', reason: `isolation not ready: ${why}`, by: 'gate' }
+  return { mode: 'nested', reason: '', by: '' }
 }

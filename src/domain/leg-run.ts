@@ -78,7 +78,7 @@ export async function layoutLegWith(
         )
       }
     }
-    state.noteDefault(d.mode, d.reason)
+    state.noteDefault(d.mode, d.reason, d.by)
     if (d.mode !== 'nested') {
       // A box the default has not reached yet is retried on the leg's timer,
       // as an awake host is: the probe that gates it answers in wall time,

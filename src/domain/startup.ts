@@ -113,11 +113,12 @@ export async function startupLayoutIntent(
       state.noteDefault(
         'none',
         'agent starting: holds and journals kept until the first serial move asks the isolation gate',
+        'starting',
       )
       return 'unreadable'
     }
     const d = defaultLayoutIntent(deps)
-    state.noteDefault(d.mode, d.reason)
+    state.noteDefault(d.mode, d.reason, d.by)
     return d.mode
   }
   const { id, mode } = read.intent

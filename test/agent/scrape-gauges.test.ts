@@ -45,15 +45,25 @@ void test('a box with no activator armed counts its rows at the scrape too', asy
   assert.equal(await gauge(b, 'rows{layout="flat"}'), 1)
 })
 
-void test('default_blocked is 1 while the nested default waits on a shut gate, and 0 once it is in force', async (t) => {
+void test('default_blocked{by="gate"} is 1 while the nested default waits on a shut gate, and 0 once it is in force', async (t) => {
   const b = await agentBox(t, { probe: 'ready: false\n', env: { CARLOS_PROBE_EVERY: '50ms' } })
   await b.agent.start()
-  await until('the default to be blocked by the gate', () =>
-    b.agent.report().defaultBlocked !== '' ? true : undefined,
+  await until('the default to be blocked by the gate', async () =>
+    (await gauge(b, 'default_blocked{by="gate"}')) === 1 ? true : undefined,
   )
-  assert.equal(await gauge(b, 'default_blocked'), 1)
+  assert.equal(await gauge(b, 'default_blocked{by="floor"}'), 0)
   assert.equal(await gauge(b, 'default_applied'), 0)
   await fs.writeFile(b.probe, 'ready: true\n')
   await until('the default to be in force', async () => ((await gauge(b, 'default_applied')) === 1 ? true : undefined))
-  assert.equal(await gauge(b, 'default_blocked'), 0)
+  assert.equal(await gauge(b, 'default_blocked{by="gate"}'), 0)
+})
+
+void test('default_blocked says the floor, not the gate, on a build below the floor whose gate is shut too', async (t) => {
+  const b = await agentBox(t, { probe: 'ready: false\n', env: { CARLOS_PROBE_EVERY: '50ms', CARLOS_BUILD: 'v0.24.9' } })
+  await b.agent.start()
+  await until('the default to be blocked by the floor', async () =>
+    (await gauge(b, 'default_blocked{by="floor"}')) === 1 ? true : undefined,
+  )
+  assert.equal(await gauge(b, 'default_blocked{by="gate"}'), 0, 'the gate is not what holds nested back')
+  assert.equal(await gauge(b, 'gate_check{check="probe"}'), 0, 'though it is shut')
 })

@@ -150,8 +150,8 @@ async function startPrometheus(ends: Ends, dir: string): Promise<Prometheus> {
       'global: { scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 900ms }',
       `rule_files: [${JSON.stringify(rules)}]`,
       'scrape_configs:',
-      // Not "layoutd": the rules must not depend on the job's name.
-      '  - job_name: carlos-agents-under-test',
+      // The job LayoutdDown names (contrib/layoutd.rules.yml): a target down since its first scrape is still known.
+      '  - job_name: layoutd',
       `    file_sd_configs: [{ files: [${JSON.stringify(targets)}], refresh_interval: 1s }]`,
       '',
     ].join('\n'),
@@ -237,9 +237,9 @@ void test('a shut gate, a foreign row, an unreadable intent and a stopped agent:
   await fs.rm(bad)
   await prom.until('LayoutdIntentUnreadable', 'gone')
 
-  // The agent stops: LayoutdDown under a job not called layoutd; back on a new port (same instance): gone.
+  // The agent stops: LayoutdDown; back on a new port (same instance): gone.
   await agent.stop()
-  await prom.until('LayoutdDown', 'firing', { instance: INSTANCE, job: 'carlos-agents-under-test' })
+  await prom.until('LayoutdDown', 'firing', { instance: INSTANCE, job: 'layoutd' })
   agent = await AgentProcess.start(sb, { env })
   await agent.waitReady(20_000)
   await prom.target(new URL(agent.url).host)

@@ -6,13 +6,13 @@ void describe('lastLayoutIntent / lastLayoutDefault', () => {
   void it('are none and not-in-play before any read', () => {
     const s = new IntentState()
     assert.equal(s.lastIntent(), 'none')
-    assert.deepEqual(s.lastDefault(), { applied: false, blocked: '' })
+    assert.deepEqual(s.lastDefault(), { applied: false, blocked: '', blockedBy: '' })
     assert.equal(s.version, 0)
   })
 
   void it('hand out copies: a caller cannot change what is held', () => {
     const s = new IntentState()
-    s.noteDefault('none', 'why')
+    s.noteDefault('none', 'why', 'gate')
     s.lastDefault().blocked = 'changed'
     assert.equal(s.lastDefault().blocked, 'why')
   })
@@ -21,10 +21,10 @@ void describe('lastLayoutIntent / lastLayoutDefault', () => {
 void describe('noteLayoutIntent', () => {
   void it('records the mode and takes the default out of play', () => {
     const s = new IntentState()
-    s.noteDefault('nested', '')
+    s.noteDefault('nested', '', '')
     s.noteIntent('flat')
     assert.equal(s.lastIntent(), 'flat')
-    assert.deepEqual(s.lastDefault(), { applied: false, blocked: '' })
+    assert.deepEqual(s.lastDefault(), { applied: false, blocked: '', blockedBy: '' })
   })
 
   void it('keeps why an unreadable intent is unreadable, until a read succeeds', () => {
@@ -41,18 +41,22 @@ void describe('noteLayoutIntent', () => {
 void describe('noteLayoutDefault', () => {
   void it('nested: the intent is nested, by default', () => {
     const s = new IntentState()
-    s.noteDefault('nested', '')
+    s.noteDefault('nested', '', '')
     assert.equal(s.lastIntent(), 'nested')
-    assert.deepEqual(s.lastDefault(), { applied: true, blocked: '' })
+    assert.deepEqual(s.lastDefault(), { applied: true, blocked: '', blockedBy: '' })
   })
 
   void it('none: the intent is none, with the reason the default is blocked', () => {
     const s = new IntentState()
     s.noteIntent('unreadable', 'x')
-    s.noteDefault('none', 'isolation not ready: probe: not yet run')
+    s.noteDefault('none', 'isolation not ready: probe: not yet run', 'gate')
     assert.equal(s.lastIntent(), 'none')
     assert.equal(s.unreadableWhy(), '')
-    assert.deepEqual(s.lastDefault(), { applied: false, blocked: 'isolation not ready: probe: not yet run' })
+    assert.deepEqual(s.lastDefault(), {
+      applied: false,
+      blocked: 'isolation not ready: probe: not yet run',
+      blockedBy: 'gate',
+    })
   })
 })
 
@@ -63,10 +67,10 @@ void describe('IntentState.version', () => {
     assert.equal(s.version, 1)
     s.noteIntent('nested')
     assert.equal(s.version, 1)
-    s.noteDefault('nested', '')
+    s.noteDefault('nested', '', '')
     assert.equal(s.version, 2, 'nested by default differs from a recorded nested')
-    s.noteDefault('none', 'a')
-    s.noteDefault('none', 'b')
+    s.noteDefault('none', 'a', 'gate')
+    s.noteDefault('none', 'b', 'gate')
     assert.equal(s.version, 4)
   })
 
@@ -80,8 +84,8 @@ void describe('IntentState.version', () => {
     stop()
     s.noteIntent('nested')
     assert.deepEqual(seen, [
-      { intent: 'flat', why: '', default: { applied: false, blocked: '' }, version: 1 },
-      { intent: 'unreadable', why: 'timeout', default: { applied: false, blocked: '' }, version: 2 },
+      { intent: 'flat', why: '', default: { applied: false, blocked: '', blockedBy: '' }, version: 1 },
+      { intent: 'unreadable', why: 'timeout', default: { applied: false, blocked: '', blockedBy: '' }, version: 2 },
     ])
   })
 })

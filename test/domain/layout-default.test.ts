@@ -32,13 +32,14 @@ void describe('defaultLayoutIntent', () => {
   const ready = { layoutDefault: '', build: 'v0.25.0', gate: new FakeGate(null) }
 
   void it('is nested on a box that is ready', () => {
-    assert.deepEqual(defaultLayoutIntent(ready), { mode: 'nested', reason: '' })
+    assert.deepEqual(defaultLayoutIntent(ready), { mode: 'nested', reason: '', by: '' })
   })
 
   void it('is none, with the reason, for an invalid value', () => {
     assert.deepEqual(defaultLayoutIntent({ ...ready, layoutDefault: 'Nestd' }), {
       mode: 'none',
       reason: 'CARLOS_LAYOUT_DEFAULT=nestd is not nested or flat; staying flat',
+      by: 'default_invalid',
     })
   })
 
@@ -47,6 +48,7 @@ void describe('defaultLayoutIntent', () => {
     assert.deepEqual(defaultLayoutIntent({ ...ready, layoutDefault: 'flat', build: 'v0.1.0', gate }), {
       mode: 'none',
       reason: '',
+      by: '',
     })
     assert.equal(gate.asked, 0)
   })
@@ -55,12 +57,13 @@ void describe('defaultLayoutIntent', () => {
     assert.deepEqual(defaultLayoutIntent({ ...ready, build: 'v0.24.9' }), {
       mode: 'none',
       reason: 'this box runs v0.24.9, below v0.25.0, the first release on which nested instances wake',
+      by: 'floor',
     })
   })
 
   void it('passes a build it cannot place', () => {
     for (const build of ['', 'dev', '3f9c2ab']) {
-      assert.deepEqual(defaultLayoutIntent({ ...ready, build }), { mode: 'nested', reason: '' }, build)
+      assert.deepEqual(defaultLayoutIntent({ ...ready, build }), { mode: 'nested', reason: '', by: '' }, build)
     }
   })
 
@@ -68,6 +71,7 @@ void describe('defaultLayoutIntent', () => {
     assert.deepEqual(defaultLayoutIntent({ ...ready, gate: null }), {
       mode: 'none',
       reason: 'no activator is armed on this box, so nothing could wake nested',
+      by: 'no_activator',
     })
   })
 
@@ -75,6 +79,7 @@ void describe('defaultLayoutIntent', () => {
     assert.deepEqual(defaultLayoutIntent({ ...ready, gate: new FakeGate('probe: not yet run') }), {
       mode: 'none',
       reason: 'isolation not ready: probe: not yet run',
+      by: 'gate',
     })
   })
 
@@ -92,6 +97,7 @@ void describe('defaultLayoutIntent', () => {
       defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: shut }).reason,
       /^this box runs v0\.1\.0/,
     )
+    assert.equal(defaultLayoutIntent({ layoutDefault: '', build: 'v0.1.0', gate: shut }).by, 'floor', 'not the gate')
     assert.equal(shut.asked, 0)
   })
 })

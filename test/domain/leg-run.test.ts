@@ -110,7 +110,7 @@ void describe('layoutLegWith', () => {
       ['nested', false],
     ])
     assert.equal(t.state.lastIntent(), 'nested')
-    assert.deepEqual(t.state.lastDefault(), { applied: true, blocked: '' })
+    assert.deepEqual(t.state.lastDefault(), { applied: true, blocked: '', blockedBy: '' })
     assert.deepEqual(told(t.logger), [NESTED_BY_DEFAULT])
   })
 
@@ -121,7 +121,11 @@ void describe('layoutLegWith', () => {
     assert.deepEqual(await layoutLegWith(t.deps), { results: [], retry: true, unfinished: false })
     assert.deepEqual(t.converged, [])
     assert.equal(t.state.lastIntent(), 'none')
-    assert.deepEqual(t.state.lastDefault(), { applied: false, blocked: 'isolation not ready: probe: not yet run' })
+    assert.deepEqual(t.state.lastDefault(), {
+      applied: false,
+      blocked: 'isolation not ready: probe: not yet run',
+      blockedBy: 'gate',
+    })
     t.gate.verdict = 'probe: ready: false'
     await layoutLegWith(t.deps)
     t.gate.verdict = null

@@ -61,7 +61,7 @@ class Box {
       dirs,
       routes: this.routes,
       facts: this.facts,
-      intent: { mode: 'nested', default: { applied: false, blocked: '' }, unreadableWhy: '' },
+      intent: { mode: 'nested', default: { applied: false, blocked: '', blockedBy: '' }, unreadableWhy: '' },
       leg: (held) => this.leg.stateSince(held),
       withheld: this.withheld,
       gate: this.gate,
@@ -84,7 +84,7 @@ class Box {
       },
       state: {
         lastIntent: () => 'nested',
-        lastDefault: () => ({ applied: false, blocked: '' }),
+        lastDefault: () => ({ applied: false, blocked: '', blockedBy: '' }),
         unreadableWhy: () => '',
       },
       leg: this.leg.state(),

@@ -144,7 +144,7 @@ void describe('layoutStatusReport', () => {
     const pass = new FakePass({})
     const input = { box: 'kass-1', routes: [], pass, state, leg: IDLE_LEG }
     assert.equal(layoutStatusReport(input).mode, 'none')
-    state.noteDefault('nested', '')
+    state.noteDefault('nested', '', '')
     assert.deepEqual([layoutStatusReport(input).mode, layoutStatusReport(input).default], ['nested', true])
     state.noteIntent('flat')
     assert.deepEqual([layoutStatusReport(input).mode, layoutStatusReport(input).default], ['flat', false])
@@ -179,7 +179,7 @@ void describe('layoutStatusReport', () => {
 
   void it('reports and warns why the nested default is blocked', () => {
     const state = new IntentState()
-    state.noteDefault('none', 'isolation not ready: probe: not yet run')
+    state.noteDefault('none', 'isolation not ready: probe: not yet run', 'gate')
     const r = layoutStatusReport({ box: 'kass-1', routes: [], pass: new FakePass({}), state, leg: IDLE_LEG })
     assert.equal(r.defaultBlocked, 'isolation not ready: probe: not yet run')
     assert.deepEqual(r.warnings, ['nested by default is not in force: isolation not ready: probe: not yet run'])

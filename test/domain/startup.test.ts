@@ -156,6 +156,7 @@ void describe('startupLayoutIntent', () => {
     assert.deepEqual(t.state.lastDefault(), {
       applied: false,
       blocked: 'agent starting: holds and journals kept until the first serial move asks the isolation gate',
+      blockedBy: 'starting',
     })
     assert.deepEqual(t.logger.msgs(), [
       'layout: no intent recorded at start -> holds and journals kept until the first serial move asks the isolation gate (nested by default)',
@@ -166,7 +167,7 @@ void describe('startupLayoutIntent', () => {
     const t = setup({ layoutDefault: 'flat' })
     assert.equal(await startupLayoutIntent(t.deps, opened(new FakeStore([]))), 'none')
     assert.equal(t.state.lastIntent(), 'none')
-    assert.deepEqual(t.state.lastDefault(), { applied: false, blocked: '' })
+    assert.deepEqual(t.state.lastDefault(), { applied: false, blocked: '', blockedBy: '' })
   })
 
   void it('with no intent and an invalid default, is none with the reason noted', async () => {

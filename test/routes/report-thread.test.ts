@@ -155,7 +155,7 @@ void test('a report thread idle for its while ends, and the next ask starts anot
     dirs: { dataDir: '/data', runDir: '/data/run' },
     routes,
     facts: { fenced: [['b.example.com', why('in_flight', 'in flight')]], held: [], notes: [] },
-    intent: { mode: 'nested', default: { applied: false, blocked: '' }, unreadableWhy: '' },
+    intent: { mode: 'nested', default: { applied: false, blocked: '', blockedBy: '' }, unreadableWhy: '' },
     leg: () => ({ running: false, pending: false, retryAt: null, run: null }),
     withheld: new Map(),
     gate: null,
