@@ -156,6 +156,19 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  private readonly needingOperator = new Gauge({
+    name: `${PREFIX}rows_needing_operator`,
+    help:
+      'Rows a person must act on (held, refused, kept, missing, conflict, foreign; not a move under way, ' +
+      'an awake tenant in its grace or a failed move the leg retries), by reason code, counted at the scrape. ' +
+      'A code is exported from its first row on, at 0 once none is left.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  })
+
+  /** The codes rows_needing_operator has exported since start: each stays, at 0 once none is left. */
+  readonly #operatorCodes = new Set<string>()
+
   private readonly intentReads = new Counter({
     name: `${PREFIX}intent_reads_total`,
     help: "Reads of the deploy store for this box's layout intent, by result.",
@@ -261,6 +274,16 @@ export class Metrics {
 
   setHeldHosts(n: number): void {
     this.heldHosts.set(n)
+  }
+
+  /**
+   * The rows a person must act on, by reason code. The codes are the closed
+   * set of reason codes; only those seen get a series, so a box that never
+   * had one exports none rather than one for every code.
+   */
+  setRowsNeedingOperator(byCode: Readonly<Record<string, number>>): void {
+    for (const code of Object.keys(byCode)) this.#operatorCodes.add(code)
+    for (const reason of this.#operatorCodes) this.needingOperator.set({ reason }, byCode[reason] ?? 0)
   }
 
   intentRead(result: IntentReadResult): void {

@@ -102,10 +102,11 @@ export class Agent implements AgentApi {
     // now (counted on the report thread): a row the CLI added shows at the
     // next scrape, on a box whose leg has no reason to run.
     metrics.beforeScrape(async () => {
-      const { counts, held, deferred } = await this.#figures(null)
+      const { counts, held, deferred, needingOperator } = await this.#figures(null)
       metrics.setRows(counts)
       metrics.setHeldHosts(held)
       metrics.setDeferredHosts(deferred)
+      metrics.setRowsNeedingOperator(needingOperator)
     })
     this.#state.onChange((s) => {
       this.#recordIntentMetrics(s.intent, s.default.applied)

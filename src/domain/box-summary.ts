@@ -67,7 +67,7 @@ export type BoxSummary = Static<typeof BoxSummary>
 const REFUSED_CODES: ReadonlySet<string> = new Set<ReasonCode>(['gate_shut', 'socket_too_long', 'dest_taken'])
 
 /** The codes of a failed move, which the leg retries. */
-const FAILED_CODES: ReadonlySet<string> = new Set<ReasonCode>([
+export const FAILED_CODES: ReadonlySet<string> = new Set<ReasonCode>([
   'stop_timeout',
   'stop_abandoned',
   'journal_not_written',

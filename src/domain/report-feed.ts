@@ -15,6 +15,7 @@ import type { Dirs } from './paths.js'
 import type { Classification, PassFacts } from './ports.js'
 import type { Why } from './reason-codes.js'
 import { managedReportSteps } from './report.js'
+import { countByCode, operatorRows } from './short-of-intent.js'
 import type { IntentRecord, LayoutReport, Route } from './schemas.js'
 import { withheldReasons } from './withheld-reasons.js'
 
@@ -56,6 +57,8 @@ export interface ReportFigures {
   held: number
   /** Rows deferred awake inside their grace (`deferred_hosts` at a scrape). */
   deferred: number
+  /** Rows a person must act on, by reason code (`rows_needing_operator{reason}`). */
+  needingOperator: Record<string, number>
   /** The box summary, when one was asked for. */
   summary: BoxSummary | null
 }
@@ -76,7 +79,8 @@ export function reportFigures(
     if (row.code === 'awake_grace') deferred++
   }
   const summary = ask === null ? null : summarize(report, ask.intent, ask.version, ask.at, ask.canStopAwake)
-  return { tag, counts, held: heldRows, deferred, summary }
+  const needingOperator = Object.fromEntries(countByCode(operatorRows(report)))
+  return { tag, counts, held: heldRows, deferred, needingOperator, summary }
 }
 
 /** Builds the figures of a version of the report off the loop's thread (the report thread, design §6.2). */

@@ -9,6 +9,7 @@ import { activatorManaged, external, isNested, journalPath, type Dirs } from './
 import type { LayoutPass, RowsSnapshot } from './ports.js'
 import { NO_REASON, why, type Why } from './reason-codes.js'
 import type { LayoutReport, LegState, Route, RowReport } from './schemas.js'
+import { warnOfOperatorRows } from './short-of-intent.js'
 
 /** The leg of a box that has none (no activator armed): never ran, never will. */
 export const IDLE_LEG: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
@@ -150,7 +151,7 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
       rows[route.host] = row('flat')
     }
   }
-  return {
+  return warnOfOperatorRows({
     box: input.box,
     mode: 'unmanaged',
     default: false,
@@ -158,7 +159,7 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
     rows,
     leg: input.leg ?? IDLE_LEG,
     warnings: mixedWarning(rows),
-  }
+  })
 }
 
 /** What the rows of a report judged by <data>/layout say, by why no pass judges them. */

@@ -3,6 +3,7 @@
 // results and hands them in with the report and the isolation gate's answer.
 import type { Outcome, Result } from './modes.js'
 import type { LayoutReport, LegRun } from './schemas.js'
+import { warnOfOperatorRows } from './short-of-intent.js'
 
 /** Outcomes whose reason says why a row is not where the intent wants it. */
 export const WITHHELD: ReadonlySet<Outcome> = new Set(['deferred', 'refused', 'failed', 'held'])
@@ -22,7 +23,8 @@ export function withheldBy(run: LegRun): Map<string, Result> {
  * of grace left`, a refusal, a failed stop), while it is still short of
  * where that run wanted it. The last finished run, not the one under way:
  * a run that has not reached a host yet has nothing to say about it.
- * Changes report in place and returns it.
+ * Then, with every row's reason in, warns of the rows a person must act
+ * on (short-of-intent.ts). Changes report in place and returns it.
  */
 export function withheldReasons(
   report: LayoutReport,
@@ -42,5 +44,5 @@ export function withheldReasons(
       row.reason = withheld.reason
     }
   }
-  return report
+  return warnOfOperatorRows(report)
 }

@@ -8,6 +8,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
 import { printable } from '../../domain/printable.js'
+import { operatorRows } from '../../domain/short-of-intent.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
 import { AppError, errorMessage, errors } from '../../errors.js'
@@ -30,6 +31,8 @@ export const usage = `usage:
   layoutd status [--url URL] [--json]             the report: a summary line, then every row
   layoutd status HOST [--url URL] [--json]        one host: word, reason, note, paths, journal or hold, what to do
   layoutd status --problems [--url URL]           the same, only the rows that are not clean
+  layoutd status --check [--problems] [--json]    the report, then exit 1 naming the rows a person must act on
+                                                  (held, refused, kept, missing, conflict, foreign); 0 when none
   layoutd status --watch [--problems] [--url URL] the report, redrawn as it changes, fitted to the terminal
                                                   (Ctrl-C ends it)
   layoutd status --wait-ready [--timeout S]       wait until the agent answers ready; exit 1 after S seconds (30)
@@ -43,6 +46,7 @@ export const options = {
   url: { type: 'string' },
   json: { type: 'boolean' },
   problems: { type: 'boolean' },
+  check: { type: 'boolean' },
   watch: { type: 'boolean' },
   'wait-ready': { type: 'boolean' },
   timeout: { type: 'string' },
@@ -89,6 +93,25 @@ function timeoutSeconds(text: string | undefined): number {
   if (!/^[0-9]+(\.[0-9]+)?$/.test(text) || s <= 0)
     throw errors.usage(`--timeout ${JSON.stringify(text)}: a number of seconds above zero, like 30`)
   return s
+}
+
+/** How many rows `--check` names on stderr before it says how many more. */
+const CHECK_NAMES = 20
+
+/**
+ * `--check`: exit 1 when the report has rows a person must act on, naming
+ * them (by host and reason code) on stderr; 0 when it has none. Rows that
+ * pass on their own (a move under way, an awake tenant in its grace, a
+ * failed move the leg retries) do not count.
+ */
+function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number {
+  const rows = operatorRows(report)
+  if (rows.length === 0) return 0
+  const named = rows.slice(0, CHECK_NAMES).map((r) => `${printable(r.host)} (${r.code})`)
+  const more = rows.length > CHECK_NAMES ? `, and ${rows.length - CHECK_NAMES} more` : ''
+  const word = rows.length === 1 ? 'row needs' : 'rows need'
+  stderr.write(`layoutd: ${rows.length} ${word} an operator: ${named.join(', ')}${more}\n`)
+  return 1
 }
 
 /** Asks /ready until it answers 200, or the timeout passes: 0 ready, 1 not. */
@@ -285,9 +308,8 @@ export async function describeHost(
   return 0
 }
 
-export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext): Promise<number> {
-  const v = args.values
-  const host = args.positionals[0]
+/** Refuses options that do not go together, as a usage error. */
+function refuseMixed(v: ParsedArgs<typeof options>['values'], host: string | undefined): void {
   const modes = [v.watch === true, v['wait-ready'] === true, host !== undefined].filter(Boolean).length
   if (modes > 1) throw errors.usage('HOST, --watch and --wait-ready go one at a time')
   if (v.timeout !== undefined && v['wait-ready'] !== true) throw errors.usage('--timeout goes with --wait-ready')
@@ -295,6 +317,14 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
     throw errors.usage('--json goes with the report or HOST, not --watch or --wait-ready')
   if (v.problems === true && (host !== undefined || v['wait-ready'] === true || v.json === true))
     throw errors.usage('--problems goes with the report or --watch, not HOST, --json or --wait-ready')
+  if (v.check === true && (host !== undefined || v.watch === true || v['wait-ready'] === true))
+    throw errors.usage('--check goes with the report, not HOST, --watch or --wait-ready')
+}
+
+export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext): Promise<number> {
+  const v = args.values
+  const host = args.positionals[0]
+  refuseMixed(v, host)
   const client = new AgentClient(findAgent(ctx.config, v.url), ctx.config.token)
   const url = client.url
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
@@ -320,7 +350,7 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
       ? JSON.stringify(report, null, 2) + '\n'
       : formatReport(report, ctx.now(), ctx.paint, { problems: v.problems === true }),
   )
-  return 0
+  return v.check === true ? checkRows(report, ctx.stderr) : 0
 }
 
 function screenSize(stream: NodeJS.WritableStream): ScreenSize | undefined {

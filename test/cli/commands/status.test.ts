@@ -163,3 +163,44 @@ void test('a bad environment is refused by the program, exit 1; a bad option is 
     assert.equal(r.err.split('\n')[0], `layoutd: ${why}`)
   }
 })
+
+void test('status --check exits 1 naming the rows a person must act on; 0 while rows only wait out their grace', async (t) => {
+  const { agent, url } = await listen(t)
+  const nested = Object.fromEntries(
+    Array.from({ length: 149 }, (_, i) => [`t${i}.example.com`, { layout: 'nested', code: '', reason: '', note: '' }]),
+  )
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: {
+      ...nested,
+      'held.example.com': { layout: 'fenced', code: 'second_name', reason: 'held down', note: '' },
+    },
+  }
+  const r = await status({}, '--url', url, '--check')
+  assert.equal(r.code, 1, r.err)
+  assert.match(r.out, /^box kass-1 .* 150 rows: 149 nested, 1 fenced /)
+  assert.equal(r.err, 'layoutd: 1 row needs an operator: held.example.com (second_name)\n')
+  assert.equal((await status({}, '--url', url)).code, 0, 'without --check the report alone, as before')
+  const json = await status({}, '--url', url, '--check', '--json')
+  assert.equal(json.code, 1)
+  assert.equal((JSON.parse(json.out) as { box: string }).box, 'kass-1')
+
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: {
+      ...nested,
+      'awake.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 42m of grace left', note: '' },
+    },
+  }
+  const waiting = await status({}, '--url', url, '--check')
+  assert.equal(waiting.code, 0, waiting.err)
+  assert.equal(waiting.err, '')
+})
+
+void test('status --check goes with the report alone: with HOST, --watch or --wait-ready it is a usage error', async () => {
+  for (const extra of [['a.example.com'], ['--watch'], ['--wait-ready']]) {
+    const r = await status({}, '--check', ...extra)
+    assert.equal(r.code, 2, `${extra.join(' ')}: ${r.err}`)
+    assert.match(r.err, /--check goes with the report/)
+  }
+})
