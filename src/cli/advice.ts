@@ -1,7 +1,9 @@
 // What to do about a row, by its reason's code (design §8): the runbook's
 // "Reason codes" table, its links as paths. `status HOST` advises from here;
 // test/docs/runbook-advice.test.ts holds this table to the runbook's, so the
-// two never say different things.
+// two never say different things. The runbook's placeholders (D, HOST, DIR,
+// PATH, FILE) are filled with what `status HOST` knows (fillAdvice), so the
+// line it prints names the real paths.
 import type { ReasonCode } from '../domain/reason-codes.js'
 
 /** The runbook's "what to do" for each code. */
@@ -17,7 +19,8 @@ export const ADVICE: Record<ReasonCode, string> = {
   symlink_source: 'put the real directory back in place of the link; clear the hold (docs/runbook.md#clear-a-hold)',
   source_not_directory: "put the tenant's directory there; clear the hold (docs/runbook.md#clear-a-hold)",
   second_name:
-    'find the other name and remove one (`find D -samefile D/apps/HOST/PATH`); clear the hold ' +
+    'find the other name and remove one (`find D -samefile DIR/PATH`: the directory its files are in now, ' +
+    '`D/apps/HOST` or `D/nested/HOST/data`, and the file the reason names); clear the hold ' +
     '(docs/runbook.md#clear-a-hold)',
   path_too_long:
     'the reason names where; shorten it from inside (`cd` down in steps, then `mv` the deep part ' +
@@ -85,4 +88,39 @@ export const ADVICE: Record<ReasonCode, string> = {
   registry_busy: "find and end that process's transaction (`fuser D/registry.db`); the activator asks again",
   not_ready: 'wait for `/ready` to answer 200',
   unknown_host: '`layoutd routes list`; add the row',
+}
+
+/** What `status HOST` knows to fill the advice's placeholders with; a placeholder it does not know stays. */
+export interface AdviceFacts {
+  host: string
+  /** D, the data root: known when it is this machine's (no `--url`). */
+  dataDir?: string
+  /** DIR, the directory the host's files are in now (a held host's: the end its refused move left them at). */
+  dir?: string
+  /** PATH, the file a reason names, relative to DIR. */
+  file?: string
+  /** FILE, the journal file that names the host, as `layoutd journal show` takes it. */
+  journal?: string
+}
+
+/** A path as a shell word: as it is when it needs no quoting, else in single quotes. */
+function shellWord(p: string): string {
+  return /^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replaceAll("'", `'\\''`)}'`
+}
+
+/**
+ * The advice with its placeholders filled: `DIR/PATH` (or DIR alone) with
+ * where the files are, `D` where a path begins with the data root, and
+ * HOST and FILE with the host and its journal.
+ */
+export function fillAdvice(text: string, facts: AdviceFacts): string {
+  const { host, dataDir, dir, file, journal } = facts
+  let out = text
+  if (dir !== undefined && file !== undefined) out = out.replace(/\bDIR\/PATH\b/g, shellWord(`${dir}/${file}`))
+  if (dir !== undefined) out = out.replace(/\bDIR\b(?=\/)/g, shellWord(dir))
+  if (journal !== undefined) out = out.replace(/\bFILE\b/g, shellWord(journal))
+  out = out.replace(/\bHOST\b/g, host)
+  // D where a path or a command's operand begins: `D/layout`, `find D -samefile`.
+  if (dataDir !== undefined) out = out.replace(/(?<![\w./'-])D(?=\/|\s)/g, shellWord(dataDir))
+  return out
 }

@@ -237,6 +237,28 @@ export function awakeReason(leftMs: number): Why {
   return why('awake_grace', `awake: ${Math.max(1, Math.ceil(leftMs / 60_000))}m of grace left`)
 }
 
+/**
+ * The reason a host is held for a file of its with a second name (design §3
+ * step 5): the file named relative to the tenant's directory (rel, as
+ * shownPath shows it), which secondNameFile reads back for `status HOST`'s
+ * advice. The two are one format, kept here together.
+ */
+export function secondNameReason(rel: string, links: number): string {
+  return `a file of its has a second name: ${rel} has ${links} links`
+}
+
+const SECOND_NAME = /^a file of its has a second name: (.+) has [0-9]+ links$/
+
+/**
+ * The file, relative to the tenant's directory, that a hold marker's
+ * second-name reason names; undefined for any other text, and for a name
+ * shown with escaped bytes (`\xNN`), which names no path a shell can type.
+ */
+export function secondNameFile(reason: string): string | undefined {
+  const rel = SECOND_NAME.exec(reason)?.[1]
+  return rel === undefined || rel.includes('\\x') ? undefined : rel
+}
+
 /** A row the plan moves: its move as the journal will record it, and whether it was held before this run. */
 export interface MoveCandidate {
   record: MoveRecord

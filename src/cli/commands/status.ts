@@ -7,11 +7,14 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
+import { otherMode, secondNameFile } from '../../domain/pass-plan.js'
+import { pathsFor, type Dirs } from '../../domain/paths.js'
 import { printable } from '../../domain/printable.js'
 import { operatorRows } from '../../domain/short-of-intent.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
 import { AppError, errorMessage, errors } from '../../errors.js'
+import { fillAdvice, type AdviceFacts } from '../advice.js'
 import { AgentClient, findAgent } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, type Cli, type CommandContext, type Scope } from '../command.js'
@@ -244,6 +247,23 @@ async function layoutFile(
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
+/**
+ * What the advice's placeholders are filled with: the data root and a held
+ * host's directory when the data root is this machine's. A hold keeps the
+ * files where its refused move found them, at the other end from its `to`
+ * (a hold toward flat: `D/nested/HOST/data`); FILE is the host itself,
+ * which `journal show` finds in any journal.
+ */
+function adviceFacts(host: string, dirs: Dirs | undefined, hold: Record<string, unknown> | undefined): AdviceFacts {
+  const facts: AdviceFacts = { host, journal: host }
+  if (dirs === undefined || hostError(host) !== null) return facts
+  facts.dataDir = dirs.dataDir
+  const to = hold?.to
+  if (to === 'flat' || to === 'nested') facts.dir = pathsFor(dirs, host, otherMode(to)).dir
+  if (typeof hold?.reason === 'string') facts.file = secondNameFile(hold.reason)
+  return facts
+}
+
 /** One host: its word, reason and note, where it would wake, its journal or hold, and what to do. */
 export async function describeHost(
   client: AgentClient,
@@ -264,7 +284,10 @@ export async function describeHost(
     layoutFile(dataDir, host, '.journal'),
     layoutFile(dataDir, host, '.hold'),
   ])
-  const todo = whatToDo(row, { journal: journal !== undefined, hold: hold !== undefined }, report.mode)
+  const todo = fillAdvice(
+    whatToDo(row, { journal: journal !== undefined, hold: hold !== undefined }, report.mode),
+    adviceFacts(host, dataDir === undefined ? undefined : ctx.config, hold),
+  )
   if (json) {
     ctx.stdout.write(
       JSON.stringify({ host, ...row, wake, journal: journal ?? null, hold: hold ?? null, todo }, null, 2) + '\n',

@@ -5,6 +5,7 @@
 // which preflight-worker.ts runs off the loop's thread), where the C walk
 // (c-walk.ts) takes its place when it was built: the same walk, in less time.
 import fs from 'node:fs'
+import { secondNameReason } from '../../domain/pass-plan.js'
 import type { ReasonCode } from '../../domain/reason-codes.js'
 import { childPath, shownPath } from '../fsutil.js'
 import { cWalk, type CWalk } from './c-walk.js'
@@ -70,7 +71,7 @@ function sourceItself(dir: string): fs.BigIntStats | Preflight {
 /** The hold for a file at p, under the source dir, that has more names than one. */
 function secondName(dir: string, p: WalkPath, links: number): Preflight {
   const rel = shownPath(bytesOf(p).subarray(bytesOf(dir).length + 1))
-  return { kind: 'held', code: 'second_name', reason: `a file of its has a second name: ${rel} has ${links} links` }
+  return { kind: 'held', code: 'second_name', reason: secondNameReason(rel, links) }
 }
 
 /**

@@ -91,7 +91,11 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
       '  note    -\n' +
       '  wake    refused: held down after a refused move\n' +
       '  hold    toward nested, held 3h ago: db outside dir\n' +
-      '  to do   find the other name and remove one (`find D -samefile D/apps/HOST/PATH`); clear the hold (docs/runbook.md#clear-a-hold)\n',
+      // Toward nested, the files are still flat; the reason names no file, so PATH stays for the operator to fill.
+      `  to do   find the other name and remove one (\`find ${dataDir} -samefile ${dataDir}/apps/a.example.com/PATH\`: ` +
+      `the directory its files are in now, \`${dataDir}/apps/a.example.com\` or ` +
+      `\`${dataDir}/nested/a.example.com/data\`, and the file the reason names); clear the hold ` +
+      '(docs/runbook.md#clear-a-hold)\n',
   )
   await fs.rm(path.join(dataDir, 'layout', `${HOST}.hold`))
   const from = { dir: '/data/apps/a.example.com', socket: '/data/run/a.sock', db: '' }
@@ -118,6 +122,42 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   // With --url the agent may be another box's: the local data root is not read.
   const remote = await status(environ, HOST, '--url', url)
   assert.doesNotMatch(remote.out, /^ {2}journal /m)
+})
+
+void test('status HOST for a hold on its way to flat names the real file under D/nested/HOST/data to look for', async (t) => {
+  const dataDir = await tmpDir(t)
+  const { agent, url } = await listen(t, {
+    identity: { dataDir, pid: 1, startId: 'fake', startedAt: new Date().toISOString() },
+  })
+  await fs.mkdir(path.join(dataDir, 'layout'))
+  const reason = 'a file of its has a second name: www/index.html has 2 links'
+  await fs.writeFile(
+    path.join(dataDir, 'layout', `${HOST}.hold`),
+    JSON.stringify({ v: 1, host: HOST, to: 'flat', code: 'second_name', reason, heldAt: new Date().toISOString() }),
+  )
+  agent.reportValue = {
+    ...sampleReport(),
+    rows: {
+      [HOST]: {
+        layout: 'fenced',
+        code: 'second_name',
+        reason: `held down after a refused move to flat: ${reason}`,
+        note: '',
+      },
+    },
+  }
+  const environ = { CARLOS_AGENT_LISTEN: new URL(url).host, CARLOS_DATA_DIR: dataDir }
+  const r = await status(environ, HOST, '--json')
+  assert.equal(r.code, 0, r.err)
+  const { todo } = JSON.parse(r.out) as { todo: string }
+  assert.ok(
+    todo.startsWith(
+      `find the other name and remove one (\`find ${dataDir} -samefile ` +
+        `${dataDir}/nested/a.example.com/data/www/index.html\`: `,
+    ),
+    todo,
+  )
+  assert.doesNotMatch(todo, /\bD\/|\bHOST\b|\bPATH\b|\bDIR\b|D\/apps\/HOST/, 'no placeholder left')
 })
 
 void test('--watch draws the report, asks with its ETag (304 while unchanged) and draws again only when it changed', async (t) => {
