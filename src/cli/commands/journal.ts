@@ -3,11 +3,13 @@
 // `_batch-N.journal`), the hosts it names and why it is kept (the running
 // agent's reason for those hosts, when it answers); show gives one
 // journal's moves, each with where its files are now (from, dest, both,
-// neither). Both only read; release (journal-release.ts) removes a kept
-// journal whose every move is settled.
+// neither); HOST finds the host in any journal, its own or a batch's. Both
+// only read; release (journal-release.ts) removes a kept journal whose
+// every move is settled.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Dirs } from '../../domain/paths.js'
+import { validHost } from '../../domain/hostname.js'
 import { printable } from '../../domain/printable.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
@@ -37,7 +39,8 @@ export const usage = `usage:
   when each move it names has its files whole at exactly the end its row names and nothing at the other
   (or no row and no files at all), and no run of the agent is carrying it out; otherwise it refuses,
   naming each such host, what was found and what to do first (docs/runbook.md#a-kept-journal).
-  --dry-run says what release would do, and changes nothing.
+  show HOST also finds a host a batch's journal names. --dry-run says what release would do, and changes
+  nothing.
 `
 
 export const signature: Signature = { failures: 'layoutd journal', usageErrors: 'layoutd journal' }
@@ -150,19 +153,37 @@ async function list(args: ParsedArgs<typeof listOptions>, ctx: CommandContext): 
 
 const showOptions = { json: { type: 'boolean' } } as const
 
+/** Where each move's files are now, beside the move. */
+function withEnds(moves: readonly Move[]): Promise<Array<Move & { atFrom: string; atDest: string }>> {
+  return Promise.all(moves.map(async (m) => ({ ...m, atFrom: await whatIsAt(m.from), atDest: await whatIsAt(m.dest) })))
+}
+
+/** The journal files that name host, its own first (read or not); each with only host's move kept. */
+async function namingHost(ctx: CommandContext, host: string, files: readonly string[]): Promise<JournalFile[]> {
+  const read = await Promise.all(files.map((f) => readJournalFile(ctx.config, f)))
+  return read
+    .filter((j) => j.file === host + JOURNAL_SUFFIX || j.moves.some((m) => m.host === host))
+    .sort((a, b) => Number(a.batch) - Number(b.batch))
+    .map((j) => ({ ...j, moves: j.moves.filter((m) => m.host === host) }))
+}
+
 async function show(args: ParsedArgs<typeof showOptions>, ctx: CommandContext): Promise<number> {
   // `layout/_batch-7.journal`, as a row's reason names it, is the file `_batch-7.journal`.
   const name = (args.positionals[0] ?? '').replace(/^layout\//, '')
   const files = await journalFiles(ctx)
-  const file = files.includes(name) ? name : files.includes(name + JOURNAL_SUFFIX) ? name + JOURNAL_SUFFIX : undefined
-  if (file === undefined)
-    throw errors.notFound(
-      `no journal ${JSON.stringify(name)} in ${layoutDir(ctx.config)} (\`layoutd journal list\` names each)`,
-    )
+  // A HOST is looked for in every journal, its own and the batches' (design §3.3).
+  if (!files.includes(name)) {
+    const naming = validHost(name) ? await namingHost(ctx, name, files) : []
+    if (naming.length === 0)
+      throw errors.notFound(
+        `no journal ${JSON.stringify(name)} in ${layoutDir(ctx.config)}, and no journal names it ` +
+          `(\`layoutd journal list\` names each)`,
+      )
+    return showHost(args, ctx, name, naming)
+  }
+  const file = name
   const j = await readJournalFile(ctx.config, file)
-  const moves = await Promise.all(
-    j.moves.map(async (m) => ({ ...m, atFrom: await whatIsAt(m.from), atDest: await whatIsAt(m.dest) })),
-  )
+  const moves = await withEnds(j.moves)
   if (args.values.json === true) {
     ctx.stdout.write(`${JSON.stringify({ ...j, moves }, null, 2)}\n`)
     return 0
@@ -172,14 +193,40 @@ async function show(args: ParsedArgs<typeof showOptions>, ctx: CommandContext): 
     ctx.stdout.write(`${printable(head)}unreadable: ${printable(j.unreadable)}\n`)
     return 0
   }
-  ctx.stdout.write(
-    printable(head.slice(0, -1)) +
-      '\n' +
-      formatTable(
-        ['HOST', 'TO', 'FROM', 'AT FROM', 'DEST', 'AT DEST'],
-        moves.map((m) => [m.host, m.to, m.from, m.atFrom, m.dest, m.atDest]),
-      ),
+  ctx.stdout.write(printable(head.slice(0, -1)) + '\n' + moveTable(moves))
+  return 0
+}
+
+function moveTable(moves: ReadonlyArray<Move & { atFrom: string; atDest: string }>): string {
+  return formatTable(
+    ['HOST', 'TO', 'FROM', 'AT FROM', 'DEST', 'AT DEST'],
+    moves.map((m) => [m.host, m.to, m.from, m.atFrom, m.dest, m.atDest]),
   )
+}
+
+/**
+ * HOST as the journals name it: each file that names it, its own first, with
+ * its entry and where its files are now. --json prints the first file as
+ * `show FILE` does, its moves only HOST's, and the others' names.
+ */
+async function showHost(
+  args: ParsedArgs<typeof showOptions>,
+  ctx: CommandContext,
+  host: string,
+  naming: readonly JournalFile[],
+): Promise<number> {
+  const shown = await Promise.all(naming.map(async (j) => ({ ...j, moves: await withEnds(j.moves) })))
+  if (args.values.json === true) {
+    const [first, ...rest] = shown
+    ctx.stdout.write(`${JSON.stringify({ ...first, host, alsoNamedBy: rest.map((j) => j.file) }, null, 2)}\n`)
+    return 0
+  }
+  for (const j of shown) {
+    const what = j.batch ? 'a batch' : 'its own'
+    const head = `${host} is named by layout/${j.file}: ${what} journal, started ${j.startedAt || '-'}`
+    if (j.unreadable !== undefined) ctx.stdout.write(`${printable(head)}\nunreadable: ${printable(j.unreadable)}\n`)
+    else ctx.stdout.write(`${printable(head)}\n${moveTable(j.moves)}`)
+  }
   return 0
 }
 

@@ -1,6 +1,7 @@
 // `layoutd journal list|show` on a data root holding a host's journal and
-// a batch's: every file named with the hosts it names, and one journal's
-// moves with where each host's files are now. Nothing is changed.
+// a batch's: every file named with the hosts it names, one journal's moves
+// with where each host's files are now, and a host found in whichever
+// journal names it. Nothing is changed.
 import assert from 'node:assert/strict'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -71,5 +72,29 @@ void test('journal show gives each move with where its files are now; an unknown
   assert.equal((JSON.parse(host.out) as { moves: Array<{ atFrom: string }> }).moves[0]?.atFrom, 'absent')
   const none = await journal(b.environ, 'show', 'd.example.com')
   assert.equal(none.code, 1)
-  assert.match(none.err, /no journal "d\.example\.com"/)
+  assert.match(none.err, /no journal "d\.example\.com" in \S+, and no journal names it/)
+})
+
+void test('journal show HOST finds a host a batch journal names: the file, and that host’s entry only', async (t) => {
+  const b = await box(t)
+  const r = await journal(b.environ, 'show', 'b.example.com')
+  assert.equal(r.code, 0, r.err)
+  assert.match(
+    r.out,
+    /^b\.example\.com is named by layout\/_batch-7\.journal: a batch journal, started 2026-12-03T10:00:00\.000Z$/m,
+  )
+  assert.match(r.out, /^b\.example\.com\s+nested\s+\S+\/apps\/b\.example\.com\s+absent\s+\S+\s+a directory$/m)
+  assert.doesNotMatch(r.out, /a\.example\.com/, 'only the host asked for')
+  const json = await journal(b.environ, 'show', 'a.example.com', '--json')
+  assert.equal(json.code, 0, json.err)
+  const parsed = JSON.parse(json.out) as { file: string; host: string; moves: Array<{ host: string; atFrom: string }> }
+  assert.equal(parsed.file, '_batch-7.journal')
+  assert.deepEqual(
+    parsed.moves.map((m) => [m.host, m.atFrom]),
+    [['a.example.com', 'a directory']],
+  )
+  // Its own journal is found as before.
+  const own = await journal(b.environ, 'show', 'c.example.com')
+  assert.match(own.out, /^c\.example\.com is named by layout\/c\.example\.com\.journal: its own journal/m)
+  assert.deepEqual(await fs.readdir(b.layout), b.before, 'nothing changed')
 })
