@@ -362,6 +362,18 @@ export const errors = {
         (rest.length === 0 ? '' : `\n  … and ${rest.length} more: ${rest.join(', ')}`),
     )
   },
+  /**
+   * `journal settle` while an agent holds the data root (design §8): the agent keeps the journals' fences and the
+   * rows in memory, so only a stopped one may have them rewritten under it. Nothing was changed.
+   */
+  settleAgentRunning: (dataDir: string, holder: string) =>
+    new AppError(
+      'settle_agent_running',
+      409,
+      `refused: an agent runs on ${dataDir} (${holder}); \`journal settle\` rewrites journals and rows, which only a ` +
+        `stopped agent may have done under it: stop it (\`systemctl stop layoutd\`), settle, then start it; ` +
+        `nothing was changed`,
+    ),
   /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(

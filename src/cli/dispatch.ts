@@ -26,6 +26,7 @@ export const USAGE = `usage:
   layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
   layoutd journal release FILE|HOST [--dry-run]   remove a kept journal once its moves are settled
   layoutd registry backup FILE | registry restore FILE   copy D/registry.db out; put a copy back (agent stopped)
+  layoutd journal settle FILE|HOST|--all [--dry-run]   agent stopped: release each host whose files are whole
   layoutd --version | <command> --help
 `
 

@@ -4,7 +4,10 @@
 // files whole at exactly the end the row names and nothing at the other
 // (or the row gone and no files at either end) release; anything else is
 // refused, naming what was found and what the operator must do first, as
-// docs/runbook.md "A kept journal" says. The command gathers the facts.
+// docs/runbook.md "A kept journal" says. `journal settle` asks the same of
+// each move of a batch, and also releases a move whose row names its other
+// end, the row rewritten to where the files are (as recovery's steps 8 and
+// 9 would). The commands gather the facts.
 import type { MoveRecord, RowAt } from './pass-plan.js'
 import type { ReasonCode } from './reason-codes.js'
 
@@ -105,4 +108,45 @@ export function releaseVerdict(move: MoveRecord, facts: ReleaseFacts): ReleaseVe
   if (facts.row === (atFrom ? 'from' : 'dest'))
     return { release: true, found: `its files are at ${filesAt}, as its row says; nothing is at ${other}` }
   return misplaced(move.host, filesAt, other, facts)
+}
+
+/**
+ * What `journal settle` does with one move (design §8): release it where its
+ * files are (`at`, the end; `none` for no row and no files), rewriting the
+ * row there when it names the other end; or keep it, naming what was found
+ * and what to do.
+ */
+export type SettleVerdict =
+  | { settle: true; at: 'from' | 'dest' | 'none'; rewrite: boolean; found: string }
+  | { settle: false; found: string; todo: string }
+
+/**
+ * Whether one move of a journal may be settled with no agent running: its
+ * files a directory at exactly one end, nothing at the other, and its row
+ * at either end (the journal records both ends' paths exactly, so a row at
+ * the other end is rewritten to the files' end); or no row and no files.
+ * Anything else is kept, as releaseVerdict refuses it.
+ */
+export function settleVerdict(move: MoveRecord, facts: Omit<ReleaseFacts, 'agentCode'>): SettleVerdict {
+  const verdict = releaseVerdict(move, { ...facts, agentCode: undefined })
+  if (verdict.release)
+    return {
+      settle: true,
+      at: facts.row === 'missing' ? 'none' : facts.row === 'from' ? 'from' : 'dest',
+      rewrite: false,
+      found: verdict.found,
+    }
+  const atFrom = facts.atFrom.kind === 'directory' && facts.atDest.kind === 'absent'
+  const atDest = facts.atDest.kind === 'directory' && facts.atFrom.kind === 'absent'
+  const side = atFrom ? 'from' : atDest ? 'dest' : undefined
+  if (side === undefined || facts.row !== (side === 'from' ? 'dest' : 'from'))
+    return { settle: false, found: verdict.found, todo: verdict.todo }
+  const filesAt = side === 'from' ? move.from.dir : move.dest.dir
+  const other = side === 'from' ? move.dest.dir : move.from.dir
+  return {
+    settle: true,
+    at: side,
+    rewrite: true,
+    found: `its files are at ${filesAt} and nothing is at ${other}; its row named ${other}, rewritten to ${filesAt}`,
+  }
 }

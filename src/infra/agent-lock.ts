@@ -107,6 +107,11 @@ export class AgentLock {
     }
   }
 
+  /** Who holds dataDir's lock, as its `D/agent.json` says (pid and address), for a refusal to name. */
+  static describeHolder(dataDir: string): string {
+    return describeHolder(path.join(dataDir, AGENT_HOLDER_FILE))
+  }
+
   /** Who holds the lock: this agent, as `D/agent.json` says it. */
   get holder(): Readonly<Holder> {
     return this.#holder

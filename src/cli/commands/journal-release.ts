@@ -36,7 +36,7 @@ import type { CommandContext } from '../command.js'
 export const releaseOptions = { 'dry-run': { type: 'boolean' } } as const
 
 /** What `journal release` found of one file: its moves, and the file as it was when read. */
-interface ReadJournal {
+export interface ReadJournal {
   name: string
   batch: boolean
   moves: Journal[]
@@ -50,7 +50,7 @@ interface AgentView {
 }
 
 /** Hosts as a line names them: all of a few, the count and the first of many. */
-function named(hosts: readonly string[]): string {
+export function named(hosts: readonly string[]): string {
   return hosts.length <= 3 ? hosts.join(', ') : `${hosts.length} hosts (${hosts[0] ?? ''}, …)`
 }
 
@@ -102,7 +102,7 @@ async function existing(layout: string, arg: string, names: readonly string[]): 
 }
 
 /** Reads the journal and checks it move by move, as recovery does; one that cannot be acted on is refused. */
-async function readJournal(ctx: CommandContext, arg: string): Promise<ReadJournal> {
+export async function readJournal(ctx: CommandContext, arg: string): Promise<ReadJournal> {
   const layout = layoutDir(ctx.config)
   const { name, st } = await existing(layout, arg, journalNameIn(layout, arg))
   const shown = `layout/${name}`
@@ -142,7 +142,7 @@ async function agentView(ctx: CommandContext): Promise<AgentView | null> {
 }
 
 /** What is at dir, looked at without following a symlink. */
-async function endAt(dir: string): Promise<EndFound> {
+export async function endAt(dir: string): Promise<EndFound> {
   try {
     const st = await fs.lstat(dir)
     if (st.isDirectory()) return { kind: 'directory' }
@@ -221,14 +221,12 @@ async function stillFenced(ctx: CommandContext, j: ReadJournal): Promise<Map<str
 }
 
 /**
- * Unlinks the journal, then fsyncs D/layout, once it is still the file that
- * was read (the same inode, size and time): one rewritten since is judged
- * again by a new run of the command, not released on an old reading.
+ * Throws unless layout/NAME is still the file that was read (the same
+ * inode, size and time): one rewritten since is judged again by a new run
+ * of the command, not acted on from an old reading.
  */
-async function removeDurably(ctx: CommandContext, j: ReadJournal): Promise<void> {
-  const layout = layoutDir(ctx.config)
-  const file = path.join(layout, j.name)
-  const now = await lstatOrUndefined(file)
+export async function assertUnchanged(ctx: CommandContext, j: ReadJournal): Promise<void> {
+  const now = await lstatOrUndefined(path.join(layoutDir(ctx.config), j.name))
   const same =
     now !== undefined &&
     now.isFile() &&
@@ -241,7 +239,13 @@ async function removeDurably(ctx: CommandContext, j: ReadJournal): Promise<void>
       `layout/${j.name} ${now === undefined ? 'is gone' : 'changed'} while it was checked; nothing was changed ` +
         `by this command: run it again`,
     )
-  await fs.unlink(file)
+}
+
+/** Unlinks the journal, then fsyncs D/layout, once it is still the file that was read (assertUnchanged). */
+export async function removeDurably(ctx: CommandContext, j: ReadJournal): Promise<void> {
+  const layout = layoutDir(ctx.config)
+  await assertUnchanged(ctx, j)
+  await fs.unlink(path.join(layout, j.name))
   await fsyncDir(layout)
 }
 

@@ -5,7 +5,8 @@
 // journal's moves, each with where its files are now (from, dest, both,
 // neither); HOST finds the host in any journal, its own or a batch's. Both
 // only read; release (journal-release.ts) removes a kept journal whose
-// every move is settled.
+// every move is settled, and settle (journal-settle.ts) settles one host by
+// host with no agent running.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Dirs } from '../../domain/paths.js'
@@ -27,20 +28,25 @@ import {
 } from '../command.js'
 import { formatTable } from '../table.js'
 import { release, releaseOptions } from './journal-release.js'
+import { settle, settleOptions } from './journal-settle.js'
 
 export const usage = `usage:
   layoutd journal list [--json]                   every journal in D/layout: what it names, why it is kept
   layoutd journal show FILE|HOST [--json]         one journal's moves, and where each host's files are now
   layoutd journal release FILE|HOST [--dry-run]   remove a kept journal whose every move is settled, then ask
                                                   the agent for a run: its hosts are released
+  layoutd journal settle FILE|HOST|--all [--dry-run]
+                                                  with the agent stopped: release each host whose files are
+                                                  whole at one end (its row rewritten there if need be), and
+                                                  keep the rest in the journal, each named with why
 
   FILE is a journal's name in D/layout (a host's own, or _batch-N.journal, also as layout/NAME or its
   absolute path); HOST names its own journal. list and show only read. release removes the journal only
   when each move it names has its files whole at exactly the end its row names and nothing at the other
   (or no row and no files at all), and no run of the agent is carrying it out; otherwise it refuses,
   naming each such host, what was found and what to do first (docs/runbook.md#a-kept-journal).
-  show HOST also finds a host a batch's journal names. --dry-run says what release would do, and changes
-  nothing.
+  settle is refused while an agent runs on the data root. show HOST also finds a host a batch's journal
+  names. --dry-run says what release or settle would do, and changes nothing.
 `
 
 export const signature: Signature = { failures: 'layoutd journal', usageErrors: 'layoutd journal' }
@@ -245,10 +251,18 @@ const releaseCommand: Command<typeof releaseOptions> = {
   signature,
   run: release,
 }
+const settleCommand: Command<typeof settleOptions> = {
+  usage,
+  options: settleOptions,
+  positionals: ['FILE?'],
+  signature,
+  run: settle,
+}
 const SUBCOMMANDS: Record<string, Command<OptionsConfig>> = {
   list: listCommand,
   show: showCommand,
   release: releaseCommand,
+  settle: settleCommand,
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
