@@ -251,10 +251,13 @@ export interface AgentApi {
    * taken (its instance key being minted). Throws `invalid_host`.
    */
   claimWake(host: string): Promise<WakeAnswer>
-  /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
-  readyFor(host: string): WakeAnswer
+  /**
+   * What a claim would get now (`GET /ready/:host`), recording nothing; the row's files looked at as a claim
+   * looks. Throws `invalid_host`.
+   */
+  readyFor(host: string): Promise<WakeAnswer>
   /** What a claim would get now, as the gate says it: its state and Retry-After. Throws `invalid_host`. */
-  gate(host: string): GateAnswer
+  gate(host: string): Promise<GateAnswer>
   /** A claim's answer, as the gate says it (the state and Retry-After of a refusal). */
   gateOf(answer: WakeAnswer): GateAnswer
   /**

@@ -36,7 +36,7 @@ export const INTENT_READ_RESULTS: readonly IntentReadResult[] = ['recorded', 'no
 
 /** How a wake claim (`POST /wakes/:host`) was answered: granted, or the refusal's kind. */
 export type WakeClaimResult =
-  'granted' | 'fenced' | 'held' | 'conflict' | 'not_ready' | 'gate_shut' | 'unknown_host' | 'error'
+  'granted' | 'fenced' | 'held' | 'conflict' | 'not_ready' | 'gate_shut' | 'unknown_host' | 'files' | 'error'
 export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = [
   'granted',
   'fenced',
@@ -45,6 +45,7 @@ export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = [
   'not_ready',
   'gate_shut',
   'unknown_host',
+  'files',
   'error',
 ]
 

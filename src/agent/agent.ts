@@ -31,7 +31,9 @@ import type { AgentParts } from './parts.js'
 import { PeriodicRead } from './periodic-read.js'
 import { readinessOf } from './readiness.js'
 import { ReadyWaiters } from './ready-waiters.js'
-import { ReportView } from './report-view.js'
+import { lookAtFiles } from '../infra/row-files.js'
+import { FileLooks } from './file-looks.js'
+import { ReportView, type ReportPass } from './report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
 export class Agent implements AgentApi {
@@ -46,6 +48,10 @@ export class Agent implements AgentApi {
   /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
   #reads: { stop(): void } | null = null
   #pass: LayoutPass | null = null
+  /** The pass as the report reads it: its rows' files looked at (file-looks.ts). */
+  #reportPass: ReportPass | null = null
+  /** The last look at each row's files (design §6.1). */
+  readonly #files: FileLooks
   /** The instance keys: minted after start, and at the head of each run for the rows added since (design §4.5). */
   #instanceKeys: InstanceKeys | null = null
   /** The instance-key backfill after start; the leg moves nothing before it ends. */
@@ -62,6 +68,12 @@ export class Agent implements AgentApi {
     this.#parts = parts
     const { config, registry, gate, metrics } = parts
     this.#view = new ReportView({ config, registry, layoutDir: parts.layoutDir, state: this.#state, gate })
+    this.#files = new FileLooks({
+      dirs: config,
+      registry,
+      fenced: (host) => parts.fence.fenced(host) !== undefined,
+      logger: parts.logger,
+    })
     let version: Promise<string> | undefined
     this.#summary = new BoxPublisher({
       ...parts,
@@ -78,6 +90,8 @@ export class Agent implements AgentApi {
       keys: () => this.#keysBeforeRun(),
       onRunEnd: (run) => {
         this.#view.noteFinishedRun(run)
+        // Where every row's files rest once the run has moved what it moved (design §6.1).
+        void this.#files.lookAtEvery()
         this.#summary.update()
         // A large run leaves the heap grown to its peak: give it back now.
         trimHeapAfterRun(run.results.length)
@@ -95,7 +109,10 @@ export class Agent implements AgentApi {
         pass: this.#pass,
         rows: () => registry.snapshot(),
         gate,
+        dirs: config,
       }),
+      lookFiles: lookAtFiles,
+      looks: this.#files,
     })
     this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
     // The row gauges at scrape time, from the report as the agent serves it
@@ -199,7 +216,12 @@ export class Agent implements AgentApi {
     logLayoutResults(recovered, logger, 'info')
     logLayoutResults(restored, logger, 'info')
     this.#logRecovered(intent, swept, recovered.length + restored.length)
+    // Before the activator may wake anything: a row whose files are not
+    // where it says reads fenced in the report from the first answer, as a
+    // wake of it is refused (design §6.1).
+    await this.#files.lookAtEvery()
     this.#pass = pass
+    this.#reportPass = this.#files.reportPass(pass)
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
     this.#waiters.changed()
@@ -272,7 +294,7 @@ export class Agent implements AgentApi {
   }
 
   report(): LayoutReport {
-    return this.#view.report(this.#phase, this.#pass, this.#leg)
+    return this.#view.report(this.#phase, this.#reportPass, this.#leg)
   }
 
   intentRecord(): IntentRecord | null {
@@ -280,15 +302,15 @@ export class Agent implements AgentApi {
   }
 
   reportTag(): string {
-    return this.#view.tag(this.#phase, this.#pass, this.#leg)
+    return this.#view.tag(this.#phase, this.#reportPass, this.#leg)
   }
 
   reportInputs(): ReportInputs | null {
-    return this.#view.inputs(this.#phase, this.#pass, this.#leg)
+    return this.#view.inputs(this.#phase, this.#reportPass, this.#leg)
   }
 
   reportSoon(): Promise<{ report: LayoutReport; tag: string }> {
-    return this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+    return this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
   }
 
   /** How many reports the loop's thread has begun to build (the report thread's builds aside). */
@@ -307,7 +329,7 @@ export class Agent implements AgentApi {
    * or the thread failed, which the status route is the one to say).
    */
   async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
-    const inputs = this.#view.inputs(this.#phase, this.#pass, this.#leg)
+    const inputs = this.#view.inputs(this.#phase, this.#reportPass, this.#leg)
     const thread = this.#reportThread
     if (inputs !== null && thread !== null) {
       try {
@@ -316,7 +338,7 @@ export class Agent implements AgentApi {
         // Counted here instead.
       }
     }
-    const built = await this.#view.reportSoon(this.#phase, this.#pass, this.#leg)
+    const built = await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
     const pass = this.#pass
     return reportFigures(built.tag, built.report, (host) => pass?.held(host) !== undefined, ask)
   }
@@ -360,12 +382,12 @@ export class Agent implements AgentApi {
     return this.#desk.claim(host)
   }
 
-  readyFor(host: string): WakeAnswer {
+  readyFor(host: string): Promise<WakeAnswer> {
     return this.#desk.readyFor(host)
   }
 
-  gate(host: string): GateAnswer {
-    return this.gateOf(this.#desk.readyFor(host))
+  async gate(host: string): Promise<GateAnswer> {
+    return this.gateOf(await this.#desk.readyFor(host))
   }
 
   gateOf(answer: WakeAnswer): GateAnswer {

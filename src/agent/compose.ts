@@ -10,7 +10,7 @@ import type { Clock, DeployStore, Logger } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
 import { failpointFrom } from '../infra/failpoint.js'
 import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
-import { Isolation } from '../infra/isolation.js'
+import { Isolation, type SelfCheckFs } from '../infra/isolation.js'
 import { layoutDirectory } from '../infra/layout-dir.js'
 import { FilesThread } from '../infra/pass/files-thread.js'
 import { Pass } from '../infra/pass/pass.js'
@@ -40,6 +40,8 @@ export interface AgentAdapters {
   intentTimeoutMs?: number
   /** The fence table; a fresh one unless a test hands its own (to fence a host by hand). */
   fence?: FenceTable
+  /** The isolation self-check's filesystem calls; node's own unless a test fails or holds one. */
+  selfCheckFs?: SelfCheckFs
 }
 
 /** The recovered_journals_total label of each recovery action (design §4). */
@@ -78,7 +80,10 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // The gate exists only where an activator is armed: with none, nothing
   // could wake nested and the default does not apply. Its answer changes
   // only once the agent has started it, by which time `agent` is set.
-  const gate = config.activator === 'none' ? null : new Isolation(config, logger, () => agent.gateChanged())
+  const gate =
+    config.activator === 'none'
+      ? null
+      : new Isolation({ ...config, selfCheckFs: adapters.selfCheckFs }, logger, () => agent.gateChanged())
   // The pass is built once start-up has swept the claims and read the
   // start-up intent, as it always was; what it reports as it goes is the
   // agent's to hear, so the agent hands in that callback when it builds it.

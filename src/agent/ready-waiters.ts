@@ -18,8 +18,8 @@ const RECHECK_MS = 1000
 
 export interface ReadyWaitersDeps {
   fence: Pick<FenceTable, 'onLift'>
-  /** Where host stands now; its answer ends a wait once it is not `not yet`. */
-  judge: (host: string) => GateAnswer
+  /** Where host stands now (the row's files looked at); its answer ends a wait once it is not `not yet`. */
+  judge: (host: string) => GateAnswer | Promise<GateAnswer>
   metrics: Pick<Metrics, 'setReadyWaiters'>
   perHost?: number
   total?: number
@@ -27,6 +27,8 @@ export interface ReadyWaitersDeps {
 
 interface Waiter {
   host: string
+  /** The answer the wait began with: what it ends with should its host not be judged again. */
+  first: GateAnswer
   resolve: (answer: GateAnswer) => void
   timer: NodeJS.Timeout
   signal: AbortSignal
@@ -64,6 +66,12 @@ export class ReadyWaiters {
    */
   wait(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer> {
     const now = this.#deps.judge(host)
+    if (now instanceof Promise) return now.then((answer) => this.#begin(host, ms, signal, answer))
+    return this.#begin(host, ms, signal, now)
+  }
+
+  /** A wait that begins with its host judged now; it throws (does not reject) beyond the bounds. */
+  #begin(host: string, ms: number, signal: AbortSignal, now: GateAnswer): Promise<GateAnswer> {
     if (!NOT_YET.has(now.state) || signal.aborted) return Promise.resolve(now)
     const set = this.#byHost.get(host)
     if ((set?.size ?? 0) >= (this.#deps.perHost ?? MAX_WAITERS_PER_HOST))
@@ -73,9 +81,10 @@ export class ReadyWaiters {
     return new Promise((resolve) => {
       const waiter: Waiter = {
         host,
+        first: now,
         resolve,
         signal,
-        timer: setTimeout(() => this.#end(waiter, this.#deps.judge(host)), ms),
+        timer: setTimeout(() => this.#judge(host, (answer) => this.#end(waiter, answer ?? now)), ms),
         onAbort: () => this.#end(waiter, now),
       }
       signal.addEventListener('abort', waiter.onAbort, { once: true })
@@ -96,9 +105,28 @@ export class ReadyWaiters {
   /** Ends every wait with its host's answer now (the agent stops). */
   close(): void {
     for (const [host, set] of [...this.#byHost]) {
-      const answer = this.#deps.judge(host)
-      for (const w of [...set]) this.#end(w, answer)
+      const waiters = [...set]
+      this.#judge(host, (answer) => {
+        for (const w of waiters) this.#end(w, answer ?? w.first)
+      })
     }
+  }
+
+  /**
+   * Hands then host's answer now: in this tick from a judge that answers at once, else once it has; undefined
+   * when the judge failed (a registry fault), and then answers the wait with what it began with, the fault
+   * being the next request's to answer.
+   */
+  #judge(host: string, then: (answer: GateAnswer | undefined) => void): void {
+    let answer: GateAnswer | Promise<GateAnswer>
+    try {
+      answer = this.#deps.judge(host)
+    } catch {
+      then(undefined)
+      return
+    }
+    if (answer instanceof Promise) answer.then(then, () => then(undefined))
+    else then(answer)
   }
 
   #flushLifted(): void {
@@ -109,11 +137,11 @@ export class ReadyWaiters {
   }
 
   #ask(host: string): void {
-    const set = this.#byHost.get(host)
-    if (set === undefined) return
-    const answer = this.#deps.judge(host)
-    if (NOT_YET.has(answer.state)) return
-    for (const w of [...set]) this.#end(w, answer)
+    if (!this.#byHost.has(host)) return
+    this.#judge(host, (answer) => {
+      if (answer === undefined || NOT_YET.has(answer.state)) return
+      for (const w of [...(this.#byHost.get(host) ?? [])]) this.#end(w, answer)
+    })
   }
 
   #end(w: Waiter, answer: GateAnswer): void {

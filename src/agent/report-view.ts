@@ -28,6 +28,9 @@ function countsOf(report: LayoutReport): Record<string, number> {
   return counts
 }
 
+/** What the report asks of the armed pass (the agent's, its rows' files looked at: file-looks.ts). */
+export type ReportPass = Pick<LayoutPass, 'classify' | 'held' | 'note' | 'facts' | 'changes'>
+
 export interface ReportViewDeps {
   config: Config
   registry: Pick<Registry, 'snapshot'>
@@ -117,7 +120,7 @@ export class ReportView {
    * The report's tag now, `<epoch>.<version>`: the version moves whenever
    * the report would read differently, and nothing is built to tell.
    */
-  tag(phase: Phase, pass: LayoutPass | null, leg: Leg): string {
+  tag(phase: Phase, pass: ReportPass | null, leg: Leg): string {
     return this.#version(phase, pass, leg).tag
   }
 
@@ -126,12 +129,12 @@ export class ReportView {
     return this.#builds
   }
 
-  report(phase: Phase, pass: LayoutPass | null, leg: Leg): LayoutReport {
+  report(phase: Phase, pass: ReportPass | null, leg: Leg): LayoutReport {
     return this.#current(phase, pass, leg).report
   }
 
   /** The rows of the report by word, counted once per version (the row gauges). */
-  counts(phase: Phase, pass: LayoutPass | null, leg: Leg): Readonly<Record<string, number>> {
+  counts(phase: Phase, pass: ReportPass | null, leg: Leg): Readonly<Record<string, number>> {
     return this.#current(phase, pass, leg).counts
   }
 
@@ -144,7 +147,7 @@ export class ReportView {
    * one version share one build. Each row is judged against the registry
    * and the pass as they are in its slice (design §6.2).
    */
-  async reportSoon(phase: Phase, pass: LayoutPass | null, leg: Leg): Promise<Built> {
+  async reportSoon(phase: Phase, pass: ReportPass | null, leg: Leg): Promise<Built> {
     const seen = this.#version(phase, pass, leg)
     if (this.#built?.version === seen.version) return this.#built
     if (this.#building?.version === seen.version) return this.#building.done
@@ -156,7 +159,7 @@ export class ReportView {
     return done
   }
 
-  async #buildSoon(seen: Version, pass: LayoutPass, leg: Leg): Promise<Built> {
+  async #buildSoon(seen: Version, pass: ReportPass, leg: Leg): Promise<Built> {
     this.#builds++
     const { config, state, gate, registry } = this.#deps
     const steps = managedReportSteps({
@@ -189,7 +192,7 @@ export class ReportView {
    * the report thread (design §6.2); null with no pass armed, whose report
    * is built here (start-up recovery under way, or no activator).
    */
-  inputs(phase: Phase, pass: LayoutPass | null, leg: Leg): ReportInputs | null {
+  inputs(phase: Phase, pass: ReportPass | null, leg: Leg): ReportInputs | null {
     if (pass === null) return null
     const seen = this.#version(phase, pass, leg)
     const { config, state, gate } = this.#deps
@@ -206,7 +209,7 @@ export class ReportView {
     }
   }
 
-  #inputs(phase: Phase, pass: LayoutPass | null, leg: Leg): unknown[] {
+  #inputs(phase: Phase, pass: ReportPass | null, leg: Leg): unknown[] {
     const { registry, state, gate } = this.#deps
     return [
       registry.snapshot(),
@@ -225,7 +228,7 @@ export class ReportView {
    * The version of the inputs now: a new number when any of them changed since last seen, and nothing built
    * to tell.
    */
-  #version(phase: Phase, pass: LayoutPass | null, leg: Leg): Version {
+  #version(phase: Phase, pass: ReportPass | null, leg: Leg): Version {
     const inputs = this.#inputs(phase, pass, leg)
     const seen = this.#seen
     if (seen !== undefined && sameInputs(seen.inputs, inputs)) return seen
@@ -235,7 +238,7 @@ export class ReportView {
   }
 
   /** The report of this tick, built whole when its version has none yet. */
-  #current(phase: Phase, pass: LayoutPass | null, leg: Leg): Built {
+  #current(phase: Phase, pass: ReportPass | null, leg: Leg): Built {
     const seen = this.#version(phase, pass, leg)
     if (this.#built?.version === seen.version) return this.#built
     this.#builds++
@@ -249,7 +252,7 @@ export class ReportView {
     return built
   }
 
-  #build(phase: Phase, pass: LayoutPass | null, leg: Leg, routes: readonly Route[]): LayoutReport {
+  #build(phase: Phase, pass: ReportPass | null, leg: Leg, routes: readonly Route[]): LayoutReport {
     const { config, state, gate } = this.#deps
     if (pass === null) {
       const onDisk = this.#onDisk

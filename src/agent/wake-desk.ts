@@ -1,12 +1,16 @@
 // The wake desk (design §6): the activator's claims, releases and whole-set
 // replacements, and the list of claims, each judged by the wake verdict;
 // and the hosts' preparation slots, which a claim waits for while the
-// host's instance key is being minted.
+// host's instance key is being minted. A claim, and what a claim would get
+// (`/ready/:host`, `/gate`), first looks at the row's files (two async
+// lstats, design §6.1), then judges in one synchronous stretch.
 import type { WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { AppError, errors } from '../errors.js'
 import type { FenceTable } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
-import { judgeWake, NO_ACTIVATOR, type WakeFacts, type WakeVerdict } from '../domain/wake-verdict.js'
+import { activatorManaged } from '../domain/paths.js'
+import { filesTarget, lookFits, type FilesLook, type FilesTarget } from '../domain/row-files.js'
+import { judgeWake, NO_ACTIVATOR, type FilesSeen, type WakeFacts, type WakeVerdict } from '../domain/wake-verdict.js'
 import { HostSlots } from '../infra/instance-keys.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics, WakeClaimResult } from '../metrics.js'
@@ -23,7 +27,18 @@ export interface WakeDeskDeps {
    * registry call stands for (registry_busy, registry_full, registry_corrupt).
    */
   registry: { health(): void; coded(err: unknown): unknown }
+  /** Looks at a row's files now (src/infra/row-files.ts). */
+  lookFiles: (target: FilesTarget) => Promise<FilesLook>
+  /** The agent's last looks: each look taken here is kept there, and `PUT /wakes` judges by them. */
+  looks: { note(host: string, look: FilesLook): void; last(host: string): FilesLook | undefined }
 }
+
+/**
+ * How many times a wake looks at a row's files before it judges: a look is
+ * taken again when the row was rewritten while it looked (a move
+ * committed), and a row rewritten under every look is not yet judged.
+ */
+const LOOKS = 3
 
 export class WakeDesk {
   readonly #deps: WakeDeskDeps
@@ -40,11 +55,12 @@ export class WakeDesk {
       // The host's preparation slot (its key being minted): a claim never
       // starts an instance whose key is half made.
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
+      const look = await this.#look(host)
       // From here to the claim's record, one synchronous stretch: no fence
       // can be raised between the verdict, the fence check and the record.
       // No grant from a registry that was removed, replaced or corrupted.
       this.#deps.registry.health()
-      const verdict = this.#judge(host)
+      const verdict = this.#judge(host, { look, fresh: true })
       if (!verdict.ok) {
         this.#recordClaimMetric(verdict.kind)
         return { granted: false, refusal: verdict.refusal }
@@ -71,11 +87,15 @@ export class WakeDesk {
   }
 
   /** What a claim would get now, recording nothing. */
-  readyFor(host: string): WakeAnswer {
-    const verdict = this.#registryCall(() => {
+  async readyFor(host: string): Promise<WakeAnswer> {
+    let verdict: WakeVerdict
+    try {
+      const look = await this.#look(host)
       this.#deps.registry.health()
-      return this.#judge(host)
-    })
+      verdict = this.#judge(host, { look, fresh: true })
+    } catch (err) {
+      throw this.#deps.registry.coded(err)
+    }
     return verdict.ok ? { granted: true, grant: verdict.grant } : { granted: false, refusal: verdict.refusal }
   }
 
@@ -93,6 +113,32 @@ export class WakeDesk {
     }
   }
 
+  /**
+   * A look at host's files at its row's paths now, taken again while the
+   * row is rewritten under it (LOOKS in all); undefined when the verdict
+   * will not need one (not ready, no such row, not a flat or nested one).
+   */
+  async #look(host: string): Promise<FilesLook | undefined> {
+    let look: FilesLook | undefined
+    for (let i = 0; i < LOOKS; i++) {
+      const target = this.#target(host)
+      if (target === null) return undefined
+      if (look !== undefined && lookFits(look, target)) return look
+      look = await this.#deps.lookFiles(target)
+      this.#deps.looks.note(host, look)
+    }
+    return look
+  }
+
+  /** Where host's files are looked at for a wake now, or null when its verdict goes by none. */
+  #target(host: string): FilesTarget | null {
+    const facts = this.#deps.facts()
+    if (!facts.armed || facts.phase !== 'ready' || facts.pass === null) return null
+    const route = facts.rows().byHost.get(host)
+    if (route === undefined || !activatorManaged(route)) return null
+    return filesTarget(facts.dirs, route)
+  }
+
   /** The activator's whole awake set, recorded as it is; answers which of them must stop. */
   replace(awake: readonly string[]): WakeSet {
     const facts = this.#deps.facts()
@@ -105,7 +151,8 @@ export class WakeDesk {
     this.#registryCall(() => this.#deps.claims.replace(hosts))
     const stop: WakeSet['stop'] = []
     for (const h of hosts) {
-      const verdict = this.#judge(h)
+      // Judged by the agent's last look at each host's files: the set names every awake host at once.
+      const verdict = this.#judge(h, { look: this.#deps.looks.last(h), fresh: false })
       if (!verdict.ok) stop.push({ host: h, code: verdict.refusal.code, reason: verdict.refusal.reason })
     }
     return { awake: this.#deps.claims.list(), stop }
@@ -122,8 +169,8 @@ export class WakeDesk {
    * or not judged yet) is checked: the activator's hot path re-validates
    * nothing.
    */
-  #judge(host: string): WakeVerdict {
-    const verdict = judgeWake(host, this.#deps.facts())
+  #judge(host: string, files: FilesSeen): WakeVerdict {
+    const verdict = judgeWake(host, this.#deps.facts(), files)
     if (!verdict.ok && (verdict.kind === 'unknown_host' || verdict.kind === 'not_ready')) requireValidHost(host)
     return verdict
   }

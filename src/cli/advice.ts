@@ -35,7 +35,8 @@ export const ADVICE: Record<ReasonCode, string> = {
   ambiguous: 'a kept journal (docs/runbook.md#a-kept-journal)',
   files_missing:
     "find the tenant's files first (`ls -la D/apps/HOST D/nested/HOST/data`); then a kept journal " +
-    '(docs/runbook.md#a-kept-journal)',
+    '(docs/runbook.md#a-kept-journal), or with no journal files not where the row says ' +
+    '(docs/runbook.md#files-not-where-the-row-says)',
   dest_symlink: 'a kept journal (docs/runbook.md#a-kept-journal)',
   row_gone:
     'add the row back, or move the files out of the data root; then release the journal ' +
@@ -88,6 +89,11 @@ export const ADVICE: Record<ReasonCode, string> = {
   registry_busy: "find and end that process's transaction (`fuser D/registry.db`); the activator asks again",
   not_ready: 'wait for `/ready` to answer 200',
   unknown_host: '`layoutd routes list`; add the row',
+  files_elsewhere: 'files not where the row says (docs/runbook.md#files-not-where-the-row-says)',
+  files_not_directory:
+    'put the real directory back in place of what is there; files not where the row says ' +
+    '(docs/runbook.md#files-not-where-the-row-says)',
+  gate_pending: "nothing; it clears once the isolation gate's first checks have run, within a second of start",
 }
 
 /** What `status HOST` knows to fill the advice's placeholders with; a placeholder it does not know stays. */

@@ -22,12 +22,16 @@ export interface Refused {
 
 /**
  * The state of a refused host, by its code: a fence that lifts on its own (a move under way, start-up not
- * done) is not yet; a fence recovery kept or a hold marker is held, for an operator.
+ * done) is not yet, and so is a nested host before the isolation gate's first checks (`gate_pending`); a
+ * fence recovery kept, a hold marker, or files not where the row says (`files_*`, refused as `fenced`) is
+ * held, for an operator.
  */
 export function refusedState(r: Refused, phase: string): GateState {
   switch (r.code) {
     case 'not_ready':
       return phase === 'stopping' ? 'stopping' : 'starting'
+    case 'gate_pending':
+      return 'starting'
     case 'gate_shut':
       return 'gate_shut'
     case 'unknown_host':

@@ -150,6 +150,11 @@ export interface LabelHolder {
 export interface IsolationGate {
   /** The last verdict, without I/O: what a wake or the status report sees. */
   check(): string | null
+  /**
+   * Whether every check has been evaluated once: before, check() says `not yet run`, which is no verdict, and a
+   * nested host is not yet judged rather than refused (design §5.4). Absent: judged.
+   */
+  judged?(): boolean
 }
 
 /** What the status report needs to know about one host from the pass. */

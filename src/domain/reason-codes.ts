@@ -44,7 +44,7 @@ export const REASON_CODES = [
   // ---- journals recovery keeps: fenced until an operator decides (design §4) --
   /** Files at both ends of the journal. */
   'ambiguous',
-  /** Files at neither end (recovery), or the source is gone (a move). */
+  /** Files at neither end (recovery), the source is gone (a move), or neither shape's dir is there (a wake). */
   'files_missing',
   /** What is at the destination is a symlink, not the directory the move renamed there. */
   'dest_symlink',
@@ -58,7 +58,7 @@ export const REASON_CODES = [
   'journal_invalid',
   /** Journals of different moves name the host. */
   'journals_differ',
-  /** Recovery could not look at where the files are (an I/O error). */
+  /** Recovery, or a wake, could not look at where the files are (an I/O error). */
   'files_unknown',
   /** The activator did not release the host's claim at start, so recovery did not move its files. */
   'awake_unreleased',
@@ -148,6 +148,12 @@ export const REASON_CODES = [
   'not_ready',
   /** The host is not in the registry. */
   'unknown_host',
+  /** The row's dir is not there and the other shape's is, or both are: the row does not name where the files are. */
+  'files_elsewhere',
+  /** The row's dir is a symlink or not a directory: a wake needs the directory itself. */
+  'files_not_directory',
+  /** The isolation gate has not run its first checks: a nested host is not judged yet (503, Retry-After). */
+  'gate_pending',
 ] as const
 
 /** A reason's code. */

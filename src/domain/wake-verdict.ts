@@ -1,17 +1,19 @@
 // The wake verdict (design §6): what a claim for a host gets now, granted
 // with its paths or refused with the reason, and the kind of refusal the
 // claim metric counts. No I/O: the agent hands in what it knows at this
-// tick (its phase, the armed pass, the rows, the isolation gate).
-import { activatorManaged, external } from './paths.js'
+// tick (its phase, the armed pass, the rows, the isolation gate) and what
+// a look at the row's files found.
+import { activatorManaged, external, type Dirs } from './paths.js'
 import type { IsolationGate, LayoutPass, RowsSnapshot } from './ports.js'
 import { heldDown } from './report.js'
 import { why, type ReasonCode, type Why } from './reason-codes.js'
+import { filesTarget, filesWhy, lookFits, type FilesLook } from './row-files.js'
 import type { Route } from './schemas.js'
 
 export const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
 
 /** How a refusal is counted (the claim metric's result label). */
-export type WakeRefusalKind = 'not_ready' | 'unknown_host' | 'held' | 'fenced' | 'conflict' | 'gate_shut'
+export type WakeRefusalKind = 'not_ready' | 'unknown_host' | 'held' | 'fenced' | 'conflict' | 'gate_shut' | 'files'
 
 export interface WakeGrantPaths {
   host: string
@@ -42,6 +44,8 @@ export interface WakeFacts {
   rows: () => RowsSnapshot
   /** The isolation gate; null where no activator is armed. */
   gate: IsolationGate | null
+  /** The data and run dirs, which place the row's shapes. */
+  dirs: Dirs
 }
 
 function refused(host: string, layout: string, because: Why, kind: WakeRefusalKind): WakeVerdict {
@@ -60,14 +64,38 @@ export function unmanagedReason(route: Route): string {
   return 'the row does not hibernate: another supervisor runs it'
 }
 
+/** What the caller knows of a row's files (design §6.1). */
+export interface FilesSeen {
+  /** What a look at the row's files found; undefined when none was taken at its paths. */
+  look: FilesLook | undefined
+  /**
+   * The look was taken for this verdict (a claim, `/ready/:host`, `/gate`): a row it does not fit (rewritten
+   * while it was looked at) is not judged yet. False: the agent's last look at the host (the set of
+   * `PUT /wakes`), which refuses only where it fits.
+   */
+  fresh: boolean
+}
+
+/** Why a flat or nested row may not wake by its files, or null when they are where it says. */
+function filesRefusal(route: Route, dirs: Dirs, seen: FilesSeen): Why | null {
+  const target = filesTarget(dirs, route)
+  if (target === null) return null
+  const { look } = seen
+  if (look === undefined || !lookFits(look, target))
+    return seen.fresh ? why('fenced_for_move', 'fenced: its paths changed while its files were looked at') : null
+  return filesWhy(look)
+}
+
 /**
  * What a claim for host gets now, without recording it: refused while
  * the agent cannot say (no activator, not ready), for a row it does not
  * know or manage, and for the row words that do not wake (design §1):
- * fenced, held, conflict, and nested while the isolation gate is shut.
- * Flat and foreign rows wake as they are, gate or no gate.
+ * fenced, held, conflict, a flat or nested row whose files are not where
+ * it says, and nested while the isolation gate is shut (not yet judged
+ * before the gate's first checks). Flat and foreign rows wake as they are,
+ * gate or no gate.
  */
-export function judgeWake(host: string, facts: WakeFacts): WakeVerdict {
+export function judgeWake(host: string, facts: WakeFacts, files: FilesSeen): WakeVerdict {
   if (!facts.armed) return refused(host, 'unmanaged', why('no_activator', NO_ACTIVATOR), 'not_ready')
   const pass = facts.pass
   if (facts.phase !== 'ready' || pass === null)
@@ -98,14 +126,32 @@ export function judgeWake(host: string, facts: WakeFacts): WakeVerdict {
       return refused(host, layout, prefixed('conflict', classified, 'dir_claimed'), 'conflict')
     case 'external':
       return refused(host, layout, notManaged, 'unknown_host')
-    case 'nested': {
-      const shut = facts.gate?.check() ?? null
-      if (shut !== null) return refused(host, layout, why('gate_shut', `isolation not ready: ${shut}`), 'gate_shut')
+    case 'nested':
+    case 'flat': {
+      const no = shapeRefusal(route, layout, facts, files)
+      if (no !== null) return no
       break
     }
-    case 'flat':
     case 'foreign':
       break
   }
   return { ok: true, grant: { host, layout, dir: route.dir, socket: route.socket, db: route.db } }
+}
+
+/**
+ * A flat or nested row's refusal, or null: its files not where it says (a
+ * person decides), then, nested, the isolation gate shut; before the gate's
+ * first checks have run a nested host is not yet judged, never refused.
+ */
+function shapeRefusal(route: Route, layout: 'flat' | 'nested', facts: WakeFacts, files: FilesSeen): WakeVerdict | null {
+  const { host } = route
+  const gone = filesRefusal(route, facts.dirs, files)
+  if (gone !== null) return refused(host, 'fenced', gone, gone.code === 'fenced_for_move' ? 'fenced' : 'files')
+  if (layout === 'flat') return null
+  const gate = facts.gate
+  const shut = gate?.check() ?? null
+  if (shut === null) return null
+  if (gate?.judged?.() === false)
+    return refused(host, layout, why('gate_pending', `not yet judged: isolation gate ${shut}`), 'not_ready')
+  return refused(host, layout, why('gate_shut', `isolation not ready: ${shut}`), 'gate_shut')
 }

@@ -56,9 +56,10 @@ export interface IsolationConfig {
 }
 
 const NOT_YET_RUN = 'not yet run'
+const NOT_YET_RUN_CODE = 'not-yet-run'
 
 function notYetRun(name: GateCheck['name']): GateCheck {
-  return { name, ok: false, code: 'not-yet-run', reason: NOT_YET_RUN, detail: NOT_YET_RUN }
+  return { name, ok: false, code: NOT_YET_RUN_CODE, reason: NOT_YET_RUN, detail: NOT_YET_RUN }
 }
 
 function passed(name: GateCheck['name'], detail: string): GateCheck {
@@ -205,6 +206,11 @@ export class Isolation implements IsolationGate {
 
   report(): GateCheck[] {
     return this.checks.map((c) => ({ ...c }))
+  }
+
+  /** Every check has been evaluated once: until then `not yet run` is no verdict (design §5.4). */
+  judged(): boolean {
+    return this.checks.every((c) => c.code !== NOT_YET_RUN_CODE)
   }
 
   /** Reads the probe now and then every probeEveryMs, each read scheduled after the last ends. */

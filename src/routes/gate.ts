@@ -68,16 +68,19 @@ function askedHost(param: string | undefined, headers: Record<string, string | s
   return canonicalHost(HEADER_HOST.exec(first)?.[1] ?? first)
 }
 
-function answer(api: AgentApi, host: string): { state: GateState; code: ReasonCode | ''; g: GateAnswer | null } {
+async function answer(
+  api: AgentApi,
+  host: string,
+): Promise<{ state: GateState; code: ReasonCode | ''; g: GateAnswer | null }> {
   // A name that is no hostname is never layoutd's: unknown, said as the gate says it, not a 400 nginx
   // would turn into a 500.
   if (hostError(host) !== null) return { state: 'unknown', code: 'invalid_host', g: null }
-  const g = api.gate(host)
+  const g = await api.gate(host)
   return { state: g.state, code: g.answer.granted ? '' : g.answer.refusal.code, g }
 }
 
-function send(reply: FastifyReply, api: AgentApi, host: string, authRequest: boolean): void {
-  const { state, code, g } = answer(api, host)
+async function send(reply: FastifyReply, api: AgentApi, host: string, authRequest: boolean): Promise<void> {
+  const { state, code, g } = await answer(api, host)
   void reply.code(gateStatus(state, authRequest)).header('cache-control', 'no-store').header(GATE_HEADERS.state, state)
   if (code !== '') void reply.header(GATE_HEADERS.code, code)
   if (g?.retryAfter !== null && g?.retryAfter !== undefined) void reply.header('retry-after', String(g.retryAfter))
@@ -133,8 +136,9 @@ export const gateRoutes: FastifyPluginCallbackTypebox<GateRoutesOptions> = (app:
         response: responses(),
       },
     },
-    (request, reply) => {
-      send(reply, api, askedHost(request.params.host, request.headers), request.query.auth_request !== undefined)
+    async (request, reply) => {
+      await send(reply, api, askedHost(request.params.host, request.headers), request.query.auth_request !== undefined)
+      return reply
     },
   )
   app.get(
@@ -150,8 +154,9 @@ export const gateRoutes: FastifyPluginCallbackTypebox<GateRoutesOptions> = (app:
         response: responses(),
       },
     },
-    (request, reply) => {
-      send(reply, api, askedHost(undefined, request.headers), request.query.auth_request !== undefined)
+    async (request, reply) => {
+      await send(reply, api, askedHost(undefined, request.headers), request.query.auth_request !== undefined)
+      return reply
     },
   )
   done()

@@ -178,7 +178,7 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): v
       const { host } = request.params
       const wait = request.query.wait
       void reply.header('cache-control', 'no-store')
-      let g = api.gate(host)
+      let g = await api.gate(host)
       if (wait !== undefined && NOT_YET.has(g.state)) {
         const ms = waitMs(wait)
         // A wait outlives the socket's idle timeout: give it its own, as converge's wait does.

@@ -7,6 +7,7 @@
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
+import type { GateState } from '../domain/gate-state.js'
 import { AppError } from '../errors.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 
@@ -28,6 +29,9 @@ const WAKE_SET_BODY_LIMIT = 1024 * 1024
 const invalidHost = errorEnvelope(
   'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
 )
+
+/** The states of a claim not judged yet: answered `503` with `Retry-After`, never `409` (design §6.4). */
+const NOT_JUDGED: ReadonlySet<GateState> = new Set<GateState>(['starting', 'stopping'])
 
 /** How soon a claim that met another process's write lock may be asked again, in seconds. */
 const BUSY_RETRY_AFTER_S = 1
@@ -66,7 +70,9 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
           'The activator asks before it starts an instance. ' +
           'Refused (`409`, with the reason and its code) while the host is fenced (its files are moving), ' +
           'held down, in conflict with another row, unknown, not activator-managed, ' +
-          'nested while the isolation gate is shut, or while layoutd is not ready; ' +
+          'its files not where the row says (`files_missing`, `files_elsewhere`, `files_not_directory`), ' +
+          'or nested while the isolation gate is shut; not judged yet (`503`) while layoutd is not ready ' +
+          "or a nested host waits for the isolation gate's first checks; " +
           'a refusal that passes on its own (not ready, fenced for its move, the gate shut) carries `Retry-After`. ' +
           'Otherwise the claim is recorded (it survives a restart of layoutd) ' +
           'and the answer carries the paths the instance must use: ' +
@@ -81,7 +87,12 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
           400: invalidHost,
           414: hostTooLong,
           ...mutationErrors,
-          503: registryUnavailable,
+          503: Type.Union([WakeRefusal, registryUnavailable], {
+            description:
+              'Not judged yet: the agent is starting or stopping (`not_ready`), or the host is nested and the ' +
+              "isolation gate's first checks have not run (`gate_pending`), with `Retry-After` and the refusal's " +
+              'body; or the registry cannot record or judge the claim (the error envelope).',
+          }),
         },
       },
     },
@@ -89,9 +100,10 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
       const answer = await api.claimWake(request.params.host).catch((err: unknown) => answerRegistryError(reply, err))
       if (answer.granted) return reply.code(200).send(answer.grant)
       // A refusal that passes on its own (starting, fenced for its move, the gate shut) says when to ask again.
-      const { retryAfter } = api.gateOf(answer)
+      const { retryAfter, state } = api.gateOf(answer)
       if (retryAfter !== null) void reply.header('retry-after', String(retryAfter))
-      return reply.code(409).send(answer.refusal)
+      // Not judged yet (the agent starting or stopping, the isolation gate's first checks not run) is no refusal.
+      return reply.code(NOT_JUDGED.has(state) ? 503 : 409).send(answer.refusal)
     },
   )
 }

@@ -105,17 +105,13 @@ void test('a wake is judged without re-validating a registry host; a name that i
   const b = await agentBox(t)
   await addFlat(b, 'a.example.com')
   await b.agent.start()
-  assert.equal(b.agent.readyFor('a.example.com').granted, true)
-  const unknown = b.agent.readyFor('z.example.com')
+  assert.equal((await b.agent.readyFor('a.example.com')).granted, true)
+  const unknown = await b.agent.readyFor('z.example.com')
   assert.equal(unknown.granted, false)
   assert.equal(unknown.granted ? '' : unknown.refusal.code, 'unknown_host')
   assert.match(unknown.granted ? '' : unknown.refusal.reason, /z\.example\.com/)
   for (const bad of ['A.example.com', 'a_b.example.com', '..%2Fetc']) {
-    assert.throws(
-      () => b.agent.readyFor(bad),
-      (err: AppError) => err.code === 'invalid_host',
-      bad,
-    )
+    await assert.rejects(b.agent.readyFor(bad), (err: AppError) => err.code === 'invalid_host', bad)
     await assert.rejects(b.agent.claimWake(bad), (err: AppError) => err.code === 'invalid_host', bad)
   }
   assert.deepEqual(b.agent.wakes().awake, [])

@@ -125,7 +125,7 @@ function loggedResults(f: FaultBox): Result[] {
 }
 
 /** The files are in exactly one place, byte-identical; the row names that place, or a journal does with the host fenced. */
-export function assertOnePlace(f: FaultBox): void {
+export async function assertOnePlace(f: FaultBox): Promise<void> {
   const at = [f.from.dir, f.dest.dir].filter((d) => fs.existsSync(d))
   assert.equal(at.length, 1, `the files are in exactly one place: ${at.join(', ')}`)
   const where = at[0] ?? ''
@@ -136,7 +136,7 @@ export function assertOnePlace(f: FaultBox): void {
   assert.ok(fs.existsSync(journal), `the row says ${row?.dir}, the files are at ${where}, and no journal says why`)
   const j = JSON.parse(fs.readFileSync(journal, 'utf8')) as { from: { dir: string }; dest: { dir: string } }
   assert.ok([j.from.dir, j.dest.dir].includes(where), 'the journal names where the files are')
-  assert.equal(f.b.agent.readyFor(HOST).granted, false, 'a host its journal governs does not wake')
+  assert.equal((await f.b.agent.readyFor(HOST)).granted, false, 'a host its journal governs does not wake')
 }
 
 /** Fires the retry timer, and waits for the move to be done: files and row at dest, no journal, the host awake-able. */
@@ -153,7 +153,7 @@ export async function retryConverges(f: FaultBox, state: LegState, to: 'flat' | 
   assert.equal(hashTree(f.dest.dir), f.want)
   assert.equal(fs.existsSync(f.from.dir), false)
   assert.equal(f.b.agent.report().rows[HOST]?.layout, to)
-  assert.equal(f.b.agent.readyFor(HOST).granted, true)
+  assert.equal((await f.b.agent.readyFor(HOST)).granted, true)
   assert.equal(f.b.agent.legState().retryAt, null, 'a clean run leaves no retry')
 }
 
@@ -168,7 +168,7 @@ void describe('an injected errno at each step of a move', { concurrency: 4 }, ()
           const { result, state } = await faultedRun(f)
           assert.notEqual(result.code, '', `a failure names its code: ${result.reason}`)
           assert.match(result.reason, new RegExp(errno), 'the sentence names the errno')
-          assertOnePlace(f)
+          await assertOnePlace(f)
           await retryConverges(f, state, to)
         })
       }
@@ -210,7 +210,7 @@ void test('the registry locked by another process: the run fails naming it witho
   assert.equal(result.outcome, 'failed')
   assert.notEqual(result.code, '', `a failure names its code: ${result.reason}`)
   assert.match(result.reason, /database is locked|SQLITE_BUSY/, 'the sentence names the lock')
-  assertOnePlace(f)
+  await assertOnePlace(f)
   assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved')
   const exited = new Promise((resolve) => holder.on('exit', resolve))
   holder.kill('SIGKILL')
@@ -234,7 +234,7 @@ void test('the deploy store never answering: the read times out, the report says
     f.b.agent.report().warnings.some((w) => /timeout|timed out|aborted/i.test(w)),
     f.b.agent.report().warnings.join('; '),
   )
-  assertOnePlace(f)
+  await assertOnePlace(f)
   assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved')
   hang = false
   await retryConverges(f, state, 'nested')
@@ -262,7 +262,7 @@ void test('the activator never answering a stop: the stop times out and fails na
   const { result, state } = await faultedRun(f)
   assert.equal(result.outcome, 'failed')
   assert.equal(result.code, 'stop_timeout', result.reason)
-  assertOnePlace(f)
+  await assertOnePlace(f)
   assert.equal(f.b.registry.get(HOST)?.dir, f.from.dir, 'nothing moved under a claim')
   // The instance goes to sleep after all: its claim is released.
   f.b.agent.releaseWake(HOST)

@@ -137,10 +137,15 @@ export class FakeStore implements DeployStore {
 /** A gate whose verdict the test sets, counting how often it was asked. */
 export class FakeGate implements IsolationGate {
   asked = 0
+  /** Whether the gate's checks have all run once (false: its `not yet run` is no verdict yet). */
+  hasJudged = true
   constructor(public verdict: string | null = null) {}
   check(): string | null {
     this.asked++
     return this.verdict
+  }
+  judged(): boolean {
+    return this.hasJudged
   }
 }
 

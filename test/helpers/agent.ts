@@ -13,6 +13,7 @@ import type { Clock, DeployStore, Logger } from '../../src/domain/ports.js'
 import { FenceTable } from '../../src/domain/fence.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { DirDeployStore } from '../../src/infra/deploy-dir.js'
+import type { SelfCheckFs } from '../../src/infra/isolation.js'
 import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
@@ -53,6 +54,8 @@ export interface AgentBoxOptions {
   clock?: Clock
   /** How long a read of the intent may take (a store that never answers); 30 s by default. */
   intentTimeoutMs?: number
+  /** The isolation self-check's filesystem calls (one that holds the first check); node's own by default. */
+  selfCheckFs?: SelfCheckFs
 }
 
 const closers = new WeakMap<Scope, Array<() => Promise<void>>>()
@@ -100,6 +103,7 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
     store,
     stopTimeoutMs: opts.stopTimeoutMs,
     intentTimeoutMs: opts.intentTimeoutMs,
+    selfCheckFs: opts.selfCheckFs,
   })
   const app = await buildApp({ api: agent, metrics, logger, token: '' })
   let closed: Promise<void> | undefined

@@ -175,8 +175,8 @@ export class FakeAgent implements AgentApi {
     return a
   }
 
-  readyFor(host: string): WakeAnswer {
-    return this.#answer(host)
+  readyFor(host: string): Promise<WakeAnswer> {
+    return Promise.resolve().then(() => this.#answer(host))
   }
 
   /** What a not-yet answer's Retry-After says, in seconds. */
@@ -184,8 +184,8 @@ export class FakeAgent implements AgentApi {
   /** The waits asked (host, ms), in order; each answers the gate at once. */
   readonly waits: Array<{ host: string; ms: number }> = []
 
-  gate(host: string): GateAnswer {
-    return this.gateOf(this.#answer(host))
+  gate(host: string): Promise<GateAnswer> {
+    return Promise.resolve().then(() => this.gateOf(this.#answer(host)))
   }
 
   gateOf(answer: WakeAnswer): GateAnswer {

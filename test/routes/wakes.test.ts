@@ -239,7 +239,7 @@ void test('a flat tenant is granted with its paths, the claim is kept in the reg
   assert.ok(!text.includes('a.example.com'), 'no hostname in the metrics')
 })
 
-void test('refusals name the reason: unknown, not managed, conflict, invalid, and not ready before start', async (t) => {
+void test('refusals name the reason: unknown, not managed, conflict, invalid; not ready before start is a 503', async (t) => {
   const b = await realBox(t, { start: false })
   await addFlat(b, 'a.example.com')
   const shared = flatPaths(b.config, 'c.example.com')
@@ -255,8 +255,9 @@ void test('refusals name the reason: unknown, not managed, conflict, invalid, an
   })
   b.registry.add({ host: 's.example.com', kind: 'sidecar', hibernate: false, socket: '', dir: '', db: '' })
 
+  // Not judged yet is no refusal: 503, never a 409 the activator reads as no (design §6.4).
   const early = await claim(b, 'a.example.com')
-  assert.equal(early.status, 409)
+  assert.equal(early.status, 503)
   assert.deepEqual(early.body, {
     host: 'a.example.com',
     layout: 'unknown',
