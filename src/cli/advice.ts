@@ -80,11 +80,13 @@ export const ADVICE: Record<ReasonCode, string> = {
   hold_dropped: 'nothing',
   journal_removed: 'nothing; the host wakes as its row says',
   registry_removed:
-    'put the file back from a backup (or stop the agent, so its next start creates an empty one) ' +
-    'and restart the agent; `layoutd routes` refuses to create a new one while the agent runs ' +
-    '(`registry_gone`)',
+    'stop the agent, `layoutd registry restore FILE` from a backup (restoring the registry ' +
+    '(docs/runbook.md#restoring-the-registry)), start the agent (or start it with no registry: it creates an ' +
+    'empty one); `layoutd routes` refuses to create a new one while the agent runs (`registry_gone`)',
   registry_replaced: 'restart the agent, which reads the file now there',
-  registry_corrupt: 'stop the agent, move the file aside, restore it from a backup, start the agent',
+  registry_corrupt:
+    'stop the agent, `layoutd registry restore FILE` from a backup (restoring the registry ' +
+    '(docs/runbook.md#restoring-the-registry)), start the agent',
   registry_full: 'free space on the disk; it clears on its own once there is room (1 MiB free)',
   registry_busy: "find and end that process's transaction (`fuser D/registry.db`); the activator asks again",
   not_ready: 'wait for `/ready` to answer 200',

@@ -151,7 +151,7 @@ void test('settle releases the whole hosts (a row rewritten), keeps the rest in 
   const again = await agentBox(t, { dir: b.dir, start: true })
   await until('the isolation gate to open', () => again.agent.readiness().nested.allowed)
   for (const host of [WHOLE_AT_DEST, ROW_BEHIND]) {
-    const answer = again.agent.readyFor(host)
+    const answer = await again.agent.readyFor(host)
     assert.ok(answer.granted, `${host}: ${JSON.stringify(answer)}`)
     assert.equal(answer.grant.dir, nestedPaths(d, host).dir)
     assert.equal(await fs.readFile(path.join(answer.grant.dir, 'host.txt'), 'utf8'), host)
@@ -160,7 +160,7 @@ void test('settle releases the whole hosts (a row rewritten), keeps the rest in 
     [BOTH, 'ambiguous'],
     [NEITHER, 'files_missing'],
   ] as const) {
-    const answer = again.agent.readyFor(host)
+    const answer = await again.agent.readyFor(host)
     assert.ok(!answer.granted, `${host} stays fenced: ${JSON.stringify(answer)}`)
     assert.equal(answer.refusal.code, code)
   }
