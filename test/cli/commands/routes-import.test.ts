@@ -4,7 +4,7 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../../src/config.js'
-import { flatPaths } from '../../../src/domain/paths.js'
+import { flatPaths, nestedPaths } from '../../../src/domain/paths.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { routesCommand, type RoutesIo } from '../../../src/cli/commands/routes/index.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -219,4 +219,23 @@ void test('--skip-existing leaves a host already stored as it is, and imports th
       ['t2.example.com', '/srv/apps/t2'],
     ],
   )
+})
+
+void test('a nested import looks the sockets group up once for the file, not once per host', async (t) => {
+  const s = await setup(t)
+  s.io.mint = () => Promise.resolve('nested')
+  // getent as the name service answers it, counting its calls: each is a process started.
+  const calls = path.join(s.dataDir, 'getent-calls')
+  const getent = path.join(s.dataDir, 'getent')
+  await fs.writeFile(getent, `#!/bin/sh\necho x >> '${calls}'\nexit 2\n`, { mode: 0o755 })
+  s.io.getent = getent
+  const f = await s.file(
+    'bare.jsonl',
+    Array.from({ length: 20 }, (_, i) => ({ host: `t${i}.example.com`, kind: 'instance', hibernate: true })),
+  )
+  assert.equal(await s.run('import', f), 0, s.err.text)
+  assert.match(s.out.text, /imported 20 rows \(20 minted nested\)/)
+  assert.equal((await fs.readFile(calls, 'utf8')).split('\n').filter(Boolean).length, 1)
+  for (let i = 0; i < 20; i++)
+    assert.ok((await fs.stat(nestedPaths(s.io.config, `t${i}.example.com`).dir)).isDirectory(), `t${i}'s dir is made`)
 })

@@ -117,6 +117,18 @@ async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> 
   }
 }
 
+/** The sockets group's id, looked up once per command: a lookup starts a process (getent). */
+const socketsGids = new WeakMap<RoutesIo, Promise<number>>()
+
+function socketsGid(io: RoutesIo): Promise<number> {
+  let gid = socketsGids.get(io)
+  if (gid === undefined) {
+    const warn = (_fields: unknown, msg: string) => io.stderr.write(`${signature.failures}: ${msg}\n`)
+    socketsGids.set(io, (gid = groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } })))
+  }
+  return gid
+}
+
 /** The minted row's directories, with their modes and group; each one made is recorded in made. */
 export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
@@ -137,8 +149,7 @@ export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: str
   // never lets the setgid bit through. setDirMode does not follow a symlink.
   // The root and run/ get the sockets group, so the edge can pass through
   // the root (search only) to the socket, and data/ grants it nothing (design §2).
-  const warn = (_fields: unknown, msg: string) => io.stderr.write(`${signature.failures}: ${msg}\n`)
-  const gid = await groupId(SOCKETS_GROUP, { getent: io.getent, logger: { warn } })
+  const gid = await socketsGid(io)
   await setDirMode(root, NESTED_ROOT_MODE, gid)
   await setDirMode(runDir, NESTED_RUN_MODE, gid)
   closeToEdge(paths.dir, gid)

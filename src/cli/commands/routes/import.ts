@@ -18,6 +18,7 @@ import { MAX_SOCKET_PATH, pathsFor, type Dirs } from '../../../domain/paths.js'
 import { printable } from '../../../domain/printable.js'
 import { ROUTE_KINDS, type Route } from '../../../domain/schemas.js'
 import { errorMessage, errors } from '../../../errors.js'
+import { mapLimit } from '../../../infra/fsutil.js'
 import { validateRoute } from '../../../infra/registry.js'
 import { schemaErrors } from '../../../infra/schema-errors.js'
 import type { ParsedArgs } from '../../args.js'
@@ -217,14 +218,10 @@ export async function run(
   const { routes, bad, skipped } = checkLines(text, stored, { mode, config: io.config }, values['skip-existing'])
   if (bad.length > 0) throw errors.importRefused(from, bad)
   const made: string[] = []
-  let mintedRows = 0
+  const mintedRows =
+    mode === undefined ? [] : routes.filter((r) => r.kind === 'instance' && r.hibernate && isMintedShape(io, r, mode))
   try {
-    if (mode !== undefined)
-      for (const route of routes)
-        if (route.kind === 'instance' && route.hibernate && isMintedShape(io, route, mode)) {
-          await makeDirs(io, route.host, mode, made)
-          mintedRows++
-        }
+    if (mode !== undefined) await makeMintedDirs(io, mintedRows, mode, made)
     // The registry checks the claims again inside its transaction: another
     // writer may have added a row since the lines were read.
     io.registry.addMany(routes)
@@ -234,11 +231,25 @@ export async function run(
   }
   for (const warning of foreignWarnings(routes, stored, io.config))
     io.stderr.write(`${signature.failures}: warning: ${printable(warning)}\n`)
-  const shape = mintedRows === 0 || mode === undefined ? '' : ` (${mintedRows} minted ${mode})`
+  const shape = mintedRows.length === 0 || mode === undefined ? '' : ` (${mintedRows.length} minted ${mode})`
   const skip = skipped === 0 ? '' : `; ${skipped} already in the registry left as they are`
   io.stdout.write(`imported ${routes.length} row${routes.length === 1 ? '' : 's'}${shape} from ${from}${skip}\n`)
   await io.kick?.()
   return 0
+}
+
+/** How many hosts' minted directories are made at once. */
+const MAKE_CONCURRENCY = 16
+
+/** The minted rows' directories: the first row alone, then the rest a few hosts at a time. */
+async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], mode: Mode, made: string[]): Promise<void> {
+  const [first, ...rest] = rows
+  if (first === undefined) return
+  // The first makes the parents every row shares (D/apps and the run dir,
+  // or D/nested), so no two mkdirs in flight race for a parent and every
+  // dir made is recorded once, for the undo.
+  await makeDirs(io, first.host, mode, made)
+  await mapLimit(rest, MAKE_CONCURRENCY, (r) => makeDirs(io, r.host, mode, made))
 }
 
 /** Whether a row's paths are the ones the mint made for it (so its directories are this import's to make). */
