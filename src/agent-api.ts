@@ -3,6 +3,7 @@
 import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { GateState } from './domain/gate-state.js'
+import type { HostMint } from './domain/mint.js'
 import type { Mode } from './domain/modes.js'
 import type { ReportFigurer, ReportInputs } from './domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
@@ -243,6 +244,12 @@ export interface AgentApi {
   intentRecord?(): IntentRecord | null
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
+  /**
+   * The mode a row for this host is minted in: where its files already sit,
+   * else mint()'s (design §5.5). Throws `invalid_host`, `intent_unreadable`,
+   * or `mint_both_shapes` / `mint_not_a_directory` naming what was found.
+   */
+  mintFor(host: string): Promise<HostMint>
   /**
    * Claims a wake (`POST /wakes/:host`): refused while the host is fenced,
    * held, in conflict, unknown, nested behind a shut gate, or the agent is

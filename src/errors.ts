@@ -374,6 +374,23 @@ export const errors = {
         `stopped agent may have done under it: stop it (\`systemctl stop layoutd\`), settle, then start it; ` +
         `nothing was changed`,
     ),
+  /** A row to mint for a host whose files are at both its flat and its nested dir (design §5.5). */
+  mintBothShapes: (host: string, flat: string, nested: string) =>
+    new AppError(
+      'mint_both_shapes',
+      409,
+      `refused to mint paths for ${host}: there is something at both its flat dir ${flat} and its nested ` +
+        `dir ${nested}, and a row can name one; nothing was changed: move aside the one that is not ` +
+        `the tenant's, or give the row its paths (--dir and --socket)`,
+    ),
+  /** A row to mint for a host whose flat or nested dir holds something that is not a real directory (design §5.5). */
+  mintNotDirectory: (host: string, at: string, what: string) =>
+    new AppError(
+      'mint_not_a_directory',
+      409,
+      `refused to mint paths for ${host}: ${at} is ${what}, not a directory, and the pass moves only a real ` +
+        `directory; nothing was changed: put the tenant's files there as a directory, or move it aside`,
+    ),
   /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(

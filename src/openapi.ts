@@ -23,6 +23,7 @@ const schemaOnlyApi: AgentApi = {
   runUnderWay: schemaOnly,
   legState: schemaOnly,
   mint: schemaOnly,
+  mintFor: schemaOnly,
   claimWake: schemaOnly,
   readyFor: schemaOnly,
   gate: schemaOnly,

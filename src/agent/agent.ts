@@ -9,7 +9,8 @@ import { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
 import { logLayoutResults } from '../domain/leg-run.js'
 import { layoutDefault } from '../domain/layout-default.js'
-import { mintLayoutIntentWith } from '../domain/mint.js'
+import { requireValidHost } from '../domain/hostname.js'
+import { mintLayoutIntentWith, mintWhereFilesAre, type HostMint } from '../domain/mint.js'
 import type { IntentMode, Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
 import {
@@ -21,6 +22,7 @@ import {
 } from '../domain/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
+import { hostFiles } from '../infra/host-files.js'
 import { packageVersion } from '../package-version.js'
 import { BoxPublisher } from './box-publisher.js'
 import { IntentPoller, POLL_FAILED } from './intent-poller.js'
@@ -374,6 +376,12 @@ export class Agent implements AgentApi {
       routes: () => registry.snapshot().routes,
       ...intentInputs(config, gate),
     })
+  }
+
+  async mintFor(host: string): Promise<HostMint> {
+    requireValidHost(host)
+    const mode = await this.mint()
+    return mintWhereFilesAre(host, mode, await hostFiles(this.#parts.config, host))
   }
 
   // ---- wake claims: the wake desk's ---------------------------------------

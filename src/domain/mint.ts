@@ -1,6 +1,7 @@
 // The mint rule (design §5.5): the mode a new row is minted in, which
 // `GET /layout/mint` answers and `layoutd routes add` uses. It makes the
-// same read the leg makes, so a mint and a pass agree.
+// same read the leg makes, so a mint and a pass agree; a host whose files
+// already sit in one shape is minted in that one (the looking is infra's).
 import { errorMessage, errors } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'
@@ -68,4 +69,44 @@ export async function mintLayoutIntentWith(deps: MintDeps, signal?: AbortSignal)
     if (nestedRowsPresent(deps.dirs, rows)) return 'nested'
   }
   return 'flat'
+}
+
+/** Something found at one of a host's dirs: its path, whether it is a real directory, and what it is. */
+export interface FoundAt {
+  path: string
+  /** A directory, not a symlink to one. */
+  directory: boolean
+  /** What it is, for a message (`a directory`, `a symlink`, `a regular file`). */
+  what: string
+}
+
+/** What is at a host's flat dir and at its nested one (its nested root, when that is not a directory); null: nothing. */
+export interface HostFiles {
+  flat: FoundAt | null
+  nested: FoundAt | null
+}
+
+/** The mode a host's row is minted in, and the shape its files were found in (`none`: nowhere). */
+export interface HostMint {
+  mode: Mode
+  found: Mode | 'none'
+}
+
+/**
+ * The mode a row for this host is minted in (design §5.5): where its files
+ * already sit, that shape, whatever the rule answers; the pass then moves
+ * them to the intent's shape as any other row's, journaled and fenced. A
+ * row minted in the other shape would name an empty directory beside the
+ * real one, and a wake would hand the tenant that. With nothing at either
+ * dir, the rule's mode. Something at both, or something that is not a real
+ * directory, is for an operator to settle: refused, naming what was found.
+ */
+export function mintWhereFilesAre(host: string, mode: Mode, files: HostFiles): HostMint {
+  const { flat, nested } = files
+  if (flat !== null && nested !== null) throw errors.mintBothShapes(host, flat.path, nested.path)
+  const at = flat ?? nested
+  if (at === null) return { mode, found: 'none' }
+  if (!at.directory) throw errors.mintNotDirectory(host, at.path, at.what)
+  const found = flat === null ? 'nested' : 'flat'
+  return { mode: found, found }
 }

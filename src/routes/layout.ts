@@ -1,6 +1,7 @@
 // The layout family (design §6): `GET /layout/status`, the status report the
 // console reads; `POST /layout/converge`, the converge an operator asks for;
-// and `GET /layout/mint`, the mode the provisioner mints a new row in.
+// and `GET /layout/mint`, the mode the provisioner mints a new row in (for
+// one host: where its files already sit).
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
@@ -52,11 +53,29 @@ export const StatusHeaders = Type.Object({
 const Mint = Type.Object(
   {
     mode: Type.Union([Type.Literal('nested'), Type.Literal('flat')], {
-      description: 'The layout a new row of this box is created in.',
+      description:
+        'The layout a new row of this box is created in; with `host`, the shape its files already sit in, if any.',
     }),
+    found: Type.Optional(
+      Type.Union([Type.Literal('nested'), Type.Literal('flat'), Type.Literal('none')], {
+        description:
+          'With `host`: where its files were found, `flat` (`D/apps/<host>`), `nested` (`D/nested/<host>/data`) ' +
+          "or `none` (then `mode` is the intent's, or the default's).",
+      }),
+    ),
   },
   { additionalProperties: false, description: 'The mode to mint a new row in.' },
 )
+
+const MintQuery = Type.Object({
+  host: Type.Optional(
+    Type.String({
+      description:
+        'The host the row is for: the answer is then where its files already sit, when they do. ' +
+        'Without it, the mode for a host with no files yet.',
+    }),
+  ),
+})
 
 // The report's tag is its version (design §6.2): a strong validator,
 // since one version is one report and so one body, and a console polling
@@ -261,7 +280,7 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
   )
 }
 
-/** GET /layout/mint: the mode a new row of this box is created in. */
+/** GET /layout/mint: the mode a new row of this box is created in; with `host`, that host's row. */
 function mintRoute(app: LayoutApp, api: AgentApi): void {
   app.get(
     '/layout/mint',
@@ -272,12 +291,22 @@ function mintRoute(app: LayoutApp, api: AgentApi): void {
         description:
           'What the provisioner asks before it adds a row: ' +
           'the layout the intent (or the default) wants for this box. ' +
+          'With `host`, the row for that host: where its files already sit (its flat or its nested dir), ' +
+          'that shape, which the pass then moves as any other row; a row minted beside them would name an ' +
+          'empty directory. `409` when something is at both dirs (`mint_both_shapes`), or at one but not a ' +
+          'real directory (`mint_not_a_directory`): an operator settles it first. ' +
           '`503` while the intent is unreadable: the agent fails closed rather than guess a layout.',
         tags: ['layout'],
         security: [],
+        querystring: MintQuery,
         response: {
           200: Mint,
           ...parserErrors,
+          400: errorEnvelope('`host` is not a valid DNS name (`invalid_host`), or the request is malformed.'),
+          409: errorEnvelope(
+            "The host's files are found in both shapes (`mint_both_shapes`), or what is at one of its dirs " +
+              'is not a real directory (`mint_not_a_directory`); the message names the paths.',
+          ),
           500: commonErrors[500],
           503: errorEnvelope(
             'The layout intent is unreadable (`intent_unreadable`): no mode can be promised until it is read.',
@@ -285,6 +314,9 @@ function mintRoute(app: LayoutApp, api: AgentApi): void {
         },
       },
     },
-    async () => ({ mode: await api.mint() }),
+    async (request) => {
+      const { host } = request.query
+      return host === undefined ? { mode: await api.mint() } : await api.mintFor(host)
+    },
   )
 }

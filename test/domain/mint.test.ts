@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { AppError } from '../../src/errors.js'
-import { mintLayoutIntentWith, nestedRowsPresent, type MintDeps } from '../../src/domain/mint.js'
+import { mintLayoutIntentWith, mintWhereFilesAre, nestedRowsPresent, type MintDeps } from '../../src/domain/mint.js'
 import type { Route } from '../../src/domain/schemas.js'
 import { FakeGate, FakeStore, intent } from './fakes.js'
 
@@ -133,5 +133,42 @@ void describe('nestedRowsPresent', () => {
     assert.equal(nestedRowsPresent(dirs, [flatRow, nestedRow()]), true)
     assert.equal(nestedRowsPresent(dirs, [flatRow, nestedRow({ socket: '' })]), false)
     assert.equal(nestedRowsPresent(dirs, []), false)
+  })
+})
+
+void describe('mintWhereFilesAre', () => {
+  const dir = (p: string) => ({ path: p, directory: true, what: 'a directory' })
+  const flatDir = dir('/data/apps/a.example.com')
+  const nestedDir = dir('/data/nested/a.example.com/data')
+
+  void it("mints where the files are, whatever the rule's mode; nowhere: the rule's mode", () => {
+    for (const mode of ['flat', 'nested'] as const) {
+      assert.deepEqual(mintWhereFilesAre('a.example.com', mode, { flat: flatDir, nested: null }), {
+        mode: 'flat',
+        found: 'flat',
+      })
+      assert.deepEqual(mintWhereFilesAre('a.example.com', mode, { flat: null, nested: nestedDir }), {
+        mode: 'nested',
+        found: 'nested',
+      })
+      assert.deepEqual(mintWhereFilesAre('a.example.com', mode, { flat: null, nested: null }), { mode, found: 'none' })
+    }
+  })
+
+  void it('refuses files in both shapes, and what is no directory, with a code naming the paths', () => {
+    assert.throws(
+      () => mintWhereFilesAre('a.example.com', 'nested', { flat: flatDir, nested: nestedDir }),
+      (err: AppError) =>
+        err.code === 'mint_both_shapes' &&
+        err.statusCode === 409 &&
+        err.message.includes(flatDir.path) &&
+        err.message.includes(nestedDir.path),
+    )
+    const link = { path: '/data/apps/a.example.com', directory: false, what: 'a symlink' }
+    assert.throws(
+      () => mintWhereFilesAre('a.example.com', 'nested', { flat: link, nested: null }),
+      (err: AppError) =>
+        err.code === 'mint_not_a_directory' && err.message.includes('/data/apps/a.example.com is a symlink'),
+    )
   })
 })

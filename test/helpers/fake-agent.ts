@@ -6,6 +6,7 @@ import type { TestContext } from 'node:test'
 import type { AgentApi, GateAnswer, Readiness, WakeAnswer, WakeList, WakeSet } from '../../src/agent-api.js'
 import { buildApp, type App, type Timeouts } from '../../src/app.js'
 import { NOT_YET, refusedState } from '../../src/domain/gate-state.js'
+import type { HostMint } from '../../src/domain/mint.js'
 import type { Mode } from '../../src/domain/modes.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { createLogger } from '../../src/logger.js'
@@ -139,6 +140,15 @@ export class FakeAgent implements AgentApi {
     await Promise.resolve()
     if (this.mintValue instanceof Error) throw this.mintValue
     return this.mintValue
+  }
+
+  /** What mintFor(host) answers: mint()'s mode, found nowhere, unless a host is here (an Error is thrown). */
+  readonly mintForValues = new Map<string, HostMint | Error>()
+
+  async mintFor(host: string): Promise<HostMint> {
+    const value = this.mintForValues.get(host)
+    if (value instanceof Error) throw value
+    return value ?? { mode: await this.mint(), found: 'none' }
   }
 
   /** What claimWake and readyFor answer for a host; a host not here is refused as unknown. An Error is thrown. */

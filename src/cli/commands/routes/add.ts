@@ -1,11 +1,13 @@
 // `layoutd routes add HOST …` (design §8): a row added to the registry. A
 // hibernating instance added without paths gets them minted in the shape
-// the mint rule answers (design §5), and its directories made with their
-// modes (design §2); a socket that cannot be bound, or a dir or socket
-// another row claims, is refused; a refused add changes nothing.
+// its files already sit in, else the one the mint rule answers (design
+// §5.5), and its directories made with their modes (design §2); a socket
+// that cannot be bound, a dir or socket another row claims, or files found
+// in both shapes, is refused; a refused add changes nothing.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
+import { mintWhereFilesAre, type HostMint } from '../../../domain/mint.js'
 import type { Mode } from '../../../domain/modes.js'
 import { MAX_SOCKET_PATH, nestedRoot, pathsFor } from '../../../domain/paths.js'
 import { printable } from '../../../domain/printable.js'
@@ -13,6 +15,7 @@ import { ROUTE_KINDS, type Route, type RouteKind } from '../../../domain/schemas
 import { errorMessage, errors } from '../../../errors.js'
 import { setDirMode } from '../../../infra/fsutil.js'
 import { groupId, SOCKETS_GROUP } from '../../../infra/groups.js'
+import { hostFiles } from '../../../infra/host-files.js'
 import { closeToEdge, NESTED_ROOT_MODE, NESTED_RUN_MODE } from '../../../infra/pass/mover.js'
 import { refuseClaimedPaths, validateRoute } from '../../../infra/registry.js'
 import type { ParsedArgs } from '../../args.js'
@@ -27,7 +30,9 @@ export const usage = `usage:
   --hibernate     the activator manages it (wakes it, lets it sleep)
   --dir, --socket, --db PATH
                   the row's paths; a hibernating instance given neither
-                  --dir nor --socket gets them minted (nested or flat)
+                  --dir nor --socket gets them minted: in the shape its
+                  files already sit in (D/apps/HOST or D/nested/HOST/data),
+                  else nested or flat as the intent or the default says
 `
 
 export const options = {
@@ -65,15 +70,17 @@ export async function run(
   const dir = absolute(values.dir)
   const socket = absolute(values.socket)
   const db = absolute(values.db) ?? ''
-  let mode: Mode | undefined
+  let minted: HostMint | undefined
   let route: Route = { host, kind, hibernate: values.hibernate, dir: dir ?? '', socket: socket ?? '', db }
   // Only a hibernating instance given no paths at all is minted: one path
   // given is the operator placing the row, and half a minted row would
-  // match neither shape.
+  // match neither shape. Where its files already sit decides over the
+  // rule's answer (design §5.5).
   if (kind === 'instance' && values.hibernate && dir === undefined && socket === undefined) {
-    mode = await mintMode(io, host)
-    route = { ...route, ...pathsFor(io.config, host, mode), db }
+    minted = mintWhereFilesAre(host, await mintMode(io, host), await hostFiles(io.config, host))
+    route = { ...route, ...pathsFor(io.config, host, minted.mode), db }
   }
+  const mode = minted?.mode
   validateRoute(route)
   // The socket the row names must be one its instance can bind, whoever chose it.
   if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
@@ -91,7 +98,10 @@ export async function run(
     await undoDirs(made, io)
     throw err
   }
-  const shape = mode === undefined ? '' : ` (minted ${mode})`
+  const shape =
+    minted === undefined
+      ? ''
+      : ` (minted ${minted.mode}${minted.found === 'none' ? '' : ', where its files already are'})`
   io.stdout.write(`added ${host}${shape}: ${printable(describe(route))}\n`)
   await io.kick?.()
   return 0
@@ -129,7 +139,12 @@ function socketsGid(io: RoutesIo): Promise<number> {
   return gid
 }
 
-/** The minted row's directories, with their modes and group; each one made is recorded in made. */
+/**
+ * The minted row's directories, with their modes and group; each one made
+ * is recorded in made. Those already there (the host's files, found where
+ * the row is minted) are kept as they are, only the nested root's and
+ * run/'s modes set.
+ */
 export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
   const paths = pathsFor(config, host, mode)

@@ -4,8 +4,10 @@
 // the other lines of the file; one bad line refuses the whole file, naming
 // every bad line by number; the rest go in in one transaction. `-` reads
 // standard input. A hibernating instance given neither dir nor socket is
-// minted as `routes add` mints it (one mint question for the file, its
-// directories made); a row that will read `foreign` is warned of;
+// minted as `routes add` mints it (one mint question for the file, each
+// host minted where its files already sit, its directories made); a host
+// whose files are in both shapes is a bad line; a row that will read
+// `foreign` is warned of;
 // --skip-existing leaves the hosts already stored as they are. The running
 // agent is then asked for a run, so the rows are acted on without a restart.
 import fs from 'node:fs/promises'
@@ -13,11 +15,13 @@ import path from 'node:path'
 import { Compile, Type } from '../../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { classifyWith, PathClaims } from '../../../domain/classify.js'
+import { mintWhereFilesAre, type HostFiles } from '../../../domain/mint.js'
 import type { Mode } from '../../../domain/modes.js'
-import { MAX_SOCKET_PATH, pathsFor, type Dirs } from '../../../domain/paths.js'
+import { hasShape, MAX_SOCKET_PATH, pathsFor, type Dirs } from '../../../domain/paths.js'
 import { printable } from '../../../domain/printable.js'
 import { ROUTE_KINDS, type Route } from '../../../domain/schemas.js'
-import { errorMessage, errors } from '../../../errors.js'
+import { AppError, errorMessage, errors } from '../../../errors.js'
+import { hostFilesOf } from '../../../infra/host-files.js'
 import { mapLimit } from '../../../infra/fsutil.js'
 import { validateRoute } from '../../../infra/registry.js'
 import { schemaErrors } from '../../../infra/schema-errors.js'
@@ -34,7 +38,8 @@ export const usage = `usage:
                    "dir":"/srv/a","socket":"/run/a.sock","db":"/srv/a/app.db"}
                   dir, socket and db are optional (absolute paths); a
                   hibernating instance given neither dir nor socket gets
-                  them minted (nested or flat), as routes add does
+                  them minted as routes add does: in the shape its files
+                  already sit in, else nested or flat as the intent says
   -               read the lines from standard input
   --skip-existing a host already in the registry is left as it is, not refused
 `
@@ -121,7 +126,7 @@ function parseLine(text: string): Route | string {
 export function checkLines(
   text: string,
   stored: readonly Route[],
-  mint: Minted = { mode: undefined, config: undefined },
+  mint: Minted = { mode: undefined, config: undefined, files: undefined },
   skipExisting = false,
 ): { routes: Route[]; bad: Bad[]; skipped: number } {
   let skipped = 0
@@ -159,37 +164,54 @@ export function checkLines(
   return { routes: rows.map((r) => r.route), bad, skipped }
 }
 
-/** The mint's answer for the file's pathless rows, and the paths it is built under. */
+/** The mint's answer for the file's pathless rows, the paths it is built under, and where each host's files sit. */
 export interface Minted {
   mode: Mode | undefined
   config: Dirs | undefined
+  /** What is at each pathless host's flat and nested dir (an Error: it could not be looked at); absent: not looked. */
+  files: ReadonlyMap<string, HostFiles | Error> | undefined
 }
 
 /** A hibernating instance without paths, given the minted ones (and checked again); anything else as it is. */
 function minted(parsed: Route | string, mint: Minted): Route | string {
   if (typeof parsed === 'string' || !needsMint(parsed) || mint.mode === undefined || mint.config === undefined)
     return parsed
-  const route = { ...parsed, ...pathsFor(mint.config, parsed.host, mint.mode), db: parsed.db }
+  const mode = modeAtFiles(parsed.host, mint.mode, mint.files?.get(parsed.host))
+  if (typeof mode === 'object') return mode.why
+  const route = { ...parsed, ...pathsFor(mint.config, parsed.host, mode), db: parsed.db }
   if (Buffer.byteLength(route.socket) > MAX_SOCKET_PATH)
     return (
-      `${route.host}: minted ${mint.mode} socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, ` +
+      `${route.host}: minted ${mode} socket ${route.socket} is ${Buffer.byteLength(route.socket)} bytes, ` +
       `over the ${MAX_SOCKET_PATH} a unix socket can bind`
     )
   return route
+}
+
+/** The mode a pathless host is minted in, where its files sit (design §5.5), or why it cannot be minted. */
+function modeAtFiles(host: string, mode: Mode, files: HostFiles | Error | undefined): Mode | { why: string } {
+  if (files === undefined) return mode
+  if (files instanceof Error) return { why: `${host}: ${errorMessage(files)}` }
+  try {
+    return mintWhereFilesAre(host, mode, files).mode
+  } catch (err) {
+    // The line names the refusal's code: the runbook's table has what to do.
+    return { why: err instanceof AppError ? `${err.message} (${err.code})` : errorMessage(err) }
+  }
 }
 
 function needsMint(r: Route): boolean {
   return r.kind === 'instance' && r.hibernate && r.dir === '' && r.socket === ''
 }
 
-/** Whether any line of the file is a hibernating instance without paths: only then is the mint asked. */
-function anyNeedsMint(text: string): boolean {
+/** The hosts of the file's hibernating instances without paths: only when there are any is the mint asked. */
+function hostsToMint(text: string): string[] {
+  const hosts: string[] = []
   for (const raw of text.split('\n')) {
     if (raw.trim() === '') continue
     const parsed = parseLine(raw.replace(/\r$/, ''))
-    if (typeof parsed !== 'string' && needsMint(parsed)) return true
+    if (typeof parsed !== 'string' && needsMint(parsed)) hosts.push(parsed.host)
   }
-  return false
+  return hosts
 }
 
 /** The instance rows that will read `foreign` (the activator wakes them as they are; the pass never moves them). */
@@ -214,14 +236,16 @@ export async function run(
   const stored = io.registry.list()
   // One mint question for the whole file, asked only when a row needs it;
   // an unreadable intent refuses the file, as it refuses `routes add`.
-  const mode = anyNeedsMint(text) ? await mintFor(io, from) : undefined
-  const { routes, bad, skipped } = checkLines(text, stored, { mode, config: io.config }, values['skip-existing'])
+  // Each such host is then minted where its files already sit.
+  const bare = hostsToMint(text)
+  const mode = bare.length > 0 ? await mintFor(io, from) : undefined
+  const files = mode === undefined ? undefined : await hostFilesOf(io.config, bare)
+  const { routes, bad, skipped } = checkLines(text, stored, { mode, config: io.config, files }, values['skip-existing'])
   if (bad.length > 0) throw errors.importRefused(from, bad)
+  const mintedRows = routes.filter((r) => files?.has(r.host) === true)
   const made: string[] = []
-  const mintedRows =
-    mode === undefined ? [] : routes.filter((r) => r.kind === 'instance' && r.hibernate && isMintedShape(io, r, mode))
   try {
-    if (mode !== undefined) await makeMintedDirs(io, mintedRows, mode, made)
+    await makeMintedDirs(io, mintedRows, made)
     // The registry checks the claims again inside its transaction: another
     // writer may have added a row since the lines were read.
     io.registry.addMany(routes)
@@ -231,9 +255,11 @@ export async function run(
   }
   for (const warning of foreignWarnings(routes, stored, io.config))
     io.stderr.write(`${signature.failures}: warning: ${printable(warning)}\n`)
-  const shape = mintedRows.length === 0 || mode === undefined ? '' : ` (${mintedRows.length} minted ${mode})`
   const skip = skipped === 0 ? '' : `; ${skipped} already in the registry left as they are`
-  io.stdout.write(`imported ${routes.length} row${routes.length === 1 ? '' : 's'}${shape} from ${from}${skip}\n`)
+  io.stdout.write(
+    `imported ${routes.length} row${routes.length === 1 ? '' : 's'}${mintedSummary(io, mintedRows, files)} ` +
+      `from ${from}${skip}\n`,
+  )
   await io.kick?.()
   return 0
 }
@@ -241,21 +267,40 @@ export async function run(
 /** How many hosts' minted directories are made at once. */
 const MAKE_CONCURRENCY = 16
 
-/** The minted rows' directories: the first row alone, then the rest a few hosts at a time. */
-async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], mode: Mode, made: string[]): Promise<void> {
-  const [first, ...rest] = rows
-  if (first === undefined) return
-  // The first makes the parents every row shares (D/apps and the run dir,
-  // or D/nested), so no two mkdirs in flight race for a parent and every
-  // dir made is recorded once, for the undo.
-  await makeDirs(io, first.host, mode, made)
-  await mapLimit(rest, MAKE_CONCURRENCY, (r) => makeDirs(io, r.host, mode, made))
+/** The minted rows' directories: the first row of each shape alone, then the rest a few hosts at a time. */
+async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], made: string[]): Promise<void> {
+  // The first of each shape makes the parents its shape's rows share
+  // (D/apps and the run dir, or D/nested), so no two mkdirs in flight
+  // race for a parent and every dir made is recorded once, for the undo.
+  const firsts = new Map<Mode, Route>()
+  for (const r of rows) if (!firsts.has(mintedMode(io, r))) firsts.set(mintedMode(io, r), r)
+  for (const [mode, r] of firsts) await makeDirs(io, r.host, mode, made)
+  const rest = rows.filter((r) => firsts.get(mintedMode(io, r)) !== r)
+  await mapLimit(rest, MAKE_CONCURRENCY, (r) => makeDirs(io, r.host, mintedMode(io, r), made))
 }
 
-/** Whether a row's paths are the ones the mint made for it (so its directories are this import's to make). */
-function isMintedShape(io: RoutesIo, route: Route, mode: Mode): boolean {
-  const p = pathsFor(io.config, route.host, mode)
-  return route.dir === p.dir && route.socket === p.socket
+/** The shape a minted row was given. */
+function mintedMode(io: RoutesIo, route: Route): Mode {
+  return hasShape(io.config, route, 'nested') ? 'nested' : 'flat'
+}
+
+/** ` (3 minted flat, 2 minted nested, 3 of them where their files already were)`, or nothing when none was minted. */
+function mintedSummary(
+  io: RoutesIo,
+  rows: readonly Route[],
+  files: ReadonlyMap<string, HostFiles | Error> | undefined,
+): string {
+  if (rows.length === 0) return ''
+  const counts = { flat: 0, nested: 0 }
+  let atFiles = 0
+  for (const r of rows) {
+    counts[mintedMode(io, r)]++
+    const f = files?.get(r.host)
+    if (f !== undefined && !(f instanceof Error) && (f.flat !== null || f.nested !== null)) atFiles++
+  }
+  const shapes = (['flat', 'nested'] as const).filter((m) => counts[m] > 0).map((m) => `${counts[m]} minted ${m}`)
+  const at = atFiles === 0 ? '' : `, ${atFiles} of them where their files already were`
+  return ` (${shapes.join(', ')}${at})`
 }
 
 async function mintFor(io: RoutesIo, from: string): Promise<Mode> {
