@@ -77,7 +77,7 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
     },
   })
   const ops = new EtcdDeployStore(endpoints, { prefix })
-  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: endpoints.join(',') })
+  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_DEPLOYMENT_ETCD: endpoints.join(',') })
   const out: Record<string, unknown> = {
     mode: 'in-process boxes: the agent store client, watch, lease, summary, rollout follower and intent poller',
     pass: `stand-in: ${o.passMs} ms per box (no files moved)`,

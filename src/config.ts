@@ -152,8 +152,25 @@ function httpUrl(v: string, env: string): string {
   return v
 }
 
+/**
+ * A user name or password written in an endpoint (`http://user:pass@h:2379`)
+ * is refused, the value unshown: the endpoints are printed in logs, the
+ * report, the console and the CLI's answers. etcd's user goes in
+ * CARLOS_ETCD_USER and its password in the file CARLOS_ETCD_PASSWORD_FILE
+ * names (design §7.1). An `@` has no other use in an endpoint.
+ */
+function refuseUserinfo(v: string, env: string): void {
+  if (!v.includes('@')) return
+  throw errors.config(
+    `${env}=(hidden: an endpoint holds user@ or user:password@): write the endpoint without it ` +
+      '(http://host:2379), and give the user in CARLOS_ETCD_USER and the password in the file ' +
+      'CARLOS_ETCD_PASSWORD_FILE names',
+  )
+}
+
 /** Comma-separated http(s) endpoints; empty: none. */
 function endpoints(v: string, env: string): string[] {
+  refuseUserinfo(v, env)
   const eps = v
     .split(',')
     .map((s) => s.trim())
@@ -351,6 +368,7 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
     if (v.unset !== undefined) return v.unset(dataDir)
     return v.decode(typeof v.fallback === 'string' ? v.fallback : v.fallback(dataDir), v.env)
   }
+  refuseMisspelt(environ)
   const dataDir = valueOf(ENVIRONMENT.dataDir, '') as string
   const config: Record<string, unknown> = {}
   for (const [field, v] of Object.entries(ENVIRONMENT) as Array<[keyof Environment, Variable<unknown>]>) {
@@ -358,6 +376,70 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   }
   checkEtcdAccess(config as Config, environ)
   return config as Config
+}
+
+/**
+ * CARLOS_* names layoutd does not read but that are no mistake: the key the
+ * activator hands a tenant in its `instance.env` (design §4.5).
+ */
+const OTHERS_VARIABLES: ReadonlySet<string> = new Set(['CARLOS_INSTANCE_KEY'])
+
+const KNOWN_VARIABLES: ReadonlySet<string> = new Set([
+  ...Object.values(ENVIRONMENT).map((v: Variable<unknown>) => v.env),
+  ...OTHERS_VARIABLES,
+])
+
+/** The Levenshtein distance of a and b, or more than limit once it is sure to exceed it. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i]
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      next.push(Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost))
+    }
+    row = next
+  }
+  return row[b.length] ?? limit + 1
+}
+
+/**
+ * The known variable an unknown name is a slip of: the same letters without
+ * their underscores, or at most two letters apart. Such a variable was meant
+ * for layoutd, and reading on without it would serve with the default it
+ * was set to replace (an empty ./data, for a data dir's name spelt wrong).
+ */
+function meantFor(name: string): string | undefined {
+  const squashed = name.replaceAll('_', '')
+  for (const known of KNOWN_VARIABLES) {
+    if (known.replaceAll('_', '') === squashed || editDistance(name, known, 2) <= 2) return known
+  }
+  return undefined
+}
+
+/** The set CARLOS_* variables layoutd does not know, in name order. */
+function unknownNames(environ: NodeJS.ProcessEnv): string[] {
+  return Object.keys(environ)
+    .filter((k) => k.startsWith('CARLOS_') && !KNOWN_VARIABLES.has(k) && (environ[k] ?? '') !== '')
+    .sort()
+}
+
+/** Refuses a set variable whose name is a slip of a known one (design §8), naming both. */
+function refuseMisspelt(environ: NodeJS.ProcessEnv): void {
+  for (const name of unknownNames(environ)) {
+    const known = meantFor(name)
+    if (known !== undefined)
+      throw errors.config(`${name} is not a layoutd variable; did you mean ${known}? (unset ${name}, or rename it)`)
+  }
+}
+
+/**
+ * The set CARLOS_* variables layoutd does not read and that are no slip of
+ * one it does (loadConfig refuses those): the agent names them at start.
+ */
+export function unknownVariables(environ: NodeJS.ProcessEnv = process.env): string[] {
+  return unknownNames(environ).filter((name) => meantFor(name) === undefined)
 }
 
 /** The etcd variables that only make sense together (design §7.1). */

@@ -198,7 +198,7 @@ export const errors = {
       'rollout_needs_etcd',
       409,
       `${store} serves one box and keeps no rollouts: a staged rollout needs the etcd deploy store ` +
-        '(set CARLOS_ETCD_ENDPOINTS); on one box, record the intent with `layoutd intent migrate|revert`',
+        '(set CARLOS_DEPLOYMENT_ETCD); on one box, record the intent with `layoutd intent migrate|revert`',
     ),
   rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
   /**

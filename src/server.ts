@@ -113,6 +113,25 @@ function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSoc
   return true
 }
 
+/**
+ * The lines a start begins with: the socket systemd passed, one warning per
+ * set CARLOS_* variable layoutd does not read (a close slip of one it does
+ * was refused), a slower converge, the loop's scheduling.
+ */
+function sayHowItStarts(
+  logger: AppLogger,
+  socket: InheritedSocket | null,
+  { unknownVariables = [] }: ServeOptions,
+  converge: Parameters<typeof warnOfSlowerConverge>[1],
+): void {
+  if (socket !== null)
+    logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
+  for (const name of unknownVariables)
+    logger.warn({ variable: name }, `layoutd: ${name} is set but is no layoutd variable; it is ignored`)
+  warnOfSlowerConverge(logger, converge)
+  sayLoopScheduling(logger)
+}
+
 interface Openers {
   Registry: typeof Registry
   openAgentDeployStore: typeof openAgentDeployStore
@@ -216,7 +235,12 @@ function startFailed(err: unknown, logger: AppLogger): void {
   process.exitCode = 1
 }
 
-export async function serve(config: Config): Promise<number> {
+export interface ServeOptions {
+  /** The set CARLOS_* variables layoutd does not read, named at start. */
+  unknownVariables?: readonly string[]
+}
+
+export async function serve(config: Config, opts: ServeOptions = {}): Promise<number> {
   const [
     { default: closeWithGrace },
     { edgeReloader },
@@ -249,10 +273,7 @@ export async function serve(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel)
   // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
   const socket = inheritedSocket()
-  if (socket !== null)
-    logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
-  warnOfSlowerConverge(logger, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
-  sayLoopScheduling(logger)
+  sayHowItStarts(logger, socket, opts, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
   if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import path from 'node:path'
 import { test } from 'node:test'
-import { ENVIRONMENT, loadConfig, parseDuration } from '../src/config.js'
+import { ENVIRONMENT, loadConfig, parseDuration, unknownVariables } from '../src/config.js'
 import { ConfigError, exitStatusOf } from '../src/errors.js'
 
 void test('the embedded defaults: ./data, ./deploy, loopback, claims, the seed durations', () => {
@@ -162,4 +162,84 @@ void test('CARLOS_BUILD takes a version, a commit id or dev; unset is none', () 
     assert.equal(loadConfig({ CARLOS_BUILD: build }).build, build)
   }
   assert.equal(loadConfig({}).build, '')
+})
+
+void test('a user or password in an etcd endpoint is refused, naming the variable, never the password', () => {
+  for (const value of [
+    'http://layoutd:pa55-word@127.0.0.1:2379',
+    'https://127.0.0.1:2379,https://root:pa55-word@10.0.0.2:2379',
+    'http://layoutd@127.0.0.1:2379',
+    'layoutd:pa55-word@127.0.0.1:2379',
+  ]) {
+    assert.throws(
+      () => loadConfig({ CARLOS_DEPLOYMENT_ETCD: value }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError)
+        assert.match(err.message, /^CARLOS_DEPLOYMENT_ETCD=\(hidden/)
+        assert.match(err.message, /CARLOS_ETCD_USER/)
+        assert.match(err.message, /CARLOS_ETCD_PASSWORD_FILE/)
+        assert.ok(!err.message.includes('pa55-word'), err.message)
+        assert.ok(!err.message.includes('layoutd:'), err.message)
+        return true
+      },
+      value,
+    )
+  }
+  assert.deepEqual(loadConfig({ CARLOS_DEPLOYMENT_ETCD: 'http://127.0.0.1:2379' }).etcdEndpoints, [
+    'http://127.0.0.1:2379',
+  ])
+})
+
+void test('a close misspelling of a known variable is refused naming both; any other CARLOS_* is named by unknownVariables', () => {
+  for (const [slip, meant] of [
+    ['CARLOS_DATADIR', 'CARLOS_DATA_DIR'],
+    ['CARLOS_DATA_DIRS', 'CARLOS_DATA_DIR'],
+    ['CARLOS_AGENTTOKEN', 'CARLOS_AGENT_TOKEN'],
+    ['CARLOS_LAYOUT_DEFUALT', 'CARLOS_LAYOUT_DEFAULT'],
+    ['CARLOS_DEPLOYMENTETCD', 'CARLOS_DEPLOYMENT_ETCD'],
+    ['CARLOS_AGENT_TOKEN_FIEL', 'CARLOS_AGENT_TOKEN_FILE'],
+  ] as const) {
+    assert.throws(
+      () => loadConfig({ [slip]: '/data' }),
+      {
+        name: 'ConfigError',
+        message: `${slip} is not a layoutd variable; did you mean ${meant}? (unset ${slip}, or rename it)`,
+      },
+      slip,
+    )
+  }
+  // Not a slip of any: read on, and named for the start's warning.
+  const environ = { CARLOS_FROBNICATE: '1', CARLOS_SOMETHING_ELSE: 'x', CARLOS_EMPTY_ONE: '', NOT_CARLOS: '1' }
+  assert.doesNotThrow(() => loadConfig(environ))
+  assert.deepEqual(unknownVariables(environ), ['CARLOS_FROBNICATE', 'CARLOS_SOMETHING_ELSE'])
+  // Every variable of the table, and the instance key the activator hands a tenant, is known.
+  const known = Object.fromEntries(Object.values(ENVIRONMENT).map((v) => [v.env, 'x']))
+  assert.deepEqual(unknownVariables({ ...known, CARLOS_INSTANCE_KEY: 'k', CARLOS_BUILD: 'v0.25.0' }), [])
+  assert.equal(loadConfig({ CARLOS_BUILD: 'v0.25.0' }).build, 'v0.25.0')
+})
+
+void test('every CARLOS_* name the deployment, the image, the benches and the test harness set is known', async () => {
+  const fs = await import('node:fs')
+  const root = path.resolve(import.meta.dirname, '../..')
+  const names = new Set<string>()
+  const scan = (p: string): void => {
+    const st = fs.statSync(p, { throwIfNoEntry: false })
+    if (st === undefined) return
+    if (st.isDirectory()) {
+      for (const name of fs.readdirSync(p)) scan(path.join(p, name))
+      return
+    }
+    for (const m of fs.readFileSync(p, 'utf8').matchAll(/\bCARLOS_[A-Z0-9]+(?:_[A-Z0-9]+)*\b/g)) names.add(m[0])
+  }
+  for (const p of ['src', 'contrib', 'bench', 'scripts', 'bin', 'test/helpers', 'Dockerfile', 'README.md'])
+    scan(path.join(root, p))
+  assert.ok(names.has('CARLOS_BUILD') && names.has('CARLOS_DATA_DIR'), [...names].join(' '))
+  assert.deepEqual(
+    unknownVariables(Object.fromEntries([...names].map((n) => [n, 'x']))),
+    [],
+    'a name the repository sets that layoutd would warn of',
+  )
+  const read = new Set(Object.values(ENVIRONMENT).map((v) => v.env))
+  for (const name of [...names].filter((n) => !read.has(n)))
+    assert.doesNotThrow(() => loadConfig({ [name]: 'x' }), `${name} is taken for a slip of a variable`)
 })

@@ -32,7 +32,7 @@ void test('GET /fleet in Chromium: the boxes, the rollout and its waves, the his
     { id: '20261201T000000.000Z-aaaaaa', mode: 'flat', force: false, recordedAt: '2026-12-01T00:00:00Z', by: HOSTILE },
     AbortSignal.timeout(5000),
   )
-  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: etcd.url })
+  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_DEPLOYMENT_ETCD: etcd.url })
   const out = new PassThrough()
   const argv = ['rollout', 'migrate', '--waves', '1,100%', '-m', 'to <b>nested</b>']
   assert.equal(await fleetCommand(argv, { config, store, stdout: out, stderr: out }), 0)

@@ -38,7 +38,7 @@ void test('a rollout goes on through a killed leader and a stopped member: no wa
   const stderr = new PassThrough()
   let err = ''
   stderr.on('data', (d: Buffer) => (err += d.toString()))
-  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: cluster.endpoints.join(',') })
+  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_DEPLOYMENT_ETCD: cluster.endpoints.join(',') })
   const argv = ['rollout', 'migrate', '--waves', '1,25%,50%,100%', '--max-parallel', '2', '-m', 'cluster']
   const code = await fleetCommand(argv, { config, store: ops, stdout: new PassThrough(), stderr })
   assert.equal(code, 0, err)

@@ -14,6 +14,7 @@ import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/finge
 import { Sink } from '../helpers/sink.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
 const file = fileScope(after)
 let dataDir: string
@@ -165,6 +166,52 @@ void test('serve with a bearer token under 16 bytes is refused at boot, naming t
   assert.match(r.output, /CARLOS_AGENT_TOKEN/)
   assert.doesNotMatch(r.output, /short/, 'the token itself is never printed')
   assertUnchanged(before, fingerprint(sb.dataDir))
+})
+
+void test('serve with a password in the etcd URL: exit 1 naming the variable, the password in no output', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
+  const before = fingerprint(sb.dataDir)
+  const password = 'hunter2-Zq9pW'
+  const r = await serveOutcome(sb, {
+    CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`,
+    CARLOS_DEPLOYMENT_ETCD: `http://layoutd:${password}@127.0.0.1:2379`,
+  })
+  assert.equal(r.listening, false, 'it must not listen')
+  assert.equal(r.exit, 1)
+  assert.match(r.output, /^layoutd: CARLOS_DEPLOYMENT_ETCD=\(hidden/m)
+  assert.match(r.output, /CARLOS_ETCD_USER/)
+  assert.match(r.output, /CARLOS_ETCD_PASSWORD_FILE/)
+  assert.ok(!r.output.includes(password), `the password is in no output: ${r.output}`)
+  assertUnchanged(before, fingerprint(sb.dataDir))
+
+  // Nor does a command print it.
+  const out = new Sink()
+  const err = new Sink()
+  const environ = { ...sandboxEnv(sb), CARLOS_DEPLOYMENT_ETCD: `https://u:${password}@etcd.example:2379` }
+  assert.equal(await dispatch(['intent', 'status'], { environ, stdout: out, stderr: err }), 1)
+  assert.match(err.text, /CARLOS_DEPLOYMENT_ETCD/)
+  assert.ok(!(out.text + err.text).includes(password), err.text)
+})
+
+void test('serve with a misspelt variable: exit 1 naming it and the variable meant; an unknown one is a warning', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
+  const before = fingerprint(sb.dataDir)
+  const r = await serveOutcome(sb, { CARLOS_DATADIR: '/data', CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}` })
+  assert.equal(r.listening, false, 'it must not serve an empty ./data')
+  assert.equal(r.exit, 1)
+  assert.match(r.output, /^layoutd: CARLOS_DATADIR is not a layoutd variable; did you mean CARLOS_DATA_DIR\?/m)
+  assertUnchanged(before, fingerprint(sb.dataDir))
+
+  const agent = await AgentProcess.start(sb, { env: { CARLOS_FROBNICATE: 'yes' } })
+  t.after(() => agent.stop())
+  await agent.waitReady()
+  await until('the warning', () => /"variable":"CARLOS_FROBNICATE"/.test(agent.tail()))
+  const line = agent
+    .tail()
+    .split('\n')
+    .find((l) => l.includes('"variable":"CARLOS_FROBNICATE"'))
+  assert.match(line ?? '', /"level":40/, 'a warning')
+  assert.match(line ?? '', /CARLOS_FROBNICATE is set but is no layoutd variable/)
 })
 
 void test('a second serve on the same data root refuses to start, naming the holder', async (t) => {

@@ -2,8 +2,9 @@
 // src/server.ts, which runs the agent. The composition (adapters, the
 // agent, the HTTP app, the listener, shutdown) is src/server.ts; this module
 // is its command line, and loads it only when the agent is to run.
+import { unknownVariables } from '../../config.js'
 import { errors } from '../../errors.js'
-import { failed, PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
+import { failed, PROGRAM, runCommand, withConfig, type Cli, type CommandContext, type Scope } from '../command.js'
 
 export const usage = `usage:
   layoutd serve                                   the agent (also \`npm start\`)
@@ -15,14 +16,19 @@ export const options = {} as const
 
 export const signature = PROGRAM
 
-export async function run(_args: unknown, { config }: CommandContext): Promise<number> {
+/** What serve runs with: the configuration, and the CARLOS_* variables it does not read (named at start). */
+type ServeContext = CommandContext & { unknown: string[] }
+
+export async function run(_args: unknown, { config, unknown }: ServeContext): Promise<number> {
   const { serve } = await import('../../server.js')
-  return serve(config)
+  return serve(config, { unknownVariables: unknown })
 }
 
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   // Anything but --help is refused in the words serve has always used.
   if (argv.some((arg) => arg !== '--help' && arg !== '-h'))
     return Promise.resolve(failed(errors.usage('serve takes no arguments'), cli, signature, usage))
-  return runCommand({ usage, options, signature, run }, argv, cli, withConfig(cli))
+  const scope: Scope<ServeContext> = (use) =>
+    withConfig(cli)((ctx) => use({ ...ctx, unknown: unknownVariables(cli.environ) }))
+  return runCommand({ usage, options, signature, run }, argv, cli, scope)
 }

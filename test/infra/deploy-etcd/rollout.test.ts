@@ -55,7 +55,7 @@ async function run(argv: string[], t: TestContext, prefix: string) {
   let err = ''
   stdout.on('data', (d: Buffer) => (out += d.toString()))
   stderr.on('data', (d: Buffer) => (err += d.toString()))
-  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_ETCD_ENDPOINTS: shared.server.url })
+  const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_DEPLOYMENT_ETCD: shared.server.url })
   const code = await fleetCommand(argv, { config, store, stdout, stderr, everyMs: 100 })
   return { code, out, err }
 }
