@@ -276,7 +276,7 @@ export async function runWakesBench(
     },
   })
   const pool = new Pool(agent.url, { connections: opts.connections, headersTimeout: 30_000, bodyTimeout: 30_000 })
-  act.connect(agent.url)
+  act.connect(agent)
   let running = true
   try {
     await agent.waitReady(120_000)

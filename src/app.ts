@@ -40,7 +40,7 @@ export interface AppDeps {
   api: AgentApi
   metrics: Metrics
   logger: AppLogger
-  /** CARLOS_AGENT_TOKEN; empty: mutations from loopback peers only. */
+  /** The bearer token every mutation needs (src/infra/agent-token.ts); empty: no mutation is taken. */
   token: string
   /** Which agent this is (`GET /agent`): the data root it holds; absent where none is held. */
   identity?: AgentIdentity

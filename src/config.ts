@@ -199,21 +199,23 @@ function mounts(v: string, env: string): string[] {
 export const MIN_TOKEN_BYTES = 16
 
 /**
- * The bearer token mutations require; empty: none (loopback only). It must
- * be one word of visible ASCII, as an Authorization header carries it: a
- * token with a space or a trailing newline (a file read with $(cat …)
- * keeps it) could never be sent, and every mutation would be refused.
+ * What is wrong with a bearer token, or null. It must be one word of
+ * visible ASCII, as an Authorization header carries it: a token with a
+ * space or a trailing newline (a file read with $(cat …) keeps it) could
+ * never be sent, and every mutation would be refused.
  */
+export function tokenProblem(v: string): string | null {
+  if (!/^[\x21-\x7e]+$/.test(v))
+    return 'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it'
+  if (Buffer.byteLength(v) < MIN_TOKEN_BYTES) return `a bearer token of at least ${MIN_TOKEN_BYTES} bytes`
+  return null
+}
+
+/** The bearer token mutations require; empty: none given here (design §6). */
 function bearerToken(v: string, env: string): string {
   if (v === '') return v
-  if (!/^[\x21-\x7e]+$/.test(v))
-    throw refusedSecret(
-      env,
-      v,
-      'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it',
-    )
-  if (Buffer.byteLength(v) < MIN_TOKEN_BYTES)
-    throw refusedSecret(env, v, `a bearer token of at least ${MIN_TOKEN_BYTES} bytes`)
+  const problem = tokenProblem(v)
+  if (problem !== null) throw refusedSecret(env, v, problem)
   return v
 }
 
@@ -280,8 +282,15 @@ export const ENVIRONMENT = {
   token: variable(
     'CARLOS_AGENT_TOKEN',
     '',
-    'Bearer token mutating endpoints require, at least 16 bytes; empty: loopback only.',
+    'Bearer token every mutation requires, at least 16 bytes; empty: the file CARLOS_AGENT_TOKEN_FILE names, ' +
+      'else <data>/agent.token (made at first start, 0600).',
     bearerToken,
+  ),
+  tokenFile: variable(
+    'CARLOS_AGENT_TOKEN_FILE',
+    '',
+    'A file holding the bearer token (when CARLOS_AGENT_TOKEN is unset); not readable by others.',
+    optionalFile,
   ),
   activator: variable(
     'CARLOS_ACTIVATOR',

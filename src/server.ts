@@ -11,6 +11,7 @@ import type { Config } from './config.js'
 import type { DeployStore } from './domain/ports.js'
 import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
+import { agentToken, type AgentToken } from './infra/agent-token.js'
 import type { openAgentDeployStore } from './infra/deploy-store.js'
 import type { Registry } from './infra/registry.js'
 import { sayLoopScheduling } from './infra/loop-scheduling.js'
@@ -92,25 +93,59 @@ function warnOfSlowerConverge(
   )
 }
 
-/** True, said on the log and on stderr, when the address is beyond loopback and no token guards the mutations. */
+/**
+ * True, said on the log and on stderr, when the address is beyond loopback
+ * and the operator gave no token (design §6): the token the agent makes in
+ * its data root guards the mutations, but serving the network is a choice
+ * made with a token the remote clients are given.
+ */
 function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSocket | null): boolean {
-  if (config.token !== '') return false
+  if (config.token !== '' || config.tokenFile !== '') return false
   if (socket !== null) {
     if (socket.loopback) return false
-    logger.error({ listen: socket.address }, 'layoutd: refusing to serve beyond loopback without CARLOS_AGENT_TOKEN')
+    logger.error(
+      { listen: socket.address },
+      'layoutd: refusing to serve beyond loopback without CARLOS_AGENT_TOKEN or CARLOS_AGENT_TOKEN_FILE',
+    )
     process.stderr.write(
       `layoutd: the socket systemd passed listens on ${socket.address}, beyond loopback; ` +
-        `set CARLOS_AGENT_TOKEN to serve there\n`,
+        `set CARLOS_AGENT_TOKEN or CARLOS_AGENT_TOKEN_FILE to serve there\n`,
     )
     return true
   }
   if (LOOPBACK.test(config.listen.host)) return false
-  logger.error({ listen: config.listen.host }, 'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN')
+  logger.error(
+    { listen: config.listen.host },
+    'layoutd: refusing to listen beyond loopback without CARLOS_AGENT_TOKEN or CARLOS_AGENT_TOKEN_FILE',
+  )
   process.stderr.write(
     `layoutd: CARLOS_AGENT_LISTEN=${config.listen.host}:${config.listen.port} is beyond loopback; ` +
-      `set CARLOS_AGENT_TOKEN to listen there\n`,
+      `set CARLOS_AGENT_TOKEN or CARLOS_AGENT_TOKEN_FILE to listen there\n`,
   )
   return true
+}
+
+/**
+ * The token every mutation needs (design §6), read or made under the lock;
+ * a token file the agent refuses stops the start, the lock released.
+ */
+function tokenUnderLock(config: Config, lock: Pick<AgentLock, 'release'>): AgentToken {
+  try {
+    return agentToken(config)
+  } catch (err) {
+    lock.release()
+    throw err
+  }
+}
+
+/** Where the token is, once the agent is about to serve: never the token itself. */
+function sayToken(logger: AppLogger, token: AgentToken): void {
+  logger.info(
+    { tokenSource: token.source, made: token.made },
+    token.made
+      ? `layoutd: made the bearer token in ${token.source}; every change (POST, PUT, DELETE) needs it`
+      : `layoutd: every change (POST, PUT, DELETE) needs the bearer token of ${token.source}`,
+  )
 }
 
 /**
@@ -281,6 +316,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
   // One agent per data root (design §4.4), before anything under it is
   // read: a second agent throws here naming the holder, and touches nothing.
   const lock = AgentLock.acquire(config.dataDir)
+  const token = tokenUnderLock(config, lock)
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   const { registry, store } = await openAdapters(config, logger, lock, { Registry, openAgentDeployStore })
@@ -298,7 +334,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
   // The agent says which data root it holds (GET /agent), as D/agent.json does, so a CLI refuses another root's agent.
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity, store })
+  const app = await buildApp({ api: agent, metrics, logger, token: token.token, identity: lock.identity, store })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()
@@ -306,6 +342,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     lock.release()
   })
   drainOnClose(app)
+  sayToken(logger, token)
   // Listen first: /livez answers and /ready says 503 with the phase while
   // start-up recovery runs.
   await listen(app, config, socket)

@@ -21,6 +21,7 @@ import path from 'node:path'
 import type { Config } from '../config.js'
 import { AgentUnreachable, errorMessage, errors } from '../errors.js'
 import { seeHolder } from '../infra/agent-holder.js'
+import { clientToken, type ClientToken } from '../infra/agent-token.js'
 import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
@@ -57,6 +58,14 @@ export function findAgent(config: Config, flag: string | undefined): AgentTarget
   const mine = { dataDir: config.dataDir, ...(seen?.startId === undefined ? {} : { startId: seen.startId }) }
   if (seen?.listen !== undefined) return { url: `http://${seen.listen}`, via: `named by ${seen.file}`, ...mine }
   return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', ...mine }
+}
+
+/**
+ * The client of the agent that holds this data root (or --url's), sending
+ * the token the agent requires, read as the agent reads it (design §6).
+ */
+export function agentClient(config: Config, flag: string | undefined): AgentClient {
+  return new AgentClient(findAgent(config, flag), clientToken(config))
 }
 
 /** A path with its symlinks resolved, or as it is where it cannot be (absent, unreadable). */
@@ -102,14 +111,16 @@ export class AgentClient {
   readonly #target: AgentTarget
   /** The identity check, once it passed or is under way; cleared when the agent could not be reached. */
   #checked: Promise<void> | undefined
+  readonly #token: string
+  /** Why no token is sent, said beside a refusal (401) of the agent's. */
+  readonly #missing: string | undefined
 
-  /** target: a URL (asked as it is, as --url is), or findAgent's answer. */
-  constructor(
-    target: string | AgentTarget,
-    private readonly token: string,
-  ) {
+  /** target: a URL (asked as it is, as --url is), or findAgent's answer; token: clientToken's answer, or a token. */
+  constructor(target: string | AgentTarget, token: string | ClientToken) {
     this.#target = typeof target === 'string' ? { url: target, via: '--url' } : target
     this.base = this.#target.url
+    this.#token = typeof token === 'string' ? token : token.token
+    this.#missing = typeof token === 'string' || !('missing' in token) ? undefined : token.missing
   }
 
   /** The address asked. */
@@ -226,7 +237,7 @@ export class AgentClient {
     extra: Record<string, string>,
   ): Promise<Answer> {
     const headers: Record<string, string> = { accept: 'application/json', ...extra }
-    if (this.token !== '') headers.authorization = `Bearer ${this.token}`
+    if (this.#token !== '') headers.authorization = `Bearer ${this.#token}`
     const unreachable = (err: unknown) => {
       // Refused: nothing listens there. Any other failure is said as it is.
       const hint = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? `; ${START_HINT}` : ''
@@ -277,7 +288,10 @@ export class AgentClient {
     const body = this.parse(method, path, res)
     if (res.status >= 400) {
       const e = (body as { error?: { code?: string; message?: string } }).error
-      throw errors.agentAnswered(`${method} ${path}`, res.status, e?.code, e?.message ?? res.text)
+      const message = e?.message ?? res.text
+      // A refusal for want of the token says why this command had none.
+      const why = res.status === 401 && this.#missing !== undefined ? `; no token was sent: ${this.#missing}` : ''
+      throw errors.agentAnswered(`${method} ${path}`, res.status, e?.code, message + why)
     }
     return body
   }

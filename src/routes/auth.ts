@@ -1,8 +1,9 @@
-// Who may mutate (design §6): the bearer token, or loopback peers when
-// there is none. With a token set, every POST/PUT/DELETE must
-// carry it; without one, layoutd listens on loopback only and takes
-// mutations from loopback peers only, so a box with no token configured is
-// never open to the network by a second listener or a proxy.
+// Who may mutate (design §6): the bearer of the token, and no one else.
+// Every POST/PUT/DELETE must carry it, from loopback too: every uid on the
+// box shares loopback, and a claim is the activator's to change. The token
+// is CARLOS_AGENT_TOKEN, the file CARLOS_AGENT_TOKEN_FILE names, or the one
+// the agent makes in its data root; an app built with none (the schema-only
+// one) takes no change at all.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { isIPv4 } from 'node:net'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
@@ -44,19 +45,14 @@ export function authHook(token: string) {
 
 function refusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
   if (!MUTATING.has(request.method)) return undefined
-  if (token === '') {
-    if (isLoopback(request.socket.remoteAddress)) return undefined
-    return errors.forbidden(
-      'no token is configured (CARLOS_AGENT_TOKEN), so changes are accepted from loopback peers only',
-    )
-  }
+  if (token === '') return errors.forbidden('this agent holds no token, so it takes no change')
   const given = bearerOf(request)
   if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
   return errors.unauthorized(
     given === undefined
-      ? 'this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN>'
-      : 'the bearer token is not the one configured',
+      ? 'a change needs Authorization: Bearer <token> (CARLOS_AGENT_TOKEN, CARLOS_AGENT_TOKEN_FILE, or D/agent.token)'
+      : "the bearer token is not the agent's",
   )
 }
 
@@ -67,9 +63,9 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
  */
 export function privateReadRefusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
   if (isLoopback(request.socket.remoteAddress)) return undefined
-  if (token === '') return errors.forbidden('no token is configured (CARLOS_AGENT_TOKEN), so loopback peers only')
+  if (token === '') return errors.forbidden('this agent holds no token, so loopback peers only')
   const given = bearerOf(request)
   if (given !== undefined && sameToken(given, token)) return undefined
   void reply.header('www-authenticate', 'Bearer realm="layoutd"')
-  return errors.unauthorized('this request needs Authorization: Bearer <CARLOS_AGENT_TOKEN> from beyond loopback')
+  return errors.unauthorized('this request needs Authorization: Bearer <token> from beyond loopback')
 }

@@ -94,7 +94,8 @@ export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
             type: 'http',
             scheme: 'bearer',
             description:
-              'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
+              'Every change needs it, from loopback too: CARLOS_AGENT_TOKEN, the file CARLOS_AGENT_TOKEN_FILE ' +
+              'names, or the one the agent makes at its first start in D/agent.token (0600).',
           },
         },
       },

@@ -135,7 +135,9 @@ void test('shared schemas are components, referred to with $ref; the bearer sche
   assert.deepEqual(components.securitySchemes.bearer, {
     type: 'http',
     scheme: 'bearer',
-    description: 'CARLOS_AGENT_TOKEN. Without a token configured, mutations are accepted from loopback peers only.',
+    description:
+      'Every change needs it, from loopback too: CARLOS_AGENT_TOKEN, the file CARLOS_AGENT_TOKEN_FILE ' +
+      'names, or the one the agent makes at its first start in D/agent.token (0600).',
   })
 })
 

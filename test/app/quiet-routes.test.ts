@@ -8,6 +8,7 @@ import { test } from 'node:test'
 import { buildApp } from '../../src/app.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
+import { authorise, TEST_TOKEN } from '../helpers/authorised.js'
 import { build, FakeAgent, HOST } from '../helpers/fake-agent.js'
 
 void test('the hot routes log nothing; an internal error logs one line at error', async (t) => {
@@ -49,7 +50,8 @@ void test('a request that logs nothing gets no child logger; the first line it l
   const agent = new FakeAgent()
   agent.readinessValue = { ...agent.readinessValue, ready: true, phase: 'ready' }
   agent.wakeAnswers.set(HOST, { granted: true, grant: { host: HOST, layout: 'flat', dir: '/d', socket: '/s', db: '' } })
-  const app = await buildApp({ api: agent, metrics: new Metrics(), logger, token: '' })
+  const app = await buildApp({ api: agent, metrics: new Metrics(), logger, token: TEST_TOKEN })
+  authorise(app)
   t.after(() => app.close())
   await app.ready()
   children = 0 // what the app made for itself while it was built

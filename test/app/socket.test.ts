@@ -6,8 +6,12 @@ import net from 'node:net'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
+import { TEST_TOKEN } from '../helpers/authorised.js'
 import { build, sampleRun } from '../helpers/fake-agent.js'
 import { until } from '../helpers/until.js'
+
+/** The header line a change carries on a raw socket. */
+const AUTH = `Authorization: Bearer ${TEST_TOKEN}\r\n`
 
 async function listen(app: Awaited<ReturnType<typeof build>>['app']): Promise<string> {
   await app.listen({ port: 0, host: '127.0.0.1' })
@@ -36,7 +40,10 @@ void test('over a socket: a converge wait outlives the idle timeout of the conne
   const idleMs = 50
   const { app, agent } = await build(t, { timeouts: { connectionMs: idleMs } })
   const base = await listen(app)
-  const pending = request(`${base}/layout/converge?wait=1&timeout=5`, { method: 'POST' })
+  const pending = request(`${base}/layout/converge?wait=1&timeout=5`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}` },
+  })
   const call = await agent.nextConverge()
   // Time is the subject: the connection stays silent for several idle
   // timeouts, which would close it had the wait not extended its own.
@@ -54,7 +61,7 @@ void test('a client that disconnects mid-body is one quiet line without a stack,
   await once(socket, 'connect')
   const seen = once(app.server, 'request')
   socket.write(
-    'PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": ["a.example.com", "b.exa',
+    `PUT /wakes HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": ["a.example.com", "b.exa`,
   )
   // The server has parsed the headers and reads the body: now the client goes.
   await seen
@@ -129,7 +136,9 @@ void test('a body trickled in is answered 408 once the request bound passes: a t
   const base = new URL(await listen(app))
   const socket = net.connect(Number(base.port), base.hostname)
   await once(socket, 'connect')
-  socket.write('PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{')
+  socket.write(
+    `PUT /wakes HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`,
+  )
   // A byte every 20 ms: never idle long enough for the connection's own timeout.
   const trickle = setInterval(() => socket.writable && socket.write(' '), 20)
   t.after(() => clearInterval(trickle))
@@ -151,7 +160,9 @@ void test('the bodies still arriving share one byte budget: the body that would 
   const open = async (): Promise<net.Socket> => {
     const socket = net.connect(Number(base.port), base.hostname)
     await once(socket, 'connect')
-    socket.write('PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n')
+    socket.write(
+      `PUT /wakes HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n`,
+    )
     socket.write(chunk)
     t.after(() => socket.destroy())
     return socket

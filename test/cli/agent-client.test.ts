@@ -11,6 +11,8 @@ import { AgentClient, agentUrl, findAgent } from '../../src/cli/agent-client.js'
 import { loadConfig } from '../../src/config.js'
 import { AgentUnreachable, AppError, errors, exitStatusOf } from '../../src/errors.js'
 import { AGENT_HOLDER_FILE } from '../../src/infra/agent-holder.js'
+import { AGENT_TOKEN_FILE, clientToken } from '../../src/infra/agent-token.js'
+import { TEST_TOKEN } from '../helpers/authorised.js'
 import { listen, sampleReport } from '../helpers/fake-agent.js'
 import { tmpDir } from '../helpers/tmp.js'
 
@@ -23,7 +25,7 @@ void test('agentUrl: --url without trailing slashes, else the listen address, IP
 
 void test('status, kick, waitRun and mint read what the agent answers', async (t) => {
   const { agent, url } = await listen(t)
-  const client = new AgentClient(url, '')
+  const client = new AgentClient(url, TEST_TOKEN)
   assert.deepEqual(await client.status(), sampleReport())
   assert.deepEqual(await client.leg(), sampleReport().leg)
   assert.equal((await client.kick()).running, true)
@@ -47,6 +49,37 @@ void test('the token goes as a bearer; a mutation without the right one is the a
     return true
   })
   assert.equal(agent.kicks, 1)
+})
+
+void test('the CLI reads the token as the agent does, and a refusal for want of it says why none was sent', async (t) => {
+  const dataDir = await tmpDir(t)
+  const own = 'd'.repeat(64)
+  // No agent has started here: no token, and why.
+  const none = clientToken(loadConfig({ CARLOS_DATA_DIR: dataDir }))
+  assert.equal(none.token, '')
+  assert.match('missing' in none ? none.missing : '', /agent\.token does not exist/)
+  await fs.writeFile(path.join(dataDir, AGENT_TOKEN_FILE), `${own}\n`, { mode: 0o600 })
+  assert.deepEqual(clientToken(loadConfig({ CARLOS_DATA_DIR: dataDir })), { token: own })
+  const file = path.join(dataDir, 'given.token')
+  await fs.writeFile(file, `${'f'.repeat(32)}\n`, { mode: 0o640 })
+  const fromFile = loadConfig({ CARLOS_DATA_DIR: dataDir, CARLOS_AGENT_TOKEN_FILE: file })
+  assert.deepEqual(clientToken(fromFile), { token: 'f'.repeat(32) })
+  const fromEnv = loadConfig({
+    CARLOS_DATA_DIR: dataDir,
+    CARLOS_AGENT_TOKEN_FILE: file,
+    CARLOS_AGENT_TOKEN: TEST_TOKEN,
+  })
+  assert.deepEqual(clientToken(fromEnv), { token: TEST_TOKEN })
+
+  const { agent, url } = await listen(t)
+  const missing = clientToken(loadConfig({ CARLOS_DATA_DIR: path.join(dataDir, 'elsewhere') }))
+  await assert.rejects(new AgentClient(url, missing).kick(), (err: unknown) => {
+    assert.ok(err instanceof AppError)
+    assert.equal(err.code, 'unauthorized')
+    assert.match(err.message, /no token was sent: .*elsewhere\/agent\.token does not exist/)
+    return true
+  })
+  assert.equal(agent.kicks, 0)
 })
 
 void test("the agent's own code comes through: intent_unreadable on mint", async (t) => {
@@ -110,7 +143,7 @@ void test('the client asks GET /agent first: this data root (through a symlink t
   assert.deepEqual(await new AgentClient(target, '').status(), sampleReport())
 
   const other = await listen(t, { identity: holding('/elsewhere/data') })
-  await assert.rejects(new AgentClient({ ...target, url: other.url }, '').kick(), (err: unknown) => {
+  await assert.rejects(new AgentClient({ ...target, url: other.url }, TEST_TOKEN).kick(), (err: unknown) => {
     assert.ok(err instanceof AppError)
     assert.equal(err.code, 'agent_other_data_root')
     assert.ok(
@@ -122,14 +155,14 @@ void test('the client asks GET /agent first: this data root (through a symlink t
   assert.equal(other.agent.kicks, 0, 'nothing was asked of it')
 
   const none = await listen(t)
-  await assert.rejects(new AgentClient({ ...target, url: none.url }, '').kick(), { code: 'agent_unidentified' })
+  await assert.rejects(new AgentClient({ ...target, url: none.url }, TEST_TOKEN).kick(), { code: 'agent_unidentified' })
   assert.equal(none.agent.kicks, 0)
 
   // The start that wrote this root's agent.json, naming the root by another path (a container's mount): ours.
   const mounted = await listen(t, { identity: { ...holding('/data'), startId: 'this-start' } })
   const mine = { ...target, url: mounted.url, startId: 'this-start' }
-  assert.equal((await new AgentClient(mine, '').kick()).running, true)
-  await assert.rejects(new AgentClient({ ...mine, startId: 'another-start' }, '').kick(), {
+  assert.equal((await new AgentClient(mine, TEST_TOKEN).kick()).running, true)
+  await assert.rejects(new AgentClient({ ...mine, startId: 'another-start' }, TEST_TOKEN).kick(), {
     code: 'agent_other_data_root',
   })
 })

@@ -270,7 +270,7 @@ async function lingeringActivator(ends: Ends): Promise<{ url: string; stops: str
 
 /** A wake claim (POST) or its release (DELETE), as the activator sends them; answers the status. */
 async function wake(agent: AgentProcess, method: 'POST' | 'DELETE', host: string): Promise<number> {
-  const res = await request(`${agent.url}/wakes/${host}`, { method })
+  const res = await request(`${agent.url}/wakes/${host}`, { method, headers: agent.authorization() })
   await res.body.dump()
   return res.statusCode
 }

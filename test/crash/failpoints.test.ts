@@ -19,7 +19,7 @@ import type { LayoutReport } from '../../src/domain/schemas.js'
 import { FAILPOINT_STEPS } from '../../src/infra/failpoint.js'
 import { Registry } from '../../src/infra/registry.js'
 import { SqliteClaimStore } from '../../src/infra/wake-claims.js'
-import { AgentProcess, recordIntent, type Exit } from '../helpers/agent-process.js'
+import { AgentProcess, recordIntent, sandboxToken, type Exit } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const other = (m: Mode): Mode => (m === 'nested' ? 'flat' : 'nested')
@@ -326,7 +326,10 @@ void describe('a crash at each step of a move finishes exactly after a restart',
       const m = /^\/instances\/([^/]+)\/stop$/.exec(req.url ?? '')
       res.writeHead(m === null ? 404 : 202).end()
       if (m?.[1] === undefined) return
-      request(`${agentUrl}/wakes/${m[1]}`, { method: 'DELETE' })
+      request(`${agentUrl}/wakes/${m[1]}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${sandboxToken(w.sb)}` },
+      })
         .then(async (r) => {
           released.push(r.statusCode)
           await r.body.dump()

@@ -64,7 +64,7 @@ async function sandbox(t: TestContext): Promise<{
     cleanups.push(() => act.close())
     const agent = await AgentProcess.start(sb, { env: { ...env, CARLOS_ACTIVATOR_URL: act.url } })
     cleanups.push(() => agent.stop())
-    act.connect(agent.url)
+    act.connect(agent)
     await agent.waitReady()
     await agent.waitNestedAllowed()
     return { agent, act }

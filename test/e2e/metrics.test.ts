@@ -61,7 +61,7 @@ async function scrape(agent: AgentProcess): Promise<(series: string) => number |
 
 /** A request to the agent's API; answers the status. */
 async function call(agent: AgentProcess, method: 'POST' | 'DELETE', pathname: string): Promise<number> {
-  const res = await request(`${agent.url}${pathname}`, { method })
+  const res = await request(`${agent.url}${pathname}`, { method, headers: agent.authorization() })
   await res.body.dump()
   return res.statusCode
 }

@@ -5,7 +5,7 @@
 // polled with a bounded deadline, and every wait also ends when the child
 // exits, so a child that dies is reported at once with its last output.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
@@ -17,6 +17,7 @@ import { intentCommand } from '../../src/cli/commands/intent.js'
 import { loadConfig } from '../../src/config.js'
 import { errorMessage } from '../../src/errors.js'
 import type { Mode } from '../../src/domain/modes.js'
+import { AGENT_TOKEN_FILE } from '../../src/infra/agent-token.js'
 import { openDeployStore } from '../../src/infra/deploy-store.js'
 import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
@@ -93,6 +94,20 @@ export function sandboxEnv(sb: Sandbox, extra: Record<string, string> = {}): Nod
     // As contrib/layoutd.service, the image and npm start give it (design §3.3).
     UV_THREADPOOL_SIZE: String(SYNC_CONCURRENCY),
     ...extra,
+  }
+}
+
+/**
+ * The bearer token the sandbox's agent requires: the one it made at its
+ * first start in D/agent.token (the sandbox gives none of its own), read as
+ * the activator would read it. Empty before the agent's first start.
+ */
+export function sandboxToken(sb: Pick<Sandbox, 'dataDir'>): string {
+  try {
+    return readFileSync(path.join(sb.dataDir, AGENT_TOKEN_FILE), 'utf8').trim()
+  } catch {
+    // No agent has started here yet: no token to send.
+    return ''
   }
 }
 
@@ -204,10 +219,14 @@ export class AgentProcess {
   readonly #tail: string[] = []
   readonly #client: Client
   #listening: (() => void) | undefined
+  readonly #sandbox: Sandbox
+  readonly #givenToken: string | undefined
 
   private constructor(sb: Sandbox, port: number, opts: StartOptions) {
     this.url = `http://127.0.0.1:${port}`
     this.startedAt = performance.now()
+    this.#sandbox = sb
+    this.#givenToken = opts.env?.CARLOS_AGENT_TOKEN
     const env = sandboxEnv(sb, {
       CARLOS_AGENT_LISTEN: `127.0.0.1:${port}`,
       CARLOS_FAILPOINT: opts.failpoint ?? '',
@@ -249,6 +268,16 @@ export class AgentProcess {
   #keep(line: string): void {
     this.#tail.push(line)
     if (this.#tail.length > TAIL_LINES) this.#tail.shift()
+  }
+
+  /** The bearer token this agent requires: the one the test gave it, else the one it made in D/agent.token. */
+  get token(): string {
+    return this.#givenToken ?? sandboxToken(this.#sandbox)
+  }
+
+  /** The header a change (POST, PUT, DELETE) carries: the activator's credential. */
+  authorization(): { authorization: string } {
+    return { authorization: `Bearer ${this.token}` }
   }
 
   /** The child's last lines of output. */
@@ -339,7 +368,11 @@ export class AgentProcess {
 
   /** POST /layout/converge?wait=1: kicks the leg and answers the run's results. */
   async converge(timeoutS = 60): Promise<unknown> {
-    const res = await this.#client.request({ method: 'POST', path: `/layout/converge?wait=1&timeout=${timeoutS}` })
+    const res = await this.#client.request({
+      method: 'POST',
+      path: `/layout/converge?wait=1&timeout=${timeoutS}`,
+      headers: this.authorization(),
+    })
     const body: unknown = await res.body.json()
     if (res.statusCode !== 200)
       throw new Error(`POST /layout/converge answered ${res.statusCode}: ${JSON.stringify(body)}`)

@@ -17,6 +17,7 @@ import type { SelfCheckFs } from '../../src/infra/isolation.js'
 import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
+import { authorise, TEST_TOKEN, type Inject } from './authorised.js'
 import { tmpDir, type Scope } from './tmp.js'
 
 export interface AgentBox {
@@ -26,7 +27,10 @@ export interface AgentBox {
   registry: Registry
   store: DeployStore
   agent: Agent
+  /** The app; its inject sends the bearer token unless a request names its own Authorization header. */
   app: App
+  /** An inject that sends no token: a mutation through it is refused. */
+  anonymous: Inject
   metrics: Metrics
   /** The isolation probe's verdict file. */
   probe: string
@@ -105,7 +109,8 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
     intentTimeoutMs: opts.intentTimeoutMs,
     selfCheckFs: opts.selfCheckFs,
   })
-  const app = await buildApp({ api: agent, metrics, logger, token: '' })
+  const app = await buildApp({ api: agent, metrics, logger, token: TEST_TOKEN })
+  const anonymous = authorise(app)
   let closed: Promise<void> | undefined
   // In order: the agent writes under dir until it has stopped.
   const close = (): Promise<void> =>
@@ -115,7 +120,7 @@ export async function agentBox(t: Scope, opts: AgentBoxOptions = {}): Promise<Ag
       registry.close()
     })())
   closeAtEnd(t, close)
-  const box: AgentBox = { dir, config, registry, store, agent, app, metrics, probe, fence, close }
+  const box: AgentBox = { dir, config, registry, store, agent, app, anonymous, metrics, probe, fence, close }
   if (opts.start === true) await agent.start()
   return box
 }

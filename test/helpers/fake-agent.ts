@@ -12,6 +12,7 @@ import type { IntentRecord, LayoutReport, LegRun, LegState } from '../../src/dom
 import { createLogger } from '../../src/logger.js'
 import { Metrics } from '../../src/metrics.js'
 import type { AgentIdentity } from '../../src/routes/agent-identity.js'
+import { authorise, TEST_TOKEN, type Inject } from './authorised.js'
 
 export const HOST = 'a.example.com'
 
@@ -233,7 +234,10 @@ export class FakeAgent implements AgentApi {
 }
 
 export interface Built {
+  /** The app; its inject sends the token unless a request names its own Authorization header. */
   app: App
+  /** An inject that sends no token: a mutation through it is refused. */
+  anonymous: Inject
   agent: FakeAgent
   metrics: Metrics
   /** Every log line the app wrote, as written. */
@@ -241,6 +245,7 @@ export interface Built {
 }
 
 export interface BuildOptions {
+  /** The token the app requires; TEST_TOKEN by default, empty for an app that takes no change. */
   token?: string
   bodyLimit?: number
   timeouts?: Partial<Timeouts>
@@ -264,14 +269,15 @@ export async function build(t: TestContext, opts: BuildOptions = {}): Promise<Bu
     api: agent,
     metrics,
     logger: createLogger('info', sink),
-    token: opts.token ?? '',
+    token: opts.token ?? TEST_TOKEN,
     bodyLimit: opts.bodyLimit,
     timeouts: opts.timeouts,
     bodyBudget: opts.bodyBudget,
     identity: opts.identity,
   })
+  const anonymous = authorise(app, opts.token ?? TEST_TOKEN)
   t.after(() => app.close())
-  return { app, agent, metrics, logs }
+  return { app, anonymous, agent, metrics, logs }
 }
 
 /** The error envelope of a response, checked for its shape. */

@@ -35,6 +35,8 @@ export class ReferenceActivator {
   readonly #queues = new Map<string, Promise<void>>()
   readonly #stopWaiters = new Map<string, Array<(s: StopRequest) => void>>()
   #agent: Pool | undefined
+  /** The header every claim, release and set carries: layoutd's bearer token. */
+  #auth: { authorization: string } | Record<string, never> = {}
 
   private constructor(server: http.Server) {
     this.#server = server
@@ -54,9 +56,10 @@ export class ReferenceActivator {
     return self
   }
 
-  /** The layoutd it claims from. */
-  connect(agentUrl: string, connections = 4): void {
-    this.#agent = new Pool(agentUrl, { connections, headersTimeout: 30_000, bodyTimeout: 30_000 })
+  /** The layoutd it claims from, and the token it was given (the agent's D/agent.token, as a real activator reads it). */
+  connect(agent: { url: string; token: string }, connections = 4): void {
+    this.#auth = { authorization: `Bearer ${agent.token}` }
+    this.#agent = new Pool(agent.url, { connections, headersTimeout: 30_000, bodyTimeout: 30_000 })
   }
 
   async close(): Promise<void> {
@@ -138,7 +141,7 @@ export class ReferenceActivator {
     const res = await this.#pool().request({
       method: 'PUT',
       path: '/wakes',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...this.#auth },
       body: JSON.stringify({ awake: [...this.running.keys()] }),
     })
     const body = (await res.body.json()) as WakeSet
@@ -147,7 +150,11 @@ export class ReferenceActivator {
   }
 
   async #claim(host: string): Promise<Claim> {
-    const res = await this.#pool().request({ method: 'POST', path: `/wakes/${encodeURIComponent(host)}` })
+    const res = await this.#pool().request({
+      method: 'POST',
+      path: `/wakes/${encodeURIComponent(host)}`,
+      headers: this.#auth,
+    })
     const body = (await res.body.json()) as WakeGrant & WakeRefusal
     if (res.statusCode === 200) return { status: 200, grant: body }
     if (res.statusCode === 409) return { status: 409, refusal: body }
@@ -158,7 +165,11 @@ export class ReferenceActivator {
 
   async #release(host: string): Promise<void> {
     if (!this.running.has(host)) return
-    const res = await this.#pool().request({ method: 'DELETE', path: `/wakes/${encodeURIComponent(host)}` })
+    const res = await this.#pool().request({
+      method: 'DELETE',
+      path: `/wakes/${encodeURIComponent(host)}`,
+      headers: this.#auth,
+    })
     await res.body.dump()
     if (res.statusCode !== 204) {
       this.errors.push(`DELETE /wakes/${host} answered ${res.statusCode}`)

@@ -227,24 +227,30 @@ void test('an unknown route, and a method no route takes: 404 not_found naming i
 
 // ---- who may mutate --------------------------------------------------------
 
-void test('a mutation from a non-loopback peer with no token configured: 403 forbidden', async () => {
-  await refused(
-    { method: 'PUT', url: '/wakes', headers: json, payload: '{"awake": []}', remoteAddress: '10.1.2.3' },
-    403,
-    'forbidden',
-    /loopback/,
-  )
-  // A forwarded header is never trusted.
-  await refused(
-    {
-      method: 'POST',
-      url: '/layout/converge',
-      headers: { 'x-forwarded-for': '127.0.0.1' },
-      remoteAddress: '192.0.2.7',
-    },
-    403,
-    'forbidden',
-  )
+void test('a mutation without the token, from loopback or beyond: 401 unauthorized, nothing changed', async () => {
+  for (const remoteAddress of ['127.0.0.1', '::1', '10.1.2.3']) {
+    const before = box.fp()
+    const res = await box.anonymous({
+      method: 'PUT',
+      url: '/wakes',
+      headers: json,
+      payload: '{"awake": []}',
+      remoteAddress,
+    })
+    assert.equal(res.statusCode, 401, remoteAddress)
+    assert.equal(res.json<Envelope>().error.code, 'unauthorized')
+    assertUnchanged(before, box.fp())
+  }
+  // A forwarded header is no credential either.
+  const before = box.fp()
+  const forwarded = await box.anonymous({
+    method: 'POST',
+    url: '/layout/converge',
+    headers: { 'x-forwarded-for': '127.0.0.1' },
+    remoteAddress: '192.0.2.7',
+  })
+  assert.equal(forwarded.statusCode, 401)
+  assertUnchanged(before, box.fp())
 })
 
 void test('with a token configured: a missing, wrong or non-bearer token is 401 unauthorized', async (t) => {
@@ -348,12 +354,13 @@ function raw(port: number, bytes: string): Promise<string> {
   })
 }
 
-/** Starts a PUT /wakes whose body never arrives whole: the client goes away mid-body. */
-function dropMidBody(port: number): Promise<void> {
+/** Starts a PUT /wakes (with the token) whose body never arrives whole: the client goes away mid-body. */
+function dropMidBody(port: number, token: string): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const s = net.connect(port, '127.0.0.1', () => {
       s.write(
-        'PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": [',
+        `PUT /wakes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+          'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"awake": [',
       )
       s.destroy()
       resolve()
@@ -366,20 +373,21 @@ void test('over a real socket: garbage, a bad host and a half-sent body are refu
   const { sb, agent } = await realAgent()
   const before = fingerprint(sb.dataDir)
   const port = Number(new URL(agent.url).port)
+  const auth = `Authorization: Bearer ${agent.token}\r\n`
   const garbage = await raw(port, 'HELLO /wakes HTTP/9.9\r\n\r\n')
   assert.match(garbage, /^HTTP\/1\.1 400/, garbage)
   const badHost = await raw(
     port,
-    'POST /wakes/..%2f..%2fetc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n',
+    `POST /wakes/..%2f..%2fetc HTTP/1.1\r\nHost: x\r\n${auth}Connection: close\r\nContent-Length: 0\r\n\r\n`,
   )
   assert.match(badHost, /^HTTP\/1\.1 400/)
   assert.match(badHost, /"code":"invalid_host"/)
   const badSet = await raw(
     port,
-    'PUT /wakes HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n{"awake": ["A.EXAMPLE"]}',
+    `PUT /wakes HTTP/1.1\r\nHost: x\r\n${auth}Connection: close\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n{"awake": ["A.EXAMPLE"]}`,
   )
   assert.match(badSet, /^HTTP\/1\.1 400/)
-  await dropMidBody(port)
+  await dropMidBody(port, agent.token)
   assert.equal((await agent.readiness()).ready, true, 'the agent still serves')
   assert.deepEqual(((await (await fetch(`${agent.url}/wakes`)).json()) as { awake: string[] }).awake, [])
   assertUnchanged(before, fingerprint(sb.dataDir))
@@ -387,11 +395,14 @@ void test('over a real socket: garbage, a bad host and a half-sent body are refu
 
 void test('a client that disconnects mid-body is not logged as a 500 with a stack', async () => {
   const { agent } = await realAgent()
-  await dropMidBody(Number(new URL(agent.url).port))
+  await dropMidBody(Number(new URL(agent.url).port), agent.token)
   // A refused request afterwards logs its own line: once it is there, the
   // dropped one has been handled too.
   const marker = `m${Date.now()}.example.com`
-  const res = await fetch(`${agent.url}/wakes/${marker.toUpperCase()}`, { method: 'POST' })
+  const res = await fetch(`${agent.url}/wakes/${marker.toUpperCase()}`, {
+    method: 'POST',
+    headers: agent.authorization(),
+  })
   assert.equal(res.status, 400)
   await until('the refusal logged', () => agent.tail().includes(marker.toUpperCase()))
   assert.doesNotMatch(agent.tail(), /request failed/)

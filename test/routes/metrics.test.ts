@@ -52,12 +52,12 @@ void test('GET /metrics serves every metric of design §9 with the registry cont
 })
 
 void test('the HTTP histogram is labelled by route pattern, "unmatched" for 404s, and no label carries a hostname', async (t) => {
-  const { app, metrics } = await build(t)
+  const { app, anonymous, metrics } = await build(t)
   assert.equal((await app.inject({ method: 'GET', url: '/layout/status' })).statusCode, 200)
   assert.equal((await app.inject({ method: 'GET', url: `/nowhere/${HOST}` })).statusCode, 404)
   assert.equal(
-    (await app.inject({ method: 'POST', url: '/layout/converge', remoteAddress: '192.0.2.1' })).statusCode,
-    403,
+    (await anonymous({ method: 'POST', url: '/layout/converge', remoteAddress: '192.0.2.1' })).statusCode,
+    401,
   )
   const text = await metrics.text()
   assert.equal(
@@ -71,7 +71,7 @@ void test('the HTTP histogram is labelled by route pattern, "unmatched" for 404s
   assert.equal(
     sample(
       text,
-      'carlos_layout_http_request_duration_seconds_count{method="POST",route="/layout/converge",status="403"}',
+      'carlos_layout_http_request_duration_seconds_count{method="POST",route="/layout/converge",status="401"}',
     ),
     1,
   )

@@ -8,7 +8,7 @@ import { printable } from '../../domain/printable.js'
 import { hostsReached } from '../../domain/leg.js'
 import type { LegRun } from '../../domain/schemas.js'
 import { AppError } from '../../errors.js'
-import { AgentClient, findAgent } from '../agent-client.js'
+import { agentClient, type AgentClient } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, withConfig, type Cli, type CommandContext } from '../command.js'
 import { summarize } from '../status-view.js'
@@ -37,7 +37,7 @@ type Stdout = CommandContext['stdout']
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 export async function run(args: ParsedArgs<typeof options>, { config, stdout }: CommandContext): Promise<number> {
-  const client = new AgentClient(findAgent(config, args.values.url), config.token)
+  const client = agentClient(config, args.values.url)
   if (args.values.wait !== true) {
     const leg = await client.kick()
     stdout.write(

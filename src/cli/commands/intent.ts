@@ -401,8 +401,8 @@ async function showDryRun(io: IntentIo, mode: Mode, box: string | undefined, wha
 }
 
 async function agentReport(io: IntentIo) {
-  const { AgentClient, findAgent } = await import('../agent-client.js')
-  return new AgentClient(findAgent(io.config, undefined), io.config.token).status()
+  const { agentClient } = await import('../agent-client.js')
+  return agentClient(io.config, undefined).status()
 }
 
 async function prune(io: IntentIo, keepText: string | undefined, dry: boolean): Promise<number> {

@@ -29,7 +29,7 @@ import {
   listLayout,
   type Journal,
 } from '../../infra/pass/journal.js'
-import { AgentClient, findAgent } from '../agent-client.js'
+import { agentClient, type AgentClient } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import type { CommandContext } from '../command.js'
 
@@ -128,7 +128,7 @@ export async function readJournal(ctx: CommandContext, arg: string): Promise<Rea
 async function agentView(ctx: CommandContext): Promise<AgentView | null> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   if (!AgentLock.held(ctx.config.dataDir)) return null
-  const client = new AgentClient(findAgent(ctx.config, undefined), ctx.config.token)
+  const client = agentClient(ctx.config, undefined)
   try {
     return { rows: (await client.status()).rows, client }
   } catch (err) {

@@ -15,7 +15,7 @@ import { printable } from '../../domain/printable.js'
 import type { LayoutReport } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import { isBatchJournalName, JOURNAL_SUFFIX, layoutDir, listLayout } from '../../infra/pass/journal.js'
-import { AgentClient, findAgent } from '../agent-client.js'
+import { agentClient } from '../agent-client.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
 import {
   runGroup,
@@ -110,7 +110,7 @@ async function whatIsAt(p: string): Promise<string> {
 /** Why the agent keeps each host fenced, when it answers; an empty map (and why) when it does not. */
 async function reasons(ctx: CommandContext): Promise<{ rows: LayoutReport['rows']; note: string }> {
   try {
-    const report = await new AgentClient(findAgent(ctx.config, undefined), ctx.config.token).status()
+    const report = await agentClient(ctx.config, undefined).status()
     return { rows: report.rows, note: '' }
   } catch (err) {
     return { rows: {}, note: `the agent's reasons are not known: ${errorMessage(err)}` }

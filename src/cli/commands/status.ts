@@ -15,7 +15,7 @@ import type { LayoutReport } from '../../domain/schemas.js'
 import { loadConfig } from '../../config.js'
 import { AppError, errorMessage, errors } from '../../errors.js'
 import { fillAdvice, type AdviceFacts } from '../advice.js'
-import { AgentClient, findAgent } from '../agent-client.js'
+import { agentClient, type AgentClient } from '../agent-client.js'
 import type { ParsedArgs } from '../args.js'
 import { PROGRAM, runCommand, type Cli, type CommandContext, type Scope } from '../command.js'
 import {
@@ -348,7 +348,7 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   const v = args.values
   const host = args.positionals[0]
   refuseMixed(v, host)
-  const client = new AgentClient(findAgent(ctx.config, v.url), ctx.config.token)
+  const client = agentClient(ctx.config, v.url)
   const url = client.url
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
   // The journal and hold are read only from this box's own data root: with

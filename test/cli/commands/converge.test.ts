@@ -5,6 +5,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { main, summarize } from '../../../src/cli/commands/converge.js'
 import type { LegRun } from '../../../src/domain/schemas.js'
+import { TEST_TOKEN } from '../../helpers/authorised.js'
 import { listen, sampleRun } from '../../helpers/fake-agent.js'
 import { Sink } from '../../helpers/sink.js'
 import { until } from '../../helpers/until.js'
@@ -12,7 +13,8 @@ import { until } from '../../helpers/until.js'
 function converge(...argv: string[]) {
   const stdout = new Sink()
   const stderr = new Sink()
-  const done = main(argv, { environ: {}, stdout, stderr })
+  // The token the fake agent requires, as an operator's environment gives it.
+  const done = main(argv, { environ: { CARLOS_AGENT_TOKEN: TEST_TOKEN }, stdout, stderr })
   return { done, stdout, stderr }
 }
 

@@ -17,6 +17,7 @@ import { flatPaths, nestedPaths, type Dirs } from '../../../src/domain/paths.js'
 import { AgentLock } from '../../../src/infra/agent-lock.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { freePort } from '../../helpers/agent-process.js'
+import { TEST_TOKEN } from '../../helpers/authorised.js'
 import { listen, sampleReport } from '../../helpers/fake-agent.js'
 import { Sink } from '../../helpers/sink.js'
 import { tmpDir } from '../../helpers/tmp.js'
@@ -63,7 +64,12 @@ async function box(t: TestContext): Promise<Box> {
     dataDir,
     layout,
     dirs,
-    environ: { CARLOS_DATA_DIR: dataDir, CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}` },
+    // The token the fake agent requires, as the operator's environment gives it.
+    environ: {
+      CARLOS_DATA_DIR: dataDir,
+      CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}`,
+      CARLOS_AGENT_TOKEN: TEST_TOKEN,
+    },
     row: (host, shape) => registry.add({ host, kind: 'instance', hibernate: true, ...pathsOf(host, shape) }),
     files: async (host, shape) => {
       const dir = pathsOf(host, shape).dir

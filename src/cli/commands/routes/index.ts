@@ -93,13 +93,13 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
     // gate: with no intent, a nested default then mints nested only where
     // the box has evidently moved (nested rows present).
     const mint = async (): Promise<Mode> => {
-      const [{ openDeployStore }, { mintLayoutIntentWith }, { AgentClient, findAgent }] = await Promise.all([
+      const [{ openDeployStore }, { mintLayoutIntentWith }, { agentClient }] = await Promise.all([
         import('../../../infra/deploy-store.js'),
         import('../../../domain/mint.js'),
         import('../../agent-client.js'),
       ])
       try {
-        return await new AgentClient(findAgent(config, undefined), config.token).mint(MINT_ASK_MS)
+        return await agentClient(config, undefined).mint(MINT_ASK_MS)
       } catch (err) {
         if (!(err instanceof AgentUnreachable)) throw err
       }
@@ -115,9 +115,9 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
       })
     }
     const kick = async (): Promise<void> => {
-      const { AgentClient, findAgent } = await import('../../agent-client.js')
+      const { agentClient } = await import('../../agent-client.js')
       try {
-        await new AgentClient(findAgent(config, undefined), config.token).kick()
+        await agentClient(config, undefined).kick()
         cli.stdout.write('asked the agent for a run: it acts on the new rows now\n')
       } catch (err) {
         // The rows are in the registry either way: an agent started later reads them.
