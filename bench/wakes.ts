@@ -140,6 +140,8 @@ async function claimLoop(
   connections: number,
   seconds: number,
   check?: (host: string, g: WakeGrant) => Promise<string | undefined>,
+  /** The agent's bearer token header, which every claim and release carries (design §6). */
+  auth: Record<string, string> = {},
 ): Promise<LoopResult> {
   const r: LoopResult = { claimMs: [], releaseMs: [], granted: 0, refused: {}, wrong: [], errors: [], seconds }
   // Two workers never hold one host: one's release would end the other's claim.
@@ -160,7 +162,7 @@ async function claimLoop(
       held.add(host)
       try {
         const s = performance.now()
-        const res = await pool.request({ method: 'POST', path: `/wakes/${host}` })
+        const res = await pool.request({ method: 'POST', path: `/wakes/${host}`, headers: auth })
         const body = (await res.body.json()) as WakeGrant & WakeRefusal
         r.claimMs.push(performance.now() - s)
         if (res.statusCode === 409) {
@@ -176,7 +178,7 @@ async function claimLoop(
         const problem = await check?.(host, body)
         if (problem !== undefined) r.wrong.push(problem)
         const d = performance.now()
-        const del = await pool.request({ method: 'DELETE', path: `/wakes/${host}` })
+        const del = await pool.request({ method: 'DELETE', path: `/wakes/${host}`, headers: auth })
         await del.body.dump()
         r.releaseMs.push(performance.now() - d)
         if (del.statusCode !== 204) r.errors.push(`DELETE /wakes/${host}: ${del.statusCode}`)
@@ -283,7 +285,14 @@ export async function runWakesBench(
     log(`wakes: ${opts.connections} connections claiming for ${opts.seconds} s while the box converges`)
     const deadline = performance.now() + opts.seconds * 1000
     const [loop, conv] = await Promise.all([
-      claimLoop(pool, hosts, opts.connections, opts.seconds, (host, g) => grantProblem(sb, host, g)),
+      claimLoop(
+        pool,
+        hosts,
+        opts.connections,
+        opts.seconds,
+        (host, g) => grantProblem(sb, host, g),
+        agent.authorization(),
+      ),
       convergeLoop(agent, sb, hosts, deadline),
     ])
     const moved = (await agent.metric('carlos_layout_moves_total{to="nested",outcome="moved"}')) ?? 0
