@@ -164,7 +164,7 @@ void test('through a real agent process: a registry restored from a flat copy re
     const ready = await request(`${agent.url}/ready/${host}`)
     const body = (await ready.body.json()) as WakeRefusal
     assert.deepEqual([ready.statusCode, body.code], [409, 'files_elsewhere'], agent.tail())
-    const claim = await request(`${agent.url}/wakes/${host}`, { method: 'POST' })
+    const claim = await request(`${agent.url}/wakes/${host}`, { method: 'POST', headers: agent.authorization() })
     const refusal = (await claim.body.json()) as WakeRefusal
     assert.deepEqual([claim.statusCode, refusal.code], [409, 'files_elsewhere'])
   }
