@@ -36,6 +36,8 @@ export interface SoakActivatorOptions {
   atGrant: GrantCheck
   /** Checked just before the release: the files must not have moved while claimed. */
   atRelease: GrantCheck
+  /** The agent's bearer token, read at each request (a restarted agent may have made it anew). */
+  token?: () => string | undefined
 }
 
 export interface ActivatorCounts {
@@ -192,12 +194,18 @@ export class SoakActivator {
     await this.#pool?.destroy()
   }
 
+  /** The Authorization header of every mutation, where the agent wants a token. */
+  #auth(): Record<string, string> {
+    const token = this.#opts.token?.()
+    return token === undefined ? {} : { authorization: `Bearer ${token}` }
+  }
+
   async #sendAwakeSet(): Promise<WakeSet> {
     const awake = [...this.#lives].filter(([, life]) => life.phase === 'running').map(([host]) => host)
     const res = await this.#agent().request({
       method: 'PUT',
       path: '/wakes',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...this.#auth() },
       body: JSON.stringify({ awake }),
     })
     const text = await res.body.text()
@@ -274,7 +282,11 @@ export class SoakActivator {
   /** The grant, checked; undefined when refused. Throws when the request did not complete. */
   async #claim(host: string): Promise<WakeGrant | undefined> {
     this.counts.claims++
-    const res = await this.#agent().request({ method: 'POST', path: `/wakes/${encodeURIComponent(host)}` })
+    const res = await this.#agent().request({
+      method: 'POST',
+      path: `/wakes/${encodeURIComponent(host)}`,
+      headers: this.#auth(),
+    })
     const text = await res.body.text()
     if (res.statusCode === 409) {
       const kind = (JSON.parse(text) as WakeRefusal).code
@@ -303,7 +315,11 @@ export class SoakActivator {
       return
     }
     try {
-      const res = await this.#pool.request({ method: 'DELETE', path: `/wakes/${encodeURIComponent(host)}` })
+      const res = await this.#pool.request({
+        method: 'DELETE',
+        path: `/wakes/${encodeURIComponent(host)}`,
+        headers: this.#auth(),
+      })
       const text = await res.body.text()
       if (res.statusCode === 204) this.counts.releases++
       else this.counts.errors.push(`DELETE /wakes/${host} answered ${res.statusCode}: ${text}`)
