@@ -58,6 +58,16 @@ export interface ActivatorCounts {
   errors: string[]
 }
 
+/** The refusal a claim's answer carries, or undefined for any other body (an error envelope). */
+function refusalOf(text: string): WakeRefusal | undefined {
+  try {
+    const body = JSON.parse(text) as Partial<WakeRefusal>
+    return typeof body.code === 'string' && typeof body.host === 'string' ? (body as WakeRefusal) : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** A promise the claimers wait on, and whether it has been let go. */
 interface Latch {
   promise: Promise<void>
@@ -288,9 +298,10 @@ export class SoakActivator {
       headers: this.#auth(),
     })
     const text = await res.body.text()
-    if (res.statusCode === 409) {
-      const kind = (JSON.parse(text) as WakeRefusal).code
-      this.counts.refused[kind] = (this.counts.refused[kind] ?? 0) + 1
+    // A refusal: 409 for good, or 503 with Retry-After while the host is not yet judged (design §6).
+    const refusal = res.statusCode === 409 || res.statusCode === 503 ? refusalOf(text) : undefined
+    if (refusal !== undefined) {
+      this.counts.refused[refusal.code] = (this.counts.refused[refusal.code] ?? 0) + 1
       return undefined
     }
     if (res.statusCode !== 200) {
