@@ -194,13 +194,16 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
-/** Takes the box label in the store (etcd); on a refusal, what was opened is closed and the lock released. */
+/**
+ * Takes the box label in the store (etcd), and throws `label_taken` when
+ * another live agent holds it. etcd away is no refusal: the agent serves
+ * its box, and the label is taken once etcd answers.
+ */
 async function claimLabel(
   config: Config,
   logger: AppLogger,
   store: DeployStore,
-  lock: Pick<AgentLock, 'release' | 'identity'>,
-  registry: Pick<Registry, 'close'>,
+  lock: Pick<AgentLock, 'identity'>,
 ): Promise<void> {
   if (store.claimLabel === undefined) return
   const { pid, dataDir, startedAt } = lock.identity
@@ -208,15 +211,8 @@ async function claimLabel(
   try {
     await store.claimLabel(holder, AbortSignal.timeout(30_000))
   } catch (err) {
-    // etcd away is no refusal: the agent serves its box, and the label is taken once etcd answers.
-    if (!(err instanceof AppError && err.code === 'label_taken')) {
-      logger.warn({ err }, `layoutd: the box label could not be taken yet: ${errorMessage(err)}`)
-      return
-    }
-    await store.close().catch(() => undefined)
-    registry.close()
-    lock.release()
-    throw err
+    if (err instanceof AppError && err.code === 'label_taken') throw err
+    logger.warn({ err }, `layoutd: the box label could not be taken yet: ${errorMessage(err)}`)
   }
 }
 
@@ -320,11 +316,6 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
   const metrics = new Metrics()
   metrics.ops.setBuildInfo(await packageVersion(), config.build)
   const { registry, store } = await openAdapters(config, logger, lock, { Registry, openAgentDeployStore })
-  // One agent per label (design §7.5): a second agent with this CARLOS_BOX stops here, naming the holder.
-  await claimLabel(config, logger, store, lock, registry).catch((err: unknown) => {
-    logger.error({ err }, `layoutd: ${errorMessage(err)}`)
-    throw err
-  })
   const agent = composeAgent({
     config,
     logger,
@@ -352,7 +343,14 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
     await app.close()
   })
-  agent.start().then(
+  // One agent per label (design §7.5), taken while start-up recovers: a
+  // second agent with this CARLOS_BOX stops before it is ready, naming the
+  // holder. It is asked only now: an etcd that hangs must not keep /livez
+  // from answering (design §4.4).
+  const label = claimLabel(config, logger, store, lock)
+  // Awaited by the start; until then a refusal is not an unhandled rejection.
+  label.catch(() => undefined)
+  agent.start({ readyAfter: label }).then(
     // Ready: what the activator asks next is compiled now, before it asks.
     () => (agent.phase === 'ready' ? app.warmHotRoutes() : undefined),
     (err: unknown) => {

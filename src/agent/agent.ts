@@ -165,9 +165,10 @@ export class Agent implements AgentApi {
    * or hold marker is there) → Recover → RestoreHolds → publish the pass →
    * ready (the activator may wake) → the instance keys, and the poller's
    * first read → kick the leg once. The HTTP server serves /livez and a 503
-   * /ready throughout.
+   * /ready throughout. `readyAfter`: what else ready waits for (serve's
+   * claim of the box label, design §7.5); its rejection fails the start.
    */
-  async start(): Promise<void> {
+  async start(opts: { readyAfter?: Promise<void> } = {}): Promise<void> {
     const { config, logger, gate, claims } = this.#parts
     // Before anything under the data root is read: a D/layout that is a
     // symlink would hand recovery a journal planted behind it (design §2.1).
@@ -178,6 +179,8 @@ export class Agent implements AgentApi {
         'layout: no activator armed on this box; the report is unmanaged and nothing moves',
       )
       await this.#view.listLayoutDir()
+      await opts.readyAfter
+      if (this.#life.signal.aborted) return
       this.#phase = 'ready'
       const listing = (this.#reads = new PeriodicRead({
         read: () => this.#view.listLayoutDir(),
@@ -224,8 +227,10 @@ export class Agent implements AgentApi {
     await this.#files.lookAtEvery()
     this.#pass = pass
     this.#reportPass = this.#files.reportPass(pass)
+    await opts.readyAfter
     if (this.#life.signal.aborted) return
     this.#phase = 'ready'
+    logger.info({ phase: 'ready' }, 'layout: ready: the activator may wake')
     this.#waiters.changed()
     // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
     const keys = (this.#instanceKeys = new InstanceKeys({

@@ -1,8 +1,8 @@
 // One agent per box label, end to end on the real etcd (design §7.5): a
 // second `layoutd serve` with the same CARLOS_BOX (a copied env file, another
-// data root) refuses to start, naming the holder, and the first agent's
-// summary stays its own; the same data root restarted after kill -9 takes
-// its label over at once.
+// data root) refuses to start (it listens, and exits before it is ready),
+// naming the holder, and the first agent's summary stays its own; the same
+// data root restarted after kill -9 takes its label over at once.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import path from 'node:path'
@@ -38,7 +38,9 @@ void test('a second serve with the same box label on etcd refuses to start, nami
       `box label web-01 is held by another agent \\(pid ${agent.pid} on host \\S+, data root ${first.dataDir}`,
     ),
   )
-  assert.doesNotMatch(output, /Server listening at/)
+  // It listened from its first moment (design §4.4), and stopped before it was ever ready.
+  assert.match(output, /Server listening at/)
+  assert.doesNotMatch(output, /layout: ready/)
   const labels = await etcd.range('/carlos/layout/labels/')
   assert.equal((JSON.parse(labels.get('/carlos/layout/labels/web-01') ?? '{}') as { pid?: number }).pid, agent.pid)
 
