@@ -215,8 +215,21 @@ export const errors = {
       code,
       503,
       `deploy store ${store}: ${code}: ${what}; the agent keeps what it has. Bring the store back and the ` +
-        'next read finds it; to mean another intent, record it (`layoutd intent flat|nested`); to mean ' +
-        'none at all, restart the agent, which reads the store afresh',
+        'next read finds it; to mean another intent, record it (`layoutd intent migrate|revert --box LABEL`) ' +
+        'and restart the agent; to mean none at all, `layoutd intent forget-applied` and restart the agent',
+    ),
+  /**
+   * The deploy store does not hold the intent this box last applied, kept in
+   * its data root (design §7.7), nor one newer addressing it: gone, emptied
+   * or replaced between two reads or two starts. Unreadable, never "none".
+   */
+  appliedIntentMissing: (store: string, what: string) =>
+    new AppError(
+      'applied_intent_missing',
+      503,
+      `deploy store ${store}: applied_intent_missing: ${what}. Nothing moves and nothing is released flat. ` +
+        'Bring the store back; or record the intent you mean (`layoutd intent migrate|revert --box LABEL`); ' +
+        'or, to read the store as it is now, `layoutd intent forget-applied`',
     ),
   /** The agent's deploy store could not be opened (yet): the intent is unreadable (design §5.3). */
   deployStoreUnopened: (why: string) =>

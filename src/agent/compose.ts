@@ -8,6 +8,7 @@ import { FenceTable } from '../domain/fence.js'
 import type { RecoveryAction } from '../domain/pass-plan.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
+import { KeptIntentStore } from '../infra/applied-intent.js'
 import { failpointFrom } from '../infra/failpoint.js'
 import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
 import { Isolation, type SelfCheckFs } from '../infra/isolation.js'
@@ -62,9 +63,17 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // This connection's writes run on the thread that answers the activator: none waits out a foreign lock.
   registry.waitOnLocksAtMost(AGENT_BUSY_TIMEOUT_MS)
   registry.verify()
+  // Every read held to the intent this box last applied, kept in its data root (design §7.7).
+  const kept = new KeptIntentStore(adapters.store, {
+    dirs: config,
+    box: config.box,
+    keep: true,
+    logger,
+    now: () => new Date(clock.now()),
+  })
   // A store that keeps staged rollouts is read with them (design §7.6).
-  const rolloutMetrics = adapters.store.rollouts === undefined ? undefined : new RolloutMetrics(metrics.registry)
-  const store = RolloutAwareStore.around(adapters.store, {
+  const rolloutMetrics = kept.rollouts === undefined ? undefined : new RolloutMetrics(metrics.registry)
+  const store = RolloutAwareStore.around(kept, {
     box: config.box,
     clock,
     logger,

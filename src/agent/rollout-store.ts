@@ -55,6 +55,10 @@ export class RolloutAwareStore implements DeployStore {
     return this.#inner.describe()
   }
 
+  identity(): string {
+    return this.#inner.identity?.() ?? this.#inner.describe()
+  }
+
   async close(): Promise<void> {
     this.#life?.abort()
     await this.#inner.close()

@@ -17,7 +17,7 @@ export const USAGE = `usage:
   layoutd routes import FILE|- [--skip-existing]  many rows from JSON Lines (minted as add mints them)
   layoutd routes list [--json] | routes rm HOST
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
-  layoutd intent prune --keep N [--dry-run] | intent status [--json]
+  layoutd intent prune --keep N [--dry-run] | intent status [--json] | intent forget-applied
   layoutd fleet status [--json] [--wait [--timeout S]]
   layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
                         [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]

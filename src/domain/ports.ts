@@ -80,6 +80,11 @@ export interface DeployStore {
   watch?(onChange: () => void, signal: AbortSignal): void
   /** Where the store is, for logs and errors. */
   describe(): string
+  /**
+   * Which store this is, with no secret in it (design §7.7): `dir <path>`, or
+   * `etcd cluster <id> <prefix>` once a read has said the cluster. Absent: `describe()` stands in.
+   */
+  identity?(): string
   close(): Promise<void>
   /**
    * Publishes this box's summary (design §7.3) and keeps it alive until

@@ -98,6 +98,10 @@ export class DirDeployStore implements DeployStore {
     return `dir ${this.deploymentDir}`
   }
 
+  identity(): string {
+    return `dir ${path.resolve(this.deploymentDir)}`
+  }
+
   async close(): Promise<void> {
     // Only the summary's renewal is held between calls; a box that stops cleanly leaves at once.
     this.#renewal?.()

@@ -142,6 +142,10 @@ class ReopeningStore implements DeployStore {
     return this.#store?.describe() ?? `deploy store (not open: ${errorMessage(this.#why)})`
   }
 
+  identity(): string {
+    return this.#store?.identity?.() ?? 'deploy store (not open)'
+  }
+
   async close(): Promise<void> {
     this.#closed = true
     await this.#opening?.then((s) => (this.#store ??= s)).catch(() => undefined)

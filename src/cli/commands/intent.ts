@@ -38,6 +38,7 @@ export const usage = `usage:
   layoutd intent history [--box LABEL] [--json]
   layoutd intent prune --keep N [--dry-run]
   layoutd intent status [--json]
+  layoutd intent forget-applied
 `
 
 const RECORD_USAGE = `usage:
@@ -88,6 +89,16 @@ const STATUS_USAGE = `usage:
   layoutd intent status [--json]
 
   --json      print {"intent": {...} | null, "mode": "..."}
+`
+
+const FORGET_USAGE = `usage:
+  layoutd intent forget-applied
+
+  forgets the intent this box last applied, kept in D/layout/intent.applied:
+  the agent then reads the deploy store as it finds it (a store with no
+  record for this box reads none, and the nested default may apply). For a
+  store gone, emptied or replaced (applied_intent_missing) that is meant so;
+  to mean an intent instead, record it (intent migrate|revert)
 `
 
 export const signature: Signature = { failures: 'layoutd intent', usageErrors: 'layoutd intent' }
@@ -183,6 +194,13 @@ const statusCommand: Command<typeof STATUS_OPTIONS, IntentIo> = {
   run: ({ values }, io) => showStatus(io, values.json === true),
 }
 
+const forgetCommand: Command<Record<string, never>, IntentIo> = {
+  usage: FORGET_USAGE,
+  options: {},
+  signature,
+  run: (_args, io) => forgetApplied(io),
+}
+
 const SUBCOMMANDS: Record<string, Command<OptionsConfig, IntentIo>> = {
   migrate: recordCommand('nested'),
   revert: recordCommand('flat'),
@@ -190,6 +208,7 @@ const SUBCOMMANDS: Record<string, Command<OptionsConfig, IntentIo>> = {
   history: historyCommand,
   prune: pruneCommand,
   status: statusCommand,
+  'forget-applied': forgetCommand,
 }
 
 export const group: CommandGroup<IntentIo> = {
@@ -483,10 +502,33 @@ export function formatIntentStatus(box: string, s: IntentStatus): string {
 
 async function showStatus(io: IntentIo, json: boolean): Promise<number> {
   const box = io.config.box
-  const s = await readIntentStatus(io.store, box)
+  // Read as the agent reads it: held to the intent this box last applied (design §7.7).
+  const { KeptIntentStore } = await import('../../infra/applied-intent.js')
+  const s = await readIntentStatus(new KeptIntentStore(io.store, { dirs: io.config, box, keep: false }), box)
   io.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : formatIntentStatus(box, s))
   if (s.error === undefined) return 0
   // The report is printed either way; the verdict is the exit status.
   io.stderr.write(`${signature.failures}: intent unreadable: ${printable(s.error)}\n`)
   return 1
+}
+
+/** `intent forget-applied`: removes D/layout/intent.applied, saying what it held (design §7.7). */
+async function forgetApplied(io: IntentIo): Promise<number> {
+  const { appliedIntentPath, forgetAppliedIntent, readAppliedIntent } = await import('../../infra/applied-intent.js')
+  const file = appliedIntentPath(io.config)
+  // One that cannot be read is forgotten too: it is what stops the box, and the operator asked.
+  const kept = await readAppliedIntent(io.config).catch(() => undefined)
+  if (!(await forgetAppliedIntent(io.config))) {
+    io.stdout.write(`no applied intent is kept (${file}): nothing to forget\n`)
+    return 0
+  }
+  const what =
+    kept === undefined
+      ? `the unreadable ${file}`
+      : `intent ${printable(kept.id)} (${kept.mode}, read from ${printable(kept.store)} at ${kept.appliedAt})`
+  io.stdout.write(
+    `forgot ${what}: the agent reads the deploy store as it finds it from its next read ` +
+      `(\`layoutd intent status\` shows what it will read)\n`,
+  )
+  return 0
 }

@@ -142,6 +142,11 @@ export class EtcdDeployStore implements DeployStore {
     return this.#gateway.describe()
   }
 
+  /** The cluster the last read answered from, and the prefix; never an endpoint (its URL may carry a password). */
+  identity(): string {
+    return `etcd cluster ${this.#seen.cluster ?? '(not read yet)'} ${this.prefix}`
+  }
+
   async close(): Promise<void> {
     if (!this.#gateway.closed.aborted) await this.#boxes.close(AbortSignal.timeout(this.#gateway.requestTimeoutMs))
     await this.#gateway.close()

@@ -1,0 +1,65 @@
+// The rule that holds a read of the deploy store to the intent the box
+// keeps (design §7.7). The kept record is the one it last selected; a store
+// gone, emptied or replaced between two starts then reads unreadable, never
+// "no intent recorded".
+import type { Static } from 'typebox'
+import { selectIntent } from './intent.js'
+import { validMode } from './modes.js'
+import { IntentRecord } from './schemas.js'
+import { Type } from './typebox.js'
+
+export const AppliedIntent = Type.Object(
+  {
+    v: Type.Literal(1),
+    id: IntentRecord.properties.id,
+    mode: Type.Union([Type.Literal('flat'), Type.Literal('nested')], { description: 'The mode the record asks for.' }),
+    box: Type.Optional(Type.String({ description: 'The box label the record addresses; absent for the fleet.' })),
+    store: Type.String({
+      description: 'Which store it was read from (`dir <path>`, `etcd cluster <id> <prefix>`); never a secret.',
+    }),
+    appliedAt: Type.String({ description: 'When this box first selected it (RFC 3339, UTC).' }),
+  },
+  { additionalProperties: false },
+)
+export type AppliedIntent = Static<typeof AppliedIntent>
+
+/** The record to keep after a read that selected `intent`, or undefined when it is not one to act on. */
+export function appliedFrom(intent: IntentRecord, store: string, now: Date): AppliedIntent | undefined {
+  if (!validMode(intent.mode)) return undefined
+  return {
+    v: 1,
+    id: intent.id,
+    mode: intent.mode,
+    ...(intent.box === undefined ? {} : { box: intent.box }),
+    store,
+    appliedAt: now.toISOString(),
+  }
+}
+
+/**
+ * Why the store's records cannot be read as they are while `kept` is kept,
+ * or null when they can. They can when they still hold the kept record
+ * (another store identity holding it, such as an etcd restored from a
+ * snapshot, says what was applied), or when a record addressing this box
+ * is newer than it: an intent recorded since, which is how an operator
+ * ends this state. Anything else is a store gone, emptied or replaced (an
+ * older copy restored, another store named), and reading it as it is could
+ * hand the box to the nested default or to an older record.
+ */
+export function heldToApplied(
+  records: readonly IntentRecord[],
+  kept: AppliedIntent,
+  box: string,
+  store: string,
+): string | null {
+  if (records.some((r) => r.id === kept.id)) return null
+  const read = selectIntent(records, box)
+  if (read.found && read.intent.id > kept.id) return null
+  const from = store === kept.store ? '' : ` (it was read from ${kept.store}; ${store} answers now)`
+  const holds =
+    records.length === 0
+      ? 'the store holds no record: gone or emptied'
+      : `the store holds ${records.length} record${records.length === 1 ? '' : 's'}, not that one and none ` +
+        `newer addressing box ${box}: replaced, or restored from an older copy`
+  return `this box last applied intent ${kept.id} (${kept.mode}, at ${kept.appliedAt})${from}; ${holds}`
+}

@@ -1,0 +1,182 @@
+// The intent this box keeps, `D/layout/intent.applied`, and the deploy store
+// held to it (design §7.7). The file is the record the agent last selected
+// from the store, written whole (temp file, fsync, rename, fsync D/layout).
+// A process remembers what it read only while it runs; this file is what a
+// new process remembers, so a store gone, emptied or replaced between two
+// starts reads unreadable.
+import path from 'node:path'
+import { appliedFrom, AppliedIntent, heldToApplied } from '../domain/applied-intent.js'
+import type { Dirs } from '../domain/paths.js'
+import type { DeployStore, Logger } from '../domain/ports.js'
+import { selectIntent } from '../domain/intent.js'
+import type { IntentRecord } from '../domain/schemas.js'
+import { Value } from '../domain/typebox.js'
+import { errorMessage, errors } from '../errors.js'
+import { atomicWrite, isNotFound, readNoFollow, unlinkMany } from './fsutil.js'
+import { ensureLayoutDir, layoutDir } from './pass/journal.js'
+import { schemaErrors } from './schema-errors.js'
+
+export const APPLIED_FILE = 'intent.applied'
+
+/** `D/layout/intent.applied`. */
+export function appliedIntentPath(dirs: Dirs): string {
+  return path.join(layoutDir(dirs), APPLIED_FILE)
+}
+
+/**
+ * The kept record, or undefined when none is kept. One that cannot be read
+ * or is not a kept record throws naming the file: a box that cannot tell
+ * what it applied fails closed (`layoutd intent forget-applied` removes it).
+ */
+export async function readAppliedIntent(dirs: Dirs): Promise<AppliedIntent | undefined> {
+  const file = appliedIntentPath(dirs)
+  let text: string
+  try {
+    text = await readNoFollow(file)
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw new Error(`${file}: cannot read the intent this box applied: ${errorMessage(err)}`, { cause: err })
+  }
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (err) {
+    throw new Error(`${file}: not JSON: ${errorMessage(err)}`, { cause: err })
+  }
+  if (!Value.Check(AppliedIntent, value))
+    throw new Error(`${file}: not a kept intent: ${schemaErrors(AppliedIntent, value)}`)
+  return value
+}
+
+export async function writeAppliedIntent(dirs: Dirs, applied: AppliedIntent): Promise<void> {
+  await ensureLayoutDir(dirs)
+  await atomicWrite(appliedIntentPath(dirs), `${JSON.stringify(applied)}\n`)
+}
+
+/** Removes the kept record (the directory fsynced); answers whether one was there. */
+export async function forgetAppliedIntent(dirs: Dirs): Promise<boolean> {
+  const file = appliedIntentPath(dirs)
+  const there = await readNoFollow(file).then(
+    () => true,
+    (err: unknown) => !isNotFound(err),
+  )
+  if (!there) return false
+  await unlinkMany(path.dirname(file), [APPLIED_FILE])
+  return true
+}
+
+export interface KeptIntentOptions {
+  dirs: Dirs
+  /** This box's label. */
+  box: string
+  /** Write the record each read selects (the agent); false: only hold reads to what is kept (`intent status`). */
+  keep: boolean
+  logger?: Logger
+  now?: () => Date
+}
+
+/**
+ * The deploy store held to the kept record: each `list` that does not hold
+ * it, nor a newer record addressing this box, throws
+ * `applied_intent_missing`; with `keep`, a read that selects another record
+ * keeps it before the caller acts on it. The kept file is read at the first
+ * read (start-up asks the store only when it has something to recover, so
+ * readiness never waits on it), and again before a refusal, so `layoutd
+ * intent forget-applied` takes effect at the next read, without a restart.
+ */
+export class KeptIntentStore implements DeployStore {
+  readonly #inner: DeployStore
+  readonly #o: KeptIntentOptions
+  /** What the file held at the last look; null before the first. */
+  #kept: AppliedIntent | undefined | null = null
+  /** Writes of the kept record, one after another. */
+  #writing: Promise<void> = Promise.resolve()
+  readonly tracksBoxes: boolean | undefined
+
+  constructor(inner: DeployStore, opts: KeptIntentOptions) {
+    this.#inner = inner
+    this.#o = opts
+    this.tracksBoxes = inner.tracksBoxes
+    // Everything but the reads is the store's own.
+    const i = inner
+    if (i.watch) this.watch = (onChange, signal) => i.watch?.(onChange, signal)
+    if (i.publishBox) this.publishBox = (summary, signal) => i.publishBox?.(summary, signal) ?? Promise.resolve()
+    if (i.listBoxes) this.listBoxes = (signal) => i.listBoxes?.(signal) ?? Promise.resolve([])
+    if (i.remove) this.remove = (ids, signal) => i.remove?.(ids, signal) ?? Promise.resolve()
+    if (i.inspect) this.inspect = (signal) => i.inspect!(signal)
+    if (i.quarantine) this.quarantine = (id, replacement, signal) => i.quarantine!(id, replacement, signal)
+    if (i.listQuarantined) this.listQuarantined = (signal) => i.listQuarantined?.(signal) ?? Promise.resolve([])
+    if (i.claimLabel) this.claimLabel = (holder, signal) => i.claimLabel?.(holder, signal) ?? Promise.resolve()
+    if (i.rollouts) this.rollouts = () => i.rollouts!()
+  }
+
+  watch?: DeployStore['watch']
+  publishBox?: DeployStore['publishBox']
+  listBoxes?: DeployStore['listBoxes']
+  remove?: DeployStore['remove']
+  inspect?: DeployStore['inspect']
+  quarantine?: DeployStore['quarantine']
+  listQuarantined?: DeployStore['listQuarantined']
+  claimLabel?: DeployStore['claimLabel']
+  rollouts?: DeployStore['rollouts']
+
+  async list(signal: AbortSignal): Promise<IntentRecord[]> {
+    const records = await this.#inner.list(signal)
+    const store = this.identity()
+    const { box } = this.#o
+    let kept = this.#kept === null ? await this.#look() : this.#kept
+    if (kept !== undefined && heldToApplied(records, kept, box, store) !== null) {
+      // Looked at again: an operator may have forgotten it since.
+      kept = await this.#look()
+      const why = kept === undefined ? null : heldToApplied(records, kept, box, store)
+      if (why !== null) throw errors.appliedIntentMissing(store, why)
+    }
+    if (this.#o.keep) await this.#keep(records, kept, store)
+    return records
+  }
+
+  async #look(): Promise<AppliedIntent | undefined> {
+    const kept = await readAppliedIntent(this.#o.dirs)
+    this.#kept = kept
+    return kept
+  }
+
+  /** Keeps the record this read selects, when it is another one than kept. */
+  async #keep(records: readonly IntentRecord[], kept: AppliedIntent | undefined, store: string): Promise<void> {
+    const read = selectIntent(records, this.#o.box)
+    if (!read.found || read.intent.id === kept?.id) return
+    const applied = appliedFrom(read.intent, store, (this.#o.now ?? (() => new Date()))())
+    if (applied === undefined) return
+    const write = this.#writing.then(() => writeAppliedIntent(this.#o.dirs, applied))
+    this.#writing = write.catch(() => undefined)
+    try {
+      await write
+    } catch (err) {
+      // Acting on a record this box could not remember would lose it to the next store that vanishes.
+      throw new Error(`${appliedIntentPath(this.#o.dirs)}: cannot keep intent ${applied.id}: ${errorMessage(err)}`, {
+        cause: err,
+      })
+    }
+    this.#kept = applied
+    this.#o.logger?.info(
+      { intent: applied.id, mode: applied.mode, store },
+      `layout: intent ${applied.id} (${applied.mode}) kept as the one this box applied`,
+    )
+  }
+
+  record(intent: IntentRecord, signal: AbortSignal): Promise<void> {
+    return this.#inner.record(intent, signal)
+  }
+
+  describe(): string {
+    return this.#inner.describe()
+  }
+
+  identity(): string {
+    return this.#inner.identity?.() ?? this.#inner.describe()
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close()
+  }
+}
