@@ -14,11 +14,15 @@ export interface ReadyRoutesOptions {
   api: AgentApi
 }
 
+// `verbose` is a flag by its presence alone, as Kubernetes' `/readyz` reads
+// it (the key found, whatever its values): `?verbose=1&verbose=2` asks the
+// same as `?verbose`, so a repeat is taken, not refused.
 export const ReadyQuery = Type.Object({
   verbose: Type.Optional(
-    Type.String({
+    Type.Union([Type.String(), Type.Array(Type.String())], {
       description:
-        'Present (any value): answer in text/plain, one `[+]name ok` or `[-]name failed: detail` line per check.',
+        'Present (any value, any number of times): answer in text/plain, ' +
+        'one `[+]name ok` or `[-]name failed: detail` line per check.',
     }),
   ),
 })

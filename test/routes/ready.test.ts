@@ -40,6 +40,17 @@ void test('GET /ready?verbose prints Kubernetes-style lines with the same status
   assert.equal(passed.body, '[+]recovery ok\nreadyz check passed\n')
 })
 
+void test('GET /ready?verbose is a flag by its presence: repeated, it is still verbose, never a 400', async (t) => {
+  const { app } = await build(t)
+  const once = await app.inject({ method: 'GET', url: '/ready?verbose' })
+  for (const query of ['verbose=1&verbose=2', 'verbose&verbose', 'verbose=&verbose=0&verbose=x']) {
+    const res = await app.inject({ method: 'GET', url: `/ready?${query}` })
+    assert.equal(res.statusCode, 503, query)
+    assert.match(String(res.headers['content-type']), /^text\/plain/, query)
+    assert.equal(res.body, once.body, query)
+  }
+})
+
 void test('GET /livez answers 200 whatever the phase', async (t) => {
   const { app } = await build(t)
   const res = await app.inject({ method: 'GET', url: '/livez' })
