@@ -9,6 +9,7 @@
 // file, and `layoutd status` should not pay for a validator it never needs.
 import os from 'node:os'
 import path from 'node:path'
+import { durationMs } from './domain/duration.js'
 import { hostError } from './domain/hostname.js'
 import { errors } from './errors.js'
 
@@ -108,14 +109,10 @@ function buildStamp(v: string, env: string): string {
   )
 }
 
-const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
-const DURATION = /^([0-9]+)(ms|s|m|h)$/
-
-/** The one duration rule: `500ms`, `5s`, `10m`, `1h`, above zero; in milliseconds. */
+/** The one duration rule (src/domain/duration.ts): `500ms`, `5s`, `10m`, `1h`, above zero; in milliseconds. */
 export function parseDuration(v: string, env: string): number {
-  const m = DURATION.exec(v)
-  if (m === null) throw refused(env, v, 'a duration like 500ms, 5s, 10m, 1h')
-  const ms = Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS]
+  const ms = durationMs(v)
+  if (ms === null) throw refused(env, v, 'a duration like 500ms, 5s, 10m, 1h')
   if (!Number.isSafeInteger(ms) || ms <= 0) throw refused(env, v, 'a duration above zero, like 500ms, 5s, 10m, 1h')
   return ms
 }

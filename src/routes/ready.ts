@@ -5,6 +5,7 @@ import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebo
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, type GateAnswer, type Readiness, ReadyBody, WakeGrant, WakeRefusal } from '../agent-api.js'
+import { durationMs } from '../domain/duration.js'
 import { NOT_YET } from '../domain/gate-state.js'
 import { errors } from '../errors.js'
 import { commonErrors, errorEnvelope, parserErrors } from './error-envelope.js'
@@ -107,27 +108,28 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
   )
 }
 
-/** The longest `wait` of `GET /ready/:host`. */
+/** The shortest and the longest `wait` of `GET /ready/:host` (design §6.4). */
+export const MIN_WAIT_MS = 500
 export const MAX_WAIT_MS = 60_000
-
-const WAIT = /^([0-9]{1,6})(ms|s)$/
 
 export const WakeCheckQuery = Type.Object({
   wait: Type.Optional(
     Type.String({
       description:
-        'Hold the answer until the host is ready (or will never be), at most this long: `500ms` to `60s`. ' +
+        'Hold the answer until the host is ready (or will never be), at most this long: ' +
+        '`500ms` to `60s`, written as the configuration writes durations (`500ms`, `5s`, `1m`). ' +
         'A host still not ready then is answered `503` with `Retry-After`.',
     }),
   ),
 })
 
-/** The wait asked, in ms; a value that is not `<n>ms` or `<n>s` within 1 ms to 60 s is `400 bad_request`. */
+/** The wait asked, in ms: a duration (the configuration's rule) of 500ms to 60s, else `400 bad_request`. */
 function waitMs(wait: string): number {
-  const m = WAIT.exec(wait)
-  const ms = m === null ? NaN : Number(m[1]) * (m[2] === 's' ? 1000 : 1)
-  if (!(ms >= 1 && ms <= MAX_WAIT_MS))
-    throw errors.badRequest(`querystring/wait ${JSON.stringify(wait)} is not a wait of 1ms to 60s, like 30s or 500ms`)
+  const ms = durationMs(wait)
+  const shown = `querystring/wait ${JSON.stringify(wait)}`
+  if (ms === null) throw errors.badRequest(`${shown} is not a duration like 500ms, 5s or 1m`)
+  if (ms < MIN_WAIT_MS) throw errors.badRequest(`${shown} is below the shortest wait, 500ms`)
+  if (ms > MAX_WAIT_MS) throw errors.badRequest(`${shown} is above the longest wait, 60s`)
   return ms
 }
 
@@ -166,7 +168,7 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): v
           409: WakeRefusal,
           ...commonErrors,
           400: errorEnvelope(
-            'The hostname is not a valid DNS name (`invalid_host`), `wait` is not a wait, ' +
+            'The hostname is not a valid DNS name (`invalid_host`), `wait` is not a duration of 500ms to 60s, ' +
               'or the request is otherwise malformed.',
           ),
           414: hostTooLong,
@@ -180,11 +182,11 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): v
     },
     async (request, reply) => {
       const { host } = request.params
-      const wait = request.query.wait
+      // A bad wait is refused whatever the host's state, before anything is asked.
+      const ms = request.query.wait === undefined ? undefined : waitMs(request.query.wait)
       void reply.header('cache-control', 'no-store')
       let g = await api.gate(host)
-      if (wait !== undefined && NOT_YET.has(g.state)) {
-        const ms = waitMs(wait)
+      if (ms !== undefined && NOT_YET.has(g.state)) {
         // A wait outlives the socket's idle timeout: give it its own, as converge's wait does.
         const socket = request.raw.socket
         if (typeof socket.setTimeout === 'function') socket.setTimeout(ms + 5000)
@@ -193,7 +195,7 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): v
         g = await api.waitGate(host, ms, AbortSignal.any([left.signal, closing]))
       }
       if (g.retryAfter !== null) void reply.header('retry-after', String(g.retryAfter))
-      const status = wakeCheckStatus(g, wait !== undefined)
+      const status = wakeCheckStatus(g, ms !== undefined)
       return g.answer.granted ? reply.code(status).send(g.answer.grant) : reply.code(status).send(g.answer.refusal)
     },
   )

@@ -26,7 +26,7 @@ void test('a wait on a fenced host answers 200 when the fence lifts, and 503 wit
   assert.equal(fenced.statusCode, 409)
   assert.equal(fenced.headers['retry-after'], '1')
 
-  const ended = await b.app.inject({ method: 'GET', url: `/ready/${H}?wait=100ms` })
+  const ended = await b.app.inject({ method: 'GET', url: `/ready/${H}?wait=500ms` })
   assert.equal(ended.statusCode, 503)
   assert.equal(ended.headers['retry-after'], '1')
   assert.equal(ended.json<{ code: string }>().code, 'fenced_for_move')
