@@ -29,7 +29,7 @@ import { healthRoutes } from './routes/health.js'
 import { layoutRoutes } from './routes/layout.js'
 import { metricsRoutes } from './routes/metrics.js'
 import { openApiOptions, openApiRoutes } from './routes/openapi.js'
-import { gateRoutes } from './routes/gate.js'
+import { answerUnroutable, gateRoutes } from './routes/gate.js'
 import { readyRoutes } from './routes/ready.js'
 import { ReportThread } from './routes/report-thread.js'
 import { wakesRoutes } from './routes/wakes.js'
@@ -92,6 +92,9 @@ const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = 
   FST_ERR_CTP_EMPTY_JSON_BODY: () => errors.emptyJson(),
   FST_ERR_MAX_PARAM_LENGTH: () => errors.uriTooLong(MAX_PARAM_LENGTH),
 }
+
+/** The router's refusals of a URL itself, before any route: a name too long to be a parameter, or not decodable. */
+const URL_ERRORS = { FST_ERR_MAX_PARAM_LENGTH: true, FST_ERR_BAD_URL: true } as const
 
 /**
  * The client went away before its request was read whole: the body's
@@ -249,6 +252,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // A URL Fastify cannot even route (bad percent-encoding, a parameter
     // over the limit) still gets the envelope.
     frameworkErrors: (err, request, reply: FastifyReply) => {
+      // The gate answers every name as the gate, headers and all (design §6.4).
+      if (err.code in URL_ERRORS && answerUnroutable(request.method, request.url, reply)) return
       const known = FRAMEWORK_ERRORS[err.code]?.(request) ?? errors.clientError(err.statusCode ?? 400, err.message)
       void reply.code(known.statusCode).send(envelope(known.code, known.message))
     },

@@ -11,7 +11,7 @@ import { canonicalHost, hostError } from '../domain/hostname.js'
 import { type ReasonCode, ReasonCodeOrNone } from '../domain/reason-codes.js'
 import { Type } from '../domain/typebox.js'
 import { commonErrors, parserErrors } from './error-envelope.js'
-import { hostTooLong, type TypeboxApp } from './wakes.js'
+import type { TypeboxApp } from './wakes.js'
 
 export interface GateRoutesOptions {
   api: AgentApi
@@ -68,19 +68,28 @@ function askedHost(param: string | undefined, headers: Record<string, string | s
   return canonicalHost(HEADER_HOST.exec(first)?.[1] ?? first)
 }
 
-async function answer(
-  api: AgentApi,
-  host: string,
-): Promise<{ state: GateState; code: ReasonCode | ''; g: GateAnswer | null }> {
+interface Verdict {
+  state: GateState
+  code: ReasonCode | ''
+  g: GateAnswer | null
+}
+
+/** What the gate says of a name that is no hostname: never layoutd's (design §6.4). */
+const NO_HOSTNAME: Verdict = { state: 'unknown', code: 'invalid_host', g: null }
+
+async function answer(api: AgentApi, host: string): Promise<Verdict> {
   // A name that is no hostname is never layoutd's: unknown, said as the gate says it, not a 400 nginx
   // would turn into a 500.
-  if (hostError(host) !== null) return { state: 'unknown', code: 'invalid_host', g: null }
+  if (hostError(host) !== null) return NO_HOSTNAME
   const g = await api.gate(host)
   return { state: g.state, code: g.answer.granted ? '' : g.answer.refusal.code, g }
 }
 
 async function send(reply: FastifyReply, api: AgentApi, host: string, authRequest: boolean): Promise<void> {
-  const { state, code, g } = await answer(api, host)
+  sendVerdict(reply, host, await answer(api, host), authRequest)
+}
+
+function sendVerdict(reply: FastifyReply, host: string, { state, code, g }: Verdict, authRequest: boolean): void {
   void reply.code(gateStatus(state, authRequest)).header('cache-control', 'no-store').header(GATE_HEADERS.state, state)
   if (code !== '') void reply.header(GATE_HEADERS.code, code)
   if (g?.retryAfter !== null && g?.retryAfter !== undefined) void reply.header('retry-after', String(g.retryAfter))
@@ -98,6 +107,27 @@ async function send(reply: FastifyReply, api: AgentApi, host: string, authReques
   else void reply.send({ host, state, code })
 }
 
+const GATE_PATH = /^\/gate\/([^/?]*)(?:\?(.*))?$/
+
+/** The most of a name the router refused that a gate answer's body shows. */
+const SHOWN_NAME = 64
+
+/**
+ * A `GET|HEAD /gate/…` the router could not route (a name too long to be a
+ * parameter, or one that is not percent-decodable): no hostname, so the
+ * gate answers it as it answers any other (`unknown`, `invalid_host`, with
+ * its headers), never a `414` or `400` nginx's auth_request would turn into
+ * a 500. Answers false for any other request, which the caller answers.
+ */
+export function answerUnroutable(method: string, url: string, reply: FastifyReply): boolean {
+  const m = method === 'GET' || method === 'HEAD' ? GATE_PATH.exec(url) : null
+  if (m === null) return false
+  const name = m[1] ?? ''
+  const shown = name.length > SHOWN_NAME ? `${name.slice(0, SHOWN_NAME)}…` : name
+  sendVerdict(reply, shown, NO_HOSTNAME, new URLSearchParams(m[2] ?? '').has('auth_request'))
+  return true
+}
+
 const DESCRIPTION =
   '`204` when the host may wake now, with `Layoutd-Socket`, `Layoutd-Dir` and `Layoutd-Layout` for the proxy ' +
   'to route by; not yet (starting, stopping, fenced for its move, the isolation gate shut) `503` with ' +
@@ -110,11 +140,13 @@ function responses() {
     204: Type.Null({ description: 'The host may wake now; the paths are in the headers, and there is no body.' }),
     401: gateResponse('With `auth_request`: not yet; `Retry-After` says when to ask again.'),
     403: gateResponse('Never, until a person acts or the row changes (held, conflict, unmanaged).'),
-    404: gateResponse('No such host in the registry, or not a hostname (`invalid_host`).'),
+    404: gateResponse(
+      'No such host in the registry, or not a hostname (`invalid_host`): one too long to route, ' +
+        'or not percent-decodable, included.',
+    ),
     503: gateResponse('Not yet; `Retry-After` says when to ask again.'),
     ...parserErrors,
     400: commonErrors[400],
-    414: hostTooLong,
     500: commonErrors[500],
   }
 }

@@ -142,3 +142,31 @@ void test('HEAD /gate/:host answers as GET, headers and all, with no body', asyn
       assert.equal(head.headers[h], get.headers[h], h)
   }
 })
+
+void test('a name too long to route, or not decodable, is unknown to the gate, with its headers; never a 414', async (t) => {
+  const { app } = await gated(t)
+  const long = 'a'.repeat(5000)
+  for (const method of ['GET', 'HEAD'] as const) {
+    for (const [name, query, status] of [
+      [long, '', 404],
+      [long, '?auth_request=1', 403],
+      ['a%ZZ.example.com', '', 404],
+      ['a%ZZ.example.com', '?auth_request=1', 403],
+    ] as const) {
+      const res = await app.inject({ method, url: `/gate/${name}${query}` })
+      const what = `${method} ${name.slice(0, 20)}${query}`
+      assert.equal(res.statusCode, status, what)
+      assert.equal(res.headers['layoutd-state'], 'unknown', what)
+      assert.equal(res.headers['layoutd-code'], 'invalid_host', what)
+      assert.equal(res.headers['cache-control'], 'no-store', what)
+      if (method === 'HEAD') assert.equal(res.body, '', what)
+      else assert.deepEqual(res.json<{ state: string; code: string }>().state, 'unknown', what)
+    }
+  }
+  const body = (await app.inject({ method: 'GET', url: `/gate/${long}` })).json<{ host: string }>()
+  assert.ok(body.host.length < 100, 'the name is not echoed whole')
+  // Elsewhere the router's refusal stands.
+  const wake = await app.inject({ method: 'GET', url: `/ready/${long}` })
+  assert.equal(wake.statusCode, 414)
+  assert.equal(wake.headers['layoutd-state'], undefined)
+})
