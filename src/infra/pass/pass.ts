@@ -25,6 +25,7 @@ import { verifyDataRoots } from '../layout-dir.js'
 import { GraceBook } from './grace.js'
 import { listLayout } from './journal.js'
 import { AwakeStop } from './awake-stop.js'
+import { holdEdgeModes } from './edge-modes.js'
 import { MoveEndings } from './move-endings.js'
 import { MoveSteps } from './move-steps.js'
 import { PassContext, type PassDeps } from './pass-context.js'
@@ -150,7 +151,8 @@ export class Pass implements LayoutPass {
     // As listed, or carried over this agent's own rewrites since: a run
     // that starts on a box of 10,000 rows does not list them all again.
     const rows = registry.snapshot().routes
-    const candidates = await this.#planRows(rows, mode, grace, results)
+    const settled: Route[] = []
+    const candidates = await this.#planRows(rows, mode, grace, results, settled)
 
     // Two batches at a time (design §3.3): the next is started once this
     // one is walked, so its walk goes on while this one is prepared,
@@ -191,6 +193,7 @@ export class Pass implements LayoutPass {
     }
     await ahead
     if (failure !== undefined) throw failure.err
+    if (!opts.signal.aborted) await this.#holdEdgeModes(settled)
     await grace.save().catch((err: unknown) => {
       logger.error({ err }, `layout: grace book not saved: ${errorMessage(err)}`)
     })
@@ -200,9 +203,16 @@ export class Pass implements LayoutPass {
   /**
    * Step 1 for every managed row no journal governs: the rows to move are
    * answered, every other row's result is pushed, and the holds of rows
-   * already where the mode wants them are released.
+   * already where the mode wants them are released. Rows already nested
+   * as the mode wants are pushed to settled.
    */
-  async #planRows(rows: readonly Route[], mode: Mode, grace: GraceBook, results: Result[]): Promise<MoveCandidate[]> {
+  async #planRows(
+    rows: readonly Route[],
+    mode: Mode,
+    grace: GraceBook,
+    results: Result[],
+    settled: Route[],
+  ): Promise<MoveCandidate[]> {
     const ctx = this.#ctx
     const { dirs, gate } = ctx.deps
     // Every row planned in turn, giving the event loop back between slices:
@@ -226,6 +236,7 @@ export class Pass implements LayoutPass {
       switch (plan.kind) {
         case 'unchanged':
           grace.end(row.host)
+          if (mode === 'nested') settled.push(row)
           results.push(ctx.resultWithMetrics(row.host, 'unchanged', undefined, mode))
           break
         case 'refused':
@@ -323,6 +334,33 @@ export class Pass implements LayoutPass {
       results.push(...(await parts.awake.stopAndMove(candidate, opts.signal, why)))
     }
     return results
+  }
+
+  /**
+   * Rows already nested keep the modes a move gives (design §2), whatever
+   * build nested them: a root left 0750 by an earlier build is repaired
+   * here, a claimed or fenced host at a later run (edge-modes.ts). A
+   * failure is logged: it changes no row and holds no move back.
+   */
+  async #holdEdgeModes(settled: readonly Route[]): Promise<void> {
+    const { claims, dirs, logger, socketsGid } = this.#ctx.deps
+    try {
+      const { repaired, left } = await holdEdgeModes(settled, {
+        dirs,
+        gid: socketsGid,
+        slicer: this.#ctx.slicer,
+        free: (host) => !claims.claimed(host) && this.#state.fencedReason(host) === undefined,
+        logger,
+      })
+      if (repaired.length > 0 || left.length > 0)
+        logger.info(
+          { repaired: repaired.length, left: left.length },
+          `layout: ${repaired.length} nested root(s) given mode 0710 for the edge, data/ closed to it` +
+            (left.length > 0 ? `; ${left.length} awake, fenced or failed, left for a later run` : ''),
+        )
+    } catch (err) {
+      logger.error({ err }, `layout: nested modes not held for the edge: ${errorMessage(err)}`)
+    }
   }
 
   // ---- plumbing ---------------------------------------------------------

@@ -117,6 +117,26 @@ export function setDirModeSync(dir: string, mode: number, gid = -1): void {
 }
 
 /**
+ * Gives a directory mode (and group gid, unless -1) when its own, read
+ * through a handle opened without following a symlink, differ; answers
+ * whether anything changed. Both already as asked: no chown, no chmod.
+ */
+export function holdDirModeSync(dir: string, mode: number, gid = -1): boolean {
+  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  try {
+    const st = fs.fstatSync(fd)
+    const regroup = gid >= 0 && st.gid !== gid
+    if (!regroup && (st.mode & 0o7777) === mode) return false
+    if (regroup) fs.fchownSync(fd, -1, gid)
+    // After the chown: changing a group clears setgid on some systems.
+    fs.fchmodSync(fd, mode)
+    return true
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/**
  * Clears from a directory's mode the bits `bits` answers for it (from its
  * own stat), through a handle opened without following a symlink; answers
  * whether the mode changed. None of them set: no chmod.

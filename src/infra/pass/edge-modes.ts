@@ -1,0 +1,89 @@
+// Rows already nested brought to the modes a move makes (design §2): a
+// root an earlier build left 0750 in the agent's group, which the edge (a
+// proxy in the sockets group) cannot pass to `run/`, is made 0710 in that
+// group, and its `data/` closed to the edge first. Each run of the leg
+// looks at its nested rows with one lstat of each root; only a root that
+// differs is acted on, so a box whose roots are right pays that lstat.
+import path from 'node:path'
+import { nestedRoot, type Dirs } from '../../domain/paths.js'
+import type { Logger } from '../../domain/ports.js'
+import type { Route } from '../../domain/schemas.js'
+import { errorMessage } from '../../errors.js'
+import { fsyncDirs } from '../fsutil.js'
+import { closeToEdge, NESTED_ROOT_MODE } from './mover.js'
+import { holdDirModeSync, lstatSyncOrUndefined, type Slicer } from './sliced-fs.js'
+
+export interface EdgeModesDeps {
+  dirs: Dirs
+  /** The sockets group's id; -1 leaves the group alone (the mode is still held). */
+  gid: number
+  slicer: Slicer
+  /** Whether a host's files may be touched now: neither claimed nor fenced. Asked in the tick of each change. */
+  free: (host: string) => boolean
+  logger: Logger
+}
+
+/** What a look found and did: roots made right, and roots left for a later run (claimed, fenced, or failed). */
+export interface EdgeModesDone {
+  repaired: string[]
+  left: string[]
+}
+
+/** Whether a nested root lacks the mode or group a move gives it; one lstat, following nothing. */
+export function rootOffEdgeModes(root: string, gid: number): boolean {
+  const st = lstatSyncOrUndefined(root)
+  if (st?.isDirectory() !== true) return false
+  return (st.mode & 0o7777) !== NESTED_ROOT_MODE || (gid >= 0 && st.gid !== gid)
+}
+
+/**
+ * Holds the edge's modes on nested rows (design §2). In two rounds: every
+ * `data/` to close is closed and fsynced before any root is opened to the
+ * sockets group, so no power cut leaves the edge a way into a `data/` it
+ * could read (a root already right is not looked under again). A host's
+ * files never change under a claim or a fence (§3 step 3): whether it is
+ * free is asked in the same tick as its chmod, so no wake is granted
+ * between them, and a host that is not is left for a later run. Nothing
+ * here follows a symlink; a host whose change fails is logged and left.
+ */
+export async function holdEdgeModes(rows: readonly Route[], deps: EdgeModesDeps): Promise<EdgeModesDone> {
+  const { dirs, gid, slicer, free, logger } = deps
+  const off: Route[] = []
+  for (const row of rows) {
+    if (rootOffEdgeModes(nestedRoot(dirs, row.host), gid)) off.push(row)
+    await slicer.pause()
+  }
+  const left: string[] = []
+  const failed = (host: string, err: unknown): void => {
+    logger.warn({ host, err }, `layout: ${host}: nested modes not held for the edge: ${errorMessage(err)}`)
+    left.push(host)
+  }
+  const closing: Route[] = []
+  const closed: string[] = []
+  for (const row of off) {
+    if (!free(row.host)) left.push(row.host)
+    else
+      try {
+        if (closeToEdge(row.dir, gid)) closed.push(row.dir)
+        closing.push(row)
+      } catch (err) {
+        failed(row.host, err)
+      }
+    await slicer.pause()
+  }
+  await fsyncDirs(closed)
+  const opened: string[] = []
+  for (const row of closing) {
+    const root = nestedRoot(dirs, row.host)
+    if (!free(row.host)) left.push(row.host)
+    else
+      try {
+        if (holdDirModeSync(root, NESTED_ROOT_MODE, gid)) opened.push(root)
+      } catch (err) {
+        failed(row.host, err)
+      }
+    await slicer.pause()
+  }
+  await fsyncDirs(opened)
+  return { repaired: opened.map((root) => path.basename(root)), left }
+}
