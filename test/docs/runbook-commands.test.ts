@@ -14,7 +14,7 @@ import { dispatch } from '../../src/cli/dispatch.js'
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
 /** Code that quotes what layoutd says (a reason's words), not a command. */
-const QUOTED = new Set(['layoutd is starting'])
+const QUOTED = new Set(['layoutd is starting', '… is set but is no layoutd variable'])
 
 /** The text of every fenced block and every code span of a Markdown page. */
 function codeOf(markdown: string): string[] {
