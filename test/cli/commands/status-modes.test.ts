@@ -118,7 +118,7 @@ void test("status HOST on the agent's own box reads the host's hold marker and j
   assert.equal(parsed.journal.generation, 4)
   assert.equal(parsed.hold, null)
   // The runbook's advice for files_missing: find the files first, then the kept journal.
-  assert.match(parsed.todo, /^find the tenant's files first .*docs\/runbook\.md#a-kept-journal\)$/)
+  assert.match(parsed.todo, /^find the tenant's files first .*docs\/runbook\.md#a-kept-journal\)/)
   // With --url the agent may be another box's: the local data root is not read.
   const remote = await status(environ, HOST, '--url', url)
   assert.doesNotMatch(remote.out, /^ {2}journal /m)
