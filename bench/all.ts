@@ -111,14 +111,21 @@ async function get<T>(origin: string, p: string): Promise<{ status: number; body
   }
 }
 
-async function send(origin: string, method: 'PUT', p: string, body: unknown): Promise<number> {
+/** A change sent with the agent's bearer token (design §6): auth is AgentProcess.authorization(). */
+async function send(
+  origin: string,
+  method: 'PUT',
+  p: string,
+  body: unknown,
+  auth: Record<string, string>,
+): Promise<number> {
   const client = new Client(origin)
   try {
     const res = await client.request({
       method,
       path: p,
       body: JSON.stringify(body),
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...auth },
     })
     await res.body.dump()
     return res.statusCode
@@ -127,10 +134,11 @@ async function send(origin: string, method: 'PUT', p: string, body: unknown): Pr
   }
 }
 
-/** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
-async function convergeAndWait(origin: string): Promise<void> {
-  const res = await request(new URL('/layout/converge?wait=1&timeout=600', origin), {
+/** POST /layout/converge?wait=1 with the agent's token: kicks the leg and waits for the run the kick asked for (at most 600 s). */
+async function convergeAndWait(agent: AgentProcess): Promise<void> {
+  const res = await request(new URL('/layout/converge?wait=1&timeout=600', agent.url), {
     method: 'POST',
+    headers: agent.authorization(),
     headersTimeout: 700_000,
     bodyTimeout: 700_000,
   })
@@ -312,9 +320,12 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
         warmup: 0,
         origin: agent.url,
         method: 'POST',
+        headers: agent.authorization(),
         path: (n) => `/wakes/${hosts[n % hosts.length] ?? ''}`,
       })
-      if ((await send(agent.url, 'PUT', '/wakes', { awake: [] })) !== 200)
+      const unauthorised = (claims.statuses['401'] ?? 0) + (claims.statuses['403'] ?? 0)
+      if (unauthorised > 0) throw new Error(`${unauthorised} claims were refused their token (401/403)`)
+      if ((await send(agent.url, 'PUT', '/wakes', { awake: [] }, agent.authorization())) !== 200)
         throw new Error('PUT /wakes did not release the claims')
       Object.assign(out, {
         status200,
@@ -350,7 +361,13 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     const claimPool = new Pool(agent.url, { connections: 8 })
     const stop = new AbortController()
     const during = openLoad(pool, hosts, 100, stop.signal)
-    const claimsDuring = openLoad(claimPool, [...hosts].reverse(), CLAIMS_PER_SECOND, stop.signal, askClaim)
+    const claimsDuring = openLoad(
+      claimPool,
+      [...hosts].reverse(),
+      CLAIMS_PER_SECOND,
+      stop.signal,
+      askClaim(agent.authorization()),
+    )
     // An operator's console open throughout: GET /layout/status every 2 s, and GET / when it changed.
     const consolePool = new Pool(agent.url, { connections: 2 })
     const consoleDuring = pollLikeConsole(consolePool, stop.signal)
@@ -370,7 +387,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     const intentSeconds = round((performance.now() - c0) / 1000)
     // The run the converge asks for, waited on (as bench/ready-during-converge.ts does):
     // the figure is that run's, and the loads stop when it ends.
-    await convergeAndWait(agent.url)
+    await convergeAndWait(agent)
     const convergeSeconds = round((performance.now() - c0) / 1000)
     const agentCpu = cpuSince(cpu0, agent.pid)
     const lag = await lagProbe.stop()
@@ -380,7 +397,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     // A host a bench claim held at the instant the pass reached it was
     // deferred as awake (the contract): its claim is released, and one more
     // run moves it, rather than the retry timer minutes later.
-    await convergeAndWait(agent.url)
+    await convergeAndWait(agent)
     await agent.waitConverged(hosts, 'nested', 600_000, 1000)
     const readyHost = await during
     const floor = await bareDuring

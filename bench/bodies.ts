@@ -18,13 +18,19 @@ function rssMiB(pid: number): number {
   return Number(kb) / 1024
 }
 
-/** One connection sending a PUT /wakes of `bytes` less its last byte; resolves with what the agent answered so far. */
-function unfinished(port: number, bytes: number): { socket: net.Socket; answer: () => string } {
+/**
+ * One connection sending a PUT /wakes of `bytes` less its last byte, with the
+ * agent's token (design §6: without it the agent refuses before reading any
+ * body); resolves with what the agent answered so far.
+ */
+function unfinished(port: number, bytes: number, token: string): { socket: net.Socket; answer: () => string } {
   const socket = net.connect(port, '127.0.0.1')
   let answer = ''
   socket.setEncoding('utf8').on('data', (s: string) => (answer += s))
   socket.on('error', () => undefined)
-  const head = `PUT /wakes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${bytes}\r\n\r\n`
+  const head =
+    `PUT /wakes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${bytes}\r\n\r\n`
   const open = '{"awake": ["'
   socket.write(head + open + 'a'.repeat(bytes - open.length - 1))
   return { socket, answer: () => answer }
@@ -43,10 +49,12 @@ async function main(): Promise<void> {
     await delay(1000)
     const before = rssMiB(agent.pid)
     const port = Number(new URL(agent.url).port)
-    const conns = Array.from({ length: n }, () => unfinished(port, bytes))
+    const conns = Array.from({ length: n }, () => unfinished(port, bytes, agent.token))
     await delay(2000)
     const during = rssMiB(agent.pid)
     const refused = conns.filter((c) => / 503 /.test(c.answer().split('\r\n', 1)[0] ?? '')).length
+    const unauthorised = conns.filter((c) => / 40[13] /.test(c.answer().split('\r\n', 1)[0] ?? '')).length
+    if (unauthorised > 0) throw new Error(`${unauthorised} connections were refused their token: no body was read`)
     const closed = conns.filter((c) => c.socket.destroyed || c.socket.readyState === 'closed').length
     for (const c of conns) c.socket.destroy()
     await delay(5000)

@@ -164,20 +164,26 @@ export const askReady: Ask = async (pool, host) => {
 }
 
 /**
- * POST /wakes/:host, the activator's claim; a granted claim is released
- * (DELETE, not timed) as soon as it is answered, so the pass is held back
- * by it for no longer than the claim's round trip.
+ * POST /wakes/:host, the activator's claim, carrying the agent's bearer
+ * token (design §6); a granted claim is released (DELETE, not timed) as
+ * soon as it is answered, so the pass is held back by it for no longer than
+ * the claim's round trip. A claim refused for its credential (401, 403) is
+ * an error, never a refusal: it says nothing of the converge.
  */
-export const askClaim: Ask = async (pool, host) => {
-  const res = await pool.request({ method: 'POST', path: `/wakes/${host}` })
-  await res.body.dump()
-  const answeredAt = performance.now()
-  if (res.statusCode === 200) {
-    const released = await pool.request({ method: 'DELETE', path: `/wakes/${host}` })
-    await released.body.dump()
-    if (released.statusCode !== 204) throw new Error(`DELETE /wakes/${host} answered ${released.statusCode}`)
+export function askClaim(auth: Record<string, string>): Ask {
+  return async (pool, host) => {
+    const res = await pool.request({ method: 'POST', path: `/wakes/${host}`, headers: auth })
+    await res.body.dump()
+    const answeredAt = performance.now()
+    if (res.statusCode === 401 || res.statusCode === 403)
+      throw new Error(`POST /wakes/${host} answered ${res.statusCode}: the claim's token was not taken`)
+    if (res.statusCode === 200) {
+      const released = await pool.request({ method: 'DELETE', path: `/wakes/${host}`, headers: auth })
+      await released.body.dump()
+      if (released.statusCode !== 204) throw new Error(`DELETE /wakes/${host} answered ${released.statusCode}`)
+    }
+    return { status: res.statusCode, answeredAt }
   }
-  return { status: res.statusCode, answeredAt }
 }
 
 /**
@@ -312,10 +318,11 @@ export const askBare: Ask = async (pool, host) => {
   return { status: res.statusCode, answeredAt: performance.now() }
 }
 
-/** POST /layout/converge?wait=1: kicks the leg and waits for the run the kick asked for (at most 600 s). */
-async function kickAndWait(url: string): Promise<void> {
-  const res = await request(new URL('/layout/converge?wait=1&timeout=600', url), {
+/** POST /layout/converge?wait=1 with the agent's token: kicks the leg and waits for the run the kick asked for (at most 600 s). */
+async function kickAndWait(agent: AgentProcess): Promise<void> {
+  const res = await request(new URL('/layout/converge?wait=1&timeout=600', agent.url), {
     method: 'POST',
+    headers: agent.authorization(),
     headersTimeout: 700_000,
     bodyTimeout: 700_000,
   })
@@ -354,7 +361,7 @@ export async function runReadyDuringConverge(
   try {
     await agent.waitReady(300_000)
     // The first run (after the instance keys of every tenant) moves nothing: wait it out before measuring.
-    await kickAndWait(agent.url)
+    await kickAndWait(agent)
     log('ready-during-converge: idle load')
     loadGenerator = scheduleThisLoop(sched)
     const idleStop = AbortSignal.timeout(opts.idleSeconds * 1000)
@@ -366,7 +373,10 @@ export async function runReadyDuringConverge(
     const load = openLoad(pool, hosts, opts.rate, ac.signal)
     const claimRate = opts.claimRate ?? 0
     // The claims take the hosts from the other end, so a claim and a /ready/:host seldom name one host at once.
-    const claims = claimRate > 0 ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim) : undefined
+    const claims =
+      claimRate > 0
+        ? openLoad(claimPool, [...hosts].reverse(), claimRate, ac.signal, askClaim(agent.authorization()))
+        : undefined
     const consoleOpen = opts.console === true ? pollLikeConsole(claimPool, ac.signal) : undefined
     const bareLoad = bare === undefined ? undefined : openLoad(bare.pool, hosts, opts.rate, ac.signal, askBare)
     const c0 = performance.now()
@@ -374,7 +384,7 @@ export async function runReadyDuringConverge(
     let agentCpu: AgentCpu
     let seconds: number
     try {
-      await kickAndWait(agent.url)
+      await kickAndWait(agent)
       seconds = (performance.now() - c0) / 1000
     } finally {
       agentCpu = cpuSince(cpu0, agent.pid)

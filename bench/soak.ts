@@ -38,7 +38,7 @@ import type { Mode } from '../src/domain/modes.js'
 import { pathsFor } from '../src/domain/paths.js'
 import { errorMessage } from '../src/errors.js'
 import { Registry } from '../src/infra/registry.js'
-import { AgentProcess, recordIntent } from '../test/helpers/agent-process.js'
+import { AgentProcess, recordIntent, sandboxToken } from '../test/helpers/agent-process.js'
 import { treeLines } from '../test/helpers/tenants.js'
 import { checkState, layoutFiles, makeWorld, rng, rowPathsFor, treePrint, type Tenant, type World } from './crash.js'
 import { SoakActivator } from './soak-activator.js'
@@ -272,6 +272,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakSummary> {
     longRunMs: [3000, 10_000],
     atGrant: checks.atGrant,
     atRelease: checks.atRelease,
+    // The token the agent made in D/agent.token at its first start (design §6),
+    // read at each request: every life on this data root keeps the same file.
+    token: () => sandboxToken(w.sb) || undefined,
   })
   const env = {
     CARLOS_ACTIVATOR_URL: act.url,

@@ -102,9 +102,16 @@ export async function checkLinked(ctx: CheckContext, mode: Mode, how: AgentHow):
       // Until recovery ends, a host a journal names reads fenced, and no wake is granted while its journal stands.
       out.problems.push(...(await checkFence(w, agent)).problems)
       for (const [h, j] of journals) {
-        const res = await fetch(`${agent.url}/wakes/${h}`, { method: 'POST' }).catch(() => undefined)
+        const res = await fetch(`${agent.url}/wakes/${h}`, { method: 'POST', headers: agent.authorization() }).catch(
+          () => undefined,
+        )
         if (res === undefined) continue
         await res.body?.cancel()
+        // A probe refused its token is no refusal of the wake: it would prove nothing.
+        if (res.status === 401 || res.status === 403) {
+          out.problems.push(`${h}: the wake probe was refused its token (${res.status})`)
+          continue
+        }
         out.wakeProbes++
         if (res.status !== 200) continue
         const k = layoutFiles(w.dirs).journals.get(h)

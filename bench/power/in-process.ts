@@ -13,6 +13,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { AgentLock } from '../../src/infra/agent-lock.js'
+import { agentToken } from '../../src/infra/agent-token.js'
 import { openDeployStore } from '../../src/infra/deploy-store.js'
 import { edgeReloader } from '../../src/infra/edge.js'
 import { Registry } from '../../src/infra/registry.js'
@@ -31,6 +32,8 @@ export interface StartedAgent {
   status(): Promise<LayoutReport>
   ready(): Promise<boolean>
   tail(): string
+  /** The header a change (POST, PUT, DELETE) carries: the agent's bearer token (design §6). */
+  authorization(): { authorization: string }
   /** Ends it: kill -9 for a process; here, the signal path of `serve` (the app closed, the agent stopped). */
   kill(): Promise<unknown>
 }
@@ -48,9 +51,12 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
   const logger = createLogger(config.logLevel, sink)
   const lock = AgentLock.acquire(config.dataDir)
   const metrics = new Metrics()
+  let token: string
   let registry: Registry
   let store: Awaited<ReturnType<typeof openDeployStore>>
   try {
+    // As serve reads it under the lock: D/agent.token, made when the state has none.
+    token = agentToken(config).token
     registry = Registry.open(config.dataDir)
     store = await openDeployStore(config, logger)
   } catch (err) {
@@ -65,7 +71,7 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
     store,
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
-  const app = await buildApp({ api: agent, metrics, logger, token: config.token, identity: lock.identity })
+  const app = await buildApp({ api: agent, metrics, logger, token, identity: lock.identity })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()
@@ -103,6 +109,7 @@ export async function startInProcess(sb: Sandbox): Promise<StartedAgent> {
     },
     tail: () =>
       `${exit === undefined ? '' : `start-up failed: ${exit instanceof Error ? exit.message : JSON.stringify(exit)}\n`}${lines.join('')}`,
+    authorization: () => ({ authorization: `Bearer ${token}` }),
     kill: () => (closed ??= app.close()),
   }
 }
