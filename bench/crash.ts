@@ -244,7 +244,7 @@ export function layoutFiles(dirs: Dirs): LayoutFiles {
           out.other.push(`${n} (it names ${j.host} with another move than a second journal)`)
         out.journals.set(j.host, j)
       }
-    } else if (n === 'grace.json') continue
+    } else if (n === 'grace.json' || n === 'intent.applied') continue
     else if (n === 'aside') {
       if (fs.readdirSync(path.join(dir, n)).length > 0) out.other.push(n)
     } else out.other.push(n)
