@@ -102,14 +102,18 @@ function timeoutSeconds(text: string | undefined): number {
 const CHECK_NAMES = 20
 
 /**
- * `--check`: exit 1 when the report has rows a person must act on, naming
+ * `--check`: exit 1 when the intent is unreadable, or when the report has rows a person must act on, naming
  * them (by host and reason code) on stderr; 0 when it has none. Rows that
  * pass on their own (a move under way, an awake tenant in its grace, a
  * failed move the leg retries) do not count.
  */
 function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number {
+  // An unreadable intent moves nothing until a person brings the store back or records one (design §7.7).
+  const unreadable = report.mode === 'unreadable'
+  if (unreadable)
+    stderr.write('layoutd: the intent is unreadable: nothing moves until an operator acts (see warnings)\n')
   const rows = operatorRows(report)
-  if (rows.length === 0) return 0
+  if (rows.length === 0) return unreadable ? 1 : 0
   const named = rows.slice(0, CHECK_NAMES).map((r) => `${printable(r.host)} (${r.code})`)
   const more = rows.length > CHECK_NAMES ? `, and ${rows.length - CHECK_NAMES} more` : ''
   const word = rows.length === 1 ? 'row needs' : 'rows need'

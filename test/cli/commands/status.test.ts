@@ -195,6 +195,11 @@ void test('status --check exits 1 naming the rows a person must act on; 0 while 
   const waiting = await status({}, '--url', url, '--check')
   assert.equal(waiting.code, 0, waiting.err)
   assert.equal(waiting.err, '')
+
+  agent.reportValue = { ...sampleReport(), mode: 'unreadable' }
+  const unreadable = await status({}, '--url', url, '--check')
+  assert.equal(unreadable.code, 1, "an unreadable intent is an operator's to end")
+  assert.match(unreadable.err, /^layoutd: the intent is unreadable: nothing moves until an operator acts/)
 })
 
 void test('status --check goes with the report alone: with HOST, --watch or --wait-ready it is a usage error', async () => {
