@@ -82,7 +82,7 @@ async function kept(
   make: (file: string) => Promise<void>,
   why: RegExp,
   host = HOST,
-  decide: () => Promise<void> = async () => undefined,
+  decide: () => Promise<void> = () => Promise.resolve(),
 ): Promise<void> {
   const f = path.join(layout(), `${host}.journal`)
   await make(f)
