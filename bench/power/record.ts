@@ -134,12 +134,18 @@ export async function record(opts: {
   env?: Record<string, string>
   /** A hold and an aside among the moves (addExceptions). */
   scenario?: { hold?: boolean; aside?: boolean }
+  /**
+   * The migrate driven by the nested default, no intent recorded before the
+   * start (the revert's is): the agent keeps no record then (design §7.7),
+   * so the pass's first journal is what makes `D/layout`.
+   */
+  byDefault?: boolean
 }): Promise<Recording> {
   const world = await makeWorld(path.join(opts.root, 'world'), opts.hosts, { firstSeed: opts.seed * 7919 })
   const { held, stray } = addExceptions(world, opts.scenario ?? {})
   const { sb } = world
   const hosts = world.tenants.map((t) => t.host)
-  await recordIntent(sb, 'nested')
+  if (opts.byDefault !== true) await recordIntent(sb, 'nested')
   const deploy = { nested: path.join(opts.root, 'deploy-nested'), flat: path.join(opts.root, 'deploy-flat') }
   // The intents only: the running agent rewrites its box summary under layout/boxes (a temporary file
   // renamed into place), which a copy taken beside it may list and then not find.
