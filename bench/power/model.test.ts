@@ -129,3 +129,36 @@ void test('past the exhaustive bound a point is sampled, and the same seed sampl
       a.states.some((s) => s.how === 'all'),
   )
 })
+
+/** The token protocol of agent-token.ts: an O_EXCL 0600 temp file, fchmod, data, fsync, linked into place, the temp unlinked, the directory fsynced. */
+const token: OpBody[] = [
+  { op: 'create', dir: 1, name: 'agent.token.7.tmp', ino: 9, node: 'file', mode: 0o600 },
+  { op: 'chmod', ino: 9, mode: 0o600 },
+  { op: 'write', ino: 9, offset: 0, data: Buffer.from('secret\n') },
+  { op: 'fsync', ino: 9 },
+  { op: 'link', dir: 1, name: 'agent.token', ino: 9 },
+  { op: 'unlink', dir: 1, name: 'agent.token.7.tmp', ino: 9 },
+  { op: 'fsync', ino: 1 },
+]
+
+void test('a file whose create a crash lost keeps the mode its create gave it: no crash state has the token readable by others', () => {
+  const en = enumerate(token, { random: rng(1) })
+  let linked = 0
+  for (const s of en.states) {
+    const img = replay(world(), token, s.persisted)
+    const ino = lookup(img, ['agent.token'])
+    if (ino === undefined) continue
+    linked++
+    const n = img.nodes.get(ino)
+    assert.equal(n?.kind, 'file', `state ${JSON.stringify(s)}`)
+    assert.equal(n.mode.toString(8), '600', `state ${JSON.stringify(s)}`)
+  }
+  assert.ok(linked > 0, 'some state has the token linked into place')
+  // Only the link and the fsynced data kept: the inode is the one the create made, with its mode.
+  const lost = replay(world(), token, [2, 3, 4])
+  const n = lost.nodes.get(lookup(lost, ['agent.token']) ?? -1)
+  assert.deepEqual(n?.kind === 'file' && { mode: n.mode.toString(8), data: n.data.toString() }, {
+    mode: '600',
+    data: 'secret\n',
+  })
+})

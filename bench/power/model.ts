@@ -187,23 +187,53 @@ export function cloneImage(img: FsImage): FsImage {
   return { root: img.root, nodes: new Map(img.nodes) }
 }
 
-function nodeFor(img: FsImage, ino: Ino, fallback: FsNode): FsNode {
-  const n = img.nodes.get(ino)
-  if (n !== undefined) return n
-  img.nodes.set(ino, fallback)
-  return fallback
+/** The inode a create op makes, empty. */
+function made(o: Extract<OpBody, { op: 'create' }>): FsNode {
+  return o.node === 'dir'
+    ? { kind: 'dir', mode: o.mode, entries: new Map() }
+    : o.node === 'symlink'
+      ? { kind: 'symlink', mode: o.mode, target: o.target ?? Buffer.alloc(0) }
+      : { kind: 'file', mode: o.mode, data: Buffer.alloc(0) }
 }
 
-function editDir(img: FsImage, dir: Ino, edit: (entries: Map<Name, Ino>) => void): void {
-  const d = nodeFor(img, dir, { kind: 'dir', mode: 0o755, entries: new Map() })
+/**
+ * Each inode the ops create, as its create made it. An inode's mode is
+ * its own from its creation, not its entry's: a crash that loses the
+ * create's entry and keeps a later write, chmod or link of the inode
+ * keeps an inode of that mode (an O_EXCL 0600 file never comes back 0644).
+ */
+export function births(ops: readonly OpBody[]): Map<Ino, FsNode> {
+  const out = new Map<Ino, FsNode>()
+  for (const o of ops) if (o.op === 'create' && !out.has(o.ino)) out.set(o.ino, made(o))
+  return out
+}
+
+const NO_BIRTHS: ReadonlyMap<Ino, FsNode> = new Map()
+
+/** The node img holds for ino; one it lacks is made as born (else as fallback). */
+function nodeFor(img: FsImage, ino: Ino, fallback: FsNode, born: ReadonlyMap<Ino, FsNode>): FsNode {
+  const n = img.nodes.get(ino)
+  if (n !== undefined) return n
+  const b = born.get(ino) ?? fallback
+  img.nodes.set(ino, b)
+  return b
+}
+
+function editDir(
+  img: FsImage,
+  dir: Ino,
+  edit: (entries: Map<Name, Ino>) => void,
+  born: ReadonlyMap<Ino, FsNode>,
+): void {
+  const d = nodeFor(img, dir, { kind: 'dir', mode: 0o755, entries: new Map() }, born)
   if (d.kind !== 'dir') throw new Error(`inode ${dir} is a ${d.kind}, not a directory`)
   const entries = new Map(d.entries)
   edit(entries)
   img.nodes.set(dir, { ...d, entries })
 }
 
-function editFile(img: FsImage, ino: Ino, edit: (data: Buffer) => Buffer): void {
-  const f = nodeFor(img, ino, { kind: 'file', mode: 0o644, data: Buffer.alloc(0) })
+function editFile(img: FsImage, ino: Ino, edit: (data: Buffer) => Buffer, born: ReadonlyMap<Ino, FsNode>): void {
+  const f = nodeFor(img, ino, { kind: 'file', mode: 0o644, data: Buffer.alloc(0) }, born)
   if (f.kind !== 'file') throw new Error(`inode ${ino} is a ${f.kind}, not a file`)
   img.nodes.set(ino, { ...f, data: edit(f.data) })
 }
@@ -211,55 +241,75 @@ function editFile(img: FsImage, ino: Ino, edit: (data: Buffer) => Buffer): void 
 /**
  * Applies one op to img (in place; nodes are replaced, not mutated). An op
  * whose predecessors a crash dropped still means what it says about its
- * inode: a write to a file whose create was lost lands in an orphan; a
- * rename moves its inode to the new name and removes the old name only if
- * it still named that inode.
+ * inode: a write to a file whose create was lost lands in an orphan, born
+ * as its create made it (`born`, from births()); a link or rename of it
+ * brings that inode back under the new name; a rename removes the old name
+ * only if it still named that inode.
  */
-export function apply(img: FsImage, o: OpBody): void {
+export function apply(img: FsImage, o: OpBody, born: ReadonlyMap<Ino, FsNode> = NO_BIRTHS): void {
+  /** The inode an entry is made for, as born when the image lacks it. */
+  const entryFor = (ino: Ino): Ino => {
+    const b = img.nodes.has(ino) ? undefined : born.get(ino)
+    if (b !== undefined) img.nodes.set(ino, b)
+    return ino
+  }
   switch (o.op) {
-    case 'create': {
-      const node: FsNode =
-        o.node === 'dir'
-          ? { kind: 'dir', mode: o.mode, entries: new Map() }
-          : o.node === 'symlink'
-            ? { kind: 'symlink', mode: o.mode, target: o.target ?? Buffer.alloc(0) }
-            : { kind: 'file', mode: o.mode, data: Buffer.alloc(0) }
-      nodeFor(img, o.ino, node)
-      editDir(img, o.dir, (e) => e.set(o.name, o.ino))
+    case 'create':
+      nodeFor(img, o.ino, made(o), born)
+      editDir(img, o.dir, (e) => e.set(o.name, o.ino), born)
       return
-    }
     case 'link':
-      editDir(img, o.dir, (e) => e.set(o.name, o.ino))
+      editDir(img, o.dir, (e) => e.set(o.name, entryFor(o.ino)), born)
       return
     case 'unlink':
-      editDir(img, o.dir, (e) => {
-        if (e.get(o.name) === o.ino) e.delete(o.name)
-      })
+      editDir(
+        img,
+        o.dir,
+        (e) => {
+          if (e.get(o.name) === o.ino) e.delete(o.name)
+        },
+        born,
+      )
       return
     case 'rename':
-      editDir(img, o.fromDir, (e) => {
-        if (e.get(o.fromName) === o.ino) e.delete(o.fromName)
-      })
-      editDir(img, o.toDir, (e) => e.set(o.toName, o.ino))
+      editDir(
+        img,
+        o.fromDir,
+        (e) => {
+          if (e.get(o.fromName) === o.ino) e.delete(o.fromName)
+        },
+        born,
+      )
+      editDir(img, o.toDir, (e) => e.set(o.toName, entryFor(o.ino)), born)
       return
     case 'write':
-      editFile(img, o.ino, (data) => {
-        const end = o.offset + o.data.length
-        const out = Buffer.alloc(Math.max(data.length, end))
-        data.copy(out)
-        o.data.copy(out, o.offset)
-        return out
-      })
+      editFile(
+        img,
+        o.ino,
+        (data) => {
+          const end = o.offset + o.data.length
+          const out = Buffer.alloc(Math.max(data.length, end))
+          data.copy(out)
+          o.data.copy(out, o.offset)
+          return out
+        },
+        born,
+      )
       return
     case 'truncate':
-      editFile(img, o.ino, (data) => {
-        const out = Buffer.alloc(o.length)
-        data.copy(out, 0, 0, Math.min(o.length, data.length))
-        return out
-      })
+      editFile(
+        img,
+        o.ino,
+        (data) => {
+          const out = Buffer.alloc(o.length)
+          data.copy(out, 0, 0, Math.min(o.length, data.length))
+          return out
+        },
+        born,
+      )
       return
     case 'chmod': {
-      const n = img.nodes.get(o.ino)
+      const n = img.nodes.get(o.ino) ?? born.get(o.ino)
       if (n !== undefined) img.nodes.set(o.ino, { ...n, mode: o.mode })
       return
     }
@@ -268,10 +318,15 @@ export function apply(img: FsImage, o: OpBody): void {
   }
 }
 
-/** The image a crash state leaves: the image before the trace, with the persisted ops replayed in trace order. */
+/**
+ * The image a crash state leaves: the image before the trace, with the
+ * persisted ops replayed in trace order, each inode born as the trace's
+ * create made it even when that create is not among them.
+ */
 export function replay(initial: FsImage, ops: readonly OpBody[], persisted: readonly number[]): FsImage {
   const img = cloneImage(initial)
-  for (const i of persisted) apply(img, ops[i] as OpBody)
+  const born = births(ops)
+  for (const i of persisted) apply(img, ops[i] as OpBody, born)
   return img
 }
 
