@@ -80,7 +80,10 @@ export interface FoundAt {
   what: string
 }
 
-/** What is at a host's flat dir and at its nested one (its nested root, when that is not a directory); null: nothing. */
+/**
+ * What is at a host's flat dir and at its nested one (its nested root,
+ * when that is not a directory); null: nothing.
+ */
 export interface HostFiles {
   flat: FoundAt | null
   nested: FoundAt | null

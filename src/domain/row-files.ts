@@ -6,7 +6,10 @@ import { flatPaths, isFlat, isNested, nestedPaths, type Dirs } from './paths.js'
 import { why, type Why } from './reason-codes.js'
 import type { Route } from './schemas.js'
 
-/** What an lstat found at a path, not following a symlink: a directory, nothing, a symlink, something else, or an error. */
+/**
+ * What an lstat found at a path, not following a symlink: a directory,
+ * nothing, a symlink, something else, or an error.
+ */
 export type Found = 'dir' | 'absent' | 'symlink' | 'not_dir' | 'error'
 
 /** The two paths a wake is checked at: the row's dir, and the dir of the other shape. */

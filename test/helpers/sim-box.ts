@@ -55,6 +55,13 @@ const quiet: Logger = {
 
 const noMetrics = { intentRead: () => undefined } as unknown as Metrics
 
+/** A run that could not read the intent: the agent's leg reports it unreadable and moves nothing. */
+class IntentUnreadable extends Error {
+  constructor(cause: unknown) {
+    super(`the intent could not be read: ${errorMessage(cause)}`, { cause })
+  }
+}
+
 export class SimBox {
   readonly store: EtcdDeployStore
   readonly reads: DeployStore
@@ -71,6 +78,8 @@ export class SimBox {
   intentReads = 0
   /** The errors the stand-in pass met (a test expects none). */
   readonly errors: string[] = []
+  /** Runs that could not read the intent, and so moved nothing. */
+  readonly unreadable: string[] = []
 
   constructor(o: SimBoxOptions) {
     this.#o = o
@@ -154,7 +163,10 @@ export class SimBox {
     void this.#run()
       .catch((err: unknown) => {
         if (this.#life.signal.aborted) return
-        this.errors.push(errorMessage(err))
+        // An intent that cannot be read (etcd electing a leader, say) is a state the agent's leg meets and
+        // waits out, moving nothing (design §1 "unreadable"); anything else the stand-in pass met is an error.
+        if (err instanceof IntentUnreadable) this.unreadable.push(errorMessage(err.cause))
+        else this.errors.push(errorMessage(err))
         // As the agent's leg does after a failed run: another one, backing off (1 s to 30 s, jittered).
         this.#failures++
         const cap = Math.min(30_000, 1_000 * 2 ** Math.min(this.#failures - 1, 5))
@@ -171,7 +183,9 @@ export class SimBox {
 
   /** One run of the stand-in leg: read the intent as the leg does, move when the mode differs. */
   async #run(): Promise<void> {
-    const read = await loadLayoutIntent(this.reads, this.#o.box, this.#life.signal)
+    const read = await loadLayoutIntent(this.reads, this.#o.box, this.#life.signal).catch((err: unknown) => {
+      throw new IntentUnreadable(err)
+    })
     this.#failures = 0
     if (!read.found) return
     const { id, mode } = read.intent

@@ -221,12 +221,13 @@ async function settleOne(
   const kept = judged.filter((x) => !x.verdict.settle).map((x) => x.move)
   const what = j.batch ? `a batch's journal of ${j.moves.length} moves` : `${j.moves[0]?.host ?? ''}'s journal`
   say(`${shown}: ${what}, started ${j.moves[0]?.startedAt ?? '-'}\n${planLines(judged, dryRun)}`)
+  const keptMoves = `${kept.length} kept move${kept.length === 1 ? '' : 's'}`
   const ending =
     released.length === 0
       ? `nothing to release; ${shown} stays as it is`
       : kept.length === 0
         ? `remove ${shown}`
-        : `rewrite ${shown} with the ${kept.length} kept move${kept.length === 1 ? '' : 's'} (${named(kept.map((m) => m.host))})`
+        : `rewrite ${shown} with the ${keptMoves} (${named(kept.map((m) => m.host))})`
   if (dryRun || released.length === 0) {
     say(dryRun ? `--dry-run: would ${ending}; nothing was changed\n` : `${ending}\n`)
     return
