@@ -172,7 +172,8 @@ export async function makeWorld(
 
 // ---- what is on disk --------------------------------------------------------
 
-function exists(p: string): boolean {
+/** Exists, without following a link. */
+export function exists(p: string): boolean {
   try {
     fs.lstatSync(p)
     return true

@@ -11,7 +11,7 @@ import path from 'node:path'
 import type { WakeGrant } from '../../src/agent-api.js'
 import { pathsFor, type Dirs } from '../../src/domain/paths.js'
 import { errorMessage } from '../../src/errors.js'
-import { layoutFiles, rng, treePrint } from '../../bench/crash.js'
+import { exists, layoutFiles, rng, treePrint } from '../../bench/crash.js'
 import { SoakActivator } from '../../bench/soak-activator.js'
 
 export interface AuditedTenant {
@@ -32,17 +32,6 @@ export interface AuditCounts {
   errors: string[]
 }
 
-/** Exists, without following a link. */
-function present(p: string): boolean {
-  try {
-    fs.lstatSync(p)
-    return true
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
-    throw err
-  }
-}
-
 /** Why a grant is wrong by the disk alone, or undefined when the files are where it says, and only there. */
 export function placementProblem(dirs: Dirs, host: string, g: WakeGrant): string | undefined {
   const mode = (['flat', 'nested'] as const).find((m) => pathsFor(dirs, host, m).dir === g.dir)
@@ -52,7 +41,7 @@ export function placementProblem(dirs: Dirs, host: string, g: WakeGrant): string
   if (st === undefined) return `granted ${g.dir}, which does not exist`
   if (!st.isDirectory()) return `granted ${g.dir}, which is not a directory`
   const other = pathsFor(dirs, host, mode === 'flat' ? 'nested' : 'flat').dir
-  if (present(other)) return `granted ${g.dir} while ${other} exists too`
+  if (exists(other)) return `granted ${g.dir} while ${other} exists too`
   const layout = layoutFiles(dirs)
   if (layout.journals.has(host)) return 'granted while a journal names it'
   if (layout.holds.includes(host)) return 'granted while a hold marker names it'
