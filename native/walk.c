@@ -10,13 +10,18 @@
 // hands its answer to preflight.ts. It decides nothing of a host: it
 // answers the facts.
 //
-//   walk(path: string | Buffer) →
+//   walk(path: string | Buffer) → Promise of
 //     { kind: 'ok', dev: bigint, ino: bigint }          the directory walked
 //     { kind: 'second_name', path: Buffer, links }      the first such file
 //     { kind: 'too_long', path: Buffer }                a path PATH_MAX refuses
-//   throws an Error with its errno's code (`ENOENT`, `ENOTDIR`, …)
+//   rejected with an Error with its errno's code (`ENOENT`, `ENOTDIR`, …)
 //   otherwise: the directory given must be a directory and not a symlink
 //   (O_NOFOLLOW), as must each one under it when it is opened.
+//
+// The walk runs on libuv's thread pool (napi_create_async_work), as
+// node:fs's own calls do: the loop's thread, which answers the activator,
+// only hands it the path and builds its answer, whatever the tree's size.
+// A bad argument throws at the call.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -277,25 +282,27 @@ static napi_value set_kind(napi_env env, napi_value obj, const char *kind) {
   return obj;
 }
 
-/** The error a failed call is thrown as: its code, and a message as node:fs words one. */
-static void throw_errno(napi_env env, const found_t *f) {
+/** The error a failed call is answered as: its code, and a message as node:fs words one. */
+static napi_value errno_error(napi_env env, const found_t *f) {
   const char *code = uv_err_name(uv_translate_sys_error(f->err));
   const char *text = uv_strerror(uv_translate_sys_error(f->err));
   size_t n = strlen(code) + strlen(text) + strlen(f->syscall) + f->path.len + 16;
   char *msg = malloc(n);
-  if (msg == NULL) {
-    napi_throw_error(env, code, text);
-    return;
-  }
-  snprintf(msg, n, "%s: %s, %s '%.*s'", code, text, f->syscall, (int)f->path.len, f->path.p == NULL ? "" : f->path.p);
-  napi_throw_error(env, code, msg);
+  napi_value c, m, err;
+  if (msg != NULL)
+    snprintf(msg, n, "%s: %s, %s '%.*s'", code, text, f->syscall, (int)f->path.len, f->path.p == NULL ? "" : f->path.p);
+  napi_status st = napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &c);
+  if (st == napi_ok) st = napi_create_string_utf8(env, msg == NULL ? text : msg, NAPI_AUTO_LENGTH, &m);
   free(msg);
+  if (st == napi_ok) st = napi_create_error(env, c, m, &err);
+  return st == napi_ok ? err : NULL;
 }
 
-static napi_value answer(napi_env env, found_t *f) {
+/** What a finished walk answers: its findings (ok), or NULL with a failure to reject with in *err. */
+static napi_value answer(napi_env env, found_t *f, napi_value *err) {
   napi_value obj, v;
   if (f->kind == FOUND_ERROR) {
-    throw_errno(env, f);
+    *err = errno_error(env, f);
     return NULL;
   }
   CHECK(napi_create_object(env, &obj));
@@ -316,7 +323,7 @@ static napi_value answer(napi_env env, found_t *f) {
   }
   return obj;
 fail:
-  napi_throw_error(env, NULL, "walk: could not build its answer");
+  *err = NULL;
   return NULL;
 }
 
@@ -353,22 +360,69 @@ static char *path_arg(napi_env env, napi_value arg, size_t *len) {
   return p;
 }
 
+/** One walk handed to the pool: its path, what it found, and the promise to settle. */
+typedef struct {
+  char *root;
+  size_t len;
+  found_t f;
+  napi_deferred deferred;
+  napi_async_work work;
+} job_t;
+
+/** On a pool thread: the walk itself, no JavaScript. */
+static void job_execute(napi_env env, void *data) {
+  (void)env;
+  job_t *job = data;
+  walk_tree(job->root, job->len, &job->f);
+}
+
+/** Back on the loop's thread: the promise settled with what the walk found. */
+static void job_complete(napi_env env, napi_status status, void *data) {
+  job_t *job = data;
+  napi_value out = NULL, err = NULL;
+  if (status == napi_ok) out = answer(env, &job->f, &err);
+  if (out != NULL) {
+    napi_resolve_deferred(env, job->deferred, out);
+  } else {
+    if (err == NULL) {
+      napi_value m;
+      napi_create_string_utf8(env, "walk: could not build its answer", NAPI_AUTO_LENGTH, &m);
+      napi_create_error(env, NULL, m, &err);
+    }
+    napi_reject_deferred(env, job->deferred, err);
+  }
+  napi_delete_async_work(env, job->work);
+  free(job->f.path.p);
+  free(job->root);
+  free(job);
+}
+
 static napi_value walk(napi_env env, napi_callback_info info) {
   size_t argc = 1;
-  napi_value arg;
+  napi_value arg, promise, name;
   if (napi_get_cb_info(env, info, &argc, &arg, NULL, NULL) != napi_ok || argc < 1) {
     napi_throw_type_error(env, "ERR_MISSING_ARGS", "walk: a path is needed");
     return NULL;
   }
-  size_t len;
-  char *root = path_arg(env, arg, &len);
-  if (root == NULL) return NULL;
-  found_t f = {0};
-  walk_tree(root, len, &f);
-  free(root);
-  napi_value out = answer(env, &f);
-  free(f.path.p);
-  return out;
+  job_t *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    napi_throw_error(env, "ENOMEM", "walk: out of memory");
+    return NULL;
+  }
+  if ((job->root = path_arg(env, arg, &job->len)) == NULL) {
+    free(job);
+    return NULL;
+  }
+  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, "layoutd-walk", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, job_execute, job_complete, job, &job->work) != napi_ok ||
+      napi_queue_async_work(env, job->work) != napi_ok) {
+    free(job->root);
+    free(job);
+    napi_throw_error(env, NULL, "walk: could not queue the walk");
+    return NULL;
+  }
+  return promise;
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {

@@ -265,7 +265,6 @@ export class Agent implements AgentApi {
     this.#parts.gate?.stop()
     this.#leg.stop()
     await this.#leg.wait()
-    this.#parts.closePass?.()
     await this.#keys
   }
 

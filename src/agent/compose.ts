@@ -13,9 +13,7 @@ import { failpointFrom } from '../infra/failpoint.js'
 import { groupId, SOCKETS_GROUP } from '../infra/groups.js'
 import { Isolation, type SelfCheckFs } from '../infra/isolation.js'
 import { layoutDirectory } from '../infra/layout-dir.js'
-import { FilesThread } from '../infra/pass/files-thread.js'
 import { Pass } from '../infra/pass/pass.js'
-import { PreflightPool } from '../infra/pass/preflight-pool.js'
 import { AGENT_BUSY_TIMEOUT_MS, type Registry } from '../infra/registry.js'
 import { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics.js'
@@ -96,10 +94,6 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   // The pass is built once start-up has swept the claims and read the
   // start-up intent, as it always was; what it reports as it goes is the
   // agent's to hear, so the agent hands in that callback when it builds it.
-  // Preflight's walks on threads of their own (design §3.3), for every pass this agent builds.
-  const preflight = new PreflightPool()
-  // Steps 6 and 7's file work on a thread of its own; every decision stays here (design §3.6).
-  const files = new FilesThread({ failpoint: config.failpoint })
   const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({
@@ -119,8 +113,6 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       onWait,
       reload,
       stopTimeoutMs,
-      preflight,
-      files,
     })
   }
   // Read at each scrape: the gauge never lags the gate.
@@ -137,10 +129,6 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     gate,
     layoutDir: layoutDirectory(config.dataDir),
     makePass,
-    closePass: () => {
-      preflight.close()
-      files.close()
-    },
     intentTimeoutMs: adapters.intentTimeoutMs,
   })
   return agent

@@ -34,8 +34,6 @@ export interface AgentParts {
   gate: Isolation | null
   layoutDir: LayoutDirectory
   makePass: PassFactory
-  /** Ends what passes keep between runs (preflight's threads), once the leg has stopped. */
-  closePass?: () => void
   /** How long a read of the intent may take; the domain's 30 s when unset. */
   intentTimeoutMs?: number
 }

@@ -8,14 +8,13 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { errorMessage } from '../errors.js'
-import { FILES_NICE } from './pass/files-thread.js'
-import type { CheckpointReply, CheckpointThreadData } from './wal-checkpointer.js'
+import { CHECKPOINT_NICE, type CheckpointReply, type CheckpointThreadData } from './wal-checkpointer.js'
 import { niceThisThread } from '../thread-nice.js'
 
 const data = workerData as CheckpointThreadData
 
-// Niced as the files thread is: when it and the loop's thread want the same core, the loop has it.
-niceThisThread(FILES_NICE)
+// Niced: when it and the loop's thread want the same core, the loop, which answers the activator, has it.
+niceThisThread(CHECKPOINT_NICE)
 
 function checkpoint(): CheckpointReply {
   let db: Database.Database | undefined

@@ -20,6 +20,9 @@ import { Worker } from 'node:worker_threads'
 /** SQLite's own threshold (`wal_autocheckpoint`'s default, in pages), kept. */
 export const CHECKPOINT_PAGES = 1000
 
+/** The nice of the checkpoint thread: below the loop's thread, which answers the activator. */
+export const CHECKPOINT_NICE = 5
+
 /** How often the WAL index is looked at between the pass's commits (the claims commit too). */
 const LOOK_EVERY_MS = 2000
 

@@ -61,7 +61,7 @@ void test('a made /proc: the loop real-time alone, with threads that inherited i
   make([
     [100, 'node', rr],
     [101, 'node-V8Worker', {}],
-    [102, 'layoutd-walk', { nice: 10 }],
+    [102, 'layoutd-checkpoint', { nice: 5 }],
   ])
   const alone = readLoopScheduling(proc)
   assert.ok(alone !== undefined)

@@ -1,8 +1,8 @@
 // The C walk of a source (native/walk.c), loaded where the build made it
 // (build/Release/walk.node, by node-gyp): the same walk as preflight.ts's,
-// in about 60% of its time on this project's machine (design §3.3). An
-// agent whose build could not compile it walks in JavaScript, and says so
-// at start (cWalkMissing).
+// made on libuv's thread pool rather than on the loop's thread (design
+// §3.3). An agent whose build could not compile it walks in JavaScript on
+// the loop's thread, in slices, and says so at start (cWalkMissing).
 import { createRequire } from 'node:module'
 import { errorMessage } from '../../errors.js'
 
@@ -12,8 +12,11 @@ export type CFound =
   | { kind: 'second_name'; path: Buffer; links: number }
   | { kind: 'too_long'; path: Buffer }
 
-/** Walks the directory at a path (not through a symlink); throws an errno's error (its `code`) on a failed call. */
-export type CWalk = (path: string | Buffer) => CFound
+/**
+ * Walks the directory at a path (not through a symlink) on libuv's pool; rejects with an errno's error (its
+ * `code`) on a failed call, and throws at once for an argument that is no path.
+ */
+export type CWalk = (path: string | Buffer) => Promise<CFound>
 
 /** Where the build puts the addon: build/Release/ at the repository's root, from dist/src/infra/pass/. */
 export const C_WALK_PATH = new URL('../../../../build/Release/walk.node', import.meta.url).pathname

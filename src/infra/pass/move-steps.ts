@@ -10,9 +10,8 @@ import { errorMessage } from '../../errors.js'
 import type { FsyncName } from '../failpoint.js'
 import { present } from '../fsutil.js'
 import { clearFound, syncPairs, type InTheWay } from './mover.js'
-import { fromFileError } from './pass-files.js'
 import type { PassContext } from './pass-context.js'
-import { lookAll, walkAll, type Looked, type Walked } from './preflight-pool.js'
+import type { Looked, Walked } from './pass-io.js'
 import type { DirIdentity, Preflight } from './preflight.js'
 import { lstatSyncOrUndefined, renameDirSync } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
@@ -63,9 +62,9 @@ export class MoveSteps {
       () => undefined,
       (err: unknown) => err,
     )
-    // Looked at on a preflight thread, acted on here (design §3.6). The
-    // walks are asked for with the looks: the thread goes from one to the
-    // other, and is not left idle while what is in the way is set aside.
+    // Looked at first, acted on once every look is in (design §3.6). The
+    // walks are asked for with the looks: they go on while what is in the
+    // way is set aside and the generation reaches the disk.
     const looking = this.#look(moves, true)
     const walkingAll = this.#walk(moves)
     const looks = await looking
@@ -233,10 +232,7 @@ export class MoveSteps {
 
   /** The walks of moves' sources, in order (never rejects). */
   #walk(moves: readonly MoveInFlight[]): Promise<Walked> {
-    return walkAll(
-      this.#ctx.preflight,
-      moves.map((move) => move.journal.from.dir),
-    )
+    return this.#ctx.io.walk(moves.map((move) => move.journal.from.dir))
   }
 
   /** Step 6: the destination's parents, and anything that appeared at it since it was cleared. */
@@ -257,9 +253,9 @@ export class MoveSteps {
         return why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`)
       }
     })
-    // The parents, many hosts at once, where the pass's file work is done (pass-files.ts).
+    // The parents, many hosts at once (pass-io.ts).
     const asked = moves.filter((_, i) => cleared[i] === undefined)
-    const prepared = await this.#ctx.files.prepare(
+    const prepared = await this.#ctx.io.prepare(
       dirs,
       asked.map(({ journal: { host, to, from, dest } }) => ({ host, to, from: from.dir, dest })),
       socketsGid,
@@ -279,7 +275,7 @@ export class MoveSteps {
       results.push(...(await this.#endings.abandon([move], because)))
     }
     // One round: the parents that gained an entry, and run/ for its mode (design §3.5).
-    await this.#ctx.files.fsync(sync)
+    await this.#ctx.io.fsync(sync)
     this.#ctx.failpoint('after-prepare')
     return going
   }
@@ -290,7 +286,7 @@ export class MoveSteps {
    * swapped since preflight (a symlink, another directory) is renamed back
    * where it was and its host held with the swap as the reason: the row is
    * never committed to it (design §3 step 7). The renames and their checks
-   * are the pass's file work (pass-files.ts), run until one is not clean;
+   * are the pass's I/O port's (pass-io.ts), run until one is not clean;
    * that one is dealt with here, and the rest sent on.
    */
   async #rename(
@@ -302,7 +298,7 @@ export class MoveSteps {
     const swapped: Array<{ move: MoveInFlight; because: Why }> = []
     let rest = moves
     while (rest.length > 0) {
-      const run = await this.#ctx.files.rename(
+      const run = await this.#ctx.io.rename(
         rest.map(({ journal: { host, from, dest } }) => ({
           host,
           from: from.dir,
@@ -314,18 +310,18 @@ export class MoveSteps {
       const stop = run.stop
       if (stop === undefined) break
       // A failpoint's fault after a clean rename: thrown here, as the step would have thrown it.
-      if (stop.kind === 'fault') throw fromFileError(stop.err)
+      if (stop.kind === 'fault') throw stop.err
       const move = rest[run.done] as MoveInFlight
       rest = rest.slice(run.done + 1)
       if (stop.kind === 'failed') {
-        results.push(...(await this.#renameFailed(move, fromFileError(stop.err))))
+        results.push(...(await this.#renameFailed(move, stop.err)))
         continue
       }
       const undone = this.#undoSwap(move, stop.found)
       if ('stuck' in undone) results.push(undone.stuck)
       else swapped.push({ move, because: undone.because })
     }
-    await this.#ctx.files.fsync(
+    await this.#ctx.io.fsync(
       syncPairs(
         [...going, ...swapped.map(({ move }) => move)].map((move) => ({
           from: move.journal.from.dir,
@@ -389,19 +385,19 @@ export class MoveSteps {
   }
 
   /**
-   * Each move's destination (and with source, its source) looked at on a
-   * preflight thread: the lstats of steps 4 and 6, a few for every host of
-   * a batch, are made there, and only what they found is acted on here.
+   * Each move's destination (and with source, its source) looked at: the
+   * lstats of steps 4 and 6, a few for every host of a batch, all made
+   * before any is acted on (never rejects).
    */
   #look(moves: readonly MoveInFlight[], source: boolean): Promise<Looked> {
-    const { preflight, deps } = this.#ctx
+    const { io, deps } = this.#ctx
     const looks = moves.map(({ journal: { host, to, from, dest } }) => ({
       host,
       to,
       dest,
       ...(source ? { from: from.dir } : {}),
     }))
-    return lookAll(preflight, deps.dirs, looks)
+    return io.look(deps.dirs, looks)
   }
 
   /** Sets aside what a look found at a move's destination, and notes it. */

@@ -247,7 +247,7 @@ export async function syncParents(pairs: ReadonlyArray<{ from: string; to: strin
   await fsyncNamedDirs(syncPairs(pairs))
 }
 
-/** The fsyncs syncParents makes, by name, for a caller that makes them elsewhere (pass-files.ts). */
+/** The fsyncs syncParents makes, by name, for a caller that makes them elsewhere (pass-io.ts). */
 export function syncPairs(pairs: ReadonlyArray<{ from: string; to: string }>): Array<readonly [string, FsyncName]> {
   return [
     ...pairs.map((p) => [path.dirname(p.to), 'rename-dest-parent'] as const),

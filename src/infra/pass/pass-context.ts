@@ -9,8 +9,7 @@ import type { Dirs } from '../../domain/paths.js'
 import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/ports.js'
 import { NO_REASON, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
-import { slicedFiles, type PassFiles } from './pass-files.js'
-import { SlicedPreflight, type Preflighter } from './preflight-pool.js'
+import { passIo, type PassIo } from './pass-io.js'
 import { Slicer } from './sliced-fs.js'
 
 /** How long a stop may take before the move gives up on the host (design §3 step 3). */
@@ -55,13 +54,11 @@ export interface PassDeps {
   stopTimeoutMs?: number
   /** A fixed number of hosts per group commit (tests); unset, adaptive. */
   batchSize?: number
-  /** Where preflight walks sources: worker threads (PreflightPool) in the agent; unset, the loop's thread in slices. */
-  preflight?: Preflighter
   /**
-   * Where steps 6 and 7's file work is done: the files thread (FilesThread) in the agent; unset, the loop's
-   * thread in slices.
+   * Wraps the pass's I/O port (pass-io.ts) in a test's hold: every call still reaches the port the agent
+   * runs; a test only chooses when it is made or answered.
    */
-  files?: PassFiles
+  aroundIo?: (io: PassIo) => PassIo
 }
 
 export class PassContext {
@@ -71,15 +68,15 @@ export class PassContext {
   readonly batchSize: number | ((waiting: number) => number)
   /** Every part of the pass gives the event loop back through this one (sliced-fs.ts). */
   readonly slicer = new Slicer()
-  readonly preflight: Preflighter
-  readonly files: PassFiles
+  /** The pass's I/O (walk, look, prepare, rename, fsync): the one port, as the agent runs it. */
+  readonly io: PassIo
   /** Told after each commit of rows (step 8): the pass follows its path claims to them then (design §3.6). */
   afterCommit: () => void = () => undefined
 
   constructor(deps: PassDeps) {
     this.deps = deps
-    this.preflight = deps.preflight ?? new SlicedPreflight(this.slicer)
-    this.files = deps.files ?? slicedFiles(this.slicer, deps.failpoint)
+    const io = passIo(this.slicer, deps.failpoint)
+    this.io = deps.aroundIo?.(io) ?? io
     this.stopTimeoutMs = deps.stopTimeoutMs ?? STOP_TIMEOUT_MS
     this.batchSize = deps.batchSize === undefined ? BATCH_SIZE : Math.max(1, deps.batchSize)
   }

@@ -1,9 +1,8 @@
 // Step 5 of a move (design §3): the source checked without following a
 // symlink, and after the rename, the check that what moved is what was
-// checked. The walk is one generator, driven two ways: in slices of the
-// event loop (preflight), or whole on a thread of its own (preflightSync,
-// which preflight-worker.ts runs off the loop's thread), where the C walk
-// (c-walk.ts) takes its place when it was built: the same walk, in less time.
+// checked. The walk is the C walk (c-walk.ts) where the build made it, on
+// libuv's thread pool; else the same walk in JavaScript, a generator driven
+// in slices of the event loop. Both answer the same findings.
 import fs from 'node:fs'
 import { secondNameReason } from '../../domain/pass-plan.js'
 import type { ReasonCode } from '../../domain/reason-codes.js'
@@ -80,10 +79,10 @@ function secondName(dir: string, p: WalkPath, links: number): Preflight {
  * same order, and answers the same findings. What it saw is the directory
  * it opened (not through a symlink), the one its walk read.
  */
-function walkInC(dir: string, walkC: CWalk): Preflight {
+async function walkInC(dir: string, walkC: CWalk): Promise<Preflight> {
   const st = sourceItself(dir)
   if ('kind' in st) return st
-  const found = walkC(dir)
+  const found = await walkC(dir)
   if (found.kind === 'second_name') return secondName(dir, found.path, found.links)
   if (found.kind === 'too_long') return pathTooLong(dir, found.path)
   return { kind: 'ok', seen: { dev: found.dev, ino: found.ino } }
@@ -151,24 +150,23 @@ function pathTooLong(dir: string, at: WalkPath): Preflight {
   }
 }
 
-/** Preflight on the event loop's thread, giving the loop back between slices (sliced-fs.ts). */
-export async function preflight(dir: string, slicer: Slicer = defaultSlicer): Promise<Preflight> {
+/**
+ * Preflight of one source: by the C walk on libuv's pool when it was
+ * built, else by the generator on the loop's thread, giving the loop back
+ * between slices (sliced-fs.ts). A test names the walk it means (null: the
+ * generator).
+ */
+export async function preflight(
+  dir: string,
+  slicer: Slicer = defaultSlicer,
+  walkC: CWalk | null = cWalk ?? null,
+): Promise<Preflight> {
+  if (walkC !== null) return walkInC(dir, walkC)
   const steps = walk(dir)
   for (let step = steps.next(); ; step = steps.next()) {
     if (step.done === true) return step.value
     await slicer.pause()
   }
-}
-
-/**
- * Preflight in one go, for a thread that answers nothing else
- * (preflight-worker.ts): by the C walk when it was built, else the
- * generator's. A test names the walk it means (null: the generator).
- */
-export function preflightSync(dir: string, walkC: CWalk | null = cWalk ?? null): Preflight {
-  if (walkC !== null) return walkInC(dir, walkC)
-  const steps = walk(dir)
-  for (let step = steps.next(); ; step = steps.next()) if (step.done === true) return step.value
 }
 
 /**

@@ -10,7 +10,8 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { cWalk, cWalkMissing, type CWalk } from '../../../src/infra/pass/c-walk.js'
-import { preflightSync, type Preflight } from '../../../src/infra/pass/preflight.js'
+import { preflight, type Preflight } from '../../../src/infra/pass/preflight.js'
+import { defaultSlicer } from '../../../src/infra/pass/sliced-fs.js'
 import { addByteNamedEntries, deepTree, makeTenantTree, under } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
@@ -22,8 +23,8 @@ function built(): CWalk {
 }
 
 /** Both walks of one source: the C walk's answer, and the generator's. */
-function both(dir: string): { c: Preflight; js: Preflight } {
-  return { c: preflightSync(dir, built()), js: preflightSync(dir, null) }
+async function both(dir: string): Promise<{ c: Preflight; js: Preflight }> {
+  return { c: await preflight(dir, defaultSlicer, built()), js: await preflight(dir, defaultSlicer, null) }
 }
 
 void test('npm run build built the C walk, and it loads', () => {
@@ -97,16 +98,14 @@ void test('the C walk answers what the JavaScript walk answers, hold by hold', a
   cases.push(['a file for a source', path.join(root, 'file'), 'held'])
   cases.push(['no source', path.join(root, 'missing'), 'missing'])
   for (const [what, dir, kind] of cases) {
-    const { c, js } = both(dir)
+    const { c, js } = await both(dir)
     assert.deepEqual(c, js, what)
     assert.equal('code' in c && kind.startsWith('held:') ? `held:${c.code}` : c.kind, kind, what)
   }
-  assert.match(
-    both(several).c.kind === 'held' ? (both(several).c as { reason: string }).reason : '',
-    / l00 has 2 links$/,
-  )
+  const first = (await both(several)).c
+  assert.match(first.kind === 'held' ? first.reason : '', / l00 has 2 links$/)
   const st = fs.lstatSync(path.join(root, 'plain'), { bigint: true })
-  assert.deepEqual(both(path.join(root, 'plain')).c, { kind: 'ok', seen: { dev: st.dev, ino: st.ino } })
+  assert.deepEqual((await both(path.join(root, 'plain'))).c, { kind: 'ok', seen: { dev: st.dev, ino: st.ino } })
 })
 
 void test('the C walk fails as the call failed, with its errno code, and refuses what is not a path', async (t) => {
@@ -114,19 +113,18 @@ void test('the C walk fails as the call failed, with its errno code, and refuses
   const root = await tmpDir(t)
   fs.writeFileSync(path.join(root, 'file'), '')
   fs.symlinkSync(root, path.join(root, 'link'))
-  const failed = (p: string, code: string, call: string): void => {
-    assert.throws(
-      () => walk(p),
+  const failed = (p: string, code: string, call: string): Promise<void> =>
+    assert.rejects(
+      walk(p),
       (err: NodeJS.ErrnoException) => err.code === code && err.message.includes(`${call} '${p}'`),
       `${p}: ${code}`,
     )
-  }
-  failed(path.join(root, 'missing'), 'ENOENT', 'open')
-  failed(path.join(root, 'file'), 'ENOTDIR', 'open')
+  await failed(path.join(root, 'missing'), 'ENOENT', 'open')
+  await failed(path.join(root, 'file'), 'ENOTDIR', 'open')
   // The walk opens nothing through a symlink (O_NOFOLLOW with O_DIRECTORY: ENOTDIR on Linux); preflight
   // holds such a source before it walks, and one that became a symlink since fails its walk.
-  failed(path.join(root, 'link'), 'ENOTDIR', 'open')
+  await failed(path.join(root, 'link'), 'ENOTDIR', 'open')
   assert.throws(() => walk('a\0b'), { code: 'ERR_INVALID_ARG_VALUE' })
   assert.throws(() => (walk as (p: unknown) => unknown)(42), { code: 'ERR_INVALID_ARG_TYPE' })
-  assert.deepEqual(walk(Buffer.from(root)).kind, 'ok', 'a path given as bytes')
+  assert.deepEqual((await walk(Buffer.from(root))).kind, 'ok', 'a path given as bytes')
 })

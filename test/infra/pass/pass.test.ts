@@ -10,8 +10,7 @@ import { GRACE_FILE } from '../../../src/infra/pass/grace.js'
 import { tmpName } from '../../../src/infra/fsutil.js'
 import { batchJournalName } from '../../../src/infra/pass/journal.js'
 import { Pass } from '../../../src/infra/pass/pass.js'
-import { type Preflighter, SlicedPreflight } from '../../../src/infra/pass/preflight-pool.js'
-import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
+import type { PassIo } from '../../../src/infra/pass/pass-io.js'
 import { addByteNamedEntries, deepTree, hashTree } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 import { GRACE_MS, harness, outcomes } from './pass-harness.js'
@@ -470,21 +469,25 @@ void test('two batches at a time: the next starts once this one is walked, and a
   assert.deepEqual(layoutFiles(h.dirs.dataDir), [])
 })
 
-/** A walker that says when each walk starts and ends, and starts none until `go` is called. */
-function heldWalker(events: string[]): Preflighter & { go: () => void } {
+/**
+ * A hold around the pass's own I/O port: it says when each walk starts and
+ * ends, and lets none reach the port until `go` is called.
+ */
+function heldWalker(events: string[]): { aroundIo: (io: PassIo) => PassIo; go: () => void } {
   let go = (): void => {}
   const going = new Promise<void>((resolve) => (go = resolve))
-  const walker = new SlicedPreflight(new Slicer())
   return {
     go: () => go(),
-    async check(dirs) {
-      events.push('walk-start')
-      await going
-      const found = await walker.check(dirs)
-      events.push('walk-end')
-      return found
-    },
-    look: (dirs, looks) => walker.look(dirs, looks),
+    aroundIo: (io) => ({
+      ...io,
+      async walk(sources) {
+        events.push('walk-start')
+        await going
+        const found = await io.walk(sources)
+        events.push('walk-end')
+        return found
+      },
+    }),
   }
 }
 
@@ -494,7 +497,7 @@ void test('a batch is walked while its journal is written, and what the walk fou
   const events: string[] = []
   const preflight = heldWalker(events)
   h.pass = h.newPass({
-    preflight,
+    aroundIo: preflight.aroundIo,
     failpoint: (s) => {
       events.push(s)
       if (s === 'after-journal') preflight.go()
@@ -521,7 +524,7 @@ void test('a journal that cannot be written fails its batch only once the walk o
   const layout = path.join(h.dirs.dataDir, 'layout')
   let generation = 0
   h.pass = h.newPass({
-    preflight,
+    aroundIo: preflight.aroundIo,
     failpoint: (s) => {
       events.push(s)
       // A symlink where the batch's journal is about to be written: it is never opened through one.

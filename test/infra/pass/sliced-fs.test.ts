@@ -33,8 +33,8 @@ void test('a walk of many files in slices lets timers run between them', async (
   let turns = 0
   const timer = setInterval(() => turns++, 0)
   try {
-    // A zero budget: every entry is a slice of its own.
-    assert.equal((await preflight(dir, new Slicer(0))).kind, 'ok')
+    // The walk in JavaScript (null), with a zero budget: every entry is a slice of its own.
+    assert.equal((await preflight(dir, new Slicer(0), null)).kind, 'ok')
   } finally {
     clearInterval(timer)
   }
