@@ -59,6 +59,7 @@ import {
   startBareReady,
   threadCpu,
 } from './ready-during-converge.js'
+import { memory, reportArgs } from './memory.js'
 import { scheduleThisLoop, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
@@ -197,18 +198,6 @@ async function waitQuiet(agent: AgentProcess): Promise<void> {
   )
 }
 
-/** Waits until the agent has no walking thread left (each ends once idle, design §3.3). */
-async function waitWalkersGone(agent: AgentProcess): Promise<void> {
-  await agent.waitFor(
-    "preflight's walking threads to end",
-    () => {
-      const names = [...threadCpu(agent.pid).tasks.values()].map((t) => t.name)
-      return Promise.resolve(names.includes('layoutd-walk') ? undefined : true)
-    },
-    60_000,
-  )
-}
-
 /**
  * layoutd and the bare server measured in turn, `rounds` times each, and
  * each side's best round kept: on a shared machine the best of a few is
@@ -233,17 +222,39 @@ async function sides(
   }
 }
 
-async function startTimed(sb: Sandbox, sched: Scheduling): Promise<{ agent: AgentProcess; seconds: number }> {
+/** How the agent is started: as the unit starts it, with more environment (`--env`), its heaps readable. */
+interface AgentSpec {
+  sched: Scheduling
+  env: Record<string, string>
+  /** Where its diagnostic reports go (bench/memory.ts). */
+  reports: string
+}
+
+async function startTimed(sb: Sandbox, spec: AgentSpec): Promise<{ agent: AgentProcess; seconds: number }> {
   const agent = await AgentProcess.start(sb, {
     listenTimeoutMs: 120_000,
-    nodeArgs: unitNodeArgs(),
-    launcher: sched.launcher,
+    nodeArgs: [...unitNodeArgs(), ...reportArgs(spec.reports)],
+    launcher: spec.sched.launcher,
+    env: spec.env,
   })
   await agent.waitReady(600_000)
   return { agent, seconds: round((performance.now() - agent.startedAt) / 1000) }
 }
 
-export async function runAll(root: string, opts: { hosts: number; seconds: number; journals: number; rounds: number }) {
+export interface AllOptions {
+  hosts: number
+  seconds: number
+  journals: number
+  rounds: number
+  /** How long the agent is left idle after the converge before its memory is read again. */
+  idle: number
+  /** More environment for the agent (MALLOC_ARENA_MAX=2, UV_THREADPOOL_SIZE=…): what a figure costs or buys. */
+  env: Record<string, string>
+  /** The converge alone: no routes under load before it, no start with journals after it. */
+  convergeOnly: boolean
+}
+
+export async function runAll(root: string, opts: AllOptions) {
   const load0 = os.loadavg()
   const sb = await makeSandbox(path.join(root, 'box'))
   log(`making ${opts.hosts} flat tenants`)
@@ -274,71 +285,78 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
   // The agent as contrib/layoutd.service starts it (its loop's thread real-time where
   // this machine allows it), and every server it is measured beside alike.
   const sched = unitScheduling()
-  const first = await startTimed(sb, sched)
+  const agentSpec: AgentSpec = { sched, env: opts.env, reports: path.join(root, 'reports') }
+  const first = await startTimed(sb, agentSpec)
   const agent = first.agent
   const out: Record<string, unknown> = {}
   let bareReady: Awaited<ReturnType<typeof startBareReady>> | undefined
   try {
     await waitIdle(agent)
     await waitQuiet(agent)
-    const { body: report, etag } = await get<LayoutReport>(agent.url, '/layout/status')
-    const { body: ready } = await get<unknown>(agent.url, '/ready')
-    fs.writeFileSync(path.join(root, 'report.json'), JSON.stringify(report))
-    fs.writeFileSync(path.join(root, 'ready.json'), JSON.stringify(ready))
-    const bare = await startBare(path.join(root, 'report.json'), path.join(root, 'ready.json'), sched.launcher)
-    try {
-      const spec = { seconds: opts.seconds, connections: 10 }
-      const rounds = opts.rounds
-      log('status 200')
-      const status200 = await sides(
-        rounds,
-        () => load({ ...spec, origin: agent.url, path: '/layout/status' }),
-        () => load({ ...spec, origin: bare.origin, path: '/status' }),
-      )
-      log('status 304')
-      const status304 = await sides(
-        rounds,
-        () => load({ ...spec, origin: agent.url, path: '/layout/status', headers: { 'if-none-match': etag } }),
-        () => load({ ...spec, origin: bare.origin, path: '/status304', headers: { 'if-none-match': '"bare.1"' } }),
-      )
-      log('/ready')
-      const readyLoad = await sides(
-        rounds,
-        () => load({ ...spec, origin: agent.url, path: '/ready' }),
-        () => load({ ...spec, origin: bare.origin, path: '/ready' }),
-      )
-      log('/ready/:host')
-      const readyHost = await load({
-        ...spec,
-        origin: agent.url,
-        path: (n) => `/ready/${hosts[n % hosts.length] ?? ''}`,
-      })
-      log('claims')
-      const claims = await load({
-        ...spec,
-        connections: 4,
-        warmup: 0,
-        origin: agent.url,
-        method: 'POST',
-        headers: agent.authorization(),
-        path: (n) => `/wakes/${hosts[n % hosts.length] ?? ''}`,
-      })
-      const unauthorised = (claims.statuses['401'] ?? 0) + (claims.statuses['403'] ?? 0)
-      if (unauthorised > 0) throw new Error(`${unauthorised} claims were refused their token (401/403)`)
-      if ((await send(agent.url, 'PUT', '/wakes', { awake: [] }, agent.authorization())) !== 200)
-        throw new Error('PUT /wakes did not release the claims')
-      Object.assign(out, {
-        status200,
-        status304,
-        ready: readyLoad,
-        readyHost,
-        claimsIdle: {
-          ...claims,
-          what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)',
-        },
-      })
-    } finally {
-      bare.stop()
+    out.beforeConverge = {
+      ...(await memory(agent.pid, agentSpec.reports)),
+      what: 'the agent started on every row, its first run over and its keys minted, quiet: RSS, threads, heaps',
+    }
+    if (!opts.convergeOnly) {
+      const { body: report, etag } = await get<LayoutReport>(agent.url, '/layout/status')
+      const { body: ready } = await get<unknown>(agent.url, '/ready')
+      fs.writeFileSync(path.join(root, 'report.json'), JSON.stringify(report))
+      fs.writeFileSync(path.join(root, 'ready.json'), JSON.stringify(ready))
+      const bare = await startBare(path.join(root, 'report.json'), path.join(root, 'ready.json'), sched.launcher)
+      try {
+        const spec = { seconds: opts.seconds, connections: 10 }
+        const rounds = opts.rounds
+        log('status 200')
+        const status200 = await sides(
+          rounds,
+          () => load({ ...spec, origin: agent.url, path: '/layout/status' }),
+          () => load({ ...spec, origin: bare.origin, path: '/status' }),
+        )
+        log('status 304')
+        const status304 = await sides(
+          rounds,
+          () => load({ ...spec, origin: agent.url, path: '/layout/status', headers: { 'if-none-match': etag } }),
+          () => load({ ...spec, origin: bare.origin, path: '/status304', headers: { 'if-none-match': '"bare.1"' } }),
+        )
+        log('/ready')
+        const readyLoad = await sides(
+          rounds,
+          () => load({ ...spec, origin: agent.url, path: '/ready' }),
+          () => load({ ...spec, origin: bare.origin, path: '/ready' }),
+        )
+        log('/ready/:host')
+        const readyHost = await load({
+          ...spec,
+          origin: agent.url,
+          path: (n) => `/ready/${hosts[n % hosts.length] ?? ''}`,
+        })
+        log('claims')
+        const claims = await load({
+          ...spec,
+          connections: 4,
+          warmup: 0,
+          origin: agent.url,
+          method: 'POST',
+          headers: agent.authorization(),
+          path: (n) => `/wakes/${hosts[n % hosts.length] ?? ''}`,
+        })
+        const unauthorised = (claims.statuses['401'] ?? 0) + (claims.statuses['403'] ?? 0)
+        if (unauthorised > 0) throw new Error(`${unauthorised} claims were refused their token (401/403)`)
+        if ((await send(agent.url, 'PUT', '/wakes', { awake: [] }, agent.authorization())) !== 200)
+          throw new Error('PUT /wakes did not release the claims')
+        Object.assign(out, {
+          status200,
+          status304,
+          ready: readyLoad,
+          readyHost,
+          claimsIdle: {
+            ...claims,
+            what: 'POST /wakes/:host, a different sleeping host each time (granted, recorded in the registry)',
+          },
+        })
+      } finally {
+        bare.stop()
+      }
     }
 
     // The tree as warm as the floor's walk found it, right after it was
@@ -448,30 +466,25 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
     // After what a run's end sets going (the report for the gauges, the
     // box's summary, the heap's trim a second later): the box as it stays.
     await waitQuiet(agent)
-    const rss = (await agent.metric('process_resident_memory_bytes')) ?? 0
-    const heap = (await agent.metric('nodejs_heap_size_used_bytes')) ?? 0
-    // Preflight's walking threads end once idle for 10 s (design §3.3):
-    // the footprint the box keeps is the one after they have gone.
-    const s0 = performance.now()
-    await waitWalkersGone(agent)
-    const settledRss = (await agent.metric('process_resident_memory_bytes')) ?? 0
+    const after = await memory(agent.pid, agentSpec.reports)
+    // Left alone for a while, as a box is between converges: what it keeps.
+    await new Promise((resolve) => setTimeout(resolve, opts.idle * 1000))
+    const idle = await memory(agent.pid, agentSpec.reports)
     out.afterConverge = {
       seconds: convergeSeconds,
       movesPerSecond: Math.round(hosts.length / convergeSeconds),
-      rssMB: round(rss / 2 ** 20, 1),
-      heapUsedMB: round(heap / 2 ** 20, 1),
-      settled: {
-        rssMB: round(settledRss / 2 ** 20, 1),
-        afterSeconds: round((performance.now() - s0) / 1000, 1),
-        what: "RSS once preflight's walking threads, idle, have ended (design §3.3), counted from the reading above",
-      },
+      ...after,
+      idle: { ...idle, afterSeconds: opts.idle, targetRssMB: 100 },
       targetRssMB: 150,
+      env: opts.env,
+      what: "RSS, threads and each thread's heap once the converge is over and the agent quiet; idle: the same after `--idle` seconds more",
     }
   } finally {
     await bareReady?.stop()
     await agent.stop()
   }
 
+  if (opts.convergeOnly) return { hosts: hosts.length, ...out, machine: machine(load0) }
   // Journals left as a crash would leave them: written, no file moved yet.
   const n = Math.min(opts.journals, hosts.length)
   log(`start with ${n} journals to recover`)
@@ -499,7 +512,7 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
   }
   await writeJournals(dirs, journals)
   await recordIntent(sb, 'flat')
-  const second = await startTimed(sb, sched)
+  const second = await startTimed(sb, agentSpec)
   try {
     const redone = (await second.agent.metric('carlos_layout_recovered_journals_total{action="redone"}')) ?? 0
     out.startUp = {
@@ -519,13 +532,17 @@ export async function runAll(root: string, opts: { hosts: number; seconds: numbe
       what: 'layoutd routes import FILE, spawn to exit',
     },
     ...out,
-    machine: {
-      cpus: os.cpus().length,
-      model: os.cpus()[0]?.model ?? '',
-      node: process.version,
-      loadavgBefore: load0,
-      loadavgAfter: os.loadavg(),
-    },
+    machine: machine(load0),
+  }
+}
+
+function machine(loadavgBefore: number[]) {
+  return {
+    cpus: os.cpus().length,
+    model: os.cpus()[0]?.model ?? '',
+    node: process.version,
+    loadavgBefore,
+    loadavgAfter: os.loadavg(),
   }
 }
 
@@ -536,25 +553,37 @@ async function main(): Promise<number> {
       seconds: { type: 'string', default: '3' },
       journals: { type: 'string', default: '1000' },
       rounds: { type: 'string', default: '3' },
+      idle: { type: 'string', default: '60' },
+      env: { type: 'string', multiple: true, default: [] },
+      'converge-only': { type: 'boolean', default: false },
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
   })
-  const [hosts, seconds, journals, rounds] = [
+  const [hosts, seconds, journals, rounds, idle] = [
     Number(values.hosts),
     Number(values.seconds),
     Number(values.journals),
     Number(values.rounds),
+    Number(values.idle),
   ]
-  if (![hosts, seconds, journals, rounds].every((x) => Number.isInteger(x) && x > 0)) {
+  const env = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+  if (
+    ![hosts, seconds, journals, rounds].every((x) => Number.isInteger(x) && x > 0) ||
+    !(Number.isInteger(idle) && idle >= 0) ||
+    values.env.some((kv) => !/^[A-Z_][A-Z0-9_]*=/.test(kv))
+  ) {
     process.stderr.write(
-      'usage: node dist/bench/all.js [--hosts N] [--seconds S] [--journals J] [--rounds R] [--dir D] [--keep]\n',
+      'usage: node dist/bench/all.js [--hosts N] [--seconds S] [--journals J] [--rounds R] [--idle S] ' +
+        '[--env KEY=VALUE]... [--converge-only] [--dir D] [--keep]\n',
     )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-bench-all-'))
   try {
-    process.stdout.write(`${JSON.stringify(await runAll(root, { hosts, seconds, journals, rounds }), null, 2)}\n`)
+    process.stdout.write(
+      `${JSON.stringify(await runAll(root, { hosts, seconds, journals, rounds, idle, env, convergeOnly: values['converge-only'] }), null, 2)}\n`,
+    )
     return 0
   } finally {
     if (!values.keep) fs.rmSync(root, { recursive: true, force: true })
