@@ -31,6 +31,16 @@ void test('npm run build built the C walk, and it loads', () => {
   built()
 })
 
+void test("the C walk is made off the loop's thread: the call answers a promise at once", async (t) => {
+  const walk = built()
+  const dir = path.join(await tmpDir(t), 'tenant')
+  makeTenantTree(dir, 1)
+  const answer = walk(dir)
+  assert.ok(answer instanceof Promise, 'the walk is queued on the pool, not made while the loop waits')
+  const st = fs.lstatSync(dir, { bigint: true })
+  assert.deepEqual(await answer, { kind: 'ok', dev: st.dev, ino: st.ino })
+})
+
 void test('the C walk answers what the JavaScript walk answers, hold by hold', async (t) => {
   const root = await tmpDir(t)
   const outside = path.join(root, 'outside')
