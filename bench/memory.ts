@@ -8,10 +8,10 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-/** node's flags for an agent whose heaps the bench reads (threadHeaps): reports written to dir on SIGUSR2. */
+/** node's flags for an agent whose heaps the bench reads (threadHeaps): reports written to dir on SIGWINCH (close-with-grace takes SIGUSR2 for a shutdown). */
 export function reportArgs(dir: string): string[] {
   fs.mkdirSync(dir, { recursive: true })
-  return ['--report-on-signal', '--report-signal=SIGUSR2', `--report-directory=${dir}`]
+  return ['--report-on-signal', '--report-signal=SIGWINCH', `--report-directory=${dir}`]
 }
 
 /** One thread's heap: used and held by V8, in MB. */
@@ -45,7 +45,7 @@ function workerName(r: Report, i: number): string {
 /** Each thread's heap, from a report the agent (pid) writes into dir when signalled; at most 30 s. */
 export async function threadHeaps(pid: number, dir: string): Promise<Record<string, Heap>> {
   const before = new Set(fs.readdirSync(dir))
-  process.kill(pid, 'SIGUSR2')
+  process.kill(pid, 'SIGWINCH')
   for (const until = Date.now() + 30_000; Date.now() < until; await sleep(100)) {
     const file = fs.readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.json'))
     if (file === undefined) continue
