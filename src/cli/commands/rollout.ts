@@ -58,6 +58,8 @@ export interface RolloutIo extends CommandContext {
   by?: string
   /** Between two reads of status --wait; default 1 s. */
   everyMs?: number
+  /** The random part of a new id; default 3 random bytes in hex. */
+  idSuffix?: () => string
 }
 
 export const ROLLOUT_OPTIONS = {
@@ -171,7 +173,7 @@ async function noneInPlay(port: RolloutPort, signal: AbortSignal) {
 async function newId(io: RolloutIo, port: RolloutPort, signal: AbortSignal): Promise<string> {
   const [records, rollouts] = await Promise.all([io.store.list(signal), port.list(signal)])
   const ids = [...records.map((r) => r.id), ...rollouts.map((r) => r.record.id)]
-  return newIntentId(io.at?.() ?? new Date(), ids, () => randomBytes(3).toString('hex'))
+  return newIntentId(io.at?.() ?? new Date(), ids, io.idSuffix ?? (() => randomBytes(3).toString('hex')))
 }
 
 async function record(port: RolloutPort, mode: 'nested' | 'flat', v: Values, io: RolloutIo): Promise<number> {

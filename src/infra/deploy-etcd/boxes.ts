@@ -12,7 +12,7 @@ import { BoxSummary } from '../../domain/box-summary.js'
 import type { Clock, LabelHolder, Logger } from '../../domain/ports.js'
 import { errorMessage, errors } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
-import { b64, type EtcdGateway, prefixEnd } from './gateway.js'
+import { b64, type Gateway, prefixEnd } from './gateway.js'
 import { LeaseGrantResponse, LeaseKeepAliveResponse, RangeResponse, TxnResponse } from './wire-schemas.js'
 
 /** The lease's TTL when CARLOS_ETCD_BOX_TTL is unset. */
@@ -21,7 +21,7 @@ export const BOX_TTL_MS = 30_000
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 export interface EtcdBoxesOptions {
-  gateway: EtcdGateway
+  gateway: Gateway
   /** The summaries' prefix, ending in `/`. */
   prefix: string
   /** The labels' prefix (leased keys, who holds each label now). */

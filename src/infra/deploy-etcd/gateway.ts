@@ -95,6 +95,28 @@ export function gatewayMessage(text: string): string {
   return JSON.stringify(text.trim().slice(0, 200))
 }
 
+/**
+ * What the store, the boxes, the rollouts and the watch use of a gateway: the
+ * EtcdGateway below, or a stand-in that answers from a model of etcd (the
+ * deterministic simulation of the rollout protocol).
+ */
+export type Gateway = Pick<
+  EtcdGateway,
+  | 'endpoints'
+  | 'requestTimeoutMs'
+  | 'credentials'
+  | 'describe'
+  | 'closed'
+  | 'preferred'
+  | 'prefer'
+  | 'close'
+  | 'call'
+  | 'headers'
+  | 'refusedToken'
+  | 'stream'
+  | 'probe'
+>
+
 export class EtcdGateway {
   readonly endpoints: readonly Endpoint[]
   readonly requestTimeoutMs: number

@@ -21,7 +21,7 @@ import {
 import type { IntentRecord } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
-import { b64, type EtcdGateway, prefixEnd } from './gateway.js'
+import { b64, type Gateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS } from './watch.js'
 
 /**
@@ -52,7 +52,7 @@ const Txn = Type.Object({
 const DoneValue = Type.Object({ failedRows: Type.Integer({ minimum: 0 }), at: Type.String() })
 
 export interface EtcdRolloutsOptions {
-  gateway: EtcdGateway
+  gateway: Gateway
   /** The rollouts' prefix, ending in `/`. */
   prefix: string
   /** The intents' prefix: a rollout that ends records its intent there. */
@@ -61,6 +61,8 @@ export interface EtcdRolloutsOptions {
   boxPrefix: string
   logger: Logger | undefined
   clock: Clock
+  /** Jitter for the records' watch backoff, in [0, 1); Math.random when unset. */
+  random?: () => number
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -79,7 +81,7 @@ export class EtcdRollouts implements RolloutPort {
       rangeEnd: prefixEnd(recordPrefix),
       logger: opts.logger,
       clock: opts.clock,
-      random: Math.random,
+      random: opts.random ?? Math.random,
       retryFirstMs: WATCH_RETRY_FIRST_MS,
       retryMaxMs: WATCH_RETRY_MAX_MS,
       silenceMs: WATCH_SILENCE_MS,

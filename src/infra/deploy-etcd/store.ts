@@ -26,7 +26,7 @@ import type { BoxSummary } from '../../domain/box-summary.js'
 import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
 import { EtcdRollouts, rolloutPrefixFor } from './rollout.js'
 import type { EtcdCredentials } from './credentials.js'
-import { b64, EtcdGateway, prefixEnd } from './gateway.js'
+import { b64, EtcdGateway, type Gateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS, type WatchEvent } from './watch.js'
 import { type KeyValue, RangeResponse, TxnResponse } from './wire-schemas.js'
 
@@ -69,6 +69,8 @@ export interface EtcdStoreOptions {
   onWatchEvents?: (events: readonly WatchEvent[]) => void
   /** The lease TTL of this box's summary. */
   boxTtlMs?: number
+  /** The gateway to etcd, in place of one to the endpoints (a model of etcd: the rollout simulation). */
+  gateway?: Gateway
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -83,7 +85,7 @@ export class EtcdDeployStore implements DeployStore {
   /** Where `intent quarantine` moves records aside: `/carlos/layout/quarantine/<id>`. */
   readonly quarantinePrefix: string
   readonly #rangeEnd: string
-  readonly #gateway: EtcdGateway
+  readonly #gateway: Gateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
   readonly #rollouts: EtcdRollouts
@@ -96,17 +98,20 @@ export class EtcdDeployStore implements DeployStore {
   }
 
   constructor(endpoints: readonly string[], opts: EtcdStoreOptions = {}) {
-    if (endpoints.length === 0) throw new Error('the etcd deploy store needs at least one endpoint')
+    if (endpoints.length === 0 && opts.gateway === undefined)
+      throw new Error('the etcd deploy store needs at least one endpoint')
     this.prefix = opts.prefix ?? INTENT_PREFIX
     if (!this.prefix.endsWith('/')) throw new Error(`etcd key prefix ${JSON.stringify(this.prefix)} must end in "/"`)
     this.#rangeEnd = prefixEnd(this.prefix)
     this.quarantinePrefix = siblingPrefix(this.prefix, 'quarantine')
     const clock = opts.clock ?? systemClock
-    this.#gateway = new EtcdGateway(endpoints, {
-      requestTimeoutMs: opts.requestTimeoutMs,
-      connectTimeoutMs: opts.connectTimeoutMs,
-      credentials: opts.credentials,
-    })
+    this.#gateway =
+      opts.gateway ??
+      new EtcdGateway(endpoints, {
+        requestTimeoutMs: opts.requestTimeoutMs,
+        connectTimeoutMs: opts.connectTimeoutMs,
+        credentials: opts.credentials,
+      })
     this.#boxes = new EtcdBoxes({
       gateway: this.#gateway,
       prefix: boxPrefixFor(this.prefix),
@@ -123,6 +128,7 @@ export class EtcdDeployStore implements DeployStore {
       boxPrefix: boxPrefixFor(this.prefix),
       logger: opts.logger,
       clock,
+      random: opts.random,
     })
     this.#watch = new PrefixWatch({
       gateway: this.#gateway,

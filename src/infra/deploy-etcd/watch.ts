@@ -11,7 +11,7 @@
 import type { Dispatcher } from 'undici'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
-import { b64, type EtcdGateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
+import { b64, type Gateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
 import { watchLineSays, type WatchEvent } from './watch-line.js'
 
 /** Watch re-establishment backoff: first delay, and the ceiling it doubles up to. */
@@ -25,7 +25,7 @@ export const WATCH_SILENCE_MS = 5_000
 const MAX_WATCH_LINE_BYTES = 4 * 1024 * 1024
 
 export interface PrefixWatchOptions {
-  gateway: EtcdGateway
+  gateway: Gateway
   /** The watched prefix, and the base64 range end that closes it. */
   prefix: string
   rangeEnd: string
