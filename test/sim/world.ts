@@ -90,7 +90,6 @@ class World {
   readonly published = new Set<string>()
   operatorActs = 0
   resumedAfterFix = false
-  aborted = false
   viewDue = false
   /** A start, a pass's end, a kill or a boot since the last count of the boxes moving. */
   movingDue = false
@@ -261,7 +260,6 @@ class World {
   operator(action: 'pause' | 'resume' | 'abort', attempt = 0): void {
     if (this.rolloutId === undefined) return
     this.operatorActs++
-    if (action === 'abort') this.aborted = true
     void fleetCommand(['rollout', action, '-m', 'sim'], this.#io()).then((code) => {
       this.operatorActs--
       // A refusal (not running, not paused) stands; a request the network lost is tried again.
@@ -445,7 +443,8 @@ export async function runSeed(o: SimOptions): Promise<SimResult> {
     }
     await w.checkView()
     const r = w.records.get(w.rolloutId ?? '')
-    if (r !== undefined && r.state !== 'done' && !w.aborted)
+    // An operator's abort that landed ends it; one that never landed leaves the rollout held to the bound.
+    if (r !== undefined && r.state !== 'done' && r.state !== 'aborted')
       w.violate('fixed-rollout-not-done', `${r.id} is ${r.state}: ${r.reason}`)
     for (const a of w.agents.values()) a.kill()
     return {
