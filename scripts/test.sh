@@ -23,10 +23,21 @@ for arg in "$@"; do
   esac
 done
 echo "test: node $(node --version) ($(command -v node))" >&2
+# Each test's bound, unless it sets its own ({ timeout } on the test, as the
+# restart and crash tests do): a hang fails its test instead of the run, and
+# the test's t.after hooks still run to end what it started. 240 s is twice
+# what the slowest test without one of its own took (the etcd fleet test,
+# 120 s) on a two-core machine under a load average near 20; a test that
+# needs more says so where it is. --test-force-exit ends a file's process
+# once its tests are done even if something of a timed-out test still holds
+# it open, and that exit kills the process groups the test helpers started
+# (test/helpers/child.ts): a hang ends, and nothing it started outlives it.
+TEST_TIMEOUT_MS=240000
+RUN_FLAGS=(--test --test-concurrency=2 --test-timeout="$TEST_TIMEOUT_MS" --test-force-exit)
 if $unit; then
   npm run --silent build
   mapfile -t tests < <({ find dist/test -maxdepth 1 -name '*.test.js' && find dist/test/domain dist/test/docs -name '*.test.js'; } | sort)
-  exec node --test --test-concurrency=2 "${tests[@]}"
+  exec node "${RUN_FLAGS[@]}" "${tests[@]}"
 fi
 
 need_debs=()
@@ -70,4 +81,4 @@ fi
 # 0.1 s of CPU a process, and the suite starts hundreds of them. No test
 # talks TLS to a public CA (the etcd TLS test brings its own CA file).
 unset NODE_EXTRA_CA_CERTS
-exec node --test --test-concurrency=2 "${tests[@]}"
+exec node "${RUN_FLAGS[@]}" "${tests[@]}"

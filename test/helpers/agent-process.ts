@@ -16,6 +16,7 @@ import { Client } from 'undici'
 import { intentCommand } from '../../src/cli/commands/intent.js'
 import { loadConfig } from '../../src/config.js'
 import { errorMessage } from '../../src/errors.js'
+import { ended, spawnGroup, trackGroup } from './child.js'
 import type { Mode } from '../../src/domain/modes.js'
 import { AGENT_TOKEN_FILE } from '../../src/infra/agent-token.js'
 import { openDeployStore } from '../../src/infra/deploy-store.js'
@@ -30,6 +31,11 @@ const POLL_MS = 25
 /** Lines of the child's output kept for a failure's message. */
 const TAIL_LINES = 60
 const START_ATTEMPTS = 5
+/**
+ * How long start-up may take to listen unless the test says: generous, a bound on giving up, not a measure (a
+ * start under a load average near 20 took over 20 s).
+ */
+const LISTEN_MS = 60_000
 
 /** Where one agent keeps its things: the data dir, the deploy store, the probe verdict, its own fallback address. */
 export interface Sandbox {
@@ -134,14 +140,16 @@ export async function runCli(
   sb: Sandbox,
   args: readonly string[],
 ): Promise<{ exit: Exit; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN_JS, ...args], { env: sandboxEnv(sb), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawnGroup(process.execPath, [MAIN_JS, ...args], {
+    env: sandboxEnv(sb),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
-  const exit = await new Promise<Exit>((resolve, reject) => {
-    child.once('error', reject)
-    child.once('close', (code, signal) => resolve({ code, signal }))
+  child.stdout?.setEncoding('utf8').on('data', (s: string) => (stdout += s))
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  const exit = await ended(child, `layoutd ${args.join(' ')}`).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}; stderr: ${stderr}`)
   })
   return { exit, stdout, stderr }
 }
@@ -233,10 +241,13 @@ export class AgentProcess {
       ...opts.env,
     })
     const [program, args] = throughLauncher(opts.launcher ?? [], [...(opts.nodeArgs ?? []), MAIN_JS, 'serve'])
+    // A group of its own, killed when the test's process exits should the test not have ended it.
     this.child = spawn(program, args, {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     })
+    trackGroup(this.child)
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.#exit = { code, signal }
@@ -304,7 +315,7 @@ export class AgentProcess {
       const listening = new Promise<void>((resolve) => (a.#listening = resolve))
       let r: 'done' | Exit
       try {
-        r = await a.#until(listening, opts.listenTimeoutMs ?? 20_000, 'listen')
+        r = await a.#until(listening, opts.listenTimeoutMs ?? LISTEN_MS, 'listen')
       } catch (err) {
         // An agent that never listened is still running: end it, or it
         // outlives the test and writes into the next one's machine.

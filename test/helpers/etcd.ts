@@ -23,18 +23,20 @@ import type { TestContext } from 'node:test'
 import { request } from 'undici'
 import { errorMessage } from '../../src/errors.js'
 import { freePort } from './agent-process.js'
+import { trackGroup } from './child.js'
 import { until } from './until.js'
 
 /** What etcd 3.4 says once it serves clients: zap's line, or capnslog's. */
 const READY_LINES = ['serving client traffic', 'ready to serve client requests']
-const START_TIMEOUT_MS = 20_000
+/** A bound on giving up on a start, generous: a busy machine may take many seconds for what is quick alone. */
+const START_TIMEOUT_MS = 60_000
 const START_ATTEMPTS = 4
 const TAIL_LINES = 40
 
 /** The etcd binary: $ETCD_BIN, else `etcd` on PATH. Throws, saying how to install it, when there is none. */
 export function etcdBinary(): string {
   const bin = process.env.ETCD_BIN ?? 'etcd'
-  const r = spawnSync(bin, ['--version'], { encoding: 'utf8' })
+  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' })
   if (r.error !== undefined || r.status !== 0) {
     throw new Error(
       `no etcd to test against (${bin}: ${r.error?.message ?? `exit ${String(r.status)}: ${r.stderr}`}); ` +
@@ -221,8 +223,10 @@ export class EtcdServer {
         String(this.#timing.electionMs),
         ...this.#securityArgs(),
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      // A group of its own, killed when the test's process exits should the test not have ended it.
+      { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     )
+    trackGroup(child)
     this.#child = child
     let ready: () => void = () => undefined
     const readyLine = new Promise<void>((resolve) => (ready = resolve))
