@@ -5,7 +5,7 @@
 // as an error, says so on the log once, and never grants from rows it can
 // no longer trust. Real files, a real second connection, a real tmpfs.
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -15,6 +15,7 @@ import { test, type TestContext } from 'node:test'
 import { flatPaths, nestedPaths } from '../../src/domain/paths.js'
 import { addFlat, agentBox, recordIntent, type AgentBox } from '../helpers/agent.js'
 import { FakeLogger } from '../domain/fakes.js'
+import { ended, spawnFor } from '../helpers/child.js'
 
 interface Answer {
   status: number
@@ -107,27 +108,28 @@ void test('a corrupt registry stops the start, naming the file', async (t) => {
 })
 
 /** A second process holding the registry's write lock (`BEGIN EXCLUSIVE`) until release() is called. */
-async function foreignLock(file: string): Promise<{ release: () => Promise<void> }> {
+async function foreignLock(t: TestContext, file: string): Promise<{ release: () => Promise<void> }> {
   const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
   const script =
     `const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(file)});` +
     `db.exec('BEGIN EXCLUSIVE'); process.stdout.write('locked\\n');` +
     `process.stdin.resume(); process.stdin.on('end', () => { db.exec('ROLLBACK'); db.close() })`
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] })
-  const [chunk] = (await once(child.stdout, 'data')) as [Buffer]
+  const child = spawnFor(t, process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const { stdin, stdout } = child
+  assert.ok(stdin !== null && stdout !== null)
+  const [chunk] = (await once(stdout, 'data', { signal: AbortSignal.timeout(30_000) })) as [Buffer]
   assert.equal(chunk.toString().trim(), 'locked')
-  const exited = once(child, 'exit')
   return {
     release: async () => {
-      child.stdin.end()
-      await exited
+      stdin.end()
+      await ended(child, 'the lock holder')
     },
   }
 }
 
 void test('another process holding BEGIN EXCLUSIVE: a claim is 503 registry_busy with Retry-After at once, /ready and /livez do not wait', async (t) => {
   const { b } = await servingBox(t)
-  const lock = await foreignLock(b.registry.file)
+  const lock = await foreignLock(t, b.registry.file)
   t.after(() => lock.release())
   const before = await claimErrors(b)
   // The lock is held for as long as the test says: a claim that waited on it would wait it out.

@@ -26,6 +26,9 @@ const NOWHERE = {
   CARLOS_AGENT_LISTEN: '127.0.0.1:1',
 }
 
+/** How long one command may run before it is killed and fails: a bound, not a measure of speed. */
+const RUN_MS = 60_000
+
 function layoutd(
   args: readonly string[],
   env: Record<string, string> = {},
@@ -35,7 +38,7 @@ function layoutd(
     execFile(
       process.execPath,
       [...nodeArgs, MAIN_JS, ...args],
-      { env: { PATH: process.env.PATH, ...NOWHERE, ...env } },
+      { env: { PATH: process.env.PATH, ...NOWHERE, ...env }, timeout: RUN_MS, killSignal: 'SIGKILL' },
       (err, out, errText) => {
         resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
       },
@@ -190,7 +193,7 @@ void test('bin/layoutd with no build beside it says to run npm ci or npm run bui
       execFile(
         process.execPath,
         [bin, 'status'],
-        { env: { PATH: process.env.PATH, ...NOWHERE } },
+        { env: { PATH: process.env.PATH, ...NOWHERE }, timeout: RUN_MS, killSignal: 'SIGKILL' },
         (err, out, errText) => {
           resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out, err: errText })
         },

@@ -25,7 +25,12 @@ before(async () => {
   )
   const rows = path.join(sb.root, 'rows.jsonl')
   await fs.writeFile(rows, lines.join('\n') + '\n')
-  const r = spawnSync(process.execPath, [BIN, 'routes', 'import', rows], { env: sandboxEnv(sb), encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [BIN, 'routes', 'import', rows], {
+    env: sandboxEnv(sb),
+    encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+  })
   assert.equal(r.status, 0, r.stderr)
 })
 
@@ -33,7 +38,12 @@ before(async () => {
 function piped(args: string): { head: string; stderr: string; status: string } {
   const errFile = path.join(sb.root, 'stderr')
   const script = `"${process.execPath}" "${BIN}" ${args} 2>"${errFile}" | head -1; echo "status \${PIPESTATUS[0]}" >&2`
-  const r = spawnSync('bash', ['-c', script], { env: sandboxEnv(sb), encoding: 'utf8' })
+  const r = spawnSync('bash', ['-c', script], {
+    env: sandboxEnv(sb),
+    encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+  })
   return { head: r.stdout, stderr: readFileSync(errFile, 'utf8'), status: r.stderr.trim() }
 }
 

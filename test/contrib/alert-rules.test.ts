@@ -2,16 +2,14 @@
 // tests (contrib/layoutd.rules.test.yml); every metric a rule names is one
 // the agent exports, and the README lists every metric with an example alert.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { Metrics } from '../../src/metrics.js'
+import { run } from '../helpers/child.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
-const run = promisify(execFile)
 
 async function promtool(...args: string[]): Promise<string> {
   try {

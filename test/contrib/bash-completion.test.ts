@@ -2,16 +2,14 @@
 // every command, subcommand and option the CLI's usage names (so a new one
 // without its completion fails here), and the values of --kind.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { USAGE } from '../../src/cli/dispatch.js'
+import { run } from '../helpers/child.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const SCRIPT = path.join(ROOT, 'contrib/layoutd.bash-completion')
-const run = promisify(execFile)
 
 /** What bash offers for the command line `words`, the last being the word under the cursor. */
 async function complete(...words: string[]): Promise<string[]> {

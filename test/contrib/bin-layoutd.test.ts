@@ -4,7 +4,7 @@
 // leaves no agent holding the data root, and systemd-socket-activate's
 // LISTEN_PID names the agent, which serves on the socket.
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -12,6 +12,7 @@ import { test, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { AgentLock } from '../../src/infra/agent-lock.js'
 import { freePort, makeSandbox, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
+import { ended, spawnFor } from '../helpers/child.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 
@@ -64,13 +65,13 @@ async function killShellsPid(t: TestContext, pathFirst: string): Promise<void> {
   const env = sandboxEnv(sb, { PATH: `${pathFirst}:${process.env.PATH ?? ''}` })
   delete env.UV_THREADPOOL_SIZE
   const log = path.join(sb.root, 'agent.log')
-  const shell = spawn('/bin/sh', ['-c', '"$0" serve >>"$1" 2>&1 & echo $!', BIN, log], {
+  const shell = spawnFor(t, '/bin/sh', ['-c', '"$0" serve >>"$1" 2>&1 & echo $!', BIN, log], {
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   let out = ''
-  shell.stdout.setEncoding('utf8').on('data', (s: string) => (out += s))
-  await new Promise((resolve) => shell.once('close', resolve))
+  shell.stdout?.setEncoding('utf8').on('data', (s: string) => (out += s))
+  await ended(shell, 'the shell')
   const pid = Number(out.trim())
   assert.ok(Number.isInteger(pid) && pid > 0, `the shell's $!: ${out}`)
   const pids = new Set([pid])
@@ -110,18 +111,13 @@ void test('systemd-socket-activate -l ADDR bin/layoutd serve: the agent takes th
   delete env.UV_THREADPOOL_SIZE
   // systemd-socket-activate passes its child little of its own environment: each variable by -E.
   const setenv = Object.entries(env).flatMap(([k, v]) => ['-E', `${k}=${v ?? ''}`])
-  const activate = spawn('systemd-socket-activate', ['-l', `127.0.0.1:${port}`, ...setenv, '--', BIN, 'serve'], {
+  const activate = spawnFor(t, 'systemd-socket-activate', ['-l', `127.0.0.1:${port}`, ...setenv, '--', BIN, 'serve'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  const exited = new Promise((resolve) => activate.once('exit', resolve))
-  t.after(async () => {
-    if (activate.exitCode === null && activate.signalCode === null) activate.kill('SIGKILL')
-    await exited
-  })
   let output = ''
-  activate.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
-  activate.stderr.setEncoding('utf8').on('data', (s: string) => (output += s))
+  activate.stdout?.setEncoding('utf8').on('data', (s: string) => (output += s))
+  activate.stderr?.setEncoding('utf8').on('data', (s: string) => (output += s))
   await until('systemd-socket-activate to listen', () => output.includes('Listening on'), 10_000)
   // It hands the socket over on the first connection.
   const first = fetch(`http://127.0.0.1:${port}/livez`, { signal: AbortSignal.timeout(30_000) })

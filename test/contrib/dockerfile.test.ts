@@ -3,18 +3,16 @@
 // volumes, the agent listens on loopback unless told otherwise, the base is
 // an LTS line the code runs on, and the health check answers what /livez does.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { AgentProcess, makeSandbox } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { run } from '../helpers/child.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
-const run = promisify(execFile)
 
 /** The Dockerfile's instructions, continuation lines joined, comments dropped. */
 async function instructions(): Promise<Array<{ op: string; args: string }>> {

@@ -2,13 +2,13 @@
 // the start script execs node, npm forwards the signal to its child, and
 // no agent is left serving with nobody to stop it.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { freePort, makeSandbox, sandboxEnv } from '../helpers/agent-process.js'
+import { ended, spawnFor } from '../helpers/child.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 
@@ -27,17 +27,15 @@ function alive(pid: number): boolean {
 void test('a SIGTERM to npm start stops the agent it started', async (t) => {
   const sb = await makeSandbox(await tmpDir(t, 'layoutd-npm-start-'))
   const port = await freePort()
-  const npm = spawn('npm', ['start'], {
+  // npm, its shell and the agent are one process group, killed whole when the test ends.
+  const npm = spawnFor(t, 'npm', ['start'], {
     cwd: ROOT,
     env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
-  npm.stdout.on('data', (b: Buffer) => (output += b.toString()))
-  npm.stderr.on('data', (b: Buffer) => (output += b.toString()))
-  const npmExited = new Promise<NodeJS.Signals | number | null>((resolve) =>
-    npm.once('exit', (code, signal) => resolve(signal ?? code)),
-  )
+  npm.stdout?.on('data', (b: Buffer) => (output += b.toString()))
+  npm.stderr?.on('data', (b: Buffer) => (output += b.toString()))
   // The agent's own record of who holds the data root: node's pid, once it listens.
   const holder = path.join(sb.dataDir, 'agent.json')
   const agent = await until(
@@ -53,12 +51,15 @@ void test('a SIGTERM to npm start stops the agent it started', async (t) => {
     if (alive(agent.pid)) process.kill(agent.pid, 'SIGKILL')
   })
   assert.notEqual(agent.pid, npm.pid, 'node runs as its own process')
-  assert.equal((await fetch(`http://127.0.0.1:${port}/livez`)).status, 200)
+  assert.equal((await fetch(`http://127.0.0.1:${port}/livez`, { signal: AbortSignal.timeout(30_000) })).status, 200)
 
   npm.kill('SIGTERM')
-  await npmExited
+  await ended(npm, 'npm start after SIGTERM', 30_000)
   await until(`node (pid ${agent.pid}) to exit after npm got SIGTERM`, () => !alive(agent.pid), 30_000)
-  await assert.rejects(fetch(`http://127.0.0.1:${port}/livez`), 'nobody serves the port')
+  await assert.rejects(
+    fetch(`http://127.0.0.1:${port}/livez`, { signal: AbortSignal.timeout(30_000) }),
+    'nobody serves the port',
+  )
   assert.match(output, /shutting down/, 'the agent shut down in order, on the signal')
 })
 
@@ -67,21 +68,16 @@ void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as n
   const port = await freePort()
   const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` })
   delete env.UV_THREADPOOL_SIZE
-  const bin = spawn(process.execPath, [path.join(ROOT, 'bin/layoutd'), 'serve'], {
+  const bin = spawnFor(t, process.execPath, [path.join(ROOT, 'bin/layoutd'), 'serve'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
-  bin.stdout.on('data', (b: Buffer) => (output += b.toString()))
-  bin.stderr.on('data', (b: Buffer) => (output += b.toString()))
-  const exited = new Promise((resolve) => bin.once('exit', resolve))
-  t.after(async () => {
-    bin.kill('SIGTERM')
-    await exited
-  })
+  bin.stdout?.on('data', (b: Buffer) => (output += b.toString()))
+  bin.stderr?.on('data', (b: Buffer) => (output += b.toString()))
   const holder = path.join(sb.dataDir, 'agent.json')
   let gone = false
-  void exited.then(() => (gone = true))
+  bin.once('exit', () => (gone = true))
   const agent = await until(
     'the agent under bin/layoutd to listen',
     async () => {

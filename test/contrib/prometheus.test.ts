@@ -21,7 +21,7 @@
 // cause is cleared as the runbook says. contrib/layoutd.rules.test.yml
 // holds the same rules at their full durations, with promtool.
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -32,6 +32,7 @@ import { test, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { request } from 'undici'
 import { AgentProcess, freePort, makeSandbox, recordIntent, runCli, type Sandbox } from '../helpers/agent-process.js'
+import { spawnFor } from '../helpers/child.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
@@ -157,7 +158,9 @@ async function startPrometheus(ends: Ends, dir: string): Promise<Prometheus> {
     ].join('\n'),
   )
   const port = await freePort()
-  const child = spawn(
+  // Killed (its group) at the end, before the sandbox it writes into goes.
+  const child = spawnFor(
+    ends,
     PROMETHEUS,
     [
       `--config.file=${config}`,
@@ -169,11 +172,6 @@ async function startPrometheus(ends: Ends, dir: string): Promise<Prometheus> {
   )
   let stderr = ''
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)))
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  ends.after(async () => {
-    child.kill('SIGTERM')
-    await exited
-  })
   const prom = new Prometheus(`http://127.0.0.1:${port}`, child, targets)
   for (let i = 0; ; i++) {
     const up = await request(`${prom.url}/-/ready`).then(

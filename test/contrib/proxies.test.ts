@@ -9,7 +9,7 @@
 // nothing else under the tenant's root (design §2), and an instance whose
 // socket it cannot reach is a 502 the proxy logs, not a retry.
 import assert from 'node:assert/strict'
-import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import http from 'node:http'
 import net from 'node:net'
@@ -20,6 +20,7 @@ import { promisify } from 'node:util'
 import { nestedPaths, nestedRoot } from '../../src/domain/paths.js'
 import { SOCKETS_GROUP } from '../../src/infra/groups.js'
 import { freePort } from '../helpers/agent-process.js'
+import { spawnFor } from '../helpers/child.js'
 import { addFlat, agentBox, type AgentBox } from '../helpers/agent.js'
 import { until } from '../helpers/until.js'
 
@@ -190,16 +191,11 @@ async function listening(port: number): Promise<boolean> {
 }
 
 function run(t: TestContext, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): () => string {
-  const child: ChildProcess = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  // The proxy and its workers are one process group, killed whole when the test ends.
+  const child = spawnFor(t, cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout?.setEncoding('utf8').on('data', (s: string) => (out += s))
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (out += s))
-  t.after(async () => {
-    if (child.exitCode !== null) return
-    const gone = new Promise((resolve) => child.once('exit', resolve))
-    child.kill('SIGTERM')
-    await gone
-  })
   return () => out
 }
 

@@ -3,19 +3,17 @@
 // service carries the hardening and the paths the README promises, and it
 // is started by the socket, which listens where the agent would.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { SYNC_CONCURRENCY } from '../../src/infra/fsutil.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { run } from '../helpers/child.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const UNIT = path.join(ROOT, 'contrib/layoutd.service')
 const SOCKET = path.join(ROOT, 'contrib/layoutd.socket')
-const run = promisify(execFile)
 
 /** The unit's `Key=value` lines, by key (a key may repeat). */
 function directives(text: string): Map<string, string[]> {

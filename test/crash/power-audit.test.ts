@@ -7,7 +7,6 @@
 // out in turn (CARLOS_FAILPOINT=skip-fsync:<name>, design §3.4) and the
 // rule it guards must fail, by name, with the calls that broke it.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -19,6 +18,7 @@ import { durableAt, replay, type FsImage, type Op } from '../../bench/power/mode
 import { loadImage, lower, materialise, parseTrace, type Call } from '../../bench/power/trace.js'
 import { FSYNC_NAMES, type FsyncName } from '../../src/infra/failpoint.js'
 import { AgentProcess, MAIN_JS, freePort, recordIntent, sandboxEnv } from '../helpers/agent-process.js'
+import { ended, spawnGroup } from '../helpers/child.js'
 import { tmpDir } from '../helpers/tmp.js'
 
 const HOSTS = 2
@@ -98,11 +98,12 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
     MAIN_JS,
     'serve',
   ]
-  const child = spawn(STRACE, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  // strace and the agent it runs are one process group: killed whole should the test end before them.
+  const child = spawnGroup(STRACE, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
   let exited = false
-  const done = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), resolve())))
+  child.once('exit', () => (exited = true))
   try {
     await waitConverged(url, hosts, 'nested', () => exited, 60_000)
     await recordIntent(sb, 'flat')
@@ -124,7 +125,7 @@ async function recordedNestedAgain(root: string, skip?: FsyncName): Promise<Audi
     throw new Error(`${err instanceof Error ? err.message : String(err)}\nstrace: ${stderr.slice(-2000)}`)
   } finally {
     for (const pid of childrenOf(child.pid ?? -1)) process.kill(pid, 'SIGTERM')
-    await done
+    await ended(child, 'strace, once its agent got SIGTERM')
   }
   const calls = parseTrace(fs.readFileSync(traceFile, 'latin1'))
   const lowered = lower(calls, sb.dataDir, initial, nextIno)

@@ -4,16 +4,13 @@
 // read that file nor end, make or kick anything. The activator, given the
 // file, can; so can `layoutd converge`, which reads it as the agent does.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { promisify } from 'node:util'
 import { request } from 'undici'
 import { AgentProcess, makeSandbox, runCli, type Sandbox } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
-
-const run = promisify(execFile)
+import { run } from '../helpers/child.js'
 
 const HOST = 'a.example.com'
 

@@ -4,10 +4,10 @@
 // naming the holder, and the first agent's summary stays its own; the same
 // data root restarted after kill -9 takes its label over at once.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import path from 'node:path'
 import { test } from 'node:test'
 import { AgentProcess, freePort, MAIN_JS, makeSandbox, sandboxEnv } from '../helpers/agent-process.js'
+import { ended, spawnFor } from '../helpers/child.js'
 import { EtcdServer } from '../helpers/etcd.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
@@ -23,14 +23,17 @@ void test('a second serve with the same box label on etcd refuses to start, nami
   await until('the first summary', async () => (await etcd.range('/carlos/layout/boxes/')).size === 1)
 
   const clone = await makeSandbox(path.join(root, 'b'), 'web-01')
-  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+  const child = spawnFor(t, process.execPath, [MAIN_JS, 'serve'], {
     env: sandboxEnv(clone, { ...env, CARLOS_AGENT_LISTEN: `127.0.0.1:${await freePort()}` }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (output += s))
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve))
+  child.stdout?.setEncoding('utf8').on('data', (s: string) => (output += s))
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (output += s))
+  // Bounded: a second agent that took the label would serve on, never exit.
+  const { code } = await ended(child, 'the second agent', 60_000).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}; its output:\n${output}`)
+  })
   assert.equal(code, 1, output)
   assert.match(
     output,

@@ -2,8 +2,6 @@
 // socket: routes added and intents recorded with the CLI, the report read
 // with the CLI and over HTTP, the box converging without a restart.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import fs from 'node:fs/promises'
 import net, { type AddressInfo } from 'node:net'
 import os from 'node:os'
@@ -22,6 +20,7 @@ import {
   type Sandbox,
   type StartOptions,
 } from '../helpers/agent-process.js'
+import { ended, spawnFor } from '../helpers/child.js'
 
 /**
  * A sandbox whose directory is removed only after every agent started in it
@@ -132,13 +131,13 @@ void test('routes add mints in the shape the running agent answers, gate and all
     20_000,
   )
   const listen = new URL(agent.url).host
-  const child = spawn(process.execPath, [MAIN_JS, 'routes', 'add', 'n.example.com', '--hibernate'], {
+  const child = spawnFor(t, process.execPath, [MAIN_JS, 'routes', 'add', 'n.example.com', '--hibernate'], {
     env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: listen }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
-  const [code] = (await once(child, 'close')) as [number]
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()))
+  const { code } = await ended(child, 'layoutd routes add')
   assert.equal(code, 0)
   assert.match(out, /minted nested/)
   const st = await fs.stat(path.join(sb.dataDir, 'nested', 'n.example.com', 'run'))
@@ -225,14 +224,14 @@ void test('a port in use: the refusal names the address and the process that hol
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
   t.after(() => new Promise<void>((resolve) => holder.close(() => resolve())))
   const port = (holder.address() as AddressInfo).port
-  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+  const child = spawnFor(t, process.execPath, [MAIN_JS, 'serve'], {
     env: sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
-  child.stdout.resume()
-  const [code] = (await once(child, 'close')) as [number | null]
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  child.stdout?.resume()
+  const { code } = await ended(child, 'layoutd serve on a port in use')
   assert.equal(code, 1, stderr)
   const line = stderr.split('\n').find((l) => l.startsWith('layoutd: ')) ?? ''
   assert.match(

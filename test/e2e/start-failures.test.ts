@@ -3,13 +3,12 @@
 // failed), never 0 behind a stack; and the CLI beside a running agent never
 // creates a registry that agent does not read.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { AgentProcess, MAIN_JS, makeSandbox, runCli, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
+import { ended, spawnFor } from '../helpers/child.js'
 
 async function sandbox(t: TestContext): Promise<Sandbox> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'layoutd-startfail-'))
@@ -77,7 +76,8 @@ void test('chmod 000 on the registry, the agent restarted without the power to o
   // unprivileged user would be: the file's mode then applies. A user of its own would need the checkout, and the
   // node under it, readable by that user, which a clone in a private temp directory is not.
   const drop = '-dac_override,-dac_read_search'
-  const child = spawn(
+  const child = spawnFor(
+    t,
     'setpriv',
     ['--bounding-set', drop, '--inh-caps', drop, '--', process.execPath, MAIN_JS, 'serve'],
     {
@@ -86,8 +86,8 @@ void test('chmod 000 on the registry, the agent restarted without the power to o
     },
   )
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
-  const [code] = (await once(child, 'close')) as [number | null]
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  const { code } = await ended(child, 'layoutd serve without DAC override')
   assert.equal(code, 1, stderr)
   const lines = stderr.trim().split('\n')
   assert.equal(lines.length, 1, stderr)

@@ -130,5 +130,5 @@ export function deepTree(dir: string): void {
     process.chdir(process.argv[1]);
     for (let i = 0; i < 25; i++) { fs.mkdirSync('${'d'.repeat(200)}'); process.chdir('${'d'.repeat(200)}') }
     fs.writeFileSync('leaf', 'x')`
-  execFileSync(process.execPath, ['-e', script, dir])
+  execFileSync(process.execPath, ['-e', script, dir], { timeout: 60_000, killSignal: 'SIGKILL' })
 }

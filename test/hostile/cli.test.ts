@@ -274,6 +274,8 @@ void test('the real binary: exit status and stderr as in process', () => {
   const r = spawnSync(process.execPath, [MAIN_JS, 'routes', 'add', 'Evil.example.com', '--hibernate'], {
     env: { PATH: process.env.PATH, ...env },
     encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
   })
   assert.equal(r.status, 1, r.stderr)
   assert.equal(

@@ -4,13 +4,13 @@
 // made); values that are valid but say "do not move" (an invalid default,
 // an old build, a symlinked D/nested) move nothing and say why.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, test } from 'node:test'
 import { dispatch } from '../../src/cli/dispatch.js'
 import { AgentProcess, freePort, MAIN_JS, makeSandbox, sandboxEnv, type Sandbox } from '../helpers/agent-process.js'
 import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/fingerprint.js'
+import { ended, spawnGroup } from '../helpers/child.js'
 import { Sink } from '../helpers/sink.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
 import { tmpDir } from '../helpers/tmp.js'
@@ -114,25 +114,25 @@ async function serveOutcome(
   sb: Sandbox,
   extra: Record<string, string>,
 ): Promise<{ exit: number | null; listening: boolean; output: string }> {
-  const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
+  const child = spawnGroup(process.execPath, [MAIN_JS, 'serve'], {
     env: sandboxEnv(sb, extra),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
   let listening = false
-  return new Promise((resolve, reject) => {
-    const seen = (s: string): void => {
-      output += s
-      if (!listening && output.includes('Server listening at')) {
-        listening = true
-        child.kill('SIGKILL')
-      }
+  const seen = (s: string): void => {
+    output += s
+    if (!listening && output.includes('Server listening at')) {
+      listening = true
+      child.kill('SIGKILL')
     }
-    child.stdout.setEncoding('utf8').on('data', seen)
-    child.stderr.setEncoding('utf8').on('data', seen)
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ exit: listening ? null : code, listening, output }))
+  }
+  child.stdout?.setEncoding('utf8').on('data', seen)
+  child.stderr?.setEncoding('utf8').on('data', seen)
+  const { code } = await ended(child, 'layoutd serve').catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}; its output:\n${output}`)
   })
+  return { exit: listening ? null : code, listening, output }
 }
 
 void test('serve beyond loopback without a token: exit 1 naming the address, no registry made', async (t) => {

@@ -389,7 +389,11 @@ void test('over a real socket: garbage, a bad host and a half-sent body are refu
   assert.match(badSet, /^HTTP\/1\.1 400/)
   await dropMidBody(port, agent.token)
   assert.equal((await agent.readiness()).ready, true, 'the agent still serves')
-  assert.deepEqual(((await (await fetch(`${agent.url}/wakes`)).json()) as { awake: string[] }).awake, [])
+  assert.deepEqual(
+    ((await (await fetch(`${agent.url}/wakes`, { signal: AbortSignal.timeout(30_000) })).json()) as { awake: string[] })
+      .awake,
+    [],
+  )
   assertUnchanged(before, fingerprint(sb.dataDir))
 })
 
@@ -401,6 +405,7 @@ void test('a client that disconnects mid-body is not logged as a 500 with a stac
   const marker = `m${Date.now()}.example.com`
   const res = await fetch(`${agent.url}/wakes/${marker.toUpperCase()}`, {
     method: 'POST',
+    signal: AbortSignal.timeout(30_000),
     headers: agent.authorization(),
   })
   assert.equal(res.status, 400)

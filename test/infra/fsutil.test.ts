@@ -106,7 +106,14 @@ void test('threadPoolSize reads UV_THREADPOOL_SIZE as libuv itself does', () => 
     if (value !== undefined) env.UV_THREADPOOL_SIZE = value
     const script =
       "require('node:fs').stat('.', () => console.log(require('node:fs').readdirSync('/proc/self/task').length))"
-    return Number(execFileSync(process.execPath, ['-e', script], { env, encoding: 'utf8' }).trim())
+    return Number(
+      execFileSync(process.execPath, ['-e', script], {
+        env,
+        encoding: 'utf8',
+        timeout: 60_000,
+        killSignal: 'SIGKILL',
+      }).trim(),
+    )
   }
   const one = threads('1')
   for (const value of [undefined, '8', ' 8', '12x', '0', '', 'many', '1', '2000', '-3']) {

@@ -3,12 +3,11 @@
 // node processes the kernel really scheduled under `chrt`, with and
 // without reset-on-fork (the unit's CPUSchedulingResetOnFork=).
 import assert from 'node:assert/strict'
-import { execFile, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import {
   describeLoopScheduling,
   parseTaskStat,
@@ -16,8 +15,8 @@ import {
   type LoopScheduling,
 } from '../../src/infra/loop-scheduling.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { run } from '../helpers/child.js'
 
-const run = promisify(execFile)
 const MODULE = fileURLToPath(new URL('../../src/infra/loop-scheduling.js', import.meta.url))
 
 /** A stat line of proc(5) with the fields this reads set, every other one 0. */

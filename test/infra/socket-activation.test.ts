@@ -3,7 +3,7 @@
 // sets them: a listening TCP or Unix stream socket is taken, anything else
 // refused naming what it is, and the variables never reach a child.
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
@@ -11,6 +11,7 @@ import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { listenBacklog, SOCKET_UNIT_BACKLOG, tcpAddress } from '../../src/infra/socket-activation.js'
 import { MAIN_JS } from '../helpers/agent-process.js'
+import { ended, spawnFor, spawnGroup } from '../helpers/child.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 
@@ -37,13 +38,13 @@ function fdOf(handle: unknown): number {
  */
 async function probe(fd: number | 'ignore', env: Record<string, string>, pid = '$$'): Promise<Record<string, unknown>> {
   const script = `LISTEN_PID=${pid} exec "$0" --input-type=module -e "$1"`
-  const child = spawn('/bin/sh', ['-c', script, process.execPath, PROBE], {
+  const child = spawnGroup('/bin/sh', ['-c', script, process.execPath, PROBE], {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'inherit', fd],
   })
   let out = ''
   child.stdout?.setEncoding('utf8').on('data', (s: string) => (out += s))
-  await new Promise((resolve) => child.once('close', resolve))
+  await ended(child, 'the probe')
   return JSON.parse(out) as Record<string, unknown>
 }
 
@@ -117,7 +118,7 @@ void test('layoutd serve handed a socket that is not listening refuses to start,
   const own = await listening(net.createServer(), 0, '127.0.0.1')
   const { port } = own.address() as net.AddressInfo
   await new Promise((resolve) => own.close(resolve))
-  const child = spawn('/bin/sh', ['-c', 'LISTEN_PID=$$ exec "$0" "$1" serve', process.execPath, MAIN_JS], {
+  const child = spawnFor(t, '/bin/sh', ['-c', 'LISTEN_PID=$$ exec "$0" "$1" serve', process.execPath, MAIN_JS], {
     env: {
       PATH: process.env.PATH ?? '',
       ...ONE,
@@ -132,8 +133,8 @@ void test('layoutd serve handed a socket that is not listening refuses to start,
   let stderr = ''
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
   child.stdout?.resume()
-  const code = await new Promise((resolve) => child.once('close', resolve))
-  assert.equal(code, 1)
+  const { code } = await ended(child, 'layoutd serve on a regular file')
+  assert.equal(code, 1, stderr)
   assert.match(
     stderr,
     /refusing to start: the socket systemd passed is not one layoutd can serve on: fd 3 is a regular file/,
@@ -171,19 +172,15 @@ void test('layoutd serve keeps the backlog of the socket systemd passed (Node wo
   }
   // systemd-socket-activate passes its child little of its own environment: each variable by -E.
   const setenv = Object.entries(env).flatMap(([k, v]) => ['-E', `${k}=${v}`])
-  const activate = spawn(
+  const activate = spawnFor(
+    t,
     'systemd-socket-activate',
     ['-l', `127.0.0.1:${port}`, ...setenv, '--', process.execPath, MAIN_JS, 'serve'],
     { env, stdio: ['ignore', 'pipe', 'pipe'] },
   )
-  const exited = new Promise((resolve) => activate.once('exit', resolve))
-  t.after(async () => {
-    if (activate.exitCode === null && activate.signalCode === null) activate.kill('SIGKILL')
-    await exited
-  })
   let output = ''
-  activate.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
-  activate.stderr.setEncoding('utf8').on('data', (s: string) => (output += s))
+  activate.stdout?.setEncoding('utf8').on('data', (s: string) => (output += s))
+  activate.stderr?.setEncoding('utf8').on('data', (s: string) => (output += s))
   const before = await until('systemd-socket-activate to listen', () => ssBacklog(port), 10_000)
   assert.notEqual(before, 511, 'the socket starts with a backlog of its own')
   // It hands the socket over on the first connection; the agent listens on it then.

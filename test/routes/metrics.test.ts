@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { test } from 'node:test'
 import { Metrics } from '../../src/metrics.js'
+import { ended, spawnGroup } from '../helpers/child.js'
 import { build, HOST } from '../helpers/fake-agent.js'
 
 const NAMES = [
@@ -21,20 +21,17 @@ const NAMES = [
   'http_request_duration_seconds',
 ].map((n) => `carlos_layout_${n}`)
 
-function promtoolCheck(text: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('promtool', ['check', 'metrics'], { stdio: ['pipe', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()))
-    child.on('error', (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === 'ENOENT' ? new Error('promtool is not on PATH: install it (Prometheus) to run this test') : err,
-      ),
-    )
-    child.on('close', (code) => resolve({ code, output }))
-    child.stdin.end(text)
+async function promtoolCheck(text: string): Promise<{ code: number | null; output: string }> {
+  const child = spawnGroup('promtool', ['check', 'metrics'], { stdio: ['pipe', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout?.on('data', (d: Buffer) => (output += d.toString()))
+  child.stderr?.on('data', (d: Buffer) => (output += d.toString()))
+  // A child that failed to start has no stdin to end.
+  child.stdin?.on('error', () => undefined).end(text)
+  const { code } = await ended(child, 'promtool check metrics').catch((err: NodeJS.ErrnoException) => {
+    throw err.code === 'ENOENT' ? new Error('promtool is not on PATH: install it (Prometheus) to run this test') : err
   })
+  return { code, output }
 }
 
 function sample(text: string, series: string): number | undefined {

@@ -16,7 +16,7 @@ import { tmpDir } from '../../helpers/tmp.js'
 const A = 'a.example.com'
 
 async function readyFor(agent: AgentProcess, host: string): Promise<{ status: number; body: string }> {
-  const res = await fetch(`${agent.url}/ready/${host}`)
+  const res = await fetch(`${agent.url}/ready/${host}`, { signal: AbortSignal.timeout(30_000) })
   return { status: res.status, body: await res.text() }
 }
 

@@ -5,7 +5,6 @@
 // a live registry with a WAL left by a killed agent shows the restored rows
 // on the next open, not the old WAL replayed onto them.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
@@ -17,6 +16,7 @@ import type { Route } from '../../../src/domain/schemas.js'
 import { checkRegistry } from '../../../src/infra/registry-copy.js'
 import { Registry } from '../../../src/infra/registry.js'
 import { AgentProcess, makeSandbox, runCli, type Sandbox } from '../../helpers/agent-process.js'
+import { ended, spawnFor } from '../../helpers/child.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 /** Rows are written in batches of this many, each one transaction: a consistent copy holds whole batches. */
@@ -180,8 +180,8 @@ void test('restore over a registry whose killed agent left a WAL: the next open 
     })()
     process.kill(process.pid, 'SIGKILL')
   `
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' })
-  await new Promise((resolve) => child.once('exit', resolve))
+  const child = spawnFor(t, process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' })
+  await ended(child, 'the writer that kills itself')
   assert.ok(fs.statSync(`${live}-wal`).size > 0, 'the killed writer left its WAL')
   assert.deepEqual(
     hostsIn(live).slice(0, 1),
@@ -189,8 +189,8 @@ void test('restore over a registry whose killed agent left a WAL: the next open 
     'opened as it is, the live registry is the WAL’s rows',
   )
   // Once more, so the WAL is one no reader has looked at since.
-  const again = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' })
-  await new Promise((resolve) => again.once('exit', resolve))
+  const again = spawnFor(t, process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' })
+  await ended(again, 'the writer that kills itself')
   assert.ok(fs.statSync(`${live}-wal`).size > 0, 'a WAL is beside the live registry')
 
   const r = await runCli(sb, ['registry', 'restore', file])

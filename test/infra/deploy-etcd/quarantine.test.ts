@@ -48,6 +48,7 @@ async function revisions(url: string, keys: string[]): Promise<string[]> {
   for (const key of keys) {
     const res = await fetch(`${url}/v3/kv/range`, {
       method: 'POST',
+      signal: AbortSignal.timeout(30_000),
       body: JSON.stringify({ key: Buffer.from(key).toString('base64') }),
     })
     const body = (await res.json()) as { kvs?: Array<{ create_revision?: string }> }

@@ -183,11 +183,13 @@ void test('a prefix this process read records under is held to it: emptied, it t
   assert.deepEqual(await store.list(live()), [a])
   const res = await fetch(`${shared.server.url}/v3/kv/range`, {
     method: 'POST',
+    signal: AbortSignal.timeout(30_000),
     body: JSON.stringify({ key: Buffer.from(prefix).toString('base64') }),
   })
   const revision = ((await res.json()) as { header: { revision: string } }).header.revision
   const compacted = await fetch(`${shared.server.url}/v3/kv/compaction`, {
     method: 'POST',
+    signal: AbortSignal.timeout(30_000),
     body: JSON.stringify({ revision }),
   })
   assert.equal(compacted.status, 200)

@@ -2,27 +2,24 @@
 // failpoint hook driving a child process, as the crash suite will drive
 // the agent.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { FenceTable } from '../../../src/domain/fence.js'
 import { flatPaths, isNested, nestedPaths } from '../../../src/domain/paths.js'
+import { ended, spawnGroup } from '../../helpers/child.js'
 import { hashTree } from '../../helpers/tenants.js'
 import { harness } from './pass-harness.js'
 
 const child = new URL('./pass-crash-child.js', import.meta.url)
 
-function run(env: NodeJS.ProcessEnv): Promise<NodeJS.Signals | null> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [child.pathname], {
-      // The machine's CARLOS_* (a failpoint, a data root) never reach the child.
-      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARLOS_'))), ...env },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    })
-    p.on('error', reject)
-    p.on('exit', (_code, signal) => resolve(signal))
+async function run(env: NodeJS.ProcessEnv): Promise<NodeJS.Signals | null> {
+  const p = spawnGroup(process.execPath, [child.pathname], {
+    // The machine's CARLOS_* (a failpoint, a data root) never reach the child.
+    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARLOS_'))), ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
   })
+  return (await ended(p, 'the pass that kills itself')).signal
 }
 
 for (const point of ['after-journal', 'after-rename:t1.example.com', 'after-row']) {
