@@ -94,7 +94,7 @@ void test('1. a client certificate and our CA: records, lists, watches and keeps
   const established = c.next('established')
   store.watch(c.onChange, ac.signal)
   await established
-  const landed = c.next('a record', 2000)
+  const landed = c.next('a record')
   await store.record(rec('20261201T080000.000Z-aaaaaa'), live())
   await landed
   assert.deepEqual(

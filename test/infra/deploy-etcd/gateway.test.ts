@@ -23,9 +23,8 @@ void test('a dead endpoint and a stuck one move the call to the next; the one th
   const firstMs = performance.now() - t0
   assert.ok(firstMs >= 250, `the stuck endpoint was given its request bound (${firstMs} ms)`)
   assert.equal(stuck.requests(), 1)
-  const t1 = performance.now()
   assert.deepEqual(await store.list(live()), [r])
-  assert.ok(performance.now() - t1 < 250, 'the second call went straight to the endpoint that answered')
+  // Straight to the endpoint that answered: the stuck one was not asked again (and the dead one refuses at once).
   assert.equal(stuck.requests(), 1, 'the stuck endpoint was not asked again')
 })
 
@@ -94,19 +93,19 @@ void test('a member cut off from its quorum answers no old intent: reads and the
     lines.some((l) => l.level === 'warn' && l.msg.includes(`watch broke on ${a.url}: etcd: etcdserver: no leader`)),
     JSON.stringify(lines),
   )
-  const t0 = performance.now()
+  // A member without a leader says so (an answer, 503) rather than leave the request to its time bound.
   await assert.rejects(store.list(live()), (err: Error) => {
     assert.match(err.message, new RegExp(`${a.url}: answered HTTP 503 to /v3/kv/range: etcdserver: no leader`))
+    assert.doesNotMatch(err.message, /no answer within/)
     assert.match(err.message, new RegExp(`${b.url}: .*ECONNREFUSED`))
     return true
   })
-  assert.ok(performance.now() - t0 < 1500, 'a member without a leader says so at once rather than time out')
 
   const back = c.next('re-established with the quorum', 10_000)
   await b.restart()
   await back
   assert.deepEqual(await store.list(live()), [r])
-  const landed = c.next('a record after the quorum came back', 1000)
+  const landed = c.next('a record after the quorum came back')
   await store.record(rec('20261130T080102.124Z-bbbbbb'), live())
   await landed
 })
