@@ -39,7 +39,7 @@ void test('the status report and the console rows come from the report thread, a
     const leg = box.agent.legState()
     return box.agent.readiness().ready && !leg.running && !leg.pending && leg.lastRun?.finishedAt != null
   }
-  await until('the agent ready and its first run over', settled, 30_000)
+  await until('the agent ready and its first run over', settled, 120_000)
 
   // The app again, over the agent with its report builds counted: a route that
   // served from the report thread asked the loop for no report.
@@ -115,7 +115,7 @@ void test('the row gauges and the box summary are counted on the report thread, 
     const leg = box.agent.legState()
     return box.agent.readiness().ready && !leg.running && !leg.pending && leg.lastRun?.finishedAt != null
   }
-  await until('the agent ready and its first run over', settled, 30_000)
+  await until('the agent ready and its first run over', settled, 120_000)
   const builds = box.agent.reportBuilds
 
   await recordIntent(box, 'nested')
@@ -124,7 +124,7 @@ void test('the row gauges and the box summary are counted on the report thread, 
   const summaryFile = path.join(box.config.deploymentDir, 'layout', 'boxes', 'kass-1.json')
   const summary = async (): Promise<BoxSummary | null> =>
     JSON.parse(await fs.readFile(summaryFile, 'utf8').catch(() => 'null')) as BoxSummary | null
-  await until('the summary of the converged box published', async () => (await summary())?.converged === true, 30_000)
+  await until('the summary of the converged box published', async () => (await summary())?.converged === true, 120_000)
   assert.deepEqual((await summary())?.counts, { nested: hosts.length })
   const text = await box.metrics.text()
   assert.match(text, new RegExp(`carlos_layout_rows\\{layout="nested"\\} ${hosts.length}\\n`))
