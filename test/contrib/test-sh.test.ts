@@ -1,18 +1,20 @@
 // What a test starts ends with it (test/helpers/child.ts): a test that times
-// out under scripts/test.sh's flags still ends every process of the groups
-// it started, a shell's own children too: the one spawnFor started when the
-// test's t.after hooks run, the one spawnGroup started when the file's
-// process exits (--test-force-exit); and the run itself ends.
+// out under scripts/test.sh's flags (--test-timeout, --test-force-exit)
+// still ends every process of the groups it started, a shell's own
+// children too: the one spawnFor started when the test's t.after hooks run,
+// the one spawnGroup started when the file's process exits; and the run
+// itself ends.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { ended, spawnFor } from './helpers/child.js'
-import { tmpDir } from './helpers/tmp.js'
-import { until } from './helpers/until.js'
+import { ended, spawnFor } from '../helpers/child.js'
+import { tmpDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
-const FIXTURE = fileURLToPath(new URL('./helpers/hang-fixture.js', import.meta.url))
+const FIXTURE = fileURLToPath(new URL('../helpers/hang-fixture.js', import.meta.url))
+const TEST_SH = fileURLToPath(new URL('../../../scripts/test.sh', import.meta.url))
 
 /** Whether pid is still the `sleep secs` the fixture started (not a zombie, not a pid used again since). */
 function sleeping(pid: number, secs: number): boolean {
@@ -29,6 +31,13 @@ function sleeping(pid: number, secs: number): boolean {
     return false
   }
 }
+
+void test('scripts/test.sh gives every test a bound and ends a file once its tests are done', () => {
+  const script = fs.readFileSync(TEST_SH, 'utf8')
+  assert.match(script, /^TEST_TIMEOUT_MS=\d+$/m)
+  assert.match(script, /^RUN_FLAGS=\(.*--test-timeout="\$TEST_TIMEOUT_MS".*--test-force-exit.*\)$/m)
+  assert.equal(script.match(/exec node "\$\{RUN_FLAGS\[@\]\}"/g)?.length, 2, 'the unit set and the whole run')
+})
 
 void test('a test that times out ends what it started, its children’s children too, and its run ends', async (t) => {
   const pids = path.join(await tmpDir(t, 'layoutd-child-'), 'pids')
