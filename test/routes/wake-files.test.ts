@@ -160,6 +160,15 @@ void test('through a real agent process: a registry restored from a flat copy re
   const agent = await AgentProcess.start(sb)
   t.after(() => agent.kill())
   await agent.waitReady()
+  // The leg's first run, kicked at start, fences each host while it looks (fenced_for_move): asked after it.
+  await agent.waitFor(
+    'the first run over',
+    async () => {
+      const { leg } = await agent.status()
+      return leg.lastRun !== null && !leg.running && !leg.pending ? true : undefined
+    },
+    60_000,
+  )
   for (const host of HOSTS) {
     const ready = await request(`${agent.url}/ready/${host}`)
     const body = (await ready.body.json()) as WakeRefusal
