@@ -82,6 +82,7 @@ export class Agent implements AgentApi {
       figures: (ask) => this.#figures(ask),
       tag: () => this.reportTag(),
       legBusy: () => this.#leg.busy(),
+      mode: () => this.#state.lastIntent(),
       version: () => (version ??= packageVersion().catch(() => 'unknown')),
       signal: this.#life.signal,
     })
@@ -130,6 +131,8 @@ export class Agent implements AgentApi {
     this.#state.onChange((s) => {
       this.#recordIntentMetrics(s.intent, s.default.applied)
       metrics.setDefaultBlocked(s.default.blockedBy)
+      // The mode the leg noted is the summary's mode: the fleet reads what this box's own page says.
+      this.#summary.update()
     })
     // The gauge says the mode from the first scrape, not only after a change:
     // an unarmed box is unmanaged for good, an armed one starts at none.

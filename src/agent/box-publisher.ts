@@ -23,6 +23,8 @@ export interface BoxPublisherOptions {
   tag: () => string
   /** Whether a run of the leg is under way or due, read without building the report. */
   legBusy: () => { running: boolean; pending: boolean }
+  /** The mode the leg noted at its last read of the intent (the report's mode), read without building it. */
+  mode?: () => string
   version: () => Promise<string>
   signal: AbortSignal
 }
@@ -129,6 +131,8 @@ export class BoxPublisher {
     const busy = this.#o.legBusy()
     const last = this.#published
     if (!busy.running || last === undefined || last.intent !== (this.#intent?.id ?? null)) return undefined
-    return { ...last, converged: false, leg: { ...last.leg, running: busy.running, pending: busy.pending }, at }
+    // The mode is the one the leg noted for this run, which it notes after the summary that named the intent.
+    const mode = this.#o.mode?.() ?? last.mode
+    return { ...last, mode, converged: false, leg: { ...last.leg, running: busy.running, pending: busy.pending }, at }
   }
 }

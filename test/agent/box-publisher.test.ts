@@ -149,3 +149,42 @@ void test('a report whose tag has not moved since the last summary is not counte
   assert.equal(reads, 3, 'another tag: counted again')
   assert.deepEqual(published.at(-1)?.counts, { flat: 1, nested: 2 })
 })
+
+void test('while a run is under way the summary says the mode the leg noted for it, as the box page does', async () => {
+  const clock = new FakeClock()
+  const { store, published } = recordingStore()
+  let running = false
+  let mode: LayoutReport['mode'] = 'none'
+  let built = 0
+  const publisher = new BoxPublisher({
+    config: { activatorUrl: '' },
+    store,
+    logger: new FakeLogger(),
+    clock,
+    figures: (ask) => {
+      built++
+      return figuresOf(`${mode}.${running}`, { ...report(2, 0, running), mode }, ask)
+    },
+    tag: () => `${mode}.${running}`,
+    legBusy: () => ({ running, pending: false }),
+    mode: () => mode,
+    version: () => Promise.resolve('0.1.0'),
+    signal: new AbortController().signal,
+  })
+  const settle = async () => {
+    clock.advance(0)
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+  // The poller read a flat intent; the leg has not read it yet: the report still says none.
+  publisher.noteIntent(intent({ id: 'i1', mode: 'flat' }))
+  await settle()
+  assert.equal(published.at(-1)?.mode, 'none')
+  // The leg's run reads it and notes flat, which the box's own page says from then on.
+  running = true
+  mode = 'flat'
+  publisher.update()
+  await settle()
+  assert.equal(built, 1, 'no report built while the run is under way')
+  assert.equal(published.at(-1)?.mode, 'flat', 'the fleet says the mode the box says')
+  assert.equal(published.at(-1)?.leg.running, true)
+})
