@@ -145,6 +145,22 @@ export const errors = {
       `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); ` +
         `check the label, or give --new-box for a box not yet started`,
     ),
+  /** `fleet forget` of a box no store key names, live or gone (design §7.3). */
+  unknownBoxToForget: (box: string) =>
+    new AppError(
+      'unknown_box',
+      409,
+      `refused: the deploy store knows no box ${box}, live or gone (\`layoutd fleet status\` lists them); ` +
+        `nothing was changed`,
+    ),
+  /** `fleet forget` of a box whose agent is live (design §7.3): it would publish itself again. */
+  boxLive: (box: string) =>
+    new AppError(
+      'box_live',
+      409,
+      `refused: box ${box} is live (its agent holds its lease); only a gone box is forgotten: ` +
+        `stop its agent first (a clean stop marks it gone at once); nothing was changed`,
+    ),
   /** A forced intent for a box that has no activator to stop an awake instance (design §8). */
   forceWithoutActivator: (boxes: readonly string[], fleet = false) =>
     new AppError(

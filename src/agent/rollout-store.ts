@@ -25,11 +25,14 @@ export class RolloutAwareStore implements DeployStore {
     this.#box = box
     this.tracksBoxes = inner.tracksBoxes
     if (inner.listBoxes !== undefined) this.listBoxes = (signal) => inner.listBoxes?.(signal) ?? Promise.resolve([])
+    if (inner.listKnownBoxes !== undefined)
+      this.listKnownBoxes = (signal) => inner.listKnownBoxes?.(signal) ?? Promise.resolve([])
     if (inner.remove !== undefined) this.remove = (ids, signal) => inner.remove?.(ids, signal) ?? Promise.resolve()
     if (inner.rollouts !== undefined) this.rollouts = () => inner.rollouts!()
   }
 
   listBoxes?: DeployStore['listBoxes']
+  listKnownBoxes?: DeployStore['listKnownBoxes']
   remove?: DeployStore['remove']
   rollouts?: DeployStore['rollouts']
 

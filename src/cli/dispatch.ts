@@ -18,7 +18,7 @@ export const USAGE = `usage:
   layoutd routes list [--json] | routes rm HOST
   layoutd intent migrate|revert (--box LABEL | --fleet) [--force] [--dry-run] [--new-box]
   layoutd intent prune --keep N [--dry-run] | intent status [--json] | intent forget-applied
-  layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd fleet status [--json] [--wait [--timeout S] | --watch] | fleet forget BOX [-m WHY]
   layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
                         [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
   layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]

@@ -133,6 +133,12 @@ export interface ReportView {
 /** A line cut to a terminal's columns. */
 const cut = (line: string, columns: number) => [...line].slice(0, columns).join('')
 
+/** A terminal's size, when stdout is one that says it (`status --watch`, `fleet status --watch`). */
+export function screenSize(stream: NodeJS.WritableStream): { rows: number; columns: number } | undefined {
+  const { rows, columns } = stream as { rows?: number; columns?: number }
+  return rows !== undefined && columns !== undefined && rows > 0 && columns > 0 ? { rows, columns } : undefined
+}
+
 /** The lines a text of whole lines (each ended by a newline) takes on a terminal this many columns wide. */
 export function screenLines(text: string, columns: number): number {
   if (text === '') return 0

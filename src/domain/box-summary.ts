@@ -11,6 +11,7 @@ import type { IntentRecord, LayoutReport } from './schemas.js'
 import { selectIntent } from './intent.js'
 import type { UnreadableRecord } from './ports.js'
 import { HOLD_CODES, PASSING_CODES, type ReasonCode } from './reason-codes.js'
+import type { RolloutRecord } from './rollout.js'
 
 /**
  * What the leg's last run left short of the intent, by kind: rows deferred (awake, in their grace),
@@ -62,6 +63,29 @@ export const BoxSummary = Type.Object(
   { additionalProperties: false },
 )
 export type BoxSummary = Static<typeof BoxSummary>
+
+/**
+ * A box whose agent is gone: since when, and how it went (`stopped`: its agent said so at a clean stop;
+ * `expired`: its lease ran out, so it died or was cut off). Set by the store, never by the box.
+ */
+export const BoxGone = Type.Object(
+  {
+    since: Type.String(),
+    how: Type.Union([Type.Literal('stopped'), Type.Literal('expired')]),
+  },
+  { additionalProperties: false },
+)
+export type BoxGone = Static<typeof BoxGone>
+
+/**
+ * What the store keeps of a box beyond its agent's life (design §7.3): its last summary, and, once its agent
+ * is gone, since when. Kept until the box comes back or an operator forgets it (`fleet forget`).
+ */
+export const KeptBox = Type.Object(
+  { summary: BoxSummary, gone: Type.Optional(BoxGone) },
+  { additionalProperties: false },
+)
+export type KeptBox = Static<typeof KeptBox>
 
 /** The codes of a move refused with nothing stopped (design §3 step 1). */
 const REFUSED_CODES: ReadonlySet<string> = new Set<ReasonCode>(['gate_shut', 'socket_too_long', 'dest_taken'])
@@ -172,11 +196,14 @@ export interface FleetRow {
   wants: string | null
   /**
    * converged: to the intent that addresses it; converging: not yet; none: no intent addresses it;
-   * unreadable: a record in the store cannot be read, so no box can read its intent.
+   * unreadable: a record in the store cannot be read, so no box can read its intent; gone: its agent is
+   * gone, the summary is its last.
    */
-  state: 'converged' | 'converging' | 'none' | 'unreadable'
+  state: 'converged' | 'converging' | 'none' | 'unreadable' | 'gone'
   /** Why what remains of the box needs a person (held, refused, kept, foreign rows), or null when not. */
   needs: string | null
+  /** Since when and how the box's agent is gone; null while it is live. */
+  gone: BoxGone | null
 }
 
 export interface FleetView {
@@ -184,6 +211,8 @@ export interface FleetView {
   converged: number
   converging: number
   held: number
+  /** Boxes whose agent is gone (their last summary shown). */
+  gone: number
   /** Every live box has converged to the intent addressing it (and at least one box reported). */
   allConverged: boolean
   /** The newest fleet-wide intent. */
@@ -233,28 +262,34 @@ function onItsWay(leg: BoxSummary['leg'], w: Withheld): boolean {
 }
 
 /**
- * The fleet's table: boxes not yet converged first, then by label. records: sorted by id, newest last;
- * unreadable: the records that cannot be read.
+ * The fleet's table: boxes gone or not yet converged first, then by label. records: sorted by id, newest
+ * last; unreadable: the records that cannot be read; gone: the boxes whose agent is gone, by label (their
+ * summaries are their last).
  */
 export function fleetView(
   summaries: readonly BoxSummary[],
   records: readonly IntentRecord[],
   unreadable: readonly UnreadableRecord[] = [],
+  gone: ReadonlyMap<string, BoxGone> = new Map(),
 ): FleetView {
   const rows = summaries.map((summary): FleetRow => {
     const read = selectIntent(records, summary.box)
     const wants = read.found ? read.intent.id : null
+    const left = gone.get(summary.box) ?? null
     const state =
-      unreadable.length > 0
-        ? 'unreadable'
-        : wants === null
-          ? 'none'
-          : summary.converged && summary.intent === wants
-            ? 'converged'
-            : 'converging'
-    return { summary, wants, state, needs: state === 'converging' ? needsPerson(summary, wants) : null }
+      left !== null
+        ? 'gone'
+        : unreadable.length > 0
+          ? 'unreadable'
+          : wants === null
+            ? 'none'
+            : summary.converged && summary.intent === wants
+              ? 'converged'
+              : 'converging'
+    const needs = state === 'converging' ? needsPerson(summary, wants) : null
+    return { summary, wants, state, needs, gone: left }
   })
-  const rank = { unreadable: 0, converging: 0, none: 1, converged: 2 } as const
+  const rank = { gone: 0, unreadable: 0, converging: 0, none: 1, converged: 2 } as const
   rows.sort(
     (a, b) =>
       rank[a.state] - rank[b.state] || (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0),
@@ -266,10 +301,54 @@ export function fleetView(
     converged,
     converging: rows.filter((r) => r.state === 'converging' || r.state === 'unreadable').length,
     held: rows.reduce((n, r) => n + r.summary.held, 0),
+    gone: rows.filter((r) => r.state === 'gone').length,
     allConverged: rows.length > 0 && converged === rows.length,
     fleetIntent: fleetWide?.id ?? null,
     unreadable: [...unreadable],
   }
+}
+
+/** What `fleet status` and the fleet page call a box: one word for one state, on both (design §7.3). */
+export type BoxWord = 'converged' | 'converging' | 'running' | 'needs you' | 'no intent' | 'unreadable' | 'gone'
+
+/**
+ * The box's word: `running` a run under way toward its intent; `needs you` what remains waits on a person
+ * (needsPerson); `converging` it is on its way on its own (a run due, a row deferred or retried).
+ */
+export function boxWord(r: FleetRow): BoxWord {
+  if (r.state === 'gone') return 'gone'
+  if (r.state === 'converged') return 'converged'
+  if (r.state === 'none') return 'no intent'
+  if (r.state === 'unreadable') return 'unreadable'
+  return r.summary.leg.running ? 'running' : r.needs !== null ? 'needs you' : 'converging'
+}
+
+/** `its lease expired` or `its agent stopped`: how a gone box went. */
+export function howGone(g: BoxGone): string {
+  return g.how === 'stopped' ? 'its agent stopped' : 'its lease expired'
+}
+
+/**
+ * Why the rollout in play holds the fleet short of where it is headed, or null: paused, frozen or aborted
+ * (a person decides what comes next), unless a newer fleet-wide record has superseded it. records: sorted
+ * by id, newest last. A running rollout is on its way; a done or reverted one has ended.
+ */
+export function rolloutStopped(r: RolloutRecord | undefined, records: readonly IntentRecord[]): string | null {
+  if (r === undefined || (r.state !== 'paused' && r.state !== 'frozen' && r.state !== 'aborted')) return null
+  if (records.some((x) => x.box === undefined && x.id > r.id)) return null
+  return `rollout ${r.id} is ${r.state}${r.reason === '' ? '' : `: ${r.reason}`}`
+}
+
+/** When the open wave's progress deadline falls (RFC 3339): its opening plus the deadline; null when unknown. */
+export function deadlineAt(r: Pick<RolloutRecord, 'waveOpenedAt' | 'progressDeadlineMs'>): string | null {
+  const at = Date.parse(r.waveOpenedAt) + r.progressDeadlineMs
+  return Number.isFinite(at) ? new Date(at).toISOString() : null
+}
+
+/** The rollout in play is under way (running, not superseded): the fleet is still headed for its intent. */
+export function rolloutRunning(r: RolloutRecord | undefined, records: readonly IntentRecord[]): boolean {
+  if (r === undefined || r.state !== 'running') return false
+  return !records.some((x) => x.box === undefined && x.id > r.id)
 }
 
 /**
@@ -290,6 +369,7 @@ export function summaryLine(v: FleetView): string {
   const none = v.rows.filter((r) => r.state === 'none').length
   return (
     `${v.converged}/${v.rows.length} converged to ${target}; ${v.converging} converging; ${v.held} held rows` +
-    (none > 0 ? `; ${none} with no intent` : '')
+    (none > 0 ? `; ${none} with no intent` : '') +
+    (v.gone > 0 ? `; ${v.gone} gone` : '')
   )
 }

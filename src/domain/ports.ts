@@ -1,7 +1,7 @@
 // Every interface the domain needs from the outside. infra/ implements them;
 // tests implement them with real adapters on temp directories, or with small
 // fakes where the outside thing is the subject (a store that fails, a clock).
-import type { BoxSummary } from './box-summary.js'
+import type { BoxSummary, KeptBox } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { ReasonCode, Why } from './reason-codes.js'
 import type { IntentRecord, Route, RowPaths } from './schemas.js'
@@ -96,6 +96,16 @@ export interface DeployStore {
   readonly tracksBoxes?: boolean
   /** The summaries of the live boxes, sorted by label. */
   listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
+  /**
+   * Every box the store knows, sorted by label: the live ones, and those whose agent is gone with their
+   * last summary and since when (design §7.3), until they come back or are forgotten.
+   */
+  listKnownBoxes?(signal: AbortSignal): Promise<KeptBox[]>
+  /**
+   * Forgets a gone box: its last summary is removed. Throws `box_live` while its agent is live and
+   * `unknown_box` when the store knows no such box; resolves to what was forgotten.
+   */
+  forgetBox?(box: string, signal: AbortSignal): Promise<KeptBox>
   /** Removes the records of these ids (intent prune); an id already gone is no failure. */
   remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
   /**

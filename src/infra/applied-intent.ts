@@ -102,6 +102,7 @@ export class KeptIntentStore implements DeployStore {
     if (i.watch) this.watch = (onChange, signal) => i.watch?.(onChange, signal)
     if (i.publishBox) this.publishBox = (summary, signal) => i.publishBox?.(summary, signal) ?? Promise.resolve()
     if (i.listBoxes) this.listBoxes = (signal) => i.listBoxes?.(signal) ?? Promise.resolve([])
+    if (i.listKnownBoxes) this.listKnownBoxes = (signal) => i.listKnownBoxes?.(signal) ?? Promise.resolve([])
     if (i.remove) this.remove = (ids, signal) => i.remove?.(ids, signal) ?? Promise.resolve()
     if (i.inspect) this.inspect = (signal) => i.inspect!(signal)
     if (i.quarantine) this.quarantine = (id, replacement, signal) => i.quarantine!(id, replacement, signal)
@@ -113,6 +114,7 @@ export class KeptIntentStore implements DeployStore {
   watch?: DeployStore['watch']
   publishBox?: DeployStore['publishBox']
   listBoxes?: DeployStore['listBoxes']
+  listKnownBoxes?: DeployStore['listKnownBoxes']
   remove?: DeployStore['remove']
   inspect?: DeployStore['inspect']
   quarantine?: DeployStore['quarantine']

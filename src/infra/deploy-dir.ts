@@ -4,11 +4,15 @@
 // reader never sees half a record. Each box's summary (design §7.3) is
 // <deploymentDir>/layout/boxes/<box>.json, with no lease to end it: it
 // carries when it stops counting (expiresAt), renewed while its agent runs.
+// The file outlives its agent, as etcd's kept summary does: a box whose
+// renewals stopped is gone since its time ran out, one whose agent stopped
+// cleanly left <box>.stopped beside it; both stay until the box comes back
+// or `fleet forget` removes them.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Value } from '../domain/typebox.js'
-import { BoxSummary } from '../domain/box-summary.js'
+import { BoxSummary, type BoxGone, type KeptBox } from '../domain/box-summary.js'
 import type { Clock, DeployStore, QuarantinedRecord, StoreContents, UnreadableRecord } from '../domain/ports.js'
 import { systemClock } from '../domain/ports.js'
 import { IntentRecord } from '../domain/schemas.js'
@@ -23,6 +27,9 @@ const READ_CONCURRENCY = 16
 
 /** How far this clock and the filesystem's (or another box's) may disagree before a summary is judged stale. */
 export const CLOCK_TOLERANCE_MS = 10_000
+
+/** Beside a box's summary, `<box>.stopped`: its agent stopped cleanly (a new agent of the box removes it). */
+const STOP_MARK = '.stopped'
 
 /** A writer's temp file, `<id>.json.tmp-<pid>-<rand>`, possibly left by a crash before its rename. */
 const TEMP_MARK = '.tmp-'
@@ -79,6 +86,8 @@ export class DirDeployStore implements DeployStore {
   readonly #clock: Clock
   /** This agent's summary, renewed a third of the TTL apart until close. */
   #mine: BoxSummary | undefined
+  /** A stop mark this box's last agent left has been removed: the box is back. */
+  #back = false
   #renewal: (() => void) | undefined
   /** What this process's reads have found here: a store seen is held to it (list). */
   readonly #seen = { root: false, intents: false, records: false }
@@ -103,13 +112,23 @@ export class DirDeployStore implements DeployStore {
   }
 
   async close(): Promise<void> {
-    // Only the summary's renewal is held between calls; a box that stops cleanly leaves at once.
+    // Only the summary's renewal is held between calls; a box that stops cleanly is gone at once, its last
+    // summary kept beside the mark.
     this.#renewal?.()
     this.#renewal = undefined
     const mine = this.#mine
     this.#mine = undefined
     if (mine !== undefined)
-      await fs.rm(path.join(this.boxesDir, `${mine.box}.json`), { force: true }).catch(() => undefined)
+      await fs
+        .writeFile(
+          this.#stopMark(mine.box),
+          `${JSON.stringify({ since: new Date(this.#clock.now()).toISOString() })}\n`,
+        )
+        .catch(() => undefined)
+  }
+
+  #stopMark(box: string): string {
+    return path.join(this.boxesDir, `${box}${STOP_MARK}`)
   }
 
   async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
@@ -117,6 +136,10 @@ export class DirDeployStore implements DeployStore {
       throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
     this.#mine = summary
     await this.#writeMine(signal)
+    if (!this.#back) {
+      await fs.rm(this.#stopMark(summary.box), { force: true })
+      this.#back = true
+    }
     this.#schedule()
   }
 
@@ -144,6 +167,14 @@ export class DirDeployStore implements DeployStore {
 
   /** The summaries whose time has not run out, sorted by label; a malformed one throws naming its file. */
   async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
+    return (await this.listKnownBoxes(signal)).filter((b) => b.gone === undefined).map((b) => b.summary)
+  }
+
+  /**
+   * Every box's summary, sorted by label, each whose agent is gone marked since when (design §7.3): stopped
+   * (its mark's time), or expired (when its time ran out). A malformed one throws naming its file.
+   */
+  async listKnownBoxes(signal: AbortSignal): Promise<KeptBox[]> {
     let names: string[]
     try {
       names = await fs.readdir(this.boxesDir)
@@ -151,35 +182,70 @@ export class DirDeployStore implements DeployStore {
       if (errnoCode(err) === 'ENOENT') return []
       throw new Error(`deploy store ${this.boxesDir}: cannot list boxes: ${errorMessage(err)}`, { cause: err })
     }
-    const now = this.#clock.now()
-    const out: BoxSummary[] = []
+    const stops = new Set(names.filter((n) => n.endsWith(STOP_MARK)))
+    const out: KeptBox[] = []
     for (const name of names.filter((n) => n.endsWith('.json') && !n.includes(TEMP_MARK))) {
-      const file = path.join(this.boxesDir, name)
-      const read = await readSmall(file, signal).catch((err: unknown) => {
-        // Removed between the listing and the read: that box left.
-        if (errnoCode(err) === 'ENOENT') return undefined
-        throw new Error(`box summary ${file}: cannot read: ${errorMessage(err)}`, { cause: err })
-      })
+      const read = await this.#readBox(name, signal)
       if (read === undefined) continue
-      let value: unknown
-      try {
-        value = JSON.parse(read.text)
-      } catch (err) {
-        throw new Error(`box summary ${file}: not JSON: ${errorMessage(err)}`, { cause: err })
-      }
-      if (!Value.Check(BoxSummary, value))
-        throw new Error(`box summary ${file}: not a box summary: ${schemaErrors(BoxSummary, value)}`)
-      if (name !== `${value.box}.json`)
-        throw new Error(
-          `box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`,
-        )
-      // Live while its agent renews it: judged by when the file was last written, on the filesystem's
-      // clock, against this one with a tolerance; never by the stamps the agent's own clock put in it
-      // (a box whose clock stepped back writes an expiresAt already past). design §7.3.
-      if (now - read.mtimeMs > this.#ttlMs + CLOCK_TOLERANCE_MS) continue
-      out.push(value)
+      const stop = `${read.summary.box}${STOP_MARK}`
+      const gone = stops.has(stop) ? await this.#stopped(stop) : this.#expired(read.mtimeMs)
+      out.push(gone === undefined ? { summary: read.summary } : { summary: read.summary, gone })
     }
-    return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
+    return out.sort((a, b) => (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0))
+  }
+
+  /** One box's summary and when its file was last written; undefined when it was removed meanwhile. */
+  async #readBox(name: string, signal: AbortSignal): Promise<{ summary: BoxSummary; mtimeMs: number } | undefined> {
+    const file = path.join(this.boxesDir, name)
+    const read = await readSmall(file, signal).catch((err: unknown) => {
+      // Removed between the listing and the read: that box was forgotten.
+      if (errnoCode(err) === 'ENOENT') return undefined
+      throw new Error(`box summary ${file}: cannot read: ${errorMessage(err)}`, { cause: err })
+    })
+    if (read === undefined) return undefined
+    let value: unknown
+    try {
+      value = JSON.parse(read.text)
+    } catch (err) {
+      throw new Error(`box summary ${file}: not JSON: ${errorMessage(err)}`, { cause: err })
+    }
+    if (!Value.Check(BoxSummary, value))
+      throw new Error(`box summary ${file}: not a box summary: ${schemaErrors(BoxSummary, value)}`)
+    if (name !== `${value.box}.json`)
+      throw new Error(
+        `box summary ${file}: holds box ${JSON.stringify(value.box)}, so it must be named ${value.box}.json`,
+      )
+    return { summary: value, mtimeMs: read.mtimeMs }
+  }
+
+  /**
+   * Gone when its agent stopped renewing it: judged by when the file was last written, on the filesystem's
+   * clock, against this one with a tolerance; never by the stamps the agent's own clock put in it (a box
+   * whose clock stepped back writes an expiresAt already past). design §7.3.
+   */
+  #expired(mtimeMs: number): BoxGone | undefined {
+    if (this.#clock.now() - mtimeMs <= this.#ttlMs + CLOCK_TOLERANCE_MS) return undefined
+    return { since: new Date(mtimeMs + this.#ttlMs).toISOString(), how: 'expired' }
+  }
+
+  /** A clean stop's mark: gone since it was written (the filesystem's clock). */
+  async #stopped(name: string): Promise<BoxGone | undefined> {
+    const st = await fs.stat(path.join(this.boxesDir, name)).catch(() => undefined)
+    // Removed meanwhile: the box came back.
+    if (st === undefined) return undefined
+    return { since: new Date(st.mtimeMs).toISOString(), how: 'stopped' }
+  }
+
+  /** Removes a gone box's summary and its stop mark (`fleet forget`); refuses a live box and an unknown one. */
+  async forgetBox(box: string, signal: AbortSignal): Promise<KeptBox> {
+    const name = `${box}.json`
+    if (!QUARANTINE_ID.test(name) || name.includes(TEMP_MARK)) throw errors.unknownBoxToForget(box)
+    const known = (await this.listKnownBoxes(signal)).find((b) => b.summary.box === box)
+    if (known === undefined) throw errors.unknownBoxToForget(box)
+    if (known.gone === undefined) throw errors.boxLive(box)
+    await fs.rm(path.join(this.boxesDir, name), { force: true })
+    await fs.rm(this.#stopMark(box), { force: true })
+    return known
   }
 
   /** Removes the records of these ids, then fsyncs the directory once. */

@@ -7,7 +7,7 @@
 // a box on a directory never loads the etcd client (nor undici, its HTTP
 // client), which would cost every start about 150 ms of CPU.
 import type { Config } from '../config.js'
-import type { BoxSummary } from '../domain/box-summary.js'
+import type { BoxSummary, KeptBox } from '../domain/box-summary.js'
 import type { DeployStore, LabelHolder, Logger } from '../domain/ports.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage, errors } from '../errors.js'
@@ -165,6 +165,13 @@ class ReopeningStore implements DeployStore {
 
   async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
     return (await (await this.#opened()).listBoxes?.(signal)) ?? []
+  }
+
+  async listKnownBoxes(signal: AbortSignal): Promise<KeptBox[]> {
+    const store = await this.#opened()
+    if (store.listKnownBoxes === undefined)
+      return (await store.listBoxes?.(signal))?.map((summary) => ({ summary })) ?? []
+    return store.listKnownBoxes(signal)
   }
 
   async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {

@@ -1,6 +1,8 @@
 // The fleet page: `GET /fleet`, one server-drawn HTML page of the whole
-// fleet as the deploy store holds it (design §6.3): the boxes, the rollout
-// in play with its waves, the intent history (fleet-view.ts draws them).
+// fleet as the deploy store holds it (design §6.3): the boxes, gone ones
+// kept, the rollout in play with its waves, the intent history
+// (fleet-view.ts draws them), laid out in one column that fits a
+// 1,280-pixel screen (fleet.css over the console's stylesheet).
 // It reads the store and changes nothing, so it takes no token, as the box
 // page takes none. No script: it reloads itself every 10 s.
 import { createHash } from 'node:crypto'
@@ -30,7 +32,10 @@ async function settle<T>(read: () => Promise<T>): Promise<Read<T>> {
 }
 
 export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = async (app, { store }) => {
-  const style = await readFile(new URL('./console-page/console.css', import.meta.url), 'utf8')
+  const [consoleStyle, fleetStyle] = await Promise.all(
+    ['console.css', 'fleet.css'].map((f) => readFile(new URL(`./console-page/${f}`, import.meta.url), 'utf8')),
+  )
+  const style = `${consoleStyle}\n${fleetStyle}`
   const policy = [
     "default-src 'none'",
     `style-src 'sha256-${createHash('sha256').update(style, 'utf8').digest('base64')}'`,
@@ -47,8 +52,9 @@ export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = asyn
         operationId: 'getFleetPage',
         summary: 'The fleet page',
         description:
-          'The whole fleet at a glance, read from the deploy store: every live box with its state against ' +
-          'the intent addressing it, the rollout in play with its waves and their progress, and the intent ' +
+          'The whole fleet at a glance, read from the deploy store: every box with its state against the ' +
+          'intent addressing it (a box whose agent is gone kept with its last summary), the rollout in play ' +
+          'with its waves, their progress, a stopped one’s cause and its deadline, and the intent ' +
           'records newest first. Drawn on the server, without JavaScript; it reloads itself every 10 s. ' +
           'Read-only, so it needs no token.',
         tags: ['console'],
@@ -74,8 +80,9 @@ export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = asyn
       const port = store.rollouts?.()
       const [boxes, records, rollout] = await Promise.all([
         settle(async () => {
+          if (store.listKnownBoxes !== undefined) return store.listKnownBoxes(signal)
           if (store.listBoxes === undefined) throw new Error(`${store.describe()} keeps no box summaries`)
-          return store.listBoxes(signal)
+          return (await store.listBoxes(signal)).map((summary) => ({ summary }))
         }),
         settle(() => store.list(signal)),
         port === undefined
@@ -89,7 +96,7 @@ export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = asyn
       const page = html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="refresh" content="10"><title>the fleet: layoutd</title><style>${trusted(style)}</style></head>
-<body><header><h1>layoutd <span class="box">the fleet</span></h1>
+<body class="fleet"><header><h1>layoutd <span class="box">the fleet</span></h1>
 <p class="links"><a href="/">this box</a> · <span>${store.describe()}</span></p></header>
 <main id="live">${fleetPart({ boxes, records, rollout, now: Date.now() })}</main>
 <footer><p>Read-only: this page changes nothing. It reloads itself every 10 s.</p></footer></body></html>`

@@ -1,10 +1,23 @@
 // What the fleet page shows (design §6.3, §7.6), drawn from what the deploy
-// store holds: every live box with its state against the intent
-// addressing it, the rollout in play with its waves and their progress,
-// and the intent records newest first, with who recorded each and why
-// when a record says. A part that could not be read says why, and the
-// others are still drawn. Pure: the same inputs draw the same markup.
-import { fleetView, summaryLine, type BoxSummary } from '../domain/box-summary.js'
+// store holds: every box with its state against the intent addressing it,
+// in the words `fleet status` uses (boxWord), a box whose agent is gone
+// kept with its last summary and since when, the rows by kind (deferred
+// apart from held, refused and failed) and how old each summary is; the
+// rollout in play with its waves and their progress, a stopped one's cause
+// and its wave's deadline; and the intent records newest first, with who
+// recorded each and why when a record says. A part that could not be read
+// says why, and the others are still drawn. Pure: the same inputs draw the
+// same markup.
+import {
+  boxWord,
+  deadlineAt,
+  fleetView,
+  howGone,
+  summaryLine,
+  type BoxGone,
+  type FleetRow,
+  type KeptBox,
+} from '../domain/box-summary.js'
 import { fleetRecords, progressLine, type BoxProgress, type RolloutRecord } from '../domain/rollout.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { html, type Html } from './console-html.js'
@@ -16,7 +29,8 @@ export const HISTORY_ROWS = 50
 export type Read<T> = { ok: true; value: T } | { ok: false; why: string }
 
 export interface FleetPageInput {
-  boxes: Read<BoxSummary[]>
+  /** Every box the store knows, the gone ones with since when. */
+  boxes: Read<KeptBox[]>
   records: Read<IntentRecord[]>
   /** undefined: the store keeps no rollouts (the directory store). */
   rollout: Read<{ record: RolloutRecord; progress: ReadonlyMap<string, BoxProgress> } | null> | undefined
@@ -25,27 +39,72 @@ export interface FleetPageInput {
 
 const failed = (what: string, why: string): Html => html`<p class="unreadable" role="alert">${what}: ${why}</p>`
 
-function boxesPart(boxes: BoxSummary[], records: IntentRecord[], now: number): Html {
-  const v = fleetView(boxes, records)
-  const rows = v.rows.map((r) => {
-    const s = r.summary
-    const n = (w: string) => s.counts[w] ?? 0
-    const stale = r.wants !== null && s.intent !== r.wants ? html` <small>(box read ${s.intent ?? 'none'})</small>` : ''
-    const at = s.leg.lastRunAt
-    return html`<tr class="state-${r.state}"><td class="host">${s.box}</td><td>${r.state}${
-      s.leg.running ? ' (running)' : ''
-    }</td><td class="mono">${r.wants ?? '-'}${stale}</td><td>${s.mode}</td><td>${n('nested')}</td><td>${n(
-      'flat',
-    )}</td><td>${n('fenced')}</td><td>${s.held}</td><td>${
-      at === null ? '-' : html`<time datetime="${at}">${relative(at, now)}</time>`
-    }</td><td>${s.version}</td></tr>`
-  })
-  return html`<section id="boxes"><h2>Boxes</h2><p class="summary">${summaryLine(v)}</p>
-<table><thead><tr><th>box</th><th>state</th><th>intent</th><th>mode</th><th>nested</th><th>flat</th><th>fenced</th>
-<th>held</th><th>last run</th><th>version</th></tr></thead><tbody>${rows}</tbody></table></section>`
+const when = (iso: string, now: number): Html =>
+  html`<time datetime="${iso}" title="${iso}">${relative(iso, now)}</time>`
+
+/** The box's word, as `fleet status` says it; a gone box's with since when and how. */
+function stateCell(r: FleetRow, now: number): Html {
+  const word = boxWord(r)
+  if (r.gone === null) return html`<td class="word-cell">${word}</td>`
+  return html`<td class="word-cell">${word} since ${when(r.gone.since, now)} <small>(${howGone(r.gone)})</small></td>`
 }
 
-function rolloutPart(input: FleetPageInput['rollout']): Html {
+function boxRow(r: FleetRow, now: number): Html {
+  const s = r.summary
+  const n = (w: string) => s.counts[w] ?? 0
+  const w = s.leg.withheld
+  const of = (k: 'deferred' | 'refused' | 'failed') => (w === undefined ? '-' : w[k])
+  const stale = r.wants !== null && s.intent !== r.wants ? html` <small>(box read ${s.intent ?? 'none'})</small>` : ''
+  const at = s.leg.lastRunAt
+  const word = boxWord(r).replace(' ', '-')
+  return html`<tr class="state-${r.state} word-${word}"><td class="host">${s.box}</td>${stateCell(r, now)}<td class="mono">${
+    r.wants ?? '-'
+  }${stale}</td><td>${s.mode}</td><td>${n('nested')}</td><td>${n('flat')}</td><td>${n('fenced')}</td><td>${of(
+    'deferred',
+  )}</td><td>${s.held}</td><td>${of('refused')}</td><td>${of('failed')}</td><td>${when(s.at, now)}</td><td>${
+    at === null ? '-' : when(at, now)
+  }</td><td>${s.version}</td></tr>`
+}
+
+function boxesPart(boxes: KeptBox[], records: IntentRecord[], now: number): Html {
+  const gone = new Map<string, BoxGone>()
+  for (const b of boxes) if (b.gone !== undefined) gone.set(b.summary.box, b.gone)
+  const v = fleetView(
+    boxes.map((b) => b.summary),
+    records,
+    [],
+    gone,
+  )
+  const needs = v.rows.filter((r) => r.needs !== null)
+  const needsList =
+    needs.length === 0
+      ? ''
+      : html`<ul class="needs">${needs.map(
+          (r) => html`<li><span class="host">${r.summary.box}</span> needs you: ${r.needs}</li>`,
+        )}</ul>`
+  return html`<section id="boxes"><h2>Boxes</h2><p class="summary">${summaryLine(v)}</p>${needsList}
+<div class="wide"><table><thead><tr><th>box</th><th>state</th><th>intent</th><th>mode</th><th>nested</th><th>flat</th>
+<th>fenced</th><th>deferred</th><th>held</th><th>refused</th><th>failed</th><th>summary</th><th>last run</th>
+<th>version</th></tr></thead><tbody>${v.rows.map((r) => boxRow(r, now))}</tbody></table></div></section>`
+}
+
+/** A stopped rollout's cause, and the open wave's deadline while it runs or is paused. */
+function causePart(r: RolloutRecord, now: number): Html | string {
+  // A reason is set only when the rollout stopped (paused, frozen, reverted, aborted).
+  const cause = r.reason !== '' ? html`<p class="cause" role="status"><b>${r.state}:</b> ${r.reason}</p>` : ''
+  const at = deadlineAt(r)
+  const deadline =
+    (r.state === 'running' || r.state === 'paused') && at !== null
+      ? html`<p class="deadline">Wave ${r.wave + 1}'s progress deadline: ${when(at, now)} (${
+          Date.parse(at) >= now ? 'time left' : 'passed'
+        }; ${Math.round(r.progressDeadlineMs / 1000)}s from the wave's opening${
+          r.state === 'paused' ? ', counted again from a resume' : ''
+        }).</p>`
+      : ''
+  return html`${cause}${deadline}`
+}
+
+function rolloutPart(input: FleetPageInput['rollout'], now: number): Html {
   if (input === undefined) return html`<section id="rollout"><h2>Rollout</h2><p>${ONE_BOX_STORE}</p></section>`
   if (!input.ok) return html`<section id="rollout"><h2>Rollout</h2>${failed('the rollout', input.why)}</section>`
   if (input.value === null)
@@ -62,11 +121,15 @@ function rolloutPart(input: FleetPageInput['rollout']): Html {
     }</td><td>${failedRows}</td><td>${state}</td><td><meter min="0" max="100" value="${pct}">${pct}%</meter></td></tr>`
   })
   const message = r.message === '' ? '' : html`: <q>${r.message}</q>`
-  return html`<section id="rollout"><h2>Rollout</h2><p class="summary state-${r.state}">${progressLine(r, progress)}</p>
-<p>Toward ${r.mode}, recorded ${r.recordedAt} by ${r.by}${message}; at most ${r.maxParallel} moving at once,
+  // The cause is said once, in its own paragraph below the line.
+  const line = progressLine(r, progress)
+  const cause = `: ${r.reason}`
+  const summary = r.reason !== '' && line.endsWith(cause) ? line.slice(0, -cause.length) : line
+  return html`<section id="rollout"><h2>Rollout</h2><p class="summary state-${r.state}">${summary}</p>
+${causePart(r, now)}<p>Toward ${r.mode}, recorded ${r.recordedAt} by ${r.by}${message}; at most ${r.maxParallel} moving at once,
 on failure ${r.onFailure}, up to ${r.maxFailedRows} failed rows a wave.</p>
-<table><thead><tr><th>wave</th><th>boxes</th><th>done</th><th>moving</th><th>failed rows</th><th>state</th>
-<th>progress</th></tr></thead><tbody>${waves}</tbody></table></section>`
+<div class="wide"><table><thead><tr><th>wave</th><th>boxes</th><th>done</th><th>moving</th><th>failed rows</th>
+<th>state</th><th>progress</th></tr></thead><tbody>${waves}</tbody></table></div></section>`
 }
 
 /** A field a record may carry beside the ones this build names (who recorded it and why, from newer builds). */
@@ -89,8 +152,8 @@ function historyPart(records: IntentRecord[]): Html {
   const more =
     records.length > HISTORY_ROWS ? html`<p>${records.length - HISTORY_ROWS} older records not shown.</p>` : ''
   return html`<section id="history"><h2>Intent history</h2><p>${records.length} records, newest first.</p>
-<table><thead><tr><th>id</th><th>mode</th><th>addresses</th><th>force</th><th>recorded</th><th>by</th><th>message</th>
-</tr></thead><tbody>${rows}</tbody></table>${more}</section>`
+<div class="wide"><table><thead><tr><th>id</th><th>mode</th><th>addresses</th><th>force</th><th>recorded</th><th>by</th>
+<th>message</th></tr></thead><tbody>${rows}</tbody></table></div>${more}</section>`
 }
 
 /** What the rollout part says on the directory store. */
@@ -111,5 +174,5 @@ export function fleetPart(input: FleetPageInput): Html {
   const history = records.ok
     ? historyPart(records.value)
     : html`<section id="history"><h2>Intent history</h2></section>`
-  return html`${recordsWarning}${boxesHtml}${rolloutPart(input.rollout)}${history}`
+  return html`${recordsWarning}${boxesHtml}${rolloutPart(input.rollout, now)}${history}`
 }

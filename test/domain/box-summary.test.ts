@@ -5,7 +5,9 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import {
   BoxSummary,
+  boxWord,
   fleetView,
+  rolloutStopped,
   needsPerson,
   sameSummary,
   summarize,
@@ -214,4 +216,63 @@ void test('needsPerson: only a box idle on its intent whose every row short of i
     'x',
   )
   assert.equal(needsPerson(deferring, 'i1'), null, 'a deferred row moves on its own')
+})
+
+void test('boxWord: one word for a box, the same in fleet status and on the fleet page', () => {
+  const records = [intent('i1')]
+  const held = summarize(report({ a: ['fenced', 'second name', 'second_name'] }), intent('i1'), '0.1.0', 'x')
+  const deferred = summarize(report({ a: ['flat', 'awake', 'awake_grace'] }), intent('i1'), '0.1.0', 'x')
+  const running = { ...deferred, box: 'web-03', leg: { ...deferred.leg, running: true } }
+  const done = summarize(report({ a: ['nested', ''] }), intent('i1'), '0.1.0', 'x')
+  const v = fleetView(
+    [
+      { ...held, box: 'web-01' },
+      { ...deferred, box: 'web-02' },
+      running,
+      { ...done, box: 'web-04' },
+      { ...done, box: 'web-05' },
+    ],
+    records,
+    [],
+    new Map([['web-05', { since: '2026-12-01T08:00:00.000Z', how: 'expired' as const }]]),
+  )
+  assert.deepEqual(
+    v.rows.map((r) => [r.summary.box, boxWord(r)]),
+    [
+      ['web-01', 'needs you'],
+      ['web-02', 'converging'],
+      ['web-03', 'running'],
+      ['web-05', 'gone'],
+      ['web-04', 'converged'],
+    ],
+  )
+  assert.equal(v.gone, 1)
+  assert.equal(v.allConverged, false, 'a gone box is not converged')
+  assert.match(summaryLine(v), /; 1 gone$/)
+  assert.equal(boxWord(fleetView([done], []).rows[0]!), 'no intent')
+})
+
+void test('rolloutStopped: paused, frozen or aborted, unless a newer fleet-wide record superseded it', () => {
+  const r = {
+    id: '20261201T000000.000Z-roll',
+    mode: 'nested' as const,
+    force: false,
+    waves: [['web-01']],
+    maxParallel: 1,
+    progressDeadlineMs: 1000,
+    onFailure: 'pause' as const,
+    maxFailedRows: 0,
+    state: 'paused' as const,
+    wave: 0,
+    waveOpenedAt: 'x',
+    reason: 'wave 1 failed',
+    recordedAt: 'x',
+    by: 'ops',
+    message: '',
+  }
+  assert.equal(rolloutStopped(r, []), 'rollout 20261201T000000.000Z-roll is paused: wave 1 failed')
+  assert.equal(rolloutStopped({ ...r, state: 'running' }, []), null)
+  assert.equal(rolloutStopped({ ...r, state: 'done' }, []), null)
+  assert.equal(rolloutStopped(r, [intent('20261202T000000.000Z-new')]), null, 'superseded')
+  assert.notEqual(rolloutStopped(r, [intent('20261202T000000.000Z-own', { box: 'web-01' })]), null)
 })

@@ -1,15 +1,29 @@
-// `layoutd fleet status [--json] [--wait [--timeout S]]` (design §7.3, §8):
-// every live box's summary against the intent addressing it; exit 0 only
-// when all have converged. The summaries come from the deploy store, shown
-// as a table with the boxes not yet converged first and a summary line, an
-// unreadable record named above it; the exit status lets a rollout script
-// wait on it (--wait reads again until then, the timeout, a box it saw
-// leaving before it converged, or what remains needing a person).
-import { fleetView, summaryLine, type FleetRow, type FleetView } from '../../domain/box-summary.js'
+// `layoutd fleet status [--json] [--wait [--timeout S] | --watch]` and
+// `layoutd fleet forget BOX [-m WHY]` (design §7.3, §8): every box's
+// summary against the intent addressing it, a box whose agent is gone
+// kept in view with its last summary until it comes back or is forgotten;
+// exit 0 only when all have converged and no rollout in play is stopped or
+// under way. The summaries come from the deploy store, shown as a table
+// (fleet-table.ts); the exit status lets a rollout script wait on it
+// (--wait reads again until then, the timeout, a box gone or seen leaving
+// before it converged, a rollout paused, frozen or aborted, or what
+// remains needing a person); --watch redraws it in place as `status
+// --watch` does.
+import {
+  boxWord,
+  fleetView,
+  howGone,
+  rolloutRunning,
+  rolloutStopped,
+  summaryLine,
+  type BoxGone,
+  type KeptBox,
+} from '../../domain/box-summary.js'
+import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
 import { fleetRecords } from '../../domain/rollout.js'
 import type { DeployStore } from '../../domain/ports.js'
-import { errors } from '../../errors.js'
+import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
 import {
   runGroup,
@@ -21,11 +35,14 @@ import {
   type CommandGroup,
   type Signature,
 } from '../command.js'
-import { formatTable } from '../table.js'
+import { formatFleet, type FleetRead } from '../fleet-table.js'
+import { printable } from '../../domain/printable.js'
 import { rolloutCommand } from './rollout.js'
+import { screenSize } from '../status-view.js'
 
 export const usage = `usage:
-  layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd fleet status [--json] [--wait [--timeout S] | --watch]
+  layoutd fleet forget BOX [-m WHY]
   layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
                         [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
   layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
@@ -33,15 +50,27 @@ export const usage = `usage:
 `
 
 const STATUS_USAGE = `usage:
-  layoutd fleet status [--json] [--wait [--timeout S]]
+  layoutd fleet status [--json] [--wait [--timeout S] | --watch]
 
-  every live box, the intent addressing it and whether it converged; exit 0
-  only when every live box has converged to it
-  --json       print {"boxes": [...], "converged", "converging", "held", "allConverged", "unreadable"}
-  --wait       read again every second until every live box has converged; exit 1 at once when
-               a box seen leaves before it converged, or when what remains needs a person
-               (held or refused rows, a kept journal, an unreadable record), naming each box and why
+  every box, the intent addressing it and its state (converged, converging, running, needs you, no intent,
+  unreadable, gone); exit 0 only when every box has converged to it and no rollout in play is stopped or
+  under way. A box whose agent is gone stays, with its last summary, until it is back or forgotten
+  --json       print {"boxes": [...], "converged", "converging", "held", "gone", "allConverged", "rollout", ...}
+  --wait       read again every second until every box has converged; exit 1 at once, naming each box and
+               why, when a box is gone or leaves before it converged, when the rollout in play is paused,
+               frozen or aborted, or when what remains needs a person (held or refused rows, a kept
+               journal, an unreadable record)
   --timeout S  give up waiting after S seconds (default 600), exit 1
+  --watch      the table, redrawn every 2 s in place on a terminal (a new copy on each change elsewhere);
+               Ctrl-C ends
+`
+
+const FORGET_USAGE = `usage:
+  layoutd fleet forget BOX [-m WHY]
+
+  forgets a box whose agent is gone (retired, renamed): its last summary leaves the fleet's view.
+  Refused while its agent is live, and for a box the store does not know
+  -m WHY       why, printed with what was forgotten
 `
 
 export const signature: Signature = { failures: 'layoutd fleet', usageErrors: 'layoutd fleet' }
@@ -50,11 +79,24 @@ export interface FleetIo extends CommandContext {
   /** The caller opens the store and closes it after the command. */
   store: DeployStore
   now?: () => number
-  /** Between two reads of --wait; default 1 s. */
+  /** Between two reads of --wait; default 1 s. Between two draws of --watch; default 2 s. */
   everyMs?: number
+  /** Stdout is a terminal: --watch redraws in place. */
+  tty?: boolean
+  /** The terminal's size, when it says it: --watch fits the table to it. */
+  size?: () => { rows: number; columns: number } | undefined
+  /** Calls redraw when the terminal is resized (SIGWINCH); answers how to stop. */
+  onResize?: (redraw: () => void) => () => void
+  /** Aborted when --watch should end (stdout's reader went away, Ctrl-C). */
+  stop?: AbortSignal
 }
 
-const STATUS_OPTIONS = { json: { type: 'boolean' }, wait: { type: 'boolean' }, timeout: { type: 'string' } } as const
+const STATUS_OPTIONS = {
+  json: { type: 'boolean' },
+  wait: { type: 'boolean' },
+  timeout: { type: 'string' },
+  watch: { type: 'boolean' },
+} as const
 
 const statusCommand: Command<typeof STATUS_OPTIONS, FleetIo> = {
   usage: STATUS_USAGE,
@@ -63,8 +105,20 @@ const statusCommand: Command<typeof STATUS_OPTIONS, FleetIo> = {
   run: (args: ParsedArgs<typeof STATUS_OPTIONS>, io: FleetIo) => fleetStatus(io, args.values),
 }
 
+const FORGET_OPTIONS = { message: { type: 'string', short: 'm' } } as const
+
+const forgetCommand: Command<typeof FORGET_OPTIONS, FleetIo> = {
+  usage: FORGET_USAGE,
+  options: FORGET_OPTIONS,
+  positionals: ['BOX'],
+  signature,
+  run: (args: ParsedArgs<typeof FORGET_OPTIONS>, io: FleetIo) =>
+    fleetForget(io, args.positionals[0] ?? '', args.values.message),
+}
+
 const SUBCOMMANDS: Record<string, Command<OptionsConfig, FleetIo>> = {
   status: statusCommand,
+  forget: forgetCommand,
   rollout: rolloutCommand,
 }
 
@@ -79,26 +133,55 @@ export function fleetCommand(argv: readonly string[], io: FleetIo): Promise<numb
   return runGroup(group, argv, io, (use) => use(io))
 }
 
-/** `layoutd fleet …` from the command line: opens the deploy store for the command. */
+/** `layoutd fleet …` from the command line: opens the deploy store for the command, with the terminal's say. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
-  return runGroup(group, argv, cli, withDeployStore(cli))
+  const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
+  return runGroup(group, argv, cli, (use) =>
+    withDeployStore(cli)((ctx) =>
+      use({
+        ...ctx,
+        tty,
+        size: () => screenSize(cli.stdout),
+        onResize: (redraw) => {
+          process.on('SIGWINCH', redraw)
+          return () => process.removeListener('SIGWINCH', redraw)
+        },
+        stop: cli.readerGone,
+      }),
+    ),
+  )
+}
+
+/** Every box the store knows, and since when each gone one is gone. */
+async function knownBoxes(store: DeployStore, signal: AbortSignal): Promise<KeptBox[]> {
+  if (store.listKnownBoxes !== undefined) return store.listKnownBoxes(signal)
+  if (store.listBoxes === undefined) throw new Error(`${store.describe()} keeps no box summaries`)
+  return (await store.listBoxes(signal)).map((summary) => ({ summary }))
 }
 
 /**
  * The fleet as the store says now. A record that cannot be read is named in the view, not thrown: the
  * table is what the operator needs to see then.
  */
-export async function readFleet(store: DeployStore): Promise<FleetView> {
-  if (store.listBoxes === undefined) throw new Error(`${store.describe()} keeps no box summaries`)
+export async function readFleet(store: DeployStore): Promise<FleetRead> {
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   const contents = store.inspect?.(signal) ?? store.list(signal).then((records) => ({ records, unreadable: [] }))
-  const [{ records, unreadable }, boxes, played] = await Promise.all([
+  const [{ records, unreadable }, known, rollout] = await Promise.all([
     contents,
-    store.listBoxes(signal),
+    knownBoxes(store, signal),
     rolloutInPlay(store, signal),
   ])
+  const gone = new Map<string, BoxGone>()
+  for (const b of known) if (b.gone !== undefined) gone.set(b.summary.box, b.gone)
   // A box that started in the rollout in play is on the rollout's intent, as its agent reads it (design §7.6).
-  return fleetView(boxes, fleetRecords(records, played?.record, played?.progress ?? new Map()), unreadable)
+  const judged = fleetRecords(records, rollout?.record, rollout?.progress ?? new Map())
+  const view = fleetView(
+    known.map((b) => b.summary),
+    judged,
+    unreadable,
+    gone,
+  )
+  return { view, records, rollout }
 }
 
 /** The rollout in play and its boxes' progress, on a store that keeps rollouts. */
@@ -110,80 +193,44 @@ async function rolloutInPlay(store: DeployStore, signal: AbortSignal) {
   return { record: current.record, progress: await port.progress(current.record.id, undefined, signal) }
 }
 
-/** How far a box's stamp may be ahead of this clock before it is said to be (two clocks never agree). */
-const CLOCK_TOLERANCE_MS = 10_000
-
-/** A time stamp as an age: `12s ago`, `4m ago`, `3h ago`; `-` for none; one ahead of this clock says so. */
-function ago(iso: string | null, now: number): string {
-  if (iso === null) return '-'
-  const ms = now - Date.parse(iso)
-  if (!Number.isFinite(ms)) return iso
-  if (ms < -CLOCK_TOLERANCE_MS) return `${span(-ms)} ahead of this clock`
-  const s = Math.max(0, Math.round(ms / 1000))
-  return `${span(s * 1000)} ago`
-}
-
-function span(ms: number): string {
-  const s = Math.round(ms / 1000)
-  return s < 120 ? `${s}s` : s < 7200 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`
-}
-
-const HEAD = ['BOX', 'INTENT', 'MODE', 'CONVERGED', 'NESTED', 'FLAT', 'FENCED', 'DEFERRED', 'HELD', 'REFUSED']
-
-function converged(r: FleetRow): string {
-  if (r.state === 'converged') return 'yes'
-  if (r.state === 'none') return 'no intent'
-  if (r.state === 'unreadable') return 'unreadable'
-  return r.summary.leg.running ? 'running' : r.needs !== null ? 'needs you' : 'no'
-}
-
-export function formatFleet(v: FleetView, now: number): string {
-  const rows = v.rows.map((r) => {
-    const s = r.summary
-    const intent = r.wants ?? '-'
-    const stale = r.wants !== null && s.intent !== r.wants ? ` (box read ${s.intent ?? 'none'})` : ''
-    const n = (w: string) => String(s.counts[w] ?? 0)
-    // A box of a build before `withheld` does not say: `-`.
-    const w = s.leg.withheld
-    return [
-      s.box,
-      `${intent}${stale}`,
-      s.mode,
-      converged(r),
-      n('nested'),
-      n('flat'),
-      n('fenced'),
-      w === undefined ? '-' : String(w.deferred),
-      String(s.held),
-      w === undefined ? '-' : String(w.refused),
-      ago(s.leg.lastRunAt, now),
-    ]
-  })
-  const above = v.unreadable.map(
-    (u) =>
-      `intent record ${u.id} cannot be read (${u.where}: ${u.why}): no box can read its intent until it is ` +
-      `quarantined (layoutd intent quarantine ${u.id} --record MODE --fleet)\n`,
-  )
-  const table = formatTable([...HEAD, 'LAST RUN'], rows)
-  const needs = v.rows.filter((r) => r.needs !== null).map((r) => `${r.summary.box} needs you: ${r.needs}\n`)
-  return `${above.join('')}${table}\n${summaryLine(v)}\n${needs.join('')}`
-}
-
-function toJson(v: FleetView): string {
-  const boxes = v.rows.map((r) => ({ ...r.summary, wants: r.wants, state: r.state, needs: r.needs }))
-  const { converged, converging, held, allConverged, fleetIntent, unreadable } = v
-  const out = { boxes, converged, converging, held, allConverged, fleetIntent, unreadable }
+function toJson(read: FleetRead): string {
+  const v = read.view
+  const boxes = v.rows.map((r) => ({
+    ...r.summary,
+    wants: r.wants,
+    state: r.state,
+    word: boxWord(r),
+    needs: r.needs,
+    gone: r.gone,
+  }))
+  const { converged, converging, held, gone, allConverged, fleetIntent, unreadable } = v
+  const r = read.rollout?.record
+  const rollout =
+    r === undefined ? null : { id: r.id, state: r.state, reason: r.reason, stopped: rolloutStopped(r, read.records) }
+  const out = { boxes, converged, converging, held, gone, allConverged, fleetIntent, unreadable, rollout }
   return `${JSON.stringify(out, null, 2)}\n`
 }
 
-/** Why --wait ends before every box converged: boxes seen that left unconverged, or what needs a person. */
-function waitEnds(v: FleetView, seen: Map<string, boolean>): string[] {
-  const live = new Set(v.rows.map((r) => r.summary.box))
+/**
+ * Why --wait ends before every box converged: boxes gone, or seen that left unconverged; a record that
+ * cannot be read; the rollout in play stopped; what needs a person.
+ */
+function waitEnds(read: FleetRead, seen: Map<string, boolean>): string[] {
+  const v = read.view
+  const listed = new Set(v.rows.map((r) => r.summary.box))
   const why: string[] = []
+  for (const r of v.rows)
+    if (r.gone !== null)
+      why.push(
+        `box ${r.summary.box} is gone since ${r.gone.since} (${howGone(r.gone)}): it does not converge ` +
+          `until its agent is back (\`layoutd fleet forget ${r.summary.box}\` once it is retired)`,
+      )
   for (const [box, done] of seen)
-    if (!done && !live.has(box))
+    if (!done && !listed.has(box))
       why.push(`box ${box} left before it converged (its summary is gone: its agent stopped or died)`)
   for (const u of v.unreadable) why.push(`intent record ${u.id} cannot be read (${u.where}: ${u.why})`)
+  const stopped = rolloutStopped(read.rollout?.record, read.records)
+  if (stopped !== null) why.push(`${stopped} (\`layoutd fleet rollout status\`)`)
   const waiting = v.rows.filter((r) => r.state === 'converging')
   // Only when nothing else is still on its way: a box still moving may clear what another waits on.
   if (waiting.length > 0 && waiting.every((r) => r.needs !== null))
@@ -192,37 +239,154 @@ function waitEnds(v: FleetView, seen: Map<string, boolean>): string[] {
   return why
 }
 
-async function fleetStatus(io: FleetIo, o: { json?: boolean; wait?: boolean; timeout?: string }): Promise<number> {
+/** Every box converged, and no rollout in play is under way or stopped. */
+function arrived(read: FleetRead): boolean {
+  const r = read.rollout?.record
+  return read.view.allConverged && !rolloutRunning(r, read.records) && rolloutStopped(r, read.records) === null
+}
+
+type StatusValues = ParsedArgs<typeof STATUS_OPTIONS>['values']
+
+function refuseMixed(o: StatusValues): void {
   if (o.timeout !== undefined && o.wait !== true) throw errors.usage('--timeout goes with --wait')
   if (o.timeout !== undefined && !/^[0-9]{1,6}$/.test(o.timeout))
     throw errors.usage(`--timeout ${JSON.stringify(o.timeout)}: a whole number of seconds, like 600`)
+  if (o.watch === true && (o.wait === true || o.json === true))
+    throw errors.usage('--watch goes alone: not with --wait or --json')
+}
+
+async function fleetStatus(io: FleetIo, o: StatusValues): Promise<number> {
+  refuseMixed(o)
+  if (o.watch === true) return fleetWatch(io)
   const now = io.now ?? (() => Date.now())
   const deadline = now() + Number(o.timeout ?? '600') * 1000
-  let v = await readFleet(io.store)
+  let read = await readFleet(io.store)
   const seen = new Map<string, boolean>()
-  let ended = waitEnds(v, seen)
+  let ended = waitEnds(read, seen)
   if (o.wait === true) {
     let said = ''
-    while (!v.allConverged && ended.length === 0 && now() < deadline) {
-      const line = `waiting: ${summaryLine(v)}\n`
+    while (!arrived(read) && ended.length === 0 && now() < deadline) {
+      const line = `waiting: ${summaryLine(read.view)}\n`
       // Progress on stderr, once per change: stdout stays the final answer.
       if (line !== said) io.stderr.write(line)
       said = line
       await new Promise((r) => setTimeout(r, io.everyMs ?? 1000))
-      v = await readFleet(io.store)
-      ended = waitEnds(v, seen)
+      read = await readFleet(io.store)
+      ended = waitEnds(read, seen)
     }
   }
-  io.stdout.write(o.json === true ? toJson(v) : formatFleet(v, now()))
+  io.stdout.write(o.json === true ? toJson(read) : formatFleet(read, now()))
   if (o.wait === true && ended.length > 0) {
     for (const why of ended) io.stderr.write(`${signature.failures}: ${why}\n`)
     return 1
   }
-  if (v.allConverged) return 0
-  const why =
-    v.rows.length === 0
-      ? 'no box has reported'
-      : `${v.rows.length - v.converged} of ${v.rows.length} boxes have not converged`
-  io.stderr.write(`${signature.failures}: ${why}${o.wait === true ? ` after waiting ${o.timeout ?? '600'}s` : ''}\n`)
+  if (arrived(read)) return 0
+  io.stderr.write(
+    `${signature.failures}: ${notThere(read)}${o.wait === true ? ` after waiting ${o.timeout ?? '600'}s` : ''}\n`,
+  )
   return 1
+}
+
+/** Why the fleet is not where it is headed (the exit status 1 of a status without --wait, or a timeout). */
+function notThere(read: FleetRead): string {
+  const v = read.view
+  if (v.rows.length === 0) return 'no box has reported'
+  if (!v.allConverged) return `${v.rows.length - v.converged} of ${v.rows.length} boxes have not converged`
+  const r = read.rollout?.record
+  return rolloutStopped(r, read.records) ?? `rollout ${r?.id ?? ''} is under way`
+}
+
+/** How often --watch reads the store again. */
+export const WATCH_EVERY_MS = 2_000
+
+/**
+ * Draws the table, then reads again every everyMs, as `status --watch` does (design §8): on a terminal
+ * the screen is redrawn in place every time (ages move on), fitted to its size and again when it is
+ * resized; elsewhere a new copy is printed only when the table changed. A store that stops answering is
+ * said plainly (since when, and why) above the last table read. Ends when io.stop aborts or on Ctrl-C.
+ */
+async function fleetWatch(io: FleetIo): Promise<number> {
+  const stop = new AbortController()
+  const end = () => stop.abort()
+  process.once('SIGINT', end)
+  io.stop?.addEventListener('abort', end, { once: true })
+  try {
+    await watchLoop(io, io.everyMs ?? WATCH_EVERY_MS, stop.signal)
+  } finally {
+    process.removeListener('SIGINT', end)
+    io.stop?.removeEventListener('abort', end)
+  }
+  return 0
+}
+
+async function watchLoop(io: FleetIo, everyMs: number, signal: AbortSignal): Promise<void> {
+  const now = io.now ?? (() => Date.now())
+  const tty = io.tty === true
+  let read: FleetRead | undefined
+  let readAt = 0
+  let trouble = ''
+  let troubleSince = 0
+  let last = ''
+  const draw = () => {
+    if (signal.aborted) return
+    const at = now()
+    const dead =
+      trouble === ''
+        ? ''
+        : `the deploy store is not answering since ${new Date(troubleSince).toISOString()}: ${printable(trouble)}\n` +
+          (read === undefined ? '' : `the fleet as read at ${new Date(readAt).toISOString()}:\n`)
+    const size = tty ? io.size?.() : undefined
+    const fit = size === undefined ? undefined : { ...size, rows: size.rows - (dead === '' ? 0 : 2) }
+    const page = read === undefined ? '' : formatFleet(read, trouble === '' ? at : readAt, fit)
+    // Elsewhere, a copy only when what was read changed: ages moving on do not make one.
+    const said = JSON.stringify([trouble, read?.view, read?.rollout?.record, [...(read?.rollout?.progress ?? [])]])
+    if (tty) io.stdout.write(`\x1b[H\x1b[2J${dead}${page}(every ${everyMs / 1000}s; Ctrl-C ends)\n`)
+    else if (said !== last) io.stdout.write(`--- ${new Date(at).toISOString()}\n${dead}${page}`)
+    last = said
+  }
+  const unhook = io.onResize?.(draw)
+  try {
+    while (!signal.aborted) {
+      try {
+        read = await readFleet(io.store)
+        readAt = now()
+        trouble = ''
+      } catch (err) {
+        const why = errorMessage(err)
+        if (why !== trouble) io.stderr.write(`${signature.failures}: ${printable(why)}\n`)
+        if (trouble === '') troubleSince = now()
+        trouble = why
+      }
+      draw()
+      await pause(everyMs, signal)
+    }
+  } finally {
+    unhook?.()
+  }
+}
+
+const pause = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms)
+    function done() {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+  })
+
+/** `fleet forget BOX [-m WHY]`: the store refuses a live box and an unknown one; nothing else is changed. */
+async function fleetForget(io: FleetIo, given: string, why: string | undefined): Promise<number> {
+  const box = given.toLowerCase()
+  const bad = hostError(box)
+  if (bad !== null) throw errors.invalidBoxLabel(given, bad)
+  if (io.store.forgetBox === undefined) throw new Error(`${io.store.describe()} keeps no box summaries`)
+  const kept = await io.store.forgetBox(box, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  const gone = kept.gone === undefined ? '' : ` (gone since ${kept.gone.since}, ${howGone(kept.gone)})`
+  io.stdout.write(
+    `forgot box ${box}${gone}; its last summary was from ${kept.summary.at}` +
+      `${why === undefined || why === '' ? '' : `: ${why}`}\n`,
+  )
+  return 0
 }

@@ -28,6 +28,7 @@ import {
   wantsColour,
   whatToDo,
   type Paint,
+  screenSize,
 } from '../status-view.js'
 
 export const usage = `usage:
@@ -378,11 +379,6 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
       : formatReport(report, ctx.now(), ctx.paint, { problems: v.problems === true }),
   )
   return v.check === true ? checkRows(report, ctx.stderr) : 0
-}
-
-function screenSize(stream: NodeJS.WritableStream): ScreenSize | undefined {
-  const { rows, columns } = stream as { rows?: number; columns?: number }
-  return rows !== undefined && columns !== undefined && rows > 0 && columns > 0 ? { rows, columns } : undefined
 }
 
 /** The scope status runs in: the configuration loaded now, the streams, colour by the rule. */

@@ -1,14 +1,19 @@
 // The boxes' summaries and labels in etcd (design §7.3, §7.5): one lease
 // per agent, kept alive a third of its TTL apart, carrying two small keys,
 // <root>labels/<box> (who holds the label: box, data root, pid, host) and
-// <root>boxes/<box> (the summary), so a box that dies disappears when its
-// lease expires. A summary is put only while the label is on this agent's
+// <root>boxes/<box> (the summary), so a box that dies leaves the live set
+// when its lease expires. Beside it, unleased, <root>boxes-kept/<box> keeps
+// the last summary, put in the same transaction (so only when the summary
+// changes, never on a keep-alive), and since when the box is gone: marked by
+// its agent at a clean stop, or by the first reader to find its lease
+// expired. It stays until the box comes back or `fleet forget` removes it,
+// so a dead box never vanishes from the fleet's view. A summary is put only while the label is on this agent's
 // lease; a lease etcd no longer knows (the agent was cut off past its TTL)
 // is granted again and the label taken again, unless another agent has it
 // by then: this one then stops publishing and says so. This file owns the
 // lease and the keys; the store hands it the gateway.
 import { Value } from '../../domain/typebox.js'
-import { BoxSummary } from '../../domain/box-summary.js'
+import { BoxSummary, KeptBox } from '../../domain/box-summary.js'
 import type { Clock, LabelHolder, Logger } from '../../domain/ports.js'
 import { errorMessage, errors } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
@@ -24,6 +29,8 @@ export interface EtcdBoxesOptions {
   gateway: Gateway
   /** The summaries' prefix, ending in `/`. */
   prefix: string
+  /** The kept last summaries' prefix (unleased), ending in `/`. */
+  keptPrefix: string
   /** The labels' prefix (leased keys, who holds each label now). */
   labelPrefix: string
   /** The last holders' prefix (kept until a clean stop: how a takeover is told). */
@@ -33,12 +40,19 @@ export interface EtcdBoxesOptions {
   logger: Logger | undefined
 }
 
+/** A summary as put: its leased key and value, and its kept copy's. */
+interface Published {
+  key: string
+  value: string
+  kept: { key: string; value: string }
+}
+
 export class EtcdBoxes {
   readonly #o: EtcdBoxesOptions
   /** The lease this agent's summary lives on, once granted. */
   #lease: string | undefined
-  /** The last summary put, put again on a new lease. */
-  #value: { key: string; value: string } | undefined
+  /** The last summary put, put again on a new lease, and its kept copy (unleased). */
+  #value: Published | undefined
   #renewal: (() => void) | undefined
   #renewing = false
   /** The last summary given is in etcd (its put succeeded). */
@@ -59,7 +73,12 @@ export class EtcdBoxes {
     if (this.#lost) return
     if (!Value.Check(BoxSummary, summary))
       throw new Error(`refusing to publish an invalid box summary: ${schemaErrors(BoxSummary, summary)}`)
-    this.#value = { key: b64(`${this.#o.prefix}${summary.box}`), value: b64(`${JSON.stringify(summary)}\n`) }
+    const kept: KeptBox = { summary }
+    this.#value = {
+      key: b64(`${this.#o.prefix}${summary.box}`),
+      value: b64(`${JSON.stringify(summary)}\n`),
+      kept: { key: b64(`${this.#o.keptPrefix}${summary.box}`), value: b64(`${JSON.stringify(kept)}\n`) },
+    }
     this.#written = false
     // Renewals start whatever the put does: a failed one is put again by the next.
     this.#schedule()
@@ -167,23 +186,25 @@ export class EtcdBoxes {
     if (this.#value === v) this.#written = true
   }
 
-  async #guardedPut(v: { key: string; value: string }, signal: AbortSignal): Promise<void> {
+  async #guardedPut(v: Published, signal: AbortSignal): Promise<void> {
+    // The kept copy goes with the summary, in one transaction: one write per change of the summary.
+    const puts = () => [{ request_put: { key: v.key, value: v.value, lease: this.#lease } }, { request_put: v.kept }]
     const label = this.#label
     if (label === undefined) {
-      await this.#o.gateway.call('/v3/kv/put', { ...v, lease: this.#lease }, TxnResponse, signal)
+      await this.#o.gateway.call('/v3/kv/txn', { compare: [], success: puts(), failure: [] }, TxnResponse, signal)
       return
     }
-    const txn = {
+    const txn = () => ({
       compare: [{ key: label.key, target: 'LEASE', result: 'EQUAL', lease: this.#lease }],
-      success: [{ request_put: { ...v, lease: this.#lease } }],
+      success: puts(),
       failure: [],
-    }
-    const { value } = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    })
+    const { value } = await this.#o.gateway.call('/v3/kv/txn', txn(), TxnResponse, signal)
     if (value.succeeded === true) return
     // The label is not on this lease: it went with an expired lease, or another agent holds it.
     await this.#renewLease(signal)
     if (this.#lost) return
-    const again = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    const again = await this.#o.gateway.call('/v3/kv/txn', txn(), TxnResponse, signal)
     if (again.value.succeeded !== true) throw new Error(`the box label is not on this agent's lease after taking it`)
   }
 
@@ -271,24 +292,147 @@ export class EtcdBoxes {
     }
   }
 
-  /** Stops renewing and revokes the lease (best effort): a box that stops cleanly leaves at once. */
+  /**
+   * Stops renewing and revokes the lease (best effort): a box that stops cleanly leaves the live set at once,
+   * its kept summary marked gone since now, stopped.
+   */
   async close(signal: AbortSignal): Promise<void> {
     this.#renewal?.()
     this.#renewal = undefined
     const lease = this.#lease
     this.#lease = undefined
     const label = this.#label
+    const stopped = this.#stoppedPut()
     if (label !== undefined && !this.#lost) {
       // A clean stop is no takeover: the last holder goes with this agent's label, if it is still ours.
       const txn = {
         compare: [{ key: label.holderKey, target: 'VALUE', result: 'EQUAL', value: label.value }],
-        success: [{ request_delete_range: { key: label.holderKey } }],
+        success: [{ request_delete_range: { key: label.holderKey } }, ...stopped],
         failure: [],
       }
+      await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal).catch(() => undefined)
+    } else if (label === undefined && stopped.length > 0) {
+      const txn = { compare: [], success: stopped, failure: [] }
       await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal).catch(() => undefined)
     }
     if (lease === undefined) return
     await this.#o.gateway.call('/v3/lease/revoke', { ID: lease }, LeaseGrantResponse, signal).catch(() => undefined)
+  }
+
+  /** The put of the kept summary marked gone since now, stopped; none when nothing was published. */
+  #stoppedPut(): Array<{ request_put: { key: string; value: string } }> {
+    const v = this.#value
+    if (v === undefined || this.#lost) return []
+    const kept = JSON.parse(Buffer.from(v.kept.value, 'base64').toString('utf8')) as KeptBox
+    const since = new Date(this.#o.clock.now()).toISOString()
+    const value: KeptBox = { summary: kept.summary, gone: { since, how: 'stopped' } }
+    return [{ request_put: { key: v.kept.key, value: b64(`${JSON.stringify(value)}\n`) } }]
+  }
+
+  /**
+   * Every box etcd knows, sorted by label (design §7.3): the live summaries and the kept ones, read in one
+   * transaction (one revision). A kept box with no live summary is gone: since when its kept copy says, or,
+   * the first time a reader finds its lease expired, since now, marked (best effort: guarded on the kept
+   * copy as read and the box still not live, so a box that came back meanwhile is never marked).
+   */
+  async listKnown(signal: AbortSignal): Promise<KeptBox[]> {
+    const { prefix, keptPrefix, gateway } = this.#o
+    const range = (p: string) => ({ request_range: { key: b64(p), range_end: prefixEnd(p) } })
+    const txn = { compare: [], success: [range(prefix), range(keptPrefix)], failure: [] }
+    const { value } = await gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    const [liveRange, keptRange] = value.responses ?? []
+    const live = new Map<string, BoxSummary>()
+    for (const kv of liveRange?.response_range?.kvs ?? []) {
+      const summary = this.#summaryOf(kv.key, kv.value)
+      live.set(summary.box, summary)
+    }
+    const out = new Map<string, KeptBox>([...live].map(([box, summary]) => [box, { summary }]))
+    const now = new Date(this.#o.clock.now()).toISOString()
+    const marks: Array<Promise<void>> = []
+    for (const kv of keptRange?.response_range?.kvs ?? []) {
+      const kept = this.#keptOf(kv.key, kv.value)
+      if (live.has(kept.summary.box)) continue
+      if (kept.gone === undefined) {
+        kept.gone = { since: now, how: 'expired' }
+        marks.push(this.#markGone(kept, kv.mod_revision ?? '0', signal))
+      }
+      out.set(kept.summary.box, kept)
+    }
+    await Promise.all(marks)
+    return [...out.values()].sort((a, b) =>
+      a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0,
+    )
+  }
+
+  /** Puts the gone mark on a kept summary while it is as read and its box not live; a failure is logged. */
+  async #markGone(kept: KeptBox, modRevision: string, signal: AbortSignal): Promise<void> {
+    const { prefix, keptPrefix, gateway, logger } = this.#o
+    const box = kept.summary.box
+    const key = b64(`${keptPrefix}${box}`)
+    const txn = {
+      compare: [
+        { key, target: 'MOD', result: 'EQUAL', mod_revision: modRevision },
+        { key: b64(`${prefix}${box}`), target: 'CREATE', result: 'EQUAL', create_revision: '0' },
+      ],
+      success: [{ request_put: { key, value: b64(`${JSON.stringify(kept)}\n`) } }],
+      failure: [],
+    }
+    // A reader without write access still shows the box gone, since its own look.
+    await gateway.call('/v3/kv/txn', txn, TxnResponse, signal).catch((err: unknown) => {
+      logger?.warn(
+        { box, err },
+        `etcd deploy store: box ${box} is gone; its mark was not written: ${errorMessage(err)}`,
+      )
+    })
+  }
+
+  /**
+   * Removes a gone box's kept summary (`fleet forget`), in one transaction guarded on the box not being live.
+   * Throws `box_live` while it is, `unknown_box` when etcd knows no such box.
+   */
+  async forget(box: string, signal: AbortSignal): Promise<KeptBox> {
+    const { prefix, keptPrefix, gateway } = this.#o
+    const key = b64(`${keptPrefix}${box}`)
+    const liveKey = b64(`${prefix}${box}`)
+    const txn = {
+      compare: [{ key: liveKey, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+      success: [{ request_range: { key } }, { request_delete_range: { key } }],
+      failure: [{ request_range: { key: liveKey } }],
+    }
+    const { value } = await gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    if (value.succeeded !== true) throw errors.boxLive(box)
+    const kv = value.responses?.[0]?.response_range?.kvs?.[0]
+    if (kv === undefined) throw errors.unknownBoxToForget(box)
+    return this.#keptOf(kv.key, kv.value)
+  }
+
+  /** A live summary's key-value, checked; throws naming the key. */
+  #summaryOf(b64key: string, b64value: string | undefined): BoxSummary {
+    const { prefix } = this.#o
+    const key = Buffer.from(b64key, 'base64').toString('utf8')
+    const parsed = parseJson(`box summary etcd ${key}`, b64value)
+    if (!Value.Check(BoxSummary, parsed))
+      throw new Error(`box summary etcd ${key}: not a box summary: ${schemaErrors(BoxSummary, parsed)}`)
+    if (`${prefix}${parsed.box}` !== key)
+      throw new Error(
+        `box summary etcd ${key}: holds box ${JSON.stringify(parsed.box)}, so its key must be ${prefix}${parsed.box}`,
+      )
+    return parsed
+  }
+
+  /** A kept summary's key-value, checked; throws naming the key. */
+  #keptOf(b64key: string, b64value: string | undefined): KeptBox {
+    const { keptPrefix } = this.#o
+    const key = Buffer.from(b64key, 'base64').toString('utf8')
+    const parsed = parseJson(`kept box summary etcd ${key}`, b64value)
+    if (!Value.Check(KeptBox, parsed))
+      throw new Error(`kept box summary etcd ${key}: not a kept summary: ${schemaErrors(KeptBox, parsed)}`)
+    if (`${keptPrefix}${parsed.summary.box}` !== key)
+      throw new Error(
+        `kept box summary etcd ${key}: holds box ${JSON.stringify(parsed.summary.box)}, ` +
+          `so its key must be ${keptPrefix}${parsed.summary.box}`,
+      )
+    return parsed
   }
 
   /** Every live box's summary, sorted by label. A malformed one throws naming its key. */
@@ -300,24 +444,17 @@ export class EtcdBoxes {
       RangeResponse,
       signal,
     )
-    const out: BoxSummary[] = []
-    for (const kv of value.kvs ?? []) {
-      const key = Buffer.from(kv.key, 'base64').toString('utf8')
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(utf8.decode(Buffer.from(kv.value ?? '', 'base64')))
-      } catch (err) {
-        throw new Error(`box summary etcd ${key}: not JSON: ${errorMessage(err)}`, { cause: err })
-      }
-      if (!Value.Check(BoxSummary, parsed))
-        throw new Error(`box summary etcd ${key}: not a box summary: ${schemaErrors(BoxSummary, parsed)}`)
-      if (`${prefix}${parsed.box}` !== key)
-        throw new Error(
-          `box summary etcd ${key}: holds box ${JSON.stringify(parsed.box)}, so its key must be ${prefix}${parsed.box}`,
-        )
-      out.push(parsed)
-    }
+    const out = (value.kvs ?? []).map((kv) => this.#summaryOf(kv.key, kv.value))
     return out.sort((a, b) => (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
+  }
+}
+
+/** A value as JSON; throws naming what it is when it is not. */
+function parseJson(what: string, b64value: string | undefined): unknown {
+  try {
+    return JSON.parse(utf8.decode(Buffer.from(b64value ?? '', 'base64')))
+  } catch (err) {
+    throw new Error(`${what}: not JSON: ${errorMessage(err)}`, { cause: err })
   }
 }
 

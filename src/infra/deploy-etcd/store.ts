@@ -22,7 +22,7 @@ import { systemClock } from '../../domain/ports.js'
 import { IntentRecord } from '../../domain/schemas.js'
 import { MAX_RECORD_BYTES } from '../deploy-dir.js'
 import { schemaErrors } from '../schema-errors.js'
-import type { BoxSummary } from '../../domain/box-summary.js'
+import type { BoxSummary, KeptBox } from '../../domain/box-summary.js'
 import { BOX_TTL_MS, EtcdBoxes } from './boxes.js'
 import { EtcdRollouts, rolloutPrefixFor } from './rollout.js'
 import type { EtcdCredentials } from './credentials.js'
@@ -39,6 +39,14 @@ export const BOX_PREFIX = '/carlos/layout/boxes/'
  */
 export function boxPrefixFor(prefix: string): string {
   return siblingPrefix(prefix, 'boxes')
+}
+
+/**
+ * The kept last summaries' prefix beside an intents' prefix: `…/intents/` gives `…/boxes-kept/`, outside
+ * the range of `…/boxes/`, which stays the live set (leased keys only).
+ */
+export function keptBoxPrefixFor(prefix: string): string {
+  return siblingPrefix(prefix, 'boxes-kept')
 }
 
 /** A prefix beside the intents' one: `…/intents/` gives `…/<name>/`, `/test/x/` gives `/test/x-<name>/`. */
@@ -115,6 +123,7 @@ export class EtcdDeployStore implements DeployStore {
     this.#boxes = new EtcdBoxes({
       gateway: this.#gateway,
       prefix: boxPrefixFor(this.prefix),
+      keptPrefix: keptBoxPrefixFor(this.prefix),
       labelPrefix: siblingPrefix(this.prefix, 'labels'),
       holderPrefix: siblingPrefix(this.prefix, 'label-holders'),
       ttlMs: opts.boxTtlMs ?? BOX_TTL_MS,
@@ -169,6 +178,14 @@ export class EtcdDeployStore implements DeployStore {
 
   listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
     return this.#boxes.list(signal)
+  }
+
+  listKnownBoxes(signal: AbortSignal): Promise<KeptBox[]> {
+    return this.#boxes.listKnown(signal)
+  }
+
+  forgetBox(box: string, signal: AbortSignal): Promise<KeptBox> {
+    return this.#boxes.forget(box, signal)
   }
 
   claimLabel(holder: LabelHolder, signal: AbortSignal): Promise<void> {

@@ -1,7 +1,7 @@
 // `layoutd fleet status` against the real etcd (design §7.3): --wait fails,
-// naming the box, when a box it saw leaves (its lease gone) before it
-// converged, where it used to exit 0 once the dead box's lease expired; and
-// the table is shown with an unreadable record named above it.
+// naming the box, when a box it waits on is gone (its agent stopped, or its
+// lease expired), the box kept in the table as gone; and the table is shown
+// with an unreadable record named above it.
 import assert from 'node:assert/strict'
 import path from 'node:path'
 import { test } from 'node:test'
@@ -27,7 +27,7 @@ function summary(box: string, intent: string, converged: boolean, counts: Record
   }
 }
 
-void test('fleet status --wait on etcd: a box whose lease goes before it converged fails the wait, named', async (t) => {
+void test('fleet status --wait on etcd: a box whose agent goes before it converged fails the wait, named', async (t) => {
   const reader = etcd.storeFor(t)
   const config = loadConfig({
     CARLOS_DEPLOYMENT_ETCD: etcd.server.url,
@@ -54,7 +54,8 @@ void test('fleet status --wait on etcd: a box whose lease goes before it converg
   await web2.store.close()
   const code = await waiting
   assert.equal(code, 1, out.text())
-  assert.match(err.text(), /box web-02 left before it converged/)
+  assert.match(err.text(), /box web-02 is gone since \S+ \(its agent stopped\)/)
+  assert.match(out.text(), /^web-02 +\S+ +flat +gone /m)
 
   // A record that cannot be read: the table still, the record named above it.
   await etcd.server.put(`${reader.prefix}29990101T000000.000Z-bad`, 'garbage')
