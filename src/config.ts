@@ -11,6 +11,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { durationMs } from './domain/duration.js'
 import { hostError } from './domain/hostname.js'
+import { placeableBuild } from './domain/release.js'
 import { errors } from './errors.js'
 
 /** One variable: where it comes from, its default, and how its text becomes a value. */
@@ -80,33 +81,6 @@ function etcdUser(v: string, env: string): string {
   if (v !== '' && !/^[\x21-\x7e]{1,128}$/.test(v))
     throw refused(env, v, 'an etcd user name: 1 to 128 visible ASCII characters, no space')
   return v
-}
-
-/** One number of a version: 0, or digits without a leading zero. */
-const BUILD_NUMBER = '(0|[1-9][0-9]*)'
-/** Dot-separated identifiers, as a pre-release or build metadata is: `rc.1`, `meta`. */
-const BUILD_IDENTIFIERS = String.raw`[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*`
-/**
- * A release number as the deployment stamps it: v0.25.0, 0.25.0, v0.25.0-rc.1, v0.25.0+meta (the layout
- * floor's rule, design §5.2).
- */
-const BUILD_VERSION = new RegExp(
-  String.raw`^v?${BUILD_NUMBER}\.${BUILD_NUMBER}\.${BUILD_NUMBER}(-${BUILD_IDENTIFIERS})?(\+${BUILD_IDENTIFIERS})?$`,
-)
-
-/**
- * The running platform build: a version, a commit id (7 to 40 hex digits,
- * as git abbreviates it) or `dev`. Anything else is a typo the layout floor
- * would silently let through (a build it cannot place passes), so it is
- * refused, naming the forms it takes.
- */
-function buildStamp(v: string, env: string): string {
-  if (v === '' || v === 'dev' || BUILD_VERSION.test(v) || /^[0-9a-f]{7,40}$/.test(v)) return v
-  throw refused(
-    env,
-    v,
-    'a version like v0.25.0 (or 0.25.0, v0.25.0-rc.1), a commit id of 7 to 40 lower-case hex digits, or dev',
-  )
 }
 
 /** The one duration rule (src/domain/duration.ts): `500ms`, `5s`, `10m`, `1h`, above zero; in milliseconds. */
@@ -233,11 +207,12 @@ export const ENVIRONMENT = {
     'Where flat sockets live; default <data>/run.',
     absolute,
   ),
+  // Never refused: a build the floor cannot place passes it (design §5.2), and configWarnings names it.
   build: variable(
     'CARLOS_BUILD',
     '',
     'The running platform build, stamped by the deployment: a version (v0.25.0), a commit id, or dev.',
-    buildStamp,
+    text,
   ),
   // Not refused here: an invalid value is reported by the layout default's rule (design §5).
   layoutDefault: variable(
@@ -382,6 +357,20 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   }
   checkEtcdAccess(config as Config, environ)
   return config as Config
+}
+
+/**
+ * What a start says of values it takes but doubts, one line each: a
+ * CARLOS_BUILD the layout floor cannot place passes the floor (design
+ * §5.2) and is served as given in build_info, so a mis-tagged build never
+ * takes a box down; the warning is how an operator learns of it.
+ */
+export function configWarnings(config: Pick<Config, 'build'>): string[] {
+  if (placeableBuild(config.build)) return []
+  return [
+    `CARLOS_BUILD=${shown(config.build)} cannot be placed against the layout floor ` +
+      '(a version like v0.25.0, a commit id of 7 to 40 lower-case hex digits, or dev); it passes the floor as given',
+  ]
 }
 
 /**

@@ -7,7 +7,7 @@ import type { FastifyListenOptions } from 'fastify'
 import { Server as NetServer, type AddressInfo, type Socket as NetSocket } from 'node:net'
 import { hostname } from 'node:os'
 import type { App } from './app.js'
-import type { Config } from './config.js'
+import { configWarnings, type Config } from './config.js'
 import type { DeployStore } from './domain/ports.js'
 import { AppError, errorMessage, errors } from './errors.js'
 import type { AgentLock } from './infra/agent-lock.js'
@@ -151,18 +151,21 @@ function sayToken(logger: AppLogger, token: AgentToken): void {
 /**
  * The lines a start begins with: the socket systemd passed, one warning per
  * set CARLOS_* variable layoutd does not read (a close slip of one it does
- * was refused), a slower converge, the loop's scheduling.
+ * was refused), one per value taken but doubted (configWarnings), a slower
+ * converge, the loop's scheduling.
  */
 function sayHowItStarts(
   logger: AppLogger,
   socket: InheritedSocket | null,
   { unknownVariables = [] }: ServeOptions,
+  config: Config,
   converge: Parameters<typeof warnOfSlowerConverge>[1],
 ): void {
   if (socket !== null)
     logger.info({ socket: socket.address, name: socket.name }, 'layoutd: serving on the socket systemd passed')
   for (const name of unknownVariables)
     logger.warn({ variable: name }, `layoutd: ${name} is set but is no layoutd variable; it is ignored`)
+  for (const warning of configWarnings(config)) logger.warn({ build: config.build }, `layoutd: ${warning}`)
   warnOfSlowerConverge(logger, converge)
   sayLoopScheduling(logger)
 }
@@ -304,7 +307,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
   const logger = createLogger(config.logLevel)
   // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
   const socket = inheritedSocket()
-  sayHowItStarts(logger, socket, opts, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
+  sayHowItStarts(logger, socket, opts, config, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
   if (refusesToListen(config, logger, socket)) return 1
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.

@@ -35,6 +35,17 @@ export function parseRelease(s: string): Release | null {
   return { major, minor, patch, pre: m[4] ?? '' }
 }
 
+/**
+ * Whether the floor can place build (design §5.2): unset, a release number,
+ * a commit id (7 to 40 lower-case hex digits, as git abbreviates it) or
+ * `dev` are the forms a deployment stamps. Anything else (`v0.25`,
+ * `2024.06.01`, `release-0.25`) passes the floor as any build it cannot
+ * place does, and is worth a warning: it may be a release mis-tagged.
+ */
+export function placeableBuild(build: string): boolean {
+  return build === '' || build === 'dev' || parseRelease(build) !== null || /^[0-9a-f]{7,40}$/.test(build)
+}
+
 /** Orders two releases by major.minor.patch; pre-release and build metadata are not compared. */
 export function compareCore(a: Release, b: Release): number {
   return Math.sign(a.major - b.major) || Math.sign(a.minor - b.minor) || Math.sign(a.patch - b.patch)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { belowFloor, LAYOUT_FLOOR, parseRelease } from '../../src/domain/release.js'
+import { belowFloor, LAYOUT_FLOOR, parseRelease, placeableBuild } from '../../src/domain/release.js'
 
 void describe('release.LayoutFloor', () => {
   void it('is v0.25.0, the first release on which nested instances wake', () => {
@@ -70,5 +70,12 @@ void describe('release.BelowFloor', () => {
   void it('parses the parts of a release', () => {
     assert.deepEqual(parseRelease('v1.2.3-rc.4+x'), { major: 1, minor: 2, patch: 3, pre: 'rc.4' })
     assert.equal(parseRelease('v99999999999999999999.0.0'), null)
+  })
+
+  void it('places unset, a release, a commit id and dev; nothing else', () => {
+    for (const build of ['', 'dev', 'v0.25.0', '0.24.9', 'v0.25.0-rc.1', 'deadbee', 'a'.repeat(40)])
+      assert.equal(placeableBuild(build), true, build)
+    for (const build of ['v0.25', '2024.06.01', 'release-0.25', 'latest', 'abc12', 'DEADBEEF'])
+      assert.equal(placeableBuild(build), false, build)
   })
 })

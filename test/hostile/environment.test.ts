@@ -13,6 +13,7 @@ import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/finge
 import { ended, spawnGroup } from '../helpers/child.js'
 import { Sink } from '../helpers/sink.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
+import { packageVersion } from '../../src/package-version.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 
@@ -212,6 +213,22 @@ void test('serve with a misspelt variable: exit 1 naming it and the variable mea
     .find((l) => l.includes('"variable":"CARLOS_FROBNICATE"'))
   assert.match(line ?? '', /"level":40/, 'a warning')
   assert.match(line ?? '', /CARLOS_FROBNICATE is set but is no layoutd variable/)
+})
+
+void test('serve with a CARLOS_BUILD the floor cannot place: a warning, and build_info carries it', async (t) => {
+  const sb = await makeSandbox(await tmpDir(t, 'layoutd-hostile-'), 'kass-1')
+  const agent = await AgentProcess.start(sb, { env: { CARLOS_BUILD: 'release-0.25' } })
+  t.after(() => agent.stop())
+  await agent.waitReady()
+  const version = await packageVersion()
+  assert.equal(await agent.metric(`carlos_layout_build_info{version="${version}",build="release-0.25"}`), 1)
+  await until('the warning', () => /"build":"release-0.25"/.test(agent.tail()))
+  const line = agent
+    .tail()
+    .split('\n')
+    .find((l) => l.includes('"build":"release-0.25"'))
+  assert.match(line ?? '', /"level":40/, 'a warning')
+  assert.match(line ?? '', /CARLOS_BUILD=release-0\.25 cannot be placed against the layout floor/)
 })
 
 void test('a second serve on the same data root refuses to start, naming the holder', async (t) => {
