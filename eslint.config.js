@@ -50,7 +50,7 @@ const layering = [
     files: ['src/domain/**/*.ts'],
     forbidden: [
       reaching(
-        ['infra', 'routes', 'agent', 'cli'],
+        ['infra', 'routes', 'agent', 'cli', 'metrics'],
         ['server', 'app', 'main', 'config', 'metrics', 'agent-api', 'logger', 'openapi'],
       ),
     ],
@@ -68,7 +68,8 @@ const layering = [
       'fastify',
     ],
     message:
-      'layering (docs/architecture.md): src/domain imports nothing from src/infra, src/routes, src/agent, src/cli or the ' +
+      'layering (docs/architecture.md): src/domain imports nothing from src/infra, src/routes, src/agent, src/cli, ' +
+      'src/metrics or the ' +
       'entry points, of the top-level files only src/errors.ts, and does no I/O; name what it needs in src/domain/ports.ts.',
   }),
   layer({
@@ -84,6 +85,13 @@ const layering = [
     message:
       'layering (docs/architecture.md): src/infra knows no route, no part of the agent and no command; ' +
       'an adapter implements a port of src/domain/ports.ts and is handed in by src/server.ts.',
+  }),
+  layer({
+    files: ['src/metrics/**/*.ts'],
+    forbidden: [reaching(['infra', 'routes', 'agent', 'cli'], ['server', 'app', 'main'])],
+    message:
+      'layering (docs/architecture.md): src/metrics defines and keeps the series; it takes its label values from ' +
+      'src/domain and imports no adapter, route, part of the agent or command: they call it.',
   }),
 ]
 

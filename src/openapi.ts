@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url'
 import type { AgentApi } from './agent-api.js'
 import { buildApp } from './app.js'
 import { createLogger } from './logger.js'
-import { Metrics } from './metrics.js'
+import { Metrics } from './metrics/metrics.js'
 
 // Schema-only stand-in: the document needs the routes registered, never
 // called. The app built around it is never listened on.

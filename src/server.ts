@@ -298,7 +298,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     import('./infra/registry.js'),
     import('./infra/agent-lock.js'),
     import('./logger.js'),
-    import('./metrics.js'),
+    import('./metrics/metrics.js'),
     import('./infra/failpoint.js'),
     import('./package-version.js'),
     import('./infra/fsutil.js'),

@@ -18,7 +18,7 @@ import { openDeployStore } from '../../src/infra/deploy-store.js'
 import { edgeReloader } from '../../src/infra/edge.js'
 import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import { freePort, sandboxEnv, type Sandbox } from '../../test/helpers/agent-process.js'
 
 /** What a check asks of the agent it started, in a process of its own or in this one. */

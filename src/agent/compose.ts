@@ -16,10 +16,10 @@ import { layoutDirectory } from '../infra/layout-dir.js'
 import { Pass } from '../infra/pass/pass.js'
 import { AGENT_BUSY_TIMEOUT_MS, type Registry } from '../infra/registry.js'
 import { WakeClaims } from '../infra/wake-claims.js'
-import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics.js'
+import type { Metrics, RecoveryAction as RecoveryLabel } from '../metrics/metrics.js'
 import { Agent } from './agent.js'
 import type { PassFactory } from './parts.js'
-import { RolloutMetrics } from '../rollout-metrics.js'
+import { RolloutMetrics } from '../metrics/rollout-metrics.js'
 import { RolloutAwareStore } from './rollout-store.js'
 
 export interface AgentAdapters {

@@ -8,7 +8,7 @@ import { loadLayoutIntent } from '../domain/intent.js'
 import { validMode } from '../domain/modes.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
 import type { IntentRecord } from '../domain/schemas.js'
-import type { Metrics } from '../metrics.js'
+import type { Metrics } from '../metrics/metrics.js'
 import { PeriodicRead } from './periodic-read.js'
 
 /** The log line of a read that failed. */

@@ -14,7 +14,7 @@ import type { ReportFigures } from '../domain/report-feed.js'
 import type { LegRun } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 import type { Isolation } from '../infra/isolation.js'
-import type { Metrics } from '../metrics.js'
+import type { Metrics } from '../metrics/metrics.js'
 
 /** What every reading of the intent needs: whose it is, and what stands in when none is recorded. */
 export function intentInputs(config: Config, gate: Isolation | null): { box: string } & DefaultInputs {

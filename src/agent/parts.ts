@@ -8,7 +8,7 @@ import type { Clock, DeployStore, LayoutDirectory, LayoutPass, Logger } from '..
 import type { Isolation } from '../infra/isolation.js'
 import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
-import type { Metrics } from '../metrics.js'
+import type { Metrics } from '../metrics/metrics.js'
 
 /**
  * Builds the pass once start-up has swept the claims and read its intent;

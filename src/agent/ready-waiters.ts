@@ -7,7 +7,7 @@ import type { GateAnswer } from '../agent-api.js'
 import type { FenceTable } from '../domain/fence.js'
 import { NOT_YET } from '../domain/gate-state.js'
 import { errors } from '../errors.js'
-import type { Metrics } from '../metrics.js'
+import type { Metrics } from '../metrics/metrics.js'
 
 /** The most requests that may wait for one host, and for all hosts; beyond them a wait is `too_many_waiters`. */
 export const MAX_WAITERS_PER_HOST = 64

@@ -13,7 +13,7 @@ import { filesTarget, lookFits, type FilesLook, type FilesTarget } from '../doma
 import { judgeWake, NO_ACTIVATOR, type FilesSeen, type WakeFacts, type WakeVerdict } from '../domain/wake-verdict.js'
 import { HostSlots } from '../infra/instance-keys.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
-import type { Metrics, WakeClaimResult } from '../metrics.js'
+import type { Metrics, WakeClaimResult } from '../metrics/metrics.js'
 
 export interface WakeDeskDeps {
   claims: WakeClaims

@@ -23,6 +23,25 @@ export function validMode(m: unknown): m is Mode {
 /** What Classify answers for an instance-kind row, in order of precedence. */
 export type RowLayout = 'fenced' | 'conflict' | 'foreign' | 'nested' | 'flat' | 'external'
 
+// Records keyed by the union make the compiler refuse a missing member, so
+// a new layout or mode cannot silently lack its place in these lists.
+export const ROW_LAYOUTS = Object.keys({
+  fenced: true,
+  conflict: true,
+  foreign: true,
+  nested: true,
+  flat: true,
+  external: true,
+} satisfies Record<RowLayout, true>) as RowLayout[]
+
+export const REPORT_MODES = Object.keys({
+  flat: true,
+  nested: true,
+  none: true,
+  unreadable: true,
+  unmanaged: true,
+} satisfies Record<ReportMode, true>) as ReportMode[]
+
 /** The outcomes of one host's run through the pass (design §3). */
 export type Outcome = 'unchanged' | 'moved' | 'deferred' | 'held' | 'refused' | 'failed' | 'recovered' | 'released'
 

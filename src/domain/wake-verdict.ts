@@ -13,7 +13,16 @@ import type { Route } from './schemas.js'
 export const NO_ACTIVATOR = 'no activator is armed on this box (CARLOS_ACTIVATOR=none): nothing wakes through layoutd'
 
 /** How a refusal is counted (the claim metric's result label). */
-export type WakeRefusalKind = 'not_ready' | 'unknown_host' | 'held' | 'fenced' | 'conflict' | 'gate_shut' | 'files'
+export const WAKE_REFUSAL_KINDS = [
+  'fenced',
+  'held',
+  'conflict',
+  'not_ready',
+  'gate_shut',
+  'unknown_host',
+  'files',
+] as const
+export type WakeRefusalKind = (typeof WAKE_REFUSAL_KINDS)[number]
 
 export interface WakeGrantPaths {
   host: string

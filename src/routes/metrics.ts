@@ -2,7 +2,7 @@
 // own registry, never the process-global one.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
-import type { Metrics } from '../metrics.js'
+import type { Metrics } from '../metrics/metrics.js'
 import { commonErrors, parserErrors } from './error-envelope.js'
 
 export interface MetricsRoutesOptions {

@@ -8,7 +8,7 @@ import pino from 'pino'
 import { IntentPoller } from '../../src/agent/intent-poller.js'
 import type { DeployStore } from '../../src/domain/ports.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import { deferred, FakeClock, intent } from '../domain/fakes.js'
 import { until } from '../helpers/until.js'
 

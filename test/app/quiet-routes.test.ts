@@ -7,7 +7,7 @@ import { Writable } from 'node:stream'
 import { test } from 'node:test'
 import { buildApp } from '../../src/app.js'
 import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import { authorise, TEST_TOKEN } from '../helpers/authorised.js'
 import { build, FakeAgent, HOST } from '../helpers/fake-agent.js'
 

@@ -16,7 +16,7 @@ import { DirDeployStore } from '../../src/infra/deploy-dir.js'
 import type { SelfCheckFs } from '../../src/infra/isolation.js'
 import { Registry } from '../../src/infra/registry.js'
 import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import { authorise, TEST_TOKEN, type Inject } from './authorised.js'
 import { tmpDir, type Scope } from './tmp.js'
 

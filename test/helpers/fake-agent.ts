@@ -10,7 +10,7 @@ import type { HostMint } from '../../src/domain/mint.js'
 import type { Mode } from '../../src/domain/modes.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
 import { createLogger } from '../../src/logger.js'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import type { AgentIdentity } from '../../src/routes/agent-identity.js'
 import { authorise, TEST_TOKEN, type Inject } from './authorised.js'
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { Metrics } from '../../src/metrics.js'
+import { Metrics } from '../../src/metrics/metrics.js'
 import { ended, spawnGroup } from '../helpers/child.js'
 import { build, HOST } from '../helpers/fake-agent.js'
 

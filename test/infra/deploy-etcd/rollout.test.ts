@@ -16,7 +16,7 @@ import { SimFleet, movesBroken } from '../../helpers/sim-fleet.js'
 import { until } from '../../helpers/until.js'
 import { live, memLogger, useSharedEtcd } from './fixtures.js'
 import { Registry } from 'prom-client'
-import { RolloutMetrics } from '../../../src/rollout-metrics.js'
+import { RolloutMetrics } from '../../../src/metrics/rollout-metrics.js'
 
 const shared = useSharedEtcd()
 

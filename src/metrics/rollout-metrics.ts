@@ -3,7 +3,7 @@
 // registry. Only an agent whose store keeps rollouts (etcd) has them. A
 // paused rollout (a failed wave, a passed deadline) is what to alert on.
 import { Gauge, type Registry } from 'prom-client'
-import { ROLLOUT_STATES, type RolloutRecord } from './domain/rollout.js'
+import { ROLLOUT_STATES, type RolloutRecord } from '../domain/rollout.js'
 
 const PREFIX = 'carlos_layout_'
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Histogram, Registry } from 'prom-client'
-import { HttpHistogram } from '../src/http-histogram.js'
+import { HttpHistogram } from '../../src/metrics/http-histogram.js'
 
 const BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600]
 const LABELS = ['method', 'route', 'status'] as const

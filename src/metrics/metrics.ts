@@ -1,0 +1,214 @@
+// The agent's Prometheus metrics (design §9), on a registry of its own: two
+// agents in one test process never share a series, and nothing reaches the
+// global default registry. Each metric is made from its line of the one
+// table (definitions.ts); every label value comes from a closed set, so no
+// label can ever carry a hostname and a bad caller cannot explode the series
+// count.
+import { Registry, collectDefaultMetrics } from 'prom-client'
+import { DEFAULT_BLOCKS, type DefaultBlock } from '../domain/layout-default.js'
+import {
+  MODES,
+  OUTCOMES,
+  REPORT_MODES,
+  ROW_LAYOUTS,
+  type Mode,
+  type Outcome,
+  type ReportMode,
+  type RowLayout,
+} from '../domain/modes.js'
+import { WAKE_REFUSAL_KINDS, type WakeRefusalKind } from '../domain/wake-verdict.js'
+import { counter, gauge, histogram, METRICS, nameOf } from './definitions.js'
+import { HttpHistogram } from './http-histogram.js'
+import { OpsMetrics } from './ops-metrics.js'
+
+/** How a read of the deploy store for this box's intent ended. */
+export type IntentReadResult = 'recorded' | 'none' | 'unreadable'
+export const INTENT_READ_RESULTS: readonly IntentReadResult[] = ['recorded', 'none', 'unreadable']
+
+/** How a wake claim (`POST /wakes/:host`) was answered: granted, the refusal's kind (wake-verdict.ts), or an error. */
+export type WakeClaimResult = 'granted' | WakeRefusalKind | 'error'
+export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = ['granted', ...WAKE_REFUSAL_KINDS, 'error']
+
+/** What start-up recovery did with a journal (design §4). */
+export type RecoveryAction = 'redone' | 'rolled_back' | 'committed' | 'finished' | 'kept_fenced'
+export const RECOVERY_ACTIONS: readonly RecoveryAction[] = [
+  'redone',
+  'rolled_back',
+  'committed',
+  'finished',
+  'kept_fenced',
+]
+
+/** The route label of a request that matched no route: the raw URL never becomes a label. */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+export class Metrics {
+  readonly registry = new Registry()
+  /** The operator's gauges (build, gate checks, last clean run, intent readable), on the same registry. */
+  readonly ops = new OpsMetrics(this.registry)
+
+  readonly #rows = gauge(this.registry, METRICS.rows)
+  readonly #intentMode = gauge(this.registry, METRICS.intentMode)
+  readonly #defaultApplied = gauge(this.registry, METRICS.defaultApplied)
+  readonly #defaultBlocked = gauge(this.registry, METRICS.defaultBlocked)
+  readonly #legRuns = counter(this.registry, METRICS.legRuns)
+  readonly #legRunSeconds = histogram(this.registry, METRICS.legRunSeconds)
+  readonly #readyWaiters = gauge(this.registry, METRICS.readyWaiters)
+  readonly #legRunning = gauge(this.registry, METRICS.legRunning)
+  readonly #legNextRetry = gauge(this.registry, METRICS.legNextRetry)
+  readonly #moves = counter(this.registry, METRICS.moves)
+  readonly #moveSeconds = histogram(this.registry, METRICS.moveSeconds)
+  readonly #deferredHosts = gauge(this.registry, METRICS.deferredHosts)
+  readonly #heldHosts = gauge(this.registry, METRICS.heldHosts)
+  readonly #needingOperator = gauge(this.registry, METRICS.needingOperator)
+  /** The codes rows_needing_operator has exported since start: each stays, at 0 once none is left. */
+  readonly #operatorCodes = new Set<string>()
+  readonly #intentReads = counter(this.registry, METRICS.intentReads)
+  readonly #wakeClaims = counter(this.registry, METRICS.wakeClaims)
+  readonly #recoveredJournals = counter(this.registry, METRICS.recoveredJournals)
+  readonly #httpSeconds = new HttpHistogram({
+    name: nameOf(METRICS.httpSeconds),
+    help: METRICS.httpSeconds.help,
+    labelNames: METRICS.httpSeconds.labelNames,
+    buckets: METRICS.httpSeconds.buckets,
+    registers: [this.registry],
+  })
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry })
+    // These three are gauges named like counters, which promtool's lint
+    // refuses; the same counts stay exported by type as nodejs_active_*.
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
+      this.registry.removeSingleMetric(name)
+    }
+    // Zero series from the start: a rate() over a counter that appears only
+    // at its first increment misses that increment.
+    for (const layout of ROW_LAYOUTS) this.#rows.set({ layout }, 0)
+    for (const mode of REPORT_MODES) this.#intentMode.set({ mode }, 0)
+    for (const to of MODES) for (const outcome of OUTCOMES) this.#moves.inc({ to, outcome }, 0)
+    for (const result of INTENT_READ_RESULTS) this.#intentReads.inc({ result }, 0)
+    for (const result of WAKE_CLAIM_RESULTS) this.#wakeClaims.inc({ result }, 0)
+    for (const action of RECOVERY_ACTIONS) this.#recoveredJournals.inc({ action }, 0)
+    this.#defaultApplied.set(0)
+    this.setDefaultBlocked('')
+    this.#legRunning.set(0)
+    this.#deferredHosts.set(0)
+    this.#heldHosts.set(0)
+  }
+
+  /** The rows by layout; a layout missing from `counts` is 0. */
+  setRows(counts: Partial<Record<RowLayout, number>>): void {
+    for (const layout of ROW_LAYOUTS) this.#rows.set({ layout }, counts[layout] ?? 0)
+  }
+
+  setIntentMode(current: ReportMode): void {
+    for (const mode of REPORT_MODES) this.#intentMode.set({ mode }, mode === current ? 1 : 0)
+  }
+
+  setDefaultApplied(applied: boolean): void {
+    this.#defaultApplied.set(applied ? 1 : 0)
+  }
+
+  /** What blocks the nested default, or '' when nothing does: 1 for that one, 0 for the rest. */
+  setDefaultBlocked(blockedBy: DefaultBlock | ''): void {
+    for (const by of DEFAULT_BLOCKS) this.#defaultBlocked.set({ by }, by === blockedBy ? 1 : 0)
+  }
+
+  setLegRunning(running: boolean): void {
+    this.#legRunning.set(running ? 1 : 0)
+  }
+
+  /** When the retry timer runs the pass again (ms since the epoch), or null for none. */
+  setNextRetry(atMs: number | null): void {
+    this.#legNextRetry.set(atMs === null ? 0 : atMs / 1000)
+  }
+
+  /** A run of the pass finished after `seconds`. */
+  legRun(seconds: number): void {
+    this.#legRuns.inc()
+    this.#legRunSeconds.observe(seconds)
+  }
+
+  /**
+   * One host's outcome toward `to`. `seconds` is given when files were
+   * actually at stake (fenced and moved, failed or recovered); a host
+   * skipped or deferred without a fence has no move to time.
+   */
+  observeMove(to: Mode, outcome: Outcome, seconds?: number): void {
+    this.#moves.inc({ to, outcome })
+    if (seconds !== undefined) this.#moveSeconds.observe(seconds)
+  }
+
+  setDeferredHosts(n: number): void {
+    this.#deferredHosts.set(n)
+  }
+
+  setHeldHosts(n: number): void {
+    this.#heldHosts.set(n)
+  }
+
+  /**
+   * The rows a person must act on, by reason code. The codes are the closed
+   * set of reason codes; only those seen get a series, so a box that never
+   * had one exports none rather than one for every code.
+   */
+  setRowsNeedingOperator(byCode: Readonly<Record<string, number>>): void {
+    for (const code of Object.keys(byCode)) this.#operatorCodes.add(code)
+    for (const reason of this.#operatorCodes) this.#needingOperator.set({ reason }, byCode[reason] ?? 0)
+  }
+
+  intentRead(result: IntentReadResult): void {
+    this.#intentReads.inc({ result })
+  }
+
+  /** How many `GET /ready/:host?wait=` requests wait now. */
+  setReadyWaiters(n: number): void {
+    this.#readyWaiters.set(n)
+  }
+
+  wakeClaim(result: WakeClaimResult): void {
+    this.#wakeClaims.inc({ result })
+  }
+
+  recoveredJournal(action: RecoveryAction): void {
+    this.#recoveredJournals.inc({ action })
+  }
+
+  /**
+   * One HTTP request. `route` is the route pattern (`/ready/:host`) or
+   * UNMATCHED_ROUTE, never the URL: the series are a closed set, each found
+   * by one key, its labels checked once when it is made.
+   */
+  observeHttp(method: string, route: string, status: number, seconds: number): void {
+    const key = `${method} ${status} ${route}`
+    if (this.#httpSeconds.observe(key, seconds)) return
+    this.#httpSeconds.open(key, { method, route, status: String(status) })
+    this.#httpSeconds.observe(key, seconds)
+  }
+
+  get contentType(): string {
+    return this.registry.contentType
+  }
+
+  /** The exposition text Prometheus scrapes. */
+  /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
+  #beforeScrape: (() => Promise<void>) | undefined
+
+  /**
+   * fn runs before each scrape, so a gauge reads what the agent knows now
+   * rather than what the last run left (design §9): a row the CLI added
+   * shows at the next scrape. A failure leaves the gauges as they were.
+   */
+  beforeScrape(fn: () => Promise<void>): void {
+    this.#beforeScrape = fn
+  }
+
+  async text(): Promise<string> {
+    await this.#beforeScrape?.().catch(() => undefined)
+    return this.registry.metrics()
+  }
+}
