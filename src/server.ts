@@ -300,7 +300,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     import('./logger.js'),
     import('./metrics/metrics.js'),
     import('./infra/failpoint.js'),
-    import('./package-version.js'),
+    import('./infra/package-version.js'),
     import('./infra/fsutil.js'),
     import('./infra/pass/c-walk.js'),
   ])

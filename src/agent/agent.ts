@@ -23,7 +23,7 @@ import {
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { hostFiles } from '../infra/host-files.js'
-import { packageVersion } from '../package-version.js'
+import { packageVersion } from '../infra/package-version.js'
 import { BoxPublisher } from './box-publisher.js'
 import { IntentPoller, POLL_FAILED } from './intent-poller.js'
 import { InstanceKeys } from './instance-key-backfill.js'

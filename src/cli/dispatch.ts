@@ -59,7 +59,7 @@ export async function dispatch(argv: readonly string[], cli: Cli): Promise<numbe
       cli.stdout.write(USAGE)
       return 0
     case '--version': {
-      const { packageVersion } = await import('../package-version.js')
+      const { packageVersion } = await import('../infra/package-version.js')
       cli.stdout.write(`${await packageVersion()}\n`)
       return 0
     }

@@ -13,7 +13,7 @@ import { assertUnchanged, fingerprint, type Fingerprint } from '../helpers/finge
 import { ended, spawnGroup } from '../helpers/child.js'
 import { Sink } from '../helpers/sink.js'
 import { addFlat, converge, fileScope, hostileBox, recordIntent, report } from './box.js'
-import { packageVersion } from '../../src/package-version.js'
+import { packageVersion } from '../../src/infra/package-version.js'
 import { tmpDir } from '../helpers/tmp.js'
 import { until } from '../helpers/until.js'
 

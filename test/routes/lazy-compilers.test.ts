@@ -4,7 +4,7 @@
 // serialized by its schema.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { lazyCompilers } from '../../src/lazy-compilers.js'
+import { lazyCompilers } from '../../src/routes/lazy-compilers.js'
 
 const AJV = { customOptions: { removeAdditional: false, coerceTypes: false }, plugins: [] }
 

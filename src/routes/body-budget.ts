@@ -6,7 +6,7 @@
 // connection closed; what it held is given back at once.
 import { Transform, type Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { errors } from './errors.js'
+import { errors } from '../errors.js'
 
 /** The default budget: sixteen of the largest body (PUT /wakes, 1 MiB) at once. */
 export const DEFAULT_BODY_BUDGET = 16 * 1024 * 1024

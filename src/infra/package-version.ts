@@ -3,8 +3,8 @@
 import { readFile } from 'node:fs/promises'
 
 export async function packageVersion(): Promise<string> {
-  // Compiled to <outDir>/src/package-version.js, two levels under the repository root.
-  const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  // Compiled to <outDir>/src/infra/package-version.js, three levels under the repository root.
+  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as {
     version?: unknown
   }
   if (typeof pkg.version !== 'string') throw new Error('package.json has no version')
