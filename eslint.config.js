@@ -50,7 +50,7 @@ const layering = [
     files: ['src/domain/**/*.ts'],
     forbidden: [
       reaching(
-        ['infra', 'routes', 'agent', 'cli', 'metrics'],
+        ['infra', 'routes', 'agent', 'cli', 'metrics', 'report'],
         ['server', 'app', 'main', 'config', 'metrics', 'agent-api', 'logger', 'openapi'],
       ),
     ],
@@ -69,7 +69,7 @@ const layering = [
     ],
     message:
       'layering (docs/architecture.md): src/domain imports nothing from src/infra, src/routes, src/agent, src/cli, ' +
-      'src/metrics or the ' +
+      'src/metrics, src/report or the ' +
       'entry points, of the top-level files only src/errors.ts, and does no I/O; name what it needs in src/domain/ports.ts.',
   }),
   layer({
@@ -81,10 +81,20 @@ const layering = [
   }),
   layer({
     files: ['src/infra/**/*.ts'],
-    forbidden: [reaching(['routes', 'agent', 'cli'], ['server', 'app', 'main'])],
+    forbidden: [reaching(['routes', 'agent', 'cli', 'report'], ['server', 'app', 'main'])],
     message:
-      'layering (docs/architecture.md): src/infra knows no route, no part of the agent and no command; ' +
+      'layering (docs/architecture.md): src/infra knows no route, no part of the agent, no command and not the report; ' +
       'an adapter implements a port of src/domain/ports.ts and is handed in by src/server.ts.',
+  }),
+  // The report sits between the rules and those who serve it: built from
+  // the domain's words, read by the routes, the agent (the row gauges, the
+  // box's summary) and /metrics; it opens nothing itself.
+  layer({
+    files: ['src/report/**/*.ts'],
+    forbidden: [reaching(['infra', 'routes', 'agent', 'cli'], ['server', 'app', 'main'])],
+    message:
+      'layering (docs/architecture.md): src/report builds the report from src/domain and is read by the routes, ' +
+      'the agent and /metrics; it imports no adapter from src/infra, no route, no part of the agent and no command.',
   }),
   layer({
     files: ['src/metrics/**/*.ts'],

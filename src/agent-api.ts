@@ -5,7 +5,7 @@ import type { Static } from 'typebox'
 import type { GateState } from './domain/gate-state.js'
 import type { HostMint } from './domain/mint.js'
 import type { Mode } from './domain/modes.js'
-import type { ReportFigurer, ReportInputs } from './domain/report-feed.js'
+import type { ReportFigurer, ReportInputs } from './report/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { ReasonCode } from './domain/reason-codes.js'
 

@@ -19,7 +19,7 @@ import {
   type ReportFigures,
   type ReportInputs,
   type SummaryAsk,
-} from '../domain/report-feed.js'
+} from '../report/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { hostFiles } from '../infra/host-files.js'
@@ -35,7 +35,7 @@ import { readinessOf } from './readiness.js'
 import { ReadyWaiters } from './ready-waiters.js'
 import { lookAtFiles } from '../infra/row-files.js'
 import { FileLooks } from './file-looks.js'
-import { ReportView, type ReportPass } from './report-view.js'
+import { ReportView, type ReportPass } from '../report/report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
 export class Agent implements AgentApi {

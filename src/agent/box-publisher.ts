@@ -7,7 +7,7 @@
 import { sameSummary, type BoxSummary } from '../domain/box-summary.js'
 import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
-import type { ReportFigures, SummaryAsk } from '../domain/report-feed.js'
+import type { ReportFigures, SummaryAsk } from '../report/report-feed.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 

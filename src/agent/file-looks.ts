@@ -10,7 +10,7 @@ import { filesTarget, filesWhy, lookFits, type FilesLook, type FilesTarget } fro
 import type { Route } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 import { lookAtAll } from '../infra/row-files.js'
-import type { ReportPass } from './report-view.js'
+import type { ReportPass } from '../report/report-view.js'
 
 export interface FileLooksDeps {
   dirs: Dirs

@@ -1,6 +1,7 @@
 // The fence (design §1, §3 step 3): hosts the activator must not wake,
 // because their files are moving or a refused move holds them down, and
 // the view of wake claims the pass needs to decide whether a host is awake.
+import { why, type Why } from './reason-codes.js'
 
 /**
  * The activator's wake claims, as the pass sees them. The agent backs
@@ -116,4 +117,9 @@ export class FenceTable {
   hosts(): string[] {
     return [...this.#gen.keys()].sort()
   }
+}
+
+/** A held host's reason: the hold's code, with the refusal it carries. */
+export function heldDown(hold: Why): Why {
+  return why(hold.code, `held down after a refused move to nested: ${hold.reason}`)
 }

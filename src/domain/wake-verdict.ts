@@ -5,7 +5,7 @@
 // a look at the row's files found.
 import { activatorManaged, external, type Dirs } from './paths.js'
 import type { IsolationGate, LayoutPass, RowsSnapshot } from './ports.js'
-import { heldDown } from './report.js'
+import { heldDown } from './fence.js'
 import { why, type ReasonCode, type Why } from './reason-codes.js'
 import { filesTarget, filesWhy, lookFits, type FilesLook } from './row-files.js'
 import type { Route } from './schemas.js'

@@ -14,7 +14,7 @@ import { fill, html, trusted, type Html } from './console-html.js'
 import type { PageAsk, ReportThread } from './report-thread.js'
 import { filterForm, livePart, ROW_WORDS, type ConsoleQuery } from './console-view.js'
 import { commonErrors } from './error-envelope.js'
-import { etagOf } from './layout.js'
+import { etagOf } from '../report/etag.js'
 
 export interface ConsoleRoutesOptions {
   api: AgentApi

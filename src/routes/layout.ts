@@ -7,12 +7,13 @@ import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
 import { errorMessage, errors } from '../errors.js'
-import { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
+import { LegRun, LegState } from '../domain/schemas.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
-import { reportJson } from './report-json.js'
-import { inTurns, legAndRunPieces } from './run-json.js'
+import { etagMatches, etagOf } from '../report/etag.js'
+import { reportJson, StatusBody } from '../report/report-json.js'
+import { inTurns, legAndRunPieces } from '../report/run-json.js'
 import type { ReportThread } from './report-thread.js'
-import type { ReportInputs } from '../domain/report-feed.js'
+import type { ReportInputs } from '../report/report-feed.js'
 
 /** The longest a `converge?wait=1` holds its request, in seconds. */
 export const MAX_WAIT_S = 600
@@ -76,30 +77,6 @@ const MintQuery = Type.Object({
     }),
   ),
 })
-
-// The report's tag is its version (design §6.2): a strong validator,
-// since one version is one report and so one body, and a console polling
-// the report gets 304 until anything in it changes, with nothing built or
-// hashed to tell.
-export function etagOf(tag: string): string {
-  return `"${tag}"`
-}
-
-// If-None-Match compares weakly (RFC 9110 §13.1.2), so a W/ prefix the
-// client or a proxy added still matches.
-function etagMatches(header: string | undefined, etag: string): boolean {
-  if (header === undefined) return false
-  // A console polling sends back the one tag it was given.
-  if (header === etag) return true
-  if (header.trim() === '*') return true
-  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)
-}
-
-/** The status route's 200: the report with its leg. */
-export const StatusBody = Type.Object(
-  { ...LayoutReport.properties, leg: LegState },
-  { additionalProperties: false, description: 'The report, with its ETag.' },
-)
 
 /** The app a route of this family is registered on, typed by its schemas. */
 type LayoutApp = Parameters<FastifyPluginCallbackTypebox<LayoutRoutesOptions>>[0]

@@ -17,7 +17,7 @@ import {
   type ReportFigures,
   type ReportInputs,
   type SummaryAsk,
-} from '../domain/report-feed.js'
+} from '../report/report-feed.js'
 import type { ConsoleInput } from './console-view.js'
 
 /** The nice of the report thread: below the loop's thread, which answers the activator. */

@@ -7,10 +7,10 @@
 import { createRequire } from 'node:module'
 import { parentPort } from 'node:worker_threads'
 import { errorMessage } from '../errors.js'
-import { ReportMirror } from '../domain/report-feed.js'
+import { ReportMirror } from '../report/report-feed.js'
 import type { LayoutReport } from '../domain/schemas.js'
 import { livePart } from './console-view.js'
-import { StatusBody } from './layout.js'
+import { StatusBody } from '../report/report-json.js'
 import { REPORT_NICE, type ReportAnswer, type ReportAsk } from './report-thread.js'
 import { niceThisThread } from '../thread-nice.js'
 

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import { OUTCOMES } from '../../src/domain/modes.js'
 import { LayoutReport, LegRun, LegState, ResultSchema, RowReport } from '../../src/domain/schemas.js'
-import { WITHHELD } from '../../src/domain/withheld-reasons.js'
+import { WITHHELD } from '../../src/report/withheld-reasons.js'
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const read = (file: string) => fs.readFile(path.join(ROOT, file), 'utf8')

@@ -3,8 +3,8 @@ import { describe, it } from 'node:test'
 import type { ReasonCode } from '../../src/domain/reason-codes.js'
 import type { LayoutReport, RowReport } from '../../src/domain/schemas.js'
 import { operatorRows, operatorWarning } from '../../src/domain/short-of-intent.js'
-import { IDLE_LEG } from '../../src/domain/report.js'
-import { withheldReasons } from '../../src/domain/withheld-reasons.js'
+import { IDLE_LEG } from '../../src/report/build.js'
+import { withheldReasons } from '../../src/report/withheld-reasons.js'
 
 function row(layout: string, code: ReasonCode | '' = ''): RowReport {
   return { layout, code, reason: code === '' ? '' : `because ${code}`, note: '' }

@@ -3,10 +3,10 @@ import { test } from 'node:test'
 import { errors } from '../../src/errors.js'
 import { build, errorOf, sampleReport, sampleRun } from '../helpers/fake-agent.js'
 import type { LayoutReport, LegRun, LegState } from '../../src/domain/schemas.js'
-import { RESULTS_PER_TURN } from '../../src/routes/run-json.js'
+import { RESULTS_PER_TURN } from '../../src/report/run-json.js'
 import Fastify from 'fastify'
-import { StatusBody } from '../../src/routes/layout.js'
-import { ROWS_PER_TURN } from '../../src/routes/report-json.js'
+import { StatusBody } from '../../src/report/report-json.js'
+import { ROWS_PER_TURN } from '../../src/report/report-json.js'
 
 void test('GET /layout/status answers the report with its version as a strong ETag, and 304 while it is unchanged', async (t) => {
   const { app, agent } = await build(t)

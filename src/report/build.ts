@@ -2,14 +2,15 @@
 // rows, the leg's state and, with no pass armed, what `<data>/layout`
 // holds. No I/O: the caller hands in the rows it read, the leg's state and
 // what the layout directory listed.
-import { validHost } from './hostname.js'
-import type { IntentState } from './intent-state.js'
-import type { ReportMode } from './modes.js'
-import { activatorManaged, external, isNested, journalPath, type Dirs } from './paths.js'
-import type { LayoutPass, RowsSnapshot } from './ports.js'
-import { NO_REASON, why, type Why } from './reason-codes.js'
-import type { LayoutReport, LegState, Route, RowReport } from './schemas.js'
-import { warnOfOperatorRows } from './short-of-intent.js'
+import { validHost } from '../domain/hostname.js'
+import type { IntentState } from '../domain/intent-state.js'
+import type { ReportMode } from '../domain/modes.js'
+import { activatorManaged, external, isNested, journalPath, type Dirs } from '../domain/paths.js'
+import { heldDown } from '../domain/fence.js'
+import type { LayoutPass, RowsSnapshot } from '../domain/ports.js'
+import { NO_REASON, why, type Why } from '../domain/reason-codes.js'
+import type { LayoutReport, LegState, Route, RowReport } from '../domain/schemas.js'
+import { warnOfOperatorRows } from '../domain/short-of-intent.js'
 
 /** The leg of a box that has none (no activator armed): never ran, never will. */
 export const IDLE_LEG: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
@@ -185,11 +186,6 @@ const RECOVERING_WORDS: JudgedByDisk = {
     'held down after a refused move to nested (start-up recovery under way; it restores the hold)',
   ),
   nested: why('recovery_pending', 'start-up recovery under way; judged by path shape until it is done'),
-}
-
-/** A held host's reason: the hold's code, with the refusal it carries. */
-export function heldDown(hold: Why): Why {
-  return why(hold.code, `held down after a refused move to nested: ${hold.reason}`)
 }
 
 function mixedWarning(rows: Record<string, RowReport>): string[] {

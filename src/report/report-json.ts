@@ -7,9 +7,15 @@
 import type { FastifyReply } from 'fastify'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { TSchema } from 'typebox'
-import { LayoutReport, type RowReport } from '../domain/schemas.js'
+import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'
 import { Type } from '../domain/typebox.js'
 import { runJson, spliced } from './run-json.js'
+
+/** The status route's 200: the report with its leg. */
+export const StatusBody = Type.Object(
+  { ...LayoutReport.properties, leg: LegState },
+  { additionalProperties: false, description: 'The report, with its ETag.' },
+)
 
 /** Rows serialized in one turn of the loop. */
 export const ROWS_PER_TURN = 500

@@ -6,17 +6,17 @@
 // rewrote, the results a run gained. The other thread applies that to its
 // copy and judges every row as the pass's own classify would, at that
 // tick. No I/O: the two ends carry the messages.
-import { summarize, type BoxSummary } from './box-summary.js'
-import { classifyWith, PathClaims } from './classify.js'
-import type { DefaultState } from './intent-state.js'
-import type { HeldRun, LegFeed } from './leg.js'
-import type { IntentMode, Result } from './modes.js'
-import type { Dirs } from './paths.js'
-import type { Classification, PassFacts } from './ports.js'
-import type { Why } from './reason-codes.js'
-import { managedReportSteps } from './report.js'
-import { countByCode, operatorRows } from './short-of-intent.js'
-import type { IntentRecord, LayoutReport, Route } from './schemas.js'
+import { summarize, type BoxSummary } from '../domain/box-summary.js'
+import { classifyWith, PathClaims } from '../domain/classify.js'
+import type { DefaultState } from '../domain/intent-state.js'
+import type { HeldRun, LegFeed } from '../domain/leg.js'
+import type { IntentMode, Result } from '../domain/modes.js'
+import type { Dirs } from '../domain/paths.js'
+import type { Classification, PassFacts } from '../domain/ports.js'
+import type { Why } from '../domain/reason-codes.js'
+import { managedReportSteps } from './build.js'
+import { countByCode, operatorRows } from '../domain/short-of-intent.js'
+import type { IntentRecord, LayoutReport, Route } from '../domain/schemas.js'
 import { withheldReasons } from './withheld-reasons.js'
 
 /** Every input of one version of the report, read on the loop's thread in one tick. */

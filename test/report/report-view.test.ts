@@ -4,7 +4,7 @@
 // is judged against the registry of its own slice.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ReportView } from '../../src/agent/report-view.js'
+import { ReportView } from '../../src/report/report-view.js'
 import type { Config } from '../../src/config.js'
 import { IntentState } from '../../src/domain/intent-state.js'
 import { Leg } from '../../src/domain/leg.js'

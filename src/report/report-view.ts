@@ -10,14 +10,13 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
 import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
-import type { ReportInputs } from '../domain/report-feed.js'
+import type { ReportInputs } from './report-feed.js'
 import type { Leg } from '../domain/leg.js'
 import type { Result } from '../domain/modes.js'
-import type { IsolationGate, LayoutDirectory, LayoutPass, RowsSnapshot } from '../domain/ports.js'
-import { managedReportSteps, unmanagedLayoutReport } from '../domain/report.js'
+import type { IsolationGate, LayoutDirectory, LayoutPass, RouteStore, RowsSnapshot } from '../domain/ports.js'
+import { managedReportSteps, unmanagedLayoutReport } from './build.js'
 import type { LayoutReport, LegRun, Route } from '../domain/schemas.js'
-import { withheldBy, withheldReasons } from '../domain/withheld-reasons.js'
-import type { Registry } from '../infra/registry.js'
+import { withheldBy, withheldReasons } from './withheld-reasons.js'
 
 /** The longest slice of the event loop a report built by reportSoon takes. */
 const SLICE_MS = 4
@@ -33,7 +32,7 @@ export type ReportPass = Pick<LayoutPass, 'classify' | 'held' | 'note' | 'facts'
 
 export interface ReportViewDeps {
   config: Config
-  registry: Pick<Registry, 'snapshot'>
+  registry: Pick<RouteStore, 'snapshot'>
   layoutDir: LayoutDirectory
   state: IntentState
   gate: IsolationGate | null

@@ -1,9 +1,9 @@
 // The report's withheld reasons (design §6): a row says why it did not
 // move, not only what it is. Pure: the agent keeps the last finished run's
 // results and hands them in with the report and the isolation gate's answer.
-import type { Outcome, Result } from './modes.js'
-import type { LayoutReport, LegRun } from './schemas.js'
-import { warnOfOperatorRows } from './short-of-intent.js'
+import type { Outcome, Result } from '../domain/modes.js'
+import type { LayoutReport, LegRun } from '../domain/schemas.js'
+import { warnOfOperatorRows } from '../domain/short-of-intent.js'
 
 /** Outcomes whose reason says why a row is not where the intent wants it. */
 export const WITHHELD: ReadonlySet<Outcome> = new Set(['deferred', 'refused', 'failed', 'held'])

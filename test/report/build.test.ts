@@ -4,7 +4,7 @@ import Value from 'typebox/value'
 import { IntentState } from '../../src/domain/intent-state.js'
 import type { Classification, LayoutPass } from '../../src/domain/ports.js'
 import { why, type Why } from '../../src/domain/reason-codes.js'
-import { IDLE_LEG, layoutStatusReport, MIXED_WARNING, unmanagedLayoutReport } from '../../src/domain/report.js'
+import { IDLE_LEG, layoutStatusReport, MIXED_WARNING, unmanagedLayoutReport } from '../../src/report/build.js'
 import { LayoutReport, type LegState, type Route } from '../../src/domain/schemas.js'
 
 const dirs = { dataDir: '/data', runDir: '/data/run' }
@@ -302,7 +302,7 @@ void describe('unmanagedLayoutReport', () => {
 
 void describe('managedReportSteps', () => {
   void it('yields every REPORT_ROWS_PER_STEP rows and ends with the report layoutStatusReport builds', async () => {
-    const { managedReportSteps, REPORT_ROWS_PER_STEP } = await import('../../src/domain/report.js')
+    const { managedReportSteps, REPORT_ROWS_PER_STEP } = await import('../../src/report/build.js')
     const routes = Array.from({ length: REPORT_ROWS_PER_STEP * 3 + 5 }, (_, i) =>
       i % 2 === 0 ? flat(`h${i}.example.com`) : nested(`h${i}.example.com`),
     )

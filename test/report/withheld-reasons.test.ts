@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { LayoutReport, LegRun, RowReport } from '../../src/domain/schemas.js'
-import { withheldBy, withheldReasons } from '../../src/domain/withheld-reasons.js'
-import { IDLE_LEG } from '../../src/domain/report.js'
+import { withheldBy, withheldReasons } from '../../src/report/withheld-reasons.js'
+import { IDLE_LEG } from '../../src/report/build.js'
 
 function report(rows: Record<string, Pick<RowReport, 'layout'> & Partial<RowReport>>): LayoutReport {
   const out: LayoutReport = {

@@ -10,11 +10,11 @@ import { Leg, type LegOutcome } from '../../src/domain/leg.js'
 import type { Result } from '../../src/domain/modes.js'
 import type { PassFacts } from '../../src/domain/ports.js'
 import { why, type Why } from '../../src/domain/reason-codes.js'
-import { FeedWriter, PART_ITEMS, ReportMirror, type FeedPart, type ReportInputs } from '../../src/domain/report-feed.js'
-import { layoutStatusReport } from '../../src/domain/report.js'
+import { FeedWriter, PART_ITEMS, ReportMirror, type FeedPart, type ReportInputs } from '../../src/report/report-feed.js'
+import { layoutStatusReport } from '../../src/report/build.js'
 import type { LayoutReport, Route } from '../../src/domain/schemas.js'
-import { withheldReasons } from '../../src/domain/withheld-reasons.js'
-import { deferred, FakeClock, FakeLogger } from './fakes.js'
+import { withheldReasons } from '../../src/report/withheld-reasons.js'
+import { deferred, FakeClock, FakeLogger } from '../domain/fakes.js'
 
 const dirs = { dataDir: '/data', runDir: '/data/run' }
 

@@ -2,7 +2,7 @@
 // to exactly the pieces, and the loop is given back between them.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { inTurns, WRITTEN_PER_TURN } from '../../src/routes/run-json.js'
+import { inTurns, WRITTEN_PER_TURN } from '../../src/report/run-json.js'
 
 void test('an answer of pieces is written in chunks of about 64 KB, the loop given back between them', async () => {
   const pieces = Array.from({ length: 200 }, (_, i) => `${String(i).padStart(4, '0')}:${'é"x'.repeat(500)};`)

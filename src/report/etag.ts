@@ -1,0 +1,19 @@
+// The report's ETag (design §6.2): its tag, the report's version, quoted,
+// and the If-None-Match test that answers 304 while it stands.
+
+// The report's tag is its version: a strong validator, since one version
+// is one report and so one body, and a console polling the report gets 304
+// until anything in it changes, with nothing built or hashed to tell.
+export function etagOf(tag: string): string {
+  return `"${tag}"`
+}
+
+// If-None-Match compares weakly (RFC 9110 §13.1.2), so a W/ prefix the
+// client or a proxy added still matches.
+export function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false
+  // A console polling sends back the one tag it was given.
+  if (header === etag) return true
+  if (header.trim() === '*') return true
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)
+}
