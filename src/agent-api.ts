@@ -5,7 +5,6 @@ import type { Static } from 'typebox'
 import type { GateState } from './domain/gate-state.js'
 import type { HostMint } from './domain/mint.js'
 import type { Mode } from './domain/modes.js'
-import type { ReportFigurer, ReportInputs } from './report/report-feed.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from './domain/schemas.js'
 import { ReasonCode } from './domain/reason-codes.js'
 
@@ -221,18 +220,6 @@ export interface AgentApi {
    * questions behind a whole report.
    */
   reportSoon(): Promise<{ report: LayoutReport; tag: string }>
-  /**
-   * Every input of the report of now, read in this tick, for its build on
-   * the report thread (design §6.2); null when the report is built on the
-   * loop's thread (no pass armed); absent: not told (reportSoon serves).
-   */
-  reportInputs?(): ReportInputs | null
-  /**
-   * Hands the agent the report thread, or takes it back (null): the row
-   * gauges and the box summary are then counted there, not on the loop's
-   * thread (design §6.2); absent: not told.
-   */
-  useReportThread?(figurer: ReportFigurer | null): void
   /** Kicks the leg and returns its state right after the kick. */
   kick(): LegState
   /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */

@@ -31,7 +31,6 @@ import { metricsRoutes } from './routes/metrics.js'
 import { openApiOptions, openApiRoutes } from './routes/openapi.js'
 import { answerUnroutable, gateRoutes } from './routes/gate.js'
 import { readyRoutes } from './routes/ready.js'
-import { ReportThread } from './routes/report-thread.js'
 import { wakesRoutes } from './routes/wakes.js'
 
 export type App = FastifyInstance<Server, IncomingMessage, ServerResponse, AppLogger, TypeBoxTypeProvider>
@@ -273,17 +272,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(agentIdentityRoutes, { identity: deps.identity, token: deps.token })
   await app.register(readyRoutes, { api: deps.api })
   await app.register(gateRoutes, { api: deps.api })
-  // The status report and the console's rows are made on a thread of their own (design §6.2).
-  const reports = new ReportThread()
-  deps.api.useReportThread?.(reports)
-  app.addHook('onClose', async () => {
-    deps.api.useReportThread?.(null)
-    await reports.close()
-  })
-  await app.register(layoutRoutes, { api: deps.api, reports })
+  await app.register(layoutRoutes, { api: deps.api })
   await app.register(wakesRoutes, { api: deps.api })
   await app.register(metricsRoutes, { metrics: deps.metrics })
-  await app.register(consoleRoutes, { api: deps.api, reports })
+  await app.register(consoleRoutes, { api: deps.api })
   await app.register(fleetPageRoutes, { store: deps.store })
   await app.register(openApiRoutes, { document: () => app.swagger() })
 

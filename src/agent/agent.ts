@@ -13,13 +13,7 @@ import { requireValidHost } from '../domain/hostname.js'
 import { mintLayoutIntentWith, mintWhereFilesAre, type HostMint } from '../domain/mint.js'
 import type { IntentMode, Mode, ReportMode } from '../domain/modes.js'
 import type { LayoutPass } from '../domain/ports.js'
-import {
-  reportFigures,
-  type ReportFigurer,
-  type ReportFigures,
-  type ReportInputs,
-  type SummaryAsk,
-} from '../report/report-feed.js'
+import { reportFigures, type ReportFigures, type SummaryAsk } from '../report/figures.js'
 import type { IntentRecord, LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 import { startupRecoveryIntent } from '../domain/startup.js'
 import { hostFiles } from '../infra/host-files.js'
@@ -61,8 +55,6 @@ export class Agent implements AgentApi {
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
-  /** The report thread the app handed in: the row gauges and the box summary are counted there. */
-  #reportThread: ReportFigurer | null = null
   /** The record the last read of the intent found, for the console's who and why. */
   #intentRecord: IntentRecord | null = null
 
@@ -119,7 +111,7 @@ export class Agent implements AgentApi {
     })
     this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
     // The row gauges at scrape time, from the report as the agent serves it
-    // now (counted on the report thread): a row the CLI added shows at the
+    // now: a row the CLI added shows at the
     // next scrape, on a box whose leg has no reason to run.
     metrics.beforeScrape(async () => {
       const { counts, held, deferred, needingOperator } = await this.#figures(null)
@@ -314,39 +306,17 @@ export class Agent implements AgentApi {
     return this.#view.tag(this.#phase, this.#reportPass, this.#leg)
   }
 
-  reportInputs(): ReportInputs | null {
-    return this.#view.inputs(this.#phase, this.#reportPass, this.#leg)
-  }
-
   reportSoon(): Promise<{ report: LayoutReport; tag: string }> {
     return this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
   }
 
-  /** How many reports the loop's thread has begun to build (the report thread's builds aside). */
+  /** How many reports have begun to be built. */
   get reportBuilds(): number {
     return this.#view.builds
   }
 
-  useReportThread(figurer: ReportFigurer | null): void {
-    this.#reportThread = figurer
-  }
-
-  /**
-   * The figures of the report of now (the row gauges, and the box summary
-   * when asked): counted on the report thread when the app handed one in;
-   * else here, from the report built in slices (no app, no pass armed yet,
-   * or the thread failed, which the status route is the one to say).
-   */
+  /** The figures of the report of now (the row gauges, and the box summary when asked), from the report built in slices. */
   async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
-    const inputs = this.#view.inputs(this.#phase, this.#reportPass, this.#leg)
-    const thread = this.#reportThread
-    if (inputs !== null && thread !== null) {
-      try {
-        return await thread.figures(inputs, ask)
-      } catch {
-        // Counted here instead.
-      }
-    }
     const built = await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
     const pass = this.#pass
     return reportFigures(built.tag, built.report, (host) => pass?.held(host) !== undefined, ask)

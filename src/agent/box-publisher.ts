@@ -7,7 +7,7 @@
 import { sameSummary, type BoxSummary } from '../domain/box-summary.js'
 import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
-import type { ReportFigures, SummaryAsk } from '../report/report-feed.js'
+import type { ReportFigures, SummaryAsk } from '../report/figures.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
@@ -17,7 +17,7 @@ export interface BoxPublisherOptions {
   store: DeployStore
   logger: Logger
   clock: Clock
-  /** The figures of the report of now with the summary ask asks for (counted off the loop's thread). */
+  /** The figures of the report of now with the summary ask asks for. */
   figures: (ask: SummaryAsk) => Promise<ReportFigures>
   /** The tag of the report of now: the summary of a tag is counted once. */
   tag: () => string

@@ -129,8 +129,8 @@ export class FileLooks {
 
   /**
    * The pass as the report reads it: a flat or nested row whose files the
-   * last look found wrong reads `fenced` with why, on this thread and on
-   * the report thread (its facts), as a wake of it would be refused.
+   * last look found wrong reads `fenced` with why, as a wake of it would
+   * be refused.
    */
   reportPass(pass: LayoutPass): ReportPass {
     const classify = (route: Route, routes: readonly Route[]): Classification => {

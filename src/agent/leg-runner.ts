@@ -10,7 +10,7 @@ import { layoutLegWith } from '../domain/leg-run.js'
 import type { DefaultInputs } from '../domain/layout-default.js'
 import type { Mode } from '../domain/modes.js'
 import type { Clock, DeployStore, LayoutPass, Logger } from '../domain/ports.js'
-import type { ReportFigures } from '../report/report-feed.js'
+import type { ReportFigures } from '../report/figures.js'
 import type { LegRun } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 import type { Isolation } from '../infra/isolation.js'
@@ -40,8 +40,8 @@ export interface LegRunnerDeps {
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
   /**
-   * The report's rows by word and its held rows, counted off the loop's
-   * thread (a run's end must not hold the activator behind 10,000 rows):
+   * The report's rows by word and its held rows, from the report built in
+   * slices (a run's end must not hold the activator behind 10,000 rows):
    * the row and held gauges.
    */
   figures: () => Promise<Pick<ReportFigures, 'counts' | 'held'>>

@@ -68,18 +68,6 @@ interface Waiter {
   resolve: (run: LegRun | null) => void
 }
 
-/** What a reader holds of the last run: which run, as it stood, and how many of its results. */
-export interface HeldRun {
-  startedAt: string
-  finishedAt: string | null
-  count: number
-}
-
-/** The leg's state as stateSince answers it: the last run's results from `from` on, the rest held by the reader. */
-export interface LegFeed extends Omit<LegState, 'lastRun'> {
-  run: (Omit<LegRun, 'results'> & { from: number; results: Result[] }) | null
-}
-
 function copyRun(run: LegRun): LegRun {
   return { startedAt: run.startedAt, finishedAt: run.finishedAt, results: run.results.map((r) => ({ ...r })) }
 }
@@ -285,31 +273,6 @@ export class Leg {
    */
   waiting(what: string | null): void {
     this.#waiting = this.#flight.running ? what : null
-  }
-
-  /**
-   * The state for a reader that keeps a copy of the last run (the report
-   * thread, design §6.2): the run's results from the first the reader does
-   * not hold, by what it holds (the run's start and end, and how many of
-   * its results). A run under way only grows, so a reader of it is sent
-   * what it gained; a run that ended since (its results put in row order)
-   * or another run is sent whole. Copies no more than it sends.
-   */
-  stateSince(held: HeldRun | undefined): LegFeed {
-    const last = this.#lastRun
-    let run: LegFeed['run'] = null
-    if (last !== null) {
-      const grows = held !== undefined && held.startedAt === last.startedAt && held.finishedAt === last.finishedAt
-      const from = grows && held.count <= last.results.length ? held.count : 0
-      run = { startedAt: last.startedAt, finishedAt: last.finishedAt, from, results: last.results.slice(from) }
-    }
-    return {
-      running: this.#flight.running,
-      pending: this.#flight.pending,
-      retryAt: this.#retryAt,
-      ...(this.#waiting === null ? {} : { waiting: this.#waiting }),
-      run,
-    }
   }
 
   state(): LegState {

@@ -25,7 +25,7 @@ interface CommonInput {
 }
 
 export interface ManagedReportInput extends CommonInput {
-  /** What the report asks of the pass: the armed pass, or its facts as another thread holds them (report-feed.ts). */
+  /** What the report asks of the pass. */
   pass: Pick<LayoutPass, 'classify' | 'held' | 'note'>
   state: Pick<IntentState, 'lastIntent' | 'lastDefault' | 'unreadableWhy'>
   leg: LegState

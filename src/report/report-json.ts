@@ -1,12 +1,11 @@
 // The status report as JSON, serialized a slice of its rows per turn of
-// the event loop (design §6.2). At 10,000 rows the report is some 600 KB,
+// the event loop, once per version of the report (design §6.2). At 10,000 rows the report is some 600 KB,
 // and its leg's last run 10,000 results more: serialized in one go it held
 // the loop for about 30 ms a poll in a profiled converge with the console
 // open. Each part goes through the schema's own serializer, so the bytes
 // are the ones the schema would have made in one piece.
 import type { FastifyReply } from 'fastify'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import type { TSchema } from 'typebox'
 import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'
 import { Type } from '../domain/typebox.js'
 import { runJson, spliced } from './run-json.js'
@@ -17,6 +16,8 @@ export const StatusBody = Type.Object(
   { additionalProperties: false, description: 'The report, with its ETag.' },
 )
 
+const STATUS_BODY = StatusBody as unknown as Record<string, unknown>
+
 /** Rows serialized in one turn of the loop. */
 export const ROWS_PER_TURN = 500
 
@@ -25,8 +26,8 @@ const ROWS = Type.Object({ rows: LayoutReport.properties.rows }, { additionalPro
   unknown
 >
 
-/** report's JSON by the schema body (the status route's 200), its rows a slice per turn. */
-export async function reportJson(reply: FastifyReply, report: LayoutReport, body: TSchema): Promise<string> {
+/** report's JSON by the status route's 200 (StatusBody), its rows a slice per turn. */
+export async function reportJson(reply: FastifyReply, report: LayoutReport): Promise<string> {
   const hosts = Object.keys(report.rows)
   const slices: string[] = []
   for (let i = 0; i < hosts.length; i += ROWS_PER_TURN) {
@@ -37,10 +38,36 @@ export async function reportJson(reply: FastifyReply, report: LayoutReport, body
     slices.push(reply.serializeInput({ rows: part }, ROWS).slice('{"rows":{'.length, -'}}'.length))
   }
   const lastRun = report.leg.lastRun === null ? 'null' : await runJson(reply, report.leg.lastRun)
-  const head = reply.serializeInput(
-    { ...report, rows: {}, leg: { ...report.leg, lastRun: null } },
-    body as unknown as Record<string, unknown>,
-  )
+  const head = reply.serializeInput({ ...report, rows: {}, leg: { ...report.leg, lastRun: null } }, STATUS_BODY)
   // The leg comes after the rows: spliced first, its text cannot move the rows' place.
   return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
+}
+
+/**
+ * The status report's bytes, serialized once per version: the readers of
+ * one version (a console's page and its polls, a scrape's neighbours)
+ * share its serialization, and a failed one is not kept, so the next
+ * reader tries again.
+ */
+export class StatusJson {
+  readonly #soon: () => Promise<{ report: LayoutReport; tag: string }>
+  #body: { tag: string; bytes: Promise<Buffer> } | undefined
+
+  /** soon: the report of now with its tag, built in slices when its version has none yet. */
+  constructor(soon: () => Promise<{ report: LayoutReport; tag: string }>) {
+    this.#soon = soon
+  }
+
+  /** The bytes of the report of tag (the version of this tick), serialized by reply's app when none are kept. */
+  async bytes(reply: FastifyReply, tag: string): Promise<Buffer> {
+    if (this.#body?.tag === tag) return this.#body.bytes
+    const built = await this.#soon()
+    if (this.#body?.tag === built.tag) return this.#body.bytes
+    const kept = { tag: built.tag, bytes: reportJson(reply, built.report).then((text) => Buffer.from(text)) }
+    this.#body = kept
+    kept.bytes.catch(() => {
+      if (this.#body === kept) this.#body = undefined
+    })
+    return kept.bytes
+  }
 }

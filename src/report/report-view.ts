@@ -10,7 +10,6 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
 import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
-import type { ReportInputs } from './report-feed.js'
 import type { Leg } from '../domain/leg.js'
 import type { Result } from '../domain/modes.js'
 import type { IsolationGate, LayoutDirectory, LayoutPass, RouteStore, RowsSnapshot } from '../domain/ports.js'
@@ -183,28 +182,6 @@ export class ReportView {
         await nextTurn()
         since = performance.now()
       }
-    }
-  }
-
-  /**
-   * Every input of the report of now, read in this tick, for its build on
-   * the report thread (design §6.2); null with no pass armed, whose report
-   * is built here (start-up recovery under way, or no activator).
-   */
-  inputs(phase: Phase, pass: ReportPass | null, leg: Leg): ReportInputs | null {
-    if (pass === null) return null
-    const seen = this.#version(phase, pass, leg)
-    const { config, state, gate } = this.#deps
-    return {
-      tag: seen.tag,
-      box: config.box,
-      dirs: { dataDir: config.dataDir, runDir: config.runDir },
-      routes: (seen.inputs[0] as RowsSnapshot).routes,
-      facts: pass.facts(),
-      intent: { mode: state.lastIntent(), default: state.lastDefault(), unreadableWhy: state.unreadableWhy() },
-      leg: (held) => leg.stateSince(held),
-      withheld: this.#withheld,
-      gate: gate?.check() ?? null,
     }
   }
 

@@ -8,39 +8,20 @@ import { readFile } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
-import type { FastifyBaseLogger } from 'fastify'
-import { errorMessage } from '../errors.js'
 import { fill, html, trusted, type Html } from './console-html.js'
-import type { PageAsk, ReportThread } from './report-thread.js'
-import { filterForm, livePart, ROW_WORDS, type ConsoleQuery } from './console-view.js'
+import { filterForm, livePart, ROW_WORDS, type ConsoleInput, type ConsoleQuery } from './console-view.js'
 import { commonErrors } from './error-envelope.js'
 import { etagOf } from '../report/etag.js'
 
 export interface ConsoleRoutesOptions {
   api: AgentApi
-  /** Where the rows are drawn off the loop's thread; absent: drawn here from a report built in slices. */
-  reports?: ReportThread
 }
 
-/**
- * The page's live part and the report's tag it is of: drawn on the report
- * thread (design §6.2), or here from a report built in slices when there
- * is no thread, no pass armed, or the thread failed (said in the log).
- */
-async function drawLive(
-  api: AgentApi,
-  reports: ReportThread | undefined,
-  ask: PageAsk,
-  log: FastifyBaseLogger,
-): Promise<{ box: string; tag: string; live: Html }> {
-  const inputs = reports === undefined ? null : (api.reportInputs?.() ?? null)
-  if (inputs !== null && reports !== undefined) {
-    try {
-      return { box: inputs.box, tag: inputs.tag, live: trusted(await reports.page(inputs, ask)) }
-    } catch (err) {
-      log.warn({ err }, `console: ${errorMessage(err)}; the rows are drawn on the loop's thread this time`)
-    }
-  }
+/** What a page asks beside the report. */
+type PageAsk = Omit<ConsoleInput, 'report'>
+
+/** The page's live part and the report's tag it is of, drawn from the report built in slices (design §6.2). */
+async function drawLive(api: AgentApi, ask: PageAsk): Promise<{ box: string; tag: string; live: Html }> {
   const { report, tag } = await api.reportSoon()
   return { box: report.box, tag, live: livePart({ report, ...ask }) }
 }
@@ -93,7 +74,7 @@ async function loadAssets(): Promise<Assets> {
   return { template, style, script, policy }
 }
 
-export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { api, reports }) => {
+export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { api }) => {
   const assets = await loadAssets()
   app.get(
     '/',
@@ -135,7 +116,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
       // The report and tag GET /layout/status serves (the page carries the
       // tag its script asks that route about).
       const ask: PageAsk = { readiness: api.readiness(), query, now: Date.now(), intent: api.intentRecord?.() ?? null }
-      const { box, tag, live } = await drawLive(api, reports, ask, request.log)
+      const { box, tag, live } = await drawLive(api, ask)
       const etag = etagOf(tag)
       const page = fill(assets.template, {
         title: html`${box}: layoutd`,

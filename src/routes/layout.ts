@@ -6,22 +6,18 @@ import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebo
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
-import { errorMessage, errors } from '../errors.js'
+import { errors } from '../errors.js'
 import { LegRun, LegState } from '../domain/schemas.js'
 import { commonErrors, errorEnvelope, mutationErrors, parserErrors } from './error-envelope.js'
 import { etagMatches, etagOf } from '../report/etag.js'
-import { reportJson, StatusBody } from '../report/report-json.js'
+import { StatusBody, StatusJson } from '../report/report-json.js'
 import { inTurns, legAndRunPieces } from '../report/run-json.js'
-import type { ReportThread } from './report-thread.js'
-import type { ReportInputs } from '../report/report-feed.js'
 
 /** The longest a `converge?wait=1` holds its request, in seconds. */
 export const MAX_WAIT_S = 600
 
 export interface LayoutRoutesOptions {
   api: AgentApi
-  /** Where the report is built and serialized off the loop's thread; absent: on it, in slices. */
-  reports?: ReportThread
 }
 
 const ConvergeQuery = Type.Object({
@@ -81,50 +77,21 @@ const MintQuery = Type.Object({
 /** The app a route of this family is registered on, typed by its schemas. */
 type LayoutApp = Parameters<FastifyPluginCallbackTypebox<LayoutRoutesOptions>>[0]
 
-export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api, reports }, done) => {
-  statusRoute(app, api, reports)
+export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
+  statusRoute(app, api)
   convergeRoute(app, api)
   mintRoute(app, api)
   done()
 }
 
 /** GET /layout/status: the report, served as the bytes of its version, and 304 while its ETag stands. */
-function statusRoute(app: LayoutApp, api: AgentApi, reports: ReportThread | undefined): void {
-  /** The report's bytes for a tag: one serialization per version, which its later readers wait for. */
-  let body: { tag: string; bytes: Promise<Buffer> } | undefined
+function statusRoute(app: LayoutApp, api: AgentApi): void {
+  const json = new StatusJson(() => api.reportSoon())
   let quoted: { tag: string; etag: string } | undefined
   const quote = (tag: string): string => {
     // The quoted tag is made once per version.
     if (quoted?.tag !== tag) quoted = { tag, etag: etagOf(tag) }
     return quoted.etag
-  }
-  /**
-   * The bytes of the report of tag (the version of this tick), built and
-   * serialized in slices when that version has none yet. Readers of one
-   * version share its serialization.
-   */
-  const sliced = async (reply: FastifyReply): Promise<{ tag: string; bytes: Promise<Buffer> }> => {
-    const built = await api.reportSoon()
-    return body?.tag === built.tag
-      ? body
-      : { tag: built.tag, bytes: reportJson(reply, built.report, StatusBody).then((text) => Buffer.from(text)) }
-  }
-  const served = async (reply: FastifyReply, tag: string): Promise<Buffer> => {
-    let mine = body
-    if (mine?.tag !== tag) {
-      // Read in the tick the tag was read: the inputs, or the build, are of that version.
-      const inputs = reports === undefined ? null : (api.reportInputs?.() ?? null)
-      mine =
-        inputs === null || reports === undefined
-          ? await sliced(reply)
-          : { tag: inputs.tag, bytes: offLoop(reports, inputs, reply, api) }
-      const kept = (body = mine)
-      // A failed serialization is not kept: the next reader tries again.
-      kept.bytes.catch(() => {
-        if (body === kept) body = undefined
-      })
-    }
-    return mine.bytes
   }
 
   app.get(
@@ -160,27 +127,9 @@ function statusRoute(app: LayoutApp, api: AgentApi, reports: ReportThread | unde
       // The body is serialized once per version, by this route's own
       // response schema, and the bytes are sent as they are: a JSON
       // content type with a Buffer bypasses the serializer.
-      return reply.type('application/json; charset=utf-8').send(await served(reply, tag))
+      return reply.type('application/json; charset=utf-8').send(await json.bytes(reply, tag))
     },
   )
-}
-
-/**
- * The bytes of inputs' version, made on the report thread; should the
- * thread fail, made here in slices as a report with no pass is, and said.
- */
-async function offLoop(
-  reports: ReportThread,
-  inputs: ReportInputs,
-  reply: FastifyReply,
-  api: AgentApi,
-): Promise<Buffer> {
-  try {
-    return await reports.status(inputs)
-  } catch (err) {
-    reply.log.warn({ err }, `status: ${errorMessage(err)}; the report is built on the loop's thread this time`)
-    return Buffer.from(await reportJson(reply, (await api.reportSoon()).report, StatusBody))
-  }
 }
 
 /** POST /layout/converge: kicks the leg, or waits for the run it asked for. */

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { BoxPublisher } from '../../src/agent/box-publisher.js'
 import type { BoxSummary } from '../../src/domain/box-summary.js'
-import { reportFigures, type ReportFigures, type SummaryAsk } from '../../src/report/report-feed.js'
+import { reportFigures, type ReportFigures, type SummaryAsk } from '../../src/report/figures.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { FakeClock, FakeLogger, FakeStore, intent } from '../domain/fakes.js'
 
