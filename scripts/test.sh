@@ -4,7 +4,7 @@
 # be had fails the run with the reason; no test is skipped for want of it.
 #
 #   scripts/test.sh                       every test (npm test)
-#   scripts/test.sh --unit                the rules alone: test/domain/, test/*.test.ts and test/docs/; no temp
+#   scripts/test.sh --unit                the rules alone: test/domain/, test/report/, test/metrics/, test/*.test.ts and test/docs/; no temp
 #                                         box, no etcd, no Debian package (npm run test:unit)
 #   scripts/test.sh test/domain/fence.test.ts …   the files named, built first (npm test -- FILE …)
 set -euo pipefail
@@ -36,7 +36,7 @@ TEST_TIMEOUT_MS=240000
 RUN_FLAGS=(--test --test-concurrency=2 --test-timeout="$TEST_TIMEOUT_MS" --test-force-exit)
 if $unit; then
   npm run --silent build
-  mapfile -t tests < <({ find dist/test -maxdepth 1 -name '*.test.js' && find dist/test/domain dist/test/docs -name '*.test.js'; } | sort)
+  mapfile -t tests < <({ find dist/test -maxdepth 1 -name '*.test.js' && find dist/test/domain dist/test/docs dist/test/report dist/test/metrics -name '*.test.js'; } | sort)
   exec node "${RUN_FLAGS[@]}" "${tests[@]}"
 fi
 
