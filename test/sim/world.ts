@@ -396,7 +396,7 @@ class World {
   async checkView(): Promise<void> {
     this.viewDue = false
     const view = await readFleet(this.observer)
-    const shown = new Set(view.rows.map((row) => row.summary.box))
+    const shown = new Set(view.view.rows.map((row) => row.summary.box))
     for (const box of this.published)
       if (!shown.has(box)) this.violate('box-dropped-from-view', `${box} is not in fleet status`)
   }
