@@ -1,8 +1,9 @@
 // The client of etcd's v3 JSON gateway (design §7) over undici, so a box
 // needs no gRPC client: one connection pool per endpoint, every call a
 // POST /v3/... with base64 keys, and failover across the endpoints from the
-// one that answered last, with the credentials (credentials.ts) on every
-// connection and call. What the calls mean (the intents, the boxes, the
+// one that answered last, an endpoint that has not answered yet dialled
+// first and one that did not answer asked last, with the credentials
+// (credentials.ts) on every connection and call. What the calls mean (the intents, the boxes, the
 // watch) is the store's and the watch's; this file only gets an answer.
 import type { Dispatcher } from 'undici'
 import { Pool } from 'undici'
@@ -23,6 +24,22 @@ export const REQUEST_TIMEOUT_MS = 5_000
 
 /** A dead host should cost a connect, not the whole budget (etcdctl's --dial-timeout). */
 export const CONNECT_TIMEOUT_MS = 2_000
+
+/**
+ * An endpoint not yet heard from in this gateway (or not since it failed)
+ * must answer a first call within this before a request is put to it. A
+ * stopped member (SIGSTOP, a swapped-out VM) still completes a TCP connect
+ * in its kernel, so the connect bound never fires and the request bound
+ * would cost every short-lived command (the CLI opens a gateway per
+ * command) a whole request bound on it. A live member answers its status
+ * at once, and one slower than this is not dropped, only asked last: the
+ * bound chooses the order, never whether a call is made. Bounded again by
+ * the request bound when that is shorter.
+ */
+export const DIAL_TIMEOUT_MS = 1_000
+
+/** The dial: a call any member answers without a token or a leader; any HTTP answer is one. */
+const DIAL_PATH = '/v3/maintenance/status'
 
 /** Far more than every record there will ever be; a guard against an endpoint that is not etcd. */
 export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -46,6 +63,7 @@ export interface Endpoint {
 export interface GatewayOptions {
   requestTimeoutMs?: number
   connectTimeoutMs?: number
+  dialTimeoutMs?: number
   /** TLS files and user; default none (plain http, no token). */
   credentials?: EtcdCredentials
 }
@@ -126,10 +144,16 @@ export class EtcdGateway {
   readonly #inflight = new Set<AbortController>()
   /** The endpoint that answered last; every call starts there, so a dead one costs one failover, not one per call. */
   #preferred = 0
+  readonly dialTimeoutMs: number
+  /** Endpoints that answered and have not failed since: asked without a dial. */
+  readonly #heard = new Set<number>()
+  /** Endpoints that failed a dial or a request and have not answered since: asked after every other. */
+  readonly #silent = new Set<number>()
   readonly credentials: EtcdCredentials
 
   constructor(urls: readonly string[], opts: GatewayOptions = {}) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS
+    this.dialTimeoutMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, this.requestTimeoutMs)
     const connectTimeout = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS
     const credentials = (this.credentials = opts.credentials ?? EtcdCredentials.none())
     this.endpoints = urls.map((url) => {
@@ -159,7 +183,25 @@ export class EtcdGateway {
 
   /** Makes ep the endpoint every next call starts at (it has just answered). */
   prefer(ep: Endpoint): void {
-    this.#preferred = this.endpoints.indexOf(ep)
+    this.#answered(this.endpoints.indexOf(ep))
+  }
+
+  #answered(i: number): void {
+    this.#preferred = i
+    this.#heard.add(i)
+    this.#silent.delete(i)
+  }
+
+  #failed(i: number): void {
+    this.#heard.delete(i)
+    this.#silent.add(i)
+  }
+
+  /** The endpoints in the order a call asks them: from the preferred one round, the silent ones last. */
+  #order(): number[] {
+    const count = this.endpoints.length
+    const round = Array.from({ length: count }, (_, k) => (this.#preferred + k) % count)
+    return [...round.filter((i) => !this.#silent.has(i)), ...round.filter((i) => this.#silent.has(i))]
   }
 
   async close(): Promise<void> {
@@ -227,50 +269,102 @@ export class EtcdGateway {
     const failures: string[] = []
     const headers = token === undefined ? REQUIRE_LEADER : { ...REQUIRE_LEADER, authorization: token }
     let stale = false
-    const count = this.endpoints.length
-    const first = this.#preferred
-    for (let k = 0; k < count; k++) {
-      const i = (first + k) % count
+    // An endpoint that fails its dial goes to the back of this call's queue, now silent: asked, without a
+    // dial, once every other endpoint has been.
+    const queue = this.#order()
+    for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
       const ep = this.endpoints[i]
       if (ep === undefined) continue
-      const attempt = this.#attempt(signal)
       try {
-        const res = await ep.pool.request({
-          method: 'POST',
-          path: `${ep.base}${path}`,
-          headers,
-          body: json,
-          signal: attempt.signal,
-        })
-        const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
-        if (res.statusCode !== 200)
-          throw new Error(`answered HTTP ${res.statusCode} to ${path}: ${gatewayMessage(text)}`)
-        let value: unknown
-        try {
-          value = JSON.parse(text)
-        } catch (err) {
-          throw new Error(`answered ${path} with something that is not JSON: ${errorMessage(err)}`, { cause: err })
+        if (!this.#heard.has(i) && !this.#silent.has(i)) {
+          const dialled = await this.#dial(ep, signal)
+          if (dialled !== undefined) {
+            failures.push(`${ep.url}: ${dialled} (asked again last)`)
+            this.#failed(i)
+            queue.push(i)
+            continue
+          }
         }
-        if (!Value.Check(schema, value))
-          throw new Error(`answered ${path} with something that is not etcd's: ${schemaErrors(schema, value)}`)
-        this.#preferred = i
+        const value = await this.#ask(ep, path, json, headers, schema, signal)
+        this.#answered(i)
         return { value, url: ep.url }
       } catch (err) {
         if (signal.aborted) throw signal.reason
         this.#closing.signal.throwIfAborted()
-        if (attempt.signal.aborted) failures.push(`${ep.url}: no answer within ${this.requestTimeoutMs} ms`)
-        else {
-          const said = errorMessage(err)
-          if (isStaleTokenAnswer(said)) stale = true
-          failures.push(`${ep.url}: ${this.credentials.explain(err, ep.url.startsWith('https:')) ?? said}`)
-        }
-      } finally {
-        attempt.done()
+        this.#failed(i)
+        const said = errorMessage(err)
+        if (isStaleTokenAnswer(said)) stale = true
+        failures.push(`${ep.url}: ${this.credentials.explain(err, ep.url.startsWith('https:')) ?? said}`)
       }
     }
     throw Object.assign(new NoEndpointAnswered(`deploy store etcd: no endpoint answered: ${failures.join('; ')}`), {
       stale,
     })
+  }
+
+  /**
+   * The dial of an endpoint not heard from: a first call answered (with any
+   * status) within the dial bound. Answers why it was not, or undefined;
+   * throws the caller's reason when its signal ends it.
+   */
+  async #dial(ep: Endpoint, signal: AbortSignal): Promise<string | undefined> {
+    const attempt = this.#attempt(signal, this.dialTimeoutMs)
+    try {
+      const res = await ep.pool.request({
+        method: 'POST',
+        path: `${ep.base}${DIAL_PATH}`,
+        headers: REQUIRE_LEADER,
+        body: '{}',
+        signal: attempt.signal,
+      })
+      await res.body.dump()
+      return undefined
+    } catch (err) {
+      if (signal.aborted) throw signal.reason
+      this.#closing.signal.throwIfAborted()
+      if (attempt.signal.aborted) return `no answer to a first call within ${this.dialTimeoutMs} ms`
+      return this.credentials.explain(err, ep.url.startsWith('https:')) ?? errorMessage(err)
+    } finally {
+      attempt.done()
+    }
+  }
+
+  /** One request to one endpoint within the request bound: its checked answer, or why not. */
+  async #ask<S extends TSchema>(
+    ep: Endpoint,
+    path: string,
+    json: string,
+    headers: Record<string, string>,
+    schema: S,
+    signal: AbortSignal,
+  ): Promise<Static<S>> {
+    const attempt = this.#attempt(signal, this.requestTimeoutMs)
+    try {
+      const res = await ep.pool.request({
+        method: 'POST',
+        path: `${ep.base}${path}`,
+        headers,
+        body: json,
+        signal: attempt.signal,
+      })
+      const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+      if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode} to ${path}: ${gatewayMessage(text)}`)
+      let value: unknown
+      try {
+        value = JSON.parse(text)
+      } catch (err) {
+        throw new Error(`answered ${path} with something that is not JSON: ${errorMessage(err)}`, { cause: err })
+      }
+      if (!Value.Check(schema, value))
+        throw new Error(`answered ${path} with something that is not etcd's: ${schemaErrors(schema, value)}`)
+      return value
+    } catch (err) {
+      if (attempt.signal.aborted && !signal.aborted && !this.#closing.signal.aborted)
+        throw new Error(`no answer within ${this.requestTimeoutMs} ms`, { cause: err })
+      throw err
+    } finally {
+      attempt.done()
+    }
   }
 
   /**
@@ -314,19 +408,16 @@ export class EtcdGateway {
 
   /**
    * The signal of one request to one endpoint: aborted by the caller's
-   * signal, by close(), or after the request bound. Built by hand and undone
+   * signal, by close(), or after ms (the dial or the request bound). Built by hand and undone
    * when the request ends, rather than with AbortSignal.any over the
    * gateway's long-lived close signal, which would keep every request's
    * signal alive as long as the gateway.
    */
-  #attempt(caller: AbortSignal): { signal: AbortSignal; done: () => void } {
+  #attempt(caller: AbortSignal, ms: number): { signal: AbortSignal; done: () => void } {
     const ac = new AbortController()
     const onAbort = () => ac.abort(caller.reason)
     caller.addEventListener('abort', onAbort, { once: true })
-    const timer = setTimeout(
-      () => ac.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)),
-      this.requestTimeoutMs,
-    )
+    const timer = setTimeout(() => ac.abort(new Error(`no answer within ${ms} ms`)), ms)
     timer.unref()
     this.#inflight.add(ac)
     return {

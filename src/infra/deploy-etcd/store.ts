@@ -65,6 +65,8 @@ export interface EtcdStoreOptions {
   random?: () => number
   requestTimeoutMs?: number
   connectTimeoutMs?: number
+  /** The bound of an endpoint's first answer (gateway.ts's DIAL_TIMEOUT_MS). */
+  dialTimeoutMs?: number
   watchRetryFirstMs?: number
   watchRetryMaxMs?: number
   /** The key prefix; tests give each their own. Must end in `/`. */
@@ -118,6 +120,7 @@ export class EtcdDeployStore implements DeployStore {
       new EtcdGateway(endpoints, {
         requestTimeoutMs: opts.requestTimeoutMs,
         connectTimeoutMs: opts.connectTimeoutMs,
+        dialTimeoutMs: opts.dialTimeoutMs,
         credentials: opts.credentials,
       })
     this.#boxes = new EtcdBoxes({

@@ -2,10 +2,12 @@
 // (test/helpers/etcd.ts): failover past a dead, a stuck and a wrong
 // endpoint, the request bound against a stopped member, and a member cut
 // off from its quorum refusing at once (the require-leader header), for
-// reads and for the watch.
+// reads and for the watch; an endpoint silent at its first call given up
+// after the dial bound and asked last after.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { loadLayoutIntent } from '../../../src/domain/intent.js'
+import { REQUEST_TIMEOUT_MS } from '../../../src/infra/deploy-etcd/gateway.js'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
 import { freePort } from '../../helpers/agent-process.js'
 import { EtcdServer } from '../../helpers/etcd.js'
@@ -21,11 +23,25 @@ void test('a dead endpoint and a stuck one move the call to the next; the one th
   const t0 = performance.now()
   await store.record(r, live())
   const firstMs = performance.now() - t0
-  assert.ok(firstMs >= 250, `the stuck endpoint was given its request bound (${firstMs} ms)`)
+  assert.ok(firstMs >= 250, `the stuck endpoint was given its dial bound (${firstMs} ms)`)
   assert.equal(stuck.requests(), 1)
   assert.deepEqual(await store.list(live()), [r])
   // Straight to the endpoint that answered: the stuck one was not asked again (and the dead one refuses at once).
   assert.equal(stuck.requests(), 1, 'the stuck endpoint was not asked again')
+})
+
+void test('an endpoint silent at its first call is given up after the dial bound and asked last after', async (t) => {
+  const stuck = await blackhole(t)
+  const { store } = shared.storeFor(t, [stuck.url, shared.server.url], { dialTimeoutMs: 200 })
+  const r = rec('20261130T080102.123Z-aaaaaa')
+  const t0 = performance.now()
+  await store.record(r, live())
+  const firstMs = performance.now() - t0
+  // The request bound (5 s) is a floor on a call that waits it out; the dial bound gave the endpoint up sooner.
+  assert.ok(firstMs < REQUEST_TIMEOUT_MS, `the silent endpoint cost ${firstMs} ms`)
+  assert.equal(stuck.requests(), 1)
+  for (let i = 0; i < 3; i++) assert.deepEqual(await store.list(live()), [r])
+  assert.equal(stuck.requests(), 1, 'the silent endpoint was asked last, so not again while the other answers')
 })
 
 void test('when no endpoint answers, the error names every endpoint and why', async (t) => {
