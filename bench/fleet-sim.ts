@@ -5,8 +5,10 @@
 // the pass is a stand-in that takes passMs per box, said in the output.
 // 1,000 agent processes do not fit a small machine; their etcd traffic
 // does. Measures: a fleet-wide record to every box converged, the watch's
-// latency, `fleet status` at N boxes, a 4-wave rollout end to end, lease
-// keep-alives per second (etcd's own counter), and each member's RSS.
+// latency, `fleet status` at N boxes, lease keep-alives per second (etcd's
+// own counter), a 4-wave rollout end to end through a real fleet's faults
+// (awake tenants, held rows, killed boxes: fleet-faults.ts), etcd's keys
+// and each member's RSS.
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -15,12 +17,15 @@ import { fleetCommand } from '../src/cli/commands/fleet.js'
 import { loadConfig } from '../src/config.js'
 import { EtcdDeployStore } from '../src/infra/deploy-etcd/store.js'
 import { LOADED_MACHINE_TIMING, EtcdServer } from '../test/helpers/etcd.js'
-import { SimFleet, movesBroken } from '../test/helpers/sim-fleet.js'
+import { SimFleet } from '../test/helpers/sim-fleet.js'
+import { faultedRollout } from './fleet-faults.js'
 
 export interface SimFleetBenchOptions {
   root: string
   boxes: number
   passMs: number
+  /** Draws which boxes get which fault. */
+  seed: number
   log: (line: string) => void
 }
 
@@ -60,6 +65,7 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
   const prefix = '/carlos/layout/intents/'
   const seen = new Map<string, Map<string, number>>()
   const heard = new Map<string, Map<string, number>>()
+  const converged = new Map<string, Map<string, number>>()
   const fleet = new SimFleet({
     endpoints,
     prefix,
@@ -74,6 +80,11 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
       const m = seen.get(id) ?? new Map<string, number>()
       if (!m.has(box)) m.set(box, at)
       seen.set(id, m)
+    },
+    onConverged: (box, id, at) => {
+      const m = converged.get(id) ?? new Map<string, number>()
+      if (!m.has(box)) m.set(box, at)
+      converged.set(id, m)
     },
   })
   const ops = new EtcdDeployStore(endpoints, { prefix })
@@ -93,6 +104,9 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
   }
   try {
     await phases(out, fleet, members, ops, config, o, heard, seen)
+    const rollout: Record<string, unknown> = {}
+    out.rollout = rollout
+    await faultedRollout({ fleet, members, ops, config, prefix, seed: o.seed, converged, log: o.log }, rollout)
   } catch (err) {
     // A phase that did not complete is said, with what was measured before it.
     out.incomplete = err instanceof Error ? err.message : String(err)
@@ -189,36 +203,10 @@ async function phases(
   const windowMs = 30_000
   await new Promise((r) => setTimeout(r, windowMs))
   out.leaseKeepAlivesPerSecond = Math.round((((await leasesRenewed(members)) - before) / (windowMs / 1000)) * 10) / 10
-
-  // A 4-wave rollout back to flat, recorded with the CLI and run by the boxes.
-  fleet.maxMoving = 0
-  const rolloutAt = Date.now()
-  const argv = ['rollout', 'revert', '--waves', '1,10%,50%,100%', '-m', 'bench']
-  if ((await fleetCommand(argv, { config, store: ops, stdout: quiet(), stderr: process.stderr })) !== 0)
-    throw new Error('the rollout was not recorded')
-  const port = ops.rollouts()
-  const done = await waitFor(
-    async () => {
-      const r = (await port.active(live())).current?.record
-      if (r !== undefined && r.state !== 'running' && r.state !== 'done')
-        throw new RolloutStopped(`rollout ${r.state}: ${r.reason}`)
-      return r?.state === 'done' ? r : undefined
-    },
-    300_000,
-    'the rollout to be done',
-  )
-  out.rollout = {
-    waves: done.waves.map((w) => w.length),
-    maxParallel: done.maxParallel,
-    endToEndSeconds: (Date.now() - rolloutAt) / 1000,
-    brokenRules: movesBroken(done, fleet.moves, fleet.maxMoving),
-  }
 }
 
 /** Reads of the bench's own that etcd refused (a leader lost under load): counted, and asked again. */
 let benchReadsRefused = 0
-
-class RolloutStopped extends Error {}
 
 async function waitFor<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
@@ -230,8 +218,7 @@ async function waitFor<T>(
     let v: T | undefined | false
     try {
       v = await check()
-    } catch (err) {
-      if (err instanceof RolloutStopped) throw err
+    } catch {
       benchReadsRefused++
       v = undefined
     }
@@ -241,7 +228,13 @@ async function waitFor<T>(
   }
 }
 
-export async function mainSim(boxes: number, passMs: number, dir: string | undefined, keep: boolean): Promise<number> {
+export async function mainSim(
+  boxes: number,
+  passMs: number,
+  seed: number,
+  dir: string | undefined,
+  keep: boolean,
+): Promise<number> {
   // etcd's data on tmpfs when there is one: on a shared machine another's fsyncs would otherwise time etcd's disk.
   const tmp = await fs.stat('/dev/shm').then(
     (s) => (s.isDirectory() ? '/dev/shm' : os.tmpdir()),
@@ -249,7 +242,7 @@ export async function mainSim(boxes: number, passMs: number, dir: string | undef
   )
   const root = dir ?? (await fs.mkdtemp(path.join(tmp, 'layoutd-fleet-sim-')))
   try {
-    const r = await runSimFleet({ root, boxes, passMs, log: (l) => process.stderr.write(`${l}\n`) })
+    const r = await runSimFleet({ root, boxes, passMs, seed, log: (l) => process.stderr.write(`${l}\n`) })
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
     return 0
   } finally {

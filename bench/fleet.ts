@@ -14,10 +14,12 @@
 // watch's doing, not the poll's.
 //
 //   node dist/bench/fleet.js [--boxes 20] [--hosts 2] [--dir D] [--keep] [--plain]
-//   node dist/bench/fleet.js --boxes 1000 [--in-process] [--pass-ms 500]
+//   node dist/bench/fleet.js --boxes 1000 [--in-process] [--pass-ms 500] [--seed 1]
 //
 // Over 50 boxes (or with --in-process) the boxes run in this process
-// against a 3-member etcd cluster, with a stand-in pass (bench/fleet-sim.ts).
+// against a 3-member etcd cluster, with a stand-in pass (bench/fleet-sim.ts),
+// and a staged rollout meets a real fleet's faults drawn from the seed
+// (bench/fleet-faults.ts).
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -394,13 +396,14 @@ async function main(): Promise<number> {
       plain: { type: 'boolean', default: false },
       'in-process': { type: 'boolean' },
       'pass-ms': { type: 'string', default: '500' },
+      seed: { type: 'string', default: '1' },
     },
   })
   const boxes = Number(values.boxes)
   // Over 50 boxes the agents run in this process (fleet-sim.ts): that many processes do not fit a small machine.
   if (values['in-process'] ?? boxes > 50) {
     const { mainSim } = await import('./fleet-sim.js')
-    return mainSim(boxes, Number(values['pass-ms']), values.dir, values.keep)
+    return mainSim(boxes, Number(values['pass-ms']), Number(values.seed), values.dir, values.keep)
   }
   const hostsPerBox = Number(values.hosts)
   if (!Number.isInteger(boxes) || boxes < 1 || !Number.isInteger(hostsPerBox) || hostsPerBox < 1) {

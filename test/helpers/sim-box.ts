@@ -4,7 +4,12 @@
 // the real intent poller; only the pass is a stand-in that takes passMs to
 // move the box's rows and then publishes its summary as the agent would.
 // Each move is told to onMove, so a test can check that no box moved twice
-// and that no wave's box moved before the wave before it was over.
+// and that no wave's box moved before the wave before it was over. The
+// faults of a real fleet: rows whose tenant is awake (deferred, as in their
+// grace, until the tenant sleeps, which runs the leg again as a released
+// claim does), rows held (until an operator clears the hold and converges
+// the box), and a kill (nothing more written, the lease left to expire; a
+// box started again with the same label is where the kill left it).
 import type { BoxSummary } from '../../src/domain/box-summary.js'
 import { loadLayoutIntent } from '../../src/domain/intent.js'
 import { systemClock, type DeployStore, type Logger } from '../../src/domain/ports.js'
@@ -14,6 +19,18 @@ import type { Metrics } from '../../src/metrics/metrics.js'
 import type { RolloutRecord } from '../../src/domain/rollout.js'
 import { EtcdDeployStore, type EtcdStoreOptions } from '../../src/infra/deploy-etcd/store.js'
 import { errorMessage } from '../../src/errors.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+type SimMode = 'flat' | 'nested'
+
+/** Where a box is: its mode and intent, its tenants awake and rows held, what its last run left behind. */
+export interface SimBoxState {
+  mode: SimMode
+  intent: string | null
+  awake: number
+  holds: number
+  behind: { deferred: number; held: number }
+}
 
 export interface SimMove {
   box: string
@@ -32,6 +49,16 @@ export interface SimBoxOptions {
   passMs: number
   /** Rows the stand-in pass leaves fenced when it moves toward nested (a failed wave). */
   failRows?: number
+  /** Rows whose tenant is awake: each move defers them (awake_grace) until sleep(). */
+  awakeRows?: number
+  /** Rows held (a hold code, fenced) that no move takes until clearHolds(). */
+  heldRows?: number
+  /** Where the box's rows are at start (a box started again after a kill): flat unless said. */
+  startMode?: SimMode
+  /** The intent the box had read before (a box started again): its summary names it until it reads one. */
+  startIntent?: string | null
+  /** Rows the box's last run left deferred and held (a box started again). */
+  startBehind?: { deferred: number; held: number }
   logger?: Logger
   store?: EtcdStoreOptions
   pollMs?: number
@@ -44,6 +71,8 @@ export interface SimBoxOptions {
   onWatchEvent?: (box: string, id: string, at: number) => void
   /** Told when the box's poller read a new intent. */
   onIntentSeen?: (box: string, id: string, at: number) => void
+  /** Told when a run ended with every row where the intent wants it (deferred and held ones too). */
+  onConverged?: (box: string, intent: string, at: number) => void
 }
 
 const quiet: Logger = {
@@ -67,8 +96,13 @@ export class SimBox {
   readonly reads: DeployStore
   readonly #o: SimBoxOptions
   readonly #life = new AbortController()
-  #mode: 'flat' | 'nested' = 'flat'
-  #intent: string | null = null
+  #mode: SimMode
+  #intent: string | null
+  #awake: number
+  #holds: number
+  /** Rows the last run left behind its mode: deferred (awake) and held. */
+  #deferred = 0
+  #held = 0
   #running = false
   #pending = false
   #poller: IntentPoller | undefined
@@ -83,6 +117,12 @@ export class SimBox {
 
   constructor(o: SimBoxOptions) {
     this.#o = o
+    this.#mode = o.startMode ?? 'flat'
+    this.#intent = o.startIntent ?? null
+    this.#awake = Math.min(o.awakeRows ?? 0, o.rows)
+    this.#holds = Math.min(o.heldRows ?? 0, o.rows - this.#awake)
+    this.#deferred = o.startBehind?.deferred ?? 0
+    this.#held = o.startBehind?.held ?? 0
     const logger = o.logger ?? quiet
     this.store = new EtcdDeployStore(o.endpoints, {
       prefix: o.prefix,
@@ -105,6 +145,39 @@ export class SimBox {
     return this.#o.box
   }
 
+  /** Where the box is now, for a box started again in its place. */
+  get state(): SimBoxState {
+    return {
+      mode: this.#mode,
+      intent: this.#intent,
+      awake: this.#awake,
+      holds: this.#holds,
+      behind: { deferred: this.#deferred, held: this.#held },
+    }
+  }
+
+  /** Rows whose tenant wakes now: the next move defers them until sleep(). */
+  wake(rows: number): void {
+    this.#awake = Math.min(rows, this.#o.rows)
+  }
+
+  /** Rows held from now: the next move leaves them fenced until clearHolds(). */
+  hold(rows: number): void {
+    this.#holds = Math.min(rows, this.#o.rows - this.#awake)
+  }
+
+  /** The awake tenants sleep: their claim released, the leg runs again (the deferred rows move). */
+  sleep(): void {
+    this.#awake = 0
+    if (this.#deferred > 0) this.#kick()
+  }
+
+  /** An operator clears the holds and converges the box (the held rows move). */
+  clearHolds(): void {
+    this.#holds = 0
+    if (this.#held > 0) this.#kick()
+  }
+
   async start(): Promise<void> {
     await this.#publish()
     this.#poller = new IntentPoller({
@@ -125,22 +198,44 @@ export class SimBox {
   }
 
   #summary(): BoxSummary {
+    const fail = this.#failed()
+    const behind = this.#deferred + this.#held + fail
     return {
       box: this.#o.box,
       version: 'sim',
       intent: this.#intent,
       mode: this.#mode,
-      converged: !this.#running && !this.#pending && this.#intent !== null,
+      converged: !this.#running && !this.#pending && this.#intent !== null && behind === 0,
       counts: this.#counts(),
-      held: 0,
-      leg: { running: this.#running, pending: this.#pending, lastRunAt: null },
+      held: this.#held,
+      leg: {
+        running: this.#running,
+        pending: this.#pending,
+        lastRunAt: null,
+        withheld: {
+          deferred: this.#deferred,
+          refused: 0,
+          failed: 0,
+          kept: fail,
+          heldBy: this.#held === 0 ? {} : { second_name: this.#held },
+        },
+      },
       at: new Date().toISOString(),
     }
   }
 
+  /** Rows left fenced for a kept journal when the box is nested (failRows). */
+  #failed(): number {
+    return this.#mode === 'nested' ? Math.min(this.#o.failRows ?? 0, this.#o.rows - this.#deferred - this.#held) : 0
+  }
+
+  /** Rows by word: deferred ones still in the other mode, held and kept ones fenced. */
   #counts(): Record<string, number> {
-    const fail = this.#mode === 'nested' ? Math.min(this.#o.failRows ?? 0, this.#o.rows) : 0
-    return fail === 0 ? { [this.#mode]: this.#o.rows } : { [this.#mode]: this.#o.rows - fail, fenced: fail }
+    const fenced = this.#held + this.#failed()
+    const counts: Record<string, number> = { [this.#mode]: this.#o.rows - this.#deferred - fenced }
+    if (this.#deferred > 0) counts[this.#mode === 'nested' ? 'flat' : 'nested'] = this.#deferred
+    if (fenced > 0) counts.fenced = fenced
+    return counts
   }
 
   async #publish(): Promise<void> {
@@ -190,18 +285,40 @@ export class SimBox {
     if (!read.found) return
     const { id, mode } = read.intent
     if (mode !== 'flat' && mode !== 'nested') return
+    const fresh = this.#intent !== id
     this.#intent = id
-    if (mode === this.#mode) return
+    if (mode === this.#mode) {
+      // The rows a run left behind (deferred, held) move once their cause is gone; the box moved already.
+      if (this.#deferred > this.#awake || this.#held > this.#holds) {
+        await this.#publish()
+        await sleep(this.#o.passMs, undefined, { signal: this.#life.signal })
+        this.#leave()
+        this.#converged(id)
+      } else if (fresh) this.#converged(id)
+      return
+    }
     const startedAt = Date.now()
     this.#o.onMoveStart?.()
     try {
       await this.#publish()
-      await new Promise((r) => setTimeout(r, this.#o.passMs))
+      await sleep(this.#o.passMs, undefined, { signal: this.#life.signal })
       this.#mode = mode
+      this.#leave()
     } finally {
       this.#o.onMoveEnd?.()
     }
     this.#o.onMove?.({ box: this.#o.box, intent: id, mode, startedAt, endedAt: Date.now() })
+    this.#converged(id)
+  }
+
+  /** What the run leaves behind its mode: the rows whose tenant is awake, and the held ones. */
+  #leave(): void {
+    this.#deferred = this.#awake
+    this.#held = this.#holds
+  }
+
+  #converged(id: string): void {
+    if (this.#deferred + this.#held === 0) this.#o.onConverged?.(this.#o.box, id, Date.now())
   }
 
   /** Stops: nothing more is written, and its summary leaves with its lease. */
@@ -209,6 +326,16 @@ export class SimBox {
     if (this.#life.signal.aborted) return
     this.#life.abort()
     this.#poller?.stop()
+    await this.reads.close()
+  }
+
+  /** Dies as a kill -9 leaves an agent: nothing more is written, its summary stays until its lease expires. */
+  async kill(): Promise<void> {
+    if (this.#life.signal.aborted) return
+    this.#life.abort()
+    this.#poller?.stop()
+    // The follower ends with the store it reads through, and that store, killed, revokes nothing.
+    this.store.close = () => this.store.abandon()
     await this.reads.close()
   }
 }

@@ -1,11 +1,12 @@
 // A fleet of in-process boxes (sim-box.ts) on one etcd prefix, and what a
 // rollout test checks of their moves: each box moved once, at most
 // maxParallel at once, and no box of a wave moved before every box of the
-// wave before it had ended its move.
+// wave before it had ended its move. A box may be killed and started again
+// in its place, where the kill left it (its moves keep counting as its own).
 import type { Logger } from '../../src/domain/ports.js'
 import type { RolloutRecord } from '../../src/domain/rollout.js'
 import type { EtcdStoreOptions } from '../../src/infra/deploy-etcd/store.js'
-import { SimBox, type SimMove } from './sim-box.js'
+import { SimBox, type SimBoxOptions, type SimMove } from './sim-box.js'
 
 export interface SimFleetOptions {
   endpoints: readonly string[]
@@ -14,6 +15,7 @@ export interface SimFleetOptions {
   rows?: number
   passMs: number | ((box: string) => number)
   failRows?: (box: string) => number
+  onConverged?: (box: string, intent: string, at: number) => void
   store?: EtcdStoreOptions
   logger?: Logger
   onIntentSeen?: (box: string, id: string, at: number) => void
@@ -26,11 +28,12 @@ export class SimFleet {
   readonly moves: SimMove[] = []
   #moving = 0
   maxMoving = 0
+  readonly #options = new Map<string, SimBoxOptions>()
 
   constructor(o: SimFleetOptions) {
     this.boxes = Array.from({ length: o.boxes }, (_, i) => {
       const box = `box-${String(i).padStart(4, '0')}`
-      return new SimBox({
+      const options: SimBoxOptions = {
         endpoints: o.endpoints,
         prefix: o.prefix,
         box,
@@ -41,6 +44,7 @@ export class SimFleet {
         logger: o.logger,
         onIntentSeen: o.onIntentSeen,
         onWatchEvent: o.onWatchEvent,
+        onConverged: o.onConverged,
         onRolloutState: (r) => o.onRolloutState?.(box, r),
         onMove: (m) => {
           this.moves.push(m)
@@ -51,8 +55,35 @@ export class SimFleet {
         onMoveEnd: () => {
           this.#moving--
         },
-      })
+      }
+      this.#options.set(box, options)
+      return new SimBox(options)
     })
+  }
+
+  /** Kills the box (kill -9: its summary stays until its lease expires). */
+  async kill(label: string): Promise<void> {
+    await this.box(label).kill()
+  }
+
+  /** Starts a box again in the place of the one killed: the same label, rows and tenants as the kill left them. */
+  async restart(label: string): Promise<SimBox> {
+    const i = this.boxes.findIndex((x) => x.box === label)
+    const old = this.boxes[i]
+    const options = this.#options.get(label)
+    if (old === undefined || options === undefined) throw new Error(`no box ${label}`)
+    const { mode, intent, awake, holds, behind } = old.state
+    const box = new SimBox({
+      ...options,
+      startMode: mode,
+      startIntent: intent,
+      awakeRows: awake,
+      heldRows: holds,
+      startBehind: behind,
+    })
+    this.boxes[i] = box
+    await box.start()
+    return box
   }
 
   box(label: string): SimBox {

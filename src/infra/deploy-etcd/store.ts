@@ -170,6 +170,15 @@ export class EtcdDeployStore implements DeployStore {
     await this.#gateway.close()
   }
 
+  /**
+   * Ends every call, watch and renewal and revokes nothing: the summary
+   * and the label stay until their lease expires, as a killed agent leaves
+   * them (the fleet's tests and bench stand a kill -9 with it).
+   */
+  async abandon(): Promise<void> {
+    await this.#gateway.close()
+  }
+
   publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     return this.#boxes.publish(summary, signal)
   }
