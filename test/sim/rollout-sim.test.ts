@@ -24,8 +24,6 @@ const KNOWN_DEFECTS: Partial<Record<Property, string>> = {
   'stale-verdict': 'a verdict from live state (not fixed yet)',
   // The consequence of the stale verdict: a fixed, resumed rollout stays paused.
   'fixed-rollout-not-done': 'fix, resume, done (not fixed yet)',
-  // A box whose lease expired leaves fleet status without a trace.
-  'box-dropped-from-view': 'boxes never vanish (not fixed yet)',
   // Found by the simulation, beyond the issue: a box whose leg could not read the intent (retry due) is
   // taken for done, with every row failed, and frees its lane (seed 420); and a lease-grant answer lost at
   // start leaves the label and summary on a lease nobody keeps alive, so a live box leaves the fleet and
