@@ -55,6 +55,10 @@ export class Agent implements AgentApi {
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
+  /** The hosts the last finished run deferred for their wake grace: a release of one is a serial move. */
+  #deferred: ReadonlySet<string> = new Set()
+  /** Hosts released while a run was under way: the run may have deferred them before they slept. */
+  readonly #releasedMidRun = new Set<string>()
   /** The record the last read of the intent found, for the console's who and why. */
   #intentRecord: IntentRecord | null = null
 
@@ -84,6 +88,11 @@ export class Agent implements AgentApi {
       pass: () => this.#pass,
       keys: () => this.#keysBeforeRun(),
       onRunEnd: (run) => {
+        this.#deferred = deferredHosts(run)
+        // A host released while this run went on may have been deferred after it fell asleep.
+        const missed = [...this.#releasedMidRun].some((h) => this.#deferred.has(h))
+        this.#releasedMidRun.clear()
+        if (missed) this.#leg.kick()
         this.#view.noteFinishedRun(run)
         // Where every row's files rest once the run has moved what it moved (design §6.1).
         void this.#files.lookAtEvery()
@@ -281,6 +290,11 @@ export class Agent implements AgentApi {
     if (this.#phase === 'ready') this.#leg.kick()
   }
 
+  /** A serial move asked by the fleet (a rollout's `retry` of this box, design §7.6), once the agent is ready. */
+  runAgain(): void {
+    if (this.#phase === 'ready') this.#leg.kick()
+  }
+
   #recordIntentMetrics(intent: ReportMode, defaultApplied: boolean): void {
     const { metrics } = this.#parts
     metrics.setIntentMode(intent)
@@ -400,13 +414,35 @@ export class Agent implements AgentApi {
 
   releaseWake(host: string): void {
     this.#desk.release(host)
+    this.#asleep([host])
   }
 
   replaceWakes(awake: readonly string[]): WakeSet {
-    return this.#desk.replace(awake)
+    const before = this.#deferred
+    const set = this.#desk.replace(awake)
+    const keep = new Set(awake)
+    this.#asleep([...before].filter((h) => !keep.has(h)))
+    return set
+  }
+
+  /**
+   * Hosts the last run deferred for their wake grace fell asleep: a serial move now, not at the retry
+   * timer, so they move while they sleep and the report stops saying they are awake (design §3 step 2).
+   */
+  #asleep(hosts: readonly string[]): void {
+    if (this.#phase !== 'ready') return
+    if (this.#leg.busy().running) for (const h of hosts) this.#releasedMidRun.add(h)
+    if (hosts.some((h) => this.#deferred.has(h))) this.#leg.kick()
   }
 
   wakes(): WakeList {
     return this.#desk.list()
   }
+}
+
+/** The hosts a run deferred for their wake grace. */
+function deferredHosts(run: LegRun): ReadonlySet<string> {
+  const out = new Set<string>()
+  for (const r of run.results) if (r.outcome === 'deferred' && r.code === 'awake_grace') out.add(r.host)
+  return out
 }

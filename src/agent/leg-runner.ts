@@ -82,8 +82,14 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
     signal,
   )
   recordIntentReadMetric(deps)
-  return outcome
+  const graceEnds = pass.graceEndsAt?.() ?? null
+  if (graceEnds === null || !outcome.retry) return outcome
+  // The grace is measured on a monotonic clock and this timer on another: a little after, never before.
+  return { ...outcome, retryInMs: Math.max(0, graceEnds - deps.clock.now()) + GRACE_SLACK_MS }
 }
+
+/** How long after a wake grace runs out the leg comes back for its host. */
+export const GRACE_SLACK_MS = 1_000
 
 /** intent_reads_total, by how the run's read of the intent ended. */
 function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {

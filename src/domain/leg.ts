@@ -28,6 +28,8 @@ export interface LegOutcome {
   retry: boolean
   /** The run could not finish (an unreadable read, a failed result): come back with backoff. */
   unfinished: boolean
+  /** What the run waits on ends sooner than the retry interval (a host's wake grace): come back after this. */
+  retryInMs?: number
 }
 
 /** The longest a run that could not finish waits for its retry, in retry intervals. */
@@ -209,9 +211,11 @@ export class Leg {
    */
   #scheduleAfter(outcome: LegOutcome): void {
     const { retryMs, logger, random = Math.random } = this.#opts
+    // A wake grace that runs out before the interval brings the leg back when it does.
+    const soonest = Math.min(retryMs, Math.max(1, outcome.retryInMs ?? retryMs))
     if (!outcome.unfinished) {
       this.#failures = 0
-      if (outcome.retry) this.#armRetry(retryMs)
+      if (outcome.retry) this.#armRetry(soonest)
       else this.#clearRetry()
       return
     }
@@ -220,7 +224,7 @@ export class Leg {
     // again within the retry interval, as the seed's re-check does: a
     // failing host's backoff never stretches it, so the earlier of the two.
     const backoff = retryBackoff(retryMs, this.#failures, random())
-    this.#armRetry(outcome.retry ? Math.min(backoff, retryMs) : backoff)
+    this.#armRetry(outcome.retry ? Math.min(backoff, soonest) : backoff)
     logger.info(
       { retryAt: this.#retryAt, attempt: this.#failures },
       `layout: leg run could not finish; ` +

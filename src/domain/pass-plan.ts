@@ -301,8 +301,8 @@ export interface ClaimSort {
   sleeping: MoveCandidate[]
   /** Hosts holding a claim whose grace is over (or that were held, or under a forced intent): stopped one at a time. */
   awake: MoveCandidate[]
-  /** Hosts holding a claim inside their grace: left alone this run (design §3 step 2). */
-  deferred: Array<{ candidate: MoveCandidate; because: Why }>
+  /** Hosts holding a claim inside their grace: left alone this run (design §3 step 2), with the grace left. */
+  deferred: Array<{ candidate: MoveCandidate; because: Why; leftMs: number }>
 }
 
 /**
@@ -325,7 +325,7 @@ export function sortByClaim(
     if (opts.deferAwake && !candidate.wasHeld) {
       const left = opts.graceLeft(host)
       if (left > 0) {
-        out.deferred.push({ candidate, because: awakeReason(left) })
+        out.deferred.push({ candidate, because: awakeReason(left), leftMs: left })
         continue
       }
     }

@@ -188,6 +188,11 @@ export interface Classification {
  */
 export interface LayoutPass {
   converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]>
+  /**
+   * When the soonest grace of a host the last converge deferred runs out (ms since the epoch), or null:
+   * the leg comes back then rather than at its retry interval (design §3 step 2). Absent: never sooner.
+   */
+  graceEndsAt?(): number | null
   /** defaultOptedOut: under `none`, the default is flat, so a half-done move to nested is rolled back. */
   recover(intent: IntentMode, opts?: { defaultOptedOut?: boolean }): Promise<Result[]>
   /** Holds are dropped under `flat`, and under `none` when the default is opted out. */

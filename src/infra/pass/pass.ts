@@ -51,6 +51,8 @@ export class Pass implements LayoutPass {
   #loaded: Promise<LoadedParts> | undefined
   #claimsFor: ClaimsOf | undefined
   #catchingUp = false
+  /** When the soonest grace of a host the last converge deferred runs out (wall clock, ms); undefined: none. */
+  #graceEnds: number | undefined
 
   constructor(deps: PassDeps) {
     this.#ctx = new PassContext(deps)
@@ -136,7 +138,13 @@ export class Pass implements LayoutPass {
 
   // ---- converge ---------------------------------------------------------
 
+  /** When the soonest grace of a host the last converge deferred runs out (ms since the epoch), or null. */
+  graceEndsAt(): number | null {
+    return this.#graceEnds ?? null
+  }
+
   async converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]> {
+    this.#graceEnds = undefined
     const parts = await this.#load()
     const { grace } = parts
     const { dirs, gate, logger, registry } = this.#ctx.deps
@@ -309,8 +317,10 @@ export class Pass implements LayoutPass {
       deferAwake: opts.deferAwake,
       graceLeft: (host) => parts.grace.left(host, mode, now, graceMs),
     })
-    for (const { candidate, because } of sorted.deferred)
+    for (const { candidate, because, leftMs } of sorted.deferred) {
       results.push(ctx.resultWithMetrics(candidate.record.host, 'deferred', because, mode))
+      this.#graceEnds = Math.min(this.#graceEnds ?? Infinity, now + leftMs)
+    }
     if (sorted.sleeping.length > 0) {
       const generation = registry.nextGeneration()
       this.#state.fence(
