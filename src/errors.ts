@@ -217,6 +217,9 @@ export const errors = {
         '(set CARLOS_DEPLOYMENT_ETCD); on one box, record the intent with `layoutd intent migrate|revert`',
     ),
   rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
+  /** `fleet rollout retry|skip BOX` naming a box in none of the rollout's waves (design §7.6). */
+  rolloutUnknownBox: (what: string) =>
+    new AppError('rollout_unknown_box', 409, `${what}; \`layoutd fleet rollout status --json\` lists its waves`),
   /**
    * A deploy store that no longer holds what this process read from it
    * (design §7): its directory gone, its records gone, or another etcd in

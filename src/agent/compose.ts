@@ -76,6 +76,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     clock,
     logger,
     onState: (r) => rolloutMetrics?.set(r),
+    kickLeg: () => agent.runAgain(),
   })
   const claims = new WakeClaims({
     store: registry.claimStore(),

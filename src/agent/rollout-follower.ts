@@ -2,19 +2,24 @@
 // rollout records (on their watch and every tick), starts the box when its
 // wave is open and its lane is free (a compare-and-swap on the record's
 // revision, so a pause or another wave that lands first wins), writes the
-// box's end once its summary says its pass ended on the rollout's intent,
-// and then advances the rollout itself when the wave passed, failed or
-// outlived its deadline. No operator's process has to run: every agent
-// does this for its own box, and any of them may open the next wave.
+// box's progress once its summary says its pass ended on the rollout's
+// intent and again whenever what the summary counts changes (a hold
+// cleared, a deferred tenant moved), runs the leg again when an operator
+// asks (`retry`), and advances the rollout itself when the wave passed,
+// failed or outlived its deadline. No operator's process has to run: every
+// agent does this for its own box, and any of them may open the next wave.
 import type { BoxSummary } from '../domain/box-summary.js'
 import type { Clock, Logger } from '../domain/ports.js'
 import {
   advance,
+  changeEvent,
   deadlinePassed,
   isFinal,
+  isSkipped,
   placeOf,
   predecessorOf,
   waveVerdict,
+  type BoxReport,
   type RolloutPort,
   type RolloutRecord,
   type StoredRollout,
@@ -43,6 +48,21 @@ export interface RolloutFollowerOptions {
   onState?: (r: RolloutRecord | undefined) => void
   /** A bound on each call to etcd. */
   requestTimeoutMs?: number
+  /**
+   * Runs this box's leg again (an operator's `retry`). Absent: the intent is read again instead, and the
+   * retry is answered by the next summary that says the pass ended.
+   */
+  kickLeg?: () => void
+}
+
+/** What this box last wrote as its progress in a rollout, and the retry it is running for. */
+interface Kept {
+  /** The report written last, as JSON; undefined before the first write of this process. */
+  written: string | undefined
+  /** The retries asked and answered so far. */
+  answered: number
+  /** A retry whose run is under way: how many were asked, and the summary's last run when it was kicked. */
+  kicked?: { asked: number; lastRunAt: string | null }
 }
 
 export class RolloutFollower {
@@ -51,7 +71,8 @@ export class RolloutFollower {
   /** Rollouts this box has started in (permanent), and those it can no longer start in (final, not started). */
   readonly #started = new Set<string>()
   readonly #never = new Set<string>()
-  readonly #finished = new Set<string>()
+  /** Rollouts this box has written its progress in, and what it wrote. */
+  readonly #finished = new Map<string, Kept>()
   readonly #listeners = new Set<() => void>()
   #summary: BoxSummary | undefined
   #stepping = false
@@ -169,22 +190,28 @@ export class RolloutFollower {
   async #step(): Promise<void> {
     await this.read(this.#signal())
     const running = this.#rollouts.filter((s) => s.record.state === 'running')
-    this.#o.onState?.(this.#rollouts.at(-1)?.record)
+    const inPlay = this.#rollouts.at(-1)
+    this.#o.onState?.(inPlay?.record)
     const busy = running.some((s) => this.#hasPart(s.record))
     if (busy !== this.#busy) {
       this.#busy = busy
       this.#timer?.()
       this.#schedule()
     }
+    // The rollout in play, whatever its state but reverted (its intent stands no more): the box keeps its
+    // progress current, so a wave is judged, and judged again on resume, from what the box says now.
+    if (inPlay !== undefined && inPlay.record.state !== 'reverted' && this.#started.has(inPlay.record.id)) {
+      const place = placeOf(inPlay.record, this.#o.box)
+      if (place !== undefined) await this.#keepProgress(inPlay, place.wave)
+    }
     for (const s of running) {
       const place = placeOf(s.record, this.#o.box)
       if (place === undefined || place.wave > s.record.wave) {
-        if (deadlinePassed(s.record, this.#o.clock.now())) await this.#evaluate(s)
+        if (place !== undefined && this.#evaluateDue(s, place)) await this.#evaluate(s)
+        else if (place === undefined && deadlinePassed(s.record, this.#o.clock.now())) await this.#evaluate(s)
         continue
       }
-      const { id } = s.record
-      if (!this.#started.has(id)) await this.#maybeStart(s, place.wave)
-      else if (!this.#finished.has(id)) await this.#maybeFinish(s, place.wave)
+      if (!this.#started.has(s.record.id) && !isSkipped(s.record, this.#o.box)) await this.#maybeStart(s, place.wave)
       if (this.#evaluateDue(s, place)) await this.#evaluate(s)
     }
   }
@@ -195,11 +222,11 @@ export class RolloutFollower {
     return place !== undefined && place.wave === r.wave
   }
 
-  /** The box's lane is free (the box N before it in the wave is done, or has left): start, once. */
+  /** The box's lane is free (the box N before it in the wave is done, has left, or was skipped): start, once. */
   async #maybeStart(s: StoredRollout, wave: number): Promise<void> {
     const { port, box, logger } = this.#o
     const pred = predecessorOf(s.record, box)
-    if (pred !== null) {
+    if (pred !== null && !isSkipped(s.record, pred)) {
       const signal = this.#signal()
       const free = (await port.hasFinished(s.record.id, pred, wave, signal)) || !(await port.isLive(pred, signal))
       if (!free) return
@@ -213,27 +240,76 @@ export class RolloutFollower {
     for (const l of this.#listeners) l()
   }
 
-  /** The summary says the pass on the rollout's intent ended: write the box's end and its failed rows. */
-  async #maybeFinish(s: StoredRollout, wave: number): Promise<void> {
+  /**
+   * The summary says the pass on the rollout's intent ended: write the box's progress (its failed rows,
+   * its deferred rows apart, the retries it answered), and again whenever it changes. A retry asked and
+   * not yet answered runs the leg first, and is answered by the summary of a run that ended after it.
+   */
+  async #keepProgress(s: StoredRollout, wave: number): Promise<void> {
     const sum = this.#summary
     const r = s.record
     if (sum === undefined || sum.intent !== r.id || sum.leg.running || sum.leg.pending) return
+    const kept = this.#finished.get(r.id) ?? { written: undefined, answered: 0 }
+    this.#finished.set(r.id, kept)
+    if (!this.#retryAnswered(r, kept, sum.leg.lastRunAt)) return
     const rows = Object.values(sum.counts).reduce((a, b) => a + b, 0)
-    const failedRows = rows - (sum.counts[r.mode] ?? 0)
-    await this.#o.port.finish(r.id, this.#o.box, wave, failedRows, this.#signal())
-    this.#finished.add(r.id)
+    const deferredRows = sum.leg.withheld?.deferred ?? 0
+    // Rows waiting out their tenant's wake grace move on their own: they are not failed (design §7.6).
+    const failedRows = Math.max(0, rows - (sum.counts[r.mode] ?? 0) - deferredRows)
+    const report: BoxReport = { failedRows, deferredRows, retried: kept.answered }
+    const said = JSON.stringify(report)
+    if (said === kept.written) return
+    await this.#o.port.putProgress(r.id, this.#o.box, wave, report, this.#signal())
+    const first = kept.written === undefined
+    kept.written = said
     this.#lastEvaluate = 0
-    this.#o.logger.info(
-      { box: this.#o.box, rollout: r.id, wave: wave + 1, failedRows },
-      `rollout: box ${this.#o.box} is done in wave ${wave + 1} of rollout ${r.id} (${failedRows} rows not ${r.mode})`,
+    this.#o.logger[first ? 'info' : 'debug'](
+      { box: this.#o.box, rollout: r.id, wave: wave + 1, failedRows, deferredRows },
+      `rollout: box ${this.#o.box} ${first ? 'is done' : 'updates its progress'} in wave ${wave + 1} of rollout ` +
+        `${r.id} (${failedRows} rows not ${r.mode}, ${deferredRows} deferred)`,
     )
   }
 
-  /** A box that is done, or guards the open wave, asks every few seconds; any box once the deadline passed. */
+  /**
+   * Whether every retry asked of this box has been answered by a run that ended after it (kept.answered
+   * says how many); a retry not yet run for runs the leg now.
+   */
+  #retryAnswered(r: RolloutRecord, kept: Kept, lastRunAt: string | null): boolean {
+    const asked = r.retries?.[this.#o.box] ?? 0
+    if (asked <= kept.answered || isFinal(r)) return true
+    if (kept.kicked?.asked !== asked) {
+      kept.kicked = { asked, lastRunAt }
+      this.#retry(r, asked)
+      if (this.#o.kickLeg !== undefined) return false
+    }
+    // Its run has not ended yet: the summary still names the run before the retry.
+    if (this.#o.kickLeg !== undefined && lastRunAt === kept.kicked?.lastRunAt) return false
+    kept.answered = asked
+    kept.kicked = undefined
+    return true
+  }
+
+  /** An operator asked this box to run again: the leg runs (or, with no leg to kick, the intent is read). */
+  #retry(r: RolloutRecord, asked: number): void {
+    this.#o.logger.info(
+      { box: this.#o.box, rollout: r.id, retry: asked },
+      `rollout: box ${this.#o.box} runs again on rollout ${r.id} (retry ${asked})`,
+    )
+    if (this.#o.kickLeg !== undefined) this.#o.kickLeg()
+    else for (const l of this.#listeners) l()
+  }
+
+  /**
+   * A box that is done, or guards the open wave, asks every few seconds; so do the next wave's guards (a
+   * wave whose boxes were all skipped has no one else to ask); any box once the deadline passed.
+   */
   #evaluateDue(s: StoredRollout, place: { wave: number; index: number }): boolean {
     const now = this.#o.clock.now()
     if (deadlinePassed(s.record, now)) return true
-    const mine = place.wave === s.record.wave && (this.#finished.has(s.record.id) || place.index < WARDENS)
+    const r = s.record
+    const done = this.#finished.get(r.id)?.written !== undefined
+    const mine =
+      (place.wave === r.wave && (done || place.index < WARDENS)) || (place.wave === r.wave + 1 && place.index < WARDENS)
     if (!mine || now - this.#lastEvaluate < (this.#o.evaluateMs ?? ROLLOUT_EVALUATE_MS)) return false
     this.#lastEvaluate = now
     return true
@@ -244,7 +320,7 @@ export class RolloutFollower {
     const { port, clock, logger, box } = this.#o
     const r = s.record
     const now = clock.now()
-    const size = r.waves[r.wave]?.length ?? 0
+    const size = (r.waves[r.wave] ?? []).filter((b) => !isSkipped(r, b)).length
     const signal = this.#signal()
     const guard = (placeOf(r, box)?.index ?? WARDENS) < WARDENS
     if (!deadlinePassed(r, now) && !guard && (await port.doneCount(r.id, r.wave, signal)) < size) return
@@ -252,20 +328,25 @@ export class RolloutFollower {
     const next = advance(r, waveVerdict(r, progress, live), now)
     if (next === null) return
     const intent = next.state === 'done' ? finalIntent(next) : undefined
-    if (!(await port.update(s, next.state === 'done' ? { ...next, finalIntent: intent?.id } : next, signal, intent)))
-      return
+    const event = changeEvent(r, next, new Date(now).toISOString(), `agent ${box}`)
+    const written = next.state === 'done' ? { ...next, finalIntent: intent?.id } : next
+    if (!(await port.update(s, written, signal, intent, event))) return
     const line =
       next.state === 'running'
         ? `rollout: wave ${next.wave + 1} of rollout ${r.id} opens (wave ${r.wave + 1} passed)`
         : `rollout: rollout ${r.id} is ${next.state}${next.reason === '' ? '' : `: ${next.reason}`}`
-    const fields = { rollout: r.id, wave: next.wave + 1, state: next.state, by: box }
-    if (next.state === 'running' || next.state === 'done') logger.info(fields, line)
+    const fields = { rollout: r.id, wave: next.wave + 1, state: next.state, by: box, cause: next.cause }
+    if (next.state === 'running' || next.state === 'done' || next.state === 'waiting') logger.info(fields, line)
     else logger.warn({ ...fields, reason: next.reason }, line)
     this.kick()
   }
 }
 
-/** The fleet-wide intent a passed rollout leaves: its layout, just after its own id (a later record still wins). */
+/**
+ * The fleet-wide intent a passed rollout leaves: its layout, just after its own id (a later record still
+ * wins), with the rollout's who and why.
+ */
 export function finalIntent(r: RolloutRecord): IntentRecord {
-  return { id: `${r.id}.done`, mode: r.mode, force: r.force, recordedAt: r.recordedAt, by: r.by }
+  const message = r.message === '' ? {} : { message: r.message }
+  return { id: `${r.id}.done`, mode: r.mode, force: r.force, recordedAt: r.recordedAt, by: r.by, ...message }
 }

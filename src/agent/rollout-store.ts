@@ -76,7 +76,14 @@ export class RolloutAwareStore implements DeployStore {
    */
   static around(
     inner: DeployStore,
-    o: { box: string; clock: Clock; logger: Logger; onState?: (r: RolloutRecord | undefined) => void },
+    o: {
+      box: string
+      clock: Clock
+      logger: Logger
+      onState?: (r: RolloutRecord | undefined) => void
+      /** Runs the box's leg again (an operator's `retry`). */
+      kickLeg?: () => void
+    },
   ): DeployStore {
     const port = inner.rollouts?.()
     if (port === undefined) return inner

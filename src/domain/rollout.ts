@@ -1,17 +1,54 @@
 // The rules of a staged rollout (design §7.6): the waves an operator asks
-// for (`1,10%,50%,100%`), which box is in which wave (fixed when the
+// for (`1,10%,pause,50%,100%`), which box is in which wave (fixed when the
 // rollout is recorded, by a stable hash of the rollout's id and the label),
 // when a box of the open wave may start (never more than maxParallel
-// moving), whether a wave has passed, failed or is still under way, what a
-// failure or a passed deadline does, and the intent an open wave stands for
-// on a box that has started. Pure: the etcd store keeps the record and
-// advances it by compare-and-swap.
+// moving), whether a wave has passed, failed or is still under way (judged
+// from each box's current progress, skipped boxes left out), what a
+// failure, a passed deadline or a manual gate does, the events each change
+// leaves, and the intent an open wave stands for on a box that has
+// started. Pure: the etcd store keeps the record and advances it by
+// compare-and-swap.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord } from './schemas.js'
 
-export const ROLLOUT_STATES = ['running', 'paused', 'frozen', 'reverted', 'aborted', 'done'] as const
+export const ROLLOUT_STATES = ['running', 'waiting', 'paused', 'frozen', 'reverted', 'aborted', 'done'] as const
 export type RolloutState = (typeof ROLLOUT_STATES)[number]
+
+/**
+ * Why a rollout stopped or waits, for code to decide by (the record's `reason` is the operator's
+ * sentence): paused by an operator, its progress deadline passed, a wave over its failed-row threshold, a
+ * box of the open wave gone, a manual gate reached (`waiting` until `promote`), aborted by an operator, or
+ * superseded by an intent recorded over it (`revert --now`, `intent --supersede`).
+ */
+export const ROLLOUT_CAUSES = [
+  'operator_pause',
+  'progress_deadline',
+  'failed_rows',
+  'box_gone',
+  'manual_gate',
+  'operator_abort',
+  'superseded',
+] as const
+export type RolloutCause = (typeof ROLLOUT_CAUSES)[number]
+const Cause = Type.Union([
+  Type.Literal('operator_pause'),
+  Type.Literal('progress_deadline'),
+  Type.Literal('failed_rows'),
+  Type.Literal('box_gone'),
+  Type.Literal('manual_gate'),
+  Type.Literal('operator_abort'),
+  Type.Literal('superseded'),
+])
+const State = Type.Union([
+  Type.Literal('running'),
+  Type.Literal('waiting'),
+  Type.Literal('paused'),
+  Type.Literal('frozen'),
+  Type.Literal('reverted'),
+  Type.Literal('aborted'),
+  Type.Literal('done'),
+])
 export const ON_FAILURE = ['pause', 'revert', 'freeze'] as const
 export type OnFailure = (typeof ON_FAILURE)[number]
 
@@ -31,19 +68,25 @@ export const RolloutRecord = Type.Object(
     onFailure: Type.Union([Type.Literal('pause'), Type.Literal('revert'), Type.Literal('freeze')]),
     /** A wave passes with at most this many rows of its boxes not in the rollout's layout. */
     maxFailedRows: Type.Integer({ minimum: 0 }),
-    state: Type.Union([
-      Type.Literal('running'),
-      Type.Literal('paused'),
-      Type.Literal('frozen'),
-      Type.Literal('reverted'),
-      Type.Literal('aborted'),
-      Type.Literal('done'),
-    ]),
+    state: State,
     /** The index of the open wave (the last one opened). */
     wave: Type.Integer({ minimum: 0 }),
     waveOpenedAt: Type.String(),
-    /** Why the rollout stopped (paused, frozen, reverted, aborted); empty while it runs. */
+    /** Why the rollout stopped or waits (paused, waiting, frozen, reverted, aborted); empty while it runs. */
     reason: Type.String(),
+    /** The reason's code; absent while it runs, and in records of builds before it. */
+    cause: Type.Optional(Cause),
+    /** The waves (their index) that open only on `promote`: a manual gate before each. Absent: none. */
+    gates: Type.Optional(Type.Array(Type.Integer({ minimum: 1 }))),
+    /** How many times an operator asked each box to run again (`retry`). Absent: never. */
+    retries: Type.Optional(Type.Record(Type.String(), Type.Integer({ minimum: 1 }))),
+    /** The boxes an operator left out of this rollout's verdicts and lanes (`skip`), with who, when and why. */
+    skipped: Type.Optional(
+      Type.Record(
+        Type.String(),
+        Type.Object({ by: Type.String(), at: Type.String(), message: Type.String() }, { additionalProperties: false }),
+      ),
+    ),
     recordedAt: Type.String(),
     by: Type.String(),
     message: Type.String(),
@@ -54,21 +97,37 @@ export const RolloutRecord = Type.Object(
 )
 export type RolloutRecord = Static<typeof RolloutRecord>
 
-/** One item of `--waves`: a count of boxes, or a percentage of the fleet; cumulative. */
-export type WaveSpec = { count: number } | { percent: number }
+/** One item of `--waves`: a count of boxes, or a percentage of the fleet; cumulative. `gate`: wait for promote. */
+export type WaveSpec = { count: number; gate?: true } | { percent: number; gate?: true }
 
-/** `1,10%,50%,100%` as specs; throws naming the bad item. The last must be 100%: every box is in a wave. */
+/**
+ * `1,10%,pause,50%,100%` as specs; throws naming the bad item. The last must be 100%: every box is in a
+ * wave. A `pause` item is a manual gate: the wave after it opens only on `promote`, so it stands between
+ * two waves (never first, never twice in a row).
+ */
 export function parseWaves(text: string): WaveSpec[] {
   const items = text.split(',').map((s) => s.trim())
-  const specs = items.map((item): WaveSpec => {
+  const specs: WaveSpec[] = []
+  let gate = false
+  for (const item of items) {
+    if (item === 'pause') {
+      if (specs.length === 0 || gate)
+        throw new Error(`--waves ${JSON.stringify(text)}: a pause stands between two waves (after one, not twice)`)
+      gate = true
+      continue
+    }
     const m = /^([0-9]{1,6})(%?)$/.exec(item)
     const n = m === null ? NaN : Number(m[1])
     if (m === null || n === 0 || (m[2] === '%' && n > 100))
-      throw new Error(`--waves item ${JSON.stringify(item)}: a count of boxes (like 1) or a percentage (1% to 100%)`)
-    return m[2] === '%' ? { percent: n } : { count: n }
-  })
+      throw new Error(
+        `--waves item ${JSON.stringify(item)}: a count of boxes (like 1), a percentage (1% to 100%), or pause`,
+      )
+    const spec: WaveSpec = m[2] === '%' ? { percent: n } : { count: n }
+    specs.push(gate ? { ...spec, gate: true } : spec)
+    gate = false
+  }
   const last = specs.at(-1)
-  if (last === undefined || !('percent' in last) || last.percent !== 100)
+  if (gate || last === undefined || !('percent' in last) || last.percent !== 100)
     throw new Error(`--waves ${JSON.stringify(text)}: the last wave must be 100%, so that every box is in one`)
   return specs
 }
@@ -99,6 +158,19 @@ function fnv1a(s: string): number {
  * the specs say. Empty waves are dropped. Throws when there is no box.
  */
 export function assignWaves(rolloutId: string, boxes: readonly string[], specs: readonly WaveSpec[]): string[][] {
+  return cutWaves(rolloutId, boxes, specs).waves
+}
+
+/**
+ * The waves and their manual gates (the index of each wave that opens only on promote). A gate before a
+ * wave left empty moves to the next wave kept; one before no wave kept is dropped, as is one before the
+ * first (nothing passed before it).
+ */
+export function cutWaves(
+  rolloutId: string,
+  boxes: readonly string[],
+  specs: readonly WaveSpec[],
+): { waves: string[][]; gates: number[] } {
   const unique = [...new Set(boxes)]
   if (unique.length === 0) throw new Error('no live box to roll out to (no summary under the boxes prefix)')
   const order = unique
@@ -106,12 +178,19 @@ export function assignWaves(rolloutId: string, boxes: readonly string[], specs: 
     .sort((a, b) => a.h - b.h || (a.box < b.box ? -1 : a.box > b.box ? 1 : 0))
     .map((x) => x.box)
   const waves: string[][] = []
+  const gates: number[] = []
   let from = 0
-  for (const to of reached(specs, order.length)) {
-    if (to > from) waves.push(order.slice(from, to))
+  let gate = false
+  const ends = reached(specs, order.length)
+  ends.forEach((to, i) => {
+    gate ||= specs[i]?.gate === true
+    if (to <= from) return
+    if (gate && waves.length > 0) gates.push(waves.length)
+    gate = false
+    waves.push(order.slice(from, to))
     from = to
-  }
-  return waves
+  })
+  return { waves, gates }
 }
 
 /** Where a box is in a rollout: its wave and its place in it, or undefined when it is in none. */
@@ -139,8 +218,44 @@ export function predecessorOf(r: Pick<RolloutRecord, 'waves' | 'maxParallel'>, b
 export interface BoxProgress {
   /** Its pass ended on the rollout's intent: leg idle, the summary naming the rollout's id. */
   done: boolean
-  /** Rows not in the rollout's layout when it was done (held, fenced, refused, failed, foreign). */
+  /**
+   * Rows not in the rollout's layout as the box last said (held, fenced, refused, failed, foreign), the
+   * deferred ones aside: the box keeps it current after its end.
+   */
   failedRows: number
+  /** Rows left in the other layout for their tenant's wake grace: they neither fail nor hold a wave. */
+  deferredRows?: number
+  /** The retries (`retry`) the box has answered with a run since: fewer than asked is a box not done. */
+  retried?: number
+}
+
+/** What a box writes as its progress (the part of BoxProgress that is its own to say). */
+export type BoxReport = Required<Omit<BoxProgress, 'done'>>
+
+/** An operator left the box out of this rollout (`skip`). */
+export function isSkipped(r: Pick<RolloutRecord, 'skipped'>, box: string): boolean {
+  return r.skipped !== undefined && Object.hasOwn(r.skipped, box)
+}
+
+/** An operator asked the box to run again and it has not answered with a run since. */
+export function retryPending(r: Pick<RolloutRecord, 'retries'>, box: string, p: BoxProgress | undefined): boolean {
+  const asked = r.retries !== undefined && Object.hasOwn(r.retries, box) ? (r.retries[box] ?? 0) : 0
+  return asked > (p?.retried ?? 0)
+}
+
+/** The box is done in the rollout: its pass ended on the rollout's intent, and no retry waits on it. */
+export function isDone(r: Pick<RolloutRecord, 'retries'>, box: string, p: BoxProgress | undefined): boolean {
+  return p?.done === true && !retryPending(r, box, p)
+}
+
+/** The box's lane lets the next one go: it is done, left the fleet, or was skipped. */
+function laneFree(
+  r: RolloutRecord,
+  box: string,
+  progress: ReadonlyMap<string, BoxProgress>,
+  live: ReadonlySet<string>,
+): boolean {
+  return progress.get(box)?.done === true || !live.has(box) || isSkipped(r, box)
 }
 
 /** Whether a box that has not started may start now. */
@@ -152,34 +267,45 @@ export function mayStart(
 ): boolean {
   const place = placeOf(r, box)
   if (r.state !== 'running' || place === undefined || place.wave > r.wave || progress.has(box)) return false
+  if (isSkipped(r, box)) return false
   const pred = predecessorOf(r, box)
-  // A lane moves on past a box that has left the fleet: it moves nothing.
-  return pred === null || progress.get(pred)?.done === true || !live.has(pred)
+  // A lane moves on past a box that has left the fleet (it moves nothing) or was skipped.
+  return pred === null || laneFree(r, pred, progress, live)
 }
 
 export type WaveVerdict =
-  { kind: 'under-way'; pending: string[] } | { kind: 'passed'; failedRows: number } | { kind: 'failed'; why: string }
+  | { kind: 'under-way'; pending: string[] }
+  | { kind: 'passed'; failedRows: number }
+  | { kind: 'failed'; why: string; cause: 'failed_rows' | 'box_gone' }
 
 /**
- * The open wave's verdict: passed when every box of it is done with at most
- * maxFailedRows rows not in the layout; failed when more, or when a box of
- * it left the fleet (no live summary) before it was done; else under way.
+ * The open wave's verdict, from each box's current progress, skipped boxes
+ * left out: passed when every box of it is done with at most maxFailedRows
+ * rows not in the layout (deferred rows are not failed ones); failed when
+ * more, or when a box of it left the fleet (no live summary) before it was
+ * done; else under way.
  */
 export function waveVerdict(
   r: RolloutRecord,
   progress: ReadonlyMap<string, BoxProgress>,
   live: ReadonlySet<string>,
 ): WaveVerdict {
-  const boxes = r.waves[r.wave] ?? []
-  const gone = boxes.filter((b) => progress.get(b)?.done !== true && !live.has(b))
+  const boxes = (r.waves[r.wave] ?? []).filter((b) => !isSkipped(r, b))
+  const done = (b: string) => isDone(r, b, progress.get(b))
+  const gone = boxes.filter((b) => !done(b) && !live.has(b))
   if (gone.length > 0)
-    return { kind: 'failed', why: `box ${gone.join(', ')} of wave ${r.wave + 1} left the fleet before it was done` }
-  const pending = boxes.filter((b) => progress.get(b)?.done !== true)
+    return {
+      kind: 'failed',
+      cause: 'box_gone',
+      why: `box ${gone.join(', ')} of wave ${r.wave + 1} left the fleet before it was done`,
+    }
+  const pending = boxes.filter((b) => !done(b))
   const failedRows = boxes.reduce((n, b) => n + (progress.get(b)?.failedRows ?? 0), 0)
   if (failedRows > r.maxFailedRows) {
     const worst = boxes.filter((b) => (progress.get(b)?.failedRows ?? 0) > 0)
     return {
       kind: 'failed',
+      cause: 'failed_rows',
       why:
         `wave ${r.wave + 1}: ${failedRows} rows not ${r.mode} (on ${worst.join(', ')}), ` +
         `over the threshold of ${r.maxFailedRows}`,
@@ -203,15 +329,24 @@ export function advance(
 ): RolloutRecord | null {
   if (r.state !== 'running') return null
   const at = new Date(nowMs).toISOString()
-  if (verdict.kind === 'passed')
-    return r.wave + 1 < r.waves.length
-      ? { ...r, wave: r.wave + 1, waveOpenedAt: at }
-      : { ...r, state: 'done', reason: '' }
-  if (verdict.kind === 'failed') return failed(r, verdict.why)
+  if (verdict.kind === 'passed') {
+    if (r.wave + 1 >= r.waves.length) return running({ ...r, state: 'done' })
+    // A manual gate: the wave passed, and the next opens on promote.
+    if (r.gates?.includes(r.wave + 1) === true)
+      return {
+        ...r,
+        state: 'waiting',
+        cause: 'manual_gate',
+        reason: `wave ${r.wave + 1} passed; wave ${r.wave + 2} opens on \`layoutd fleet rollout promote\``,
+      }
+    return { ...r, wave: r.wave + 1, waveOpenedAt: at }
+  }
+  if (verdict.kind === 'failed') return failed(r, verdict.why, verdict.cause)
   if (nowMs - Date.parse(r.waveOpenedAt) > deadlineMs)
     return {
       ...r,
       state: 'paused',
+      cause: 'progress_deadline',
       reason:
         `progress deadline: wave ${r.wave + 1} did not pass within ${Math.round(deadlineMs / 1000)}s ` +
         `(waiting on ${verdict.pending.slice(0, 10).join(', ')}${verdict.pending.length > 10 ? ', …' : ''})`,
@@ -219,10 +354,17 @@ export function advance(
   return null
 }
 
+/** The record with no reason and no cause: it runs (or is done). */
+export function running(r: RolloutRecord): RolloutRecord {
+  const next = { ...r, reason: '' }
+  delete next.cause
+  return next
+}
+
 /** A failed wave, as --on-failure says: paused (resumable), frozen (ends where it is), or reverted. */
-function failed(r: RolloutRecord, why: string): RolloutRecord {
+function failed(r: RolloutRecord, why: string, cause: RolloutCause): RolloutRecord {
   const state: RolloutState = r.onFailure === 'pause' ? 'paused' : r.onFailure === 'freeze' ? 'frozen' : 'reverted'
-  return { ...r, state, reason: why }
+  return { ...r, state, reason: why, cause }
 }
 
 /** A rollout no agent advances any more. */
@@ -271,18 +413,128 @@ export interface RolloutPort {
   list(signal: AbortSignal): Promise<StoredRollout[]>
   get(id: string, signal: AbortSignal): Promise<StoredRollout | undefined>
   active(signal: AbortSignal): Promise<ActiveRollout>
-  create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal): Promise<boolean>
-  update(s: StoredRollout, next: RolloutRecord, signal: AbortSignal, intent?: IntentRecord): Promise<boolean>
-  recordIntentAborting(intent: IntentRecord, running: StoredRollout | undefined, signal: AbortSignal): Promise<boolean>
+  /** event: written in the same transaction (the rollout's `recorded`). */
+  create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal, event?: RolloutEvent): Promise<boolean>
+  /** intent: recorded in the same transaction; event: the change's, written in it too. */
+  update(
+    s: StoredRollout,
+    next: RolloutRecord,
+    signal: AbortSignal,
+    intent?: IntentRecord,
+    event?: RolloutEvent,
+  ): Promise<boolean>
+  recordIntentAborting(
+    intent: IntentRecord,
+    running: StoredRollout | undefined,
+    signal: AbortSignal,
+    event?: RolloutEvent,
+  ): Promise<boolean>
   start(s: StoredRollout, box: string, wave: number, signal: AbortSignal): Promise<boolean>
-  finish(id: string, box: string, wave: number, failedRows: number, signal: AbortSignal): Promise<void>
+  /** The box's progress as it is now (after its end): a plain put, only that box writes it. */
+  putProgress(id: string, box: string, wave: number, report: BoxReport, signal: AbortSignal): Promise<void>
   hasStarted(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean>
   hasFinished(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean>
   isLive(box: string, signal: AbortSignal): Promise<boolean>
   progress(id: string, wave: number | undefined, signal: AbortSignal): Promise<Map<string, BoxProgress>>
   doneCount(id: string, wave: number, signal: AbortSignal): Promise<number>
   liveBoxes(signal: AbortSignal): Promise<Set<string>>
+  /** The rollout's events, oldest first. */
+  events(id: string, signal: AbortSignal): Promise<RolloutEvent[]>
   watch(onChange: () => void, signal: AbortSignal): void
+}
+
+/** What happened to a rollout: every change of its record leaves one, written in the change's transaction. */
+export const ROLLOUT_EVENT_KINDS = [
+  'recorded',
+  'wave_opened',
+  'waiting',
+  'promoted',
+  'paused',
+  'resumed',
+  'retried',
+  'skipped',
+  'aborted',
+  'frozen',
+  'reverted',
+  'done',
+] as const
+export type RolloutEventKind = (typeof ROLLOUT_EVENT_KINDS)[number]
+
+/**
+ * One event: when, who (`user@host` of the CLI, or `agent BOX`), what, the wave it left open (from 1), the
+ * box it names (retry, skip), the operator's message (`-m`), the reason and its code (a pause, a gate), and
+ * the state it left. Admits fields it does not name: a reader of a build before a field still lists it.
+ */
+export const RolloutEvent = Type.Object({
+  at: Type.String(),
+  by: Type.String(),
+  kind: Type.Union([
+    Type.Literal('recorded'),
+    Type.Literal('wave_opened'),
+    Type.Literal('waiting'),
+    Type.Literal('promoted'),
+    Type.Literal('paused'),
+    Type.Literal('resumed'),
+    Type.Literal('retried'),
+    Type.Literal('skipped'),
+    Type.Literal('aborted'),
+    Type.Literal('frozen'),
+    Type.Literal('reverted'),
+    Type.Literal('done'),
+  ]),
+  state: State,
+  wave: Type.Optional(Type.Integer({ minimum: 1 })),
+  box: Type.Optional(Type.String()),
+  message: Type.Optional(Type.String()),
+  reason: Type.Optional(Type.String()),
+  cause: Type.Optional(Cause),
+})
+export type RolloutEvent = Static<typeof RolloutEvent>
+
+/** The event of a change from prev to next, by who, at: its kind given, or read off the change. */
+export function changeEvent(
+  prev: RolloutRecord | undefined,
+  next: RolloutRecord,
+  at: string,
+  by: string,
+  o: { kind?: RolloutEventKind; box?: string; message?: string } = {},
+): RolloutEvent {
+  const kind: RolloutEventKind =
+    o.kind ??
+    (prev === undefined
+      ? 'recorded'
+      : next.state === 'running'
+        ? prev.state === 'running'
+          ? 'wave_opened'
+          : 'resumed'
+        : next.state)
+  return {
+    at,
+    by,
+    kind,
+    state: next.state,
+    wave: next.state === 'done' ? next.waves.length : next.wave + 1,
+    ...(o.box === undefined ? {} : { box: o.box }),
+    ...(o.message === undefined || o.message === '' ? {} : { message: o.message }),
+    ...(next.reason === '' ? {} : { reason: next.reason }),
+    ...(next.cause === undefined ? {} : { cause: next.cause }),
+  }
+}
+
+/**
+ * An event as one line, for `rollout history` and the fleet page:
+ * `2026-12-07T10:00:00.000Z paused wave 2 by agent web-07: progress deadline: … [progress_deadline] — "lunch"`.
+ */
+export function eventLine(e: RolloutEvent): string {
+  const where = `${e.wave === undefined ? '' : ` wave ${e.wave}`}${e.box === undefined ? '' : ` box ${e.box}`}`
+  const why = e.reason === undefined ? '' : `: ${e.reason}${e.cause === undefined ? '' : ` [${e.cause}]`}`
+  const message = e.message === undefined ? '' : ` — ${JSON.stringify(e.message)}`
+  return `${e.at} ${e.kind}${where} by ${e.by}${why}${message}`
+}
+
+/** Events newest first (a history lists them so); ties kept in the order they were written. */
+export function newestFirst(events: readonly RolloutEvent[]): RolloutEvent[] {
+  return [...events].reverse()
 }
 
 /**
@@ -300,14 +552,125 @@ export function fleetRecords(
   return [...records, ...extra].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 }
 
-/** `2/4 waves, 12/40 boxes done; running`: the line of `rollout status`. */
+/** What a rollout's boxes say now: the figures of `rollout status`, every command's line, and the page. */
+export interface RolloutCounts {
+  /** The boxes of its waves, the skipped ones aside. */
+  boxes: number
+  done: number
+  /** Started boxes whose leg runs toward the rollout's intent now (not done, or a retry asked). */
+  moving: number
+  skipped: number
+  failedRows: number
+  deferredRows: number
+}
+
+export function rolloutCounts(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): RolloutCounts {
+  const counts: RolloutCounts = { boxes: 0, done: 0, moving: 0, skipped: 0, failedRows: 0, deferredRows: 0 }
+  // A reverted rollout's intent stands for no box any more: none of its boxes moves toward it.
+  const stands = r.state !== 'reverted'
+  for (const b of r.waves.flat()) {
+    if (isSkipped(r, b)) {
+      counts.skipped++
+      continue
+    }
+    counts.boxes++
+    const p = progress.get(b)
+    if (p === undefined) continue
+    if (isDone(r, b, p)) counts.done++
+    else if (stands) counts.moving++
+    counts.failedRows += p.failedRows
+    counts.deferredRows += p.deferredRows ?? 0
+  }
+  return counts
+}
+
+/**
+ * `rollout R (nested): wave 2/4, 12/40 boxes done, 3 moving; running`: the line of `rollout status`, and
+ * of every command that changes the rollout (the state it left, counted as the next status counts it).
+ */
 export function progressLine(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): string {
-  const all = r.waves.flat()
-  const done = all.filter((b) => progress.get(b)?.done === true).length
-  const moving = all.filter((b) => progress.get(b)?.done === false).length
-  const open = isFinal(r) && r.state === 'done' ? r.waves.length : r.wave + 1
+  const c = rolloutCounts(r, progress)
+  const open = r.state === 'done' ? r.waves.length : r.wave + 1
+  const extra =
+    (c.skipped > 0 ? `, ${c.skipped} skipped` : '') + (c.deferredRows > 0 ? `, ${c.deferredRows} deferred rows` : '')
+  const why = r.reason === '' ? '' : `: ${r.reason}${r.cause === undefined ? '' : ` [${r.cause}]`}`
   return (
-    `rollout ${r.id} (${r.mode}): wave ${open}/${r.waves.length}, ${done}/${all.length} boxes done, ` +
-    `${moving} moving; ${r.state}${r.reason === '' ? '' : `: ${r.reason}`}`
+    `rollout ${r.id} (${r.mode}): wave ${open}/${r.waves.length}, ${c.done}/${c.boxes} boxes done, ` +
+    `${c.moving} moving${extra}; ${r.state}${why}`
   )
+}
+
+/** What an operator asks of the rollout in play. */
+export type OperatorAction =
+  { kind: 'pause' | 'resume' | 'abort' | 'promote' } | { kind: 'retry' | 'skip'; box: string; started: boolean }
+
+/** An operator's change refused: `conflict` (not in a state for it), `box` (the box is in none of its waves). */
+export interface Refusal {
+  refused: 'conflict' | 'box'
+  why: string
+}
+
+/**
+ * The record an operator's action leaves and its event, or why it is refused. A change is asked of the
+ * record as read; the caller lands it by compare-and-swap and asks again when an agent changed it first.
+ */
+export function operatorChange(
+  r: RolloutRecord,
+  action: OperatorAction,
+  o: { by: string; at: string; message?: string },
+): { next: RolloutRecord; event: RolloutEvent } | Refusal {
+  const refuse = (why: string): Refusal => ({ refused: 'conflict', why: `rollout ${r.id} is ${r.state}: ${why}` })
+  if (isFinal(r)) return refuse(`it is over; nothing to ${action.kind}`)
+  const who = `${o.by}${o.message === undefined ? '' : `: ${o.message}`}`
+  const done = (next: RolloutRecord, extra: { kind: RolloutEventKind; box?: string }) => ({
+    next,
+    event: changeEvent(r, next, o.at, o.by, { ...extra, message: o.message }),
+  })
+  switch (action.kind) {
+    case 'pause':
+      if (r.state !== 'running') return refuse('only a running rollout pauses')
+      return done({ ...r, state: 'paused', cause: 'operator_pause', reason: `paused by ${who}` }, { kind: 'paused' })
+    case 'resume':
+      if (r.state === 'waiting') return refuse('it waits at a manual gate: `promote` opens the next wave')
+      if (r.state !== 'paused') return refuse('only a paused rollout resumes')
+      // The deadline starts again: a pause is not progress the wave failed to make.
+      return done({ ...running(r), state: 'running', waveOpenedAt: o.at }, { kind: 'resumed' })
+    case 'abort':
+      return done({ ...r, state: 'aborted', cause: 'operator_abort', reason: `aborted by ${who}` }, { kind: 'aborted' })
+    case 'promote':
+      if (r.wave + 1 >= r.waves.length)
+        return refuse(`wave ${r.wave + 1} is the last: nothing to promote (the rollout is done once it passes)`)
+      return done({ ...running(r), state: 'running', wave: r.wave + 1, waveOpenedAt: o.at }, { kind: 'promoted' })
+    default:
+      return boxChange(r, action, o, refuse, done)
+  }
+}
+
+/** retry and skip: the box must be one of the rollout's, not skipped; a retried box must have started. */
+function boxChange(
+  r: RolloutRecord,
+  action: { kind: 'retry' | 'skip'; box: string; started: boolean },
+  o: { by: string; at: string; message?: string },
+  refuse: (why: string) => Refusal,
+  done: (
+    next: RolloutRecord,
+    extra: { kind: RolloutEventKind; box?: string },
+  ) => {
+    next: RolloutRecord
+    event: RolloutEvent
+  },
+): { next: RolloutRecord; event: RolloutEvent } | Refusal {
+  const { box } = action
+  const place = placeOf(r, box)
+  if (place === undefined)
+    return { refused: 'box', why: `box ${box} is in no wave of rollout ${r.id} (${r.waves.flat().length} boxes)` }
+  if (isSkipped(r, box)) return refuse(`box ${box} was skipped (${r.skipped?.[box]?.by ?? '?'}); it is left out`)
+  if (action.kind === 'skip') {
+    const skipped = { ...r.skipped, [box]: { by: o.by, at: o.at, message: o.message ?? '' } }
+    return done({ ...r, skipped }, { kind: 'skipped', box })
+  }
+  if (!action.started)
+    return refuse(`box ${box} of wave ${place.wave + 1} has not started: it starts when its wave and lane let it`)
+  const retries = { ...r.retries, [box]: (r.retries?.[box] ?? 0) + 1 }
+  return done({ ...r, retries }, { kind: 'retried', box })
 }

@@ -3,6 +3,11 @@ import { describe, it } from 'node:test'
 import {
   advance,
   assignWaves,
+  changeEvent,
+  cutWaves,
+  eventLine,
+  operatorChange,
+  progressLine,
   deadlinePassed,
   fleetRecords,
   mayStart,
@@ -211,5 +216,90 @@ void describe('fleetRecords', () => {
     assert.equal(a.found ? `${a.intent.id}/${a.intent.mode}` : '', `${rollout().id}/nested`)
     assert.equal(b.found ? b.intent.id : '', older.id)
     assert.deepEqual(fleetRecords([older], rollout({ state: 'reverted' }), new Map([['a', done()]])), [older])
+  })
+})
+
+void describe('manual gates, operator changes, counts and events', () => {
+  const live = new Set(['a', 'b', 'c', 'd', 'e', 'f'])
+  const by = { by: 'ops@h', at: '2026-12-03T10:05:00.000Z' }
+
+  void it('reads pause as a gate before the next wave, and refuses one first or twice in a row', () => {
+    const { waves, gates } = cutWaves('r1', labels(10), parseWaves('1,pause,50%,100%'))
+    assert.deepEqual(
+      waves.map((w) => w.length),
+      [1, 4, 5],
+    )
+    assert.deepEqual(gates, [1])
+    assert.throws(() => parseWaves('pause,100%'), /a pause stands between two waves/)
+    assert.throws(() => parseWaves('1,pause,pause,100%'), /a pause stands between two waves/)
+    assert.throws(() => parseWaves('1,100%,pause'), /last wave must be 100%/)
+  })
+
+  void it('waits at a gate once the wave before it passed, and promote opens it', () => {
+    const r = rollout({ gates: [1] })
+    const next = advance(r, waveVerdict(r, new Map([['a', done()]]), live), T0)
+    assert.equal(next?.state, 'waiting')
+    assert.ok(next !== null)
+    assert.equal(next.cause, 'manual_gate')
+    const out = operatorChange(next, { kind: 'promote' }, by)
+    assert.ok(!('refused' in out))
+    assert.equal(out.next.state, 'running')
+    assert.equal(out.next.wave, 1)
+    assert.equal(out.next.cause, undefined)
+    assert.equal(out.event.kind, 'promoted')
+  })
+
+  void it('refuses what cannot be: a box in no wave, a retry of a box not started, a final rollout', () => {
+    const r = rollout()
+    assert.deepEqual(
+      (operatorChange(r, { kind: 'retry', box: 'zz', started: false }, by) as { refused: string }).refused,
+      'box',
+    )
+    assert.match(
+      (operatorChange(r, { kind: 'retry', box: 'b', started: false }, by) as { why: string }).why,
+      /has not started/,
+    )
+    assert.match((operatorChange(rollout({ state: 'done' }), { kind: 'pause' }, by) as { why: string }).why, /over/)
+    assert.match(
+      (operatorChange(rollout({ wave: 2 }), { kind: 'promote' }, by) as { why: string }).why,
+      /wave 3 is the last/,
+    )
+  })
+
+  void it('leaves a skipped box out of the verdict and the lanes; a retried box is not done until it answers', () => {
+    const r = rollout({ wave: 1, skipped: { b: { by: 'ops', at: '', message: 'dead' } } })
+    const p = new Map([
+      ['c', done()],
+      ['d', done()],
+    ])
+    assert.equal(waveVerdict(r, p, new Set(['c', 'd'])).kind, 'passed')
+    assert.equal(mayStart(r, 'd', new Map([['c', moving]]), live), true, "b's lane is free")
+    const retried = { ...r, retries: { c: 1 } }
+    assert.deepEqual(waveVerdict(retried, p, live), { kind: 'under-way', pending: ['c'] })
+    assert.equal(waveVerdict(retried, new Map([...p, ['c', { ...done(), retried: 1 }]]), live).kind, 'passed')
+  })
+
+  void it('counts as moving only started boxes not done, and deferred rows apart', () => {
+    const p = new Map<string, BoxProgress>([
+      ['a', { done: true, failedRows: 0, deferredRows: 2 }],
+      ['b', moving],
+    ])
+    assert.equal(
+      progressLine(rollout({ wave: 1, state: 'paused', reason: 'x', cause: 'operator_pause' }), p),
+      `rollout ${rollout().id} (nested): wave 2/3, 1/6 boxes done, 1 moving, 2 deferred rows; paused: x [operator_pause]`,
+    )
+  })
+
+  void it('says an event in one line', () => {
+    const e = changeEvent(
+      rollout(),
+      rollout({ state: 'paused', reason: 'lunch', cause: 'operator_pause' }),
+      'T',
+      'u@h',
+      {
+        message: 'm',
+      },
+    )
+    assert.equal(eventLine(e), 'T paused wave 1 by u@h: lunch [operator_pause] — "m"')
   })
 })

@@ -1,23 +1,32 @@
-// `layoutd fleet rollout migrate|revert|status|pause|resume|abort` (design
-// §7.6, §8): records a staged rollout in the etcd deploy store, shows it,
-// and pauses, resumes or aborts it. The command only records: the agents
-// open the waves themselves, so nothing of the operator's has to keep
-// running. `revert --now` skips the waves: one fleet-wide intent, and the
-// rollout in play aborted in the same transaction. The directory store,
-// serving one box, refuses rollouts.
+// `layoutd fleet rollout migrate|revert|status|history|pause|resume|abort|
+// retry|skip|promote` (design §7.6, §8): records a staged rollout in the
+// etcd deploy store, shows it and its events, and changes it as an
+// operator asks, each change with its event in one transaction. The
+// command only records: the agents open the waves themselves, so nothing
+// of the operator's has to keep running. `revert --now` skips the waves:
+// one fleet-wide intent, and the rollout in play aborted in the same
+// transaction. The directory store, serving one box, refuses rollouts.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { INTENT_TIMEOUT_MS, newIntentId } from '../../domain/intent.js'
 import type { DeployStore } from '../../domain/ports.js'
 import {
-  assignWaves,
+  changeEvent,
+  cutWaves,
   DEFAULT_PROGRESS_DEADLINE_MS,
+  eventLine,
+  isDone,
   isFinal,
+  isSkipped,
+  newestFirst,
   ON_FAILURE,
+  operatorChange,
   parseWaves,
   progressLine,
+  retryPending,
   type BoxProgress,
   type OnFailure,
+  type OperatorAction,
   type RolloutPort,
   type RolloutRecord,
   type StoredRollout,
@@ -29,16 +38,20 @@ import type { Command, CommandContext, Signature } from '../command.js'
 import { formatTable } from '../table.js'
 
 export const ROLLOUT_USAGE = `usage:
-  layoutd fleet rollout migrate|revert --waves 1,10%,50%,100% [--max-parallel N]
+  layoutd fleet rollout migrate|revert --waves 1,10%,pause,50%,100% [--max-parallel N]
                         [--progress-deadline 10m] [--on-failure pause|revert|freeze]
                         [--max-failed-rows N] [--force] [-m MSG]
   layoutd fleet rollout revert --now [-m MSG]
-  layoutd fleet rollout status [--json] [--wait [--timeout S]] | pause | resume | abort [-m MSG]
+  layoutd fleet rollout status [--json] [--wait [--timeout S]] | history [ID] [--json]
+  layoutd fleet rollout pause|resume|abort|promote [-m MSG]
+  layoutd fleet rollout retry BOX [-m MSG] | skip BOX -m WHY
 
   migrate|revert  record a staged rollout toward nested (flat); the boxes are
                   the live ones now, each in its wave for good; the agents
                   open each wave once the one before it passed
-  --waves         cumulative: a count of boxes or a percentage; the last is 100%
+  --waves         cumulative: a count of boxes or a percentage; the last is 100%;
+                  pause between two items is a manual gate: the rollout waits
+                  (state waiting) until promote opens the next wave
   --max-parallel  at most N boxes of a wave move at once (default: the whole wave)
   --progress-deadline  a wave not passed this long after it opened pauses the
                   rollout (default 10m; s, m or h)
@@ -47,6 +60,10 @@ export const ROLLOUT_USAGE = `usage:
   --max-failed-rows  rows of a wave's boxes not in the layout a wave may end with (default 0)
   --now           revert only: no waves, every box at once
   status --wait   wait until the rollout is done (exit 0) or stops otherwise (exit 1)
+  history         the rollout's events, newest first (the one in play, or ID)
+  promote         open the next wave now (past a manual gate, or before the open wave passed)
+  retry BOX       the box runs its leg again on the rollout's intent and says its progress anew
+  skip BOX -m WHY leave the box out of this rollout's verdicts and lanes, recorded with why
 `
 
 export const signature: Signature = { failures: 'layoutd fleet rollout', usageErrors: 'layoutd fleet rollout' }
@@ -82,25 +99,43 @@ const TAKES: Record<string, readonly string[]> = {
   migrate: ['waves', 'max-parallel', 'progress-deadline', 'on-failure', 'max-failed-rows', 'force', 'message'],
   revert: ['waves', 'max-parallel', 'progress-deadline', 'on-failure', 'max-failed-rows', 'force', 'message', 'now'],
   status: ['json', 'wait', 'timeout'],
+  history: ['json'],
   pause: ['message'],
   resume: ['message'],
   abort: ['message'],
+  promote: ['message'],
+  retry: ['message'],
+  skip: ['message'],
 }
+
+/** The actions that name a box, and the one that may name a rollout; the others take no argument. */
+const ARGUMENT: Record<string, string> = { retry: 'BOX', skip: 'BOX', history: 'ID' }
 
 export const rolloutCommand: Command<typeof ROLLOUT_OPTIONS, RolloutIo> = {
   usage: ROLLOUT_USAGE,
   options: ROLLOUT_OPTIONS,
-  positionals: ['ACTION'],
+  positionals: ['ACTION', 'ARG?'],
   signature,
-  run: (args, io) => runRollout(args.positionals[0] ?? '', args.values, io),
+  run: (args, io) => runRollout(args.positionals[0] ?? '', args.positionals[1], args.values, io),
 }
 
-async function runRollout(action: string, v: Values, io: RolloutIo): Promise<number> {
+/** The action's options and argument, checked before anything is read; bad input changes nothing. */
+function checkArgs(action: string, arg: string | undefined, v: Values): void {
   const takes = Object.hasOwn(TAKES, action) ? TAKES[action] : undefined
   if (takes === undefined) throw errors.usage(`unknown action ${JSON.stringify(action)}`)
   const given = Object.keys(v).filter((k) => k !== 'help' && v[k as keyof Values] !== undefined)
   const stray = given.find((k) => !takes.includes(k))
   if (stray !== undefined) throw errors.usage(`--${stray} does not go with ${action}`)
+  const wants = Object.hasOwn(ARGUMENT, action) ? ARGUMENT[action] : undefined
+  if (wants === undefined && arg !== undefined) throw errors.usage(`${action} takes no argument (got ${arg})`)
+  if (wants === 'BOX' && arg === undefined) throw errors.usage(`${action} needs the BOX`)
+  if (action === 'skip' && (v.message ?? '').trim() === '')
+    throw errors.usage('skip needs -m WHY: a box left out of a rollout is recorded with why')
+  if (v.message !== undefined && v.message.length > 1000) throw errors.usage('-m: at most 1,000 characters')
+}
+
+async function runRollout(action: string, arg: string | undefined, v: Values, io: RolloutIo): Promise<number> {
+  checkArgs(action, arg, v)
   // Refused before any option is weighed: on the directory store no rollout can be.
   const port = io.store.rollouts?.()
   if (port === undefined) throw errors.rolloutNeedsEtcd(io.store.describe())
@@ -109,7 +144,8 @@ async function runRollout(action: string, v: Values, io: RolloutIo): Promise<num
     return record(port, action === 'migrate' ? 'nested' : 'flat', v, io)
   }
   if (action === 'status') return status(port, v, io)
-  return change(port, action as 'pause' | 'resume' | 'abort', v, io)
+  if (action === 'history') return history(port, arg, v, io)
+  return change(port, action as OperatorAction['kind'], arg, v, io)
 }
 
 /** `10m`, `90s`, `1h` in ms. */
@@ -183,8 +219,9 @@ async function record(port: RolloutPort, mode: 'nested' | 'flat', v: Values, io:
   const boxes = [...(await port.liveBoxes(signal))]
   const id = await newId(io, port, signal)
   let waves: string[][]
+  let gates: number[]
   try {
-    waves = assignWaves(id, boxes, o.specs)
+    ;({ waves, gates } = cutWaves(id, boxes, o.specs))
   } catch (err) {
     throw errors.rolloutConflict(errorMessage(err))
   }
@@ -205,14 +242,25 @@ async function record(port: RolloutPort, mode: 'nested' | 'flat', v: Values, io:
     recordedAt: at,
     by: recorder(io),
     message: v.message ?? '',
+    ...(gates.length === 0 ? {} : { gates }),
   }
-  if (!(await port.create(r, seen, signal)))
+  const event = changeEvent(undefined, r, at, r.by, { message: v.message })
+  if (!(await port.create(r, seen, signal, event)))
     throw errors.rolloutConflict('another rollout was recorded meanwhile: see `layoutd fleet rollout status`')
+  const gated = gates.length === 0 ? '' : `; waves ${gates.map((g) => g + 1).join(', ')} open on promote`
   io.stdout.write(
     `recorded rollout ${id} toward ${mode}: ${waves.length} waves of ${waves.map((w) => w.length).join(', ')} ` +
-      `boxes, at most ${r.maxParallel} moving at once; the agents open each wave\n`,
+      `boxes, at most ${r.maxParallel} moving at once${gated}; the agents open each wave\n`,
   )
+  await printLeft(port, id, signal, io)
   return 0
+}
+
+/** The state the command left, read back and counted as the next `status` counts it. */
+async function printLeft(port: RolloutPort, id: string, signal: AbortSignal, io: RolloutIo): Promise<void> {
+  const s = await port.get(id, signal)
+  if (s === undefined) return
+  io.stdout.write(`${progressLine(s.record, await port.progress(id, undefined, signal))}\n`)
 }
 
 async function revertNow(port: RolloutPort, v: Values, io: RolloutIo): Promise<number> {
@@ -225,44 +273,84 @@ async function revertNow(port: RolloutPort, v: Values, io: RolloutIo): Promise<n
     force: false,
     recordedAt: (io.at?.() ?? new Date()).toISOString(),
     by: recorder(io),
+    ...(v.message === undefined ? {} : { message: v.message }),
   }
-  if (!(await port.recordIntentAborting(intent, running, signal)))
+  const event =
+    running === undefined
+      ? undefined
+      : changeEvent(
+          running.record,
+          {
+            ...running.record,
+            state: 'aborted',
+            cause: 'superseded',
+            reason: `superseded by intent ${intent.id}`,
+          },
+          intent.recordedAt,
+          intent.by,
+          { kind: 'aborted', message: v.message },
+        )
+  if (!(await port.recordIntentAborting(intent, running, signal, event)))
     throw errors.rolloutConflict('the rollout changed meanwhile; nothing recorded: run the command again')
   const aborted = running === undefined ? '' : `; rollout ${running.record.id} aborted`
   io.stdout.write(`recorded intent ${intent.id}: every box to flat at once${aborted}\n`)
+  if (running !== undefined) await printLeft(port, running.record.id, signal, io)
   return 0
 }
 
-/** pause, resume, abort: a compare-and-swap on the record, tried again when an agent changed it first. */
-async function change(port: RolloutPort, action: 'pause' | 'resume' | 'abort', v: Values, io: RolloutIo) {
+/**
+ * pause, resume, abort, promote, retry, skip: a compare-and-swap on the record with the change's event in
+ * the same transaction, tried again when an agent changed it first.
+ */
+async function change(
+  port: RolloutPort,
+  kind: OperatorAction['kind'],
+  box: string | undefined,
+  v: Values,
+  io: RolloutIo,
+): Promise<number> {
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   for (let attempt = 0; attempt < 10; attempt++) {
     const { current } = await port.active(signal)
     if (current === undefined) throw errors.rolloutConflict('no rollout was ever recorded')
-    const next = changed(current, action, v, io)
-    if (await port.update(current, next, signal)) {
-      io.stdout.write(`${progressLine(next, new Map())}\n`)
+    const r = current.record
+    let action: OperatorAction
+    if (kind === 'retry' || kind === 'skip') {
+      const b = box ?? ''
+      const started = kind === 'retry' && (await startedIn(port, r, b, signal))
+      action = { kind, box: b, started }
+    } else action = { kind }
+    const at = (io.at?.() ?? new Date()).toISOString()
+    const out = operatorChange(r, action, { by: recorder(io), at, message: v.message })
+    if ('refused' in out)
+      throw out.refused === 'box' ? errors.rolloutUnknownBox(out.why) : errors.rolloutConflict(out.why)
+    if (await port.update(current, out.next, signal, undefined, out.event)) {
+      await printLeft(port, r.id, signal, io)
       return 0
     }
   }
   throw errors.rolloutConflict('the rollout kept changing under the command; run it again')
 }
 
-function changed(s: StoredRollout, action: 'pause' | 'resume' | 'abort', v: Values, io: RolloutIo): RolloutRecord {
-  const r = s.record
-  const who = `${recorder(io)}${v.message === undefined ? '' : `: ${v.message}`}`
-  const refuse = (why: string) => errors.rolloutConflict(`rollout ${r.id} is ${r.state}: ${why}`)
-  if (action === 'pause') {
-    if (r.state !== 'running') throw refuse('only a running rollout pauses')
-    return { ...r, state: 'paused', reason: `paused by ${who}` }
+/** Whether box has started in the rollout (in its own wave); false for a box in none. */
+async function startedIn(port: RolloutPort, r: RolloutRecord, box: string, signal: AbortSignal): Promise<boolean> {
+  const wave = r.waves.findIndex((w) => w.includes(box))
+  return wave >= 0 && port.hasStarted(r.id, box, wave, signal)
+}
+
+/** `history [ID]`: the events of the rollout in play (or of ID), newest first. */
+async function history(port: RolloutPort, id: string | undefined, v: Values, io: RolloutIo): Promise<number> {
+  const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
+  const s = id === undefined ? (await port.active(signal)).current : await port.get(id, signal)
+  if (s === undefined)
+    throw errors.rolloutConflict(id === undefined ? 'no rollout was ever recorded' : `no rollout ${id}`)
+  const events = newestFirst(await port.events(s.record.id, signal))
+  if (v.json === true) io.stdout.write(`${JSON.stringify({ rollout: s.record.id, events }, null, 2)}\n`)
+  else {
+    io.stdout.write(`rollout ${s.record.id}: ${events.length} events, newest first\n`)
+    for (const e of events) io.stdout.write(`${eventLine(e)}\n`)
   }
-  if (action === 'resume') {
-    if (r.state !== 'paused') throw refuse('only a paused rollout resumes')
-    // The deadline starts again: a pause is not progress the wave failed to make.
-    return { ...r, state: 'running', reason: '', waveOpenedAt: (io.at?.() ?? new Date()).toISOString() }
-  }
-  if (isFinal(r)) throw refuse('it is over')
-  return { ...r, state: 'aborted', reason: `aborted by ${who}` }
+  return 0
 }
 
 /** The rollout in play and its progress, or undefined when none was ever recorded. */
@@ -277,13 +365,39 @@ export async function readRollout(
 
 export function formatRollout(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): string {
   const rows = r.waves.map((w, i) => {
-    const done = w.filter((b) => progress.get(b)?.done === true)
-    const failed = done.reduce((n, b) => n + (progress.get(b)?.failedRows ?? 0), 0)
-    const moving = w.filter((b) => progress.get(b)?.done === false).length
-    const state = i < r.wave || r.state === 'done' ? 'passed' : i === r.wave ? r.state : 'waiting'
-    return [String(i + 1), String(w.length), String(done.length), String(moving), String(failed), state]
+    const kept = w.filter((b) => !isSkipped(r, b))
+    const done = kept.filter((b) => isDone(r, b, progress.get(b)))
+    const failed = kept.reduce((n, b) => n + (progress.get(b)?.failedRows ?? 0), 0)
+    const deferred = kept.reduce((n, b) => n + (progress.get(b)?.deferredRows ?? 0), 0)
+    const moving =
+      r.state === 'reverted'
+        ? 0
+        : kept.filter((b) => progress.has(b) && (progress.get(b)?.done !== true || retryPending(r, b, progress.get(b))))
+            .length
+    const state =
+      i < r.wave || r.state === 'done' || (i === r.wave && r.state === 'waiting')
+        ? 'passed'
+        : i === r.wave
+          ? r.state
+          : r.gates?.includes(i) === true
+            ? 'gate'
+            : 'not open'
+    const skipped = w.length - kept.length
+    return [
+      String(i + 1),
+      String(w.length),
+      String(done.length),
+      String(moving),
+      String(failed),
+      String(deferred),
+      String(skipped),
+      state,
+    ]
   })
-  const table = formatTable(['WAVE', 'BOXES', 'DONE', 'MOVING', 'FAILED ROWS', 'STATE'], rows)
+  const table = formatTable(
+    ['WAVE', 'BOXES', 'DONE', 'MOVING', 'FAILED ROWS', 'DEFERRED ROWS', 'SKIPPED', 'STATE'],
+    rows,
+  )
   const by = `recorded ${r.recordedAt} by ${r.by}${r.message === '' ? '' : `: ${r.message}`}`
   return `${progressLine(r, progress)}\n${by}\n${table}\n`
 }

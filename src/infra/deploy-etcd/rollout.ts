@@ -1,9 +1,11 @@
 // The staged rollouts in etcd (design §7.6): the record of each rollout at
 // <root>rollouts/record/<id>, the pointer to the one in play at
-// <root>rollouts/active, and each box's progress, written by the box
-// itself: rollouts/started/<id>/<wave>/<box> once (the box moves on the
-// rollout's intent from then on) and rollouts/done/<id>/<wave>/<box> when
-// its pass ended. Every change of a record is a compare-and-swap on its
+// <root>rollouts/active, each box's progress, written by the box itself:
+// rollouts/started/<id>/<wave>/<box> once (the box moves on the rollout's
+// intent from then on) and rollouts/done/<id>/<wave>/<box> from its pass's
+// end on, kept current; and the rollout's events at
+// rollouts/events/<id>/<revision>, each written in the transaction of the
+// change it tells. Every change of a record is a compare-and-swap on its
 // mod_revision, so two agents advancing at once open one wave, and a box
 // starts only while the record it read still stands. This file owns the
 // keys and the transactions; the rules are domain/rollout.ts.
@@ -12,9 +14,11 @@ import { Type } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import type { Clock, Logger } from '../../domain/ports.js'
 import {
+  RolloutEvent,
   RolloutRecord,
   type ActiveRollout,
   type BoxProgress,
+  type BoxReport,
   type RolloutPort,
   type StoredRollout,
 } from '../../domain/rollout.js'
@@ -49,7 +53,18 @@ const Txn = Type.Object({
   succeeded: Type.Optional(Type.Boolean()),
   responses: Type.Optional(Type.Array(Type.Object({ response_range: Type.Optional(Range) }))),
 })
-const DoneValue = Type.Object({ failedRows: Type.Integer({ minimum: 0 }), at: Type.String() })
+/** A box's progress after its end; deferredRows and retried are absent in what builds before them wrote. */
+const DoneValue = Type.Object({
+  failedRows: Type.Integer({ minimum: 0 }),
+  deferredRows: Type.Optional(Type.Integer({ minimum: 0 })),
+  retried: Type.Optional(Type.Integer({ minimum: 0 })),
+  at: Type.String(),
+})
+
+/** An event's key under its rollout: the revision of the record it changed, so events sort as they happened. */
+function eventSeq(rev: string): string {
+  return rev.padStart(20, '0')
+}
 
 export interface EtcdRolloutsOptions {
   gateway: Gateway
@@ -154,7 +169,7 @@ export class EtcdRollouts implements RolloutPort {
    * the rollout it named are still as read (the caller checked that one is
    * over). False: another was recorded meanwhile, or it changed.
    */
-  async create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal): Promise<boolean> {
+  async create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal, event?: RolloutEvent): Promise<boolean> {
     const pointer = b64(this.#key('active'))
     const compare: unknown[] = [{ key: pointer, target: 'MOD', result: 'EQUAL', mod_revision: seen.pointerRev }]
     if (seen.current !== undefined)
@@ -167,6 +182,7 @@ export class EtcdRollouts implements RolloutPort {
     const success = [
       { request_put: { key: b64(this.#key('record', r.id)), value: b64(`${JSON.stringify(r)}\n`) } },
       { request_put: { key: pointer, value: b64(r.id) } },
+      ...this.#eventPut(r.id, '0', event),
     ]
     return this.#txn(compare, success, signal)
   }
@@ -176,9 +192,18 @@ export class EtcdRollouts implements RolloutPort {
    * intent: recorded in the same txn (a rollout that passed its last wave,
    * or was reverted at once). False: someone changed it first.
    */
-  async update(s: StoredRollout, next: RolloutRecord, signal: AbortSignal, intent?: IntentRecord): Promise<boolean> {
+  async update(
+    s: StoredRollout,
+    next: RolloutRecord,
+    signal: AbortSignal,
+    intent?: IntentRecord,
+    event?: RolloutEvent,
+  ): Promise<boolean> {
     const key = b64(this.#key('record', s.record.id))
-    const success: unknown[] = [{ request_put: { key, value: b64(`${JSON.stringify(next)}\n`) } }]
+    const success: unknown[] = [
+      { request_put: { key, value: b64(`${JSON.stringify(next)}\n`) } },
+      ...this.#eventPut(s.record.id, s.rev, event),
+    ]
     const compare: unknown[] = [{ key, target: 'MOD', result: 'EQUAL', mod_revision: s.rev }]
     if (intent !== undefined) {
       const ikey = b64(`${this.#o.intentPrefix}${intent.id}`)
@@ -188,16 +213,39 @@ export class EtcdRollouts implements RolloutPort {
     return this.#txn(compare, success, signal)
   }
 
-  /** Records an intent with no rollout in play, or aborting the one in play in the same txn. */
-  async recordIntentAborting(intent: IntentRecord, running: StoredRollout | undefined, signal: AbortSignal) {
+  /**
+   * The put of an event, keyed by the revision the change compares against: a change lands once, so its
+   * key is new. None without an event.
+   */
+  #eventPut(id: string, rev: string, event: RolloutEvent | undefined): unknown[] {
+    if (event === undefined) return []
+    return [{ request_put: { key: b64(this.#key('events', id, eventSeq(rev))), value: b64(JSON.stringify(event)) } }]
+  }
+
+  /**
+   * Records an intent with no rollout in play, or aborting the one in play in the same txn (cause
+   * `superseded`); event: the abort's, in the same txn.
+   */
+  async recordIntentAborting(
+    intent: IntentRecord,
+    running: StoredRollout | undefined,
+    signal: AbortSignal,
+    event?: RolloutEvent,
+  ) {
     const ikey = b64(`${this.#o.intentPrefix}${intent.id}`)
     const compare: unknown[] = [{ key: ikey, target: 'CREATE', result: 'EQUAL', create_revision: '0' }]
     const success: unknown[] = [{ request_put: { key: ikey, value: b64(`${JSON.stringify(intent, null, 2)}\n`) } }]
     if (running !== undefined) {
       const key = b64(this.#key('record', running.record.id))
-      const next: RolloutRecord = { ...running.record, state: 'aborted', reason: `superseded by intent ${intent.id}` }
+      const next: RolloutRecord = {
+        ...running.record,
+        state: 'aborted',
+        cause: 'superseded',
+        reason: `superseded by intent ${intent.id}`,
+      }
       compare.push({ key, target: 'MOD', result: 'EQUAL', mod_revision: running.rev })
       success.push({ request_put: { key, value: b64(`${JSON.stringify(next)}\n`) } })
+      success.push(...this.#eventPut(running.record.id, running.rev, event))
     }
     return this.#txn(compare, success, signal)
   }
@@ -220,15 +268,16 @@ export class EtcdRollouts implements RolloutPort {
     )
   }
 
-  /** This box's pass on the rollout's intent ended, with failedRows rows not in its layout. Written once. */
-  async finish(id: string, box: string, wave: number, failedRows: number, signal: AbortSignal): Promise<void> {
+  /**
+   * This box's progress on the rollout's intent, from its pass's end on: its failed and deferred rows and
+   * the retries it answered, as they are now. A plain put: only this box writes its key, and the last
+   * word is the one that stands.
+   */
+  async putProgress(id: string, box: string, wave: number, report: BoxReport, signal: AbortSignal): Promise<void> {
     const key = b64(this.#key('done', id, String(wave), box))
     const at = new Date(this.#o.clock.now()).toISOString()
-    await this.#txn(
-      [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
-      [{ request_put: { key, value: b64(JSON.stringify({ failedRows, at })) } }],
-      signal,
-    )
+    const value = { failedRows: report.failedRows, deferredRows: report.deferredRows, retried: report.retried, at }
+    await this.#o.gateway.call('/v3/kv/put', { key, value: b64(JSON.stringify(value)) }, Type.Object({}), signal)
   }
 
   /** Whether box has started in the rollout (its wave is the record's). */
@@ -261,9 +310,32 @@ export class EtcdRollouts implements RolloutPort {
     for (const kv of done?.kvs ?? []) {
       const v: unknown = JSON.parse(text(kv.value))
       if (!Value.Check(DoneValue, v)) throw new Error(`rollout progress etcd ${boxOf(kv)}: not a box's end`)
-      out.set(boxOf(kv), { done: true, failedRows: v.failedRows })
+      out.set(boxOf(kv), {
+        done: true,
+        failedRows: v.failedRows,
+        deferredRows: v.deferredRows ?? 0,
+        retried: v.retried ?? 0,
+      })
     }
     return out
+  }
+
+  /** The rollout's events, oldest first. One that cannot be read throws naming its key. */
+  async events(id: string, signal: AbortSignal): Promise<RolloutEvent[]> {
+    const p = this.#key('events', id, '')
+    const value = await this.#range(p, prefixEnd(p), signal)
+    return (value.kvs ?? []).map((kv) => {
+      const key = Buffer.from(kv.key, 'base64').toString('utf8')
+      let v: unknown
+      try {
+        v = JSON.parse(text(kv.value))
+      } catch (err) {
+        throw new Error(`rollout event etcd ${key}: not JSON: ${errorMessage(err)}`, { cause: err })
+      }
+      if (!Value.Check(RolloutEvent, v))
+        throw new Error(`rollout event etcd ${key}: not an event: ${schemaErrors(RolloutEvent, v)}`)
+      return v
+    })
   }
 
   /** How many boxes of a wave are done (a count, not the keys). */
