@@ -64,6 +64,14 @@ async function setup(t: TestContext) {
     })
     return { code, out: out.text(), err: err.text() }
   }
+  /** A command left running (status --wait): what it said so far, and its end. */
+  const start = (...argv: string[]) => {
+    const out = sink()
+    const err = sink()
+    const io = { config, store: reader, stdout: out.stream, stderr: err.stream, now: () => now, everyMs: 20 }
+    const done = fleetCommand(argv, io).then((code) => ({ code, out: out.text(), err: err.text() }))
+    return { done, said: () => err.text() }
+  }
   const record = async (...argv: string[]) => {
     const out = sink()
     const err = sink()
@@ -76,11 +84,11 @@ async function setup(t: TestContext) {
     const when = new Date(now - ms)
     await fs.utimes(path.join(root, 'layout', 'boxes', `${label}.json`), when, when)
   }
-  return { run, box, record, root, age, advance: (ms: number) => (now += ms), clock }
+  return { run, start, box, record, root, age, advance: (ms: number) => (now += ms), clock }
 }
 
 void test('fleet status: the table, the unconverged first, the summary line; exit 0 only when every live box converged', async (t) => {
-  const { run, box, record } = await setup(t)
+  const { run, start, box, record } = await setup(t)
   const id = await record('migrate', '--fleet')
   const web1 = box('web-01')
   const web2 = box('web-02')
@@ -127,10 +135,10 @@ void test('fleet status: the table, the unconverged first, the summary line; exi
   assert.equal(json.held, 1)
 
   // --wait reads again until web-02 converges.
-  const waiting = run('status', '--wait', '--timeout', '30')
-  await new Promise((r) => setTimeout(r, 100))
+  const waiting = start('status', '--wait', '--timeout', '30')
+  await until('the first look of --wait', () => waiting.said().includes('waiting:'))
   await web2({ intent: id, mode: 'nested', converged: true, counts: { nested: 4 } })
-  const w = await waiting
+  const w = await waiting.done
   assert.equal(w.code, 0, w.err)
   assert.match(w.err, /^waiting: 1\/2 converged/)
   assert.match(w.out, /\n2\/2 converged to \S+; 0 converging; 0 held rows\n$/)
@@ -182,7 +190,7 @@ const withheld = (w: Partial<NonNullable<BoxSummary['leg']['withheld']>> = {}) =
 })
 
 void test('fleet status --wait fails at once, naming the box, when a box it saw leaves before it converged', async (t) => {
-  const { run, box, record, root } = await setup(t)
+  const { start, box, record, root } = await setup(t)
   const id = await record('revert', '--fleet')
   await box('web-01')({ intent: id, mode: 'flat', converged: true, counts: { flat: 3 } })
   await box('web-02')({
@@ -191,11 +199,11 @@ void test('fleet status --wait fails at once, naming the box, when a box it saw 
     counts: { nested: 300 },
     leg: { running: true, pending: false, lastRunAt: null },
   })
-  const waiting = run('status', '--wait', '--timeout', '30')
-  await new Promise((r) => setTimeout(r, 100))
+  const waiting = start('status', '--wait', '--timeout', '30')
+  await until('the first look of --wait', () => waiting.said().includes('waiting:'))
   // web-02's agent is gone: its summary with it.
   await fs.rm(path.join(root, 'layout', 'boxes', 'web-02.json'))
-  const w = await waiting
+  const w = await waiting.done
   assert.equal(w.code, 1)
   assert.match(w.err, /box web-02 left before it converged/)
   assert.match(w.out, /\n1\/1 converged to \S+; 0 converging/)
