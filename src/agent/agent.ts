@@ -119,9 +119,7 @@ export class Agent implements AgentApi {
       looks: this.#files,
     })
     this.#waiters = new ReadyWaiters({ fence: parts.fence, judge: (host) => this.gate(host), metrics })
-    // The row gauges at scrape time, from the report as the agent serves it
-    // now: a row the CLI added shows at the
-    // next scrape, on a box whose leg has no reason to run.
+    // Read at scrape time, so a row the CLI added shows with no run of the leg.
     metrics.beforeScrape(async () => {
       const { counts, held, deferred, needingOperator } = await this.#figures(null)
       metrics.setRows(counts)
@@ -135,17 +133,15 @@ export class Agent implements AgentApi {
       // The mode the leg noted is the summary's mode: the fleet reads what this box's own page says.
       this.#summary.update()
     })
-    // The gauge says the mode from the first scrape, not only after a change:
-    // an unarmed box is unmanaged for good, an armed one starts at none.
+    // Set from the first scrape: an unarmed box is unmanaged for good, an armed one starts at none.
     const first = this.#state.snapshot()
     this.#recordIntentMetrics(gate === null ? 'unmanaged' : first.intent, first.default.applied)
   }
 
   /**
-   * The start-up recovery's one line. With no journal and no hold marker
-   * recovery reads no intent (startupRecoveryIntent answers `none` unread):
-   * saying it ran "under intent none", in the sentence or in a field a log
-   * query reads, would read as though no intent were recorded.
+   * The start-up recovery's one line. With no journal or hold marker no
+   * intent was read, so the line names none: "under intent none" would read
+   * as though none were recorded.
    */
   #logRecovered(intent: IntentMode, swept: boolean, recovered: number): void {
     const nothing = recovered === 0
@@ -164,13 +160,9 @@ export class Agent implements AgentApi {
   }
 
   /**
-   * The start-up order: the data root's directories verified → sweep (the
-   * persisted wake claims) → the start-up intent (read only when a journal
-   * or hold marker is there) → Recover → RestoreHolds → publish the pass →
-   * ready (the activator may wake) → the instance keys, and the poller's
-   * first read → kick the leg once. The HTTP server serves /livez and a 503
-   * /ready throughout. `readyAfter`: what else ready waits for (serve's
-   * claim of the box label, design §7.5); its rejection fails the start.
+   * The start-up order (design §4.4); /livez and a 503 /ready answer
+   * throughout. `readyAfter`: what else ready waits for (serve's claim of
+   * the box label, design §7.5); its rejection fails the start.
    */
   async start(opts: { readyAfter?: Promise<void> } = {}): Promise<void> {
     const { config, logger, gate, claims } = this.#parts
@@ -197,9 +189,7 @@ export class Agent implements AgentApi {
     }
     gate.start()
     this.#phase = 'recovering'
-    // Until the pass is published the report judges rows by what
-    // <data>/layout holds, so a host a journal names reads fenced while
-    // recovery runs, never flat.
+    // Until the pass is published, a host a journal names reads fenced, never flat.
     await this.#view
       .listLayoutDir()
       .catch((err: unknown) =>
@@ -225,9 +215,7 @@ export class Agent implements AgentApi {
     logLayoutResults(recovered, logger, 'info')
     logLayoutResults(restored, logger, 'info')
     this.#logRecovered(intent, swept, recovered.length + restored.length)
-    // Before the activator may wake anything: a row whose files are not
-    // where it says reads fenced in the report from the first answer, as a
-    // wake of it is refused (design §6.1).
+    // Before any wake: a row whose files are not where it says reads fenced from the first answer (design §6.1).
     await this.#files.lookAtEvery()
     this.#pass = pass
     this.#reportPass = this.#files.reportPass(pass)
@@ -273,10 +261,9 @@ export class Agent implements AgentApi {
   }
 
   /**
-   * What a run of the leg waits for before it moves anything (design §4.5):
-   * the start's keys, then the keys of the rows added since the last look
-   * (`routes add` and `routes import` beside the running agent), each in its
-   * host's preparation slot; no key lands in a directory the run renames.
+   * What a run waits for before it moves anything (design §4.5): the instance
+   * keys of the start and of rows added since, each in its host's preparation
+   * slot, so no key lands in a directory the run renames.
    */
   async #keysBeforeRun(): Promise<void> {
     await this.#keys
@@ -425,10 +412,7 @@ export class Agent implements AgentApi {
     return set
   }
 
-  /**
-   * Hosts the last run deferred for their wake grace fell asleep: a serial move now, not at the retry
-   * timer, so they move while they sleep and the report stops saying they are awake (design §3 step 2).
-   */
+  /** Deferred hosts fell asleep: a serial move now, not at the retry timer, so they move while they sleep (design §3 step 2). */
   #asleep(hosts: readonly string[]): void {
     if (this.#phase !== 'ready') return
     if (this.#leg.busy().running) for (const h of hosts) this.#releasedMidRun.add(h)

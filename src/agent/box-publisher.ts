@@ -1,9 +1,6 @@
 // Publishes this box's summary to the deploy store (design §7.3) when it
-// changes: after each read of the intent and each run of the leg, the
-// summary is built from the report and the intent last read, and written
-// only when it says something new (not on every poll). One write at a time;
-// a change that comes during a write is published after it. A store that
-// keeps no summaries, or a write that fails, never touches the layout.
+// says something new, after each read of the intent and run of the leg. One
+// write at a time; a failed write never touches the layout.
 import { sameSummary, type BoxSummary } from '../domain/box-summary.js'
 import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
@@ -50,11 +47,7 @@ export class BoxPublisher {
     this.update()
   }
 
-  /**
-   * Something the summary says may have changed: publish when it did. The
-   * summary is taken a tick later, so that what called (a run ending) has
-   * left the leg idle by then.
-   */
+  /** Publish if the summary changed; taken a tick later, so a run that just ended has left the leg idle. */
   update(): void {
     if (this.#o.store.publishBox === undefined || this.#o.signal.aborted || this.#due) return
     this.#due = true
@@ -102,11 +95,7 @@ export class BoxPublisher {
       this.#failing = true
     }
   }
-  /**
-   * The summary of the report of now: counted again only when the report's
-   * tag moved. A read of the intent comes every few seconds, and at 10,000
-   * rows each count is a whole walk of the rows to say what it said before.
-   */
+  /** The summary of the report of now, counted again only when the report's tag moved: each count walks every row. */
   async #summary(version: string, at: string): Promise<BoxSummary> {
     const intent = JSON.stringify(this.#intent)
     const built = this.#built
@@ -120,12 +109,10 @@ export class BoxPublisher {
   }
 
   /**
-   * While a run is under way, the summary published last with the leg
-   * marked busy, not one built from a new report: a converge of 10,000 rows
-   * changes the report after every batch, and building it for each read of
-   * the intent would take the event loop from the activator for a whole
-   * report each time. The counts are those of the last summary, and the run's
-   * end publishes the new ones (design §7.3). Undefined: build the summary.
+   * While a run is under way, the last summary with the leg marked busy: a
+   * converge changes the report every batch, and rebuilding it per read
+   * would take the loop from the activator. The run's end publishes the new
+   * counts (design §7.3). Undefined: build the summary.
    */
   #duringRun(at: string): BoxSummary | undefined {
     const busy = this.#o.legBusy()

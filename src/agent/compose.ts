@@ -1,8 +1,6 @@
-// Composes an agent from the adapters its caller opened (the registry, the
-// deploy store, the metrics, the logger): the wake claims on the registry's
-// claims connection, the fence table, the isolation gate, <data>/layout,
-// and the factory of the pass. `layoutd serve` and the tests build an agent
-// through this one function, so both run the same thing.
+// Composes an agent from the adapters its caller opened: the wake claims,
+// fence table, isolation gate, <data>/layout and the pass factory.
+// `layoutd serve` and the tests both build through it, so both run the same thing.
 import type { Config } from '../config.js'
 import { FenceTable } from '../domain/fence.js'
 import type { RecoveryAction } from '../domain/pass-plan.js'
@@ -33,13 +31,13 @@ export interface AgentAdapters {
   clock?: Clock
   /** Asks the edge to reload its routes; optional (CARLOS_EDGE_RELOAD_URL). */
   reload?: () => Promise<void>
-  /** How long a move waits for an awake host's release after asking for its stop; 60 s unless a test shortens it. */
+  /** How long a move waits for an awake host's release after asking for its stop; tests shorten it. */
   stopTimeoutMs?: number
-  /** How long a read of the intent may take; 30 s (design §5.1) unless a test shortens it. */
+  /** How long a read of the intent may take (design §5.1); tests shorten it. */
   intentTimeoutMs?: number
-  /** The fence table; a fresh one unless a test hands its own (to fence a host by hand). */
+  /** The fence table; a test may hand its own to fence a host by hand. */
   fence?: FenceTable
-  /** The isolation self-check's filesystem calls; node's own unless a test fails or holds one. */
+  /** The isolation self-check's filesystem calls; a test may fail or hold one. */
   selfCheckFs?: SelfCheckFs
 }
 
@@ -55,8 +53,7 @@ const RECOVERY_LABEL: Record<RecoveryAction['kind'], RecoveryLabel> = {
 export function composeAgent(adapters: AgentAdapters): Agent {
   const { config, logger, metrics, registry, reload, stopTimeoutMs } = adapters
   const clock = adapters.clock ?? systemClock
-  // The registry's faults are said on the agent's log; a database that is
-  // not whole stops the start before a row of it is trusted (design §2.2).
+  // A database that is not whole stops the start before a row is trusted (design §2.2).
   registry.logFaultsTo(logger)
   // This connection's writes run on the thread that answers the activator: none waits out a foreign lock.
   registry.waitOnLocksAtMost(AGENT_BUSY_TIMEOUT_MS)
@@ -85,16 +82,14 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     now: () => new Date(clock.now()),
   })
   const fence = adapters.fence ?? new FenceTable()
-  // The gate exists only where an activator is armed: with none, nothing
-  // could wake nested and the default does not apply. Its answer changes
-  // only once the agent has started it, by which time `agent` is set.
+  // No activator, no gate: nothing could wake nested. The gate calls back
+  // only once the agent started it, by which time `agent` is set.
   const gate =
     config.activator === 'none'
       ? null
       : new Isolation({ ...config, selfCheckFs: adapters.selfCheckFs }, logger, () => agent.gateChanged())
-  // The pass is built once start-up has swept the claims and read the
-  // start-up intent, as it always was; what it reports as it goes is the
-  // agent's to hear, so the agent hands in that callback when it builds it.
+  // Built after start-up swept the claims and read the intent; the agent
+  // hands in the callbacks that hear its results.
   const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({

@@ -1,8 +1,7 @@
-// The agent's last look at each row's files (design §6.1): taken at start
-// before `/ready` turns 200, after every run of the leg, and by every wake
-// that looks. A wake is judged by a look of its own; the report, the
-// console and `status` read these (a flat or nested row whose files are
-// not where it says reads `fenced`, with why), and so does `PUT /wakes`.
+// The agent's last look at each row's files (design §6.1): taken at start,
+// after every run of the leg and by every wake that looks. The report,
+// `status` and `PUT /wakes` read them: a row whose files are not where it
+// says reads `fenced`, with why.
 import type { Classification, LayoutPass, Logger, RowsSnapshot } from '../domain/ports.js'
 import { activatorManaged, type Dirs } from '../domain/paths.js'
 import type { Why } from '../domain/reason-codes.js'
@@ -127,11 +126,7 @@ export class FileLooks {
     }
   }
 
-  /**
-   * The pass as the report reads it: a flat or nested row whose files the
-   * last look found wrong reads `fenced` with why, as a wake of it would
-   * be refused.
-   */
+  /** The pass as the report reads it: a row whose files the last look found wrong reads `fenced`, as its wake is refused. */
   reportPass(pass: LayoutPass): ReportPass {
     const classify = (route: Route, routes: readonly Route[]): Classification => {
       const c = pass.classify(route, routes)

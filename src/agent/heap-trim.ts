@@ -1,21 +1,11 @@
 // After a run of the leg that reached 256 hosts or more, one full garbage
 // collection a second later, so the heap a converge grew is given back
-// (design §9). A converge of 10,000 hosts allocates far more than it keeps
-// (plans, journals, results, report builds), and V8 leaves its old space
-// grown to the peak until its own idle-time reducer gets round to it; the
-// box's footprint after a converge is what an operator sees and alerts on
-// (design §9). One collection of a heap whose live part is some 40 MB
-// blocks the loop for tens of milliseconds, once, after the last move: a
-// second after the run, not in the same breath as the run's own ending
-// (its results ordered, logged, and sent to a `converge --wait`), so an
-// activator's request waits for one of the two, never both.
-//
-// Runs that end close together share one collection, a second after the
-// last of them (a converge is often followed at once by the run a kick
-// asked for while it went on, which moves nothing); and the collection is
-// made only when the heap V8 holds has grown since the last one by at
-// least TRIM_GROWTH_BYTES: after a run that moved nothing there is little
-// to give back, and the collection would cost the loop as much.
+// (design §9): V8 keeps old space grown to the peak, and the box's footprint
+// is what an operator alerts on. A second later, so an activator's request
+// waits for the run's ending or the collection, never both; runs that end
+// close together share one; and none unless the heap grew by
+// TRIM_GROWTH_BYTES since the last, since a run that moved nothing has
+// little to give back. The cost is in docs/performance.md.
 import v8 from 'node:v8'
 import vm from 'node:vm'
 
@@ -56,12 +46,7 @@ function trimIfGrown(gc: () => void): void {
   heldAfterTrim = v8.getHeapStatistics().total_heap_size
 }
 
-/**
- * Schedules one full collection after a run that reached `hosts` hosts (or
- * moves one already scheduled to a second from now); true when it did. The
- * collection is skipped, when its time comes, if the heap has not grown by
- * TRIM_GROWTH_BYTES since the last.
- */
+/** Schedules (or pushes back) one collection after a run that reached `hosts` hosts; true when it did. */
 export function trimHeapAfterRun(hosts: number): boolean {
   if (hosts < TRIM_AFTER_HOSTS) return false
   const gc = collector()

@@ -1,9 +1,6 @@
-// The instance keys (design §4.5): at start, after the activator may wake,
-// every activator-managed tenant without one; then, at the head of each run
-// of the leg, before it moves anything, the rows added since the last look
-// (`routes add`, `routes import` beside the running agent) and the hosts
-// that got none the last time. Which hosts get a key is read again in each
-// host's preparation slot; the minting itself is src/infra/instance-keys.ts.
+// The instance keys (design §4.5): at start every activator-managed tenant
+// without one; at the head of each run of the leg, the rows added since and
+// the hosts that got none last time. Minting is src/infra/instance-keys.ts.
 import { errorMessage } from '../errors.js'
 import { hostError } from '../domain/hostname.js'
 import { activatorManaged, type Dirs } from '../domain/paths.js'
@@ -29,18 +26,11 @@ function wantsKey(r: Route): boolean {
 }
 
 /**
- * The agent's instance keys. The leg waits for the start's backfill before
- * its first run, and runs each later backfill itself before it moves
- * anything, so no key is ever written into a directory the pass is
- * renaming; a wake claim for a host waits only for that host's own mint.
- *
- * Between runs only what is new is looked at, never the registry's every
- * directory: a list of rows the agent has not looked at yet (the registry
- * answers the same list while nothing changed) is compared with the last by
- * host, and the registry names the rows added since the newest it had seen
- * (so a host removed and added again, with a new directory, is new too).
- * A host that got no key (fenced, conflict, foreign, or a failure) is tried
- * again each run, its reason said once.
+ * The agent's instance keys. Every backfill runs before the leg moves
+ * anything, so no key is written into a directory the pass renames; a wake
+ * claim waits only for its own host's mint. Between runs only rows new since
+ * the newest seen are looked at (a host removed and re-added is new too);
+ * a host that got no key is tried again each run, its reason said once.
  */
 export class InstanceKeys {
   readonly #deps: KeyBackfillDeps
@@ -56,10 +46,7 @@ export class InstanceKeys {
     this.#deps = deps
   }
 
-  /**
-   * Every activator-managed tenant without a key (design §4.4 step 7). A
-   * failure is logged: the next run tries again.
-   */
+  /** Every activator-managed tenant without a key (design §4.4 step 7); a failure is logged and retried next run. */
   atStart(): Promise<void> {
     return this.#backfill('at start')
   }
@@ -100,19 +87,13 @@ export class InstanceKeys {
     if (counts.minted + told > 0) this.#sum(counts, when)
   }
 
-  /**
-   * The hosts to try now: at the first look every row that wants a key;
-   * then the rows new since the last look, and those tried before in vain.
-   * A host whose row no longer wants a key is forgotten.
-   */
+  /** The hosts to try now: first every row that wants a key, then new rows and earlier failures. */
   #candidates(): string[] {
     const { registry } = this.#deps
     const snapshot = registry.snapshot()
     const routes = snapshot.routes
     const fresh = new Set(this.#again.keys())
-    // A list carried over the pass's own rewrites has the rows looked at
-    // before, and no other: after a converge of 10,000 rows, no scan of the
-    // registry and no set of its hosts made again for a row it did not add.
+    // The same list as last time (the pass only rewrote rows): no rescan of the registry.
     if (sameRowsCarried(routes, this.#looked)) this.#looked = routes
     else if (routes !== this.#looked) {
       const first = this.#looked === undefined
@@ -139,11 +120,9 @@ export class InstanceKeys {
     const route = registry.get(host)
     if (route === undefined || !wantsKey(route)) return { skip: 'no longer an activator-managed row with a directory' }
     const { layout, reason } = pass.classify(route, registry.snapshot().routes)
-    // Keys go only into directories the pass manages (design §4.5): a row
-    // classified flat or nested has its dir exactly at its host's path
-    // under the data root. A fenced host's files may be between two
-    // directories, a conflicting row's directory is not its own alone, and
-    // a foreign row's may be anywhere at all, outside the data root too.
+    // Keys go only into directories the pass manages (design §4.5): flat or
+    // nested rows. A fenced, conflicting or foreign row's directory is not
+    // surely its own, nor surely under the data root.
     if (layout !== 'flat' && layout !== 'nested') return { skip: `${layout}: ${reason}` }
     return { dir: route.dir }
   }

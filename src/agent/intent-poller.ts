@@ -1,8 +1,6 @@
-// The intent poller: reads this box's intent from the deploy store every
-// CARLOS_LAYOUT_POLL, one read at a time, and turns a change into a serial
-// move (design §1): it kicks the leg. A store that pushes (etcd's watch)
-// makes the next read come at once; the read still decides whether
-// anything changed.
+// The intent poller: reads this box's intent every CARLOS_LAYOUT_POLL, one
+// read at a time, and kicks the leg on a change (design §1). A store's watch
+// makes the next read come at once; the read still decides what changed.
 import { errorMessage } from '../errors.js'
 import { loadLayoutIntent } from '../domain/intent.js'
 import { validMode } from '../domain/modes.js'
@@ -26,7 +24,7 @@ export interface IntentPollerOptions {
   signal: AbortSignal
   /** A serial move: asks the leg to run. */
   kickLeg: () => void
-  /** How long a read may take; the domain's 30 s when unset. */
+  /** How long a read may take; the domain's default when unset. */
   intentTimeoutMs?: number
   /** Hears what each read found: the intent addressing the box, or null (none, or unreadable). */
   onRead?: (intent: IntentRecord | null) => void
@@ -50,10 +48,9 @@ export class IntentPoller {
   }
 
   /**
-   * The first read comes before the leg's first run, so that any intent
-   * recorded after it differs from what it saw and kicks the leg: the
-   * other order could see a new intent first and an old one in the run, and
-   * never come back for the new one. Then the timer, then the watch.
+   * The first read comes before the leg's first run, so a later intent
+   * differs from what it saw and kicks the leg; the other order could miss
+   * a new intent for good. Then the timer, then the watch.
    */
   async start(): Promise<void> {
     this.#reads.readNow()

@@ -1,8 +1,5 @@
-// The agent's leg: one run (wait for the instance keys, those of rows added
-// since the last run among them, refresh the gate, read the intent and
-// converge to it) and the metrics each run updates
-// (leg_running, leg_runs_total, leg_run_seconds, rows, deferred_hosts,
-// held_hosts, intent_reads_total).
+// The agent's leg: one run (wait for the instance keys, refresh the gate,
+// read the intent, converge to it) and the metrics each run updates.
 import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
 import { Leg, type LegOutcome } from '../domain/leg.js'
@@ -32,20 +29,13 @@ export interface LegRunnerDeps {
   gate: Isolation | null
   /** The armed pass; null until start-up publishes it (a run then does nothing). */
   pass: () => LayoutPass | null
-  /**
-   * The instance keys a run waits for before it moves anything: the start's
-   * backfill, then the keys of the rows added since the last look (design §4.5).
-   */
+  /** The instance keys a run waits for before it moves anything (design §4.5). */
   keys: () => Promise<void>
   /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
-  /**
-   * The report's rows by word and its held rows, from the report built in
-   * slices (a run's end must not hold the activator behind 10,000 rows):
-   * the row and held gauges.
-   */
+  /** The row and held gauges, from the report built in slices so a run's end does not hold the activator. */
   figures: () => Promise<Pick<ReportFigures, 'counts' | 'held'>>
-  /** How long the run's read of the intent may take; the domain's 30 s when unset. */
+  /** How long the run's read of the intent may take; the domain's default when unset. */
   intentTimeoutMs?: number
 }
 

@@ -1,6 +1,5 @@
-// What an agent is made of: the adapters and the shared state composeAgent
-// builds and hands in, and the factory of the pass. The agent builds none of
-// them itself.
+// What an agent is made of: the adapters, shared state and pass factory
+// that composeAgent hands in.
 import type { Config } from '../config.js'
 import type { FenceTable } from '../domain/fence.js'
 import type { Result } from '../domain/modes.js'
@@ -10,11 +9,7 @@ import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics } from '../metrics/metrics.js'
 
-/**
- * Builds the pass once start-up has swept the claims and read its intent;
- * onResult hears each result as it is decided, onWait what the run under
- * way waits on (null when it waits no more).
- */
+/** Builds the pass after start-up; onResult hears each result, onWait what the run waits on (null: nothing). */
 export type PassFactory = (
   onResult: (result: Result) => void,
   onWait?: (what: string | null) => void,
@@ -34,6 +29,6 @@ export interface AgentParts {
   gate: Isolation | null
   layoutDir: LayoutDirectory
   makePass: PassFactory
-  /** How long a read of the intent may take; the domain's 30 s when unset. */
+  /** How long a read of the intent may take; the domain's default when unset. */
   intentTimeoutMs?: number
 }

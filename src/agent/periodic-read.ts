@@ -1,7 +1,6 @@
-// A read repeated on a timer, each read scheduled after the last ends
-// (never an interval that could overlap), that can also be asked for at
-// once. Reads run under the leg's single-flight rule: one at a time, and an
-// ask during a read makes exactly one more read after it.
+// A read repeated on a timer, each scheduled after the last ends (never
+// overlapping), or asked for at once; one at a time, and an ask during a
+// read makes exactly one more after it.
 import type { Clock, Logger } from '../domain/ports.js'
 import { SingleFlight } from '../domain/single-flight.js'
 

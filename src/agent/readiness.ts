@@ -1,8 +1,7 @@
 // Readiness (design §6, GET /ready): the registry answers, the wake claims
-// were loaded, start-up recovery is done; and, as information beside them,
-// the isolation gate's checks and whether nested instances may wake. /ready
-// is asked many times a second: the registry is asked at most once a
-// REGISTRY_CHECK_MS, and an unchanged answer is the same object.
+// were loaded, recovery is done; beside them, the gate's checks. /ready is
+// asked many times a second, so the registry is checked at most once a
+// REGISTRY_CHECK_MS and an unchanged answer is the same object.
 import type { Phase, Readiness, ReadyCheck } from '../agent-api.js'
 import { AppError, errorMessage } from '../errors.js'
 import type { GateCheck, Isolation } from '../infra/isolation.js'
@@ -22,11 +21,9 @@ export interface ReadinessFacts {
 }
 
 /**
- * How long a registry check stands, in ms. Each check is a query on both
- * connections (its data_version: no rows read), which takes the database's
- * shared-memory locks; asked once a second rather than per request, a
- * registry that stops answering shows in /ready within a second, and a
- * failed check is asked again on the next request.
+ * How long a registry check stands, in ms: each takes the database's
+ * shared-memory locks, so not per request. A failed check is asked again
+ * on the next request.
  */
 export const REGISTRY_CHECK_MS = 1000
 
@@ -85,12 +82,7 @@ interface Answered {
   readiness: Readiness
 }
 
-/**
- * The last answer for each registry (one per agent): /ready is asked many
- * times a second and its answer changes only when the phase, the claims'
- * load, the registry's health or the gate's checks do, so an unchanged
- * answer is the same object, and the route serializes it once.
- */
+/** The last answer for each registry: unchanged, the same object, so the route serializes it once. */
 const answered = new WeakMap<ReadinessFacts['registry'], Answered>()
 
 function sameCheck(a: ReadyCheck, b: ReadyCheck): boolean {
@@ -113,11 +105,7 @@ function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateChe
   })
 }
 
-/**
- * Readiness now: the registry's check (asked again once it is
- * REGISTRY_CHECK_MS old, or failed), the rest read from state the agent
- * keeps. The same object is answered while nothing in it changed.
- */
+/** Readiness now; the same object while nothing in it changed. */
 export function readinessOf(facts: ReadinessFacts): Readiness {
   const { phase, gate, armed } = facts
   const registry = registryCheck(facts)
@@ -143,9 +131,8 @@ export function readinessOf(facts: ReadinessFacts): Readiness {
     { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase },
   ]
   const readiness: Readiness = {
-    // Wake claims that could not be read do not hold the box down: the
-    // pass treats every host as awake, and flat wakes go on. A registry
-    // that cannot answer does: no claim could be judged.
+    // Unreadable claims do not hold the box down (the pass treats every host
+    // as awake); a registry that cannot answer does: no claim could be judged.
     ready: phase === 'ready' && registry.ok,
     phase,
     checks,

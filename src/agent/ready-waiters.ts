@@ -1,8 +1,6 @@
-// The waits of `GET /ready/:host?wait=` (design §6.4): a request for a host
-// that is not yet ready holds until the host is (or is never), or its
-// wait ends; the waits are bounded per host and in all, counted in a
-// gauge, woken when the fence table lifts their host, and asked again
-// each second for what no lift announces (the agent ready, a gate opened).
+// The waits of `GET /ready/:host?wait=` (design §6.4): held until the host
+// is ready or never, or the wait ends; bounded per host and in all, woken by
+// the fence's lifts and asked again each second for what no lift announces.
 import type { GateAnswer } from '../agent-api.js'
 import type { FenceTable } from '../domain/fence.js'
 import { NOT_YET } from '../domain/gate-state.js'
@@ -113,9 +111,8 @@ export class ReadyWaiters {
   }
 
   /**
-   * Hands then host's answer now: in this tick from a judge that answers at once, else once it has; undefined
-   * when the judge failed (a registry fault), and then answers the wait with what it began with, the fault
-   * being the next request's to answer.
+   * Hands then host's answer now (in this tick when the judge answers at once). On a registry fault,
+   * undefined: the wait ends with what it began with, and the next request meets the fault.
    */
   #judge(host: string, then: (answer: GateAnswer | undefined) => void): void {
     let answer: GateAnswer | Promise<GateAnswer>

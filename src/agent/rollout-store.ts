@@ -1,10 +1,7 @@
 // The deploy store as this box's agent reads it while rollouts are kept
-// (design §7.6): the records, with the intent of each rollout this box has
-// started in merged in (withRolloutIntents), so the poller, the leg and
-// start-up pick the box's intent as they always did; the rollouts' watch
-// and a start of this box make the next read come at once; each summary
-// published is handed to the follower, which learns from it that the box's
-// pass ended. Everything else is the store's own.
+// (design §7.6): the records with each started rollout's intent for this box
+// merged in, so the poller, the leg and start-up pick the intent as before.
+// Each published summary goes to the follower: it tells that the pass ended.
 import type { BoxSummary } from '../domain/box-summary.js'
 import type { DeployStore } from '../domain/ports.js'
 import { withRolloutIntents } from '../domain/rollout.js'
@@ -70,10 +67,7 @@ export class RolloutAwareStore implements DeployStore {
   /** Aborted by close: the follower's life, when this store made it. */
   #life: AbortController | undefined
 
-  /**
-   * The store an agent reads through when the store keeps rollouts: a
-   * follower of its own, started now, stopped when the store closes.
-   */
+  /** The store an agent reads through when rollouts are kept, with a follower that stops when it closes. */
   static around(
     inner: DeployStore,
     o: {

@@ -1,9 +1,7 @@
-// The wake desk (design §6): the activator's claims, releases and whole-set
-// replacements, and the list of claims, each judged by the wake verdict;
-// and the hosts' preparation slots, which a claim waits for while the
-// host's instance key is being minted. A claim, and what a claim would get
-// (`/ready/:host`, `/gate`), first looks at the row's files (two async
-// lstats, design §6.1), then judges in one synchronous stretch.
+// The wake desk (design §6): the activator's claims, releases and awake
+// sets, judged by the wake verdict, and the hosts' preparation slots a claim
+// waits for while a key is minted. A claim first looks at the row's files
+// (design §6.1), then judges in one synchronous stretch.
 import type { WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { AppError, errors } from '../errors.js'
 import type { FenceTable } from '../domain/fence.js'
@@ -21,11 +19,7 @@ export interface WakeDeskDeps {
   metrics: Metrics
   /** What the agent knows at this tick: its phase, the armed pass, the rows, the gate. */
   facts: () => WakeFacts
-  /**
-   * The registry's file is still the one it can serve claims from, or the
-   * coded fault is thrown (src/infra/registry-watch.ts); and what a failed
-   * registry call stands for (registry_busy, registry_full, registry_corrupt).
-   */
+  /** Throws the coded fault unless the registry's file can still serve claims; maps a failed call to its code. */
   registry: { health(): void; coded(err: unknown): unknown }
   /** Looks at a row's files now (src/infra/row-files.ts). */
   lookFiles: (target: FilesTarget) => Promise<FilesLook>
@@ -33,11 +27,7 @@ export interface WakeDeskDeps {
   looks: { note(host: string, look: FilesLook): void; last(host: string): FilesLook | undefined }
 }
 
-/**
- * How many times a wake looks at a row's files before it judges: a look is
- * taken again when the row was rewritten while it looked (a move
- * committed), and a row rewritten under every look is not yet judged.
- */
+/** How many looks a wake takes at a row's files: again when a move rewrote the row meanwhile; if every look is stale, not yet judged. */
 const LOOKS = 3
 
 export class WakeDesk {
@@ -52,8 +42,7 @@ export class WakeDesk {
   /** Claims a wake; every answer, and every throw, is counted in wake_claims_total by its result. */
   async claim(host: string): Promise<WakeAnswer> {
     try {
-      // The host's preparation slot (its key being minted): a claim never
-      // starts an instance whose key is half made.
+      // Never start an instance whose key is half made.
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
       const look = await this.#look(host)
       // From here to the claim's record, one synchronous stretch: no fence
@@ -113,11 +102,7 @@ export class WakeDesk {
     }
   }
 
-  /**
-   * A look at host's files at its row's paths now, taken again while the
-   * row is rewritten under it (LOOKS in all); undefined when the verdict
-   * will not need one (not ready, no such row, not a flat or nested one).
-   */
+  /** A look at host's files now (retried up to LOOKS times); undefined when the verdict needs none. */
   async #look(host: string): Promise<FilesLook | undefined> {
     let look: FilesLook | undefined
     for (let i = 0; i < LOOKS; i++) {
@@ -146,8 +131,7 @@ export class WakeDesk {
     if (facts.phase !== 'ready') throw errors.notReady(facts.phase)
     for (const h of awake) requireValidHost(h)
     const hosts = [...new Set(awake)].sort()
-    // Recorded as they are: a host the activator has awake is awake, and
-    // the pass must not move its files whatever a claim for it would get.
+    // A host the activator has awake is awake: the pass must not move it, whatever its verdict.
     this.#registryCall(() => this.#deps.claims.replace(hosts))
     const stop: WakeSet['stop'] = []
     for (const h of hosts) {
@@ -163,11 +147,8 @@ export class WakeDesk {
   }
 
   /**
-   * The verdict for host, invalid_host thrown for a name that is not a
-   * hostname. A host the registry holds was validated when its row was
-   * added, so only a name the verdict did not find in the rows (unknown,
-   * or not judged yet) is checked: the activator's hot path re-validates
-   * nothing.
+   * The verdict for host; invalid_host for a name that is not a hostname.
+   * Only names not in the rows are checked: a row's host was validated when added.
    */
   #judge(host: string, files: FilesSeen): WakeVerdict {
     const verdict = judgeWake(host, this.#deps.facts(), files)
