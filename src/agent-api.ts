@@ -80,12 +80,7 @@ export type Phase = Readiness['phase']
 
 const host = Type.String({ description: 'The hostname the claim is about.' })
 
-/**
- * What the answer's `layout` can be: a row word of design §1, or one of two
- * that say the agent cannot place the host: `unknown` (no such row, or
- * start-up recovery has not finished) and `unmanaged` (the row is not an
- * activator-managed instance, or no activator is armed on this box).
- */
+/** What the answer's `layout` can be: a row word of design §1, `unknown` or `unmanaged`. */
 const layout = Type.String({
   description:
     'The row word: `fenced`, `conflict`, `foreign`, `nested`, `flat` or `external`; ' +
@@ -135,18 +130,10 @@ export interface GateAnswer {
   retryAfter: number | null
 }
 
-/**
- * The most hosts one awake set may name: far above any box's instances, and a bound on the work one request
- * asks for.
- */
+/** The most hosts one awake set may name: far above any box's instances; bounds one request's work. */
 export const MAX_AWAKE_SET = 20_000
 
-/**
- * The longest text taken where a hostname goes (a path parameter, a name in
- * the awake set). A host is at most 253 bytes (design §2); one a little
- * longer still reaches the rule and is refused as `invalid_host`, naming its
- * length, and anything longer is refused for its size.
- */
+/** The longest text taken for a hostname: above 253 bytes (design §2), so a near miss is refused as `invalid_host` naming its length. */
 export const MAX_HOST_TEXT = 512
 
 export const WakeSetBody = Type.Object(
@@ -207,18 +194,9 @@ export interface AgentApi {
   readiness(): Readiness
   /** The report: a cached value, built again only when one of its inputs changed (design §6.2). */
   report(): LayoutReport
-  /**
-   * The report's tag, `<epoch>.<version>`: it moves whenever the report
-   * would read differently, and reading it builds nothing; the epoch is the
-   * process's, so a restart never matches an older tag.
-   */
+  /** The report's tag, `<epoch>.<version>`, read without building: the epoch is the process's, so a restart never matches an older tag. */
   reportTag(): string
-  /**
-   * The report with its tag, built in slices of the event loop when its
-   * version has none yet (design §6.2): what the status route and the
-   * console serve, so a poll during a converge never holds the activator's
-   * questions behind a whole report.
-   */
+  /** The report with its tag, built in slices of the loop (design §6.2) so a poll never holds the activator. */
   reportSoon(): Promise<{ report: LayoutReport; tag: string }>
   /** Kicks the leg and returns its state right after the kick. */
   kick(): LegState
@@ -231,42 +209,23 @@ export interface AgentApi {
   intentRecord?(): IntentRecord | null
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
-  /**
-   * The mode a row for this host is minted in: where its files already sit,
-   * else mint()'s (design §5.5). Throws `invalid_host`, `intent_unreadable`,
-   * or `mint_both_shapes` / `mint_not_a_directory` naming what was found.
-   */
+  /** The mode a row for host is minted in: where its files sit, else mint()'s (design §5.5). Throws the coded refusal. */
   mintFor(host: string): Promise<HostMint>
-  /**
-   * Claims a wake (`POST /wakes/:host`): refused while the host is fenced,
-   * held, in conflict, unknown, nested behind a shut gate, or the agent is
-   * not ready; else recorded, in the same tick as the fence check, and
-   * granted with the paths. Waits while the host's preparation slot is
-   * taken (its instance key being minted). Throws `invalid_host`.
-   */
+  /** Claims a wake (`POST /wakes/:host`, design §6.1), recorded in the same tick as the fence check. Throws `invalid_host`. */
   claimWake(host: string): Promise<WakeAnswer>
-  /**
-   * What a claim would get now (`GET /ready/:host`), recording nothing; the row's files looked at as a claim
-   * looks. Throws `invalid_host`.
-   */
+  /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
   readyFor(host: string): Promise<WakeAnswer>
   /** What a claim would get now, as the gate says it: its state and Retry-After. Throws `invalid_host`. */
   gate(host: string): Promise<GateAnswer>
   /** A claim's answer, as the gate says it (the state and Retry-After of a refusal). */
   gateOf(answer: WakeAnswer): GateAnswer
-  /**
-   * The gate's answer once host is ready or never, or when ms pass or signal aborts (the client left),
-   * whatever it is then (`GET /ready/:host?wait=`). Throws `too_many_waiters` beyond the bounds, `invalid_host`.
-   */
+  /** `GET /ready/:host?wait=`: the gate's answer once ready or never, or when ms pass or signal aborts. */
   waitGate(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer>
   /** Seconds a `503` of `GET /ready` tells its client to wait. */
   readyRetryAfter(): number
   /** The host is asleep (`DELETE /wakes/:host`); a no-op for a host with no claim. Throws `invalid_host`. */
   releaseWake(host: string): void
-  /**
-   * The activator's whole awake set (`PUT /wakes`). Throws `not_ready`, `invalid_host`, or `conflict` with no
-   * activator armed.
-   */
+  /** The activator's whole awake set (`PUT /wakes`); `conflict` with no activator armed. */
   replaceWakes(awake: readonly string[]): WakeSet
   /** Every claim (`GET /wakes`). */
   wakes(): WakeList

@@ -66,18 +66,10 @@ export interface Timeouts {
 // mistake or an attack.
 const DEFAULT_BODY_LIMIT = 64 * 1024
 
-/**
- * The longest path parameter the router takes (Fastify's default, 100,
- * would answer 414 for valid hosts of 101–253 bytes): a name a little too
- * long still reaches its route and is refused for what it is.
- */
+/** The longest path parameter the router takes: above 253-byte hosts, so a name too long reaches its route and is refused for what it is. */
 const MAX_PARAM_LENGTH = MAX_HOST_TEXT
 
-/**
- * The status a request the client abandoned mid-way is counted under (nginx's
- * "client closed request"): nothing went wrong on this side, and the
- * client never sees it.
- */
+/** The status an abandoned request is counted under (nginx's "client closed request"). */
 export const CLIENT_CLOSED_STATUS = 499
 
 export const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
@@ -95,22 +87,13 @@ const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = 
 /** The router's refusals of a URL itself, before any route: a name too long to be a parameter, or not decodable. */
 const URL_ERRORS = { FST_ERR_MAX_PARAM_LENGTH: true, FST_ERR_BAD_URL: true } as const
 
-/**
- * The client went away before its request was read whole: the body's
- * stream ended with the socket. Only an error of reading counts, so a
- * route's own failure is still logged as one even if its client left.
- */
+/** The client left before its body was read whole; a route's own failure still logs as one. */
 function abandoned(err: FastifyError | null | undefined, request: FastifyRequest): boolean {
   const reading = err?.code === 'ECONNRESET' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE'
   return reading && (request.raw.aborted || request.raw.socket.destroyed)
 }
 
-/**
- * What Node's HTTP parser refuses before a route sees it (a malformed
- * request line, headers over the limit, a request that never arrived
- * whole) gets the envelope too, written on the raw socket, which is then
- * closed. A connection the client already reset is left alone.
- */
+/** What Node's HTTP parser refuses gets the envelope too, on the raw socket, then closed; a reset connection is left alone. */
 function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const known =
@@ -161,8 +144,7 @@ function answerFor(err: FastifyError | null | undefined, request: FastifyRequest
   return { status, body: envelope(known.code, status === 500 ? 'internal error' : known.message) }
 }
 
-// The path without its query: a query string may carry anything, and a
-// message echoes only what names the resource.
+// The path without its query: a message echoes only what names the resource.
 function pathOf(url: string): string {
   const path = url.split('?', 1)[0] ?? url
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
@@ -182,10 +164,7 @@ declare module 'fastify' {
 }
 
 /** The routes whose answer is sent in the tick their request is read: nothing to abort. */
-/**
- * `/ready/:host` stays here though `?wait=` holds its answer: the hot path pays for no abort hook, and its
- * route releases a wait whose client left by the response's own close.
- */
+/** `/ready/:host` stays though `?wait=` holds: its route ends a wait on the response's close, so no abort hook. */
 const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez', '/gate', '/gate/:host'])
 
 const STARTED = Symbol('started')
@@ -205,45 +184,29 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const compilers = lazyCompilers()
   const app = Fastify({
     loggerInstance: deps.logger,
-    // The activator polls /ready and Prometheus scrapes /metrics: a line per
-    // request would drown the layout lines. Errors are still logged, and
-    // the HTTP histogram counts every request.
+    // A line per poll of /ready or /metrics would drown the layout lines; errors are still logged.
     logController: new LogController({ disableRequestLogging: true }),
-    // Each request's logger is bound to its id but made only when the
-    // request logs something: the hot routes log nothing, so they build no
-    // child logger either.
+    // A request's child logger is made only when it logs: the hot routes build none.
     childLoggerFactory: (parent, bindings, opts) => requestLogger(parent as AppLogger, bindings, opts),
     bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
-    // While the app closes, what still arrives is answered as the agent
-    // stands (it is still whole until its own stop), never a bare 503
-    // without Retry-After (server.ts drains the connections open then).
+    // While closing, answer as the agent stands, never a bare 503 without Retry-After.
     return503OnClosing: false,
-    // Node enforces requestTimeout only when it checks its connections,
-    // every 30 s by default, and Fastify sets it after making the server,
-    // where Node's headersTimeout has kept its 60 s: a body trickled in was
-    // answered 408 at 63 to 86 s. Given to the server as it is made, with
-    // headersTimeout no longer than it and checked every second (a tenth
-    // of the bound, for a test's short one), the bound holds within a
-    // second (design §6).
+    // Node enforces requestTimeout only when it checks its connections, and
+    // Fastify sets it too late for headersTimeout: given here, with
+    // headersTimeout no longer and checked often, the bound holds (design §6).
     http: {
       requestTimeout: timeouts.requestMs,
       headersTimeout: timeouts.requestMs,
       connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(timeouts.requestMs / 10))),
     },
-    // TypeBox schemas are exact: a field the schema does not name is refused
-    // or kept, never silently dropped before the handler sees it; and a
-    // value is never coerced into the type it lacks (Fastify's default
-    // turns "x" into ["x"] and 12 into "12"), so `{"awake": "x"}` is refused,
-    // not read as a set that releases every other claim (design §6). The
-    // query strings take text only, and the one number (converge's
-    // `timeout`) is parsed by its route. Ajv does not check each schema
-    // against the JSON Schema meta-schema as it compiles it: that check
-    // compiles the meta-schema first, some 50 ms of the first request after
-    // a start (the activator's first /ready); TypeBox builds the schemas,
-    // and test/app/route-schemas.test.ts checks every one of them instead.
+    // Schemas are exact: no field silently dropped, no value coerced, so
+    // `{"awake": "x"}` is refused, not read as a set releasing every other
+    // claim (design §6). No meta-schema check at compile time (it would
+    // delay the activator's first /ready); test/app/route-schemas.test.ts
+    // checks every schema instead.
     ajv: { customOptions: AJV_OPTIONS },
     // Each route's schemas compile on its first request, not before listening (design §4.4).
     schemaController: { compilersFactory: compilers.factory },

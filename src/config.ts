@@ -1,12 +1,7 @@
-// The environment (design §8): every CARLOS_* variable layoutd reads, in one
-// table with its default, what it means, and the one rule that turns its
-// text into a value. `Config`, what the agent and the CLI read, is derived
-// from the table, so the two cannot drift apart. A refused value stops the
-// command with one message shape, naming the variable, the value and what is
-// wanted: `CARLOS_LAYOUT_POLL=5: a duration like 500ms, 5s, 10m, 1h`.
-//
-// Plain functions rather than a schema checker: every command loads this
-// file, and `layoutd status` should not pay for a validator it never needs.
+// The environment (design §8): every CARLOS_* variable in one table with its
+// default, meaning and parser; `Config` is derived from it, so they cannot
+// drift. A refusal names variable, value and what is wanted. Plain functions,
+// not a schema checker: every command loads this file.
 import os from 'node:os'
 import path from 'node:path'
 import { durationMs } from './domain/duration.js'
@@ -59,12 +54,7 @@ function refusedSecret(env: string, text: string, wanted: string) {
 
 const text = (v: string): string => v
 
-/**
- * A box label follows the hostname rule (design §1), so that an intent
- * recorded with `--box` can address it. Hostnames compare without regard
- * to case, so upper case is folded, as `intent --box` folds it: a box
- * named WEB-01 is web-01 to both.
- */
+/** A box label follows the hostname rule (design §1), folded to lower case as `intent --box` folds it. */
 function boxLabel(v: string, env: string): string {
   const label = v.toLowerCase()
   const why = hostError(label)
@@ -123,13 +113,7 @@ function httpUrl(v: string, env: string): string {
   return v
 }
 
-/**
- * A user name or password written in an endpoint (`http://user:pass@h:2379`)
- * is refused, the value unshown: the endpoints are printed in logs, the
- * report, the console and the CLI's answers. etcd's user goes in
- * CARLOS_ETCD_USER and its password in the file CARLOS_ETCD_PASSWORD_FILE
- * names (design §7.1). An `@` has no other use in an endpoint.
- */
+/** Credentials in an endpoint are refused, unshown: endpoints are printed everywhere (design §7.1). */
 function refuseUserinfo(v: string, env: string): void {
   if (!v.includes('@')) return
   throw errors.config(
@@ -169,12 +153,7 @@ function mounts(v: string, env: string): string[] {
 /** The shortest bearer token accepted: anything shorter is a placeholder or a typo, not a secret. */
 export const MIN_TOKEN_BYTES = 16
 
-/**
- * What is wrong with a bearer token, or null. It must be one word of
- * visible ASCII, as an Authorization header carries it: a token with a
- * space or a trailing newline (a file read with $(cat …) keeps it) could
- * never be sent, and every mutation would be refused.
- */
+/** What is wrong with a bearer token, or null: one word of visible ASCII, else it could never be sent. */
 export function tokenProblem(v: string): string | null {
   if (!/^[\x21-\x7e]+$/.test(v))
     return 'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it'
@@ -359,12 +338,7 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   return config as Config
 }
 
-/**
- * What a start says of values it takes but doubts, one line each: a
- * CARLOS_BUILD the layout floor cannot place passes the floor (design
- * §5.2) and is served as given in build_info, so a mis-tagged build never
- * takes a box down; the warning is how an operator learns of it.
- */
+/** Values a start takes but doubts, a line each: an unplaceable CARLOS_BUILD passes the floor (design §5.2), so it is warned of. */
 export function configWarnings(config: Pick<Config, 'build'>): string[] {
   if (placeableBuild(config.build)) return []
   return [
@@ -399,12 +373,7 @@ function editDistance(a: string, b: string, limit: number): number {
   return row[b.length] ?? limit + 1
 }
 
-/**
- * The known variable an unknown name is a slip of: the same letters without
- * their underscores, or at most two letters apart. Such a variable was meant
- * for layoutd, and reading on without it would serve with the default it
- * was set to replace (an empty ./data, for a data dir's name spelt wrong).
- */
+/** The known variable an unknown name is a slip of (underscores aside, or two letters apart): served without, its default would apply. */
 function meantFor(name: string): string | undefined {
   const squashed = name.replaceAll('_', '')
   for (const known of KNOWN_VARIABLES) {

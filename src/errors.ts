@@ -1,10 +1,7 @@
-// The one catalogue of coded errors: every error layoutd raises on purpose
-// has an entry here, grouped by area, with its code, its HTTP status and its
-// message. The app's one error handler answers {"error": {"code", "message"}}
-// with the status (design §6); the CLI prints the message and exits with
-// exitStatusOf (design §8). A 500's message never reaches the client: it is
-// logged with the request. A 503 or 504 of this catalogue is written for the
-// client, and is sent as it is.
+// The one catalogue of coded errors, by area: code, HTTP status, message.
+// The app answers {"error": {"code", "message"}} (design §6); the CLI prints
+// the message and exits with exitStatusOf (design §8). A 500's message is
+// only logged; every other status's is written for the client.
 
 export class AppError extends Error {
   override name = 'AppError'
@@ -220,11 +217,7 @@ export const errors = {
   /** `fleet rollout retry|skip BOX` naming a box in none of the rollout's waves (design §7.6). */
   rolloutUnknownBox: (what: string) =>
     new AppError('rollout_unknown_box', 409, `${what}; \`layoutd fleet rollout status --json\` lists its waves`),
-  /**
-   * A deploy store that no longer holds what this process read from it
-   * (design §7): its directory gone, its records gone, or another etcd in
-   * its place. The intent reads unreadable, never "none" (fail closed).
-   */
+  /** The deploy store no longer holds what this process read (design §7): unreadable, never "none". */
   deployStoreLost: (
     code: 'deploy_store_vanished' | 'deploy_store_emptied' | 'deploy_store_replaced',
     store: string,
@@ -237,11 +230,7 @@ export const errors = {
         'next read finds it; to mean another intent, record it (`layoutd intent migrate|revert --box LABEL`) ' +
         'and restart the agent; to mean none at all, `layoutd intent forget-applied` and restart the agent',
     ),
-  /**
-   * The deploy store does not hold the intent this box last applied, kept in
-   * its data root (design §7.7), nor one newer addressing it: gone, emptied
-   * or replaced between two reads or two starts. Unreadable, never "none".
-   */
+  /** The store lacks the intent this box last applied (design §7.7), or a newer one: unreadable, never "none". */
   appliedIntentMissing: (store: string, what: string) =>
     new AppError(
       'applied_intent_missing',
@@ -333,11 +322,7 @@ export const errors = {
   /** The agent answered with an error envelope: the same code and status, here. */
   agentAnswered: (request: string, status: number, code: string | undefined, message: string) =>
     new AppError(code ?? 'unknown', status, `${request}: ${status} ${code ?? ''}: ${message}`),
-  /**
-   * The agent a command dialled holds another data root than the command's
-   * own (design §8 "Which agent"): another sandbox's or another box's agent
-   * on the address it fell back to. Nothing was asked of it.
-   */
+  /** The agent dialled holds another data root (design §8 "Which agent"); nothing was asked of it. */
   agentOtherDataRoot: (url: string, theirs: string, ours: string, via: string) =>
     new AppError(
       'agent_other_data_root',

@@ -1,6 +1,5 @@
-// pino, JSON by default; pretty only when a person is watching a terminal.
-// Also the request logger the HTTP app hands each request: made lazily, so
-// a request that logs nothing (every hot route) builds no child logger.
+// pino, JSON by default; pretty only on a terminal. Also the lazy request
+// logger: a request that logs nothing builds no child.
 import pino from 'pino'
 
 export type AppLogger = pino.Logger
@@ -26,11 +25,7 @@ export function createLogger(
 
 type LogArgs = Parameters<pino.LogFn>
 
-/**
- * A request's logger, bound to its request id: the pino child is made on
- * the first line the request logs, and never for a request that logs
- * nothing. Its lines are the child's lines, field for field.
- */
+/** A request's logger, bound to its id: the pino child is made on its first line. */
 class RequestLogger {
   readonly #parent: AppLogger
   readonly #bindings: pino.Bindings

@@ -1,8 +1,6 @@
-// The entry point of `layoutd` (bin/layoutd, `npm start`): hands argv, the
-// environment and the standard streams to the dispatcher, and exits with the
-// status it answers (design §8). A reader that goes away (`| head -1`)
-// ends the command quietly, with 141 (128 + SIGPIPE) where it would have
-// answered 0.
+// The entry point of `layoutd`: hands argv, the environment and the streams
+// to the dispatcher, and exits with its status (design §8). A reader that
+// goes away (`| head -1`) ends the command quietly, with 141 (SIGPIPE).
 import { endQuietlyWhenReaderGoes, READER_GONE_STATUS } from './cli/command.js'
 import { dispatch } from './cli/dispatch.js'
 

@@ -1,8 +1,6 @@
-// The composition root of `layoutd serve`: takes the data root's lock (one
-// agent per data root), opens the adapters (registry,
-// deploy store, edge, metrics, logger), composes the agent from them
-// (src/agent/compose.ts, as the tests do), hands it to the HTTP app,
-// listens, and shuts everything down in order on a signal.
+// The composition root of `layoutd serve`: takes the data root's lock,
+// opens the adapters, composes the agent (src/agent/compose.ts, as the tests
+// do), hands it to the HTTP app, listens, and shuts down in order on a signal.
 import type { FastifyListenOptions } from 'fastify'
 import { Server as NetServer, type AddressInfo, type Socket as NetSocket } from 'node:net'
 import { hostname } from 'node:os'
@@ -34,21 +32,17 @@ function listenAddress(address: string | AddressInfo | null, configured: string)
 const SHUTDOWN_GRACE_MS = 90_000
 
 /**
- * How long shutdown goes on answering once it stops accepting: at least
- * DRAIN_MS, and up to DRAIN_MAX_MS while a connection accepted before has
- * sent no request yet, so its first request is read and answered (and the
- * connection closed after it) rather than reset; the next connections wait
- * in the socket's backlog for the next agent (design §4.6).
+ * How long shutdown goes on answering once it stops accepting: DRAIN_MS, and
+ * up to DRAIN_MAX_MS while an accepted connection has sent nothing yet, so
+ * it is answered rather than reset; new ones wait in the backlog (design §4.6).
  */
 export const DRAIN_MS = 250
 export const DRAIN_MAX_MS = 2000
 
 /**
- * At shutdown, before the app closes its connections: stop accepting (the
- * listening socket alone; HTTP's own close would drop connections whose
- * first request has not been read yet), answer what comes on the
- * connections already open with `Connection: close`, for DRAIN_MS, and on
- * while one has asked nothing yet, up to DRAIN_MAX_MS.
+ * At shutdown: close the listening socket alone (HTTP's close would drop
+ * connections not yet read) and answer the open ones with `Connection: close`
+ * for the drain.
  */
 function drainOnClose(app: App): void {
   // Connections that have sent no request yet: counted from the first moment, at no cost per request after.
@@ -93,12 +87,7 @@ function warnOfSlowerConverge(
   )
 }
 
-/**
- * True, said on the log and on stderr, when the address is beyond loopback
- * and the operator gave no token (design §6): the token the agent makes in
- * its data root guards the mutations, but serving the network is a choice
- * made with a token the remote clients are given.
- */
+/** True, and said, when the address is beyond loopback with no token given (design §6): remote clients need one. */
 function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSocket | null): boolean {
   if (config.token !== '' || config.tokenFile !== '') return false
   if (socket !== null) {
@@ -148,12 +137,7 @@ function sayToken(logger: AppLogger, token: AgentToken): void {
   )
 }
 
-/**
- * The lines a start begins with: the socket systemd passed, one warning per
- * set CARLOS_* variable layoutd does not read (a close slip of one it does
- * was refused), one per value taken but doubted (configWarnings), a slower
- * converge, the loop's scheduling.
- */
+/** The lines a start begins with: the socket systemd passed, unknown CARLOS_* variables, doubted values, slower converges. */
 function sayHowItStarts(
   logger: AppLogger,
   socket: InheritedSocket | null,
@@ -175,12 +159,7 @@ interface Openers {
   openAgentDeployStore: typeof openAgentDeployStore
 }
 
-/**
- * The registry, then the deploy store, under the lock: when the registry
- * cannot open, the lock is released before the error goes up. A deploy
- * store that cannot open does not stop the start: it reads unreadable and
- * is opened again (design §5.3).
- */
+/** The registry, then the deploy store, under the lock; a store that cannot open reads unreadable, not fatal (design §5.3). */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
     // The pass makes its commits durable with registry.sync(), off the loop's thread (design §3.6).
@@ -197,11 +176,7 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
-/**
- * Takes the box label in the store (etcd), and throws `label_taken` when
- * another live agent holds it. etcd away is no refusal: the agent serves
- * its box, and the label is taken once etcd answers.
- */
+/** Takes the box label in etcd; `label_taken` when another live agent holds it. etcd away is no refusal (design §7.5). */
 async function claimLabel(
   config: Config,
   logger: AppLogger,
@@ -225,15 +200,10 @@ async function claimLabel(
  */
 async function listen(app: App, config: Config, socket: InheritedSocket | null): Promise<void> {
   if (socket !== null) {
-    // The socket systemd holds (design §4.6): connections made while no
-    // agent served waited in its backlog, and are answered now. Node listens
-    // on the fd as it is; the host only keeps Fastify from binding a second
-    // address.
+    // The socket systemd holds (design §4.6); the host only keeps Fastify from binding a second address.
     const options: FastifyListenOptions & { fd: number } = { fd: socket.fd, host: '127.0.0.1' }
-    // Node's listen({ fd }) calls listen(2) with 511 unless a backlog comes
-    // as its second argument (an options.backlog is not read for an fd), and
-    // the kernel keeps that for the socket after the agent exits; Fastify
-    // passes its options alone, so its one call is given the backlog.
+    // listen({ fd }) ignores options.backlog and the kernel keeps what it
+    // sets after exit: the backlog is passed as the second argument.
     const server = app.server
     const backlog = listenBacklog()
     const listenOnFd = server.listen.bind(server) as (opts: object, backlog: number) => typeof server
@@ -257,11 +227,7 @@ async function listen(app: App, config: Config, socket: InheritedSocket | null):
   }
 }
 
-/**
- * A start that failed: one log line naming the cause, and exit status 1. A
- * coded error is a cause layoutd names on purpose, logged by its code
- * without a stack; anything else is a bug, logged with its stack.
- */
+/** A failed start: one log line and exit 1; a coded error without a stack, anything else (a bug) with it. */
 function startFailed(err: unknown, logger: AppLogger): void {
   const line = `layoutd: start-up failed: ${errorMessage(err)}`
   if (err instanceof AppError) logger.fatal({ code: err.code }, line)
@@ -312,8 +278,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
   // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
   // name that is none of them stops the start before anything is touched.
   armSkippedFsyncs(config.failpoint)
-  // One agent per data root (design §4.4), before anything under it is
-  // read: a second agent throws here naming the holder, and touches nothing.
+  // One agent per data root (design §4.4), before anything under it is read.
   const lock = AgentLock.acquire(config.dataDir)
   const token = tokenUnderLock(config, lock)
   const metrics = new Metrics()
@@ -337,8 +302,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
   })
   drainOnClose(app)
   sayToken(logger, token)
-  // Listen first: /livez answers and /ready says 503 with the phase while
-  // start-up recovery runs.
+  // Listen first: /livez and a 503 /ready answer while recovery runs.
   await listen(app, config, socket)
   lock.listening(socket?.address ?? listenAddress(app.server.address(), config.listen.host))
   const grace = closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
@@ -346,10 +310,8 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
     await app.close()
   })
-  // One agent per label (design §7.5), taken while start-up recovers: a
-  // second agent with this CARLOS_BOX stops before it is ready, naming the
-  // holder. It is asked only now: an etcd that hangs must not keep /livez
-  // from answering (design §4.4).
+  // One agent per label (design §7.5), asked only after listening: a hung
+  // etcd must not keep /livez from answering (design §4.4).
   const label = claimLabel(config, logger, store, lock)
   // Awaited by the start; until then a refusal is not an unhandled rejection.
   label.catch(() => undefined)
@@ -357,8 +319,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     // Ready: what the activator asks next is compiled now, before it asks.
     () => (agent.phase === 'ready' ? app.warmHotRoutes() : undefined),
     (err: unknown) => {
-      // close-with-grace would end the process 0 once the loop drains: a
-      // failed start exits 1, so systemd restarts it and marks it failed.
+      // Exit 1, not close-with-grace's 0, so systemd marks the start failed.
       grace.uninstall()
       startFailed(err, logger)
       void app.close()

@@ -1,8 +1,5 @@
-// The nice of the calling thread alone (Linux's setpriority takes a
-// thread's id, and /proc/thread-self names it): a worker thread that does
-// the pass's or the report's work niced below the loop's thread, which
-// answers the activator, so that when the two want the same core the loop
-// has it.
+// The nice of the calling thread alone (Linux's setpriority takes a thread
+// id): workers run below the loop's thread, which answers the activator.
 import fs from 'node:fs'
 import os from 'node:os'
 
