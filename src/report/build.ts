@@ -1,7 +1,5 @@
-// The box's status report (design §6.2), armed or unmanaged, from the
-// rows, the leg's state and, with no pass armed, what `<data>/layout`
-// holds. No I/O: the caller hands in the rows it read, the leg's state and
-// what the layout directory listed.
+// The box's status report (design §6.2), armed or unmanaged, from the rows,
+// the leg's state and, with no pass armed, what `<data>/layout` holds. No I/O.
 import { validHost } from '../domain/hostname.js'
 import type { IntentState } from '../domain/intent-state.js'
 import type { ReportMode } from '../domain/modes.js'
@@ -29,12 +27,7 @@ export interface ManagedReportInput extends CommonInput {
   pass: Pick<LayoutPass, 'classify' | 'held' | 'note'>
   state: Pick<IntentState, 'lastIntent' | 'lastDefault' | 'unreadableWhy'>
   leg: LegState
-  /**
-   * The registry's rows as they are now, for a report built in slices while
-   * the pass moves hosts: each row is judged by its row and the pass of the
-   * same slice, never a row of the build's start against a fence lifted
-   * since. The hosts reported are those of `routes`, less any gone since.
-   */
+  /** The rows now, for a report built in slices: each row judged with the pass of the same slice, never a stale row against a lifted fence. */
   rowsNow?: () => RowsSnapshot
 }
 
@@ -47,10 +40,7 @@ export interface UnmanagedReportInput extends CommonInput {
   holdHosts: ReadonlySet<string>
   /** The leg, if the caller has one; idle otherwise. */
   leg?: LegState
-  /**
-   * An armed box whose start-up recovery is under way (the pass not yet
-   * published): rows say so, not that the box has no activator.
-   */
+  /** An armed box still recovering: rows say so, not that the box has no activator. */
   recovering?: boolean
 }
 
@@ -58,12 +48,7 @@ function row(layout: string, because: Pick<RowReport, 'code' | 'reason'> = NO_RE
   return { layout, code: because.code, reason: because.reason, note }
 }
 
-/**
- * The report: the mode this box last converged to, and every instance-kind
- * row's word from the armed pass's own classify, the same word a wake would
- * see, so status never says something different from what the activator
- * does. With no pass armed, the unmanaged report.
- */
+/** The report: each instance row's word from the pass's own classify, so status says what a wake would see. */
 export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportInput): LayoutReport {
   if (input.pass === null) return unmanagedLayoutReport(input)
   const steps = managedReportSteps(input)
@@ -76,13 +61,7 @@ export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportIn
 /** Rows judged between two yields of managedReportSteps. */
 export const REPORT_ROWS_PER_STEP = 256
 
-/**
- * The armed report, built a few hundred rows at a time: it yields between
- * them, so a caller that need not have it this tick (the row gauges and the
- * fleet summary after a run) can give the event loop back between steps
- * rather than hold it for 10,000 rows. Run to its end at once, it is
- * layoutStatusReport.
- */
+/** The armed report, yielding every few hundred rows so a caller can give the loop back between steps. */
 export function* managedReportSteps(input: ManagedReportInput): Generator<void, LayoutReport, void> {
   const { pass, state, routes, rowsNow } = input
   const def = state.lastDefault()
@@ -125,12 +104,10 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
 }
 
 /**
- * The report of a box with no activator armed. There is no pass to ask, but
- * the box is not silent: the one thing a reader needs from it is whether a
- * downgrade would strand a nested instance, and that is a fact about paths,
- * not about wakes. Silence from such a box would block its fleet's rollback
- * for good. Fenced comes first, as in classify: a mid-move host's row can
- * still carry flat paths while its files are between two directories.
+ * The report of a box with no activator armed: still whether a downgrade
+ * would strand a nested instance (a fact of paths), or the fleet's rollback
+ * would block for good. Fenced first, as in classify: a mid-move row can
+ * still carry flat paths.
  */
 export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>): LayoutReport {
   const { dirs, journalHosts, holdHosts } = input

@@ -1,9 +1,7 @@
 // The report's ETag (design §6.2): its tag, the report's version, quoted,
 // and the If-None-Match test that answers 304 while it stands.
 
-// The report's tag is its version: a strong validator, since one version
-// is one report and so one body, and a console polling the report gets 304
-// until anything in it changes, with nothing built or hashed to tell.
+// Strong: one version is one body, so a poll gets 304 with nothing built or hashed.
 export function etagOf(tag: string): string {
   return `"${tag}"`
 }

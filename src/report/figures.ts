@@ -1,8 +1,5 @@
-// The figures of a report (design §9, §7.3): the rows counted by word, the
-// held and the deferred, the rows a person must act on by reason code, and
-// the box's summary when asked. The row gauges read them at a scrape, the
-// leg after a run, and the box publisher when the report or the intent
-// changed. No I/O.
+// The figures of a report (design §9, §7.3): rows by word, held, deferred,
+// needing an operator, and the box summary when asked. No I/O.
 import { summarize, type BoxSummary } from '../domain/box-summary.js'
 import { countByCode, operatorRows } from '../domain/short-of-intent.js'
 import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
@@ -15,10 +12,7 @@ export interface SummaryAsk {
   canStopAwake: boolean
 }
 
-/**
- * What the agent's row gauges (design §9) and its box summary (§7.3) take
- * from a report.
- */
+/** What the row gauges (design §9) and the box summary (§7.3) take from a report. */
 export interface ReportFigures {
   /** The tag of the version counted. */
   tag: string

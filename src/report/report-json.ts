@@ -1,9 +1,7 @@
-// The status report as JSON, serialized a slice of its rows per turn of
-// the event loop, once per version of the report (design §6.2). At 10,000 rows the report is some 600 KB,
-// and its leg's last run 10,000 results more: serialized in one go it held
-// the loop for about 30 ms a poll in a profiled converge with the console
-// open. Each part goes through the schema's own serializer, so the bytes
-// are the ones the schema would have made in one piece.
+// The status report as JSON, serialized a slice of its rows per turn of the
+// event loop, once per version (design §6.2): in one go a large report holds
+// the loop from the activator (docs/performance.md, "The report under load").
+// Each part goes through the schema's own serializer: the same bytes.
 import type { FastifyReply } from 'fastify'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'
@@ -43,12 +41,7 @@ export async function reportJson(reply: FastifyReply, report: LayoutReport): Pro
   return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
 }
 
-/**
- * The status report's bytes, serialized once per version: the readers of
- * one version (a console's page and its polls, a scrape's neighbours)
- * share its serialization, and a failed one is not kept, so the next
- * reader tries again.
- */
+/** The status report's bytes, serialized once per version and shared by its readers; a failed one is not kept. */
 export class StatusJson {
   readonly #soon: () => Promise<{ report: LayoutReport; tag: string }>
   #body: { tag: string; bytes: Promise<Buffer> } | undefined

@@ -1,10 +1,7 @@
-// The report as the agent serves it (design §6): the registry's rows,
-// judged by the armed pass, with the reasons the last finished run
-// withheld rows for; before the pass is published (recovery under way, or
-// no activator armed), judged by what <data>/layout holds. It is a cached
-// value with a version (design §6.2): the version moves when one of its
-// inputs has changed, each of which is read here in constant time, and
-// the report of a version is built once, in slices, when first asked.
+// The report as the agent serves it (design §6): rows judged by the armed
+// pass (or by <data>/layout before it), with the last run's withheld
+// reasons. A cached value with a version (design §6.2), built once per
+// version, in slices, when first asked.
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
@@ -53,13 +50,7 @@ export interface Built {
   counts: Readonly<Record<string, number>>
 }
 
-/**
- * What the report is built from, each read in constant time: the registry's
- * rows (a new snapshot only when PRAGMA data_version moved), the pass and
- * its journals, holds, fences and notes, the intent, the gate's answer, the
- * leg, the phase, the last run's withheld reasons and the listing of
- * <data>/layout. Equal inputs, equal report.
- */
+/** What the report is built from, each read in constant time. Equal inputs, equal report. */
 function sameInputs(a: readonly unknown[], b: readonly unknown[]): boolean {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
@@ -82,11 +73,7 @@ export class ReportView {
   /** A build in slices under way, for its version: a reader of that version waits for it rather than build again. */
   #building: { version: number; done: Promise<Built> } | undefined
   #versions = 0
-  /**
-   * The hosts <data>/layout names, as last listed: what the report goes by
-   * with no pass armed. null until start-up has listed it: before, no row is
-   * known not to be mid-move.
-   */
+  /** The hosts <data>/layout names, as last listed; null until listed, when no row is known not mid-move. */
   #onDisk: { journals: Set<string>; holds: Set<string> } | null = null
   /** The last finished run's results that withheld a host, by host: the report's row reasons. */
   #withheld = new Map<string, Result>()
@@ -114,10 +101,7 @@ export class ReportView {
     this.#withheld = withheldBy(run)
   }
 
-  /**
-   * The report's tag now, `<epoch>.<version>`: the version moves whenever
-   * the report would read differently, and nothing is built to tell.
-   */
+  /** The report's tag now, `<epoch>.<version>`, with nothing built to tell. */
   tag(phase: Phase, pass: ReportPass | null, leg: Leg): string {
     return this.#version(phase, pass, leg).tag
   }
@@ -137,13 +121,9 @@ export class ReportView {
   }
 
   /**
-   * The report of now with its tag, built in slices of the event loop when
-   * it must be built at all, so that a reader never holds the activator's
-   * questions behind a whole report of 10,000 rows: the status route and
-   * the console (whose poll during a converge finds a new version each
-   * time), the row gauges and the fleet summary after a run. Readers of
-   * one version share one build. Each row is judged against the registry
-   * and the pass as they are in its slice (design §6.2).
+   * The report of now with its tag, built in slices of the loop so no
+   * reader holds the activator behind a whole report; readers of one
+   * version share one build (design §6.2).
    */
   async reportSoon(phase: Phase, pass: ReportPass | null, leg: Leg): Promise<Built> {
     const seen = this.#version(phase, pass, leg)
@@ -200,10 +180,7 @@ export class ReportView {
     ]
   }
 
-  /**
-   * The version of the inputs now: a new number when any of them changed since last seen, and nothing built
-   * to tell.
-   */
+  /** The version of the inputs now: a new number when any changed since last seen. */
   #version(phase: Phase, pass: ReportPass | null, leg: Leg): Version {
     const inputs = this.#inputs(phase, pass, leg)
     const seen = this.#seen
@@ -242,10 +219,7 @@ export class ReportView {
         recovering: config.activator !== 'none',
       })
       if (onDisk === null) {
-        // The HTTP server answers from the first moment, before start-up has
-        // listed <data>/layout (design §4.4 step 1): a host a journal names
-        // must never read nested or flat meanwhile, so every row we might
-        // move reads fenced until the listing is in.
+        // Before the listing (design §4.4 step 1) every row we might move reads fenced: any may be mid-move.
         for (const [host, r] of Object.entries(report.rows)) {
           if (r.layout === 'nested' || r.layout === 'flat')
             report.rows[host] = {

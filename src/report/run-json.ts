@@ -1,13 +1,8 @@
 // A run of the leg as JSON for `converge?wait=1`, serialized a slice of its
-// results per turn of the event loop. `converge?wait=1` answers with the run it waited for:
-// after a converge of 10,000 hosts that is 10,000 results, twice (the run,
-// and the leg's last run), and serialized in one go it held the loop for
-// some 100 ms in a profiled run, in the turn the run ended (design §9, "A
-// run's end"). Each slice goes through the schema's own serializer, so the
-// bytes are the ones the schema would have made. The answer is kept as its
-// pieces in order and written a piece of some 64 KB per turn (inTurns): the
-// 2.6 MB of a run of 10,000 joined and written in one go held the loop
-// 11–16 ms more in profiled converges, in the turn the answer went out.
+// results per turn of the event loop and written in chunks (inTurns): a
+// large run serialized or written in one go holds the loop from the
+// activator (docs/performance.md, "A run's end"). Each slice goes through
+// the schema's own serializer, so the bytes are the schema's.
 import type { FastifyReply } from 'fastify'
 import { Readable } from 'node:stream'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -36,11 +31,7 @@ function around(whole: string, empty: string): [string, string] {
   return [whole.slice(0, at), whole.slice(at + empty.length)]
 }
 
-/**
- * Where a part serialized apart goes into its whole: the text the schema's
- * serializer makes for that property left empty. A key is never found
- * inside a string value, where every quote is escaped.
- */
+/** Where a part serialized apart goes: the whole's text for that property left empty (a key never matches inside an escaped string). */
 export function spliced(whole: string, empty: string, part: string): string {
   const [before, after] = around(whole, empty)
   return before + part + after
@@ -69,10 +60,8 @@ export async function runJson(reply: FastifyReply, run: LegRun): Promise<string>
 }
 
 /**
- * `{"leg": …, "run": …, "underWay"?: …}`, the answer of `converge?wait=1`,
- * as pieces to write in order (inTurns): the leg's last run is, once the
- * run has ended, the very run waited for, and is serialized once for both;
- * underWay, when given, is the run that was under way at the kick.
+ * `{"leg": …, "run": …, "underWay"?: …}`, the answer of `converge?wait=1`, as
+ * pieces: the leg's last run is the run waited for, serialized once for both.
  */
 export async function legAndRunPieces(
   reply: FastifyReply,

@@ -1,6 +1,5 @@
 // The report's withheld reasons (design §6): a row says why it did not
-// move, not only what it is. Pure: the agent keeps the last finished run's
-// results and hands them in with the report and the isolation gate's answer.
+// move, not only what it is. Pure: the agent hands in the last run's results.
 import type { Outcome, Result } from '../domain/modes.js'
 import type { LayoutReport, LegRun } from '../domain/schemas.js'
 import { warnOfOperatorRows } from '../domain/short-of-intent.js'
@@ -16,15 +15,11 @@ export function withheldBy(run: LegRun): Map<string, Result> {
 }
 
 /**
- * Fills in the reason of every row that carries none of its own: a nested
- * row says it cannot wake while the isolation gate is shut, naming the
- * check that failed (gate is the gate's answer, null when open); any other
- * row takes the reason the last finished run withheld it for (`awake: 42m
- * of grace left`, a refusal, a failed stop), while it is still short of
- * where that run wanted it. The last finished run, not the one under way:
- * a run that has not reached a host yet has nothing to say about it.
- * Then, with every row's reason in, warns of the rows a person must act
- * on (short-of-intent.ts). Changes report in place and returns it.
+ * Fills in the reason of every row with none: a nested row behind a shut
+ * gate names the failed check; any other takes the reason the last
+ * finished run withheld it for, while still short of where that run wanted
+ * it (a run under way has not reached every host yet). Then warns of rows a
+ * person must act on (short-of-intent.ts). Changes report in place.
  */
 export function withheldReasons(
   report: LayoutReport,
