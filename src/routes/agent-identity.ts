@@ -1,8 +1,6 @@
-// Which agent answers (`GET /agent`): the data root it holds, its pid and
-// this start's id, as `D/agent.json` publishes them. The CLI asks it before
-// anything else, and refuses an agent that holds another data root than its
-// own (design §8 "Which agent"): the address it dials may be another
-// sandbox's or another box's.
+// Which agent answers (`GET /agent`): its data root, pid and start id, as
+// `D/agent.json` says; the CLI refuses an agent of another data root
+// (design §8 "Which agent").
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { Static } from 'typebox'

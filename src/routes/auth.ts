@@ -1,9 +1,6 @@
-// Who may mutate (design §6): the bearer of the token, and no one else.
-// Every POST/PUT/DELETE must carry it, from loopback too: every uid on the
-// box shares loopback, and a claim is the activator's to change. The token
-// is CARLOS_AGENT_TOKEN, the file CARLOS_AGENT_TOKEN_FILE names, or the one
-// the agent makes in its data root; an app built with none (the schema-only
-// one) takes no change at all.
+// Who may mutate (design §6): the bearer of the token alone, from loopback
+// too, since every uid shares loopback. An app built with no token takes no
+// change at all.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { isIPv4 } from 'node:net'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
@@ -32,11 +29,7 @@ export function isLoopback(address: string | undefined): boolean {
   return isIPv4(v4) && v4.startsWith('127.')
 }
 
-/**
- * The onRequest hook. It runs before the body is read, so an unauthorised
- * client cannot make the agent buffer or parse anything. The peer address is
- * the socket's, never a forwarded header: no proxy is trusted.
- */
+/** The onRequest hook: before the body is read, so no unauthorised body is buffered; the peer is the socket's, no proxy trusted. */
 export function authHook(token: string) {
   return function requireAuth(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     done(refusal(request, reply, token))
@@ -56,11 +49,7 @@ function refusal(request: FastifyRequest, reply: FastifyReply, token: string): A
   )
 }
 
-/**
- * A read that tells where the agent keeps its files (`GET /agent`): a
- * loopback peer may ask, anyone else only with the token. A remote client
- * without it learns nothing of the box's filesystem.
- */
+/** `GET /agent` tells where the agent keeps its files: loopback may ask, anyone else only with the token. */
 export function privateReadRefusal(request: FastifyRequest, reply: FastifyReply, token: string): AppError | undefined {
   if (isLoopback(request.socket.remoteAddress)) return undefined
   if (token === '') return errors.forbidden('this agent holds no token, so loopback peers only')

@@ -1,9 +1,6 @@
-// The byte budget of request bodies still arriving (design §6): what every
-// unfinished body holds, summed across connections, is bounded, so a crowd
-// of clients each sending a large body less its last byte cannot grow the
-// agent's memory without a bound. A body that would take the sum past the
-// budget is refused (503 bodies_over_budget, Retry-After) and its
-// connection closed; what it held is given back at once.
+// The byte budget of request bodies still arriving, summed across
+// connections (design §6), so unfinished bodies cannot grow memory without
+// bound. A body past it gets 503 bodies_over_budget and its connection closes.
 import { Transform, type Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors } from '../errors.js'
@@ -21,10 +18,7 @@ export class BodyBudget {
     return this.#held
   }
 
-  /**
-   * The request's body, counted against the budget while it arrives: its
-   * bytes are held until its answer is sent or its connection closes.
-   */
+  /** The request's body, counted against the budget until its answer is sent or its connection closes. */
   meter(reply: FastifyReply, payload: Readable): Readable {
     let mine = 0
     const release = (): void => {

@@ -1,8 +1,6 @@
-// HTML that is escaped by default: the console's one way to write markup.
-// Every value interpolated into `html` is escaped unless it is itself Html,
-// so text from the report (a hostname a hostile row planted, a reason, a
-// note) can never become markup, and its control bytes and bidi overrides
-// are shown escaped (printable.ts); the template is filled in one pass.
+// HTML escaped by default, the console's one way to write markup: every
+// value is escaped unless it is Html, so report text can never become
+// markup; control bytes and bidi overrides show escaped (printable.ts).
 import { printable } from '../domain/printable.js'
 
 /** Markup already safe to write as it is: made by `html`, `trusted` or `fill` only. */
@@ -41,12 +39,7 @@ export function trusted(text: string): Html {
   return new Html(text)
 }
 
-/**
- * The template with each `{{name}}` replaced by its Html. One pass over the
- * template: a value is never read again for placeholders, so a hostname
- * spelled `{{script}}` stays text. A placeholder with no value is an error
- * of the template, not something to leave in the page.
- */
+/** Each `{{name}}` replaced in one pass, so a hostname `{{script}}` stays text; a placeholder without a value throws. */
 export function fill(template: string, values: Readonly<Record<string, Html>>): Html {
   return new Html(
     template.replace(/\{\{([a-z]+)\}\}/g, (_m, name: string) => {

@@ -1,7 +1,6 @@
-// What the console page shows, drawn from the report and the readiness
-// answer: the intent and the default, the gate's checks, counts by word as
-// a bar, the leg, the warnings and a page of rows, filtered by word and
-// searched by host. Pure: the same inputs draw the same markup.
+// What the console page shows, drawn from the report and readiness: the
+// intent, the gate, counts by word, the leg, warnings and a page of rows.
+// Pure: the same inputs draw the same markup.
 import type { Readiness } from '../agent-api.js'
 import { hostsReached } from '../domain/leg.js'
 import type { IntentRecord, LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
@@ -149,11 +148,7 @@ export function rowsInFlight(rows: Readonly<Record<string, RowReport>>): number 
   return n
 }
 
-/**
- * The run under way, as a line of the leg: when it started, the hosts it
- * finished so far (each once), and the rows it has in flight: a batch of
- * 256 moving reads as moving, not as nothing reached.
- */
+/** The run under way as a line of the leg; rows in flight read as moving, not as nothing reached. */
 function runningLine(run: LegRun, inFlight: number, now: number): Html {
   const n = hostsReached(run.results)
   const reached = html`${n} host${n === 1 ? '' : 's'} finished so far (${tally(run)})`
@@ -187,9 +182,7 @@ function warnings(list: readonly string[]): Html {
 export function selectRows(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Array<[string, RowReport]> {
   const needle = query.q.toLowerCase()
   const selected: Array<[string, RowReport]> = []
-  // The hosts sorted bare (by UTF-16 code units, as `<` compares them):
-  // a console's poll during a converge draws a new report of 10,000 rows
-  // each time, and a comparator of our own costs several times as much.
+  // Sorted bare (UTF-16 code units): each poll in a converge sorts a whole new report.
   for (const host of Object.keys(rows).sort()) {
     const r = rows[host]
     if (

@@ -1,8 +1,6 @@
 // The console: `GET /`, one server-drawn HTML page of the box (design §6.3).
-// It reads what GET /layout/status and GET /ready answer and changes
-// nothing, so it takes no token, as they take none. The template, the
-// stylesheet and the refresh script are files of the package
-// (src/routes/console-page/, copied beside this module by the build).
+// It only reads, so it takes no token. Its template, style and script are in
+// src/routes/console-page/, copied beside this module by the build.
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'

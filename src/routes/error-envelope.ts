@@ -29,11 +29,7 @@ export const commonErrors = {
   500: errorEnvelope('An unexpected failure; the message is always `internal error` and the details are in the log.'),
 }
 
-/**
- * What any request may be answered before a route sees it (design §6,
- * "Before any route"); listed by the routes that take no input of their
- * own, so each operation names the client error it can get.
- */
+/** What any request may get before a route sees it (design §6); listed by input-less routes so each names it. */
 export const parserErrors = {
   431: errorEnvelope(
     'The request headers are larger than the limit (`headers_too_large`); answered before any route sees the request.',

@@ -1,8 +1,6 @@
-// `GET /gate/:host` and `GET /gate` (design §6.4): the gate in the form a
-// stock proxy's forward auth reads (nginx auth_request, Caddy forward_auth,
-// Traefik forwardAuth): the answer is in the status and the headers, the
-// host as the proxy passes it, and no body or header an end client may see
-// names a path. HEAD answers as GET, without a body.
+// `GET /gate/:host` and `GET /gate` (design §6.4): the gate as a proxy's
+// forward auth reads it: the answer in the status and headers, and nothing
+// an end client may see names a path. HEAD answers as GET, without a body.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { AgentApi, GateAnswer } from '../agent-api.js'
@@ -78,8 +76,7 @@ interface Verdict {
 const NO_HOSTNAME: Verdict = { state: 'unknown', code: 'invalid_host', g: null }
 
 async function answer(api: AgentApi, host: string): Promise<Verdict> {
-  // A name that is no hostname is never layoutd's: unknown, said as the gate says it, not a 400 nginx
-  // would turn into a 500.
+  // Said as the gate says it, not a 400 nginx would turn into a 500.
   if (hostError(host) !== null) return NO_HOSTNAME
   const g = await api.gate(host)
   return { state: g.state, code: g.answer.granted ? '' : g.answer.refusal.code, g }
@@ -94,8 +91,7 @@ function sendVerdict(reply: FastifyReply, host: string, { state, code, g }: Verd
   if (code !== '') void reply.header(GATE_HEADERS.code, code)
   if (g?.retryAfter !== null && g?.retryAfter !== undefined) void reply.header('retry-after', String(g.retryAfter))
   if (g?.answer.granted === true) {
-    // For the proxy to route by: it consumes these (nginx's auth_request_set, Caddy's copy_headers, Traefik's
-    // authResponseHeaders) and hands its client the upstream's answer, never this one.
+    // For the proxy alone: it consumes these and hands its client the upstream's answer.
     const grant = g.answer.grant
     void reply
       .header(GATE_HEADERS.layout, grant.layout)
@@ -112,13 +108,7 @@ const GATE_PATH = /^\/gate\/([^/?]*)(?:\?(.*))?$/
 /** The most of a name the router refused that a gate answer's body shows. */
 const SHOWN_NAME = 64
 
-/**
- * A `GET|HEAD /gate/…` the router could not route (a name too long to be a
- * parameter, or one that is not percent-decodable): no hostname, so the
- * gate answers it as it answers any other (`unknown`, `invalid_host`, with
- * its headers), never a `414` or `400` nginx's auth_request would turn into
- * a 500. Answers false for any other request, which the caller answers.
- */
+/** A `GET|HEAD /gate/…` the router refused gets the gate's own `unknown` answer, never a 414 or 400; false for other requests. */
 export function answerUnroutable(method: string, url: string, reply: FastifyReply): boolean {
   const m = method === 'GET' || method === 'HEAD' ? GATE_PATH.exec(url) : null
   if (m === null) return false

@@ -1,7 +1,5 @@
-// The layout family (design §6): `GET /layout/status`, the status report the
-// console reads; `POST /layout/converge`, the converge an operator asks for;
-// and `GET /layout/mint`, the mode the provisioner mints a new row in (for
-// one host: where its files already sit).
+// The layout family (design §6): `GET /layout/status`, `POST /layout/converge`
+// and `GET /layout/mint`, the mode a new row is minted in.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
@@ -124,9 +122,7 @@ function statusRoute(app: LayoutApp, api: AgentApi): void {
       const etag = quote(tag)
       void reply.header('etag', etag).header('cache-control', 'no-cache')
       if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send()
-      // The body is serialized once per version, by this route's own
-      // response schema, and the bytes are sent as they are: a JSON
-      // content type with a Buffer bypasses the serializer.
+      // Serialized once per version by this route's schema; a Buffer bypasses the serializer.
       return reply.type('application/json; charset=utf-8').send(await json.bytes(reply, tag))
     },
   )
@@ -179,9 +175,7 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       if (seconds < 1 || seconds > MAX_WAIT_S)
         throw errors.badRequest(`querystring/timeout must be a whole number of seconds from 1 to ${MAX_WAIT_S}`)
       if (wait !== '1' && wait !== 'true') return reply.code(202).send({ leg: api.kick() })
-      // The connection is silent while the run goes on; without this the
-      // server's idle timeout would cut a legitimate wait short.
-      // (An injected request has a stand-in socket without timers.)
+      // The idle timeout would cut the silent wait short (an injected request's socket has no timers).
       const socket = request.raw.socket
       if (typeof socket.setTimeout === 'function') socket.setTimeout((seconds + 5) * 1000)
       // Asked before the kick: the run under way now moves the hosts the run this kick asks for then finds done.
@@ -192,11 +186,7 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       }
       // It ended before the run waited for began.
       const joined = underWay === null ? undefined : await underWay
-      // The answer carries the run twice (as itself, and as the leg's last
-      // run): 10,000 results after a run of 10,000 hosts, serialized a
-      // slice per turn of the event loop and written a chunk per turn
-      // (run-json.ts), so a wake asked meanwhile waits for a slice, not the
-      // whole answer.
+      // Serialized and written a slice per turn (run-json.ts): a wake meanwhile waits for a slice, not the answer.
       // Untyped: the 200 goes out as text already serialized, which the
       // schema's type for the body does not describe.
       const raw: FastifyReply = reply

@@ -1,15 +1,8 @@
-// The route schemas' validators and serializers, compiled on their first
-// use instead of when the server starts (design §4.4). Fastify compiles every route's
-// schemas (Ajv for what comes in, fast-json-stringify for what goes out)
-// before it listens: about a quarter of a second of CPU at each start, for
-// routes most of which a start never sees (design §4.4). The compilers are
-// Fastify's own, from the copy Fastify loads, with the options the app
-// gives them; only the moment each compiles changes. A schema is compiled
-// once, on its route's first request or when warm() names its route (the
-// activator's routes, once the agent is ready); a schema that cannot
-// compile fails its route's first request with a 500 and a logged error.
-// Ajv does not check a schema against the meta-schema as it compiles it
-// (src/app.ts): test/app/route-schemas.test.ts checks every request schema.
+// The route schemas' validators and serializers, compiled on first use, not
+// before listening (design §4.4): most routes are never asked after a start.
+// The compilers are Fastify's own with the app's options; only the moment
+// changes. warm() compiles the activator's routes once the agent is ready;
+// a schema that cannot compile fails its route's first request with a 500.
 import { createRequire } from 'node:module'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyServerOptions } from 'fastify'
@@ -82,12 +75,7 @@ type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaCont
 export interface LazyCompilers {
   /** Fastify's `schemaController.compilersFactory`, compiling on first use. */
   factory: CompilersFactory
-  /**
-   * Compiles now every schema of the routes at urls, one a turn of the
-   * event loop: the routes an activator asks on a tenant's first request
-   * are made ready once the agent is, so the first such request does not
-   * wait for a compiler (tens of milliseconds). Answers how many it made.
-   */
+  /** Compiles the routes at urls now, one schema a turn, so a tenant's first request waits for no compiler; answers how many. */
   warm(urls: ReadonlySet<string>): Promise<number>
 }
 

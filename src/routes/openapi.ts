@@ -1,7 +1,5 @@
-// The API described where clients look: the OpenAPI document's head (info,
-// servers, tags, the bearer scheme), the shared schemas lifted into
-// `components`, and `GET /openapi.json`, which serves the document the
-// routes' own schemas make. `openapi.yaml` is the same document, committed.
+// The OpenAPI document from the routes' own schemas: its head, the shared
+// schemas in `components`, and `GET /openapi.json`; `openapi.yaml` is it, committed.
 import { readFile } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
@@ -18,12 +16,9 @@ function isNode(v: unknown): v is Node {
 const COMPONENTS = '#/components/schemas/'
 
 /**
- * Every schema with a `title` is a shared one (the route schemas give one
- * to the shapes they share, and to nothing else): it is written once under
- * `components.schemas` by its title, and each place it stood gets a `$ref`.
- * Children first, so a shared schema inside another is a `$ref` there too.
- * Two different schemas under one title would make the document lie, so
- * that is an error, not a choice.
+ * Every schema with a `title` is shared: written once under
+ * `components.schemas`, a `$ref` where it stood (children first). Two
+ * schemas under one title would make the document lie: an error.
  */
 export function liftComponents(doc: Node): Node {
   const components: Node = {}

@@ -15,9 +15,7 @@ export interface ReadyRoutesOptions {
   api: AgentApi
 }
 
-// `verbose` is a flag by its presence alone, as Kubernetes' `/readyz` reads
-// it (the key found, whatever its values): `?verbose=1&verbose=2` asks the
-// same as `?verbose`, so a repeat is taken, not refused.
+// `verbose` is a flag by presence alone, as Kubernetes' `/readyz` reads it: a repeat is taken, not refused.
 export const ReadyQuery = Type.Object({
   verbose: Type.Optional(
     Type.Union([Type.String(), Type.Array(Type.String())], {
@@ -30,9 +28,7 @@ export const ReadyQuery = Type.Object({
 
 function verboseText(r: Readiness): string {
   const lines = r.checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.detail}`))
-  // The gate's checks are for a person reading why nested instances do not
-  // wake: they never fail readiness (flat wakes go on), so they are marked
-  // as information rather than as checks of their own.
+  // The gate's checks never fail readiness (flat wakes go on): marked as information.
   for (const c of r.isolation ?? []) {
     lines.push(
       c.ok
@@ -95,9 +91,7 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
         void reply.type('text/plain; charset=utf-8').send(verboseText(r))
         return
       }
-      // The agent answers the same object while readiness is unchanged: it
-      // is serialized once, by this route's schema, and its bytes reused
-      // (a JSON content type with a Buffer bypasses the serializer).
+      // The same object while unchanged: serialized once, its bytes reused (a Buffer bypasses the serializer).
       if (answer?.readiness !== r)
         answer = {
           readiness: r,
@@ -133,11 +127,7 @@ function waitMs(wait: string): number {
   return ms
 }
 
-/**
- * The status of `GET /ready/:host` for an answer: `200` granted; `503`
- * while the agent is starting or stopping (no claim can be judged), or when
- * a wait ended with the host still not ready; `409` refused.
- */
+/** `GET /ready/:host`'s status: `200` granted; `503` not judged yet or a wait ended not ready; `409` refused. */
 function wakeCheckStatus(g: GateAnswer, waited: boolean): number {
   if (g.answer.granted) return 200
   if (g.state === 'starting' || g.state === 'stopping') return 503

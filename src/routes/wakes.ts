@@ -1,9 +1,5 @@
 // `POST`/`DELETE /wakes/:host`, `PUT /wakes` and `GET /wakes` (design §6.1):
-// the activator's wake claims. It claims every wake before it starts an
-// instance and releases it when the instance sleeps; at its own start it
-// sends its whole awake set. A claim is granted only while the
-// host's files stay where the answer says, and the pass never moves a
-// claimed host's files: that is the whole contract between the two.
+// the activator's wake claims. The pass never moves a claimed host's files.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import { type AgentApi, MAX_HOST_TEXT, WakeGrant, WakeList, WakeRefusal, WakeSet, WakeSetBody } from '../agent-api.js'
@@ -19,11 +15,7 @@ export const HostParams = Type.Object({
   host: Type.String({ description: 'The hostname (a valid DNS name, lower case).' }),
 })
 
-/**
- * The awake set names every instance the activator runs; a box of a few
- * thousand instances of long hostnames must fit, which the app's default
- * limit (sized for small bodies) would refuse.
- */
+/** The awake set names every instance: thousands of long hostnames must fit, past the app's default limit. */
 const WAKE_SET_BODY_LIMIT = 1024 * 1024
 
 const invalidHost = errorEnvelope(
