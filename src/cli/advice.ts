@@ -1,9 +1,6 @@
-// What to do about a row, by its reason's code (design §8): the runbook's
-// "Reason codes" table, its links as paths. `status HOST` advises from here;
-// test/docs/runbook-advice.test.ts holds this table to the runbook's, so the
-// two never say different things. The runbook's placeholders (D, HOST, DIR,
-// PATH, FILE) are filled with what `status HOST` knows (fillAdvice), so the
-// line it prints names the real paths.
+// What to do about a row, by its reason code (design §8): the runbook's
+// "Reason codes" table (test/docs/runbook-advice.test.ts holds them equal),
+// its placeholders filled with real paths by fillAdvice.
 import type { ReasonCode } from '../domain/reason-codes.js'
 
 /** The runbook's "what to do" for each code. */
@@ -116,11 +113,7 @@ function shellWord(p: string): string {
   return /^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replaceAll("'", `'\\''`)}'`
 }
 
-/**
- * The advice with its placeholders filled: `DIR/PATH` (or DIR alone) with
- * where the files are, `D` where a path begins with the data root, and
- * HOST and FILE with the host and its journal.
- */
+/** The advice with its placeholders filled. */
 export function fillAdvice(text: string, facts: AdviceFacts): string {
   const { host, dataDir, dir, file, journal } = facts
   let out = text

@@ -1,20 +1,10 @@
-// The CLI's side of the agent's HTTP API (`layoutd status`, `layoutd
-// converge`, the mint of `routes add`, `intent --dry-run`): requests with
-// the token the agent reads, to the agent that holds this data root
-// (findAgent: --url, else the address `D/agent.json` names while its agent
-// runs, else CARLOS_AGENT_LISTEN). Before the first request it asks the
-// agent which data root it holds (`GET /agent`) and refuses one of another
-// (`agent_other_data_root`): on a shared machine the fallback address may be
-// another sandbox's or another box's agent, whose mint or report would be
-// wrong here. An agent that does not answer is the catalogue's AgentUnreachable,
-// naming which agent and how to start one; an error the agent answers
-// (design §6) becomes the same coded error here, with the agent's status.
+// The CLI's side of the agent's HTTP API, with the agent's token, to the
+// agent that holds this data root: it checks `GET /agent` first and refuses
+// another root's (design §8 "Which agent"). An agent's error envelope
+// becomes the same coded error here.
 //
-// node:http, not undici (design §8): these are a handful of requests to one
-// loopback address per command, and importing undici costs about 140 ms of
-// CPU before the first byte, most of the 150 ms `layoutd status` may take;
-// node:http costs about 6 ms. The agent's own outbound calls (etcd, the
-// activator, the edge) use undici.
+// node:http, not undici (design §8): a few loopback requests per command,
+// and importing undici would dominate a command's start-up time.
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
@@ -39,19 +29,11 @@ export interface AgentTarget {
   via: string
   /** The data root the agent must hold; absent with --url (the operator named the agent, maybe another box's). */
   dataDir?: string
-  /**
-   * The start that wrote `D/agent.json`: an agent answering it holds this
-   * data root whatever path it names it by (a container's mount of it).
-   */
+  /** The start that wrote `D/agent.json`: its agent holds this data root by whatever path (a container's mount). */
   startId?: string
 }
 
-/**
- * Which agent a command talks to (design §8 "Which agent"): --url as given;
- * else the address `D/agent.json` names while the agent it names runs; else
- * CARLOS_AGENT_LISTEN (or its default). Without --url the client checks the
- * agent holds this data root before asking it anything.
- */
+/** Which agent a command talks to (design §8 "Which agent"): --url, else `D/agent.json`'s, else CARLOS_AGENT_LISTEN. */
 export function findAgent(config: Config, flag: string | undefined): AgentTarget {
   if (flag !== undefined) return { url: agentUrl(config, flag), via: '--url' }
   const seen = seeHolder(config.dataDir)
@@ -60,10 +42,7 @@ export function findAgent(config: Config, flag: string | undefined): AgentTarget
   return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', ...mine }
 }
 
-/**
- * The client of the agent that holds this data root (or --url's), sending
- * the token the agent requires, read as the agent reads it (design §6).
- */
+/** The client of the agent that holds this data root (or --url's), with its token (design §6). */
 export function agentClient(config: Config, flag: string | undefined): AgentClient {
   return new AgentClient(findAgent(config, flag), clientToken(config))
 }
@@ -165,11 +144,7 @@ export class AgentClient {
     return ((await this.call('POST', '/layout/converge')) as { leg: LegState }).leg
   }
 
-  /**
-   * Kicks the leg and waits for the run that kick asked for; underWay is the
-   * run that was under way at the kick (the one that moved the hosts), when
-   * one was and finished.
-   */
+  /** Kicks the leg and waits for its run; underWay is the run under way at the kick, if one finished. */
   async waitRun(): Promise<{ run: LegRun; underWay: LegRun | null }> {
     const answer = (await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun; underWay?: LegRun | null }
     return { run: answer.run, underWay: answer.underWay ?? null }
@@ -248,8 +223,7 @@ export class AgentClient {
     return new Promise((resolve, reject) => {
       let req: http.ClientRequest
       try {
-        // No keep-alive agent: a command makes a few requests and exits, and
-        // an idle pooled socket would hold the process open.
+        // No keep-alive: an idle pooled socket would hold the process open.
         req = http.request(this.base + path, { method, headers, agent: false, timeout: timeoutMs })
       } catch (err) {
         reject(unreachable(err))

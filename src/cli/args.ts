@@ -15,13 +15,7 @@ type Strict<O extends OptionsConfig> = { args: string[]; options: WithHelp<O>; s
 
 export type ParsedArgs<O extends OptionsConfig> = ReturnType<typeof parseArgs<Strict<O>>>
 
-/**
- * Parses argv against options (and --help). `positionals` names the
- * positional arguments the command takes, in order (`HOST?` when it may be
- * left out); fewer than those required, or more than named, is a
- * UsageError, as is an unknown option or an option given the wrong kind of
- * value. With --help the positionals are not counted: help is always given.
- */
+/** Parses argv against options (and --help); a wrong count of `positionals` (`HOST?` optional) or option is a UsageError. */
 export function parseCommandArgs<const O extends OptionsConfig>(
   argv: readonly string[],
   options: O,

@@ -1,8 +1,6 @@
-// What a command of the CLI is (usage, options, run), and the one path from
-// its argv to its exit status (design §8): 0 done or `--help`, 1 refused or
-// failed, 2 usage. --help prints its usage; otherwise what it needs is
-// opened, it runs, and a failure is printed and mapped by the catalogue's
-// rule: the reason on stderr for 1, the message and then the usage for 2.
+// What a CLI command is (usage, options, run), and the one path from its
+// argv to its exit status (design §8): 0 done or `--help`, 1 refused or
+// failed (the reason on stderr), 2 usage (the message, then the usage).
 import { loadConfig, type Config } from '../config.js'
 import type { DeployStore } from '../domain/ports.js'
 import { printableLines } from '../domain/printable.js'
@@ -25,11 +23,8 @@ export interface Cli extends Output {
 export const READER_GONE_STATUS = 141
 
 /**
- * A reader that went away (`layoutd status | head -1` closing the pipe)
- * ends the output quietly: an EPIPE on stdout or stderr is no failure to
- * print, the rest of the output is dropped, and the signal answered is
- * aborted so a command that goes on (--watch) stops. Any other error of
- * the stream is thrown, as it would be unhandled.
+ * A reader that went away (`| head -1`) ends the output quietly: EPIPE drops
+ * the rest and aborts the signal, so --watch stops. Other stream errors throw.
  */
 export function endQuietlyWhenReaderGoes(streams: readonly NodeJS.WritableStream[]): AbortSignal {
   const gone = new AbortController()
@@ -107,11 +102,7 @@ export function withDeployStore(cli: Cli): Scope<CommandContext & { store: Deplo
   }
 }
 
-/**
- * Something went wrong: print it and answer the exit status. A program's bug
- * (a TypeError and the like) shows its stack, since nothing else would say
- * where; every other failure is a reason, shown as its message.
- */
+/** Prints a failure and answers the exit status: a bug (TypeError…) with its stack, anything else as its message. */
 export function failed(err: unknown, out: Output, signature: Signature, usage: string): number {
   const status = exitStatusOf(err)
   if (status === 2) {

@@ -1,8 +1,6 @@
-// The command line's dispatcher (design §8): names each command, imports
-// its module only when that command runs (so `layoutd status` loads an HTTP
-// client, not the agent, Fastify or SQLite), and answers --help and
-// --version itself. Every command reads the same environment as the agent,
-// loaded by the command that needs it, so help works whatever it holds.
+// The command line's dispatcher (design §8): imports a command's module only
+// when it runs, so each loads only what it uses, and answers --help and
+// --version itself, so help works whatever the environment holds.
 import { errorMessage, errors } from '../errors.js'
 import { failed, PROGRAM, type Cli } from './command.js'
 

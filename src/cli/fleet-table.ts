@@ -1,10 +1,7 @@
-// What `layoutd fleet status` prints (design §7.3): the rollout in play and
-// the records that cannot be read above the table, the table of boxes
-// (gone and unconverged first) with each box's word as the fleet page
-// says it (boxWord), each row's rows by kind (deferred apart from held,
-// refused and failed) and how old its summary is, then the summary line and
-// what each gone or stuck box needs. With a screen's size, cut to fit it,
-// the boxes that do not fit counted.
+// What `layoutd fleet status` prints (design §7.3): the rollout and
+// unreadable records, the boxes (gone and unconverged first) with their
+// words and row counts, the summary line and what stuck boxes need; cut to
+// a screen when given one.
 import {
   boxWord,
   deadlineAt,
@@ -148,10 +145,7 @@ export function formatFleet(read: FleetRead, now: number, fit?: Fit): string {
   return fitted(head, table, below, fit)
 }
 
-/**
- * Cut to the screen: every line to its columns; the table's rows that do not fit (the converged, sorted
- * last) counted as `… N more boxes`, with room kept for the head, the summary line and the watch's footer.
- */
+/** Cut to the screen: rows that do not fit (the converged, last) counted as `… N more boxes`. */
 function fitted(head: string, table: string[], below: string, fit: Fit): string {
   const { rows, columns } = fit
   const tail = below.split('\n').slice(0, 3).join('\n')

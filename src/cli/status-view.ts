@@ -1,9 +1,6 @@
-// What `layoutd status` prints (design §8): the summary line (the intent,
-// the rows counted by word, the leg with relative times), the warnings,
-// the table of rows (all, or those not clean; cut to a terminal's size for
-// --watch), and one host described with what to do about it.
-// Colour is the caller's choice (a terminal, no NO_COLOR); every function
-// here is pure, given the time, so a test can pin what it prints.
+// What `layoutd status` prints (design §8): the summary line, warnings, the
+// rows table and one host with what to do. Pure given the time, so a test
+// can pin it; colour is the caller's choice.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
 import { hostsReached } from '../domain/leg.js'
 import { printable } from '../domain/printable.js'
@@ -148,13 +145,7 @@ export function screenLines(text: string, columns: number): number {
     .reduce((n, line) => n + Math.max(1, Math.ceil([...line].length / Math.max(1, columns))), 0)
 }
 
-/**
- * The whole report: the summary line, why the default is blocked, the
- * warnings (before the rows, so 2,000 rows never bury them), then the rows
- * as a table. view.problems keeps only the rows that are not clean; with
- * view.fit the table is cut to the screen (each line to its columns, the
- * rows that do not fit counted as `… N more`), and the head is kept whole.
- */
+/** The whole report: the summary, the warnings before the rows (so rows never bury them), then the table, cut to fit if asked. */
 export function formatReport(r: LayoutReport, now: number, paint: Paint = plain, view: ReportView = {}): string {
   let head = summaryLine(r, now, paint)
   if (r.defaultBlocked !== '') head += `default: ${printable(r.defaultBlocked)}\n`
@@ -211,14 +202,7 @@ export const RUNBOOK: Record<string, string> = {
   unreadable: 'docs/runbook.md#unreadable',
 }
 
-/**
- * What the operator does about a row, in one line with the runbook entry.
- * A row with a reason's code gets the runbook's own advice for that code
- * (ADVICE, held to docs/runbook.md's table); a hold marker or an
- * unreadable intent comes first; a row with no code is advised by its word,
- * and a managed row not yet in the layout the intent wants (deferred
- * before a restart, whose reason the restart forgot) by what the leg does.
- */
+/** What the operator does about a row, in one line: the runbook's advice for its code, else by its word. */
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
   if (has.hold && row.code === '')
     return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`

@@ -1,9 +1,6 @@
 // `layoutd converge [--url URL] [--wait]` (design §8): kicks the agent's
-// leg. With --wait it follows the run that kick asked for, printing progress
-// as hosts finish (each host once, of the rows) and what the run waits on;
-// a run under way at the kick (the one that moves the hosts) is followed
-// and summed up first. Then the hosts that need an operator and a summary;
-// it exits 1 when any host failed, was refused or is held.
+// leg; --wait follows the run (and one under way at the kick) and exits 1
+// when any host failed, was refused or is held.
 import { printable } from '../../domain/printable.js'
 import { hostsReached } from '../../domain/leg.js'
 import type { LegRun } from '../../domain/schemas.js'
@@ -61,10 +58,7 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   return reportRun(finished, stdout, underWay !== null)
 }
 
-/**
- * Until the run is done: the hosts it has finished (each host once, of the rows) and what it waits on, each line
- * once per change.
- */
+/** Until the run is done: hosts finished and what it waits on, a line per change. */
 async function showProgress(
   client: AgentClient,
   stdout: Stdout,
@@ -102,8 +96,7 @@ function finishedRun(
   runDone: Promise<{ run: LegRun; underWay: LegRun | null }>,
 ): Promise<{ run: LegRun; underWay: LegRun | null }> {
   return runDone.catch(async (err: unknown) => {
-    // The agent bounds a wait (10 minutes); a longer run goes on, and so
-    // does this command, following the leg until it is idle.
+    // The agent bounds a wait; this command follows a longer run until the leg is idle.
     if (!(err instanceof AppError && err.code === 'converge_timeout')) throw err
     for (;;) {
       const leg = await client.leg()

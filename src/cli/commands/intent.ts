@@ -1,13 +1,7 @@
 // `layoutd intent migrate|revert|quarantine|history|prune|status` (design
-// §7, §8): the deploy store, read, recorded and pruned directly; `--dry-run`
-// asks this box's agent for its report. `intent migrate|revert (--box LABEL
-// | --fleet)` records a layout intent in the deploy store (or, with
-// --dry-run, says what this box would do and records nothing), over an
-// unreadable record with --supersede; `intent quarantine ID` moves a record
-// aside with its replacement (design §7.4); `intent history` lists them all;
-// `intent prune --keep N` removes old records; `intent status [--json]`
-// shows the one this box would read. They act on the store directly: the
-// agent need not run, and it picks a new record up on its watch or next poll.
+// §7, §8): the deploy store read and written directly, so no agent need
+// run; it picks a new record up on its watch or next poll. `--dry-run` asks
+// this box's agent for its report; quarantine is design §7.4.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { hostError } from '../../domain/hostname.js'
@@ -254,10 +248,8 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
   const box = addressed(ask)
   const whom = box === undefined ? 'for the whole fleet' : `for box ${box}`
   await refuseUnknownOrForce(io, box, ask)
-  // The new id must sort after every recorded one, so the store is read
-  // first; a record that cannot be read refuses the record (the boxes would
-  // not read it) unless --supersede names it: then it is moved aside in the
-  // same step. --dry-run reads and refuses the same way.
+  // The new id sorts after every recorded one; an unreadable record refuses
+  // (boxes would not read past it) unless --supersede moves it aside.
   const contents = await readContents(io.store)
   if (ask.supersede === undefined) refuseUnreadable(contents)
   else planRepair(contents, { id: ask.supersede, mode, address: box ?? FLEET })
@@ -279,9 +271,7 @@ async function refuseUnknownOrForce(io: IntentIo, box: string | undefined, ask: 
   if ((checkKnown || ask.force) && io.store.listBoxes !== undefined) {
     const known = await io.store.listBoxes(AbortSignal.timeout(INTENT_TIMEOUT_MS))
     if (checkKnown && !known.some((b) => b.box === box)) throw errors.unknownBox(box, known.length)
-    // What each box published of itself says whether it can stop an awake
-    // instance; a forced intent for one that cannot would fence its awake
-    // tenants and wait on a release nobody asks for.
+    // A forced intent for a box that cannot stop an instance would wait on a release nobody asks for.
     if (ask.force) {
       const cannot = known
         .filter((b) => b.canStopAwake === false && (box === undefined || b.box === box))

@@ -1,14 +1,8 @@
 // `layoutd journal release FILE|HOST [--dry-run]` (design §8): a kept
-// journal removed by the command rather than by hand, and only when every
-// move it names is settled (src/domain/journal-release.ts): the files whole
-// at exactly the end the row names, nothing at the other. It says what it
-// will do before it does it; --dry-run says only that. A batch's file goes
-// whole or not at all. The removal is durable (unlink, then fsync
-// D/layout), and the running agent is then asked for a run, whose recovery
-// finds the file gone and lifts the fences it kept (outcome `released`).
-// Beside a running agent it asks the agent's report first, and refuses a
-// host whose move the agent is carrying out: that journal is what makes the
-// move exact after a crash.
+// journal removed, whole, only when every move it names is settled
+// (src/domain/journal-release.ts). The removal is durable, then the agent is
+// asked for a run that lifts the fences. A move the running agent is
+// carrying out is refused: its journal makes it exact after a crash.
 import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -60,13 +54,7 @@ function journalShaped(name: string): boolean {
   return name.endsWith(JOURNAL_SUFFIX) && validHost(name.slice(0, -JOURNAL_SUFFIX.length))
 }
 
-/**
- * The journal's name in D/layout that arg names, checked before anything
- * is read: a bare name (`a.example.com.journal`, `_batch-7.journal`), a
- * HOST (its own journal), `layout/NAME` as a reason names it from the data
- * root, or the file's absolute path. A `..`, a path anywhere else, or a
- * name no journal takes is refused.
- */
+/** The journal name in D/layout that arg names (a name, HOST, `layout/NAME` or its absolute path); anything else refused unread. */
 function journalNameIn(layout: string, arg: string): string[] {
   if (arg === '') throw errors.usage('journal release needs a FILE or a HOST')
   let name = arg
@@ -119,12 +107,7 @@ export async function readJournal(ctx: CommandContext, arg: string): Promise<Rea
   return { name, batch, moves: read.journals, stat: st }
 }
 
-/**
- * The agent holding this data root, asked for its report; null when none
- * holds it (then nothing carries a move out, and no fence is in memory).
- * One that holds it but cannot be asked is a refusal: only it can say
- * whether a move of the journal is under way.
- */
+/** The agent holding this data root, with its report; null when none. One that cannot be asked is a refusal. */
 async function agentView(ctx: CommandContext): Promise<AgentView | null> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   if (!AgentLock.held(ctx.config.dataDir)) return null
@@ -220,11 +203,7 @@ async function stillFenced(ctx: CommandContext, j: ReadJournal): Promise<Map<str
   return out
 }
 
-/**
- * Throws unless layout/NAME is still the file that was read (the same
- * inode, size and time): one rewritten since is judged again by a new run
- * of the command, not acted on from an old reading.
- */
+/** Throws unless layout/NAME is still the file read (inode, size, time): never act on an old reading. */
 export async function assertUnchanged(ctx: CommandContext, j: ReadJournal): Promise<void> {
   const now = await lstatOrUndefined(path.join(layoutDir(ctx.config), j.name))
   const same =

@@ -1,12 +1,8 @@
 // `layoutd journal settle FILE|HOST|--all [--dry-run]` (design §8): a kept
-// journal settled host by host, with no agent running. Each move whose
-// files are whole at exactly one end, and whose row names that end or the
-// other (src/domain/journal-release.ts settleVerdict), is released there:
-// its row rewritten to the files' end first when it names the other (one
-// transaction, as recovery's step 8), then the journal rewritten without
-// it (step 9). The others are kept in the rewritten journal, each named
-// with what was found and what to do. A journal that keeps no move is
-// removed. --dry-run prints the same plan and changes nothing.
+// journal settled host by host, with no agent running. A move whose files
+// are whole at one end (settleVerdict) is released there, its row rewritten
+// first if needed; the rest stay in the rewritten journal, each named with
+// what to do. --dry-run prints the plan and changes nothing.
 import path from 'node:path'
 import { settleVerdict, type SettleVerdict } from '../../domain/journal-release.js'
 import { rowAt, samePaths } from '../../domain/pass-plan.js'
@@ -48,11 +44,7 @@ interface Held {
   release(): void
 }
 
-/**
- * Refuses while an agent holds the data root (design §8): the agent keeps
- * its journals' fences and the rows in memory. A real settle takes the
- * data root's lock itself, so no agent starts while it rewrites.
- */
+/** Refuses while an agent holds the data root (its fences and rows are in memory); a real settle holds the lock itself. */
 async function lockOut(ctx: CommandContext, dryRun: boolean): Promise<Held> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   const dataDir = ctx.config.dataDir
@@ -176,12 +168,10 @@ function planLines(judged: readonly Judged[], dryRun: boolean): string {
 }
 
 /**
- * Rewrites the rows of the released moves that name their other end, in
- * one transaction, each only while it still says what was read. The rows
- * go first: a crash before the journal's rewrite leaves the journal naming
- * a move whose row agrees with its files, which recovery finishes exactly;
- * the other order could leave a host with no journal and a row naming the
- * end its files are not at.
+ * Rewrites the released moves' rows in one transaction, each only while it
+ * still says what was read. Rows before the journal: a crash between leaves
+ * a journal recovery finishes exactly; the other order could leave a row
+ * naming the end its files are not at, with no journal.
  */
 function rewriteRows(registry: Registry | undefined, judged: readonly Judged[]): void {
   const rows = judged.flatMap(({ move, verdict, row }) =>

@@ -1,12 +1,6 @@
-// `layoutd journal list|show|release` (design §8): the journals in
-// <data>/layout. list names every journal file (a host's own, and a batch's
-// `_batch-N.journal`), the hosts it names and why it is kept (the running
-// agent's reason for those hosts, when it answers); show gives one
-// journal's moves, each with where its files are now (from, dest, both,
-// neither); HOST finds the host in any journal, its own or a batch's. Both
-// only read; release (journal-release.ts) removes a kept journal whose
-// every move is settled, and settle (journal-settle.ts) settles one host by
-// host with no agent running.
+// `layoutd journal list|show|release|settle` (design §8): the journals in
+// <data>/layout. list and show only read (a HOST is found in any journal);
+// release and settle are journal-release.ts and journal-settle.ts.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Dirs } from '../../domain/paths.js'
@@ -210,11 +204,7 @@ function moveTable(moves: ReadonlyArray<Move & { atFrom: string; atDest: string 
   )
 }
 
-/**
- * HOST as the journals name it: each file that names it, its own first, with
- * its entry and where its files are now. --json prints the first file as
- * `show FILE` does, its moves only HOST's, and the others' names.
- */
+/** HOST in every journal that names it, its own first, with where its files are now. */
 async function showHost(
   args: ParsedArgs<typeof showOptions>,
   ctx: CommandContext,

@@ -1,10 +1,6 @@
-// `layoutd registry backup|restore FILE` (design §8): the registry copied
-// out with SQLite's online backup, beside a running agent or not, and a
-// copy put back in place of `D/registry.db` (src/infra/registry-copy.ts).
-// Restore is refused while an agent runs on the data root and for a file
-// that is not a layoutd registry, changing nothing; it handles the live
-// registry's -wal and -shm itself. The next start reads every row afresh
-// and checks it against the disk, as any start does.
+// `layoutd registry backup|restore FILE` (design §8): SQLite's online backup
+// out, and a copy put back as `D/registry.db` (src/infra/registry-copy.ts);
+// restore is refused beside a running agent or for a non-registry file.
 import path from 'node:path'
 import { printable } from '../../domain/printable.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'

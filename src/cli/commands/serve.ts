@@ -1,7 +1,5 @@
 // `layoutd serve` (design §8): loads the config and hands it to
-// src/server.ts, which runs the agent. The composition (adapters, the
-// agent, the HTTP app, the listener, shutdown) is src/server.ts; this module
-// is its command line, and loads it only when the agent is to run.
+// src/server.ts, loaded only when the agent is to run.
 import { unknownVariables } from '../../config.js'
 import { errors } from '../../errors.js'
 import { failed, PROGRAM, runCommand, withConfig, type Cli, type CommandContext, type Scope } from '../command.js'

@@ -1,9 +1,7 @@
 // `layoutd status [HOST] [--watch | --wait-ready [--timeout S]]` (design
-// §8): the running agent's report as a summary line and a table, or JSON;
-// one host described with what to do about it; the report redrawn as it
-// changes; or a wait until the agent answers ready. What it prints is
-// src/cli/status-view.ts; this module asks the agent and, for one host,
-// reads the host's journal or hold marker when the data root is here.
+// §8): asks the running agent for its report and prints it
+// (src/cli/status-view.ts); for one host, reads its journal or hold marker
+// when the data root is here.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { hostError } from '../../domain/hostname.js'
@@ -102,12 +100,7 @@ function timeoutSeconds(text: string | undefined): number {
 /** How many rows `--check` names on stderr before it says how many more. */
 const CHECK_NAMES = 20
 
-/**
- * `--check`: exit 1 when the intent is unreadable, or when the report has rows a person must act on, naming
- * them (by host and reason code) on stderr; 0 when it has none. Rows that
- * pass on their own (a move under way, an awake tenant in its grace, a
- * failed move the leg retries) do not count.
- */
+/** `--check`: exit 1, naming them, when the intent is unreadable or rows need a person; rows that pass on their own do not count. */
 function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number {
   // An unreadable intent moves nothing until a person brings the store back or records one (design §7.7).
   const unreadable = report.mode === 'unreadable'
@@ -168,13 +161,10 @@ export interface ScreenSize {
 }
 
 /**
- * Draws the report, then asks every everyMs whether it changed, with its
- * ETag; a 304 costs the agent nothing to send. On a terminal the screen is
- * redrawn in place every time (relative times move on), fitted to its size
- * and again when it is resized; elsewhere a new copy is printed only when
- * the report changed. An agent that stops answering is said plainly (since
- * when, and why), above its last report drawn as it stood then: its times
- * do not count on as though it were live. Ends when signal aborts.
+ * Draws the report, then asks every everyMs with its ETag (a 304 costs the
+ * agent nothing). A terminal is redrawn in place; elsewhere a copy is
+ * printed only on change. An agent that stops answering is said plainly,
+ * above its last report frozen as it stood. Ends when signal aborts.
  */
 export async function watch(
   client: AgentClient,
@@ -232,10 +222,7 @@ export async function watch(
   return 0
 }
 
-/**
- * A host's journal or hold marker, as JSON, when this box's data root holds one; undefined when none can be
- * read here.
- */
+/** A host's journal or hold marker as JSON, when this box's data root holds one. */
 async function layoutFile(
   dataDir: string | undefined,
   host: string,
@@ -252,13 +239,7 @@ async function layoutFile(
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
-/**
- * What the advice's placeholders are filled with: the data root and a held
- * host's directory when the data root is this machine's. A hold keeps the
- * files where its refused move found them, at the other end from its `to`
- * (a hold toward flat: `D/nested/HOST/data`); FILE is the host itself,
- * which `journal show` finds in any journal.
- */
+/** The advice's placeholders when the data root is here; a held host's files are at the other end from its `to`. */
 function adviceFacts(host: string, dirs: Dirs | undefined, hold: Record<string, unknown> | undefined): AdviceFacts {
   const facts: AdviceFacts = { host, journal: host }
   if (dirs === undefined || hostError(host) !== null) return facts

@@ -1,9 +1,6 @@
-// `layoutd routes add HOST …` (design §8): a row added to the registry. A
-// hibernating instance added without paths gets them minted in the shape
-// its files already sit in, else the one the mint rule answers (design
-// §5.5), and its directories made with their modes (design §2); a socket
-// that cannot be bound, a dir or socket another row claims, or files found
-// in both shapes, is refused; a refused add changes nothing.
+// `layoutd routes add HOST …` (design §8): a row added to the registry; a
+// pathless hibernating instance is minted (design §5.5) and its directories
+// made (design §2). A refused add changes nothing.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
@@ -72,10 +69,7 @@ export async function run(
   const db = absolute(values.db) ?? ''
   let minted: HostMint | undefined
   let route: Route = { host, kind, hibernate: values.hibernate, dir: dir ?? '', socket: socket ?? '', db }
-  // Only a hibernating instance given no paths at all is minted: one path
-  // given is the operator placing the row, and half a minted row would
-  // match neither shape. Where its files already sit decides over the
-  // rule's answer (design §5.5).
+  // Only with no paths at all: half a minted row would match neither shape (design §5.5).
   if (kind === 'instance' && values.hibernate && dir === undefined && socket === undefined) {
     minted = mintWhereFilesAre(host, await mintMode(io, host), await hostFiles(io.config, host))
     route = { ...route, ...pathsFor(io.config, host, minted.mode), db }
@@ -86,8 +80,7 @@ export async function run(
   if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
     throw errors.socketTooLong(host, mode === undefined ? 'socket' : `${mode} socket`, route.socket, MAX_SOCKET_PATH)
   }
-  // A row beside another that claims its dir or socket would only ever be
-  // `conflict`: refuse it now, naming that row (the insert checks again).
+  // A row claiming another's dir or socket would only be `conflict`: refuse now.
   refuseClaimedPaths(route, io.registry.list())
 
   const made: string[] = []
@@ -139,12 +132,7 @@ function socketsGid(io: RoutesIo): Promise<number> {
   return gid
 }
 
-/**
- * The minted row's directories, with their modes and group; each one made
- * is recorded in made. Those already there (the host's files, found where
- * the row is minted) are kept as they are, only the nested root's and
- * run/'s modes set.
- */
+/** The minted row's directories with their modes and group, each made recorded in made; existing ones kept. */
 export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
   const paths = pathsFor(config, host, mode)
@@ -160,10 +148,8 @@ export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: str
   await mkdirp(root, NESTED_ROOT_MODE, made)
   await mkdirp(paths.dir, 0o750, made)
   await mkdirp(runDir, NESTED_RUN_MODE, made)
-  // Explicit modes: mkdir's mode passes through the umask, and the umask
-  // never lets the setgid bit through. setDirMode does not follow a symlink.
-  // The root and run/ get the sockets group, so the edge can pass through
-  // the root (search only) to the socket, and data/ grants it nothing (design §2).
+  // Explicit modes: the umask would strip setgid. The root and run/ get the
+  // sockets group so the edge reaches the socket; data/ grants it nothing (design §2).
   const gid = await socketsGid(io)
   await setDirMode(root, NESTED_ROOT_MODE, gid)
   await setDirMode(runDir, NESTED_RUN_MODE, gid)

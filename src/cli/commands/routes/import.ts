@@ -1,15 +1,8 @@
-// `layoutd routes import FILE|-` (design §8): many rows at once, from JSON
-// Lines (one row per line). Every line is checked before anything is
-// written, as `routes add` checks one row, and against the rows stored and
-// the other lines of the file; one bad line refuses the whole file, naming
-// every bad line by number; the rest go in in one transaction. `-` reads
-// standard input. A hibernating instance given neither dir nor socket is
-// minted as `routes add` mints it (one mint question for the file, each
-// host minted where its files already sit, its directories made); a host
-// whose files are in both shapes is a bad line; a row that will read
-// `foreign` is warned of;
-// --skip-existing leaves the hosts already stored as they are. The running
-// agent is then asked for a run, so the rows are acted on without a restart.
+// `layoutd routes import FILE|-` (design §8): many rows from JSON Lines.
+// Every line is checked first, as `routes add` checks one, and against the
+// stored rows and the other lines; one bad line refuses the whole file,
+// naming every bad line; the rest go in one transaction. Pathless rows are
+// minted as `routes add` mints them. The agent is then asked for a run.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Compile, Type } from '../../../domain/typebox.js'
@@ -62,8 +55,7 @@ const ImportLine = Type.Object(
   { additionalProperties: false },
 )
 type ImportLine = Static<typeof ImportLine>
-// Compiled once: 10,000 lines checked by an interpreter of the schema take
-// a good part of the time the whole import may take.
+// Compiled once: interpreting the schema per line would dominate a large import.
 const importLine = Compile(ImportLine)
 
 interface Bad {
@@ -246,8 +238,7 @@ export async function run(
   const made: string[] = []
   try {
     await makeMintedDirs(io, mintedRows, made)
-    // The registry checks the claims again inside its transaction: another
-    // writer may have added a row since the lines were read.
+    // Checked again inside the transaction: another writer may have added a row since.
     io.registry.addMany(routes)
   } catch (err) {
     await undoDirs(made, io)
@@ -269,9 +260,7 @@ const MAKE_CONCURRENCY = 16
 
 /** The minted rows' directories: the first row of each shape alone, then the rest a few hosts at a time. */
 async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], made: string[]): Promise<void> {
-  // The first of each shape makes the parents its shape's rows share
-  // (D/apps and the run dir, or D/nested), so no two mkdirs in flight
-  // race for a parent and every dir made is recorded once, for the undo.
+  // The first of each shape makes the shared parents, so no two mkdirs race and each dir is recorded once for the undo.
   const firsts = new Map<Mode, Route>()
   for (const r of rows) if (!firsts.has(mintedMode(io, r))) firsts.set(mintedMode(io, r), r)
   for (const [mode, r] of firsts) await makeDirs(io, r.host, mode, made)

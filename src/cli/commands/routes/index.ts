@@ -1,7 +1,6 @@
-// `layoutd routes add|import|list|rm` (design §8): the registry, edited directly;
-// the agent need not run. This module is the group: its usage, which
-// subcommand runs, and what they run with (the registry, and the mint rule
-// for `add`), opened for the command and closed after it.
+// `layoutd routes add|import|list|rm` (design §8): the registry edited
+// directly, no agent needed. The group: usage, dispatch, and what its
+// subcommands run with.
 import { loadConfig } from '../../../config.js'
 import type { Mode } from '../../../domain/modes.js'
 import type { DeployStore, RouteStore } from '../../../domain/ports.js'
@@ -41,10 +40,7 @@ export interface RoutesIo extends CommandContext {
   getent?: string
   /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
   stdin?: NodeJS.ReadableStream
-  /**
-   * Asks the running agent for a run after rows were added, so it acts on them without a restart; says on
-   * stderr when no agent took it. Unset in tests that have no agent.
-   */
+  /** Asks the running agent for a run after rows were added; says on stderr when none took it. */
   kick?: () => Promise<void>
 }
 
@@ -64,10 +60,7 @@ export const group: CommandGroup<RoutesIo> = {
   },
 }
 
-/**
- * Runs `routes <argv>` (argv is what follows `routes`) with a registry and
- * mint the caller opened (tests, benchmarks). Resolves to the exit status.
- */
+/** Runs `routes <argv>` with a registry and mint the caller opened; resolves to the exit status. */
 export function routesCommand(argv: readonly string[], io: RoutesIo): Promise<number> {
   return runGroup(group, argv, io, (use) => use(io))
 }
@@ -80,18 +73,13 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
       import('../../../infra/registry.js'),
       import('../../../infra/agent-lock.js'),
     ])
-    // Beside a running agent the registry must be the one it opened: one
-    // that is gone is refused (registry_gone), never created afresh for
-    // nobody to read. With no agent running, the first command creates it.
+    // Beside a running agent a gone registry is refused (registry_gone), never created for nobody to read.
     const registry = Registry.open(config.dataDir, { create: !AgentLock.held(config.dataDir) })
-    // The deploy store and the agent's client are opened only when a row is
-    // minted: list, rm and import never need them, and a bulk import need
-    // not load them.
+    // The store and the agent's client are opened only when a row is minted.
     let store: DeployStore | undefined
-    // The running agent mints with its isolation gate's real answer. Only
-    // when no agent answers does the CLI apply the rule itself, without a
-    // gate: with no intent, a nested default then mints nested only where
-    // the box has evidently moved (nested rows present).
+    // The running agent mints with its gate's real answer. With no agent the
+    // CLI applies the rule gateless: a nested default mints nested only
+    // where nested rows are present.
     const mint = async (): Promise<Mode> => {
       const [{ openDeployStore }, { mintLayoutIntentWith }, { agentClient }] = await Promise.all([
         import('../../../infra/deploy-store.js'),

@@ -24,11 +24,8 @@ export const signature: Signature = { failures: 'layoutd routes rm', usageErrors
 
 export async function run({ positionals: [host = ''] }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
   requireValidHost(host)
-  // A journal or hold marker names the row recovery will act on: removing
-  // it would strand the files between two directories with nothing to say
-  // where they belong.
-  // A journal is the host's own or a batch's naming it among others; a batch
-  // file whose hosts cannot be read may name it, and refuses too.
+  // Recovery acts on the row a journal or hold names: removing it would
+  // strand the files. An unreadable batch file may name it, so refuses too.
   const layout = layoutDirectory(io.config.dataDir)
   const [journals, holds] = await Promise.all([journalNames(io.config.dataDir), layout.holdHosts()])
   const file = journals.files.get(host)
