@@ -1,11 +1,8 @@
-// The HTTP request histogram (design §9), kept by layoutd rather than by
-// prom-client's Histogram. Each observation through a prom-client child converts its
-// labels, checks them and hashes them again: some 6% of the busy CPU of
-// an agent answering `/ready` some 7,000 times a second, the route an
-// activator polls. Here a series is found by one key and an observation is
-// a bucket search and three additions; the scrape writes the same
-// exposition a prom-client histogram of the same name, labels and buckets
-// writes (a test holds the two to each other).
+// The HTTP request histogram (design §9), kept here rather than by
+// prom-client's Histogram, whose every observation re-checks and re-hashes
+// its labels on the activator's hot `/ready` path. A series is found by one
+// key; the scrape writes the same exposition prom-client would (a test
+// holds the two to each other).
 import type { Registry } from 'prom-client'
 
 interface Series {
@@ -43,8 +40,7 @@ export class HttpHistogram {
     this.help = opts.help
     this.#labelNames = opts.labelNames
     this.#bounds = [...opts.buckets].sort((a, b) => a - b)
-    // prom-client types a metric as one of its own classes; its registry
-    // asks of one only its name, get() and reset().
+    // prom-client's registry asks of a metric only its name, get() and reset().
     for (const r of opts.registers) r.registerMetric(this as never)
   }
 

@@ -1,9 +1,7 @@
-// The agent's Prometheus metrics (design §9), on a registry of its own: two
-// agents in one test process never share a series, and nothing reaches the
-// global default registry. Each metric is made from its line of the one
-// table (definitions.ts); every label value comes from a closed set, so no
-// label can ever carry a hostname and a bad caller cannot explode the series
-// count.
+// The agent's Prometheus metrics (design §9), on a registry of its own so
+// two agents in one process never share a series. Each is made from its line
+// of definitions.ts; every label value is from a closed set, so no label
+// carries a hostname and the series count cannot explode.
 import { Registry, collectDefaultMetrics } from 'prom-client'
 import { DEFAULT_BLOCKS, type DefaultBlock } from '../domain/layout-default.js'
 import {
@@ -133,11 +131,7 @@ export class Metrics {
     this.#legRunSeconds.observe(seconds)
   }
 
-  /**
-   * One host's outcome toward `to`. `seconds` is given when files were
-   * actually at stake (fenced and moved, failed or recovered); a host
-   * skipped or deferred without a fence has no move to time.
-   */
+  /** One host's outcome toward `to`; `seconds` only when files were at stake (a host skipped unfenced has no move to time). */
   observeMove(to: Mode, outcome: Outcome, seconds?: number): void {
     this.#moves.inc({ to, outcome })
     if (seconds !== undefined) this.#moveSeconds.observe(seconds)
@@ -151,11 +145,7 @@ export class Metrics {
     this.#heldHosts.set(n)
   }
 
-  /**
-   * The rows a person must act on, by reason code. The codes are the closed
-   * set of reason codes; only those seen get a series, so a box that never
-   * had one exports none rather than one for every code.
-   */
+  /** The rows a person must act on, by reason code; only codes seen get a series. */
   setRowsNeedingOperator(byCode: Readonly<Record<string, number>>): void {
     for (const code of Object.keys(byCode)) this.#operatorCodes.add(code)
     for (const reason of this.#operatorCodes) this.#needingOperator.set({ reason }, byCode[reason] ?? 0)
@@ -178,11 +168,7 @@ export class Metrics {
     this.#recoveredJournals.inc({ action })
   }
 
-  /**
-   * One HTTP request. `route` is the route pattern (`/ready/:host`) or
-   * UNMATCHED_ROUTE, never the URL: the series are a closed set, each found
-   * by one key, its labels checked once when it is made.
-   */
+  /** One HTTP request; `route` is the pattern or UNMATCHED_ROUTE, never the URL, so the series are a closed set. */
   observeHttp(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${status} ${route}`
     if (this.#httpSeconds.observe(key, seconds)) return
@@ -198,11 +184,7 @@ export class Metrics {
   /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
   #beforeScrape: (() => Promise<void>) | undefined
 
-  /**
-   * fn runs before each scrape, so a gauge reads what the agent knows now
-   * rather than what the last run left (design §9): a row the CLI added
-   * shows at the next scrape. A failure leaves the gauges as they were.
-   */
+  /** fn runs before each scrape, so gauges read what the agent knows now (design §9); a failure leaves them as they were. */
   beforeScrape(fn: () => Promise<void>): void {
     this.#beforeScrape = fn
   }

@@ -1,9 +1,6 @@
 // The gauges an operator alerts on beside the layout's own (design §9):
-// which build runs, each isolation gate check, when the leg last finished a
-// run clean, and whether the intent can be read. They live on the agent's
-// registry (metrics.ts hands it in), defined in the one table
-// (definitions.ts), but set apart from the layout metrics, so the two grow
-// without touching each other.
+// the build, each gate check, the last clean run, and whether the intent
+// can be read; on the agent's registry, apart from the layout metrics.
 import type { Gauge, Registry } from 'prom-client'
 import { gauge, METRICS } from './definitions.js'
 
