@@ -316,7 +316,7 @@ export class Agent implements AgentApi {
     return this.#view.builds
   }
 
-  /** The figures of the report of now (the row gauges, and the box summary when asked), from the report built in slices. */
+  /** The figures of the report of now (row gauges, box summary when asked), built in slices. */
   async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
     const built = await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
     const pass = this.#pass
@@ -412,7 +412,7 @@ export class Agent implements AgentApi {
     return set
   }
 
-  /** Deferred hosts fell asleep: a serial move now, not at the retry timer, so they move while they sleep (design §3 step 2). */
+  /** Deferred hosts fell asleep: a serial move now, so they move while they sleep (design §3 step 2). */
   #asleep(hosts: readonly string[]): void {
     if (this.#phase !== 'ready') return
     if (this.#leg.busy().running) for (const h of hosts) this.#releasedMidRun.add(h)

@@ -126,7 +126,7 @@ export class FileLooks {
     }
   }
 
-  /** The pass as the report reads it: a row whose files the last look found wrong reads `fenced`, as its wake is refused. */
+  /** The pass as the report reads it: a row whose files the last look found wrong reads `fenced`. */
   reportPass(pass: LayoutPass): ReportPass {
     const classify = (route: Route, routes: readonly Route[]): Classification => {
       const c = pass.classify(route, routes)

@@ -1,11 +1,8 @@
 // After a run of the leg that reached 256 hosts or more, one full garbage
-// collection a second later, so the heap a converge grew is given back
-// (design §9): V8 keeps old space grown to the peak, and the box's footprint
-// is what an operator alerts on. A second later, so an activator's request
-// waits for the run's ending or the collection, never both; runs that end
-// close together share one; and none unless the heap grew by
-// TRIM_GROWTH_BYTES since the last, since a run that moved nothing has
-// little to give back. The cost is in docs/performance.md.
+// collection a second later (design §9): V8 keeps old space grown to the
+// peak, and the box's footprint is what an operator alerts on. A second
+// later, so a request waits for the run's end or the collection, not both;
+// runs close together share one; none unless the heap grew by TRIM_GROWTH_BYTES.
 import v8 from 'node:v8'
 import vm from 'node:vm'
 
@@ -15,7 +12,7 @@ export const TRIM_AFTER_HOSTS = 256
 /** How long after such a run the collection comes. */
 export const TRIM_DELAY_MS = 1000
 
-/** How much the heap V8 holds (its total size) must have grown since the last collection here for another. */
+/** How much V8's total heap must have grown since the last collection here for another. */
 export const TRIM_GROWTH_BYTES = 8 * 2 ** 20
 
 let collect: (() => void) | null | undefined

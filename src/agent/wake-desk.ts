@@ -27,7 +27,7 @@ export interface WakeDeskDeps {
   looks: { note(host: string, look: FilesLook): void; last(host: string): FilesLook | undefined }
 }
 
-/** How many looks a wake takes at a row's files: again when a move rewrote the row meanwhile; if every look is stale, not yet judged. */
+/** Looks a wake takes at a row's files, again while a move rewrites the row; all stale: not yet judged. */
 const LOOKS = 3
 
 export class WakeDesk {
