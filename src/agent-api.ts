@@ -133,7 +133,7 @@ export interface GateAnswer {
 /** The most hosts one awake set may name: far above any box's instances; bounds one request's work. */
 export const MAX_AWAKE_SET = 20_000
 
-/** The longest text taken for a hostname: above 253 bytes (design §2), so a near miss is refused as `invalid_host` naming its length. */
+/** The longest hostname text taken: past 253 bytes (design §2), so a near miss is `invalid_host`, with its length. */
 export const MAX_HOST_TEXT = 512
 
 export const WakeSetBody = Type.Object(
@@ -194,7 +194,7 @@ export interface AgentApi {
   readiness(): Readiness
   /** The report: a cached value, built again only when one of its inputs changed (design §6.2). */
   report(): LayoutReport
-  /** The report's tag, `<epoch>.<version>`, read without building: the epoch is the process's, so a restart never matches an older tag. */
+  /** The report's tag, `<epoch>.<version>`, read without building; a restart never matches an older tag. */
   reportTag(): string
   /** The report with its tag, built in slices of the loop (design §6.2) so a poll never holds the activator. */
   reportSoon(): Promise<{ report: LayoutReport; tag: string }>
@@ -209,9 +209,9 @@ export interface AgentApi {
   intentRecord?(): IntentRecord | null
   /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
   mint(): Promise<Mode>
-  /** The mode a row for host is minted in: where its files sit, else mint()'s (design §5.5). Throws the coded refusal. */
+  /** The mode a row for host is minted in: where its files sit, else mint()'s (design §5.5). */
   mintFor(host: string): Promise<HostMint>
-  /** Claims a wake (`POST /wakes/:host`, design §6.1), recorded in the same tick as the fence check. Throws `invalid_host`. */
+  /** Claims a wake (`POST /wakes/:host`, design §6.1), recorded in the tick of the fence check. */
   claimWake(host: string): Promise<WakeAnswer>
   /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
   readyFor(host: string): Promise<WakeAnswer>

@@ -66,7 +66,7 @@ export interface Timeouts {
 // mistake or an attack.
 const DEFAULT_BODY_LIMIT = 64 * 1024
 
-/** The longest path parameter the router takes: above 253-byte hosts, so a name too long reaches its route and is refused for what it is. */
+/** The longest path parameter routed: past 253-byte hosts, so a long name reaches its route's own refusal. */
 const MAX_PARAM_LENGTH = MAX_HOST_TEXT
 
 /** The status an abandoned request is counted under (nginx's "client closed request"). */
@@ -93,7 +93,7 @@ function abandoned(err: FastifyError | null | undefined, request: FastifyRequest
   return reading && (request.raw.aborted || request.raw.socket.destroyed)
 }
 
-/** What Node's HTTP parser refuses gets the envelope too, on the raw socket, then closed; a reset connection is left alone. */
+/** What Node's HTTP parser refuses gets the envelope on the raw socket, then closes; a reset one is left alone. */
 function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const known =

@@ -338,7 +338,7 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   return config as Config
 }
 
-/** Values a start takes but doubts, a line each: an unplaceable CARLOS_BUILD passes the floor (design §5.2), so it is warned of. */
+/** Values a start takes but doubts: an unplaceable CARLOS_BUILD passes the floor (design §5.2), with a warning. */
 export function configWarnings(config: Pick<Config, 'build'>): string[] {
   if (placeableBuild(config.build)) return []
   return [
@@ -373,7 +373,7 @@ function editDistance(a: string, b: string, limit: number): number {
   return row[b.length] ?? limit + 1
 }
 
-/** The known variable an unknown name is a slip of (underscores aside, or two letters apart): served without, its default would apply. */
+/** The known variable an unknown name is a slip of (underscores aside, or two letters off): it is refused. */
 function meantFor(name: string): string | undefined {
   const squashed = name.replaceAll('_', '')
   for (const known of KNOWN_VARIABLES) {

@@ -137,7 +137,7 @@ function sayToken(logger: AppLogger, token: AgentToken): void {
   )
 }
 
-/** The lines a start begins with: the socket systemd passed, unknown CARLOS_* variables, doubted values, slower converges. */
+/** The lines a start begins with: systemd's socket, unknown CARLOS_* variables, doubted values, slower converges. */
 function sayHowItStarts(
   logger: AppLogger,
   socket: InheritedSocket | null,
@@ -159,7 +159,7 @@ interface Openers {
   openAgentDeployStore: typeof openAgentDeployStore
 }
 
-/** The registry, then the deploy store, under the lock; a store that cannot open reads unreadable, not fatal (design §5.3). */
+/** The registry, then the deploy store, under the lock; a store that cannot open reads unreadable (design §5.3). */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
     // The pass makes its commits durable with registry.sync(), off the loop's thread (design §3.6).
@@ -176,7 +176,7 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
-/** Takes the box label in etcd; `label_taken` when another live agent holds it. etcd away is no refusal (design §7.5). */
+/** Takes the box label in etcd (design §7.5): `label_taken` if a live agent holds it; etcd away is no refusal. */
 async function claimLabel(
   config: Config,
   logger: AppLogger,
