@@ -33,7 +33,7 @@ export interface AgentTarget {
   startId?: string
 }
 
-/** Which agent a command talks to (design §8 "Which agent"): --url, else `D/agent.json`'s, else CARLOS_AGENT_LISTEN. */
+/** Which agent a command talks to (design §8 "Which agent"). */
 export function findAgent(config: Config, flag: string | undefined): AgentTarget {
   if (flag !== undefined) return { url: agentUrl(config, flag), via: '--url' }
   const seen = seeHolder(config.dataDir)

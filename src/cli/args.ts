@@ -15,7 +15,7 @@ type Strict<O extends OptionsConfig> = { args: string[]; options: WithHelp<O>; s
 
 export type ParsedArgs<O extends OptionsConfig> = ReturnType<typeof parseArgs<Strict<O>>>
 
-/** Parses argv against options (and --help); a wrong count of `positionals` (`HOST?` optional) or option is a UsageError. */
+/** Parses argv against options and --help; wrong positionals (`HOST?`: optional) or options: UsageError. */
 export function parseCommandArgs<const O extends OptionsConfig>(
   argv: readonly string[],
   options: O,

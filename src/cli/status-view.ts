@@ -145,7 +145,7 @@ export function screenLines(text: string, columns: number): number {
     .reduce((n, line) => n + Math.max(1, Math.ceil([...line].length / Math.max(1, columns))), 0)
 }
 
-/** The whole report: the summary, the warnings before the rows (so rows never bury them), then the table, cut to fit if asked. */
+/** The whole report: summary, warnings before the rows (so rows never bury them), the table, cut to fit. */
 export function formatReport(r: LayoutReport, now: number, paint: Paint = plain, view: ReportView = {}): string {
   let head = summaryLine(r, now, paint)
   if (r.defaultBlocked !== '') head += `default: ${printable(r.defaultBlocked)}\n`

@@ -54,7 +54,7 @@ function journalShaped(name: string): boolean {
   return name.endsWith(JOURNAL_SUFFIX) && validHost(name.slice(0, -JOURNAL_SUFFIX.length))
 }
 
-/** The journal name in D/layout that arg names (a name, HOST, `layout/NAME` or its absolute path); anything else refused unread. */
+/** The journal in D/layout arg names (name, HOST, `layout/NAME`, absolute path); anything else refused unread. */
 function journalNameIn(layout: string, arg: string): string[] {
   if (arg === '') throw errors.usage('journal release needs a FILE or a HOST')
   let name = arg

@@ -44,7 +44,7 @@ interface Held {
   release(): void
 }
 
-/** Refuses while an agent holds the data root (its fences and rows are in memory); a real settle holds the lock itself. */
+/** Refuses beside a running agent (its fences and rows are in memory); a real settle holds the lock itself. */
 async function lockOut(ctx: CommandContext, dryRun: boolean): Promise<Held> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   const dataDir = ctx.config.dataDir

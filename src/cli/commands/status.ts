@@ -100,7 +100,7 @@ function timeoutSeconds(text: string | undefined): number {
 /** How many rows `--check` names on stderr before it says how many more. */
 const CHECK_NAMES = 20
 
-/** `--check`: exit 1, naming them, when the intent is unreadable or rows need a person; rows that pass on their own do not count. */
+/** `--check`: exit 1 when the intent is unreadable or rows need a person (not those that pass on their own). */
 function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number {
   // An unreadable intent moves nothing until a person brings the store back or records one (design §7.7).
   const unreadable = report.mode === 'unreadable'
