@@ -131,7 +131,7 @@ export class Metrics {
     this.#legRunSeconds.observe(seconds)
   }
 
-  /** One host's outcome toward `to`; `seconds` only when files were at stake (a host skipped unfenced has no move to time). */
+  /** One host's outcome toward `to`; `seconds` only when files were at stake. */
   observeMove(to: Mode, outcome: Outcome, seconds?: number): void {
     this.#moves.inc({ to, outcome })
     if (seconds !== undefined) this.#moveSeconds.observe(seconds)
@@ -184,7 +184,7 @@ export class Metrics {
   /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
   #beforeScrape: (() => Promise<void>) | undefined
 
-  /** fn runs before each scrape, so gauges read what the agent knows now (design §9); a failure leaves them as they were. */
+  /** fn runs before each scrape, so gauges read what the agent knows now (design §9); a failure keeps them. */
   beforeScrape(fn: () => Promise<void>): void {
     this.#beforeScrape = fn
   }
