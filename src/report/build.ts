@@ -27,7 +27,7 @@ export interface ManagedReportInput extends CommonInput {
   pass: Pick<LayoutPass, 'classify' | 'held' | 'note'>
   state: Pick<IntentState, 'lastIntent' | 'lastDefault' | 'unreadableWhy'>
   leg: LegState
-  /** The rows now, for a report built in slices: each row judged with the pass of the same slice, never a stale row against a lifted fence. */
+  /** The rows now, for a report built in slices: each judged with the pass of its own slice. */
   rowsNow?: () => RowsSnapshot
 }
 

@@ -31,7 +31,7 @@ function around(whole: string, empty: string): [string, string] {
   return [whole.slice(0, at), whole.slice(at + empty.length)]
 }
 
-/** Where a part serialized apart goes: the whole's text for that property left empty (a key never matches inside an escaped string). */
+/** Where a part goes: the whole's text for that property left empty (a key never matches in an escaped string). */
 export function spliced(whole: string, empty: string, part: string): string {
   const [before, after] = around(whole, empty)
   return before + part + after
