@@ -29,7 +29,7 @@ export function isLoopback(address: string | undefined): boolean {
   return isIPv4(v4) && v4.startsWith('127.')
 }
 
-/** The onRequest hook: before the body is read, so no unauthorised body is buffered; the peer is the socket's, no proxy trusted. */
+/** The onRequest hook, before the body is read; the peer is the socket's, no proxy trusted. */
 export function authHook(token: string) {
   return function requireAuth(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     done(refusal(request, reply, token))

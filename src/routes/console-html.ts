@@ -39,7 +39,7 @@ export function trusted(text: string): Html {
   return new Html(text)
 }
 
-/** Each `{{name}}` replaced in one pass, so a hostname `{{script}}` stays text; a placeholder without a value throws. */
+/** Each `{{name}}` replaced in one pass, so a hostname `{{script}}` stays text; a missing value throws. */
 export function fill(template: string, values: Readonly<Record<string, Html>>): Html {
   return new Html(
     template.replace(/\{\{([a-z]+)\}\}/g, (_m, name: string) => {

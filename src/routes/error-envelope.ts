@@ -1,6 +1,5 @@
-// The one shape every error answer has, `{"error": {"code", "message"}}`,
-// as a schema the routes list under each status they may answer with; the
-// description says when that status comes.
+// The one shape of every error answer, `{"error": {"code", "message"}}`, as a
+// schema the routes list under each status they may answer.
 import { Type } from '../domain/typebox.js'
 import type { Static } from 'typebox'
 

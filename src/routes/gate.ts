@@ -108,7 +108,7 @@ const GATE_PATH = /^\/gate\/([^/?]*)(?:\?(.*))?$/
 /** The most of a name the router refused that a gate answer's body shows. */
 const SHOWN_NAME = 64
 
-/** A `GET|HEAD /gate/…` the router refused gets the gate's own `unknown` answer, never a 414 or 400; false for other requests. */
+/** A `GET|HEAD /gate/…` the router refused gets the gate's `unknown`, never a 414 or 400; false otherwise. */
 export function answerUnroutable(method: string, url: string, reply: FastifyReply): boolean {
   const m = method === 'GET' || method === 'HEAD' ? GATE_PATH.exec(url) : null
   if (m === null) return false

@@ -75,7 +75,7 @@ type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaCont
 export interface LazyCompilers {
   /** Fastify's `schemaController.compilersFactory`, compiling on first use. */
   factory: CompilersFactory
-  /** Compiles the routes at urls now, one schema a turn, so a tenant's first request waits for no compiler; answers how many. */
+  /** Compiles the routes at urls now, a schema a turn, so a tenant's first request waits for none; answers how many. */
   warm(urls: ReadonlySet<string>): Promise<number>
 }
 
