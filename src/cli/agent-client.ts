@@ -3,8 +3,8 @@
 // another root's (design §8 "Which agent"). An agent's error envelope
 // becomes the same coded error here.
 //
-// node:http, not undici (design §8): a few loopback requests per command,
-// and importing undici would dominate a command's start-up time.
+// node:http, not undici: a few loopback requests per command, and importing
+// undici would dominate a command's start (docs/performance.md, "Start-up").
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
