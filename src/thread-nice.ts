@@ -1,5 +1,6 @@
 // The nice of the calling thread alone (Linux's setpriority takes a thread
-// id): workers run below the loop's thread, which answers the activator.
+// id): the WAL checkpoint thread runs below the loop's thread, which
+// answers the activator (design §3.6).
 import fs from 'node:fs'
 import os from 'node:os'
 

@@ -1,8 +1,8 @@
 // How the kernel schedules the thread that answers the activator, read at
 // start from /proc (design §3.6): the unit runs it real-time (SCHED_RR) so
-// an answer never waits for a core behind the converge's own threads, and
+// an answer never waits for a core behind the box's other threads, and
 // resets that on every thread and process it starts, so those stay
-// ordinary (and the walking and files threads nice themselves below it).
+// ordinary (and the checkpoint thread nices itself below it).
 // Read only: the agent never changes its own policy; systemd does, before
 // node starts (CPUSchedulingPolicy=, CPUSchedulingResetOnFork=).
 import fs from 'node:fs'

@@ -14,7 +14,7 @@ const BOXES = 4
 
 /**
  * The properties this code breaks, each with why: the simulation finds
- * them, and the seeds that do are in docs/pending/fleetsim.md. When a fix
+ * them, and the seeds that do are in docs/performance.md. When a fix
  * lands, its property is no longer broken and its line goes.
  */
 const KNOWN_DEFECTS: Partial<Record<Property, string>> = {
