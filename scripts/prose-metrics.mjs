@@ -4,11 +4,26 @@
 // length and share over 72 characters, and the src/ comment lines that
 // quote a measured figure (which belong in docs/performance.md).
 //
-//   node scripts/prose-metrics.mjs [RANGE]    RANGE a git revision range (default: every commit of HEAD)
+//   node scripts/prose-metrics.mjs [RANGE] [--figures]   RANGE a git revision range (default: every commit of HEAD)
+//   node scripts/prose-metrics.mjs --src DIR [--src DIR]  the source rows alone, for another tree (fastify's lib/)
 //
-// Comments are found by TypeScript's own scanner, so a `//` inside a string
-// is no comment. A code line is a line holding any token that is not a
-// comment. A block is a run of lines that hold comments and no code.
+// The method is the one the comparison with fastify, pino and undici was
+// made by, so the figures compare:
+// - Files: every .ts, .js, .mjs and .cjs file under the tree (not .d.ts),
+//   generated ones included.
+// - Comments: TypeScript's parser finds them (the comment ranges before
+//   and after every token of the syntax tree), so a `//` in a string, a
+//   template or a regular expression is no comment. A bare scanner cannot
+//   tell where a template's `${…}` ends or where a regular expression
+//   starts, takes the code after one for a template and its comments for
+//   text, and loses most of them.
+// - Comment words: the whitespace-separated pieces of each comment's
+//   text, its markers (`//`, `/**`, a JSDoc line's `*`) included, as the
+//   compared figures were counted; the row after it leaves the markers and
+//   anything without a letter or digit out.
+// - Code lines: the lines that hold a token that is not a comment (a
+//   template or string over several lines makes each of them code).
+// - A block is a run of lines that hold comments and no code.
 import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -25,60 +40,75 @@ const MEASURED =
 
 function filesUnder(dir, suffix) {
   return fs
-    .readdirSync(path.join(ROOT, dir), { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name.endsWith(suffix))
+    .readdirSync(path.resolve(ROOT, dir), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && suffix.test(e.name))
     .map((e) => path.join(e.parentPath, e.name))
     .sort()
 }
 
-/** Per line of a source file: its comment text, and whether it holds code. */
-function linesOf(text) {
+const SOURCE = /\.(?:ts|js|mjs|cjs)$/
+const MARKERS = /^\s*(?:\/\/|\/\*+|\*\/|\*)|\*\/\s*$/g
+
+function isJsDoc(node) {
+  return node.kind >= ts.SyntaxKind.FirstJSDocNode && node.kind <= ts.SyntaxKind.LastJSDocNode
+}
+
+/** Per line of a source file: its comments' raw text, and whether it holds code. */
+function linesOf(file, text) {
+  const kind = file.endsWith('.ts') ? ts.ScriptKind.TS : ts.ScriptKind.JS
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind)
   const lines = text.split('\n').map(() => ({ comment: '', code: false }))
-  const lineAt = (pos) => text.slice(0, pos).split('\n').length - 1
-  const scanner = ts.createScanner(ts.ScriptTarget.Latest, false, ts.LanguageVariant.Standard, text)
-  for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
-    const from = lineAt(scanner.getTokenStart())
-    if (kind === ts.SyntaxKind.SingleLineCommentTrivia || kind === ts.SyntaxKind.MultiLineCommentTrivia) {
-      scanner
-        .getTokenText()
+  const lineOf = (pos) => source.getLineAndCharacterOfPosition(pos).line
+  const seen = new Set()
+  const addComments = (ranges) => {
+    for (const r of ranges ?? []) {
+      if (seen.has(r.pos)) continue
+      seen.add(r.pos)
+      const from = lineOf(r.pos)
+      text
+        .slice(r.pos, r.end)
         .split('\n')
-        .forEach(
-          (part, i) => (lines[from + i].comment += ` ${part.replace(/^\s*(?:\/\/|\/\*+|\*\/|\*)|\*\/\s*$/g, '')}`),
-        )
-    } else if (kind !== ts.SyntaxKind.WhitespaceTrivia && kind !== ts.SyntaxKind.NewLineTrivia) {
-      const to = lineAt(scanner.getTokenEnd())
-      for (let l = from; l <= to; l++) lines[l].code = true
+        .forEach((part, i) => (lines[from + i].comment += ` ${part}`))
     }
   }
+  const visit = (node) => {
+    if (isJsDoc(node)) return
+    addComments(ts.getLeadingCommentRanges(text, node.getFullStart()))
+    addComments(ts.getTrailingCommentRanges(text, node.getEnd()))
+    const children = node.getChildren(source)
+    if (children.length === 0 && node.kind !== ts.SyntaxKind.EndOfFileToken)
+      for (let l = lineOf(node.getStart(source)); l <= lineOf(node.getEnd()); l++) lines[l].code = true
+    children.forEach(visit)
+  }
+  visit(source)
   return lines
 }
 
-function sourceMeasures() {
-  let words = 0
-  let code = 0
-  let blocks = 0
-  const figures = []
-  for (const file of filesUnder('src', '.ts')) {
-    const lines = linesOf(fs.readFileSync(file, 'utf8'))
+function sourceMeasures(dirs) {
+  const m = { words: 0, textWords: 0, code: 0, blocks: 0, figures: [] }
+  for (const file of dirs.flatMap((d) => filesUnder(d, SOURCE)).filter((f) => !f.endsWith('.d.ts'))) {
+    const lines = linesOf(file, fs.readFileSync(file, 'utf8'))
     let run = 0
     lines.forEach((l, i) => {
+      const text = l.comment.replace(MARKERS, '').replace(/\s(?:\/\/|\/\*+|\*\/|\*)(?=\s|$)/g, ' ')
       const commentOnly = l.comment.trim() !== '' && !l.code
-      words += l.comment.split(/\s+/).filter((w) => /\w/.test(w)).length
-      if (l.code) code++
-      if (FIGURE.test(l.comment) && MEASURED.test(l.comment))
-        figures.push(`${path.relative(ROOT, file)}:${i + 1}: ${l.comment.trim()}`)
+      m.words += l.comment.split(/\s+/).filter(Boolean).length
+      m.textWords += text.split(/\s+/).filter((w) => /\w/.test(w)).length
+      if (l.code) m.code++
+      if (FIGURE.test(text) && MEASURED.test(text))
+        m.figures.push(`${path.relative(ROOT, file)}:${i + 1}: ${text.trim()}`)
       if (commentOnly) run++
       if (!commentOnly || i === lines.length - 1) {
-        if (run >= 8) blocks++
+        if (run >= 8) m.blocks++
         run = 0
       }
     })
   }
-  return { words, code, blocks, figures }
+  return m
 }
 
 function docMeasures() {
-  const docs = ['README.md', ...filesUnder('docs', '.md').map((f) => path.relative(ROOT, f))]
+  const docs = ['README.md', ...filesUnder('docs', /\.md$/).map((f) => path.relative(ROOT, f))]
   const sized = docs.map((f) => {
     const text = fs.readFileSync(path.join(ROOT, f), 'utf8')
     return {
@@ -102,30 +132,36 @@ function subjectMeasures(range) {
   return { count: subjects.length, median, over, share: lengths.length === 0 ? 0 : over / lengths.length }
 }
 
-function main(argv) {
-  const range = argv[0] ?? 'HEAD'
-  const src = sourceMeasures()
-  const docs = docMeasures()
-  const git = subjectMeasures(range)
-  const rows = [
+function sourceRows(src) {
+  return [
     ['comment words per code line (`src/`)', (src.words / src.code).toFixed(2)],
+    ['the same, markers and bare punctuation not counted', (src.textWords / src.code).toFixed(2)],
     ['comment blocks of 8+ lines (`src/`)', String(src.blocks)],
-    ['README lines', String(docs.readme)],
-    ['the largest doc', `${docs.largest.file}, ${docs.largest.lines} lines, ${docs.largest.words} words`],
-    [
-      `commit subjects (${range}, ${git.count}): median length, share over 72 chars`,
-      `${git.median}, ${(git.share * 100).toFixed(0)} % (${git.over})`,
-    ],
-    ['`src/` comment lines quoting a measured ms/MB/s figure', String(src.figures.length)],
   ]
-  process.stdout.write(['| measure | layoutd |', '|---|---|', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n'))
+}
+
+function main(argv) {
+  const dirs = argv.flatMap((a, i) => (argv[i - 1] === '--src' ? [a] : []))
+  const range = argv.find((a, i) => !a.startsWith('--') && argv[i - 1] !== '--src') ?? 'HEAD'
+  const src = sourceMeasures(dirs.length > 0 ? dirs : ['src'])
+  let rows = sourceRows(src)
+  if (dirs.length === 0) {
+    const docs = docMeasures()
+    const git = subjectMeasures(range)
+    rows = [
+      ...rows,
+      ['README lines', String(docs.readme)],
+      ['the largest doc', `${docs.largest.file}, ${docs.largest.lines} lines, ${docs.largest.words} words`],
+      [
+        `commit subjects (${range}, ${git.count}): median length, share over 72 chars`,
+        `${git.median}, ${(git.share * 100).toFixed(0)} % (${git.over})`,
+      ],
+      ['`src/` comment lines quoting a measured ms/MB/s figure', String(src.figures.length)],
+    ]
+  }
+  process.stdout.write(['| measure | value |', '|---|---|', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n'))
   process.stdout.write('\n')
   if (argv.includes('--figures')) for (const f of src.figures) process.stdout.write(`${f}\n`)
 }
 
-main(
-  process.argv
-    .slice(2)
-    .filter((a) => a !== '--figures')
-    .concat(process.argv.includes('--figures') ? ['--figures'] : []),
-)
+main(process.argv.slice(2))
