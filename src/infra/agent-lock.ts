@@ -1,19 +1,13 @@
 // One agent per data root (design §4.4): `D/agent.lock`, held for the
 // agent's lifetime with a lock the kernel drops when the process dies, and
-// `D/agent.json`, who holds it (pid, listen address, data root, start id),
-// so a second agent can name the holder when it refuses to start, and the
-// CLI can find the agent that holds *its* data root (src/cli/agent-client.ts)
-// rather than whatever answers on the default port.
+// `D/agent.json`, who holds it, so a refused second agent can name the holder
+// and the CLI finds the agent of *its* data root, not whatever answers on the
+// default port.
 //
-// Node has no flock(2). SQLite's own file locks are POSIX fcntl locks, which
-// the kernel releases with the process however it ends (kill -9 included),
-// so the lock is a small SQLite database in rollback-journal mode held in an
-// open `BEGIN IMMEDIATE` (a RESERVED lock): another opener's `BEGIN
-// IMMEDIATE` fails at once with SQLITE_BUSY (busy_timeout 0). better-sqlite3
-// is already the registry's driver; a lockfile package would either leave a
-// stale file after kill -9 (mkdir/pidfile schemes, guessed stale by age) or
-// bring a native module of its own for flock. The lock file lives beside
-// the registry, outside `D/layout`, so no journal or hold listing sees it.
+// Node has no flock(2); SQLite's POSIX locks die with the process (kill -9
+// too), so the lock is an open `BEGIN IMMEDIATE` on a small SQLite file, and
+// another opener fails at once with SQLITE_BUSY. It lives outside `D/layout`
+// so no journal or hold listing sees it.
 import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'

@@ -1,9 +1,8 @@
 // The intent this box keeps, `D/layout/intent.applied`, and the deploy store
 // held to it (design §7.7). The file is the record the agent last selected
-// from the store, written whole (temp file, fsync, rename, fsync D/layout).
-// A process remembers what it read only while it runs; this file is what a
-// new process remembers, so a store gone, emptied or replaced between two
-// starts reads unreadable.
+// from the store, written whole (temp file, fsync, rename, fsync D/layout):
+// what a new process remembers, so a store gone, emptied or replaced between
+// two starts reads unreadable.
 import path from 'node:path'
 import { appliedFrom, AppliedIntent, heldToApplied } from '../domain/applied-intent.js'
 import type { Dirs } from '../domain/paths.js'

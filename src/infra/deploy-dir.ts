@@ -1,13 +1,9 @@
 // The directory deploy store (design §7): one JSON file per intent under
-// <deploymentDir>/layout/intents/<id>.json. It serves one box, development,
-// or a fleet sharing a filesystem, so every write is whole or absent and a
-// reader never sees half a record. Each box's summary (design §7.3) is
-// <deploymentDir>/layout/boxes/<box>.json, with no lease to end it: it
-// carries when it stops counting (expiresAt), renewed while its agent runs.
-// The file outlives its agent, as etcd's kept summary does: a box whose
-// renewals stopped is gone since its time ran out, one whose agent stopped
-// cleanly left <box>.stopped beside it; both stay until the box comes back
-// or `fleet forget` removes them.
+// <deploymentDir>/layout/intents/<id>.json; every write is whole or absent,
+// since a fleet may share the filesystem. A box's summary (design §7.3) is
+// layout/boxes/<box>.json with an expiresAt its agent renews in place of a
+// lease; it outlives its agent (a clean stop leaves <box>.stopped beside it)
+// until the box comes back or `fleet forget` removes it.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'

@@ -1,11 +1,8 @@
 // Opens the deployment's deploy store (design §7): etcd when named, else
-// the directory; for the agent, a store that cannot be opened yet is one
-// whose reads are unreadable while it is opened again (design §5.3). When
-// etcd is named it is
-// the store and the directory is not read: a fleet must never fall back to a
-// local directory that no other box sees. Only the store named is loaded:
-// a box on a directory never loads the etcd client (nor undici, its HTTP
-// client), which would cost every start about 150 ms of CPU.
+// the directory; for the agent, a store that cannot be opened yet reads
+// unreadable while it is opened again (design §5.3). A fleet never falls back
+// to a local directory no other box sees. Only the store named is loaded, so
+// a box on a directory never pays for loading the etcd client.
 import type { Config } from '../config.js'
 import type { BoxSummary, KeptBox } from '../domain/box-summary.js'
 import type { DeployStore, LabelHolder, Logger } from '../domain/ports.js'
@@ -49,13 +46,10 @@ function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): E
 }
 
 /**
- * The agent's deploy store (design §5.3, §7.1). A store that cannot be
- * opened at start (a credential file unreadable, a bad endpoint) must not
- * stop the agent, so no tenant wakes: it is an unreadable intent, and the
- * agent starts and recovers fail-closed. Until it opens, every call throws
- * `deploy_store_unopened` naming why, and each read first tries to open it
- * again (the poller reads every CARLOS_LAYOUT_POLL); once open, it is that
- * store, and a watch asked for meanwhile is started on it.
+ * The agent's deploy store (design §5.3, §7.1). One that cannot open at start
+ * must not stop the agent (no tenant would wake): it reads as an unreadable
+ * intent, every call throws `deploy_store_unopened`, and each read tries to
+ * open it again; a watch asked for meanwhile starts once it opens.
  */
 export async function openAgentDeployStore(
   config: Config,

@@ -1,15 +1,10 @@
 // The crash and fault points the crash suite stops the pass at (design
-// §3.4, §3.5; tests only). CARLOS_FAILPOINT names a step of a move (`after-rename`, reached once per batch), or one
-// host's rename inside a batch (`after-rename:a.example.com`), optionally
-// its nth arrival (`after-journal@2`); several are separated by commas.
-// When the pass reaches a named one, the process is killed with SIGKILL,
-// the nearest a test can come to a power cut: no exit handler, no flush, no
-// finally block runs. A point may name an errno instead
-// (`after-journal=ENOSPC`, `after-rename@2=EIO`): the pass's hook then
-// throws an Error with that code at the step, once, as the I/O the step
-// ends with would (design §3.4). `skip-fsync:<name>` takes one of the
-// move's fsyncs out (FSYNC_NAMES): the power-loss audit's proof that it
-// notices each one missing; a kill -9 cannot tell (design §3.5).
+// §3.4, §3.5; tests only). CARLOS_FAILPOINT, comma-separated: a step
+// (`after-rename`), one host's (`after-rename:a.example.com`), its nth arrival
+// (`after-journal@2`). Reached, it SIGKILLs the process, the nearest to a
+// power cut (nothing runs after); `=ENOSPC` throws that errno once instead.
+// `skip-fsync:<name>` drops one fsync, so the power-loss audit proves it
+// notices each one missing, which a kill -9 cannot (design §3.5).
 import os from 'node:os'
 
 /** The steps the pass reports, in the order a move reaches them. */

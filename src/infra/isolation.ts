@@ -16,13 +16,10 @@
 // seen); the probe file is read at start and every CARLOS_PROBE_EVERY, as
 // the probe itself runs on its own schedule.
 //
-// The answer is a verdict, not a message (design §5.4): each check carries
-// a stable code (an errno's, or a named reason) and stable words, and two
-// answers differ only when a check's name, pass or code does. The detail
-// (the errno's own text, the self-check's probe directory) varies from one
-// evaluation to the next, so it is kept for /ready?verbose and the logs and
-// never decides anything: a fault that stays the same is one change, one
-// log line and one serial move, not one per run of the leg.
+// The answer is a verdict, not a message (design §5.4): two answers differ
+// only when a check's name, pass or stable code does. The varying detail
+// goes to /ready?verbose and the logs and decides nothing, so a lasting fault
+// is one change and one log line, not one per run.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import nodeFs from 'node:fs/promises'

@@ -17,13 +17,10 @@ import { isBatchJournalName, JOURNAL_SUFFIX } from './pass/journal.js'
 export const DATA_ROOTS = ['layout', 'apps', 'nested'] as const
 
 /**
- * Checks that D/layout, D/apps and D/nested are real directories (lstat: a
- * directory, not a symlink to one) owned by layoutd's user or root, and
- * refuses with a named error otherwise. One that is absent passes: layoutd
- * makes it when it first needs it, with mkdir(2), which never follows a
- * link. Run at start before any journal or hold marker is read, and by the
- * pass before each run: a root a link could redirect would carry every
- * path built from it out of the data root.
+ * Refuses, with a named error, a D/layout, D/apps or D/nested that is not a
+ * real directory (lstat) owned by layoutd's user or root; an absent one
+ * passes (mkdir(2) never follows a link). Run before anything is read and
+ * before each pass: a redirected root carries every path out of the data root.
  */
 export async function verifyDataRoots(dataDir: string): Promise<void> {
   const ours = process.getuid?.()

@@ -1,10 +1,7 @@
 // How the kernel schedules the thread that answers the activator, read at
-// start from /proc (design §3.6): the unit runs it real-time (SCHED_RR) so
-// an answer never waits for a core behind the box's other threads, and
-// resets that on every thread and process it starts, so those stay
-// ordinary (and the checkpoint thread nices itself below it).
-// Read only: the agent never changes its own policy; systemd does, before
-// node starts (CPUSchedulingPolicy=, CPUSchedulingResetOnFork=).
+// start from /proc (design §3.6): the unit runs it SCHED_RR so an answer
+// never waits behind the box's other threads, which the reset-on-fork keeps
+// ordinary. Read only: systemd sets the policy, never the agent.
 import fs from 'node:fs'
 import type { AppLogger } from '../logger.js'
 

@@ -1,13 +1,9 @@
 // The registry's backup and restore (design §2.2, §8): `layoutd registry
-// backup FILE` copies `D/registry.db` with SQLite's online backup, so a
-// copy taken beside a running agent is one moment of the registry (the
-// WAL's commits included), never a torn file; `registry restore FILE`
-// checks that FILE is a layoutd registry before anything is touched, then
-// puts a copy of it in place durably, with the agent stopped. Both write a
-// temporary file beside their target and rename it, so a crash leaves the
-// old file or the new one, whole. A copy is a single file (rollback
-// journal mode): it needs no -wal beside it, and the agent turns it back
-// to WAL at its next open.
+// backup FILE` uses SQLite's online backup, so a copy beside a running agent
+// is one moment, never torn; `registry restore FILE` checks FILE is a layoutd
+// registry, then puts a copy in place durably, the agent stopped. Both write a
+// temporary file and rename it, so a crash leaves one whole file. A copy is
+// a single file (rollback journal); the agent turns it back to WAL on open.
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'

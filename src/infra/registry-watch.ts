@@ -1,10 +1,8 @@
 // Whether the registry file the agent opened is still the one it can trust
-// (design §2.2): the same file at its path (device and inode), not removed,
-// not overwritten with something that is no database, not corrupt, and on a
-// disk with room for a claim. A fault of the first four stands until the
-// agent restarts, since the rows it holds can no longer be trusted; a full
-// disk clears once there is room again. Each fault is said on the log once,
-// naming the file and what to do, however many requests meet it.
+// (design §2.2): the same file at its path, not removed, overwritten or
+// corrupt, and on a disk with room for a claim. All but the last stand until
+// a restart (its rows can no longer be trusted); a full disk clears with
+// room. Each fault is logged once, naming the file and what to do.
 import fs from 'node:fs'
 import path from 'node:path'
 import { AppError, errors } from '../errors.js'
@@ -51,12 +49,9 @@ export class RegistryWatch {
   readonly file: string
   readonly #identity: { dev: number; ino: number }
   /**
-   * The file as it was opened, kept open until the registry's connections
-   * have closed (close()). Its header is read through this descriptor and
-   * never through one opened and closed for the look: closing any
-   * descriptor of a file drops every POSIX lock the process holds on it,
-   * and SQLite holds one on the database file for as long as a connection
-   * is open (its sign to other processes that the WAL is in use).
+   * The file as opened, kept open until the connections close; its header is
+   * read only through it, since closing any descriptor of the file drops the
+   * POSIX lock SQLite holds on it while a connection is open.
    */
   #fd: number | undefined
   /** Where each fault is said, once; none until the agent hands its logger in. */

@@ -1,11 +1,8 @@
 // The box's registry, `<data>/registry.db` (design §2): the routes the box
-// serves, added one at a time or many in one transaction (`routes import`),
-// the wake claims the activator holds, and the fence generation counter;
-// whether anyone has changed the routes since the last look (snapshot), and
-// whether the database answers (ping) and is still the file it opened
-// (health: src/infra/registry-watch.ts). SQLite through
-// better-sqlite3: synchronous, which is fine for a local file and is what
-// lets a move's row rewrite be one transaction.
+// serves, the wake claims the activator holds, and the fence generation
+// counter; whether the routes changed since the last look, and whether the
+// database answers and is still its file (registry-watch.ts). better-sqlite3
+// is synchronous, which lets a move's row rewrite be one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'

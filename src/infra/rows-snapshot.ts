@@ -1,11 +1,7 @@
 // The registry's rows as this process last saw them (design §3.3 "Many
-// hosts"): a listing, carried over the pass's own row rewrites instead of
-// listed again, and for each carried list the hosts rewritten since the
-// listing it began as. Carrying costs the rewritten rows, not the box's: a
-// carried list shares its listing's index of hosts (a rewrite moves no row
-// to another place), and a reader that indexed the rows once (the pass's
-// path claims) follows the rewritten hosts alone. After each batch of a
-// converge of 10,000 rows, a wake then waits for the batch, not the box.
+// hosts"): a listing carried over the pass's own row rewrites instead of
+// listed again, with the hosts rewritten since. Carrying costs the rewritten
+// rows, not the box's, so after each batch a wake waits for the batch only.
 import type { RowsSnapshot } from '../domain/ports.js'
 import type { Route, RowPaths } from '../domain/schemas.js'
 

@@ -26,14 +26,10 @@ export interface InheritedSocket {
 export const SOCKET_UNIT_BACKLOG = 4096
 
 /**
- * The backlog to listen on the inherited socket with (design §4.6). Node
- * calls listen(2) again on the fd, and that call sets the backlog the
- * kernel keeps, past this process. No table of /proc shows a listening
- * socket's backlog (only sock_diag or TCP_INFO would, neither reachable
- * without a native addon), so the agent asks for the kernel's ceiling,
- * net.core.somaxconn: every listen(2), systemd's own for Backlog=, is
- * capped there, so the socket keeps the most it could have been given and
- * is never made smaller.
+ * The backlog to listen on the inherited socket with (design §4.6): Node's
+ * listen(2) on the fd resets it, and /proc does not show the one systemd
+ * set, so ask for net.core.somaxconn, the cap of every listen(2): the
+ * socket is never made smaller.
  */
 export function listenBacklog(proc = '/proc'): number {
   try {

@@ -1,10 +1,8 @@
 // The wake claims (design §4 "the sweep", §6): which hosts the activator has
-// awake. They are kept in the registry's `wakes` table, so a tenant that was
-// awake when layoutd stopped stays claimed until the activator releases it
-// or replaces the whole set; and mirrored in memory, so the pass and a wake
-// read them without I/O. When the table cannot be read at start the sweep
-// failed, and every host counts as awake: the pass trusts no stop it
-// cannot prove.
+// awake, kept in the registry's `wakes` table so a claim outlives layoutd,
+// and mirrored in memory so the pass and a wake read them without I/O. A
+// table unreadable at start makes every host count as awake: the pass
+// trusts no stop it cannot prove.
 import { errorMessage } from '../errors.js'
 import Database from 'better-sqlite3'
 import type { Claims } from '../domain/fence.js'
@@ -24,27 +22,19 @@ export interface ClaimStore {
 }
 
 /**
- * How long a claim's write waits for another writer's lock: a few
- * milliseconds, the length of a sibling's commit (a `routes add`, a group
- * commit of the pass), never a foreign lock's. Claims commit on the thread
- * that answers every request, and better-sqlite3 waits synchronously, so a
- * longer wait would stall /ready and /livez behind a foreign `BEGIN
- * EXCLUSIVE`. A claim that meets a lock is answered 503 `registry_busy`
- * with Retry-After, recording nothing, and the activator asks again
- * (design §6).
+ * How long a claim's write waits for another writer's lock: a sibling's
+ * commit, never a foreign lock's, since better-sqlite3 waits on the thread
+ * that answers every request. Past it the claim is answered 503
+ * `registry_busy` with Retry-After, recording nothing (design §6).
  */
 export const CLAIM_BUSY_TIMEOUT_MS = 25
 
 /**
- * Opens the connection claims commit on, a second one to the registry file
- * (which Registry.open has created and migrated). The registry's routes
- * connection commits with `synchronous = FULL`, because a row rewrite is a
- * move's commit point and must survive a power cut. A claim need not: it
- * must outlive layoutd, and a committed WAL frame survives the process
- * being killed; a power cut stops every instance too, and the activator's
- * `PUT /wakes` at its next start names what is awake. So claims commit
- * with `synchronous = NORMAL` and cost no fsync each, which is what lets a
- * claim be answered in well under a millisecond while a converge runs.
+ * Opens the claims' own connection to the registry file (Registry.open made
+ * and migrated it), at `synchronous = NORMAL`: a claim must outlive layoutd,
+ * which a committed WAL frame does, but not a power cut, which stops every
+ * instance too (the activator's `PUT /wakes` then names what is awake). So a
+ * claim costs no fsync; a row rewrite, the move's commit point, does (FULL).
  */
 export function openClaimsConnection(file: string): Database.Database {
   const db = new Database(file, { fileMustExist: true })

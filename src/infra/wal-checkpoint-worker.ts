@@ -1,10 +1,7 @@
-// The checkpoint thread itself (wal-checkpointer.ts): asked, it opens a
-// connection of its own to the registry, copies the WAL back into the
-// database PASSIVE (it waits for no reader or writer: the pages it cannot
-// copy yet wait for the next request), closes it, and answers the pages it
-// copied. Never left open between checkpoints: a connection of this thread
-// still open when the agent's close would be the last, and make the
-// closing checkpoint (and its fsyncs) as the agent stops.
+// The checkpoint thread itself (wal-checkpointer.ts): asked, it opens its own
+// connection, checkpoints PASSIVE (waiting on no one), closes it and answers
+// the pages copied. Never left open: the last connection to close makes the
+// closing checkpoint, which must be the agent's.
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { errorMessage } from '../errors.js'

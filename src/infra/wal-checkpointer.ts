@@ -1,18 +1,11 @@
-// The registry's checkpoints, off the loop's thread (design §3.6). SQLite
-// copies the WAL back into the database once it passes 1,000 pages, on
-// whichever connection committed last, and at `synchronous = NORMAL` that
-// copy fsyncs the WAL and the database: on the agent's connections, the
-// loop's thread would wait on the disk for it (13.8 ms a checkpoint of a
-// converge's 256-row commit, against 1.5 ms without, measured beside a
-// writer that fsyncs). So the agent's two connections never checkpoint;
-// this does, on a thread and a connection of its own, once the WAL holds
-// the same 1,000 pages not yet copied back (read from the WAL index, the
-// `-shm` file: its header's last frame less the frames copied back). A
-// checkpoint moves no commit's durability (each commit is on disk once the
-// WAL is, registry.ts's sync()); SQLite's own locks keep the copy and the
-// commits apart. Should the thread fail, the agent's connections
-// checkpoint themselves again, as SQLite would have all along, and the
-// agent says so.
+// The registry's checkpoints, off the loop's thread (design §3.6): SQLite
+// checkpoints on whichever connection committed last, fsyncing the WAL and
+// the database, so the loop would wait on the disk (figures in
+// docs/performance.md). The agent's connections never checkpoint; this does,
+// on its own thread and connection, once the WAL holds 1,000 pages not
+// copied back (read from the `-shm` index). Durability is unchanged (a commit
+// is on disk with the WAL). If the thread fails, the connections checkpoint
+// themselves again, and the agent says so.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'

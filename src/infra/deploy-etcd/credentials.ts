@@ -1,13 +1,7 @@
 // How layoutd proves itself to etcd (design §7.1): the TLS files, read
 // once, and etcd's user, traded for a token that is traded again when etcd
-// refuses it; each TLS or auth failure in the operator's words. The TLS
-// files (CARLOS_ETCD_CA, _CERT, _KEY) are read when the store opens and
-// handed to every connection undici makes; etcd's own users
-// (CARLOS_ETCD_USER with a password read from CARLOS_ETCD_PASSWORD_FILE) are
-// traded for a token at /v3/auth/authenticate, sent in the Authorization
-// header, and traded again once when etcd says the token is no longer good. This file owns the
-// credentials and the token, and the words that name a failure of either;
-// the gateway asks it for a connection's options and a call's headers.
+// refuses it; each TLS or auth failure in the operator's words. The gateway
+// asks it for a connection's options and a call's headers.
 import { X509Certificate } from 'node:crypto'
 import fs from 'node:fs'
 import { errorMessage } from '../../errors.js'

@@ -1,10 +1,7 @@
 // The client of etcd's v3 JSON gateway (design §7) over undici, so a box
-// needs no gRPC client: one connection pool per endpoint, every call a
-// POST /v3/... with base64 keys, and failover across the endpoints from the
-// one that answered last, an endpoint that has not answered yet dialled
-// first and one that did not answer asked last, with the credentials
-// (credentials.ts) on every connection and call. What the calls mean (the intents, the boxes, the
-// watch) is the store's and the watch's; this file only gets an answer.
+// needs no gRPC client: a pool per endpoint, every call a POST /v3/... with
+// base64 keys, failover from the endpoint that answered last (one that failed
+// is asked last). What the calls mean is the store's and the watch's.
 import type { Dispatcher } from 'undici'
 import { Pool } from 'undici'
 import type { Static, TSchema } from 'typebox'
@@ -26,15 +23,10 @@ export const REQUEST_TIMEOUT_MS = 5_000
 export const CONNECT_TIMEOUT_MS = 2_000
 
 /**
- * An endpoint not yet heard from in this gateway (or not since it failed)
- * must answer a first call within this before a request is put to it. A
- * stopped member (SIGSTOP, a swapped-out VM) still completes a TCP connect
- * in its kernel, so the connect bound never fires and the request bound
- * would cost every short-lived command (the CLI opens a gateway per
- * command) a whole request bound on it. A live member answers its status
- * at once, and one slower than this is not dropped, only asked last: the
- * bound chooses the order, never whether a call is made. Bounded again by
- * the request bound when that is shorter.
+ * How long an endpoint not yet heard from (or failed since) has to answer a
+ * first call before a request goes to it: a stopped member still completes a
+ * TCP connect, so only this keeps a short CLI command from waiting a whole
+ * request bound on it. A slower one is asked last, never dropped.
  */
 export const DIAL_TIMEOUT_MS = 1_000
 

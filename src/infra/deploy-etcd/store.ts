@@ -1,10 +1,8 @@
 // The etcd deploy store (design §7): the DeployStore port over etcd, one
-// key per intent, /carlos/layout/intents/<id>. It serves a fleet: every box
-// reads the same records and picks the newest addressing it with the
-// selection the directory store shares (domain/intent.ts). This file owns
-// what a key holds (reading a record, refusing garbage, recording without
-// overwriting, pruning); the gateway client gets the answers, with the
-// credentials; the watch follows the prefix; boxes.ts keeps the summaries.
+// key per intent, /carlos/layout/intents/<id>, read by every box of a fleet.
+// This file owns what a key holds (reading, refusing garbage, recording
+// without overwriting, pruning); gateway.ts gets the answers, watch.ts
+// follows the prefix, boxes.ts keeps the summaries.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'

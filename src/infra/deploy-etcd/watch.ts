@@ -1,13 +1,8 @@
-// The watch of the intents' prefix (design §7.2): resumed from the last
-// revision seen, re-established with backoff, dropped when silent past its
-// bound. It runs over the gateway's streaming
-// POST /v3/watch: one stream at a time, read line by line; a callback on
-// every event and whenever a stream is established or breaks; a broken
-// stream re-established on the next endpoint with jittered backoff from the
-// revision after the last one seen (no event missed, none seen twice), and
-// each break logged once, not once per retry. A stream silent for its bound
-// (no event, no progress notification, no answer from its member to a
-// read) is dropped: a frozen member holds a stream open and says nothing.
+// The watch of the intents' prefix (design §7.2) over the gateway's streaming
+// POST /v3/watch, one stream at a time: resumed on the next endpoint from the
+// revision after the last seen (no event missed or seen twice), with jittered
+// backoff, each break logged once. A stream silent past its bound is dropped:
+// a frozen member holds a stream open and says nothing.
 import type { Dispatcher } from 'undici'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'

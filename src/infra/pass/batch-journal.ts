@@ -1,9 +1,8 @@
 // A batch's journal, `<data>/layout/_batch-<generation>.journal` (design
-// §3.3): every move of one group commit in one file, written with one
-// fdatasync, read back move by move. The file is `{v: 2, generation,
-// startedAt, moves}`, written with one fdatasync and one directory fsync,
-// and read back as a host's own journal is (journal.ts): one bad move keeps
-// the whole file, and every host it names stays fenced.
+// §3.3): every move of one group commit in one file, `{v: 2, generation,
+// startedAt, moves}`, written with one fdatasync and one directory fsync and
+// read back as a host's own journal is: one bad move keeps the whole file,
+// and every host it names stays fenced.
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { validHost } from '../../domain/hostname.js'

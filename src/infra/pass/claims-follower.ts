@@ -45,13 +45,10 @@ export function claimsOfRows(routes: readonly Route[], claims = new PathClaims(r
 }
 
 /**
- * The claims of routes, from those of an earlier list: a converge rewrites
- * a batch of rows at a time, and a wake after each commit must not wait
- * for the claims of 10,000 rows to be built again, nor compared. A list
- * the registry carried from the one the claims follow names its rewritten
- * hosts, and only they are followed; any other list is compared row by
- * row, and only the rows whose paths changed, or that came or went, are
- * taken back and added.
+ * The claims of routes, from those of an earlier list, so a wake after a
+ * commit never waits for them to be rebuilt: a list carried from the followed
+ * one names its rewritten hosts; any other is compared row by row, and only
+ * rows that changed, came or went are taken back and added.
  */
 export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[]): ClaimsOf {
   const rewrites = rewritesOf(routes)
@@ -69,14 +66,10 @@ export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[])
 }
 
 /**
- * Follows at most `most` more of the hosts rewritten in routes, when
- * routes was carried from the list prev follows (the pass's own commits):
- * a step of the catch-up the pass makes after each commit, so the next
- * wake finds the claims followed rather than following a batch of rows
- * while it waits. Until every rewrite is followed the claims answer to no
- * list (`routes` is a list of their own), so any reader between steps
- * follows the rest itself through followRows. Undefined when routes was
- * not carried from prev's list: the next wake compares it whole.
+ * Follows at most `most` more rewritten hosts of routes carried from prev's
+ * list: a step of the pass's catch-up after a commit, so the next wake finds
+ * the claims followed. Between steps a reader follows the rest itself
+ * (followRows). Undefined when routes was not carried: the next wake compares it.
  */
 export function followSome(prev: ClaimsOf, routes: readonly Route[], most: number): ClaimsOf | undefined {
   const rewrites = rewritesOf(routes)

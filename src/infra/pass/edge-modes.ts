@@ -1,9 +1,7 @@
-// Rows already nested brought to the modes a move makes (design §2): a
-// root an earlier build left 0750 in the agent's group, which the edge (a
-// proxy in the sockets group) cannot pass to `run/`, is made 0710 in that
-// group, and its `data/` closed to the edge first. Each run of the leg
-// looks at its nested rows with one lstat of each root; only a root that
-// differs is acted on, so a box whose roots are right pays that lstat.
+// Rows already nested brought to the modes a move makes (design §2): a root
+// left 0750 in the agent's group, which the edge (in the sockets group)
+// cannot pass to `run/`, is made 0710 in that group, its `data/` closed to
+// the edge first. One lstat per root per run; only a root that differs is touched.
 import path from 'node:path'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { Logger } from '../../domain/ports.js'
@@ -37,14 +35,11 @@ export function rootOffEdgeModes(root: string, gid: number): boolean {
 }
 
 /**
- * Holds the edge's modes on nested rows (design §2). In two rounds: every
- * `data/` to close is closed and fsynced before any root is opened to the
- * sockets group, so no power cut leaves the edge a way into a `data/` it
- * could read (a root already right is not looked under again). A host's
- * files never change under a claim or a fence (§3 step 3): whether it is
- * free is asked in the same tick as its chmod, so no wake is granted
- * between them, and a host that is not is left for a later run. Nothing
- * here follows a symlink; a host whose change fails is logged and left.
+ * Holds the edge's modes on nested rows (design §2), in two rounds: every
+ * `data/` is closed and fsynced before any root opens to the sockets group,
+ * so no power cut lets the edge into a `data/`. A host under a claim or fence
+ * is left for a later run (§3 step 3), asked in the chmod's tick. No symlink
+ * is followed; a failed change is logged and left.
  */
 export async function holdEdgeModes(rows: readonly Route[], deps: EdgeModesDeps): Promise<EdgeModesDone> {
   const { dirs, gid, slicer, free, logger } = deps

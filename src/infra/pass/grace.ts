@@ -1,10 +1,8 @@
 // The awake grace (design §3 step 2), `<data>/layout/grace.json`: when each
-// awake host was first deferred, and toward which mode. Persisted so a
-// restart does not hand every awake tenant a fresh hour. An entry ends when
-// its host reaches that mode or the intent's mode changes. Within one life
-// of the agent a grace is measured on the monotonic clock, so a wall clock
-// stepped back or forward neither stretches nor shortens it; the wall stamp
-// is what is persisted, and one read back from the future is clamped.
+// awake host was first deferred, and toward which mode; persisted so a
+// restart grants no fresh hour. An entry ends when its host reaches that mode
+// or the intent changes. Within one life a grace runs on the monotonic clock
+// (a stepped wall clock cannot change it); a persisted stamp from the future is clamped.
 import path from 'node:path'
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'

@@ -1,9 +1,7 @@
 // The journal files of `<data>/layout` as the pass knows them (design §3.3):
-// which hosts each file names, with their moves, and which files name each
-// host. A batch's file names many hosts; it may go only once every host it
-// names has ended, and a kept host among them first needs a journal of its
-// own. This part answers which files may go and which own journals they
-// need (plan); the pass state does the I/O and keeps the fences.
+// which hosts each file names, and which files name each host. A batch's
+// file may go only once every host it names has ended, a kept host first
+// getting a journal of its own; this part plans that, the pass state does the I/O.
 import { samePaths } from '../../domain/pass-plan.js'
 import { hostJournalName, type Journal } from './journal.js'
 
@@ -85,12 +83,9 @@ export class JournalFiles {
   }
 
   /**
-   * The files that may go: every host they name has ended (ended) or is
-   * kept, and at least one has ended. A kept host needs its move written
-   * to a journal of its own first, unless another file already names it
-   * with the same move; a file that cannot be rewritten for a kept host
-   * (unreadable, or another file names that host with another move) stays,
-   * and its ended hosts are stuck behind it.
+   * The files that may go (every host ended or kept, one at least ended), and
+   * the own journals their kept hosts need first unless another file names the
+   * same move. A file that cannot be rewritten so stays, its ended hosts with it.
    */
   plan(inFlight: (host: string) => boolean, ended: (host: string) => boolean): SettlePlan {
     const out: SettlePlan = { going: [], own: [], stuck: [] }

@@ -1,11 +1,9 @@
 // Move journals (design §3 step 4): written and fsynced before any file of
-// a host moves, removed once the move is complete. Two forms: a host's own,
-// `<data>/layout/<host>.journal` (v1, one move), and a batch's,
-// `<data>/layout/_batch-<generation>.journal` (v2, every move of a group
-// commit; a leading `_` no hostname can take, so the two never collide).
-// Its presence means "fenced, recover me", so a journal is only ever acted
-// on when it reads back whole and names exactly the two shapes of each
-// host it names; anything else is reported and left for an operator.
+// a host moves, removed once the move is complete: a host's own
+// `<host>.journal` (v1) or a batch's `_batch-<generation>.journal` (v2; no
+// hostname starts with `_`). Its presence means "fenced, recover me", so one
+// is acted on only when it reads back whole and names exactly the two shapes
+// of each host; anything else is left for an operator.
 import fsSync, { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'

@@ -1,9 +1,6 @@
-// How a journaled move ends (design §3 steps 5, 8, 9): committed and
-// finished, held, or abandoned. Its rows committed (step 8, the commit
-// point) and then finished (step 9: journal closed, fence lifted, edge
-// reloaded); or held by a marker (step 5, a tenant's doing); or abandoned
-// with nothing moved (journal closed, fence lifted, unless the host was held
-// before the run).
+// How a journaled move ends (design §3 steps 5, 8, 9): rows committed (the
+// commit point) then finished (journal closed, fence lifted, edge reloaded);
+// held by a marker (a tenant's doing); or abandoned with nothing moved.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import type { GraceBook } from './grace.js'

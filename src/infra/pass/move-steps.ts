@@ -1,9 +1,8 @@
 // The steps of a move for fenced, stopped hosts (design §3 steps 4–9), a
 // batch at a time: what is in the way set aside, journals written, the
 // source preflighted, the destination prepared, the directories renamed,
-// then the rows committed and the move finished (move-endings.ts). Every
-// host of a batch is always at one of the numbered steps, so a crash
-// anywhere recovers each host exactly as it would a lone move.
+// then the rows committed and the move finished (move-endings.ts). Every host
+// is always at a numbered step, so a crash recovers each as a lone move.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
@@ -39,16 +38,11 @@ export class MoveSteps {
   }
 
   /**
-   * Steps 4–9 for fenced, stopped hosts. What is already at a destination
-   * is set aside before the journal is written, not after: with a journal
-   * on disk, files at both ends read as ambiguous (§4), and a crash between
-   * the journal and the aside must not turn a plain move into a case for an
-   * operator. The walk of step 5 is asked for with step 4's look, not
-   * once the journal is on disk: it reads and changes nothing (sources,
-   * never a destination), its hosts are fenced and stopped already, and
-   * what it found is used only after the journal landed. The journal's
-   * fsyncs wait behind the filesystem's commits of the batch before; the
-   * walk need not, and a converge is as long as its walks (design §3.3).
+   * Steps 4–9 for fenced, stopped hosts. What is at a destination is set
+   * aside before the journal is written: with a journal on disk, files at
+   * both ends read as ambiguous (§4). Step 5's walk starts with step 4's
+   * look, since it only reads fenced, stopped sources and its answer is used
+   * after the journal lands; it need not wait behind the journal's fsyncs (§3.3).
    */
   async move(moves: MoveInFlight[], onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
@@ -281,13 +275,10 @@ export class MoveSteps {
   }
 
   /**
-   * Step 7: rename(2) each directory, check that what moved is the
-   * directory preflight saw, then fsync every parent once. A source
-   * swapped since preflight (a symlink, another directory) is renamed back
-   * where it was and its host held with the swap as the reason: the row is
-   * never committed to it (design §3 step 7). The renames and their checks
-   * are the pass's I/O port's (pass-io.ts), run until one is not clean;
-   * that one is dealt with here, and the rest sent on.
+   * Step 7: rename(2) each directory, check that what moved is what preflight
+   * saw, then fsync every parent once. A source swapped since preflight is
+   * renamed back and its host held: no row is committed to it (design §3
+   * step 7). pass-io.ts renames until one is not clean; that one is handled here.
    */
   async #rename(
     moves: MoveInFlight[],

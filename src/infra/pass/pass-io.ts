@@ -1,15 +1,10 @@
 // The pass's one I/O port (design §3.6): the walk of step 5, the looks of
-// steps 4 and 6, the parents of step 6, the renames of step 7 with their
-// check against what the walk saw, and the fsyncs of a batch. It decides
-// nothing: it is handed hosts the pass has fenced already, does the calls
-// in the order given, and answers what each did. Every call is made from
-// the loop's thread, and no thread of its own is started: the walk by the
-// C walk on libuv's pool (c-walk.ts); the metadata calls (lstat, rename, a
-// mode set through a handle) synchronously, in slices that give the loop
-// back (sliced-fs.ts), since each costs microseconds on a cached
-// directory; the calls that wait on the disk or allocate an inode (fsync,
-// mkdir) on libuv's pool, many at once. The agent and every test build it through
-// PassContext alone, so what the tests run is what production runs.
+// steps 4 and 6, the parents of step 6, the checked renames of step 7, and a
+// batch's fsyncs. It decides nothing: given fenced hosts, it makes the calls
+// in order and answers what each did. The walk runs on libuv's pool
+// (c-walk.ts), metadata calls in slices on the loop (sliced-fs.ts), calls
+// that wait on the disk on the pool. Built only through PassContext, so tests
+// run what production runs.
 import os from 'node:os'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'

@@ -1,14 +1,10 @@
 // What the pass keeps of `<data>/layout` in memory, kept in step with the
-// disk: the journals a run is carrying out, the journals recovery had to
-// keep (with why), the hold markers, the aside notes, and the fences that
-// follow from them (design §1, §3 step 3). Every journal, hold and fence is
-// opened and closed here, on disk and in memory together, so the two never
-// drift apart; the rest of the pass only asks and tells.
-//
-// A journal file may name many hosts (a batch's, design §3.3): a host's
-// move is closed in memory when it ends, and the file goes once every host
-// it names is closed or kept (settle), a kept host's move first written to
-// a journal of its own; a host's fence is lifted once no file names it.
+// disk: the journals a run is carrying out, the journals recovery kept (with
+// why), the hold markers, the aside notes, and the fences that follow from
+// them (design §1, §3 step 3). Every journal, hold and fence is opened and
+// closed here, on disk and in memory together, so the two never drift apart.
+// A batch's file goes once every host it names is closed or kept (design
+// §3.3); a host's fence lifts once no file names it.
 import type { FenceTable } from '../../domain/fence.js'
 import type { PassFacts } from '../../domain/ports.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'

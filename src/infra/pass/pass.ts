@@ -1,11 +1,8 @@
 // The layout pass (design §3–§4): moves activator-managed hosts between
 // the flat and nested layouts and finishes every journal exactly after a
-// crash. This file owns what the report and a wake ask (classify, held,
-// note), the start-up entry points (recover, restoreHolds) and the
-// converge loop: plan each row, then move the batches, sleeping hosts
-// together and awake ones one at a time. The steps of a move, the stop of
-// an awake host, recovery and the state kept of `<data>/layout` are parts
-// of their own, in this folder.
+// crash. This file owns what the report and a wake ask, the start-up entry
+// points and the converge loop (sleeping hosts in batches, awake ones one at
+// a time); the other parts are their own files here.
 //
 // Many sleeping hosts share each durable write (design §3 "Many hosts"): a
 // batch is fenced together, its journals are written with one directory
@@ -73,12 +70,10 @@ export class Pass implements LayoutPass {
   }
 
   /**
-   * After a batch's commit: the path claims followed to the rows it
-   * rewrote, CATCH_UP_HOSTS at a time between the slicer's turns, so the
-   * next wake finds them followed instead of following 256 rows while it
-   * waits (about 1.5 ms a batch, up to 14, design §3.6). A wake that comes first follows the rest
-   * itself (classify); a list not carried from the claims' own is left to
-   * it as well.
+   * After a batch's commit: the path claims followed to the rewritten rows,
+   * CATCH_UP_HOSTS at a time between the slicer's turns, so the next wake
+   * does not follow a whole batch while it waits (design §3.6); a wake that
+   * comes first follows the rest itself.
    */
   async #catchUpClaims(): Promise<void> {
     if (this.#catchingUp) return

@@ -27,15 +27,11 @@ export type Preflight =
   | { kind: 'missing' }
 
 /**
- * The walk of one source, yielding after each entry it looked at and
- * returning what it found. The directory itself must be a directory, not a
- * link to one (renaming a link would move the link and leave the files
- * where the tenant pointed it), and no regular file under it may have a
- * second name. A hard link made while flat could name a neighbour's file;
- * moved into an isolated directory it would carry that file along, out of
- * reach of the isolation meant to protect it. The walk stops at the first
- * such file. Throws on an I/O error: that is a failure, not a tenant's
- * doing.
+ * The walk of one source, yielding after each entry. The source must be a
+ * directory, not a link to one (renaming a link leaves the files where the
+ * tenant pointed it), and no file under it may have a second name (a hard
+ * link to a neighbour's file would carry it into isolation); the walk stops
+ * at the first. Throws on an I/O error: a failure, not a tenant's doing.
  */
 function* walk(dir: string): Generator<undefined, Preflight> {
   const st = sourceItself(dir)

@@ -1,11 +1,8 @@
 // Recovery (design §4), apart from the write path: every journal in
-// `<data>/layout` finished exactly from where its files are (the §4 table
-// applied, at start and at the head of each converge), the temporary files
-// a crash left removed, and the holds restored at start. Recovery decides
-// with the domain's table and carries the moves on with the move's own
-// steps. Every journal, hold and fence it touches goes through the pass
-// state; the one file it removes itself is a temporary file that never
-// became a journal or a hold.
+// `<data>/layout` finished from where its files are (the §4 table, at start
+// and before each converge), a crash's temporary files removed, holds
+// restored at start. It carries moves on with the move's own steps, and
+// every journal, hold and fence goes through the pass state.
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'

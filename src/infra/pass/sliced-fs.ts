@@ -1,12 +1,9 @@
 // The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, a mode
 // set through a handle), made synchronously in short slices that give the
-// event loop back between them (design §3.3). Each such call on a cached
-// directory costs microseconds, where the same call through libuv's thread
-// pool costs a round trip of the loop; the slicer bounds how long the loop
-// is held, so a wake claim or `/ready/:host` never waits behind a walk of
-// thousands of files. fsyncs, mkdirs and rmdirs are not made here: they
-// wait on the disk or make or free an inode, and run on the pool, many at
-// once (ensureDirOffLoop looks here and makes there).
+// event loop back between them (design §3.3): on a cached directory such a
+// call is cheaper than a pool round trip, and the slice bounds how long a
+// wake claim waits. Calls that wait on the disk or make or free an inode
+// (fsync, mkdir, rmdir) run on the pool instead.
 import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
