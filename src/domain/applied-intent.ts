@@ -38,13 +38,9 @@ export function appliedFrom(intent: IntentRecord, store: string, now: Date): App
 
 /**
  * Why the store's records cannot be read as they are while `kept` is kept,
- * or null when they can. They can when they still hold the kept record
- * (another store identity holding it, such as an etcd restored from a
- * snapshot, says what was applied), or when a record addressing this box
- * is newer than it: an intent recorded since, which is how an operator
- * ends this state. Anything else is a store gone, emptied or replaced (an
- * older copy restored, another store named), and reading it as it is could
- * hand the box to the nested default or to an older record.
+ * or null when they still hold it or a newer record addresses this box (how
+ * an operator ends this). Anything else is a store gone, emptied or replaced,
+ * which could hand the box to the default or an older record.
  */
 export function heldToApplied(
   records: readonly IntentRecord[],

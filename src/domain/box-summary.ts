@@ -1,10 +1,7 @@
 // A box's summary for the fleet, built from its own report, and what
 // `layoutd fleet status` makes of them all: each box's verdict, the table's
-// order and the summary line (design §7.3). The summary is what each agent
-// publishes in the deploy store about itself (its label, version, the intent
-// it has converged or is converging to, counts by word, held rows, its leg);
-// the verdict is against the intent that addresses the box. Pure: the
-// stores keep the summaries.
+// order and the summary line (design §7.3). Each agent publishes its own
+// summary; the verdict is against the intent that addresses the box. Pure.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'
@@ -14,11 +11,9 @@ import { HOLD_CODES, PASSING_CODES, type ReasonCode } from './reason-codes.js'
 import type { RolloutRecord } from './rollout.js'
 
 /**
- * What the leg's last run left short of the intent, by kind: rows deferred (awake, in their grace),
- * refused (nothing stopped: a shut gate, a socket too long, a taken destination), failed (retried), held
- * down by reason code, and fenced for a kept journal (an operator decides). Inside `leg`, whose object
- * admits fields it does not name: a `fleet status` of a build before it reads a summary carrying it
- * (design §7.3).
+ * What the last run left short of the intent: deferred (awake, in grace), refused (nothing stopped),
+ * failed (retried), held by code, kept (a journal an operator decides). Inside `leg`, which admits
+ * unnamed fields, so an older `fleet status` still reads the summary (design §7.3).
  */
 const Withheld = Type.Object({
   deferred: Type.Integer({ minimum: 0 }),

@@ -1,7 +1,7 @@
 // What a row is, for a wake and for the status report (design §1 "Row
 // words"): fenced > conflict > foreign > nested > flat, and external for a
-// socket some other supervisor runs. Pure: the pass answers `fenced` from
-// its in-memory journals and holds, so a wake never waits on the disk.
+// socket another supervisor runs. Pure: `fenced` comes from the pass's
+// in-memory journals and holds, so a wake never waits on the disk.
 import path from 'node:path'
 import { hostError } from './hostname.js'
 import type { RowLayout } from './modes.js'
@@ -23,12 +23,9 @@ export interface Claimant {
   reason: string
 }
 
-// Paths are compared as resolved strings: the registry only stores absolute
-// paths, and resolve() on an absolute path is string arithmetic (no cwd, no
-// filesystem), so "/data/apps/a/" and "/data/apps/a" are one directory.
-// A path already in that form (isNormalPath), which is every path the pass
-// and the CLI store, is its own answer: the report and a bulk import
-// normalise tens of thousands.
+// Paths are compared as resolved strings: the registry stores absolute
+// paths, and resolve() on one is string arithmetic, so "/data/apps/a/" and
+// "/data/apps/a" are one directory. A path already normal is its own answer.
 function norm(p: string): string {
   return isNormalPath(p) ? p : path.resolve(p)
 }
@@ -67,9 +64,7 @@ function ancestry(dir: string): Ancestry {
     for (let cur = dir, up = path.dirname(dir); up !== cur; cur = up, up = path.dirname(up)) paths.push(up)
     return { shard: shardOf(dir), paths, shards: paths.map(shardOf) }
   }
-  // A normal absolute path's ancestors are its prefixes up to each slash,
-  // and the hash of each is the hash of the path so far at that slash: one
-  // pass over the path answers every shard.
+  // An ancestor is a prefix up to a slash, its hash the running hash there: one pass answers every shard.
   const paths: string[] = []
   const shards: number[] = []
   let h = FNV_OFFSET
@@ -89,12 +84,9 @@ function ancestry(dir: string): Ancestry {
 }
 
 /**
- * The hosts that share one path, in Sets of at most BAG_CHUNK each. V8
- * grows a Set by copying it whole, in one go: the ancestors every row of a
- * box shares (`D/apps`, `D`, `/`) each hold all 10,000 hosts, and all grew
- * at the same row, together holding the loop for 7 ms at the 4,096th and
- * 13 ms at the 8,192nd, while a plan or a wake waited. Chunked, no one copy
- * is more than BAG_CHUNK hosts.
+ * The hosts that share one path, in Sets of at most BAG_CHUNK each: V8 grows
+ * a Set by copying it whole, and the ancestors every row shares (`D/apps`,
+ * `D`, `/`) hold every host, so one Set would hold the loop while a wake waits.
  */
 class HostBag implements Iterable<string> {
   readonly #chunks: Array<Set<string>> = []
@@ -139,20 +131,10 @@ class HostBag implements Iterable<string> {
 const BAG_CHUNK = 1024
 
 /**
- * Hosts by path. Most paths are claimed by one host (a row's own dir and
- * socket), held as the name alone; a HostBag only where several share a
- * path (an ancestor directory): 10,000 rows make some 30,000 keys, and a
- * Set for each would be most of the index's memory and of its time to
- * build.
- *
- * The keys are spread over INDEX_SHARDS Maps by a hash of the path, for
- * the reason HostBag chunks its Sets: V8 rehashes a Map whole, in one go,
- * when its table fills, with deleted entries counting until then. A
- * converge of 10,000 rows deletes and adds 10,000 keys in each of three
- * Maps, which filled together at the 6,384th row and held the loop some
- * 6 ms timed alone (11–20 ms in a profiled converge); a shard rehashes a
- * few hundred keys. A path's shard is given where it is known already
- * (ancestry hashes a path and its ancestors in one pass).
+ * Hosts by path: the name alone where one host claims it (most paths), a
+ * HostBag where several share it, since a Set per key would dominate memory.
+ * Keys are spread over INDEX_SHARDS Maps because V8 rehashes a full Map whole
+ * in one go (deleted entries count); a shard rehashes a few hundred keys.
  */
 class PathIndex {
   readonly #shards: Array<Map<string, string | HostBag>> = Array.from(
@@ -190,11 +172,7 @@ function drop(index: PathIndex, key: string, host: string, shard = shardOf(key))
   if (held.size === 0) m.delete(key)
 }
 
-/**
- * The least host held that is not host: the claimant named is the same
- * whatever order the rows were added and removed in (and, rows being
- * listed by host, the first other row of the list).
- */
+/** The least host held that is not host: the claimant named does not depend on the order rows came and went. */
 function other(held: string | HostBag | undefined, host: string): string | undefined {
   if (held === undefined) return undefined
   if (typeof held === 'string') return held === host ? undefined : held
@@ -204,12 +182,10 @@ function other(held: string | HostBag | undefined, host: string): string | undef
 }
 
 /**
- * Every directory and socket the rows claim, indexed so that "who else
- * claims this directory, or one inside or around it" costs the depth of the
- * path rather than the number of rows: the status report classifies every
- * row of a box that may serve thousands. Rows are added and removed one at
- * a time, so an index follows a registry whose rows change without being
- * built again.
+ * Every directory and socket the rows claim, indexed so that "who else claims
+ * this directory, or one inside or around it" costs the path's depth, not the
+ * row count. Rows are added and removed one at a time, so the index follows
+ * the registry without being rebuilt.
  */
 export class PathClaims {
   readonly #dirs = new PathIndex()
@@ -222,10 +198,7 @@ export class PathClaims {
     for (const row of routes) this.add(row)
   }
 
-  /**
-   * Adds one row's claims: an index built a row at a time, so a caller
-   * with thousands of rows can give the event loop back between them.
-   */
+  /** Adds one row's claims; a row at a time, so a caller can yield the loop between rows. */
   add(row: Route): void {
     if (row.dir !== '') {
       const dir = norm(row.dir)
@@ -250,11 +223,8 @@ export class PathClaims {
   }
 
   /**
-   * The claims of one host moved from its row as it was added (old) to
-   * now, touching only what differs: a move from D/apps/<host> to
-   * D/nested/<host>/data keeps every ancestor the two share (D and above,
-   * where the sets of thousands of hosts are), so a batch of rewritten rows
-   * costs a few entries each, not every level of both paths.
+   * Moves one host's claims from old to now, touching only what differs: the
+   * shared ancestors (D and above, where the big sets are) stay put.
    */
   replace(old: Route, now: Route): void {
     const was = old.dir === '' ? undefined : norm(old.dir)
@@ -347,10 +317,7 @@ export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyCont
   )
 }
 
-/**
- * The word for one row among routes (routes may include the row itself).
- * O(rows); use classifyAll or PathClaims for many rows.
- */
+/** The word for one row among routes (which may include it). O(rows): for many rows use classifyAll or PathClaims. */
 export function classify(route: Route, routes: readonly Route[], ctx: ClassifyContext): Classification {
   return classifyWith(route, new PathClaims(routes), ctx)
 }

@@ -3,21 +3,11 @@
 // the view of wake claims the pass needs to decide whether a host is awake.
 import { why, type Why } from './reason-codes.js'
 
-/**
- * The activator's wake claims, as the pass sees them. The agent backs
- * `claimed` with the registry's persisted wakes table (treating every host
- * as claimed when that table could not be read: a stop the pass cannot
- * prove is no stop) and `stop` with the activator client.
- */
+/** The activator's wake claims, as the pass sees them (an unreadable claims table claims every host). */
 export interface Claims {
   /** Whether host holds a wake claim now. Synchronous, so a check and a fence can share one tick. */
   claimed(host: string): boolean
-  /**
-   * Asks the activator to stop host and resolves true once its claim is
-   * released, false when signal aborts first (the pass aborts it after
-   * at most 60 s). Never rejects for a stop that did not happen: false is
-   * the answer.
-   */
+  /** Asks the activator to stop host: true once its claim is released, false if signal aborts first; never rejects. */
   stop(host: string, signal: AbortSignal): Promise<boolean>
   /**
    * Whether stop can ask anyone (an activator URL is set); false: it only waits for the release. Unset counts
@@ -31,15 +21,9 @@ export type Admission<T> = { admitted: true; value: T } | { admitted: false; gen
 
 /**
  * The fence table: host -> the generation it was fenced under. In memory
- * only: a fence that must survive a restart has a journal or a hold marker
- * on disk, and recovery fences those hosts again before the activator may
- * wake anything.
- *
- * JavaScript runs one callback at a time, so a synchronous check-then-act is
- * atomic: the pass fences a host and checks its claim in one tick, and a
- * wake claim is granted through `admit` in one tick. Neither can land
- * between the other's check and act, which is what "from now no wake claim
- * is granted" needs.
+ * only: a fence that must survive a restart has a journal or hold on disk,
+ * which recovery fences again. A check-then-act in one tick is atomic, so
+ * a fence and a claim's `admit` can never interleave.
  */
 export class FenceTable {
   readonly #gen = new Map<string, number>()
@@ -78,19 +62,12 @@ export class FenceTable {
     if (listener !== null && lifted !== null && lifted.length > 0) listener(lifted)
   }
 
-  /**
-   * The one listener told, after each lift, which hosts it lifted (the wait of `GET /ready/:host`). It is called
-   * in the lift's own tick and must only note the hosts: the pass is lifting them.
-   */
+  /** The one listener told, in the lift's tick, which hosts were lifted (`GET /ready/:host`); it must only note them. */
   onLift(listener: ((hosts: readonly string[]) => void) | null): void {
     this.#listener = listener
   }
 
-  /**
-   * How long host's fence may still stand, in ms, from how long fences stood so far (the batch's progress):
-   * the average fence's life less what this one has had; null when host is not fenced or no fence was lifted
-   * yet.
-   */
+  /** How long host's fence may still stand (ms): the average fence's life less this one's; null when unknown. */
   expectedRemainingMs(host: string): number | null {
     const since = this.#since.get(host)
     if (since === undefined || this.#meanMs === null) return null
@@ -102,11 +79,7 @@ export class FenceTable {
     return this.#gen.get(host)
   }
 
-  /**
-   * Runs grant (synchronously) only while host is not fenced. The wake
-   * API records its claim inside grant, so no fence can be raised between
-   * the check and the record.
-   */
+  /** Runs grant only while host is not fenced, in the same tick: no fence lands between check and claim. */
   admit<T>(host: string, grant: () => T): Admission<T> {
     const g = this.#gen.get(host)
     if (g !== undefined) return { admitted: false, generation: g }

@@ -20,12 +20,7 @@ export interface Refused {
   code: ReasonCode
 }
 
-/**
- * The state of a refused host, by its code: a fence that lifts on its own (a move under way, start-up not
- * done) is not yet, and so is a nested host before the isolation gate's first checks (`gate_pending`); a
- * fence recovery kept, a hold marker, or files not where the row says (`files_*`, refused as `fenced`) is
- * held, for an operator.
- */
+/** A refused host's state by its code: a fence that lifts on its own is not yet; one an operator must clear is held. */
 export function refusedState(r: Refused, phase: string): GateState {
   switch (r.code) {
     case 'not_ready':
@@ -46,14 +41,10 @@ export function refusedState(r: Refused, phase: string): GateState {
 }
 
 /**
- * The status of the forward-auth gate (`/gate/:host`): what Caddy's
- * forward_auth and Traefik's forwardAuth hand the client as it is. A grant
- * is `204`: no body, so a proxy that reads none of a grant (Caddy) keeps
- * its connection to layoutd for the next ask. With
- * `auth_request`, nginx's form: nginx takes only 2xx, 401 and 403 from its
- * subrequest (any other becomes a 500), so not yet is 401 and never is 403,
- * and its configuration turns them into the client's 503 and 403 or 404
- * by the state header.
+ * The status of the forward-auth gate (`/gate/:host`), handed to the client
+ * as is. A grant is `204` (no body, so the proxy's connection is reused).
+ * nginx's `auth_request` takes only 2xx, 401 and 403, so there not yet is
+ * 401 and never 403, mapped by its configuration from the state header.
  */
 export function gateStatus(state: GateState, authRequest: boolean): number {
   if (state === 'ready') return 204
@@ -79,13 +70,7 @@ function clampSeconds(ms: number): number {
   return Math.min(MAX_RETRY_S, Math.max(MIN_RETRY_S, Math.ceil(ms / 1000)))
 }
 
-/**
- * Retry-After, in whole seconds, for a not-yet answer: a fence for what
- * the fences lifted so far say is left of it; a shut gate for the poll
- * interval (it is asked again before the next run); start-up, shutdown
- * (a restart follows), a registry that did not answer (asked again each
- * second) and a full wait list for a second.
- */
+/** Retry-After for a not-yet answer: a fence's expected rest, a shut gate's poll interval, else a second. */
 export function retryAfterSeconds(f: RetryFacts): number {
   switch (f.state) {
     case 'fenced':

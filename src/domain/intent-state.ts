@@ -1,9 +1,6 @@
 // What the box last learned about its intent and its default, for the
-// status report, metrics and the mint (design §5). The last intent seen
-// (and why it was unreadable) and the default's state, noted where the
-// intent is read and read by the rest, with a version and listeners that
-// say when either changed: one object the agent owns and hands to whoever
-// reads or notes it.
+// status report, metrics and the mint (design §5): noted where the intent
+// is read, with a version and listeners that say when it changed.
 import type { DefaultBlock } from './layout-default.js'
 import type { IntentMode } from './modes.js'
 

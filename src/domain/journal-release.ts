@@ -1,13 +1,9 @@
 // Whether an operator may release a kept journal's move (design §8 `journal
-// release`, §4.1): only a move whose state is unambiguous and agrees with
-// its row, so that removing the journal changes nothing but the fence. The
-// files whole at exactly the end the row names and nothing at the other
-// (or the row gone and no files at either end) release; anything else is
-// refused, naming what was found and what the operator must do first, as
-// docs/runbook.md "A kept journal" says. `journal settle` asks the same of
-// each move of a batch, and also releases a move whose row names its other
-// end, the row rewritten to where the files are (as recovery's steps 8 and
-// 9 would). The commands gather the facts.
+// release`, §4.1): only when the files are wholly at the end the row names
+// (or the row and files are gone), so removing the journal changes nothing
+// but the fence; otherwise refused with what to do first (docs/runbook.md
+// "A kept journal"). `journal settle` also rewrites a row to where the files
+// are, as recovery's steps 8 and 9 would.
 import type { MoveRecord, RowAt } from './pass-plan.js'
 import type { ReasonCode } from './reason-codes.js'
 

@@ -54,13 +54,10 @@ export interface DefaultInputs {
 }
 
 /**
- * The effective intent when none is recorded. Nested only on a box that is
- * READY: the default is nested, the build is not placed below the layout
- * floor, and the isolation gate answers. Anything else is `none` (flat, as
- * before the default) with the reason, recorded for status so an operator
- * can see why a box has not moved on its own. The flat opt-out has no
- * reason: nothing is being waited on. The default never forces: an awake
- * host keeps its grace as under a recorded intent.
+ * The effective intent when none is recorded: nested only when the default
+ * is nested, the build is not below the layout floor and the gate answers;
+ * else `none` with the reason status shows (none for the flat opt-out). The
+ * default never forces: an awake host keeps its grace.
  */
 export function defaultLayoutIntent(d: DefaultInputs): DefaultAnswer {
   const { mode, invalid } = layoutDefault(d.layoutDefault)

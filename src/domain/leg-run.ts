@@ -27,19 +27,11 @@ export interface LegRunDeps extends DefaultInputs {
 }
 
 /**
- * The leg's decision: read the intent, and converge only when a request
- * addresses this box with a mode this build knows. An intent that cannot be
- * read moves nothing and is noted `unreadable`, overwriting whatever mode
- * was seen before (a read that just failed is not proof the fleet still
- * wants it); the run could not finish, so the leg comes back to read it
- * again (with backoff), and so does any serial move before that.
- *
- * retry says whether the leg should come back on its own: a host deferred
- * for being awake or held has a reason that clears in wall time, and so does
- * a nested default waiting on the isolation gate. unfinished says the run
- * could not finish (the read failed, or a result is `failed`: a stop that
- * did not happen, a move an I/O error interrupted), and comes back with
- * backoff (design §5.1).
+ * The leg's decision: converge only when an intent addresses this box with a
+ * mode this build knows. An unreadable intent moves nothing and is noted
+ * `unreadable` over the mode seen before (a failed read is no proof the fleet
+ * still wants it). retry: a host waits on wall time (awake, held, the gate);
+ * unfinished: the read failed or a result is `failed`, so backoff (design §5.1).
  */
 export async function layoutLegWith(
   deps: LegRunDeps,

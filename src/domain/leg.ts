@@ -1,19 +1,11 @@
 // The leg (design §1): the single-flight runner of the layout pass, its
-// retry timer, its waiters and the record of its last run. A pass can wait
-// up to a minute per host for a stop, and nothing else the agent does (the
-// poller, the HTTP API, wakes) may wait behind it. One run at a time; moves
-// that land while one runs ask for exactly one more run, however many there
-// were, since that run re-evaluates every host (the SingleFlight rule).
+// retry timer, its waiters and the record of its last run. A pass may wait a
+// minute per host, so nothing else (poller, API, wakes) waits behind it; kicks
+// during a run ask for one more run, which re-evaluates every host (SingleFlight).
 //
-// One retry timer, and the run that last finished decides it (design §5.1):
-// a host waiting on wall time (awake, held, the gate) brings the leg back
-// after CARLOS_LAYOUT_RETRY; a run that could not finish (an unreadable
-// read, a failed result, a run that threw) comes back with backoff, from
-// that interval doubling up to ten times it, each jittered a little sooner;
-// a run that finishes clean resets the backoff and, asking nothing, disarms
-// the timer. A run that both could not finish and has a host waiting on wall
-// time comes back at the earlier of the two: the backoff never stretches the
-// re-check of held and awake hosts. Never a tight loop, never forgotten.
+// One retry timer, set by the last run (design §5.1): a host waiting on wall
+// time brings the leg back after CARLOS_LAYOUT_RETRY, an unfinished run with
+// jittered backoff, the earlier of the two when both; a clean run disarms it.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
@@ -38,11 +30,7 @@ export const RETRY_BACKOFF_CAP = 10
 /** How much sooner than its backoff a retry may come, as a fraction of it: runs of many boxes spread out. */
 export const RETRY_JITTER = 0.2
 
-/**
- * The wait before the retry of the nth run in a row that could not finish:
- * retryMs doubled per earlier failure, capped at RETRY_BACKOFF_CAP times
- * retryMs, then brought sooner by up to RETRY_JITTER of itself (random in [0, 1)).
- */
+/** The wait before the nth unfinished run's retry: retryMs doubled per earlier failure, capped, then jittered sooner. */
 export function retryBackoff(retryMs: number, failures: number, random: number): number {
   const doubled = retryMs * 2 ** Math.min(Math.max(failures - 1, 0), 30)
   const wait = Math.min(doubled, retryMs * RETRY_BACKOFF_CAP)
@@ -74,22 +62,14 @@ function copyRun(run: LegRun): LegRun {
   return { startedAt: run.startedAt, finishedAt: run.finishedAt, results: run.results.map((r) => ({ ...r })) }
 }
 
-/**
- * A finished run, frozen with its results and handed to every reader as
- * it is: copies of 10,000 results for each (the hook, each waiter, each
- * state()) cost the loop milliseconds apiece as the run ended.
- */
+/** A finished run, frozen and shared with every reader: a copy per reader would hold the loop as the run ends. */
 function frozenRun(run: LegRun): LegRun {
   for (const r of run.results) Object.freeze(r)
   Object.freeze(run.results)
   return Object.freeze(run)
 }
 
-/**
- * How many hosts a run's results reach: each host once, however many
- * results name it (recovery's and the pass's for the same host), and the
- * run's own result (host '') not at all.
- */
+/** How many hosts a run's results reach: each once, the run's own result (host '') not at all. */
 export function hostsReached(results: LegRun['results']): number {
   const hosts = new Set<string>()
   for (const r of results) if (r.host !== '') hosts.add(r.host)
@@ -130,10 +110,8 @@ export class Leg {
   }
 
   /**
-   * Kicks the leg and resolves with the first run that STARTS after the
-   * kick, once it has finished: a run already under way began before the
-   * move that asked, so its answer is not this kick's. null when no such run
-   * finishes within timeoutMs, or the leg is stopped first.
+   * Kicks and resolves with the first run that STARTS after the kick, once
+   * finished (a run under way predates the ask); null on timeout or stop.
    */
   kickAndWait(timeoutMs: number): Promise<LegRun | null> {
     if (this.#flight.stopped) return Promise.resolve(null)
@@ -154,10 +132,8 @@ export class Leg {
   }
 
   /**
-   * The run under way now, once it has finished; null when none is under
-   * way. A `converge --wait` kicked during a run waits for the next run,
-   * which finds the hosts this one moved unchanged: this is the run that
-   * moved them, answered beside it. Resolves null if the leg stops first.
+   * The run under way, once finished (null when none, or the leg stops): the
+   * run that moved the hosts, answered beside the next run that finds them done.
    */
   runUnderWay(): Promise<LegRun | null> | null {
     if (!this.#flight.running || this.#flight.stopped) return null
@@ -204,11 +180,7 @@ export class Leg {
     this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
   }
 
-  /**
-   * What the run that just finished asks of the retry timer: backoff when it
-   * could not finish, the retry interval when a host waits on wall time, and
-   * otherwise nothing (the backoff starts again).
-   */
+  /** What the run that just finished asks of the retry timer: backoff, the retry interval, or nothing. */
   #scheduleAfter(outcome: LegOutcome): void {
     const { retryMs, logger, random = Math.random } = this.#opts
     // A wake grace that runs out before the interval brings the leg back when it does.
@@ -220,9 +192,7 @@ export class Leg {
       return
     }
     this.#failures++
-    // A host waiting on wall time (held, awake and deferred) is looked at
-    // again within the retry interval, as the seed's re-check does: a
-    // failing host's backoff never stretches it, so the earlier of the two.
+    // A host waiting on wall time is re-checked within the interval (the seed's rule): the earlier of the two.
     const backoff = retryBackoff(retryMs, this.#failures, random())
     this.#armRetry(outcome.retry ? Math.min(backoff, soonest) : backoff)
     logger.info(
@@ -232,11 +202,7 @@ export class Leg {
     )
   }
 
-  /**
-   * Cancels the retry timer, aborts the run under way (it finishes its
-   * current host) and makes every later kick a no-op. wait() tells when the
-   * run has ended.
-   */
+  /** Cancels the timer, aborts the run (it finishes its host), makes later kicks no-ops; wait() tells the end. */
   stop(): void {
     if (this.#flight.stopped) return
     this.#flight.stop()
@@ -245,11 +211,7 @@ export class Leg {
     if (!this.#flight.running) this.#settleWaiters()
   }
 
-  /**
-   * A result of the run under way, as it is decided: the run's record grows
-   * while it goes on, so `converge --wait` can show progress. The run's own
-   * answer replaces these when it ends.
-   */
+  /** A result of the run under way, shown as progress; the run's own answer replaces these when it ends. */
   progress(result: Result): void {
     if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) {
       this.#lastRun.results.push(result)
@@ -257,11 +219,7 @@ export class Leg {
     }
   }
 
-  /**
-   * A key of what state() would answer, built in constant time: equal keys,
-   * equal states. The report asks it on every poll instead of copying the
-   * last run's results.
-   */
+  /** A constant-time key of what state() would answer: equal keys, equal states. */
   stateKey(): string {
     return `${this.#flight.running ? 1 : 0}${this.#flight.pending ? 1 : 0}.${this.#changes}`
   }
@@ -303,9 +261,7 @@ export class Leg {
     try {
       outcome = await this.#opts.run(this.#abort.signal)
     } catch (err) {
-      // A run that throws must not wedge the leg. It is recorded as the
-      // run's one result, and retried with backoff: the fault may be
-      // passing, and a quiet fleet would never come back for it.
+      // A run that throws is recorded as its one result and retried with backoff: the fault may pass.
       const reason = errorMessage(err)
       if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.

@@ -28,19 +28,11 @@ export function nestedRowsPresent(dirs: Dirs, rows: readonly Route[]): boolean {
 }
 
 /**
- * The mode of the intent addressing this box; with none recorded, the
- * default's answer, and flat when the default does not apply. An unreadable
- * intent throws the `intent_unreadable` AppError: minting flat on a box the
- * fleet may want nested would make the very exposure nesting exists to end,
- * so the caller defers its mint instead.
- *
- * With no intent and the deployment's default nested, a box whose registry
- * already holds an activator-managed row at the nested paths mints nested
- * even while the gate has not answered (the first mint after a restart can
- * come before the isolation probe's first verdict): the box has evidently
- * moved, and a flat row beside nested siblings is the exposure the default
- * exists to end. The gate still guards every wake, so a row minted this way
- * waits for it.
+ * The mode of the intent addressing this box, else the default's, else flat.
+ * An unreadable intent throws `intent_unreadable`: minting flat on a box the
+ * fleet may want nested is the exposure nesting ends. With the default
+ * nested and a managed row already nested, it mints nested before the gate
+ * answers (the box has moved); the gate still guards every wake.
  */
 export async function mintLayoutIntentWith(deps: MintDeps, signal?: AbortSignal): Promise<Mode> {
   let read: IntentRead

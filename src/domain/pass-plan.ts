@@ -1,9 +1,7 @@
 // The pass's decisions, without I/O: what to do with one row under a mode
 // (design §3 step 1), how a run's moves are split into group commits and
-// into sleeping and awake hosts, the order its results are reported in,
-// what recovery does with one journal given where the files are (the §4
-// table), and whether a hold marker stands or drops. The infra pass gathers
-// the facts and carries the decisions out.
+// into sleeping and awake hosts, the order of its results, what recovery
+// does with one journal (the §4 table), and whether a hold stands or drops.
 import { errorMessage } from '../errors.js'
 import type { PathClaims } from './classify.js'
 import type { IntentMode, Mode, Result } from './modes.js'

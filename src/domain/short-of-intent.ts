@@ -1,9 +1,7 @@
 // Rows a person must act on (design §6.2): rows the activator may not wake,
 // or that are not where the intent wants them, for a reason nothing clears
-// on its own (held, refused, kept, missing, conflict, foreign). The report
-// warns of them, `layoutd status --check` exits 1 naming them, and the
-// `rows_needing_operator` gauge counts them by code. Decided by the row's
-// code, never its sentence. No I/O.
+// on its own. The report warns of them, `layoutd status --check` exits 1 on
+// them, `rows_needing_operator` counts them; decided by code, never sentence.
 import { FAILED_CODES } from './box-summary.js'
 import { PASSING_CODES, type ReasonCode } from './reason-codes.js'
 import type { LayoutReport, RowReport } from './schemas.js'

@@ -31,12 +31,10 @@ export interface StartupDeps extends DefaultInputs {
 export type OpenedStore = { ok: true; store: DeployStore } | { ok: false; error: unknown }
 
 /**
- * The intent start-up recovery runs under. The intent only matters to a
- * journal or a hold marker (RestoreHolds acts on those), so with neither in
- * <data>/layout it is `none` and the deploy store is not opened: the
- * activator's start does not wait on a read it has no use for, and the
- * published intent is left for the first serial move to set. A layout
- * directory that cannot be listed may hold journals, so it is read as usual.
+ * The intent start-up recovery runs under: only journals and holds need it,
+ * so with neither in <data>/layout it is `none` and the store is not read,
+ * and the activator's start waits on nothing. An unlistable directory may
+ * hold journals, so then the intent is read.
  */
 export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMode> {
   const [journals, holds] = await Promise.allSettled([deps.layoutDir.journalHosts(), deps.layoutDir.holdHosts()])

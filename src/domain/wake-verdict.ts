@@ -96,13 +96,10 @@ function filesRefusal(route: Route, dirs: Dirs, seen: FilesSeen): Why | null {
 }
 
 /**
- * What a claim for host gets now, without recording it: refused while
- * the agent cannot say (no activator, not ready), for a row it does not
- * know or manage, and for the row words that do not wake (design §1):
- * fenced, held, conflict, a flat or nested row whose files are not where
- * it says, and nested while the isolation gate is shut (not yet judged
- * before the gate's first checks). Flat and foreign rows wake as they are,
- * gate or no gate.
+ * What a claim for host gets now, unrecorded: refused when the agent cannot
+ * say, for a row it does not manage, for words that do not wake (design §1),
+ * files not where the row says, and nested while the gate is shut. Flat and
+ * foreign rows wake whatever the gate says.
  */
 export function judgeWake(host: string, facts: WakeFacts, files: FilesSeen): WakeVerdict {
   if (!facts.armed) return refused(host, 'unmanaged', why('no_activator', NO_ACTIVATOR), 'not_ready')
