@@ -1,5 +1,5 @@
 // The directory deploy store (design §7): one JSON file per intent under
-// <deploymentDir>/layout/intents/<id>.json; every write is whole or absent,
+// <deploymentDir>/layout/intents/<id>.json. Every write is whole or absent,
 // since a fleet may share the filesystem. A box's summary (design §7.3) is
 // layout/boxes/<box>.json with an expiresAt its agent renews in place of a
 // lease; it outlives its agent (a clean stop leaves <box>.stopped beside it)

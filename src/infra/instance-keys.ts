@@ -4,11 +4,9 @@
 // mode 0600. A key is never overwritten: whatever is at that name already
 // (a key, a file the tenant put there, a symlink) stays as it is.
 //
-// Each key is minted in its host's preparation slot, the slot a wake claim
-// for that host waits on, so an instance never starts while its key is half
-// made; and the agent runs no move while a backfill is under way (the start's,
-// or the one at the head of each run of the leg), so no key is written into
-// a directory that is being renamed away.
+// Each key is minted in its host's preparation slot, which a wake claim waits
+// on, so no instance starts on a half-made key; no move runs during a
+// backfill, so no key is written into a directory being renamed away.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import { constants, type Stats } from 'node:fs'
@@ -21,11 +19,9 @@ export const INSTANCE_ENV = 'instance.env'
 export const INSTANCE_KEY_VAR = 'CARLOS_INSTANCE_KEY'
 
 /**
- * The key is written under this name first and linked into place. A fixed
- * name, so a temporary file a crash left behind is found (and removed) by
- * the next mint without listing the tenant's directory: left there it
- * would be a second name of instance.env, and the pass's preflight holds a
- * host with a file of two names.
+ * The key is written under this name, then linked into place. Fixed, so the
+ * next mint finds a crash's leftover without listing the directory: left,
+ * it would be a second name of instance.env, which preflight holds.
  */
 const TEMP = '.instance.env.tmp'
 

@@ -30,10 +30,8 @@ export function isRealTime(s: ThreadScheduling): boolean {
 }
 
 /**
- * A task's stat line read: its name (between the first `(` and the last
- * `)`, since a name may hold either), then fields 19 (nice), 40
- * (rt_priority) and 41 (policy) of proc(5). Undefined for a line that is
- * not one.
+ * A task's stat line: its name (first `(` to last `)`, since a name may hold
+ * either), and proc(5) fields 19 (nice), 40 (rt_priority), 41 (policy).
  */
 export function parseTaskStat(line: string): ThreadScheduling | undefined {
   const open = line.indexOf('(')

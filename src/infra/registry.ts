@@ -52,11 +52,9 @@ export interface RegistryOptions {
    */
   create?: boolean
   /**
-   * When a commit of this connection is on disk (design §3.5): 'commit'
-   * (the default, every command's) when its transaction returns, the WAL
-   * fsynced by SQLite there and then; 'sync' once sync() has answered, the
-   * WAL fsynced on libuv's threadpool, so the agent's loop never waits on
-   * the disk for a commit (design §3.6).
+   * When a commit is on disk (design §3.5): 'commit' (the default) when its
+   * transaction returns; 'sync' once sync() answers, the WAL fsynced on the
+   * pool so the agent's loop never waits on the disk (design §3.6).
    */
   durableAt?: 'commit' | 'sync'
   /** The checkpoint thread's script (durableAt 'sync'); tests hand in one that fails. */

@@ -22,10 +22,8 @@ export function rewritesOf(routes: readonly Route[]): Rewrites | undefined {
 }
 
 /**
- * Whether two lists hold the same hosts because one was carried from the
- * other (or both from one listing) over rewrites alone: a carried list
- * rewrites the paths of rows it has and never adds or drops one. False for
- * two listings, whatever they hold.
+ * Whether two lists share a listing, so hold the same hosts (carrying only
+ * rewrites paths); false for two listings, whatever they hold.
  */
 export function sameRowsCarried(a: readonly Route[], b: readonly Route[] | undefined): boolean {
   if (b === undefined) return false

@@ -1,5 +1,5 @@
 // The wake claims (design §4 "the sweep", §6): which hosts the activator has
-// awake, kept in the registry's `wakes` table so a claim outlives layoutd,
+// awake. Kept in the registry's `wakes` table so a claim outlives layoutd,
 // and mirrored in memory so the pass and a wake read them without I/O. A
 // table unreadable at start makes every host count as awake: the pass
 // trusts no stop it cannot prove.

@@ -1,4 +1,4 @@
-// The registry's checkpoints, off the loop's thread (design §3.6): SQLite
+// The registry's checkpoints, off the loop's thread (design §3.6). SQLite
 // checkpoints on whichever connection committed last, fsyncing the WAL and
 // the database, so the loop would wait on the disk (figures in
 // docs/performance.md). The agent's connections never checkpoint; this does,

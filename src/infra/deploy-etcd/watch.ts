@@ -1,8 +1,8 @@
-// The watch of the intents' prefix (design §7.2) over the gateway's streaming
-// POST /v3/watch, one stream at a time: resumed on the next endpoint from the
-// revision after the last seen (no event missed or seen twice), with jittered
-// backoff, each break logged once. A stream silent past its bound is dropped:
-// a frozen member holds a stream open and says nothing.
+// The watch of the intents' prefix (design §7.2): resumed from the last
+// revision seen, re-established with backoff, dropped when silent past its
+// bound. One stream of POST /v3/watch at a time, resumed on the next endpoint
+// from the revision after the last seen (no event missed or seen twice), each
+// break logged once; a frozen member holds a stream open and says nothing.
 import type { Dispatcher } from 'undici'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
@@ -64,11 +64,9 @@ export class PrefixWatch {
   }
 
   /**
-   * Watches the prefix from the endpoint that answered last. onChange is
-   * called on every event, and also when a watch is (re)established or
-   * breaks: what changed while no watch was up is then read at once, by
-   * the poll the agent runs anyway. A broken watch is re-established with
-   * backoff on the next endpoint until signal aborts or the gateway closes.
+   * Watches the prefix from the endpoint that answered last, until signal
+   * aborts or the gateway closes. onChange fires on every event and when a
+   * watch is (re)established or breaks, so what changed meanwhile is read at once.
    */
   watch(onChange: () => void, signal: AbortSignal): void {
     const { gateway, logger } = this.#opts

@@ -1,5 +1,5 @@
 // A batch's journal, `<data>/layout/_batch-<generation>.journal` (design
-// §3.3): every move of one group commit in one file, `{v: 2, generation,
+// §3.3): every move of one group commit in one file. It is `{v: 2, generation,
 // startedAt, moves}`, written with one fdatasync and one directory fsync and
 // read back as a host's own journal is: one bad move keeps the whole file,
 // and every host it names stays fenced.

@@ -1,5 +1,5 @@
 // The awake grace (design §3 step 2), `<data>/layout/grace.json`: when each
-// awake host was first deferred, and toward which mode; persisted so a
+// awake host was first deferred, and toward which mode. Persisted so a
 // restart grants no fresh hour. An entry ends when its host reaches that mode
 // or the intent changes. Within one life a grace runs on the monotonic clock
 // (a stepped wall clock cannot change it); a persisted stamp from the future is clamped.
@@ -62,10 +62,8 @@ export class GraceBook {
   }
 
   /**
-   * A stamp read back later than now (the clock stepped back since it was
-   * written, or another box's clock wrote it) would stretch that host's
-   * grace by as much: beyond the tolerance it is clamped to now, said in a
-   * log line. Clamping only ever restarts a grace, never ends one early.
+   * A stamp read back later than now would stretch the grace: beyond the
+   * tolerance it is clamped to now and logged, which restarts a grace, never ends one.
    */
   #clampFuture(file: string, logger: Logger): void {
     const now = this.#clock.now()
@@ -110,11 +108,9 @@ export class GraceBook {
   }
 
   /**
-   * The grace host has left toward mode, starting it now when it has none:
-   * at most graceMs. nowMs is the wall clock of the run, stamped on a new
-   * entry; the time gone is the monotonic clock's, from the first ask in
-   * this process (an entry read back starts with what its stamp says had
-   * gone by then, never less than nothing).
+   * The grace host has left toward mode (at most graceMs), started now when
+   * it has none. nowMs stamps a new entry; time gone is the monotonic clock's
+   * within this process, plus what a read-back stamp says had gone.
    */
   left(host: string, mode: Mode, nowMs: number, graceMs: number): number {
     const mono = this.#clock.monotonic?.() ?? nowMs

@@ -1,5 +1,5 @@
 // Move journals (design §3 step 4): written and fsynced before any file of
-// a host moves, removed once the move is complete: a host's own
+// a host moves, removed once the move is complete. A host's own
 // `<host>.journal` (v1) or a batch's `_batch-<generation>.journal` (v2; no
 // hostname starts with `_`). Its presence means "fenced, recover me", so one
 // is acted on only when it reads back whole and names exactly the two shapes

@@ -1,6 +1,7 @@
-// How a journaled move ends (design §3 steps 5, 8, 9): rows committed (the
-// commit point) then finished (journal closed, fence lifted, edge reloaded);
-// held by a marker (a tenant's doing); or abandoned with nothing moved.
+// How a journaled move ends (design §3 steps 5, 8, 9): committed and
+// finished, held, or abandoned. Rows committed (the commit point) then
+// finished (journal closed, fence lifted, edge reloaded); held by a marker
+// (a tenant's doing); or abandoned with nothing moved.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import type { GraceBook } from './grace.js'

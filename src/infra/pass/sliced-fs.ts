@@ -1,6 +1,6 @@
 // The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, a mode
 // set through a handle), made synchronously in short slices that give the
-// event loop back between them (design §3.3): on a cached directory such a
+// event loop back between them (design §3.3). On a cached directory such a
 // call is cheaper than a pool round trip, and the slice bounds how long a
 // wake claim waits. Calls that wait on the disk or make or free an inode
 // (fsync, mkdir, rmdir) run on the pool instead.
