@@ -62,7 +62,7 @@ export class FenceTable {
     if (listener !== null && lifted !== null && lifted.length > 0) listener(lifted)
   }
 
-  /** The one listener told, in the lift's tick, which hosts were lifted (`GET /ready/:host`); it must only note them. */
+  /** The one listener told, in the lift's tick, which hosts were lifted (`GET /ready/:host`); it only notes them. */
   onLift(listener: ((hosts: readonly string[]) => void) | null): void {
     this.#listener = listener
   }

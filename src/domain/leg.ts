@@ -30,7 +30,7 @@ export const RETRY_BACKOFF_CAP = 10
 /** How much sooner than its backoff a retry may come, as a fraction of it: runs of many boxes spread out. */
 export const RETRY_JITTER = 0.2
 
-/** The wait before the nth unfinished run's retry: retryMs doubled per earlier failure, capped, then jittered sooner. */
+/** The wait before the nth unfinished run's retry: retryMs doubled per failure, capped, then jittered sooner. */
 export function retryBackoff(retryMs: number, failures: number, random: number): number {
   const doubled = retryMs * 2 ** Math.min(Math.max(failures - 1, 0), 30)
   const wait = Math.min(doubled, retryMs * RETRY_BACKOFF_CAP)

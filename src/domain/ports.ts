@@ -1,6 +1,5 @@
 // Every interface the domain needs from the outside. infra/ implements them;
-// tests implement them with real adapters on temp directories, or with small
-// fakes where the outside thing is the subject (a store that fails, a clock).
+// tests use real adapters, or fakes where the outside thing is the subject.
 import type { BoxSummary, KeptBox } from './box-summary.js'
 import type { IntentMode, Mode, Result, RowLayout } from './modes.js'
 import type { ReasonCode, Why } from './reason-codes.js'
@@ -21,10 +20,7 @@ export interface Logger {
 export interface Clock {
   /** The wall clock (ms since the epoch): for stamps shown and persisted, never for a duration. */
   now(): number
-  /**
-   * A clock that never steps (ms from an arbitrary start), for durations: a
-   * wall clock stepped back would stretch them. Absent: the wall clock.
-   */
+  /** A clock that never steps, for durations (a stepped wall clock would stretch them). Absent: the wall clock. */
   monotonic?(): number
   /** Runs fn after ms; the returned function cancels it. */
   setTimer(ms: number, fn: () => void): () => void
@@ -49,81 +45,55 @@ export interface AddOptions {
 /** The box's registry (SQLite). Synchronous: it is a local database file. */
 export interface RouteStore {
   list(): Route[]
-  /** The rows as list would answer them, listed again only when someone else has committed since the last look. */
+  /** The rows, listed again only when someone else has committed since the last look. */
   snapshot(): RowsSnapshot
   get(host: string): Route | undefined
   /** Inserts a row; throws a coded error when the host exists. */
   add(route: Route, opts?: AddOptions): void
-  /** Inserts every row in one transaction, or none: each checked as add checks one, claimed paths included. */
+  /** Inserts every row in one transaction, or none, each checked as add checks one. */
   addMany(routes: readonly Route[]): void
   /** Removes a row; false when there was none. */
   remove(host: string): boolean
-  /** Rewrites the paths of many rows in one transaction (the move's commit point); on disk once sync() answers. */
+  /** Rewrites many rows' paths in one transaction (the move's commit point); durable once sync() answers. */
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void
-  /** The next fence generation from the registry's counter; strictly increasing across restarts once sync() answers. */
+  /** The next fence generation; strictly increasing across restarts once sync() answers. */
   nextGeneration(): number
-  /** Every commit made so far on disk, without holding up the calling thread (design §3.5, §3.6). */
+  /** Every commit so far on disk, off the calling thread (design §3.5, §3.6). */
   sync(): Promise<void>
 }
 
 /** The deploy store where the fleet records layout intents (design §7). */
 export interface DeployStore {
-  /** Every record, sorted by id (newest last). Throws when the store cannot be read or a record is malformed. */
+  /** Every record, oldest first. Throws when the store cannot be read or a record is malformed. */
   list(signal: AbortSignal): Promise<IntentRecord[]>
   /** Records an intent durably. */
   record(intent: IntentRecord, signal: AbortSignal): Promise<void>
-  /**
-   * Calls onChange soon after a record lands (a store that can push, like
-   * etcd's watch), until signal aborts. Absent: the agent polls only. A
-   * watch is a hint that makes the next read sooner, never a read itself.
-   */
+  /** Calls onChange soon after a record lands, until signal aborts: a hint to read sooner. Absent: poll only. */
   watch?(onChange: () => void, signal: AbortSignal): void
   /** Where the store is, for logs and errors. */
   describe(): string
-  /**
-   * Which store this is, with no secret in it (design §7.7): `dir <path>`, or
-   * `etcd cluster <id> <prefix>` once a read has said the cluster. Absent: `describe()` stands in.
-   */
+  /** Which store this is, with no secret in it (design §7.7). Absent: `describe()` stands in. */
   identity?(): string
   close(): Promise<void>
-  /**
-   * Publishes this box's summary (design §7.3) and keeps it alive until
-   * close: etcd on a lease, the directory with a time stamp it renews. The
-   * caller publishes only a summary that changed.
-   */
+  /** Publishes this box's summary (design §7.3), kept alive until close; the caller publishes only changes. */
   publishBox?(summary: BoxSummary, signal: AbortSignal): Promise<void>
   /** Every live agent publishes here (etcd): a box missing from listBoxes has never run, or is dead. */
   readonly tracksBoxes?: boolean
   /** The summaries of the live boxes, sorted by label. */
   listBoxes?(signal: AbortSignal): Promise<BoxSummary[]>
-  /**
-   * Every box the store knows, sorted by label: the live ones, and those whose agent is gone with their
-   * last summary and since when (design §7.3), until they come back or are forgotten.
-   */
+  /** Every box the store knows, by label: live ones, and gone ones with their last summary (design §7.3). */
   listKnownBoxes?(signal: AbortSignal): Promise<KeptBox[]>
-  /**
-   * Forgets a gone box: its last summary is removed. Throws `box_live` while its agent is live and
-   * `unknown_box` when the store knows no such box; resolves to what was forgotten.
-   */
+  /** Forgets a gone box's last summary; throws `box_live` or `unknown_box`. */
   forgetBox?(box: string, signal: AbortSignal): Promise<KeptBox>
   /** Removes the records of these ids (intent prune); an id already gone is no failure. */
   remove?(ids: readonly string[], signal: AbortSignal): Promise<void>
-  /**
-   * Every record it can read, and each it cannot with where it is and why, where list throws on the first
-   * (fleet status, intent history, record repair). Throws only when the store itself cannot be read.
-   */
+  /** Every readable record, and where and why each other is not (list throws on the first). */
   inspect?(signal: AbortSignal): Promise<StoreContents>
-  /**
-   * Moves record `id` aside to where an operator can still read it and, when a replacement is given,
-   * records it with no moment where a reader finds neither (design §7.4). Resolves to where the record went.
-   */
+  /** Moves record `id` aside, recording any replacement with no moment a reader finds neither (design §7.4). */
   quarantine?(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string>
   /** The records moved aside, as their bytes say, with where each is. */
   listQuarantined?(signal: AbortSignal): Promise<QuarantinedRecord[]>
-  /**
-   * Takes this box's label for this agent (design §7.5), or throws naming the agent that holds it; the label
-   * stays held until close. Absent: the store serves one box (its data root's lock is the rule).
-   */
+  /** Takes this box's label until close (design §7.5), or throws naming its holder. Absent: a one-box store. */
   claimLabel?(holder: LabelHolder, signal: AbortSignal): Promise<void>
   /** The staged rollouts (design §7.6): etcd keeps them; the directory store, serving one box, does not. */
   rollouts?(): RolloutPort
@@ -165,10 +135,7 @@ export interface LabelHolder {
 export interface IsolationGate {
   /** The last verdict, without I/O: what a wake or the status report sees. */
   check(): string | null
-  /**
-   * Whether every check has been evaluated once: before, check() says `not yet run`, which is no verdict, and a
-   * nested host is not yet judged rather than refused (design §5.4). Absent: judged.
-   */
+  /** Whether every check has run once; before, a nested host is not yet judged, not refused (design §5.4). */
   judged?(): boolean
 }
 
@@ -181,17 +148,13 @@ export interface Classification {
 }
 
 /**
- * The layout pass (design §3, §4). The leg is its only caller of
- * Converge; Recover and RestoreHolds run once at start-up. Classify, Held
- * and Note read in-memory state only, so the status report and a wake
- * never wait on the disk.
+ * The layout pass (design §3, §4). Only the leg converges; recover and
+ * restoreHolds run at start-up; classify, held and note read memory only,
+ * so the report and a wake never wait on the disk.
  */
 export interface LayoutPass {
   converge(mode: Mode, opts: { deferAwake: boolean; signal: AbortSignal }): Promise<Result[]>
-  /**
-   * When the soonest grace of a host the last converge deferred runs out (ms since the epoch), or null:
-   * the leg comes back then rather than at its retry interval (design §3 step 2). Absent: never sooner.
-   */
+  /** When the soonest deferred host's grace ends, or null: the leg comes back then (design §3 step 2). */
   graceEndsAt?(): number | null
   /** defaultOptedOut: under `none`, the default is flat, so a half-done move to nested is rolled back. */
   recover(intent: IntentMode, opts?: { defaultOptedOut?: boolean }): Promise<Result[]>
@@ -202,21 +165,13 @@ export interface LayoutPass {
   held(host: string): Why | undefined
   /** The row's note (what was set aside, and when), or ''. */
   note(host: string): string
-  /**
-   * A count that moves whenever a journal, hold, fence or note the pass
-   * keeps changes: until it moves, classify, held and note answer as they
-   * did (for rows that did not change), so the report need not be built again.
-   */
+  /** Moves whenever a journal, hold, fence or note changes: until then the report need not be rebuilt. */
   changes(): number
   /** What classify, held and note go by, at this tick, for a report built on another thread (design §6.2). */
   facts(): PassFacts
 }
 
-/**
- * What the pass says of the hosts it keeps down or noted, read in one tick:
- * with the registry's rows of the same tick, every row's word follows from
- * it as the pass's own classify gives it (report-feed.ts).
- */
+/** What the pass says of the hosts it keeps down or noted, in one tick: with that tick's rows, every row's word. */
 export interface PassFacts {
   /** Every host the pass fences (a journal, one kept, a hold, the fence table), with why. */
   fenced: Array<[string, Why]>
@@ -228,10 +183,7 @@ export interface PassFacts {
 
 /** What `<data>/layout` holds, listed at start and by the unmanaged report. */
 export interface LayoutDirectory {
-  /**
-   * Refuses (errors.dataRootNotDirectory, …) a D/layout, D/apps or D/nested that is not a real directory;
-   * nothing is read before it (design §2.1).
-   */
+  /** Refuses a D/layout, D/apps or D/nested that is not a real directory; run before any read (design §2.1). */
   verifyRoots(): Promise<void>
   journalHosts(): Promise<string[]>
   holdHosts(): Promise<string[]>
