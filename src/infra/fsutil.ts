@@ -128,8 +128,8 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
  */
 export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
   if (fsyncSkipped(name)) return
-  // The open and close of a directory are metadata calls of microseconds,
-  // made synchronously; only the fsync waits on the disk.
+  // Opening and closing a directory are cheap metadata calls, made
+  // synchronously; only the fsync waits on the disk.
   const fd = fsSync.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
     await fsyncFd(fd)

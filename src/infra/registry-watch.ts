@@ -81,7 +81,7 @@ export class RegistryWatch {
   /**
    * Looks at the file now (a stat, its first 16 bytes, and while the disk
    * was full, its free space) and throws the coded fault if it is one the
-   * agent cannot serve claims from. A few microseconds: asked per claim.
+   * agent cannot serve claims from. Cheap (no read past the header): asked per claim.
    */
   check(): void {
     if (this.#fault !== null && this.#fault.code !== 'registry_full') throw this.#fault

@@ -141,10 +141,9 @@ export async function removeJournals(dirs: Dirs, hosts: Iterable<string>): Promi
 
 /**
  * Removes journal files by name (absent ones are fine) with one directory
- * fsync. The unlinks are made on libuv's threadpool, as a `mkdir` is
- * (design §3.3): a batch's journal holds blocks, and the unlink that frees
- * them waits on the disk's discard (up to 4 ms here), which the loop's
- * thread, answering the activator, must not.
+ * fsync. The unlinks run on the pool (design §3.3): freeing a batch
+ * journal's blocks waits on the disk's discard, which the loop's thread,
+ * answering the activator, must not.
  */
 export async function removeJournalFiles(dirs: Dirs, names: Iterable<string>): Promise<void> {
   await unlinkMany(layoutDir(dirs), names, 'journal-remove-dir')

@@ -271,9 +271,8 @@ export function modeDirs(to: Mode, dest: RowPaths): string[] {
  * and then `D/nested/<host>/` removed when empty, and the directories that
  * lost an entry fsynced. rmdir(2) removes only an empty directory and
  * never follows a link; anything left there stays, with its parents.
- * An rmdir frees an inode and costs some 0.2 ms here, far more than a
- * round trip of the thread pool: the hosts' rmdirs run there, many at once,
- * each host's two in order, and the loop's thread is left free.
+ * An rmdir frees an inode, which costs more than a pool round trip, so the
+ * rmdirs run on the pool, many at once, each host's two in order.
  */
 export async function removeEmptyNestedRoots(dirs: Dirs, hosts: readonly string[]): Promise<void> {
   const synced = await mapLimit(hosts, SYNC_CONCURRENCY, async (host) => {

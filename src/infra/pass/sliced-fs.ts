@@ -79,11 +79,9 @@ export function ensureDirSync(dir: string, mode: number): boolean {
 }
 
 /**
- * ensureDirSync with its mkdir on the thread pool. A mkdir allocates an
- * inode and waits its turn in the filesystem's journal behind the fsyncs
- * of the batch before: some 0.24 ms each on the development machine, half
- * of the loop's time in a migrate of 1,000 hosts when they were made here.
- * Looked at first on the loop's thread, which costs microseconds.
+ * ensureDirSync with its mkdir on the thread pool: a mkdir allocates an
+ * inode and waits in the filesystem's journal behind the previous batch's
+ * fsyncs. The look first is made on the loop's thread, where it is cheap.
  */
 export async function ensureDirOffLoop(dir: string, mode: number): Promise<boolean> {
   const there = lstatSyncOrUndefined(dir)
