@@ -339,8 +339,8 @@ const ORDER_STRIDE = 256
  * One result per host, in row order (results about the whole run first).
  * A host recovery finished and the row loop then reached says what
  * happened to it last, unless that was only `unchanged`. `pause` is asked
- * every ORDER_STRIDE results (the pass's slicer: a converge of 10,000
- * ordered its results in one go, 7–16 ms of the loop as the run ended).
+ * every ORDER_STRIDE results (the pass's slicer), so ordering a large run's
+ * results does not hold the loop as the run ends.
  */
 export async function inRowOrder(
   results: readonly Result[],
