@@ -1,11 +1,10 @@
 // The registry's checkpoints, off the loop's thread (design §3.6). SQLite
-// checkpoints on whichever connection committed last, fsyncing the WAL and
-// the database, so the loop would wait on the disk (figures in
-// docs/performance.md). The agent's connections never checkpoint; this does,
-// on its own thread and connection, once the WAL holds 1,000 pages not
-// copied back (read from the `-shm` index). Durability is unchanged (a commit
-// is on disk with the WAL). If the thread fails, the connections checkpoint
-// themselves again, and the agent says so.
+// checkpoints on the connection that committed last, fsyncing WAL and
+// database, so the loop would wait on the disk (docs/performance.md). The
+// agent's connections never do; this does, on its own thread and connection,
+// once the WAL holds 1,000 pages not copied back (read from the `-shm`
+// index). A commit is durable with the WAL alone. If the thread fails, the
+// connections checkpoint themselves again, and the agent says so.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
