@@ -59,6 +59,8 @@ export interface RegistryOptions {
   durableAt?: 'commit' | 'sync'
   /** The checkpoint thread's script (durableAt 'sync'); tests hand in one that fails. */
   checkpointThread?: URL
+  /** How long the checkpoint thread is kept after its last checkpoint (wal-checkpointer.ts; tests shorten it). */
+  checkpointThreadIdleMs?: number
 }
 
 /** Opens the file as a database, a failure named with its path; a missing file refused when it must exist. */
@@ -203,7 +205,7 @@ export class Registry implements RouteStore {
     this.#stmt = prepare(db)
     this.#watch = new RegistryWatch(file)
     try {
-      if (durableAt === 'sync') this.#checkpointer = this.#checkpointElsewhere(opts.checkpointThread)
+      if (durableAt === 'sync') this.#checkpointer = this.#checkpointElsewhere(opts)
     } catch (err) {
       this.#watch.close()
       throw err
@@ -215,13 +217,14 @@ export class Registry implements RouteStore {
    * the checkpoint's fsyncs): a thread of the registry's own does, and
    * should it fail, they go back to checkpointing themselves (design §3.6).
    */
-  #checkpointElsewhere(script: URL | undefined): WalCheckpointer {
+  #checkpointElsewhere({ checkpointThread: script, checkpointThreadIdleMs: idleMs }: RegistryOptions): WalCheckpointer {
     const synchronous = fsyncSkipped('registry-commit') ? 'OFF' : 'NORMAL'
     this.#db.pragma('wal_autocheckpoint = 0')
     return new WalCheckpointer(
       { file: this.file, synchronous },
       {
         ...(script === undefined ? {} : { worker: script }),
+        ...(idleMs === undefined ? {} : { idleMs }),
         onFailed: (reason) => {
           for (const db of [this.#db, this.#claimsConnection?.db]) {
             if (db?.open === true) db.pragma(`wal_autocheckpoint = ${CHECKPOINT_PAGES}`)
@@ -334,6 +337,12 @@ export class Registry implements RouteStore {
   get checkpoints(): { asked: number; done: number; failed: boolean } | undefined {
     const c = this.#checkpointer
     return c === undefined ? undefined : { asked: c.asked, done: c.done, failed: c.failed }
+  }
+
+  /** The checkpoint threads started so far, and whether one lives now (tests). */
+  get checkpointThread(): { started: number; running: boolean } | undefined {
+    const c = this.#checkpointer
+    return c === undefined ? undefined : { started: c.started, running: c.running }
   }
 
   /** The wake claims' store, on the registry's claims connection (opened on first use, closed with the registry). */

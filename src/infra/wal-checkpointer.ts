@@ -4,7 +4,9 @@
 // agent's connections never do; this does, on its own thread and connection,
 // once the WAL holds 1,000 pages not copied back (read from the `-shm`
 // index). A commit is durable with the WAL alone. If the thread fails, the
-// connections checkpoint themselves again, and the agent says so.
+// connections checkpoint themselves again, and the agent says so. The thread
+// lives only while checkpoints come (started by the first, ended after
+// THREAD_IDLE_MS without one): an idle isolate would hold its heap for nothing.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
@@ -17,6 +19,9 @@ export const CHECKPOINT_NICE = 5
 
 /** How often the WAL index is looked at between the pass's commits (the claims commit too). */
 const LOOK_EVERY_MS = 2000
+
+/** How long the thread is kept after its last checkpoint, for the next. */
+export const THREAD_IDLE_MS = 10_000
 
 /** What the thread is started with. */
 export interface CheckpointThreadData {
@@ -33,32 +38,34 @@ export interface CheckpointerOptions {
   onFailed: (reason: string) => void
   /** The thread's script (tests hand in one that fails). */
   worker?: URL
+  /** How long the thread is kept after its last checkpoint (THREAD_IDLE_MS; tests shorten it). */
+  idleMs?: number
 }
 
 export class WalCheckpointer {
   readonly #file: string
   #shm: number | undefined
   readonly #onFailed: (reason: string) => void
-  readonly #worker: Worker
+  readonly #data: CheckpointThreadData
+  readonly #script: URL
+  readonly #idleMs: number
+  /** The thread, while it lives (started by a checkpoint, ended THREAD_IDLE_MS after the last). */
+  #worker: Worker | undefined
+  #idle: NodeJS.Timeout | undefined
   readonly #timer: NodeJS.Timeout
   #asked: { resolve: (r: CheckpointReply) => void } | undefined
   #failed = false
-  /** Checkpoints asked of the thread, and made by it (the tests read them). */
+  /** Checkpoints asked of the thread, and made by it, and the threads started (the tests read them). */
   asked = 0
   done = 0
+  started = 0
 
   constructor(data: CheckpointThreadData, opts: CheckpointerOptions) {
     this.#file = data.file
+    this.#data = data
+    this.#script = opts.worker ?? new URL('./wal-checkpoint-worker.js', import.meta.url)
+    this.#idleMs = opts.idleMs ?? THREAD_IDLE_MS
     this.#onFailed = opts.onFailed
-    this.#worker = new Worker(opts.worker ?? new URL('./wal-checkpoint-worker.js', import.meta.url), {
-      workerData: data,
-      name: 'layoutd-checkpoint',
-    })
-    this.#worker.on('message', (reply: CheckpointReply) => this.#answered(reply))
-    this.#worker.on('error', (err: Error) => this.#fail(`the checkpoint thread failed: ${err.message}`))
-    this.#worker.on('exit', (code) => this.#fail(`the checkpoint thread exited (code ${code})`))
-    // Never what keeps the process alive; after the listeners, which would ref it again.
-    this.#worker.unref()
     this.#timer = setInterval(() => void this.consider(), LOOK_EVERY_MS)
     this.#timer.unref()
   }
@@ -66,6 +73,34 @@ export class WalCheckpointer {
   /** Whether the thread has failed (the connections checkpoint themselves since). */
   get failed(): boolean {
     return this.#failed
+  }
+
+  /** Whether the thread is alive now. */
+  get running(): boolean {
+    return this.#worker !== undefined
+  }
+
+  #thread(): Worker {
+    if (this.#worker !== undefined) return this.#worker
+    const worker = new Worker(this.#script, { workerData: this.#data, name: 'layoutd-checkpoint' })
+    worker.on('message', (reply: CheckpointReply) => this.#answered(reply))
+    worker.on('error', (err: Error) => this.#fail(`the checkpoint thread failed: ${err.message}`))
+    worker.on('exit', (code) => this.#fail(`the checkpoint thread exited (code ${code})`))
+    // Never what keeps the process alive; after the listeners, which would ref it again.
+    worker.unref()
+    this.started++
+    this.#worker = worker
+    return worker
+  }
+
+  /** Ends the thread, which made no checkpoint for THREAD_IDLE_MS; the next checkpoint starts another. */
+  #end(): void {
+    this.#idle = undefined
+    const worker = this.#worker
+    if (worker === undefined || this.#asked !== undefined) return
+    this.#worker = undefined
+    worker.removeAllListeners('exit')
+    void worker.terminate()
   }
 
   /**
@@ -82,20 +117,27 @@ export class WalCheckpointer {
 
   /** A checkpoint now, asked synchronously, whatever the WAL's size. */
   async #checkpoint(): Promise<void> {
+    clearTimeout(this.#idle)
     const reply = await new Promise<CheckpointReply>((resolve) => {
       this.#asked = { resolve }
       this.asked++
-      this.#worker.postMessage('checkpoint')
+      this.#thread().postMessage('checkpoint')
     })
     if ('error' in reply) this.#fail(`a checkpoint failed: ${reply.error}`)
+    else if (!this.#failed) {
+      this.#idle = setTimeout(() => this.#end(), this.#idleMs)
+      this.#idle.unref()
+    }
   }
 
   /** Ends the thread and the looks (before the registry's connections close). */
   stop(): void {
     clearInterval(this.#timer)
+    clearTimeout(this.#idle)
     this.#failed = true
-    this.#worker.removeAllListeners('exit')
-    void this.#worker.terminate()
+    this.#worker?.removeAllListeners('exit')
+    void this.#worker?.terminate()
+    this.#worker = undefined
     this.#asked?.resolve({ error: 'the registry was closed' })
     this.#asked = undefined
   }
@@ -122,7 +164,9 @@ export class WalCheckpointer {
     if (this.#failed) return
     this.#failed = true
     clearInterval(this.#timer)
-    void this.#worker.terminate()
+    clearTimeout(this.#idle)
+    void this.#worker?.terminate()
+    this.#worker = undefined
     this.#asked?.resolve({ error: reason })
     this.#asked = undefined
     this.#onFailed(reason)

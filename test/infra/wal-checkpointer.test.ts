@@ -91,11 +91,42 @@ void test('should the checkpoint thread fail, the connections checkpoint themsel
   reg.logFaultsTo({ error: log, warn: log, info: log })
   reg.claimStore()
 
+  // The thread starts with the first checkpoint asked, and fails there.
+  const before = rewrite(reg, wal, 40)
+  await reg.sync()
   await until('the thread to fail', () => reg.checkpoints?.failed === true)
   assert.equal(said.length, 1)
   assert.match(said[0]?.line ?? '', /the checkpoint thread failed: no database here/)
   assert.match(said[0]?.line ?? '', /checkpoints are made on the loop's thread again/)
 
+  // The connections checkpoint again: the WAL starts over from its
+  // beginning, and twice the writes that grew it to `before` (some 4,000
+  // pages) grow it by less than one threshold's worth more.
+  const after = rewrite(reg, wal, 80)
+  assert.ok(after < before + CHECKPOINT_PAGES * PAGE, `the WAL grew from ${before} to ${after} bytes`)
+})
+
+void test('the checkpoint thread lives only from a checkpoint asked until it has been idle a while', async (t) => {
+  const { reg, wal } = await opened(t, { durableAt: 'sync', checkpointThreadIdleMs: 200 })
+  reg.claimStore()
+  await reg.sync()
+  assert.deepEqual(reg.checkpointThread, { started: 0, running: false }, 'no checkpoint asked, no thread')
+
+  rewrite(reg, wal, 40)
+  await reg.sync()
+  await until('the first checkpoint', () => (reg.checkpoints?.done ?? 0) === 1)
+  assert.equal(reg.checkpointThread?.started, 1)
+  await until('the idle thread to end', () => reg.checkpointThread?.running === false)
+  assert.equal(reg.checkpoints?.failed, false, 'an idle end is no failure: the connections still never checkpoint')
+
+  // The next checkpoint starts a thread again, and the WAL stays bounded.
   const largest = rewrite(reg, wal, 40)
-  assert.ok(largest < 1.5 * CHECKPOINT_PAGES * PAGE, `the WAL grew to ${largest} bytes`)
+  assert.ok(
+    largest > 1.5 * CHECKPOINT_PAGES * PAGE,
+    `the connections checkpointed: the WAL grew only to ${largest} bytes`,
+  )
+  await reg.sync()
+  await until('the second checkpoint', () => (reg.checkpoints?.done ?? 0) === 2)
+  assert.equal(reg.checkpointThread?.started, 2)
+  assert.equal(reg.list().length, ROWS)
 })
