@@ -35,6 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <uv.h>
+#include "trim.h"
 
 /** A growable run of bytes. */
 typedef struct {
@@ -429,5 +430,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
   if (napi_create_function(env, "walk", NAPI_AUTO_LENGTH, walk, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "walk", fn) != napi_ok) return NULL;
+  // The same addon carries the allocator's trim (trim.c): one native build.
+  if (!register_trim(env, exports)) return NULL;
   return exports;
 }

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url'
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..')
 const addon = path.join(root, 'build', 'Release', 'walk.node')
-const sources = ['binding.gyp', 'native/walk.c'].map((f) => path.join(root, f))
+const sources = ['binding.gyp', 'native/walk.c', 'native/trim.c', 'native/trim.h'].map((f) => path.join(root, f))
 
 function mtime(p) {
   try {

@@ -3,8 +3,11 @@
 // peak, and the box's footprint is what an operator alerts on. A second
 // later, so a request waits for the run's end or the collection, not both;
 // runs close together share one; none unless the heap grew by TRIM_GROWTH_BYTES.
+// What the run freed through glibc's allocator it keeps unless asked, so the
+// allocator is trimmed too, on libuv's pool (allocator-trim.ts).
 import v8 from 'node:v8'
 import vm from 'node:vm'
+import { trimAllocator } from '../infra/allocator-trim.js'
 
 /** A run that reached at least this many hosts is followed by a collection. */
 export const TRIM_AFTER_HOSTS = 256
@@ -41,6 +44,7 @@ function trimIfGrown(gc: () => void): void {
   if (heldAfterTrim !== undefined && held < heldAfterTrim + TRIM_GROWTH_BYTES) return
   gc()
   heldAfterTrim = v8.getHeapStatistics().total_heap_size
+  void trimAllocator()
 }
 
 /** Schedules (or pushes back) one collection after a run that reached `hosts` hosts; true when it did. */

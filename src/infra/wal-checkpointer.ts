@@ -10,6 +10,7 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
+import { trimAllocator } from './allocator-trim.js'
 
 /** SQLite's own threshold (`wal_autocheckpoint`'s default, in pages), kept. */
 export const CHECKPOINT_PAGES = 1000
@@ -100,7 +101,8 @@ export class WalCheckpointer {
     if (worker === undefined || this.#asked !== undefined) return
     this.#worker = undefined
     worker.removeAllListeners('exit')
-    void worker.terminate()
+    // What the isolate freed, glibc keeps unless asked (allocator-trim.ts).
+    void worker.terminate().then(trimAllocator)
   }
 
   /**
