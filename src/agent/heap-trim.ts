@@ -4,7 +4,9 @@
 // later, so a request waits for the run's end or the collection, not both;
 // runs close together share one; none unless the heap grew by TRIM_GROWTH_BYTES.
 // What the run freed through glibc's allocator it keeps unless asked, so the
-// allocator is trimmed too, on libuv's pool (allocator-trim.ts).
+// allocator is trimmed too, on libuv's pool (allocator-trim.ts),
+// ALLOCATOR_TRIM_DELAY_MS after the last such run, once what ends after a
+// run (the report's build, the checkpoint thread) has freed its part.
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { trimAllocator } from '../infra/allocator-trim.js'
@@ -15,11 +17,15 @@ export const TRIM_AFTER_HOSTS = 256
 /** How long after such a run the collection comes. */
 export const TRIM_DELAY_MS = 1000
 
+/** How long after such a run the allocator is trimmed. */
+export const ALLOCATOR_TRIM_DELAY_MS = 30_000
+
 /** How much V8's total heap must have grown since the last collection here for another. */
 export const TRIM_GROWTH_BYTES = 8 * 2 ** 20
 
 let collect: (() => void) | null | undefined
 let pending: NodeJS.Timeout | undefined
+let allocatorPending: NodeJS.Timeout | undefined
 /** The heap's total size right after the last collection made here (undefined before the first). */
 let heldAfterTrim: number | undefined
 
@@ -44,7 +50,6 @@ function trimIfGrown(gc: () => void): void {
   if (heldAfterTrim !== undefined && held < heldAfterTrim + TRIM_GROWTH_BYTES) return
   gc()
   heldAfterTrim = v8.getHeapStatistics().total_heap_size
-  void trimAllocator()
 }
 
 /** Schedules (or pushes back) one collection after a run that reached `hosts` hosts; true when it did. */
@@ -54,5 +59,7 @@ export function trimHeapAfterRun(hosts: number): boolean {
   if (gc === null) return false
   clearTimeout(pending)
   pending = setTimeout(() => trimIfGrown(gc), TRIM_DELAY_MS).unref()
+  clearTimeout(allocatorPending)
+  allocatorPending = setTimeout(() => void trimAllocator(), ALLOCATOR_TRIM_DELAY_MS).unref()
   return true
 }
