@@ -248,7 +248,7 @@ export class RolloutFollower {
   async #keepProgress(s: StoredRollout, wave: number): Promise<void> {
     const sum = this.#summary
     const r = s.record
-    if (sum === undefined || sum.intent !== r.id || sum.leg.running || sum.leg.pending) return
+    if (sum === undefined || !passEnded(sum, r.id)) return
     const kept = this.#finished.get(r.id) ?? { written: undefined, answered: 0 }
     this.#finished.set(r.id, kept)
     if (!this.#retryAnswered(r, kept, sum.leg.lastRunAt)) return
@@ -340,6 +340,16 @@ export class RolloutFollower {
     else logger.warn({ ...fields, reason: next.reason }, line)
     this.kick()
   }
+}
+
+/**
+ * Whether the summary says the box's pass on the rollout's intent ended: its leg idle, and its last run
+ * read that intent. A run that could not read it (the report's mode `unreadable`, a retry due) moved
+ * nothing: taken for an end, every row would read as failed and the box would free its lane while it has
+ * yet to move.
+ */
+function passEnded(sum: BoxSummary, id: string): boolean {
+  return sum.intent === id && !sum.leg.running && !sum.leg.pending && sum.mode !== 'unreadable'
 }
 
 /**

@@ -184,3 +184,30 @@ void test("an operator's retry runs the box's leg, and is answered by a run that
   assert.deepEqual(answered.report, { failedRows: 0, deferredRows: 0, retried: 1 })
   assert.equal(kicks, 1, 'one run per retry')
 })
+
+void test('a summary whose leg could not read the intent is no end of its pass: the box is not done', async (t) => {
+  const port = new MemPort(rollout())
+  let looks = 0
+  const life = new AbortController()
+  t.after(() => life.abort())
+  const f = new RolloutFollower({
+    port,
+    box: 'box-a',
+    clock: systemClock,
+    logger: new FakeLogger(),
+    signal: life.signal,
+    tickMs: 20,
+    evaluateMs: 20,
+    onState: () => looks++,
+  })
+  f.start()
+  await until('box-a to start', () => port.started.has('box-a'))
+  // The leg's read failed: nothing moved, a retry is due, the summary names the intent the poller read.
+  f.noteSummary({ ...summary({ flat: 10 }, { retryAt: '2026-12-07T10:00:05.000Z' }), mode: 'unreadable' })
+  const seen = looks
+  await until('two more looks', () => looks >= seen + 2)
+  assert.deepEqual(port.reports, [])
+  f.noteSummary(summary({ nested: 10 }, { lastRunAt: '2026-12-07T10:00:06.000Z' }))
+  const first = await until('its progress', () => port.reports[0])
+  assert.deepEqual(first.report, { failedRows: 0, deferredRows: 0, retried: 0 })
+})
