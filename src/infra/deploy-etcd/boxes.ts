@@ -51,6 +51,8 @@ export class EtcdBoxes {
   readonly #o: EtcdBoxesOptions
   /** The lease this agent's summary lives on, once granted. */
   #lease: string | undefined
+  /** The grant under way, which every caller shares (publish, renewal and claim may each need a lease). */
+  #granting: Promise<string> | undefined
   /** The last summary put, put again on a new lease, and its kept copy (unleased). */
   #value: Published | undefined
   #renewal: (() => void) | undefined
@@ -114,7 +116,7 @@ export class EtcdBoxes {
   async #claimNow(signal: AbortSignal): Promise<LabelHolder | undefined> {
     const label = this.#label
     if (label === undefined) return undefined
-    this.#lease ??= await this.#grant(signal)
+    if (this.#lease === undefined) await this.#grantOnce(signal)
     const taken = await this.#take(signal)
     if (taken !== undefined) {
       const same = taken.dataRoot === label.holder.dataRoot && taken.host === label.holder.host
@@ -175,7 +177,7 @@ export class EtcdBoxes {
     }
     const v = this.#value
     if (v === undefined) return
-    this.#lease ??= await this.#grant(signal)
+    if (this.#lease === undefined) await this.#grantOnce(signal)
     try {
       await this.#guardedPut(v, signal)
     } catch (err) {
@@ -210,7 +212,7 @@ export class EtcdBoxes {
 
   /** A new lease, and the label taken again on it; another agent holding it by then ends publishing. */
   async #renewLease(signal: AbortSignal): Promise<void> {
-    this.#lease = await this.#grant(signal)
+    await this.#grantOnce(signal)
     const label = this.#label
     if (label === undefined) return
     this.#claimed = false
@@ -234,6 +236,18 @@ export class EtcdBoxes {
         `(${describeHolder(holder)}) while this agent's lease had expired; ` +
         `this agent stops publishing its summary: stop it, or give it its own CARLOS_BOX`,
     )
+  }
+
+  /**
+   * A new lease, granted once for all who ask while it is under way: two grants at once would leave the
+   * label or the summary on a lease that no renewal keeps alive (the other one wins #lease), and the live
+   * box would leave the fleet when it expires.
+   */
+  #grantOnce(signal: AbortSignal): Promise<string> {
+    this.#granting ??= this.#grant(signal)
+      .then((lease) => (this.#lease = lease))
+      .finally(() => (this.#granting = undefined))
+    return this.#granting
   }
 
   async #grant(signal: AbortSignal): Promise<string> {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { BoxSummary } from '../../../src/domain/box-summary.js'
 import type { Clock, LabelHolder } from '../../../src/domain/ports.js'
+import { EtcdGateway, type Gateway } from '../../../src/infra/deploy-etcd/gateway.js'
 import { live, memLogger, useSharedEtcd } from './fixtures.js'
 
 const etcd = useSharedEtcd()
@@ -71,4 +72,33 @@ void test('a live lease whose label another agent holds puts no summary over the
     (await b.store.listBoxes(live())).map((s) => [s.box, s.counts.nested]),
     [['web-01', 0]],
   )
+})
+
+void test('the claim and the first publish asking for a lease at once share one grant', async (t) => {
+  const real = new EtcdGateway([etcd.server.url])
+  t.after(() => real.close())
+  let grants = 0
+  let answer = () => {}
+  const held = new Promise<void>((resolve) => (answer = resolve))
+  // Every grant's answer waits until both have asked: two grants at once would leave one lease unrenewed.
+  const gateway = new Proxy(real, {
+    get(target, key) {
+      if (key === 'call')
+        return async (...a: Parameters<Gateway['call']>) => {
+          if (a[0] === '/v3/lease/grant') {
+            grants++
+            await held
+          }
+          return target.call(...a)
+        }
+      const v: unknown = Reflect.get(target, key)
+      return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(target) : v
+    },
+  }) as Gateway
+  const { store } = etcd.storeFor(t, undefined, { gateway })
+  const claim = store.claimLabel(holder(), live())
+  const publish = store.publishBox(summary(3), live())
+  answer()
+  await Promise.all([claim, publish])
+  assert.equal(grants, 1)
 })
