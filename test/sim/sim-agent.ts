@@ -135,7 +135,13 @@ export class SimAgent {
       const port = sabotaged(this.store.rollouts(), sabotage)
       this.store.rollouts = () => port as EtcdRollouts
     }
-    this.reads = RolloutAwareStore.around(this.store, { box: o.disk.box, clock: this.clock, logger: quiet })
+    // As the agent does: an operator's retry runs the leg again.
+    this.reads = RolloutAwareStore.around(this.store, {
+      box: o.disk.box,
+      clock: this.clock,
+      logger: quiet,
+      kickLeg: () => this.kick(),
+    })
     this.#publisher = new BoxPublisher({
       config: { activatorUrl: '' },
       store: this.reads,
@@ -169,7 +175,8 @@ export class SimAgent {
         const poller = new IntentPoller({
           store: this.reads,
           box: disk.box,
-          pollMs: 60_000,
+          // The agent's default (CARLOS_LAYOUT_POLL): a read that failed leaves the summary naming no intent until the next.
+          pollMs: 5_000,
           clock: this.clock,
           logger: quiet,
           metrics: noMetrics,

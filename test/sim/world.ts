@@ -1,14 +1,16 @@
 // One seed of the rollout simulation: a fleet of SimAgents on the model of
 // etcd, an operator who records a rollout with the real CLI code (`fleet
-// rollout migrate`) and pauses, resumes or aborts it, and the faults the
+// rollout migrate`, manual gates among its waves) and pauses, resumes,
+// retries a box, skips a box, promotes or aborts it, and the faults the
 // seed draws until a moment it fixes them all: tenants awake through their
 // grace, rows held, boxes killed and started again, requests refused, late
 // or answered never, watches dropped. After the fix the operator resumes a
-// paused rollout once, and it must end done within a bound. The protocol's
-// invariants are checked on every change etcd makes and after every step.
+// paused rollout once (and promotes at each gate), and it must end done
+// within a bound. The protocol's invariants are checked on every change etcd
+// makes and after every step.
 import { fleetCommand, readFleet } from '../../src/cli/commands/fleet.js'
 import { loadConfig, type Config } from '../../src/config.js'
-import { deadlinePassed, placeOf, RolloutRecord } from '../../src/domain/rollout.js'
+import { isSkipped, placeOf, RolloutEvent, RolloutRecord } from '../../src/domain/rollout.js'
 import { Value } from '../../src/domain/typebox.js'
 import { EtcdDeployStore, INTENT_PREFIX } from '../../src/infra/deploy-etcd/store.js'
 import { EtcdModel, type ModelEvent, type NetFaults, QUIET_NET, SimGateway } from './etcd-model.js'
@@ -17,7 +19,7 @@ import { type BoxDisk, type PassEvent, type Sabotage, SimAgent } from './sim-age
 
 /** The properties a run checks; a violation names one. */
 export const PROPERTIES = {
-  'wave-opened-early': 'a wave opened before every box of the wave before it was done (and none promoted it)',
+  'wave-opened-early': 'a wave opened before every box of the wave before it was done, and no promote opened it',
   'box-started-twice': "a box's start in a rollout was written twice",
   'started-outside-open-wave': 'a box started while its wave was not open or the rollout not running',
   'over-max-parallel': 'more than maxParallel live boxes of a wave moved at once',
@@ -26,6 +28,8 @@ export const PROPERTIES = {
     'a wave failed on a record frozen at a box’s finish: its rows as they are now are within the threshold',
   'fixed-rollout-not-done': 'every fault was fixed and the rollout resumed, and it did not end done within the bound',
   'box-dropped-from-view': 'a box that published a summary is missing from the fleet view (fleet status)',
+  'event-not-in-history':
+    'a change of a rollout record has no event under rollouts/events/<id>/ (or `fleet rollout history` lacks it)',
 } as const
 export type Property = keyof typeof PROPERTIES
 
@@ -75,7 +79,18 @@ class World {
   readonly agents = new Map<string, SimAgent>()
   readonly lives = new Map<string, number>()
   readonly violations: Violation[] = []
-  readonly drawn: Record<string, number> = { awake: 0, held: 0, kills: 0, pauses: 0, aborts: 0, noisyNet: 0 }
+  readonly drawn: Record<string, number> = {
+    awake: 0,
+    held: 0,
+    kills: 0,
+    pauses: 0,
+    aborts: 0,
+    retries: 0,
+    skips: 0,
+    promotes: 0,
+    gates: 0,
+    noisyNet: 0,
+  }
   net: NetFaults = QUIET_NET
   fixAt = 0
   fixed = false
@@ -90,6 +105,11 @@ class World {
   readonly published = new Set<string>()
   operatorActs = 0
   resumedAfterFix = false
+  /** Each change of a record seen (id, revision), with the key its event must have; checked after the step. */
+  readonly recordChanges: Array<{ id: string; rev: number; eventKey: string }> = []
+  #eventsDue = 0
+  /** The revision each record was last changed at: the next change's event is keyed by it. */
+  readonly #recordRev = new Map<string, number>()
   viewDue = false
   /** A start, a pass's end, a kill or a boot since the last count of the boxes moving. */
   movingDue = false
@@ -174,9 +194,30 @@ class World {
       this.drawn.aborts = 1
       this.at(rng.int(6_000, 40_000), () => this.operator('abort'), 'operator aborts')
     }
+    this.#drawBoxActs()
     this.at(this.fixAt, () => this.fix(), 'every fault is fixed')
     for (let t = this.fixAt + SETTLE_MS; t <= this.fixAt + SETTLE_MS + DONE_BOUND_MS; t += 10_000)
       this.at(t, () => this.resumeIfPaused(), 'operator looks')
+  }
+
+  /** The operator's acts on one box or one wave: retry a box, skip a box (with why), promote the next wave. */
+  #drawBoxActs(): void {
+    const { rng } = this
+    const box = () => this.disks[rng.int(0, this.disks.length - 1)]?.box ?? ''
+    if (rng.chance(0.15)) {
+      this.drawn.retries = 1
+      const b = box()
+      this.at(rng.int(6_000, 60_000), () => this.operator('retry', 0, b), `operator retries ${b}`)
+    }
+    if (rng.chance(0.08)) {
+      this.drawn.skips = 1
+      const b = box()
+      this.at(rng.int(6_000, 60_000), () => this.operator('skip', 0, b), `operator skips ${b}`)
+    }
+    if (rng.chance(0.08)) {
+      this.drawn.promotes = 1
+      this.at(rng.int(6_000, 60_000), () => this.operator('promote'), 'operator promotes')
+    }
   }
 
   boot(disk: BoxDisk): void {
@@ -247,7 +288,9 @@ class World {
 
   recordRollout(attempt: number): void {
     const { rng } = this
-    const argv = ['rollout', 'migrate', '--waves', rng.pick(['1,100%', '1,50%,100%', '2,60%,100%', '50%,100%'])]
+    const waves = rng.pick(['1,100%', '1,50%,100%', '2,60%,100%', '50%,100%', '1,pause,100%', '1,50%,pause,100%'])
+    if (waves.includes('pause')) this.drawn.gates = 1
+    const argv = ['rollout', 'migrate', '--waves', waves]
     if (rng.chance(0.7)) argv.push('--max-parallel', String(rng.int(1, 3)))
     argv.push('--max-failed-rows', rng.chance(0.8) ? '0' : '1')
     argv.push('--progress-deadline', rng.pick(['2m', '10m']), '-m', `seed ${this.o.seed}`)
@@ -257,23 +300,23 @@ class World {
     })
   }
 
-  operator(action: 'pause' | 'resume' | 'abort', attempt = 0): void {
+  operator(action: OperatorAct, attempt = 0, box?: string): void {
     if (this.rolloutId === undefined) return
     this.operatorActs++
-    void fleetCommand(['rollout', action, '-m', 'sim'], this.#io()).then((code) => {
+    const argv = ['rollout', action, ...(box === undefined ? [] : [box]), '-m', `sim ${action}`]
+    void fleetCommand(argv, this.#io()).then((code) => {
       this.operatorActs--
-      // A refusal (not running, not paused) stands; a request the network lost is tried again.
+      // A refusal (not running, not paused) stands; a pause, resume or abort the network lost is tried again.
+      // A retry, skip or promote is not: its refusal (a box not started, the last wave) is part of the draw.
       const r = this.records.get(this.rolloutId ?? '')
-      const landed =
-        r !== undefined &&
-        (action === 'pause' ? r.state !== 'running' : action === 'resume' ? r.state !== 'paused' : true)
-      if (code !== 0 && !landed && attempt < 5)
-        this.at(this.s.now - SIM_EPOCH + 2_000, () => this.operator(action, attempt + 1), `operator ${action} again`)
+      if (code === 0 || r === undefined || attempt >= 5 || landed(action, r)) return
+      this.at(this.s.now - SIM_EPOCH + 2_000, () => this.operator(action, attempt + 1, box), `operator ${action} again`)
     })
   }
 
   resumeIfPaused(): void {
     const r = this.records.get(this.rolloutId ?? '')
+    if (r?.state === 'waiting') this.operator('promote')
     if (r?.state !== 'paused' || this.resumedAfterFix) return
     this.resumedAfterFix = true
     this.operator('resume')
@@ -295,8 +338,14 @@ class World {
         const box = e.key.slice('/carlos/layout/boxes/'.length)
         if (e.type === 'PUT') this.published.add(box)
         else this.viewDue = true
-      } else if (e.type === 'PUT' && e.key.startsWith(`${root}record/`)) this.#onRecord(JSON.parse(e.value))
-      else if (e.type === 'PUT' && e.key.startsWith(`${root}started/`)) this.#onStarted(e)
+      } else if (e.type === 'PUT' && e.key.startsWith(`${root}record/`)) {
+        const id = e.key.slice(`${root}record/`.length)
+        const since = e.version === 1 ? 0 : (this.#recordRev.get(id) ?? -1)
+        this.#recordRev.set(id, e.rev)
+        this.recordChanges.push({ id, rev: e.rev, eventKey: `${root}events/${id}/${String(since).padStart(20, '0')}` })
+        this.#eventsDue++
+        this.#onRecord(JSON.parse(e.value), events, since)
+      } else if (e.type === 'PUT' && e.key.startsWith(`${root}started/`)) this.#onStarted(e)
       else if (e.type === 'PUT' && e.key.startsWith(`${root}done/`)) {
         const box = e.key.split('/').at(-1) ?? ''
         const disk = this.disks.find((d) => d.box === box)
@@ -321,7 +370,7 @@ class World {
       this.violate('started-outside-open-wave', `${box} started in wave ${Number(wave) + 1} of ${id} (${r?.state})`)
   }
 
-  #onRecord(value: unknown): void {
+  #onRecord(value: unknown, txn: readonly ModelEvent[], since: number): void {
     if (!Value.Check(RolloutRecord, value)) return
     const r = value
     const prev = this.records.get(r.id)
@@ -330,15 +379,27 @@ class World {
       this.rolloutId = r.id
       return
     }
-    for (let w = prev.wave; w < r.wave; w++) {
-      const notDone = (prev.waves[w] ?? []).filter((b) => this.model.get(this.#doneKey(r.id, w, b)) === undefined)
+    // The event written with this change: a promote opens the next wave whatever the one before did.
+    const event = txn.find((e) => e.type === 'PUT' && e.key.startsWith(`/carlos/layout/rollouts/events/${r.id}/`))
+    const promoted = event !== undefined && (JSON.parse(event.value) as RolloutEvent).kind === 'promoted'
+    if (r.state === 'waiting' && prev.state !== 'waiting' && !this.fixed)
+      this.at(this.s.now - SIM_EPOCH + this.rng.int(1, 10) * 1000, () => this.operator('promote'), 'operator promotes')
+    for (let w = prev.wave; w < r.wave && !(promoted && w === r.wave - 1); w++) {
+      // A skipped box is out of the verdict; a box asked to retry is done once its progress answers it.
+      const notDone = (prev.waves[w] ?? []).filter((b) => !isSkipped(prev, b) && !this.#done(prev, w, b))
       if (notDone.length > 0)
         this.violate('wave-opened-early', `wave ${w + 2} of ${r.id} opened; ${notDone.join(', ')} not done`)
     }
-    const stops = r.state === 'paused' || r.state === 'frozen' || r.state === 'reverted'
-    if (prev.state === 'running' && stops && this.operatorActs === 0) {
-      if (!deadlinePassed(prev, this.s.now)) this.#judgeFailure(prev)
-    }
+    // A wave failed by an agent (its cause says so); an operator's pause or a deadline is no verdict.
+    if (prev.state === 'running' && (r.cause === 'failed_rows' || r.cause === 'box_gone'))
+      this.#judgeFailure(prev, since)
+  }
+
+  #done(r: RolloutRecord, wave: number, box: string): boolean {
+    const kept = this.model.get(this.#doneKey(r.id, wave, box))
+    if (kept === undefined) return false
+    const asked = r.retries?.[box] ?? 0
+    return asked <= ((JSON.parse(kept.value) as { retried?: number }).retried ?? 0)
   }
 
   #doneKey(id: string, wave: number, box: string): string {
@@ -351,16 +412,26 @@ class World {
    * verdict came from awake tenants, or from a record that no longer says
    * what the box has.
    */
-  #judgeFailure(r: RolloutRecord): void {
-    const boxes = r.waves[r.wave] ?? []
-    // Gone as the agents judge it: not done, and no live summary (dead, or its lease lapsed).
-    const gone = boxes.filter(
-      (b) =>
+  #judgeFailure(r: RolloutRecord, since: number): void {
+    const boxes = (r.waves[r.wave] ?? []).filter((b) => !isSkipped(r, b))
+    // Gone as the agents judge it: not done, and no live summary (dead, or its lease lapsed), or one put
+    // since the record the verdict was judged on (the box came back after the agent read the live set).
+    const gone = boxes.filter((b) => {
+      const live = this.model.get(`/carlos/layout/boxes/${b}`)
+      return (
         this.model.get(this.#doneKey(r.id, r.wave, b)) === undefined &&
-        (this.agents.get(b)?.dead !== false || this.model.get(`/carlos/layout/boxes/${b}`) === undefined),
-    )
-    const heldNow = boxes.reduce(
-      (n, b) => n + (this.disks.find((d) => d.box === b)?.rows ?? []).filter((x) => x.held).length,
+        (this.agents.get(b)?.dead !== false || live === undefined || live.create > since)
+      )
+    })
+    // Rows not where the rollout wants them, deferred ones aside: a hold cleared counts until the box's leg
+    // has moved its row (the fix clears the marker; the box's next run moves it).
+    const done = boxes.filter((b) => this.model.get(this.#doneKey(r.id, r.wave, b)) !== undefined)
+    const heldNow = done.reduce(
+      (n, b) =>
+        n +
+        (this.disks.find((d) => d.box === b)?.rows ?? []).filter(
+          (x) => x.held || (x.layout !== r.mode && x.code !== 'awake_grace'),
+        ).length,
       0,
     )
     if (gone.length > 0 || heldNow > r.maxFailedRows) return
@@ -378,18 +449,53 @@ class World {
       )
   }
 
-  /** After each step: never more than maxParallel live boxes of a wave moving. */
+  /** After each step: every change of a record has its event; never more than maxParallel live boxes moving. */
   afterStep(): void {
+    this.#checkEvents()
     const r = this.records.get(this.rolloutId ?? '')
     if (r === undefined || !this.movingDue) return
     this.movingDue = false
     for (const [w, boxes] of r.waves.entries()) {
+      // A skipped box frees its lane: it may still move (it stays on the rollout's intent), uncounted.
       const moving = boxes.filter(
-        (b) => this.started.has(`${r.id}/${b}`) && !this.firstPassEnded.has(b) && this.agents.get(b)?.dead === false,
+        (b) =>
+          this.started.has(`${r.id}/${b}`) &&
+          !isSkipped(r, b) &&
+          !this.firstPassEnded.has(b) &&
+          this.agents.get(b)?.dead === false,
       )
       if (moving.length > r.maxParallel)
         this.violate('over-max-parallel', `wave ${w + 1} of ${r.id}: ${moving.join(', ')} moving, max ${r.maxParallel}`)
     }
+  }
+
+  /** The changes of records since the last step, each with its event, put in its own transaction. */
+  #checkEvents(): void {
+    if (this.#eventsDue === 0) return
+    for (const c of this.recordChanges.slice(-this.#eventsDue))
+      if (this.model.get(c.eventKey)?.mod !== c.rev)
+        this.violate('event-not-in-history', `the change of ${c.id} at revision ${c.rev} has no event`)
+    this.#eventsDue = 0
+  }
+
+  /** At the end: `fleet rollout history --json` lists one event per change of the record, and each promote. */
+  async checkHistory(): Promise<void> {
+    const id = this.rolloutId
+    if (id === undefined) return
+    let out = ''
+    const io = {
+      ...this.#io(),
+      store: this.observer,
+      stdout: { write: (s: string) => ((out += s), true) } as unknown as NodeJS.WritableStream,
+    }
+    if ((await fleetCommand(['rollout', 'history', id, '--json'], io)) !== 0) {
+      this.violate('event-not-in-history', `fleet rollout history ${id} failed`)
+      return
+    }
+    const { events } = JSON.parse(out) as { events: RolloutEvent[] }
+    const changes = this.recordChanges.filter((c) => c.id === id).length
+    if (events.length !== changes)
+      this.violate('event-not-in-history', `fleet rollout history lists ${events.length} events for ${changes} changes`)
   }
 
   /** The fleet view as `fleet status` reads it: every box that ever published is in it. */
@@ -408,9 +514,18 @@ class World {
     if (r === undefined) return over
     if (!this.fixed) return over
     // Resumed once after the fix and stopped again: nobody resumes it a second time, so it is decided.
-    const stuck = this.resumedAfterFix && this.operatorActs === 0 && r.state !== 'running'
+    const stuck = this.resumedAfterFix && this.operatorActs === 0 && r.state !== 'running' && r.state !== 'waiting'
     return r.state === 'done' || r.state === 'aborted' || stuck || over
   }
+}
+
+type OperatorAct = 'pause' | 'resume' | 'abort' | 'promote' | 'retry' | 'skip'
+
+/** Whether an operator's act that failed landed anyway (its answer was lost), or is not tried again. */
+function landed(action: OperatorAct, r: RolloutRecord): boolean {
+  if (action === 'pause') return r.state !== 'running'
+  if (action === 'resume') return r.state !== 'paused'
+  return true
 }
 
 /** What a put says, briefly, for the trace: a box's summary, a box's end, a record's state. */
@@ -442,6 +557,8 @@ export async function runSeed(o: SimOptions): Promise<SimResult> {
       if (w.viewDue || ++n % 200 === 0) await w.checkView()
     }
     await w.checkView()
+    w.afterStep()
+    await w.checkHistory()
     const r = w.records.get(w.rolloutId ?? '')
     // An operator's abort that landed ends it; one that never landed leaves the rollout held to the bound.
     if (r !== undefined && r.state !== 'done' && r.state !== 'aborted')
