@@ -16,6 +16,7 @@ import {
   deadlinePassed,
   isFinal,
   isSkipped,
+  laneOf,
   placeOf,
   predecessorOf,
   waveVerdict,
@@ -231,7 +232,16 @@ export class RolloutFollower {
       const free = (await port.hasFinished(s.record.id, pred, wave, signal)) || !(await port.isLive(pred, signal))
       if (!free) return
     }
-    if (!(await port.start(s, box, wave, this.#signal()))) return
+    // The lane itself: the box last given it must be done or gone (a box that comes back after its lane
+    // moved past it waits), and the start compares on the lane, so two boxes never take it at once.
+    const lane = await port.laneHolder(s.record.id, wave, laneOf(s.record, box) ?? 0, this.#signal())
+    if (lane.box !== null && lane.box !== box && !isSkipped(s.record, lane.box)) {
+      const signal = this.#signal()
+      const held =
+        !(await port.hasFinished(s.record.id, lane.box, wave, signal)) && (await port.isLive(lane.box, signal))
+      if (held) return
+    }
+    if (!(await port.start(s, box, wave, this.#signal(), lane))) return
     this.#started.add(s.record.id)
     logger.info(
       { box, rollout: s.record.id, wave: wave + 1, mode: s.record.mode },

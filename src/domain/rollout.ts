@@ -214,6 +214,19 @@ export function predecessorOf(r: Pick<RolloutRecord, 'waves' | 'maxParallel'>, b
   return i < 0 ? null : (r.waves[place.wave]?.[i] ?? null)
 }
 
+/** The lane a box of a wave moves in: its place in the wave modulo maxParallel. */
+export function laneOf(r: Pick<RolloutRecord, 'waves' | 'maxParallel'>, box: string): number | undefined {
+  const place = placeOf(r, box)
+  return place === undefined ? undefined : place.index % r.maxParallel
+}
+
+/** A lane as read: the box last started in it (null when none), and the key's revision ('0' when none). */
+export interface LaneHolder {
+  lane: number
+  box: string | null
+  rev: string
+}
+
 /** Where a started box of the rollout is; a box with no entry has not started. */
 export interface BoxProgress {
   /** Its pass ended on the rollout's intent: leg idle, the summary naming the rollout's id. */
@@ -429,7 +442,14 @@ export interface RolloutPort {
     signal: AbortSignal,
     event?: RolloutEvent,
   ): Promise<boolean>
-  start(s: StoredRollout, box: string, wave: number, signal: AbortSignal): Promise<boolean>
+  /**
+   * Starts box, only while the record is at s.rev and its lane as read
+   * (lane.rev): a lane's starts are serialised, so a box that comes back
+   * after its lane moved on cannot start beside the box that took it.
+   */
+  start(s: StoredRollout, box: string, wave: number, signal: AbortSignal, lane?: LaneHolder): Promise<boolean>
+  /** The box a lane of a wave was last given to, and the revision a start must compare against. */
+  laneHolder(id: string, wave: number, lane: number, signal: AbortSignal): Promise<LaneHolder>
   /** The box's progress as it is now (after its end): a plain put, only that box writes it. */
   putProgress(id: string, box: string, wave: number, report: BoxReport, signal: AbortSignal): Promise<void>
   hasStarted(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean>

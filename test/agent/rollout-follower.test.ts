@@ -78,6 +78,8 @@ class MemPort implements RolloutPort {
     this.started.add(box)
     return Promise.resolve(true)
   }
+  /** No lane is ever held here: these boxes are alone in theirs. */
+  laneHolder = (_id: string, _wave: number, lane: number) => Promise.resolve({ lane, box: null, rev: '0' })
   putProgress(_id: string, box: string, _wave: number, report: BoxReport) {
     this.reports.push({ box, report })
     return Promise.resolve()

@@ -18,6 +18,7 @@ import {
   RolloutRecord,
   type ActiveRollout,
   type BoxProgress,
+  type LaneHolder,
   type BoxReport,
   type RolloutPort,
   type StoredRollout,
@@ -255,17 +256,26 @@ export class EtcdRollouts implements RolloutPort {
    * (the wave open, not paused), and only once (the started key is created,
    * never put over). False: the record moved, or the box had started.
    */
-  async start(s: StoredRollout, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
+  async start(s: StoredRollout, box: string, wave: number, signal: AbortSignal, lane?: LaneHolder): Promise<boolean> {
     const key = b64(this.#key('started', s.record.id, String(wave), box))
     const at = new Date(this.#o.clock.now()).toISOString()
-    return this.#txn(
-      [
-        { key: b64(this.#key('record', s.record.id)), target: 'MOD', result: 'EQUAL', mod_revision: s.rev },
-        { key, target: 'CREATE', result: 'EQUAL', create_revision: '0' },
-      ],
-      [{ request_put: { key, value: b64(JSON.stringify({ at })) } }],
-      signal,
-    )
+    const compare: unknown[] = [
+      { key: b64(this.#key('record', s.record.id)), target: 'MOD', result: 'EQUAL', mod_revision: s.rev },
+      { key, target: 'CREATE', result: 'EQUAL', create_revision: '0' },
+    ]
+    const success: unknown[] = [{ request_put: { key, value: b64(JSON.stringify({ at })) } }]
+    if (lane !== undefined) {
+      const lkey = b64(this.#key('lane', s.record.id, String(wave), String(lane.lane)))
+      compare.push({ key: lkey, target: 'MOD', result: 'EQUAL', mod_revision: lane.rev })
+      success.push({ request_put: { key: lkey, value: b64(box) } })
+    }
+    return this.#txn(compare, success, signal)
+  }
+
+  /** The box a lane was last given to, with the key's revision ('0' when no box has started in it). */
+  async laneHolder(id: string, wave: number, lane: number, signal: AbortSignal): Promise<LaneHolder> {
+    const kv = (await this.#range(this.#key('lane', id, String(wave), String(lane)), undefined, signal)).kvs?.[0]
+    return kv === undefined ? { lane, box: null, rev: '0' } : { lane, box: text(kv.value), rev: kv.mod_revision ?? '0' }
   }
 
   /**
