@@ -73,6 +73,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     clock,
     logger,
     onState: (r) => rolloutMetrics?.set(r),
+    onProgress: (id, report) => rolloutMetrics?.progress(id, report),
     kickLeg: () => agent.runAgain(),
   })
   const claims = new WakeClaims({

@@ -8,7 +8,7 @@ import { withRolloutIntents } from '../domain/rollout.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { RolloutFollower } from './rollout-follower.js'
 import type { Clock, Logger } from '../domain/ports.js'
-import type { RolloutRecord } from '../domain/rollout.js'
+import type { BoxReport, RolloutPort, RolloutRecord } from '../domain/rollout.js'
 
 export class RolloutAwareStore implements DeployStore {
   readonly #inner: DeployStore
@@ -77,10 +77,13 @@ export class RolloutAwareStore implements DeployStore {
       onState?: (r: RolloutRecord | undefined) => void
       /** Runs the box's leg again (an operator's `retry`). */
       kickLeg?: () => void
+      /** The progress this box wrote in a rollout, once it landed (the rollout gauges). */
+      onProgress?: (id: string, report: BoxReport) => void
     },
   ): DeployStore {
-    const port = inner.rollouts?.()
-    if (port === undefined) return inner
+    const inners = inner.rollouts?.()
+    if (inners === undefined) return inner
+    const port = o.onProgress === undefined ? inners : tapProgress(inners, o.onProgress)
     const life = new AbortController()
     const follower = new RolloutFollower({ ...o, port, signal: AbortSignal.any([life.signal, port.closed]) })
     const store = new RolloutAwareStore(inner, follower, o.box)
@@ -93,4 +96,20 @@ export class RolloutAwareStore implements DeployStore {
     await this.#inner.publishBox?.(summary, signal)
     this.#follower.noteSummary(summary)
   }
+}
+
+/** The port, its putProgress told to onProgress once it landed; every other call is the port's own. */
+function tapProgress(port: RolloutPort, onProgress: (id: string, report: BoxReport) => void): RolloutPort {
+  const putProgress: RolloutPort['putProgress'] = async (id, box, wave, report, signal) => {
+    await port.putProgress(id, box, wave, report, signal)
+    onProgress(id, report)
+  }
+  return new Proxy(port, {
+    get(target, name) {
+      if (name === 'putProgress') return putProgress
+      const v: unknown = Reflect.get(target, name, target)
+      // The port's methods use its private fields: they are called on it, not on the proxy.
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+    },
+  })
 }

@@ -152,6 +152,27 @@ export const METRICS = {
     name: 'intent_readable',
     help: 'Whether the last read of the intent could be read (1), or failed closed as unreadable (0).',
   },
+  // ---- the staged rollout in play, as this agent last read it (rollout-metrics.ts; etcd stores only) ----
+  rolloutState: {
+    kind: 'gauge',
+    name: 'rollout_state',
+    help:
+      '1 for the state of the rollout in play (running, waiting, paused, frozen, reverted, aborted, done); ' +
+      '0 for the rest.',
+    labelNames: ['state'],
+  },
+  rolloutWave: {
+    kind: 'gauge',
+    name: 'rollout_wave',
+    help: 'The open wave of the rollout in play, from 1; 0 when no rollout was ever recorded.',
+  },
+  rolloutDeferredRows: {
+    kind: 'gauge',
+    name: 'rollout_deferred_rows',
+    help:
+      "This box's rows left in the other layout for their tenant's wake grace, as its progress in the " +
+      "rollout in play last said; 0 before it is done in it. Summed over the fleet: the rollout's deferred rows.",
+  },
 } as const satisfies Record<string, Definition>
 
 /** A definition's full series name. */
