@@ -110,6 +110,10 @@ export class SimBox {
   #failures = 0
   /** Reads of the intent by the poller: the first at start, the next once the watch is up (it reads then). */
   intentReads = 0
+  /** Runs of the stand-in leg that ended (whatever they did). */
+  runs = 0
+  /** When the last run ended: the summary's `leg.lastRunAt`, which tells a retry's run from the one before. */
+  #lastRunAt: string | null = null
   /** The errors the stand-in pass met (a test expects none). */
   readonly errors: string[] = []
   /** Runs that could not read the intent, and so moved nothing. */
@@ -138,6 +142,8 @@ export class SimBox {
       clock: systemClock,
       logger,
       onState: o.onRolloutState,
+      // As the agent's: an operator's retry runs the box's leg again.
+      kickLeg: () => this.#kick(),
     })
   }
 
@@ -211,7 +217,7 @@ export class SimBox {
       leg: {
         running: this.#running,
         pending: this.#pending,
-        lastRunAt: null,
+        lastRunAt: this.#lastRunAt,
         withheld: {
           deferred: this.#deferred,
           refused: 0,
@@ -269,6 +275,8 @@ export class SimBox {
       })
       .finally(() => {
         this.#running = false
+        this.runs++
+        this.#lastRunAt = new Date().toISOString()
         if (this.#pending) {
           this.#pending = false
           this.#kick()
