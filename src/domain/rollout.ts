@@ -584,11 +584,23 @@ export interface RolloutCounts {
   deferredRows: number
 }
 
-export function rolloutCounts(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): RolloutCounts {
+/** A wave's state in the wave tables (CLI and page): passed, the rollout's state, gate or not open. */
+export function waveState(r: Pick<RolloutRecord, 'wave' | 'state' | 'gates'>, i: number): string {
+  if (i < r.wave || r.state === 'done' || (i === r.wave && r.state === 'waiting')) return 'passed'
+  if (i === r.wave) return r.state
+  return r.gates?.includes(i) === true ? 'gate' : 'not open'
+}
+
+/** The counts of the whole rollout, or of one of its waves (from 0): the CLI's and the page's wave tables. */
+export function rolloutCounts(
+  r: RolloutRecord,
+  progress: ReadonlyMap<string, BoxProgress>,
+  wave?: number,
+): RolloutCounts {
   const counts: RolloutCounts = { boxes: 0, done: 0, moving: 0, skipped: 0, failedRows: 0, deferredRows: 0 }
   // A reverted rollout's intent stands for no box any more: none of its boxes moves toward it.
   const stands = r.state !== 'reverted'
-  for (const b of r.waves.flat()) {
+  for (const b of wave === undefined ? r.waves.flat() : (r.waves[wave] ?? [])) {
     if (isSkipped(r, b)) {
       counts.skipped++
       continue

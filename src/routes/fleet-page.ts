@@ -1,6 +1,6 @@
 // The fleet page: `GET /fleet`, one server-drawn HTML page of the whole
 // fleet as the deploy store holds it (design §6.3): the boxes, gone ones
-// kept, the rollout in play with its waves, the intent history
+// kept, the rollout in play with its waves and its events, the intent history
 // (fleet-view.ts draws them), laid out in one column that fits a
 // 1,280-pixel screen (fleet.css over the console's stylesheet).
 // It reads the store and changes nothing, so it takes no token, as the box
@@ -9,11 +9,12 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { DeployStore } from '../domain/ports.js'
+import type { RolloutPort } from '../domain/rollout.js'
 import { Type } from '../domain/typebox.js'
 import { errorMessage, errors } from '../errors.js'
 import { html, trusted } from './console-html.js'
 import { commonErrors, errorEnvelope } from './error-envelope.js'
-import { fleetPart, type Read } from './fleet-view.js'
+import { fleetPart, type Read, type RolloutRead } from './fleet-view.js'
 
 export interface FleetPageOptions {
   /** The deploy store the agent reads (opened and closed by its caller); absent, the page answers 404. */
@@ -29,6 +30,18 @@ async function settle<T>(read: () => Promise<T>): Promise<Read<T>> {
   } catch (err) {
     return { ok: false, why: errorMessage(err) }
   }
+}
+
+/** The rollout in play, its progress and its events (whose read failing leaves the rest drawn); null when none. */
+async function rolloutInPlay(port: RolloutPort, signal: AbortSignal): Promise<RolloutRead | null> {
+  const { current } = await port.active(signal)
+  if (current === undefined) return null
+  const id = current.record.id
+  const [progress, events] = await Promise.all([
+    port.progress(id, undefined, signal),
+    settle(() => port.events(id, signal)),
+  ])
+  return { record: current.record, progress, events }
 }
 
 export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = async (app, { store }) => {
@@ -85,13 +98,7 @@ export const fleetPageRoutes: FastifyPluginAsyncTypebox<FleetPageOptions> = asyn
           return (await store.listBoxes(signal)).map((summary) => ({ summary }))
         }),
         settle(() => store.list(signal)),
-        port === undefined
-          ? undefined
-          : settle(async () => {
-              const { current } = await port.active(signal)
-              if (current === undefined) return null
-              return { record: current.record, progress: await port.progress(current.record.id, undefined, signal) }
-            }),
+        port === undefined ? undefined : settle(() => rolloutInPlay(port, signal)),
       ])
       const page = html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

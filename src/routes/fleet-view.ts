@@ -3,7 +3,8 @@
 // in the words `fleet status` uses (boxWord), a box whose agent is gone
 // kept with its last summary and since when, the rows by kind (deferred
 // apart from held, refused and failed) and how old each summary is; the
-// rollout in play with its waves and their progress, a stopped one's cause
+// rollout in play with its waves and their progress, its events newest
+// first (who, when, why, as `fleet rollout history` says them), a stopped one's cause
 // and its wave's deadline; and the intent records newest first, with who
 // recorded each and why when a record says. A part that could not be read
 // says why, and the others are still drawn. Pure: the same inputs draw the
@@ -18,22 +19,42 @@ import {
   type FleetRow,
   type KeptBox,
 } from '../domain/box-summary.js'
-import { fleetRecords, progressLine, type BoxProgress, type RolloutRecord } from '../domain/rollout.js'
+import {
+  eventLine,
+  fleetRecords,
+  newestFirst,
+  progressLine,
+  rolloutCounts,
+  waveState,
+  type BoxProgress,
+  type RolloutEvent,
+  type RolloutRecord,
+} from '../domain/rollout.js'
 import type { IntentRecord } from '../domain/schemas.js'
 import { html, type Html } from './console-html.js'
 import { relative } from './console-view.js'
 
 /** Records shown in the history: the newest ones. */
 export const HISTORY_ROWS = 50
+/** The rollout's events shown: the newest ones (`layoutd fleet rollout history` lists them all). */
+export const EVENT_ROWS = 50
 
 export type Read<T> = { ok: true; value: T } | { ok: false; why: string }
+
+/** The rollout in play, its boxes' progress, and its events (oldest first, as the store keeps them). */
+export interface RolloutRead {
+  record: RolloutRecord
+  progress: ReadonlyMap<string, BoxProgress>
+  /** Absent: not read (a caller that draws no events). */
+  events?: Read<RolloutEvent[]>
+}
 
 export interface FleetPageInput {
   /** Every box the store knows, the gone ones with since when. */
   boxes: Read<KeptBox[]>
   records: Read<IntentRecord[]>
   /** undefined: the store keeps no rollouts (the directory store). */
-  rollout: Read<{ record: RolloutRecord; progress: ReadonlyMap<string, BoxProgress> } | null> | undefined
+  rollout: Read<RolloutRead | null> | undefined
   now: number
 }
 
@@ -91,7 +112,12 @@ function boxesPart(boxes: KeptBox[], records: IntentRecord[], now: number): Html
 /** A stopped rollout's cause, and the open wave's deadline while it runs or is paused. */
 function causePart(r: RolloutRecord, now: number): Html | string {
   // A reason is set only when the rollout stopped (paused, frozen, reverted, aborted).
-  const cause = r.reason !== '' ? html`<p class="cause" role="status"><b>${r.state}:</b> ${r.reason}</p>` : ''
+  const cause =
+    r.reason !== ''
+      ? html`<p class="cause" role="status"><b>${r.state}:</b> ${r.reason}${
+          r.cause === undefined ? '' : html` <small>[${r.cause}]</small>`
+        }</p>`
+      : ''
   const at = deadlineAt(r)
   const deadline =
     (r.state === 'running' || r.state === 'paused') && at !== null
@@ -111,25 +137,39 @@ function rolloutPart(input: FleetPageInput['rollout'], now: number): Html {
     return html`<section id="rollout"><h2>Rollout</h2><p>No rollout was ever recorded.</p></section>`
   const { record: r, progress } = input.value
   const waves = r.waves.map((w, i) => {
-    const done = w.filter((b) => progress.get(b)?.done === true)
-    const moving = w.filter((b) => progress.get(b)?.done === false)
-    const failedRows = done.reduce((n, b) => n + (progress.get(b)?.failedRows ?? 0), 0)
-    const state = i < r.wave || r.state === 'done' ? 'passed' : i === r.wave ? r.state : 'waiting'
-    const pct = Math.round((done.length / w.length) * 100)
-    return html`<tr class="wave-${state}"><td>${i + 1}</td><td>${w.length}</td><td>${done.length}</td><td>${
-      moving.length
-    }</td><td>${failedRows}</td><td>${state}</td><td><meter min="0" max="100" value="${pct}">${pct}%</meter></td></tr>`
+    // Counted as `fleet rollout status` counts them: skipped boxes apart, deferred rows apart from failed.
+    const c = rolloutCounts(r, progress, i)
+    const state = waveState(r, i)
+    const pct = c.boxes === 0 ? 100 : Math.round((c.done / c.boxes) * 100)
+    return html`<tr class="wave-${state.replace(' ', '-')}"><td>${i + 1}</td><td>${w.length}</td><td>${c.done}</td><td>${
+      c.moving
+    }</td><td>${c.failedRows}</td><td>${c.deferredRows}</td><td>${c.skipped}</td><td>${state}</td><td><meter min="0" max="100" value="${pct}">${pct}%</meter></td></tr>`
   })
   const message = r.message === '' ? '' : html`: <q>${r.message}</q>`
   // The cause is said once, in its own paragraph below the line.
   const line = progressLine(r, progress)
-  const cause = `: ${r.reason}`
+  const cause = `: ${r.reason}${r.cause === undefined ? '' : ` [${r.cause}]`}`
   const summary = r.reason !== '' && line.endsWith(cause) ? line.slice(0, -cause.length) : line
   return html`<section id="rollout"><h2>Rollout</h2><p class="summary state-${r.state}">${summary}</p>
 ${causePart(r, now)}<p>Toward ${r.mode}, recorded ${r.recordedAt} by ${r.by}${message}; at most ${r.maxParallel} moving at once,
 on failure ${r.onFailure}, up to ${r.maxFailedRows} failed rows a wave.</p>
 <div class="wide"><table><thead><tr><th>wave</th><th>boxes</th><th>done</th><th>moving</th><th>failed rows</th>
-<th>state</th><th>progress</th></tr></thead><tbody>${waves}</tbody></table></div></section>`
+<th>deferred rows</th><th>skipped</th><th>state</th><th>progress</th></tr></thead><tbody>${waves}</tbody></table></div>
+${eventsPart(r, input.value.events, now)}</section>`
+}
+
+/** The rollout's events, newest first, in the words of `layoutd fleet rollout history`: who, when, why. */
+function eventsPart(r: RolloutRecord, events: Read<RolloutEvent[]> | undefined, now: number): Html | string {
+  if (events === undefined) return ''
+  if (!events.ok) return html`<h3>Events</h3>${failed("the rollout's events", events.why)}`
+  const newest = newestFirst(events.value).slice(0, EVENT_ROWS)
+  const more =
+    events.value.length > EVENT_ROWS
+      ? html`<p>${events.value.length - EVENT_ROWS} older events not shown: \`layoutd fleet rollout history ${r.id}\`.</p>`
+      : ''
+  return html`<h3>Events</h3><p>${events.value.length} events, newest first.</p><ol class="events">${newest.map(
+    (e) => html`<li>${eventLine(e)} <small>(${relative(e.at, now)})</small></li>`,
+  )}</ol>${more}`
 }
 
 /** A field a record may carry beside the ones this build names (who recorded it and why, from newer builds). */

@@ -2,7 +2,8 @@
 // playwright-core (design §6.3): with forty boxes, long intent ids, a gone
 // box and a paused rollout whose reason is long, the page scrolls down but
 // never sideways, no table scrolls inside its own box either, and the
-// rollout says its cause and the time left to its wave's deadline. The
+// rollout says its cause and the time left to its wave's deadline; its
+// events, newest first, wrap too. The
 // store is an in-memory one: the layout, not etcd, is the subject.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -10,7 +11,7 @@ import Fastify from 'fastify'
 import { chromium } from 'playwright-core'
 import type { KeptBox } from '../../src/domain/box-summary.js'
 import type { DeployStore } from '../../src/domain/ports.js'
-import type { RolloutPort, RolloutRecord } from '../../src/domain/rollout.js'
+import type { RolloutEvent, RolloutPort, RolloutRecord } from '../../src/domain/rollout.js'
 import type { IntentRecord } from '../../src/domain/schemas.js'
 import { fleetPageRoutes } from '../../src/routes/fleet-page.js'
 
@@ -67,8 +68,21 @@ function fleet(now: number): DeployStore {
     by: 'someone-with-a-long-name@ops-workstation.example.internal',
     message: 'the nested layout for the whole fleet, after the canary week '.repeat(3),
   }
+  // Many events, with long reasons and messages, as a week of a real rollout leaves.
+  const events: RolloutEvent[] = Array.from({ length: 60 }, (_, i) => ({
+    at: new Date(now - (60 - i) * 60_000).toISOString(),
+    by:
+      i % 2 === 0
+        ? `agent ${boxes[i % 40]?.summary.box ?? ''}`
+        : 'someone-with-a-long-name@ops-workstation.example.internal',
+    kind: i % 2 === 0 ? 'paused' : 'resumed',
+    state: i % 2 === 0 ? 'paused' : 'running',
+    wave: 2,
+    ...(i % 2 === 0 ? { reason, cause: 'failed_rows' as const } : { message: 'the hold is cleared '.repeat(8) }),
+  }))
   const port = {
     describe: () => 'memory',
+    events: () => Promise.resolve(events),
     active: () => Promise.resolve({ pointerRev: '1', current: { record, rev: '1' } }),
     progress: () =>
       Promise.resolve(new Map(boxes.slice(0, 6).map((b, i) => [b.summary.box, { done: i < 3, failedRows: i }]))),
@@ -110,8 +124,16 @@ void test('GET /fleet in Chromium at 1280 px: no sideways scroll, the paused rol
   const rollout = await page.locator('#rollout').innerText()
   assert.match(rollout, /paused: wave 2: 118 rows not nested/)
   assert.match(rollout, /Wave 2's progress deadline: in \d+m \(time left/)
-  assert.equal(rollout.split('118 rows not nested').length, 2, 'the cause is said once')
+  // Said once above the events (each automatic pause's event says its own reason again).
+  assert.equal(rollout.split('\nEvents\n')[0]?.split('118 rows not nested').length, 2, 'the cause is said once')
   assert.equal(await page.locator('#boxes tbody tr').count(), 40)
+  // The newest events, newest first, each with who and why; the rest counted.
+  assert.equal(await page.locator('#rollout ol.events li').count(), 50)
+  assert.match(
+    await page.locator('#rollout ol.events li').first().innerText(),
+    /resumed wave 2 by someone-with-a-long-name@/,
+  )
+  assert.match(rollout, /10 older events not shown/)
   const gone = await page.locator('#boxes tbody tr', { hasText: 'web-007' }).innerText()
   assert.match(gone, /gone since 5m ago \(its lease expired\)/)
   await context.close()

@@ -75,7 +75,12 @@ void test('GET /fleet in Chromium: the boxes, the rollout and its waves, the his
     assert.match(await page.locator('#rollout').innerText(), /by .*: “?to <b>nested<\/b>”?/)
     const waves = await page.locator('#rollout tbody tr').allInnerTexts()
     assert.equal(waves.length, 2)
-    assert.match(waves[0] ?? '', /^1\s+1\s+1\s+0\s+0\s+passed/)
+    // wave, boxes, done, moving, failed rows, deferred rows, skipped, state.
+    assert.match(waves[0] ?? '', /^1\s+1\s+1\s+0\s+0\s+0\s+0\s+passed/)
+    // The rollout's events, newest first: its end, by the agent that judged its last wave.
+    const events = await page.locator('#rollout ol.events li').allInnerTexts()
+    assert.match(events[0] ?? '', /^\S+ done wave 2 by agent box-\d+/)
+    assert.match(events.at(-1) ?? '', /^\S+ recorded wave 1 by /)
     const history = await page.locator('#history tbody tr').allInnerTexts()
     assert.match(history[0] ?? '', new RegExp(`^${done.id.replace(/\./g, '\\.')}\\.done\\s+nested\\s+the whole fleet`))
     assert.match(history.at(-1) ?? '', /20261201T000000\.000Z-aaaaaa\s+flat/)

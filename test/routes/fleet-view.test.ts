@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { formatFleet } from '../../src/cli/fleet-table.js'
 import { fleetView, summarize, type BoxGone, type KeptBox } from '../../src/domain/box-summary.js'
-import type { RolloutRecord } from '../../src/domain/rollout.js'
+import type { RolloutEvent, RolloutRecord } from '../../src/domain/rollout.js'
 import type { IntentRecord, LayoutReport } from '../../src/domain/schemas.js'
 import { fleetPart } from '../../src/routes/fleet-view.js'
 
@@ -105,4 +105,65 @@ void test("the fleet page shows a paused rollout's cause and the time left to it
   const rollout = text(page.slice(page.indexOf('<section id="rollout">')))
   assert.ok(rollout.includes(`paused: ${reason}`), rollout)
   assert.match(rollout, /Wave 2's progress deadline: in 6m \(time left; 600s from the wave's opening/)
+})
+
+void test("the fleet page lists the rollout's events newest first, who, when and why, and counts deferred rows apart", () => {
+  const r: RolloutRecord = {
+    id: 'i3',
+    mode: 'nested',
+    force: false,
+    waves: [['web-01', 'web-02'], ['web-03']],
+    maxParallel: 2,
+    progressDeadlineMs: 600_000,
+    onFailure: 'pause',
+    maxFailedRows: 0,
+    state: 'paused',
+    cause: 'box_gone',
+    wave: 0,
+    waveOpenedAt: at(240_000),
+    reason: 'box web-02 of wave 1 left the fleet before it was done',
+    recordedAt: at(600_000),
+    by: 'ops@desk',
+    message: 'canary',
+  }
+  const events: RolloutEvent[] = [
+    { at: at(600_000), by: 'ops@desk', kind: 'recorded', state: 'running', wave: 1, message: 'canary' },
+    {
+      at: at(60_000),
+      by: 'agent web-01',
+      kind: 'paused',
+      state: 'paused',
+      wave: 1,
+      reason: 'box web-02 of wave 1 left the fleet before it was done',
+      cause: 'box_gone',
+    },
+  ]
+  const progress = new Map([
+    ['web-01', { done: true, failedRows: 0, deferredRows: 4 }],
+    ['web-02', { done: false, failedRows: 0 }],
+  ])
+  const page = fleetPart({
+    boxes: { ok: true, value: [] },
+    records: { ok: true, value: [] },
+    rollout: { ok: true, value: { record: r, progress, events: { ok: true, value: events } } },
+    now: NOW,
+  }).text
+  const items = [...page.matchAll(/<li>([\s\S]*?)<\/li>/g)].map((m) => text(m[1] ?? ''))
+  assert.deepEqual(items, [
+    `${at(60_000)} paused wave 1 by agent web-01: box web-02 of wave 1 left the fleet before it was done [box_gone] (1m ago)`,
+    `${at(600_000)} recorded wave 1 by ops@desk — &quot;canary&quot; (10m ago)`,
+  ])
+  const waves = [...page.matchAll(/<tr class="wave-[^"]*">([\s\S]*?)<\/tr>/g)].map((m) => text(m[1] ?? ''))
+  // wave, boxes, done, moving, failed rows, deferred rows, skipped, state: as `fleet rollout status` counts.
+  assert.deepEqual(waves, ['1 2 1 1 0 4 0 paused 50%', '2 1 0 0 0 0 0 not open 0%'])
+  assert.match(text(page), /4 deferred rows; paused/)
+  const section = text(page.slice(page.indexOf('<section id="rollout">'), page.indexOf('<h3>Events</h3>')))
+  assert.equal(section.split('left the fleet before it was done').length, 2, `the cause is said once: ${section}`)
+  const unread = fleetPart({
+    boxes: { ok: true, value: [] },
+    records: { ok: true, value: [] },
+    rollout: { ok: true, value: { record: r, progress, events: { ok: false, why: 'etcd: timed out' } } },
+    now: NOW,
+  }).text
+  assert.match(text(unread), /the rollout&#39;s events: etcd: timed out/)
 })
