@@ -20,7 +20,8 @@ export const USAGE = `usage:
   layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
                         [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
   layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
-  layoutd fleet rollout pause|resume|abort [-m MSG]
+  layoutd fleet rollout history [ID] [--json] | pause|resume|abort|promote [-m MSG]
+  layoutd fleet rollout retry BOX [-m MSG] | fleet rollout skip BOX -m WHY
   layoutd journal list [--json] | journal show FILE|HOST [--json]   the journals in D/layout, read only
   layoutd journal release FILE|HOST [--dry-run]   remove a kept journal once its moves are settled
   layoutd registry backup FILE | registry restore FILE   copy D/registry.db out; put a copy back (agent stopped)

@@ -64,7 +64,7 @@ void test('the command names complete, and a prefix narrows them', async () => {
 
 void test('every subcommand and every option the usage names completes', async () => {
   const entries = usageEntries()
-  for (const cmd of ['routes', 'intent', 'registry']) {
+  for (const cmd of ['routes', 'intent', 'registry', 'fleet']) {
     const subs = entries.filter((e) => e.cmd === cmd && e.sub !== undefined).map((e) => e.sub ?? '')
     assert.ok(subs.length >= 2, `${cmd} has subcommands in the usage`)
     const offered = await complete('layoutd', cmd, '')
@@ -74,6 +74,17 @@ void test('every subcommand and every option the usage names completes', async (
       `${cmd}: subcommands bash does not offer`,
     )
   }
+  // The rollout's actions: `fleet rollout a|b|c`, and `… | b|c [-m MSG]` after a bar.
+  const actions = new Set<string>()
+  for (const m of USAGE.matchAll(/fleet rollout ([a-z|]+)|\| ([a-z]+(?:\|[a-z]+)*) (?=[A-Z[])/g))
+    for (const a of (m[1] ?? m[2] ?? '').split('|')) if (a !== '') actions.add(a)
+  for (const a of ['history', 'retry', 'skip', 'promote']) assert.ok(actions.has(a), `the usage names rollout ${a}`)
+  const offered = await complete('layoutd', 'fleet', 'rollout', '')
+  assert.deepEqual(
+    [...actions].filter((a) => !offered.includes(a)),
+    [],
+    'fleet rollout: actions bash does not offer',
+  )
   for (const { cmd, sub, flags } of entries) {
     const line = sub === undefined ? ['layoutd', cmd, '--'] : ['layoutd', cmd, sub, 'x', '--']
     const offered = await complete(...line)

@@ -21,7 +21,7 @@ import {
 } from '../../domain/box-summary.js'
 import { hostError } from '../../domain/hostname.js'
 import { INTENT_TIMEOUT_MS } from '../../domain/intent.js'
-import { fleetRecords } from '../../domain/rollout.js'
+import { fleetRecords, isDone, isFinal, isSkipped } from '../../domain/rollout.js'
 import type { DeployStore } from '../../domain/ports.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { OptionsConfig, ParsedArgs } from '../args.js'
@@ -37,17 +37,16 @@ import {
 } from '../command.js'
 import { formatFleet, type FleetRead } from '../fleet-table.js'
 import { printable } from '../../domain/printable.js'
-import { rolloutCommand } from './rollout.js'
+import { recorder, ROLLOUT_USAGE, rolloutCommand } from './rollout.js'
 import { screenSize } from '../status-view.js'
+
+/** The rollout's lines of its own usage (ROLLOUT_USAGE), so the two never disagree. */
+const ROLLOUT_LINES = ROLLOUT_USAGE.slice('usage:\n'.length, ROLLOUT_USAGE.indexOf('\n\n') + 1)
 
 export const usage = `usage:
   layoutd fleet status [--json] [--wait [--timeout S] | --watch]
   layoutd fleet forget BOX [-m WHY]
-  layoutd fleet rollout migrate|revert --waves W [--max-parallel N] [--progress-deadline D]
-                        [--on-failure pause|revert|freeze] [--max-failed-rows N] [--force] [-m MSG]
-  layoutd fleet rollout revert --now [-m MSG] | fleet rollout status [--json] [--wait [--timeout S]]
-  layoutd fleet rollout pause|resume|abort [-m MSG]
-`
+${ROLLOUT_LINES}`
 
 const STATUS_USAGE = `usage:
   layoutd fleet status [--json] [--wait [--timeout S] | --watch]
@@ -78,6 +77,8 @@ export const signature: Signature = { failures: 'layoutd fleet', usageErrors: 'l
 export interface FleetIo extends CommandContext {
   /** The caller opens the store and closes it after the command. */
   store: DeployStore
+  /** Who runs the command; default `user@host`. */
+  by?: string
   now?: () => number
   /** Between two reads of --wait; default 1 s. Between two draws of --watch; default 2 s. */
   everyMs?: number
@@ -382,11 +383,27 @@ async function fleetForget(io: FleetIo, given: string, why: string | undefined):
   const bad = hostError(box)
   if (bad !== null) throw errors.invalidBoxLabel(given, bad)
   if (io.store.forgetBox === undefined) throw new Error(`${io.store.describe()} keeps no box summaries`)
-  const kept = await io.store.forgetBox(box, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
+  const kept = await io.store.forgetBox(box, signal)
   const gone = kept.gone === undefined ? '' : ` (gone since ${kept.gone.since}, ${howGone(kept.gone)})`
+  // Who and why, said with what was forgotten: the store keeps no event of a forget (only a rollout's own).
   io.stdout.write(
-    `forgot box ${box}${gone}; its last summary was from ${kept.summary.at}` +
+    `forgot box ${box}${gone}; its last summary was from ${kept.summary.at}; by ${recorder(io)}` +
       `${why === undefined || why === '' ? '' : `: ${why}`}\n`,
   )
+  const inPlay = await rolloutInPlay(io.store, signal)
+  const r = inPlay?.record
+  const wave = r === undefined ? -1 : r.waves.findIndex((w) => w.includes(box))
+  if (
+    r !== undefined &&
+    !isFinal(r) &&
+    wave >= r.wave &&
+    !isSkipped(r, box) &&
+    !isDone(r, box, inPlay?.progress.get(box))
+  )
+    io.stdout.write(
+      `box ${box} is in wave ${wave + 1} of rollout ${r.id}, which waits on it: ` +
+        `\`layoutd fleet rollout skip ${box} -m WHY\` leaves it out\n`,
+    )
   return 0
 }

@@ -22,8 +22,10 @@ import {
   ON_FAILURE,
   operatorChange,
   parseWaves,
+  placeOf,
   progressLine,
-  retryPending,
+  rolloutCounts,
+  waveState,
   type BoxProgress,
   type OnFailure,
   type OperatorAction,
@@ -31,6 +33,7 @@ import {
   type RolloutRecord,
   type StoredRollout,
 } from '../../domain/rollout.js'
+import { howGone } from '../../domain/box-summary.js'
 import type { IntentRecord } from '../../domain/schemas.js'
 import { errorMessage, errors } from '../../errors.js'
 import type { ParsedArgs } from '../args.js'
@@ -162,7 +165,8 @@ function whole(name: string, text: string | undefined, min: number): number | un
   return Number(text)
 }
 
-function recorder(io: RolloutIo): string {
+/** Who runs the command: `user@host` (or the caller's `by`), as records and events name it. */
+export function recorder(io: { by?: string }): string {
   if (io.by !== undefined) return io.by
   let user: string
   try {
@@ -365,33 +369,16 @@ export async function readRollout(
 
 export function formatRollout(r: RolloutRecord, progress: ReadonlyMap<string, BoxProgress>): string {
   const rows = r.waves.map((w, i) => {
-    const kept = w.filter((b) => !isSkipped(r, b))
-    const done = kept.filter((b) => isDone(r, b, progress.get(b)))
-    const failed = kept.reduce((n, b) => n + (progress.get(b)?.failedRows ?? 0), 0)
-    const deferred = kept.reduce((n, b) => n + (progress.get(b)?.deferredRows ?? 0), 0)
-    const moving =
-      r.state === 'reverted'
-        ? 0
-        : kept.filter((b) => progress.has(b) && (progress.get(b)?.done !== true || retryPending(r, b, progress.get(b))))
-            .length
-    const state =
-      i < r.wave || r.state === 'done' || (i === r.wave && r.state === 'waiting')
-        ? 'passed'
-        : i === r.wave
-          ? r.state
-          : r.gates?.includes(i) === true
-            ? 'gate'
-            : 'not open'
-    const skipped = w.length - kept.length
+    const c = rolloutCounts(r, progress, i)
     return [
       String(i + 1),
       String(w.length),
-      String(done.length),
-      String(moving),
-      String(failed),
-      String(deferred),
-      String(skipped),
-      state,
+      String(c.done),
+      String(c.moving),
+      String(c.failedRows),
+      String(c.deferredRows),
+      String(c.skipped),
+      waveState(r, i),
     ]
   })
   const table = formatTable(
@@ -402,25 +389,71 @@ export function formatRollout(r: RolloutRecord, progress: ReadonlyMap<string, Bo
   return `${progressLine(r, progress)}\n${by}\n${table}\n`
 }
 
+/**
+ * The boxes the rollout still waits on (of its open wave or a later one, not done, not skipped) that are
+ * gone: no live summary. Each would fail its wave (design §7.6), so `--wait` ends on them, as `fleet
+ * status --wait` does, naming since when where the store keeps gone boxes.
+ */
+async function goneWaitedOn(
+  io: RolloutIo,
+  port: RolloutPort,
+  read: { rollout: StoredRollout; progress: Map<string, BoxProgress> },
+  signal: AbortSignal,
+): Promise<string[]> {
+  const r = read.rollout.record
+  const waited = r.waves
+    .slice(r.wave)
+    .flat()
+    .filter((b) => !isSkipped(r, b) && !isDone(r, b, read.progress.get(b)))
+  if (waited.length === 0) return []
+  const live = await port.liveBoxes(signal)
+  const gone = waited.filter((b) => !live.has(b))
+  if (gone.length === 0) return []
+  const since = new Map<string, string>()
+  if (io.store.listKnownBoxes !== undefined)
+    for (const k of await io.store.listKnownBoxes(signal))
+      if (k.gone !== undefined) since.set(k.summary.box, ` since ${k.gone.since} (${howGone(k.gone)})`)
+  return gone.map(
+    (b) =>
+      `box ${b} of wave ${(placeOf(r, b)?.wave ?? 0) + 1} is gone${since.get(b) ?? ''}: rollout ${r.id} ` +
+      `cannot pass its wave until its agent is back (or \`layoutd fleet rollout skip ${b} -m WHY\`)`,
+  )
+}
+
 async function status(port: RolloutPort, v: Values, io: RolloutIo): Promise<number> {
   if (v.timeout !== undefined && v.wait !== true) throw errors.usage('--timeout goes with --wait')
   const timeoutS = whole('timeout', v.timeout, 1) ?? 3600
   const deadline = Date.now() + timeoutS * 1000
-  let read = await readRollout(port, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  const readNow = () => readRollout(port, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+  let read = await readNow()
   if (read === undefined) throw errors.rolloutConflict('no rollout was ever recorded')
+  const goneNow = (s: NonNullable<typeof read>) =>
+    v.wait === true && s.rollout.record.state === 'running'
+      ? goneWaitedOn(io, port, s, AbortSignal.timeout(INTENT_TIMEOUT_MS))
+      : Promise.resolve([])
+  let gone = await goneNow(read)
   let said = ''
-  while (v.wait === true && read.rollout.record.state === 'running' && Date.now() < deadline) {
+  while (v.wait === true && read.rollout.record.state === 'running' && gone.length === 0 && Date.now() < deadline) {
     const line = `waiting: ${progressLine(read.rollout.record, read.progress)}\n`
     if (line !== said) io.stderr.write(line)
     said = line
     await new Promise((r) => setTimeout(r, io.everyMs ?? 1000))
-    read = (await readRollout(port, AbortSignal.timeout(INTENT_TIMEOUT_MS))) ?? read
+    read = (await readNow()) ?? read
+    gone = await goneNow(read)
   }
   const { record: r } = read.rollout
   if (v.json === true)
     io.stdout.write(`${JSON.stringify({ rollout: r, progress: Object.fromEntries(read.progress) }, null, 2)}\n`)
   else io.stdout.write(formatRollout(r, read.progress))
   if (v.wait !== true || r.state === 'done') return 0
-  io.stderr.write(`${signature.failures}: rollout ${r.id} is ${r.state}${r.reason === '' ? '' : `: ${r.reason}`}\n`)
+  if (gone.length > 0) {
+    for (const why of gone) io.stderr.write(`${signature.failures}: ${why}\n`)
+    return 1
+  }
+  // Paused, waiting at a gate, frozen, reverted, aborted, or still running at the timeout: not done.
+  const left = r.state === 'running' ? ` after waiting ${timeoutS}s` : ''
+  io.stderr.write(
+    `${signature.failures}: rollout ${r.id} is ${r.state}${r.reason === '' ? '' : `: ${r.reason}`}${left}\n`,
+  )
   return 1
 }

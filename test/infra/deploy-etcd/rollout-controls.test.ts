@@ -91,7 +91,7 @@ async function fleet(t: TestContext, n: number) {
     stdout.on('data', (d: Buffer) => (out += d.toString()))
     stderr.on('data', (d: Buffer) => (err += d.toString()))
     const config = loadConfig({ CARLOS_BOX: 'ops', CARLOS_DEPLOYMENT_ETCD: shared.server.url })
-    const code = await fleetCommand(argv, { config, store, stdout, stderr, everyMs: 100, by: 'ops@test' } as never)
+    const code = await fleetCommand(argv, { config, store, stdout, stderr, everyMs: 100, by: 'ops@test' })
     return { code, out, err }
   }
   const port = store.rollouts()

@@ -233,6 +233,83 @@ void test('a box that leaves the fleet mid-wave fails the wave: --on-failure fre
   )
   assert.match(frozen.reason, /box box-0001 of wave 1 left the fleet before it was done/)
   assert.ok(!fleet.moves.some((m) => m.box === 'box-0002'))
+  // The box lost is an event of the rollout: who judged it, when, and why, with its cause.
+  const lost = (await port.events(r.id, live())).filter((e) => e.cause === 'box_gone')
+  assert.deepEqual(
+    lost.map((e) => [e.kind, e.state, e.wave, e.by.startsWith('agent box-000'), e.reason]),
+    [['frozen', 'frozen', 1, true, frozen.reason]],
+  )
+})
+
+void test('rollout status --wait exits 1 at once, naming it, when a box the rollout waits on is gone', async (t) => {
+  const { prefix } = portFor(t)
+  const { store } = shared.storeFor(t, [shared.server.url], { prefix })
+  const port = store.rollouts()
+  // No agent runs: box-0009's lease expired, and none is left to pause the rollout for it.
+  const r = rollout({ waves: [['box-0009']], maxParallel: 1 })
+  await port.create(r, await port.active(live()), live())
+  const t0 = Date.now()
+  const waited = await run(['rollout', 'status', '--wait', '--timeout', '60'], t, prefix)
+  assert.equal(waited.code, 1, waited.err)
+  assert.match(waited.err, /box box-0009 of wave 1 is gone: rollout \S+ cannot pass its wave until its agent is back/)
+  assert.ok(Date.now() - t0 < 30_000, 'it did not wait for the timeout')
+  // Skipped, the box is waited on no more: --wait waits (here until its timeout, with no agent to end it).
+  assert.equal((await run(['rollout', 'skip', 'box-0009', '-m', 'retired'], t, prefix)).code, 0)
+  const skipped = await run(['rollout', 'status', '--wait', '--timeout', '1'], t, prefix)
+  assert.equal(skipped.code, 1)
+  assert.match(skipped.err, /is running after waiting 1s/)
+})
+
+void test('rollout status --wait exits 1 on a rollout paused, waiting at a gate, frozen or aborted', async (t) => {
+  const { prefix } = portFor(t)
+  const { store } = shared.storeFor(t, [shared.server.url], { prefix })
+  const port = store.rollouts()
+  const r = rollout({ waves: [['box-0000']] })
+  await port.create(r, await port.active(live()), live())
+  const stops: Array<Partial<RolloutRecord>> = [
+    { state: 'paused', cause: 'operator_pause', reason: 'paused by ops: lunch' },
+    { state: 'waiting', cause: 'manual_gate', reason: 'wave 1 passed; wave 2 opens on promote' },
+    { state: 'frozen', cause: 'failed_rows', reason: 'wave 1: 3 rows not nested' },
+    { state: 'aborted', cause: 'operator_abort', reason: 'aborted by ops' },
+  ]
+  for (const stop of stops) {
+    const { current } = await port.active(live())
+    assert.ok(current !== undefined)
+    assert.ok(await port.update(current, { ...current.record, ...stop }, live()))
+    const waited = await run(['rollout', 'status', '--wait', '--timeout', '60'], t, prefix)
+    assert.equal(waited.code, 1, `${stop.state}: ${waited.err}`)
+    assert.ok(waited.err.includes(`is ${stop.state}: ${stop.reason}`), waited.err)
+  }
+})
+
+void test("an operator's retry runs the box's leg again, and the box answers it", async (t) => {
+  const { prefix } = portFor(t)
+  const fleet = new SimFleet({ endpoints: [shared.server.url], prefix, boxes: 2, passMs: 50 })
+  t.after(() => fleet.stop())
+  await fleet.start()
+  const rec = await run(['rollout', 'migrate', '--waves', '1,pause,100%'], t, prefix)
+  assert.equal(rec.code, 0, rec.err)
+  const { store } = shared.storeFor(t, [shared.server.url], { prefix })
+  const port = store.rollouts()
+  const r = await until(
+    'the gate',
+    async () => {
+      const a = await port.active(live())
+      return a.current?.record.state === 'waiting' ? a.current.record : undefined
+    },
+    30_000,
+  )
+  const first = r.waves[0]?.[0] ?? ''
+  const box = fleet.box(first)
+  const runs = box.runs
+  const retry = await run(['rollout', 'retry', first, '-m', 'once more'], t, prefix)
+  assert.equal(retry.code, 0, retry.err)
+  await until(
+    'the box to answer the retry',
+    async () => ((await port.progress(r.id, 0, live())).get(first)?.retried === 1 ? true : undefined),
+    30_000,
+  )
+  assert.ok(box.runs > runs, `the box ran its leg again: ${box.runs} runs, ${runs} before the retry`)
 })
 
 void test('a wave over the failed-row threshold with --on-failure revert sends the boxes that moved back', async (t) => {
