@@ -291,12 +291,21 @@ export async function faultedRollout(c: FaultedRolloutContext, out: Record<strin
 async function lookUntilEnd(port: EtcdRollouts, op: Operator, c: FaultedRolloutContext): Promise<RolloutRecord> {
   const end = Date.now() + ROLLOUT_BOUND_MS
   let lastLog = 0
+  let refused = 0
+  let why = ''
   for (;;) {
     let r: RolloutRecord | undefined
     try {
       r = (await port.active(AbortSignal.timeout(30_000))).current?.record
-    } catch {
-      r = undefined // A read refused under load (a leader lost): asked again.
+    } catch (err) {
+      // A read refused under load (a leader lost): asked again, and counted, so a stall says what it met.
+      r = undefined
+      refused++
+      why = err instanceof Error ? err.message : String(err)
+      if (Date.now() - lastLog > 10_000) {
+        lastLog = Date.now()
+        c.log(`fleet-faults: ${refused} reads of the rollout refused; the last: ${why}`)
+      }
     }
     if (r !== undefined) {
       const ended = await op.look(r)
@@ -306,7 +315,11 @@ async function lookUntilEnd(port: EtcdRollouts, op: Operator, c: FaultedRolloutC
         c.log(`fleet-faults: wave ${r.wave + 1}/${r.waves.length} ${r.state}, ${c.fleet.moves.length} moves`)
       }
     }
-    if (Date.now() > end) throw new Error(`bench: the faulted rollout did not end within ${ROLLOUT_BOUND_MS} ms`)
+    if (Date.now() > end)
+      throw new Error(
+        `bench: the faulted rollout did not end within ${ROLLOUT_BOUND_MS} ms` +
+          (refused === 0 ? '' : ` (${refused} reads of it refused; the last: ${why})`),
+      )
     await new Promise((resolve) => setTimeout(resolve, LOOK_MS))
   }
 }
