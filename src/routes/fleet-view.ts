@@ -31,7 +31,7 @@ import {
   type RolloutRecord,
 } from '../domain/rollout.js'
 import type { IntentRecord } from '../domain/schemas.js'
-import { html, type Html } from './console-html.js'
+import { html, type Html, type Interpolated } from './console-html.js'
 import { relative } from './console-view.js'
 
 /** Records shown in the history: the newest ones. */
@@ -78,13 +78,15 @@ function boxRow(r: FleetRow, now: number): Html {
   const stale = r.wants !== null && s.intent !== r.wants ? html` <small>(box read ${s.intent ?? 'none'})</small>` : ''
   const at = s.leg.lastRunAt
   const word = boxWord(r).replace(' ', '-')
-  return html`<tr class="state-${r.state} word-${word}"><td class="host">${s.box}</td>${stateCell(r, now)}<td class="mono">${
-    r.wants ?? '-'
-  }${stale}</td><td>${s.mode}</td><td>${n('nested')}</td><td>${n('flat')}</td><td>${n('fenced')}</td><td>${of(
-    'deferred',
-  )}</td><td>${s.held}</td><td>${of('refused')}</td><td>${of('failed')}</td><td>${when(s.at, now)}</td><td>${
-    at === null ? '-' : when(at, now)
-  }</td><td>${s.version}</td></tr>`
+  const head = html`<td class="host">${s.box}</td>${stateCell(r, now)}<td class="mono">${r.wants ?? '-'}${stale}</td>`
+  const figures = [s.mode, n('nested'), n('flat'), n('fenced'), of('deferred'), s.held, of('refused'), of('failed')]
+  const times = [when(s.at, now), at === null ? '-' : when(at, now), s.version]
+  return html`<tr class="state-${r.state} word-${word}">${head}${cells([...figures, ...times])}</tr>`
+}
+
+/** Plain cells, one a value. */
+function cells(values: readonly Interpolated[]): Html[] {
+  return values.map((v) => html`<td>${v}</td>`)
 }
 
 function boxesPart(boxes: KeptBox[], records: IntentRecord[], now: number): Html {
@@ -141,9 +143,9 @@ function rolloutPart(input: FleetPageInput['rollout'], now: number): Html {
     const c = rolloutCounts(r, progress, i)
     const state = waveState(r, i)
     const pct = c.boxes === 0 ? 100 : Math.round((c.done / c.boxes) * 100)
-    return html`<tr class="wave-${state.replace(' ', '-')}"><td>${i + 1}</td><td>${w.length}</td><td>${c.done}</td><td>${
-      c.moving
-    }</td><td>${c.failedRows}</td><td>${c.deferredRows}</td><td>${c.skipped}</td><td>${state}</td><td><meter min="0" max="100" value="${pct}">${pct}%</meter></td></tr>`
+    const meter = html`<td><meter min="0" max="100" value="${pct}">${pct}%</meter></td>`
+    const counts = [i + 1, w.length, c.done, c.moving, c.failedRows, c.deferredRows, c.skipped, state]
+    return html`<tr class="wave-${state.replace(' ', '-')}">${cells(counts)}${meter}</tr>`
   })
   const message = r.message === '' ? '' : html`: <q>${r.message}</q>`
   // The cause is said once, in its own paragraph below the line.
@@ -151,8 +153,8 @@ function rolloutPart(input: FleetPageInput['rollout'], now: number): Html {
   const cause = `: ${r.reason}${r.cause === undefined ? '' : ` [${r.cause}]`}`
   const summary = r.reason !== '' && line.endsWith(cause) ? line.slice(0, -cause.length) : line
   return html`<section id="rollout"><h2>Rollout</h2><p class="summary state-${r.state}">${summary}</p>
-${causePart(r, now)}<p>Toward ${r.mode}, recorded ${r.recordedAt} by ${r.by}${message}; at most ${r.maxParallel} moving at once,
-on failure ${r.onFailure}, up to ${r.maxFailedRows} failed rows a wave.</p>
+${causePart(r, now)}<p>Toward ${r.mode}, recorded ${r.recordedAt} by ${r.by}${message};
+at most ${r.maxParallel} moving at once, on failure ${r.onFailure}, up to ${r.maxFailedRows} failed rows a wave.</p>
 <div class="wide"><table><thead><tr><th>wave</th><th>boxes</th><th>done</th><th>moving</th><th>failed rows</th>
 <th>deferred rows</th><th>skipped</th><th>state</th><th>progress</th></tr></thead><tbody>${waves}</tbody></table></div>
 ${eventsPart(r, input.value.events, now)}</section>`
@@ -163,10 +165,8 @@ function eventsPart(r: RolloutRecord, events: Read<RolloutEvent[]> | undefined, 
   if (events === undefined) return ''
   if (!events.ok) return html`<h3>Events</h3>${failed("the rollout's events", events.why)}`
   const newest = newestFirst(events.value).slice(0, EVENT_ROWS)
-  const more =
-    events.value.length > EVENT_ROWS
-      ? html`<p>${events.value.length - EVENT_ROWS} older events not shown: \`layoutd fleet rollout history ${r.id}\`.</p>`
-      : ''
+  const older = events.value.length - EVENT_ROWS
+  const more = older > 0 ? html`<p>${older} older events not shown: \`layoutd fleet rollout history ${r.id}\`.</p>` : ''
   return html`<h3>Events</h3><p>${events.value.length} events, newest first.</p><ol class="events">${newest.map(
     (e) => html`<li>${eventLine(e)} <small>(${relative(e.at, now)})</small></li>`,
   )}</ol>${more}`
