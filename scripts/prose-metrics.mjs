@@ -4,7 +4,8 @@
 // length and share over 72 characters, and the src/ comment lines that
 // quote a measured figure (which belong in docs/performance.md).
 //
-//   node scripts/prose-metrics.mjs [RANGE] [--figures]   RANGE a git revision range (default: every commit of HEAD)
+//   node scripts/prose-metrics.mjs [RANGE] [--figures] [--files]   RANGE a git revision range (default: HEAD);
+//                                            --files lists each src/ file's comment words, code lines and ratio
 //   node scripts/prose-metrics.mjs --src DIR [--src DIR]  the source rows alone, for another tree (fastify's lib/)
 //
 // The method is the one the comparison with fastify, pino and undici was
@@ -85,9 +86,10 @@ function linesOf(file, text) {
 }
 
 function sourceMeasures(dirs) {
-  const m = { words: 0, textWords: 0, code: 0, blocks: 0, figures: [] }
+  const m = { words: 0, textWords: 0, code: 0, blocks: 0, figures: [], files: [] }
   for (const file of dirs.flatMap((d) => filesUnder(d, SOURCE)).filter((f) => !f.endsWith('.d.ts'))) {
     const lines = linesOf(file, fs.readFileSync(file, 'utf8'))
+    const before = { words: m.words, code: m.code }
     let run = 0
     lines.forEach((l, i) => {
       const text = l.comment.replace(MARKERS, '').replace(/\s(?:\/\/|\/\*+|\*\/|\*)(?=\s|$)/g, ' ')
@@ -103,6 +105,7 @@ function sourceMeasures(dirs) {
         run = 0
       }
     })
+    m.files.push({ file: path.relative(ROOT, file), words: m.words - before.words, code: m.code - before.code })
   }
   return m
 }
@@ -162,6 +165,9 @@ function main(argv) {
   process.stdout.write(['| measure | value |', '|---|---|', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n'))
   process.stdout.write('\n')
   if (argv.includes('--figures')) for (const f of src.figures) process.stdout.write(`${f}\n`)
+  if (argv.includes('--files'))
+    for (const f of src.files.sort((a, b) => b.words - a.words))
+      process.stdout.write(`${f.words}\t${f.code}\t${(f.words / Math.max(1, f.code)).toFixed(2)}\t${f.file}\n`)
 }
 
 main(process.argv.slice(2))
