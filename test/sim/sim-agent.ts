@@ -104,6 +104,7 @@ export class SimAgent {
   readonly reads: DeployStore
   readonly #o: SimAgentOptions
   readonly #life = new AbortController()
+  readonly #gateway: SimGateway
   readonly #publisher: BoxPublisher
   #running = false
   #pending = false
@@ -120,6 +121,7 @@ export class SimAgent {
     const name = `${o.disk.box}#${o.life}`
     this.clock = new ProcessClock(o.s, name)
     const gateway = new SimGateway(o.model, this.clock, o.rng.fork(), o.net, o.disk.box)
+    this.#gateway = gateway
     if (o.trace !== undefined) gateway.trace = (line) => o.trace?.(`  ${name} → ${line}`)
     const jitter = o.rng.fork()
     this.store = new EtcdDeployStore([], {
@@ -191,6 +193,18 @@ export class SimAgent {
   /** kill -9: no timer of the process runs again, no request of it is answered or applied. */
   kill(): void {
     this.clock.kill()
+  }
+
+  /**
+   * The run is over: killed, then its life and its store's gateway aborted.
+   * Node keeps a signal of AbortSignal.any() that has listeners alive until
+   * it aborts, so one left pending would hold its whole world, seed after
+   * seed. Its clock is dead first, so nothing the aborts wake reaches etcd.
+   */
+  release(): void {
+    this.kill()
+    this.#life.abort()
+    void this.#gateway.close()
   }
 
   /** Something changed on the box (a tenant slept, a hold was cleared and `converge` run): the leg runs. */

@@ -77,6 +77,8 @@ class World {
   readonly o: SimOptions
   readonly disks: BoxDisk[] = []
   readonly agents = new Map<string, SimAgent>()
+  /** Every agent the run started, the killed ones too: each is let go at the end (SimAgent.release). */
+  readonly everyAgent: SimAgent[] = []
   readonly lives = new Map<string, number>()
   readonly violations: Violation[] = []
   readonly drawn: Record<string, number> = {
@@ -239,6 +241,7 @@ class World {
       sabotage: this.o.sabotage,
     })
     this.agents.set(disk.box, agent)
+    this.everyAgent.push(agent)
     this.movingDue = true
     agent.start()
   }
@@ -563,7 +566,7 @@ export async function runSeed(o: SimOptions): Promise<SimResult> {
     // An operator's abort that landed ends it; one that never landed leaves the rollout held to the bound.
     if (r !== undefined && r.state !== 'done' && r.state !== 'aborted')
       w.violate('fixed-rollout-not-done', `${r.id} is ${r.state}: ${r.reason}`)
-    for (const a of w.agents.values()) a.kill()
+    for (const a of w.everyAgent) a.release()
     return {
       seed: o.seed,
       boxes: o.boxes,
