@@ -11,7 +11,7 @@ import Fastify, {
 } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { DeployStore } from './domain/ports.js'
 import { MAX_HOST_TEXT, type AgentApi } from './agent-api.js'
@@ -32,6 +32,10 @@ import { openApiOptions, openApiRoutes } from './routes/openapi.js'
 import { answerUnroutable, gateRoutes } from './routes/gate.js'
 import { readyRoutes } from './routes/ready.js'
 import { wakesRoutes } from './routes/wakes.js'
+
+// node:http's CommonJS exports, not an ES import: that reads every export, the lazy WebSocket
+// among them, and so loads node's own fetch and WebSocket client, which the agent never uses.
+const { STATUS_CODES } = process.getBuiltinModule('node:http')
 
 export type App = FastifyInstance<Server, IncomingMessage, ServerResponse, AppLogger, TypeBoxTypeProvider>
 
