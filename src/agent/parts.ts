@@ -21,7 +21,10 @@ export interface AgentParts {
   logger: Logger
   metrics: Metrics
   clock: Clock
-  registry: Pick<Registry, 'get' | 'snapshot' | 'addedAfter' | 'ping' | 'file' | 'health' | 'coded' | 'fault'>
+  registry: Pick<
+    Registry,
+    'get' | 'snapshot' | 'addedAfter' | 'ping' | 'file' | 'health' | 'coded' | 'fault' | 'releaseCheckpointThread'
+  >
   store: DeployStore
   claims: WakeClaims
   fence: FenceTable

@@ -339,6 +339,11 @@ export class Registry implements RouteStore {
     return c === undefined ? undefined : { asked: c.asked, done: c.done, failed: c.failed }
   }
 
+  /** A large run is over: the checkpoint thread ends now instead of after its idle wait (wal-checkpointer.ts). */
+  releaseCheckpointThread(): void {
+    this.#checkpointer?.release()
+  }
+
   /** The checkpoint threads started so far, and whether one lives now (tests). */
   get checkpointThread(): { started: number; running: boolean } | undefined {
     const c = this.#checkpointer

@@ -55,6 +55,8 @@ export class WalCheckpointer {
   #idle: NodeJS.Timeout | undefined
   readonly #timer: NodeJS.Timeout
   #asked: { resolve: (r: CheckpointReply) => void } | undefined
+  /** Asked to end once the checkpoint under way is answered (release). */
+  #releasing = false
   #failed = false
   /** Checkpoints asked of the thread, and made by it, and the threads started (the tests read them). */
   asked = 0
@@ -97,6 +99,7 @@ export class WalCheckpointer {
   /** Ends the thread, which made no checkpoint for THREAD_IDLE_MS; the next checkpoint starts another. */
   #end(): void {
     this.#idle = undefined
+    this.#releasing = false
     const worker = this.#worker
     if (worker === undefined || this.#asked !== undefined) return
     this.#worker = undefined
@@ -127,9 +130,24 @@ export class WalCheckpointer {
     })
     if ('error' in reply) this.#fail(`a checkpoint failed: ${reply.error}`)
     else if (!this.#failed) {
-      this.#idle = setTimeout(() => this.#end(), this.#idleMs)
+      this.#idle = setTimeout(() => this.#end(), this.#releasing ? 0 : this.#idleMs)
       this.#idle.unref()
     }
+  }
+
+  /**
+   * A large run is over and no burst of commits follows it: the thread ends
+   * now, or as soon as the checkpoint under way is answered, rather than
+   * holding its isolate through the idle wait. The next checkpoint starts one.
+   */
+  release(): void {
+    if (this.#worker === undefined) return
+    if (this.#asked !== undefined) {
+      this.#releasing = true
+      return
+    }
+    clearTimeout(this.#idle)
+    this.#end()
   }
 
   /** Ends the thread and the looks (before the registry's connections close). */

@@ -130,3 +130,25 @@ void test('the checkpoint thread lives only from a checkpoint asked until it has
   assert.equal(reg.checkpointThread?.started, 2)
   assert.equal(reg.list().length, ROWS)
 })
+
+void test('after a large run the checkpoint thread ends at once, not after its idle wait', async (t) => {
+  const { reg, wal } = await opened(t, { durableAt: 'sync', checkpointThreadIdleMs: 600_000 })
+  rewrite(reg, wal, 40)
+  await reg.sync()
+  await until('the first checkpoint', () => (reg.checkpoints?.done ?? 0) === 1)
+  assert.equal(reg.checkpointThread?.running, true, 'kept for the next checkpoint')
+
+  reg.releaseCheckpointThread()
+  await until('the released thread to end', () => reg.checkpointThread?.running === false)
+  assert.equal(reg.checkpoints?.failed, false, 'a release is no failure')
+
+  // Released while a checkpoint is under way (asked by the sync, its answer a message not yet delivered):
+  // the thread ends once it is answered.
+  rewrite(reg, wal, 40)
+  await reg.sync()
+  reg.releaseCheckpointThread()
+  await until('the second checkpoint', () => (reg.checkpoints?.done ?? 0) === 2)
+  await until('the thread to end after it', () => reg.checkpointThread?.running === false)
+  assert.equal(reg.checkpointThread?.started, 2)
+  assert.equal(reg.checkpoints?.failed, false)
+})
