@@ -98,7 +98,7 @@ export class Agent implements AgentApi {
         void this.#files.lookAtEvery()
         this.#summary.update()
         // A large run leaves the heap grown to its peak: give it back now.
-        trimHeapAfterRun(run.results.length)
+        trimHeapAfterRun(run.results.length, () => registry.releaseCheckpointThread())
       },
       figures: () => this.#figures(null),
     })

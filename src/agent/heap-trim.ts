@@ -36,7 +36,10 @@ function collector(): (() => void) | null {
       // The flag applies to contexts made after it: the new context's gc is V8's own.
       v8.setFlagsFromString('--expose-gc')
       const gc: unknown = vm.runInNewContext('gc')
-      collect = typeof gc === 'function' ? (gc as () => void) : null
+      // The last-resort flavour gives the emptied pages back at once; a regular collection
+      // leaves them held until V8's memory reducer comes, seconds later.
+      const options = { type: 'major', execution: 'sync', flavor: 'last-resort' }
+      collect = typeof gc === 'function' ? () => (gc as (o: typeof options) => void)(options) : null
     } catch {
       collect = null
     }
@@ -44,21 +47,27 @@ function collector(): (() => void) | null {
   return collect
 }
 
-function trimIfGrown(gc: () => void): void {
+function trimIfGrown(gc: () => void, release: () => void): void {
   pending = undefined
+  release()
   const held = v8.getHeapStatistics().total_heap_size
   if (heldAfterTrim !== undefined && held < heldAfterTrim + TRIM_GROWTH_BYTES) return
   gc()
   heldAfterTrim = v8.getHeapStatistics().total_heap_size
+  void trimAllocator()
 }
 
-/** Schedules (or pushes back) one collection after a run that reached `hosts` hosts; true when it did. */
-export function trimHeapAfterRun(hosts: number): boolean {
+/**
+ * Schedules (or pushes back) one collection after a run that reached `hosts`
+ * hosts, with `release` called first (what the run kept for more of its
+ * kind: the checkpoint thread); true when it did.
+ */
+export function trimHeapAfterRun(hosts: number, release: () => void = () => undefined): boolean {
   if (hosts < TRIM_AFTER_HOSTS) return false
   const gc = collector()
   if (gc === null) return false
   clearTimeout(pending)
-  pending = setTimeout(() => trimIfGrown(gc), TRIM_DELAY_MS).unref()
+  pending = setTimeout(() => trimIfGrown(gc, release), TRIM_DELAY_MS).unref()
   clearTimeout(allocatorPending)
   allocatorPending = setTimeout(() => void trimAllocator(), ALLOCATOR_TRIM_DELAY_MS).unref()
   return true

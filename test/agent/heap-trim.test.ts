@@ -1,5 +1,5 @@
-// After a large run the agent asks V8 for one full collection, a second
-// later; a small run asks for none; runs that end close together share one;
+// After a large run the agent asks V8 for one last-resort collection (two or
+// more full ones back to back), a second later; a small run asks for none; runs that end close together share one;
 // and a heap that has not grown since the last is left alone.
 import assert from 'node:assert/strict'
 import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks'
@@ -36,7 +36,8 @@ void test('a run that reached TRIM_AFTER_HOSTS hosts is followed by a full colle
   await delay(TRIM_DELAY_MS / 2)
   assert.equal(majors.count, 0, "the collection came in the breath of the run's ending")
   await delay(TRIM_DELAY_MS)
-  assert.equal(majors.count, 1, 'no full collection after a large run')
+  // A last-resort collection is two or more full ones back to back.
+  assert.ok(majors.count >= 1, 'no full collection after a large run')
 })
 
 void test('two large runs that end close together share one collection, a second after the later', async () => {
@@ -49,7 +50,7 @@ void test('two large runs that end close together share one collection, a second
   garbage.release()
   await delay(TRIM_DELAY_MS * 2)
   const ours = majors.at.slice(before).filter((t) => t >= second + TRIM_DELAY_MS - 5)
-  assert.equal(ours.length, 1, `collections a second after the later run: ${ours.length}`)
+  assert.ok(ours.length >= 1, 'no collection a second after the later run')
   assert.equal(
     majors.at.slice(before).filter((t) => t > second && t < second + TRIM_DELAY_MS - 5).length,
     0,
