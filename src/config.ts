@@ -1,7 +1,6 @@
 // The environment (design §8): every CARLOS_* variable in one table with its
 // default, meaning and parser; `Config` is derived from it, so they cannot
-// drift. A refusal names variable, value and what is wanted. Plain functions,
-// not a schema checker: every command loads this file.
+// drift. Plain functions, not a schema checker: every command loads this file.
 import os from 'node:os'
 import path from 'node:path'
 import { durationMs } from './domain/duration.js'
@@ -9,18 +8,14 @@ import { hostError } from './domain/hostname.js'
 import { placeableBuild } from './domain/release.js'
 import { errors } from './errors.js'
 
-/** One variable: where it comes from, its default, and how its text becomes a value. */
 interface Variable<T> {
   env: string
   description: string
-  /** Used when the variable is unset or empty; a function where the default lives under the data dir. */
+  /** A function where the default lives under the data dir. */
   fallback: string | ((dataDir: string) => string)
-  /** Turns the text into the value, or throws the ConfigError refused() builds. */
+  /** Throws refused()'s ConfigError on a bad value. */
   decode: (text: string, env: string) => T
-  /**
-   * The value when the variable is unset, where decoding the fallback's text
-   * would misread it (a data dir whose name holds a comma is one mount, not two).
-   */
+  /** Where decoding the fallback would misread it (a data dir with a comma). */
   unset?: (dataDir: string) => T
 }
 
@@ -34,7 +29,7 @@ function variable<T>(
   return unset === undefined ? { env, fallback, description, decode } : { env, fallback, description, decode, unset }
 }
 
-/** The value as the user wrote it, quoted only where it would not read on its own. */
+/** Quoted only where it would not read on its own. */
 function shown(text: string): string {
   return /^[\x21-\x7e]+$/.test(text) && !/["'\\]/.test(text) ? text : JSON.stringify(text)
 }
@@ -44,17 +39,14 @@ export function refused(env: string, text: string, wanted: string) {
   return errors.config(`${env}=${shown(text)}: ${wanted}`)
 }
 
-/**
- * The refusal of a secret's value: it names the variable and the value's
- * length, never the value, since a boot error ends up in logs and tickets.
- */
+/** Names a secret's length, never its value: a boot error ends up in logs and tickets. */
 function refusedSecret(env: string, text: string, wanted: string) {
   return errors.config(`${env}=(hidden, ${Buffer.byteLength(text)} bytes): ${wanted}`)
 }
 
 const text = (v: string): string => v
 
-/** A box label follows the hostname rule (design §1), folded to lower case as `intent --box` folds it. */
+/** A hostname (design §1), folded to lower case as `intent --box` folds it. */
 function boxLabel(v: string, env: string): string {
   const label = v.toLowerCase()
   const why = hostError(label)
@@ -66,14 +58,14 @@ const absolute = (v: string): string => path.resolve(v)
 /** A file, made absolute; empty: not set. */
 const optionalFile = (v: string): string => (v === '' ? '' : path.resolve(v))
 
-/** etcd's user name: one word of visible ASCII, as its auth takes it; empty: no auth. */
+/** etcd's user name; empty: no auth. */
 function etcdUser(v: string, env: string): string {
   if (v !== '' && !/^[\x21-\x7e]{1,128}$/.test(v))
     throw refused(env, v, 'an etcd user name: 1 to 128 visible ASCII characters, no space')
   return v
 }
 
-/** The one duration rule (src/domain/duration.ts): `500ms`, `5s`, `10m`, `1h`, above zero; in milliseconds. */
+/** The one duration rule (src/domain/duration.ts), above zero; in milliseconds. */
 export function parseDuration(v: string, env: string): number {
   const ms = durationMs(v)
   if (ms === null) throw refused(env, v, 'a duration like 500ms, 5s, 10m, 1h')
@@ -102,7 +94,6 @@ function isHttp(v: string): boolean {
     const u = new URL(v)
     return u.protocol === 'http:' || u.protocol === 'https:'
   } catch {
-    // not a URL at all: not http either
     return false
   }
 }
@@ -113,7 +104,7 @@ function httpUrl(v: string, env: string): string {
   return v
 }
 
-/** Credentials in an endpoint are refused, unshown: endpoints are printed everywhere (design §7.1). */
+/** Refused, unshown: endpoints are printed everywhere (design §7.1). */
 function refuseUserinfo(v: string, env: string): void {
   if (!v.includes('@')) return
   throw errors.config(
@@ -135,11 +126,7 @@ function endpoints(v: string, env: string): string[] {
   return eps
 }
 
-/**
- * The mounts the gate wants nosymfollow on. Empty counts as unset, as for
- * every variable (an env file's `CARLOS_NESTED_MOUNTS=` must not switch the
- * check off); only the word `none` says no mount is required.
- */
+/** Empty is unset, so an env file's `CARLOS_NESTED_MOUNTS=` cannot switch the check off; only `none` does. */
 function mounts(v: string, env: string): string[] {
   if (v.trim() === 'none') return []
   const list = v
@@ -150,10 +137,10 @@ function mounts(v: string, env: string): string[] {
   return list.map((p) => path.resolve(p))
 }
 
-/** The shortest bearer token accepted: anything shorter is a placeholder or a typo, not a secret. */
+/** Anything shorter is a placeholder or a typo, not a secret. */
 export const MIN_TOKEN_BYTES = 16
 
-/** What is wrong with a bearer token, or null: one word of visible ASCII, else it could never be sent. */
+/** What is wrong with a bearer token, or null. */
 export function tokenProblem(v: string): string | null {
   if (!/^[\x21-\x7e]+$/.test(v))
     return 'one word of visible ASCII (no space, tab or newline), as an Authorization header carries it'
@@ -161,7 +148,7 @@ export function tokenProblem(v: string): string | null {
   return null
 }
 
-/** The bearer token mutations require; empty: none given here (design §6). */
+/** Empty: none given here (design §6). */
 function bearerToken(v: string, env: string): string {
   if (v === '') return v
   const problem = tokenProblem(v)
@@ -171,7 +158,7 @@ function bearerToken(v: string, env: string): string {
 
 const LOG_LEVELS = oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent')
 
-/** Every variable, by the Config field it resolves to. The data dir comes first: other defaults live under it. */
+/** By Config field; the data dir first, as other defaults live under it. */
 export const ENVIRONMENT = {
   dataDir: variable('CARLOS_DATA_DIR', './data', "The box's data root.", absolute),
   box: variable(
@@ -186,14 +173,14 @@ export const ENVIRONMENT = {
     'Where flat sockets live; default <data>/run.',
     absolute,
   ),
-  // Never refused: a build the floor cannot place passes it (design §5.2), and configWarnings names it.
+  // Never refused: an unplaceable build passes the floor with a warning (design §5.2).
   build: variable(
     'CARLOS_BUILD',
     '',
     'The running platform build, stamped by the deployment: a version (v0.25.0), a commit id, or dev.',
     text,
   ),
-  // Not refused here: an invalid value is reported by the layout default's rule (design §5).
+  // Not refused here: the layout default's rule reports it (design §5).
   layoutDefault: variable(
     'CARLOS_LAYOUT_DEFAULT',
     '',
@@ -313,14 +300,10 @@ export const ENVIRONMENT = {
 
 type Environment = typeof ENVIRONMENT
 
-/** The agent's configuration, resolved from the environment: one field per variable of ENVIRONMENT. */
+/** One field per variable of ENVIRONMENT. */
 export type Config = { [K in keyof Environment]: ReturnType<Environment[K]['decode']> }
 
-/**
- * Reads the configuration from an environment. Only the variables of
- * ENVIRONMENT are read; an empty variable counts as unset. Throws
- * ConfigError naming the first variable it refuses, in the table's order.
- */
+/** Empty counts as unset; refuses the first bad variable in the table's order. */
 export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   const valueOf = (v: Variable<unknown>, dataDir: string): unknown => {
     const set = environ[v.env]
@@ -338,7 +321,7 @@ export function loadConfig(environ: NodeJS.ProcessEnv = process.env): Config {
   return config as Config
 }
 
-/** Values a start takes but doubts: an unplaceable CARLOS_BUILD passes the floor (design §5.2), with a warning. */
+/** Warnings a start logs. */
 export function configWarnings(config: Pick<Config, 'build'>): string[] {
   if (placeableBuild(config.build)) return []
   return [
@@ -347,10 +330,7 @@ export function configWarnings(config: Pick<Config, 'build'>): string[] {
   ]
 }
 
-/**
- * CARLOS_* names layoutd does not read but that are no mistake: the key the
- * activator hands a tenant in its `instance.env` (design §4.5).
- */
+/** CARLOS_* names others read: the activator's key in a tenant's `instance.env` (design §4.5). */
 const OTHERS_VARIABLES: ReadonlySet<string> = new Set(['CARLOS_INSTANCE_KEY'])
 
 const KNOWN_VARIABLES: ReadonlySet<string> = new Set([
@@ -358,7 +338,7 @@ const KNOWN_VARIABLES: ReadonlySet<string> = new Set([
   ...OTHERS_VARIABLES,
 ])
 
-/** The Levenshtein distance of a and b, or more than limit once it is sure to exceed it. */
+/** Levenshtein, or limit + 1 once sure to exceed it. */
 function editDistance(a: string, b: string, limit: number): number {
   if (Math.abs(a.length - b.length) > limit) return limit + 1
   let row = Array.from({ length: b.length + 1 }, (_, j) => j)
@@ -373,7 +353,7 @@ function editDistance(a: string, b: string, limit: number): number {
   return row[b.length] ?? limit + 1
 }
 
-/** The known variable an unknown name is a slip of (underscores aside, or two letters off): it is refused. */
+/** The known variable a name is a slip of: underscores aside, or two letters off. */
 function meantFor(name: string): string | undefined {
   const squashed = name.replaceAll('_', '')
   for (const known of KNOWN_VARIABLES) {
@@ -382,14 +362,14 @@ function meantFor(name: string): string | undefined {
   return undefined
 }
 
-/** The set CARLOS_* variables layoutd does not know, in name order. */
+/** Unknown set CARLOS_* names, sorted. */
 function unknownNames(environ: NodeJS.ProcessEnv): string[] {
   return Object.keys(environ)
     .filter((k) => k.startsWith('CARLOS_') && !KNOWN_VARIABLES.has(k) && (environ[k] ?? '') !== '')
     .sort()
 }
 
-/** Refuses a set variable whose name is a slip of a known one (design §8), naming both. */
+/** A slip of a known name is refused (design §8), naming both. */
 function refuseMisspelt(environ: NodeJS.ProcessEnv): void {
   for (const name of unknownNames(environ)) {
     const known = meantFor(name)
@@ -398,10 +378,7 @@ function refuseMisspelt(environ: NodeJS.ProcessEnv): void {
   }
 }
 
-/**
- * The set CARLOS_* variables layoutd does not read and that are no slip of
- * one it does (loadConfig refuses those): the agent names them at start.
- */
+/** Unknown names that are no slip: the agent names them at start. */
 export function unknownVariables(environ: NodeJS.ProcessEnv = process.env): string[] {
   return unknownNames(environ).filter((name) => meantFor(name) === undefined)
 }

@@ -1,7 +1,6 @@
 // The one catalogue of coded errors, by area: code, HTTP status, message.
-// The app answers {"error": {"code", "message"}} (design §6); the CLI prints
-// the message and exits with exitStatusOf (design §8). A 500's message is
-// only logged; every other status's is written for the client.
+// The app answers {"error": {"code", "message"}} (design §6), a 500's message
+// only logged; the CLI exits with exitStatusOf (design §8).
 
 export class AppError extends Error {
   override name = 'AppError'
@@ -15,7 +14,7 @@ export class AppError extends Error {
   }
 }
 
-/** A host that is not a valid DNS name (design §2); `why` says which rule it broke. */
+/** Not a DNS name (design §2). */
 export class InvalidHostError extends AppError {
   override name = 'InvalidHostError'
   constructor(
@@ -26,7 +25,7 @@ export class InvalidHostError extends AppError {
   }
 }
 
-/** The command line was wrong: the CLI exits 2 with the message and the usage. */
+/** The CLI exits 2 with the usage. */
 export class UsageError extends AppError {
   override name = 'UsageError'
   constructor(message: string, options?: ErrorOptions) {
@@ -34,7 +33,7 @@ export class UsageError extends AppError {
   }
 }
 
-/** No answer from the agent a command talks to (refused, timed out, not HTTP JSON). */
+/** The agent did not answer in HTTP JSON. */
 export class AgentUnreachable extends AppError {
   override name = 'AgentUnreachable'
   constructor(message: string, options?: ErrorOptions) {
@@ -42,7 +41,7 @@ export class AgentUnreachable extends AppError {
   }
 }
 
-/** The environment holds a value layoutd refuses; the message names the variable and the value. */
+/** A refused environment value. */
 export class ConfigError extends AppError {
   override name = 'ConfigError'
   constructor(message: string) {
@@ -50,7 +49,7 @@ export class ConfigError extends AppError {
   }
 }
 
-/** How many bad lines `routes import` describes one by one, and how many more it names by number. */
+/** Bad lines `routes import` describes, then numbers. */
 const IMPORT_LINES_SHOWN = 20
 const IMPORT_LINES_NUMBERED = 200
 
@@ -70,10 +69,9 @@ export const errors = {
       415,
       `content type ${JSON.stringify(contentType)} is not accepted; send application/json`,
     ),
-  /** A path parameter longer than the router takes (design §6: sized for 253-byte hosts and then some). */
   uriTooLong: (limit: number) =>
     new AppError('uri_too_long', 414, `a path parameter is longer than ${limit} bytes; no hostname is`),
-  /** Refused by Node's HTTP parser before any route: answered on the raw socket. */
+  // Node's HTTP parser refuses these before any route.
   headersTooLarge: () =>
     new AppError('headers_too_large', 431, 'the request headers are larger than the server accepts'),
   requestTimeout: () => new AppError('request_timeout', 408, 'the request did not arrive whole in time'),
@@ -87,14 +85,14 @@ export const errors = {
   invalidJson: () => new AppError('bad_request', 400, 'the request body is not valid JSON'),
   emptyJson: () =>
     new AppError('bad_request', 400, 'the request body is empty but its content type is application/json'),
-  /** A client error of Fastify's that the catalogue has no better word for; it keeps Fastify's status. */
+  /** It keeps Fastify's status. */
   clientError: (status: number, message: string) =>
     new AppError(status === 400 ? 'bad_request' : 'client_error', status, message),
 
   // Hosts and the registry (design §2).
   invalidHost: (host: string, why: string) => new InvalidHostError(host, why),
   hostExists: (host: string) => new AppError('host_exists', 409, `host ${host} is already in the registry`),
-  /** A socket path a unix socket cannot bind: sun_path holds 108 bytes with its NUL (design §2). */
+  /** sun_path holds 108 bytes with its NUL (design §2). */
   socketTooLong: (host: string, which: string, socket: string, limit: number) =>
     new AppError(
       'socket_too_long',
@@ -102,14 +100,14 @@ export const errors = {
       `refused: ${host}'s ${which} ${socket} is ${Buffer.byteLength(socket)} bytes, ` +
         `over the ${limit} a unix socket can bind`,
     ),
-  /** `routes add` of a row whose dir or socket another row claims (design §1.1 `conflict`, §8). */
+  /** Claimed paths (design §1.1 `conflict`, §8). */
   pathClaimed: (host: string, why: string, other: string) =>
     new AppError(
       'path_claimed',
       409,
       `refused: ${host}'s ${why}; remove or move ${other}'s row first, or give other paths`,
     ),
-  /** `routes import` found lines it cannot store: every one is named, and nothing was written (design §8). */
+  /** `routes import` writes nothing unless every line is good (design §8). */
   importRefused: (file: string, bad: ReadonlyArray<{ line: number; why: string }>) => {
     const shown = bad.slice(0, IMPORT_LINES_SHOWN).map((b) => `\n  line ${b.line}: ${b.why}`)
     const rest = bad.slice(IMPORT_LINES_SHOWN, IMPORT_LINES_SHOWN + IMPORT_LINES_NUMBERED).map((b) => b.line)
@@ -126,15 +124,14 @@ export const errors = {
         `nothing was written:${shown.join('')}${tail}`,
     )
   },
-  /** `routes import` could not read its file (or standard input). */
   importUnreadable: (file: string, cause: unknown) =>
     new AppError('import_unreadable', 400, `cannot read ${file}: ${errorMessage(cause)}; nothing was written`, {
       cause,
     }),
-  /** A box label follows the hostname rule (design §1). */
+  /** The hostname rule (design §1). */
   invalidBoxLabel: (box: string, why: string) =>
     new AppError('invalid_box', 400, `--box ${JSON.stringify(box)} is not a box label: ${why}`),
-  /** `intent --box` naming a box no agent has reported, where the store knows the boxes (design §7.3). */
+  /** `intent --box` of an unknown box (design §7.3). */
   unknownBox: (box: string, known: number) =>
     new AppError(
       'unknown_box',
@@ -142,7 +139,7 @@ export const errors = {
       `refused: no agent has reported box ${box} (${known} boxes report; \`layoutd fleet status\` lists them); ` +
         `check the label, or give --new-box for a box not yet started`,
     ),
-  /** `fleet forget` of a box no store key names, live or gone (design §7.3). */
+  /** `fleet forget` of an unknown box (design §7.3). */
   unknownBoxToForget: (box: string) =>
     new AppError(
       'unknown_box',
@@ -150,7 +147,7 @@ export const errors = {
       `refused: the deploy store knows no box ${box}, live or gone (\`layoutd fleet status\` lists them); ` +
         `nothing was changed`,
     ),
-  /** `fleet forget` of a box whose agent is live (design §7.3): it would publish itself again. */
+  /** A live box would publish itself again (design §7.3). */
   boxLive: (box: string) =>
     new AppError(
       'box_live',
@@ -158,7 +155,7 @@ export const errors = {
       `refused: box ${box} is live (its agent holds its lease); only a gone box is forgotten: ` +
         `stop its agent first (a clean stop marks it gone at once); nothing was changed`,
     ),
-  /** A forced intent for a box that has no activator to stop an awake instance (design §8). */
+  /** `--force` needs an activator to stop awake instances (design §8). */
   forceWithoutActivator: (boxes: readonly string[], fleet = false) =>
     new AppError(
       'force_without_activator',
@@ -172,20 +169,16 @@ export const errors = {
             `set CARLOS_ACTIVATOR_URL there, or record without --force`,
     ),
 
-  /**
-   * The registry file the agent opened can no longer be served from (design
-   * §2.2): removed, replaced, corrupt, or on a full disk; code is the fault's.
-   */
+  /** The opened registry is gone, corrupt or full (design §2.2); code is the fault's. */
   registryFault: (code: string, file: string, detail: string, todo: string) =>
     new AppError(code, 503, `the registry ${file} cannot be served from: ${detail}; ${todo}`),
-  /** Another process holds the registry's write lock: the claim was not recorded; ask again (Retry-After). */
+  /** Another process holds the write lock: retry after Retry-After. */
   registryBusy: (file: string) =>
     new AppError(
       'registry_busy',
       503,
       `the registry ${file} is write-locked by another process; nothing was recorded: ask again shortly`,
     ),
-  /** The registry cannot be opened (at start, or by a command): the file and why. */
   registryUnopenable: (file: string, cause: unknown) =>
     new AppError(
       'registry_unopenable',
@@ -194,7 +187,7 @@ export const errors = {
         `check that it is a SQLite file that this user can read and write, in a directory it can write`,
       { cause },
     ),
-  /** A command would create a registry the running agent never reads: the one it opened is gone. */
+  /** A command would create a registry the running agent never reads. */
   registryGone: (file: string) =>
     new AppError(
       'registry_gone',
@@ -214,10 +207,10 @@ export const errors = {
         '(set CARLOS_DEPLOYMENT_ETCD); on one box, record the intent with `layoutd intent migrate|revert`',
     ),
   rolloutConflict: (what: string) => new AppError('rollout_conflict', 409, what),
-  /** `fleet rollout retry|skip BOX` naming a box in none of the rollout's waves (design §7.6). */
+  /** A box in none of the waves (design §7.6). */
   rolloutUnknownBox: (what: string) =>
     new AppError('rollout_unknown_box', 409, `${what}; \`layoutd fleet rollout status --json\` lists its waves`),
-  /** The deploy store no longer holds what this process read (design §7): unreadable, never "none". */
+  /** The store lost what this process read: unreadable, never "none" (design §7). */
   deployStoreLost: (
     code: 'deploy_store_vanished' | 'deploy_store_emptied' | 'deploy_store_replaced',
     store: string,
@@ -230,7 +223,7 @@ export const errors = {
         'next read finds it; to mean another intent, record it (`layoutd intent migrate|revert --box LABEL`) ' +
         'and restart the agent; to mean none at all, `layoutd intent forget-applied` and restart the agent',
     ),
-  /** The store lacks the intent this box last applied (design §7.7), or a newer one: unreadable, never "none". */
+  /** The last applied intent is missing: unreadable (design §7.7). */
   appliedIntentMissing: (store: string, what: string) =>
     new AppError(
       'applied_intent_missing',
@@ -239,7 +232,7 @@ export const errors = {
         'Bring the store back; or record the intent you mean (`layoutd intent migrate|revert --box LABEL`); ' +
         'or, to read the store as it is now, `layoutd intent forget-applied`',
     ),
-  /** The agent's deploy store could not be opened (yet): the intent is unreadable (design §5.3). */
+  /** Until the store opens, the intent is unreadable (design §5.3). */
   deployStoreUnopened: (why: string) =>
     new AppError(
       'deploy_store_unopened',
@@ -248,7 +241,7 @@ export const errors = {
     ),
   intentUnreadable: (why: string) => new AppError('intent_unreadable', 503, `the layout intent is unreadable: ${why}`),
   notReady: (phase: string) => new AppError('not_ready', 503, `layoutd is ${phase}`),
-  /** `GET /ready/:host?wait=`: the waits for one host, or for all, are at their bound (design §6.4). */
+  /** `GET /ready/:host?wait=` past the bound on waits (design §6.4). */
   tooManyWaiters: (host: string, bound: string) =>
     new AppError(
       'too_many_waiters',
@@ -262,10 +255,7 @@ export const errors = {
       `the run did not finish within ${seconds}s; it goes on (GET /layout/status shows it)`,
     ),
   internal: () => new AppError('internal', 500, 'internal error'),
-  /**
-   * `layoutd serve` on an address something else listens on; `holder` names the process when /proc says
-   * (design §8).
-   */
+  /** `holder` names the process when /proc says (design §8). */
   addressInUse: (address: string, holder: string) =>
     new AppError(
       'address_in_use',
@@ -273,7 +263,7 @@ export const errors = {
       `cannot listen on ${address}: it is already in use${holder === '' ? '' : ` by ${holder}`}; ` +
         `stop that process, or set CARLOS_AGENT_LISTEN to a free address`,
     ),
-  /** A second agent with a box label another live agent holds in etcd (design §7.5); `holder` names that agent. */
+  /** One live agent per box label in etcd (design §7.5). */
   labelTaken: (box: string, holder: string) =>
     new AppError(
       'label_taken',
@@ -281,12 +271,9 @@ export const errors = {
       `box label ${box} is held by another agent (${holder}); one agent per label: ` +
         `check CARLOS_BOX (a copied env file?), or stop that agent first`,
     ),
-  /** `intent --supersede` or `intent quarantine` that cannot do what it says (design §7.4); nothing was written. */
+  /** A repair that cannot do what it says (design §7.4). */
   repairRefused: (message: string) => new AppError('repair_refused', 409, `refused: ${message}; nothing was written`),
-  /**
-   * `layoutd serve` was handed a socket by systemd (LISTEN_FDS) that it cannot serve on (design §4.6): what was
-   * found, and nothing else is listened on.
-   */
+  /** A LISTEN_FDS socket it cannot serve on (design §4.6). */
   inheritedSocket: (what: string) =>
     new AppError(
       'inherited_socket',
@@ -294,10 +281,10 @@ export const errors = {
       `refusing to start: the socket systemd passed is not one layoutd can serve on: ${what}; ` +
         `check layoutd.socket (one ListenStream= of TCP or a Unix path) and that the service is started by it`,
     ),
-  /** `registry restore` of a file that is not a layoutd registry (design §8): why, and nothing was changed. */
+  /** `registry restore` of a non-registry (design §8). */
   notARegistry: (file: string, why: string) =>
     new AppError('not_a_registry', 422, `refused: ${file} is not a layoutd registry: ${why}; nothing was changed`),
-  /** `registry restore` while an agent holds the data root (design §8): it reads the registry it has open. */
+  /** An agent reads the registry it has open, not a restored file (design §8). */
   restoreAgentRunning: (dataDir: string, holder: string) =>
     new AppError(
       'restore_agent_running',
@@ -305,10 +292,9 @@ export const errors = {
       `refused: an agent serves ${dataDir} (${holder}) and reads the registry it has open, not a file put in ` +
         `its place; stop it first (\`systemctl stop layoutd\`), restore, then start it; nothing was changed`,
     ),
-  /** `registry backup FILE` where FILE exists: a backup never overwrites one. */
   backupExists: (file: string) =>
     new AppError('backup_exists', 409, `refused: ${file} exists; name a new file (a backup never overwrites one)`),
-  /** A second `layoutd serve` on a data root another agent holds (design §4.4); `holder` names its pid and address. */
+  /** One agent per data root (design §4.4). */
   dataDirLocked: (dataDir: string, holder: string) =>
     new AppError(
       'data_dir_locked',
@@ -319,10 +305,10 @@ export const errors = {
   // The command line (design §8).
   usage: (message: string, options?: ErrorOptions) => new UsageError(message, options),
   agentUnreachable: (message: string, options?: ErrorOptions) => new AgentUnreachable(message, options),
-  /** The agent answered with an error envelope: the same code and status, here. */
+  /** The agent's error envelope: its code and status. */
   agentAnswered: (request: string, status: number, code: string | undefined, message: string) =>
     new AppError(code ?? 'unknown', status, `${request}: ${status} ${code ?? ''}: ${message}`),
-  /** The agent dialled holds another data root (design §8 "Which agent"); nothing was asked of it. */
+  /** Another data root's agent (design §8 "Which agent"). */
   agentOtherDataRoot: (url: string, theirs: string, ours: string, via: string) =>
     new AppError(
       'agent_other_data_root',
@@ -331,7 +317,7 @@ export const errors = {
         `start this data root's agent (\`layoutd serve\` with CARLOS_DATA_DIR=${ours}), ` +
         `set CARLOS_AGENT_LISTEN to its address, or give --url to ask that other agent on purpose`,
     ),
-  /** The agent a command dialled does not say which data root it holds (not layoutd, or older than this CLI). */
+  /** Not layoutd, or older. */
   agentUnidentified: (url: string, via: string, why: string) =>
     new AppError(
       'agent_unidentified',
@@ -339,10 +325,7 @@ export const errors = {
       `the agent at ${url} (${via}) does not say which data root it serves (${why}): nothing was asked of it; ` +
         `is it layoutd, of this version? give --url to ask it anyway`,
     ),
-  /**
-   * `journal release` given something that is not a journal of `D/layout` by its name (design §8): a path
-   * elsewhere, a `..`, a symlink, a name no journal takes. Nothing was read through it.
-   */
+  /** Only a journal of `D/layout`, by name (design §8). */
   journalOutsideLayout: (arg: string, why: string) =>
     new AppError(
       'journal_outside_layout',
@@ -350,7 +333,7 @@ export const errors = {
       `refused: ${JSON.stringify(arg)} ${why}; \`journal release\` takes a journal of D/layout by its name ` +
         `(\`layoutd journal list\` names each) or HOST for its own journal; nothing was changed`,
     ),
-  /** `journal release` of a journal that cannot be read back whole as a journal of its hosts (design §8). */
+  /** Not read back whole (design §8). */
   journalUnreadable: (file: string, why: string) =>
     new AppError(
       'journal_unreadable',
@@ -359,10 +342,7 @@ export const errors = {
         `(\`layoutd journal show ${file.replace(/^layout\//, '')}\`), then remove it by hand ` +
         `(docs/runbook.md#${/(^|\/)_batch-/.test(file) ? 'a-batch-journal' : 'a-kept-journal'})`,
     ),
-  /**
-   * `journal release` of a journal naming a move that is not settled (design §8): every such host, with what
-   * was found and what to do first. A batch's file is released whole or not at all.
-   */
+  /** A batch's file is released whole or not at all (design §8). */
   journalUnsettled: (
     file: string,
     unsettled: ReadonlyArray<{ host: string; found: string; todo: string }>,
@@ -379,10 +359,7 @@ export const errors = {
         (rest.length === 0 ? '' : `\n  … and ${rest.length} more: ${rest.join(', ')}`),
     )
   },
-  /**
-   * `journal settle` while an agent holds the data root (design §8): the agent keeps the journals' fences and the
-   * rows in memory, so only a stopped one may have them rewritten under it. Nothing was changed.
-   */
+  /** A running agent keeps journals' fences and rows in memory (design §8). */
   settleAgentRunning: (dataDir: string, holder: string) =>
     new AppError(
       'settle_agent_running',
@@ -391,7 +368,7 @@ export const errors = {
         `stopped agent may have done under it: stop it (\`systemctl stop layoutd\`), settle, then start it; ` +
         `nothing was changed`,
     ),
-  /** A row to mint for a host whose files are at both its flat and its nested dir (design §5.5). */
+  /** Files at both the flat and the nested dir (design §5.5). */
   mintBothShapes: (host: string, flat: string, nested: string) =>
     new AppError(
       'mint_both_shapes',
@@ -400,7 +377,7 @@ export const errors = {
         `dir ${nested}, and a row can name one; nothing was changed: move aside the one that is not ` +
         `the tenant's, or give the row its paths (--dir and --socket)`,
     ),
-  /** A row to mint for a host whose flat or nested dir holds something that is not a real directory (design §5.5). */
+  /** The pass moves only a real directory (design §5.5). */
   mintNotDirectory: (host: string, at: string, what: string) =>
     new AppError(
       'mint_not_a_directory',
@@ -408,7 +385,7 @@ export const errors = {
       `refused to mint paths for ${host}: ${at} is ${what}, not a directory, and the pass moves only a real ` +
         `directory; nothing was changed: put the tenant's files there as a directory, or move it aside`,
     ),
-  /** `routes add` could not learn the mode to mint a row in; it keeps the cause's code. */
+  /** It keeps the cause's code. */
   mintRefused: (host: string, cause: unknown) =>
     new AppError(
       cause instanceof AppError ? cause.code : 'mint_failed',
@@ -418,7 +395,7 @@ export const errors = {
       { cause },
     ),
 
-  // The data root (design §2 "Nothing outside the data root"): checked at start, before anything is read.
+  // The data root (design §2 "Nothing outside the data root").
   dataRootNotDirectory: (path: string, what: string) =>
     new AppError(
       'data_root_not_directory',
@@ -434,26 +411,26 @@ export const errors = {
         `layoutd changes nothing under a directory someone else controls`,
     ),
 
-  // The environment (design §8: durations; every CARLOS_* variable).
+  // The environment (design §8).
   config: (message: string) => new ConfigError(message),
 } as const
 
-/** The message of anything thrown: an Error's message, or the value as text. */
+/** The message of anything thrown. */
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
-/** Whatever was thrown, as an Error (a walk's answer is one or the other). */
+/** Whatever was thrown, as an Error. */
 export function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err))
 }
 
-/** The CLI's exit status for a failure: 2 for a usage error, 1 for anything else (design §8). */
+/** The CLI's exit status for a failure (design §8). */
 export function exitStatusOf(err: unknown): 1 | 2 {
   return err instanceof UsageError ? 2 : 1
 }
 
-/** The HTTP status of a failure: a catalogue error's own, 500 for anything else. */
+/** A catalogue error's own status, else 500. */
 export function httpStatusOf(err: unknown): number {
   return err instanceof AppError ? err.statusCode : 500
 }
