@@ -1,5 +1,5 @@
-// What the HTTP routes ask of the agent. The routes know nothing else of
-// it, so a test can build the app around a real Agent on a temp data dir.
+// What the HTTP routes ask of the agent. It is all they know of it, so a test
+// can build the app around a real Agent on a temp data dir.
 import { Type } from './domain/typebox.js'
 import type { Static } from 'typebox'
 import type { GateState } from './domain/gate-state.js'
@@ -25,7 +25,7 @@ const ReadyCheck = Type.Object(
 )
 export type ReadyCheck = Static<typeof ReadyCheck>
 
-/** GET /ready's body: the one shape the agent answers and the route serves. */
+/** GET /ready's body. */
 export const ReadyBody = Type.Object(
   {
     ready: Type.Boolean({ description: 'Start-up recovery is done and the activator may wake instances.' }),
@@ -80,7 +80,6 @@ export type Phase = Readiness['phase']
 
 const host = Type.String({ description: 'The hostname the claim is about.' })
 
-/** What the answer's `layout` can be: a row word of design §1, `unknown` or `unmanaged`. */
 const layout = Type.String({
   description:
     'The row word: `fenced`, `conflict`, `foreign`, `nested`, `flat` or `external`; ' +
@@ -119,21 +118,21 @@ export const WakeRefusal = Type.Object(
 )
 export type WakeRefusal = Static<typeof WakeRefusal>
 
-/** A claim's answer: granted with the paths, or refused with the reason. */
+/** Granted with the paths, or refused with the reason. */
 export type WakeAnswer = { granted: true; grant: WakeGrant } | { granted: false; refusal: WakeRefusal }
 
-/** A wake's answer as the gate says it to a proxy (design §6.4): the answer, its state, and Retry-After. */
+/** A wake's answer as the gate says it to a proxy (design §6.4). */
 export interface GateAnswer {
   answer: WakeAnswer
   state: GateState
-  /** Seconds a not-yet answer tells its client to wait (design §6.4); null for ready and never. */
+  /** Seconds; null for ready and never. */
   retryAfter: number | null
 }
 
-/** The most hosts one awake set may name: far above any box's instances; bounds one request's work. */
+/** Far above any box's instances; bounds one request's work. */
 export const MAX_AWAKE_SET = 20_000
 
-/** The longest hostname text taken: past 253 bytes (design §2), so a near miss is `invalid_host`, with its length. */
+/** Past 253 bytes (design §2), so a near miss is `invalid_host` with its length. */
 export const MAX_HOST_TEXT = 512
 
 export const WakeSetBody = Type.Object(
@@ -192,41 +191,40 @@ export type WakeList = Static<typeof WakeList>
 
 export interface AgentApi {
   readiness(): Readiness
-  /** The report: a cached value, built again only when one of its inputs changed (design §6.2). */
+  /** Cached, built again only when an input changed (design §6.2). */
   report(): LayoutReport
-  /** The report's tag, `<epoch>.<version>`, read without building; a restart never matches an older tag. */
+  /** Read without building; a restart never matches an older tag. */
   reportTag(): string
-  /** The report with its tag, built in slices of the loop (design §6.2) so a poll never holds the activator. */
+  /** Built in slices of the loop (design §6.2), so a poll never holds the activator. */
   reportSoon(): Promise<{ report: LayoutReport; tag: string }>
-  /** Kicks the leg and returns its state right after the kick. */
+  /** The leg's state right after the kick. */
   kick(): LegState
-  /** Kicks the leg and waits (at most timeoutMs) for the run that kick asked for to finish; null on timeout. */
+  /** Waits at most timeoutMs for the run the kick asked for; null on timeout. */
   converge(timeoutMs: number): Promise<LegRun | null>
-  /** The run under way now, once it has finished (null when the leg stops first); null when none is under way. */
+  /** Once finished (null if the leg stops first); null when none is under way. */
   runUnderWay(): Promise<LegRun | null> | null
   legState(): LegState
-  /** The record the last read of the intent found (who recorded it, why), or null; absent: not told. */
+  /** Who recorded the last-read intent and why. */
   intentRecord?(): IntentRecord | null
-  /** The mode a new row is minted in; throws an `intent_unreadable` AppError while the intent is unreadable. */
+  /** Throws `intent_unreadable` while the intent is unreadable. */
   mint(): Promise<Mode>
-  /** The mode a row for host is minted in: where its files sit, else mint()'s (design §5.5). */
+  /** Where host's files sit, else mint()'s (design §5.5). */
   mintFor(host: string): Promise<HostMint>
-  /** Claims a wake (`POST /wakes/:host`, design §6.1), recorded in the tick of the fence check. */
+  /** Recorded in the tick of the fence check (design §6.1). */
   claimWake(host: string): Promise<WakeAnswer>
-  /** What a claim would get now (`GET /ready/:host`), recording nothing. Throws `invalid_host`. */
+  /** What a claim would get now, recording nothing. */
   readyFor(host: string): Promise<WakeAnswer>
-  /** What a claim would get now, as the gate says it: its state and Retry-After. Throws `invalid_host`. */
+  /** readyFor, as the gate says it. */
   gate(host: string): Promise<GateAnswer>
-  /** A claim's answer, as the gate says it (the state and Retry-After of a refusal). */
+  /** A claim's answer, as the gate says it. */
   gateOf(answer: WakeAnswer): GateAnswer
-  /** `GET /ready/:host?wait=`: the gate's answer once ready or never, or when ms pass or signal aborts. */
+  /** Once ready or never, or at ms or abort. */
   waitGate(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer>
-  /** Seconds a `503` of `GET /ready` tells its client to wait. */
+  /** For a `503` of `GET /ready`. */
   readyRetryAfter(): number
-  /** The host is asleep (`DELETE /wakes/:host`); a no-op for a host with no claim. Throws `invalid_host`. */
+  /** A no-op for a host with no claim. */
   releaseWake(host: string): void
-  /** The activator's whole awake set (`PUT /wakes`); `conflict` with no activator armed. */
+  /** The activator's whole set; `conflict` with no activator armed. */
   replaceWakes(awake: readonly string[]): WakeSet
-  /** Every claim (`GET /wakes`). */
   wakes(): WakeList
 }

@@ -1,5 +1,5 @@
-// The HTTP API as a Fastify instance, built around what it needs and never
-// listening: server.ts listens, tests inject, openapi.ts reads the schemas.
+// The HTTP API as a Fastify instance that never listens: server.ts listens,
+// tests inject, openapi.ts reads the schemas.
 import Fastify, {
   LogController,
   type ConnectionError,
@@ -43,43 +43,40 @@ export interface AppDeps {
   api: AgentApi
   metrics: Metrics
   logger: AppLogger
-  /** The bearer token every mutation needs (src/infra/agent-token.ts); empty: no mutation is taken. */
+  /** Every mutation needs it; empty: none is taken. */
   token: string
-  /** Which agent this is (`GET /agent`): the data root it holds; absent where none is held. */
+  /** For `GET /agent`. */
   identity?: AgentIdentity
-  /** Largest request body accepted, in bytes; default 64 KiB. */
+  /** Largest request body, in bytes. */
   bodyLimit?: number
-  /** Server timeouts in ms; the defaults suit production, tests shorten them. */
   timeouts?: Partial<Timeouts>
-  /** The deploy store, for the fleet page (`GET /fleet`); absent, that page answers 404. */
+  /** For `GET /fleet`; absent, that page answers 404. */
   store?: DeployStore
-  /** What the request bodies still arriving may hold in all, in bytes; default 16 MiB. */
+  /** What the bodies still arriving may hold in all, in bytes. */
   bodyBudget?: number
 }
 
 export interface Timeouts {
-  /** A socket silent this long is closed (a converge wait extends it for its request). */
+  /** A socket silent this long is closed; a converge wait extends it. */
   connectionMs: number
-  /** The whole request, headers and body, must have arrived within this: a total, not an idle time. */
+  /** For the whole request: a total, not an idle time. */
   requestMs: number
-  /** An idle keep-alive connection is closed after this. */
+  /** For an idle keep-alive connection. */
   keepAliveMs: number
 }
 
-// Every body the API takes is a small JSON object; anything near this is a
-// mistake or an attack.
+// Every body the API takes is a small JSON object.
 const DEFAULT_BODY_LIMIT = 64 * 1024
 
-/** The longest path parameter routed: past 253-byte hosts, so a long name reaches its route's own refusal. */
+/** Past 253-byte hosts, so a long name reaches its route's own refusal. */
 const MAX_PARAM_LENGTH = MAX_HOST_TEXT
 
-/** The status an abandoned request is counted under (nginx's "client closed request"). */
+/** An abandoned request's status (nginx's "client closed request"). */
 export const CLIENT_CLOSED_STATUS = 499
 
 export const DEFAULT_TIMEOUTS: Timeouts = { connectionMs: 30_000, requestMs: 30_000, keepAliveMs: 5_000 }
 
-// Fastify's own client errors, answered with the catalogue's codes instead
-// of Fastify's FST_* names, and a message that says what to change.
+// Fastify's client errors, by the catalogue's codes.
 const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = {
   FST_ERR_CTP_BODY_TOO_LARGE: (r) => errors.payloadTooLarge(r.routeOptions.bodyLimit),
   FST_ERR_CTP_INVALID_MEDIA_TYPE: (r) => errors.unsupportedMediaType(r.headers['content-type'] ?? ''),
@@ -88,16 +85,16 @@ const FRAMEWORK_ERRORS: Record<string, (request: FastifyRequest) => AppError> = 
   FST_ERR_MAX_PARAM_LENGTH: () => errors.uriTooLong(MAX_PARAM_LENGTH),
 }
 
-/** The router's refusals of a URL itself, before any route: a name too long to be a parameter, or not decodable. */
+/** The router's refusals of a URL itself. */
 const URL_ERRORS = { FST_ERR_MAX_PARAM_LENGTH: true, FST_ERR_BAD_URL: true } as const
 
-/** The client left before its body was read whole; a route's own failure still logs as one. */
+/** The client left mid-body; a route's own reset still logs as a failure. */
 function abandoned(err: FastifyError | null | undefined, request: FastifyRequest): boolean {
   const reading = err?.code === 'ECONNRESET' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE'
   return reading && (request.raw.aborted || request.raw.socket.destroyed)
 }
 
-/** What Node's HTTP parser refuses gets the envelope on the raw socket, then closes; a reset one is left alone. */
+/** Node's parser refusals get the envelope on the raw socket; a reset socket is left alone. */
 function answerMalformed(this: FastifyInstance, err: ConnectionError, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const known =
@@ -122,11 +119,11 @@ interface Answer {
   body: ErrorEnvelope
 }
 
-/** The catalogue's error for anything a route or Fastify threw: only what is recognised is ever shown. */
+/** The catalogue's error for anything thrown: only what is recognised is shown. */
 function catalogued(err: FastifyError | null | undefined, request: FastifyRequest): AppError {
   if (err instanceof AppError) return err
   if (typeof err !== 'object' || err === null) return errors.internal()
-  // Fastify's message names the part and the field: `querystring/timeout must be <= 600`.
+  // It names the part and field: `querystring/timeout must be <= 600`.
   if (err.validation !== undefined) return errors.badRequest(err.message)
   const status = err.statusCode
   if (
@@ -144,43 +141,37 @@ function catalogued(err: FastifyError | null | undefined, request: FastifyReques
 function answerFor(err: FastifyError | null | undefined, request: FastifyRequest): Answer {
   const known = catalogued(err, request)
   const status = httpStatusOf(known)
-  // The catalogue's 500 carries no detail; its other codes are written to be read.
   return { status, body: envelope(known.code, status === 500 ? 'internal error' : known.message) }
 }
 
-// The path without its query: a message echoes only what names the resource.
+// A message echoes only the path, which names the resource.
 function pathOf(url: string): string {
   const path = url.split('?', 1)[0] ?? url
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
-/**
- * What the activator asks on a tenant's first request: compiled once the agent is ready (warmHotRoutes), not
- * on that request.
- */
+/** What the activator asks: compiled by warmHotRoutes, not on a tenant's first request. */
 const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host', '/gate', '/gate/:host'])
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Compiles the hot routes' schemas now, a schema a turn of the loop; answers how many (lazy-compilers.ts). */
+    /** Compiles the hot routes' schemas a turn each; answers how many. */
     warmHotRoutes(): Promise<number>
   }
 }
 
-/** The routes whose answer is sent in the tick their request is read: nothing to abort. */
-/** `/ready/:host` stays though `?wait=` holds: its route ends a wait on the response's close, so no abort hook. */
+/** Answered in the tick they are read, so no abort hook; `/ready/:host?wait=` ends its wait on close itself. */
 const ANSWERED_AT_ONCE = new Set(['/ready', '/ready/:host', '/layout/status', '/livez', '/gate', '/gate/:host'])
 
 const STARTED = Symbol('started')
 const COUNTED = Symbol('counted')
 
-/** When a request arrived (performance.now()), and whether the histogram has it yet. */
 interface Timed {
   [STARTED]?: number
   [COUNTED]?: boolean
 }
 
-/** Ajv's options for the request schemas (why: below, where the app is made). */
+/** Ajv's options for the request schemas (why: in buildApp). */
 export const AJV_OPTIONS = { removeAdditional: false, coerceTypes: false, validateSchema: false } as const
 
 export async function buildApp(deps: AppDeps): Promise<App> {
@@ -188,37 +179,31 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const compilers = lazyCompilers()
   const app = Fastify({
     loggerInstance: deps.logger,
-    // A line per poll of /ready or /metrics would drown the layout lines; errors are still logged.
+    // A line per poll of /ready would drown the layout lines.
     logController: new LogController({ disableRequestLogging: true }),
-    // A request's child logger is made only when it logs: the hot routes build none.
+    // A request's child logger is made only when it logs.
     childLoggerFactory: (parent, bindings, opts) => requestLogger(parent as AppLogger, bindings, opts),
     bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
     connectionTimeout: timeouts.connectionMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
-    // While closing, answer as the agent stands, never a bare 503 without Retry-After.
+    // While closing, answer as the agent stands: no 503 without Retry-After.
     return503OnClosing: false,
-    // Node enforces requestTimeout only when it checks its connections, and
-    // Fastify sets it too late for headersTimeout: given here, with
-    // headersTimeout no longer and checked often, the bound holds (design §6).
+    // Node enforces requestTimeout only when it checks connections, and Fastify sets it too late (design §6).
     http: {
       requestTimeout: timeouts.requestMs,
       headersTimeout: timeouts.requestMs,
       connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(timeouts.requestMs / 10))),
     },
-    // Schemas are exact: no field silently dropped, no value coerced, so
-    // `{"awake": "x"}` is refused, not read as a set releasing every other
-    // claim (design §6). No meta-schema check at compile time (it would
-    // delay the activator's first /ready); test/app/route-schemas.test.ts
-    // checks every schema instead.
+    // Exact: `{"awake": "x"}` is refused, not read as a set releasing every other claim (design §6).
+    // No meta-schema check: it delays the first /ready; test/app/route-schemas.test.ts checks them.
     ajv: { customOptions: AJV_OPTIONS },
-    // Each route's schemas compile on its first request, not before listening (design §4.4).
+    // Compiled on first request, not before listening (design §4.4).
     schemaController: { compilersFactory: compilers.factory },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    // A URL Fastify cannot even route (bad percent-encoding, a parameter
-    // over the limit) still gets the envelope.
+    // An unroutable URL still gets the envelope.
     frameworkErrors: (err, request, reply: FastifyReply) => {
-      // The gate answers every name as the gate, headers and all (design §6.4).
+      // The gate answers as the gate (design §6.4).
       if (err.code in URL_ERRORS && answerUnroutable(request.method, request.url, reply)) return
       const known = FRAMEWORK_ERRORS[err.code]?.(request) ?? errors.clientError(err.statusCode ?? 400, err.message)
       void reply.code(known.statusCode).send(envelope(known.code, known.message))
@@ -232,7 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   hookRequests(app, deps)
 
-  // Before the routes, so the document sees each of them.
+  // Before the routes, so the document sees them.
   await app.register(swagger, await openApiOptions())
 
   await app.register(healthRoutes)
@@ -249,14 +234,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return app
 }
 
-/**
- * The one error handler (the catalogue's envelope; a 5xx logged with its request) and the envelope for an
- * unknown URL.
- */
+/** The one error handler. */
 function answerErrors(app: App, api: AgentApi): void {
   app.setErrorHandler((err: FastifyError | null | undefined, request, reply) => {
     if (abandoned(err, request)) {
-      // Nobody is there to answer, and nothing failed here: one quiet line, no stack.
+      // Nobody to answer and nothing failed here: one quiet line.
       request.log.info(
         { method: request.method, route: request.routeOptions.url, url: pathOf(request.url) },
         'request aborted by the client',
@@ -266,13 +248,11 @@ function answerErrors(app: App, api: AgentApi): void {
         .send(envelope('client_closed', 'the client closed the connection before its request was read'))
     }
     const { status, body } = answerFor(err, request)
-    // Every 503 is a not yet (design §6.4): it says when to ask again.
+    // Every 503 says when to ask again (design §6.4).
     if (status === 503 && !reply.hasHeader('retry-after'))
       void reply.header('retry-after', String(api.readyRetryAfter()))
-    // A 503 of the catalogue (not ready, a registry fault, a lock) is an
-    // answer written for the client, said where it arose: no stack per request.
+    // A catalogued 503 was logged where it arose: no stack per request.
     if (status >= 500 && !(status === 503 && err instanceof AppError)) {
-      // The client learns only the code; the log keeps what happened and to which request.
       request.log.error(
         { err, method: request.method, route: request.routeOptions.url, url: pathOf(request.url), status },
         'request failed',
@@ -289,24 +269,21 @@ function answerErrors(app: App, api: AgentApi): void {
   })
 }
 
-/** The hooks every request passes: the HTTP histogram's clock and count, and the mutation check (design §6). */
+/** The hooks every request passes: clock, mutation check (design §6), body budget. */
 function hookRequests(app: App, deps: AppDeps): void {
-  // One onRequest hook for every request: the clock of the HTTP histogram
-  // starts, then the mutation check (design §6). Kept on the request itself
-  // rather than in side tables, so a request costs two property writes.
+  // The clock lives on the request, not in a side table: two property writes a request.
   const auth = authHook(deps.token)
   app.addHook('onRequest', (request, reply, done) => {
     ;(request as Timed)[STARTED] = performance.now()
     auth(request, reply, done)
   })
-  // Every body, while it arrives, counts against one budget (body-budget.ts).
+  // One budget for every body still arriving.
   const budget = new BodyBudget(deps.bodyBudget ?? DEFAULT_BODY_BUDGET)
   app.addHook('preParsing', (request, reply, payload, done) => {
     done(null, hasBody(request) ? budget.meter(reply, payload) : payload)
   })
 
-  // Every request is counted once: when its answer is sent, or when its
-  // client closes the connection first (499: no answer ever went out).
+  // Counted once: when answered, or at its client's close first (499).
   const count = (request: FastifyRequest, status: number, seconds: number): void => {
     const timed = request as Timed
     if (timed[COUNTED] === true) return
@@ -326,9 +303,7 @@ function hookRequests(app: App, deps: AppDeps): void {
     )
     done()
   }
-  // Fastify listens for each request's close on a route with an abort
-  // hook. The hot reads are answered in the tick their request is read
-  // (no body, no wait), so no client can leave one mid-way: they have none.
+  // An abort hook costs a close listener per request.
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
     if (methods.every((m) => m === 'GET' || m === 'HEAD') && ANSWERED_AT_ONCE.has(route.url)) return

@@ -1,6 +1,5 @@
-// The entry point of `layoutd`: hands argv, the environment and the streams
-// to the dispatcher, and exits with its status (design §8). A reader that
-// goes away (`| head -1`) ends the command quietly, with 141 (SIGPIPE).
+// The entry point of `layoutd`: runs the dispatcher and exits with its status (design §8).
+// A reader that goes away (`| head -1`) ends the command quietly, with 141 (SIGPIPE).
 import { endQuietlyWhenReaderGoes, READER_GONE_STATUS } from './cli/command.js'
 import { dispatch } from './cli/dispatch.js'
 

@@ -1,15 +1,12 @@
-// openapi.yaml is generated from the route schemas, never written by hand:
-// `npm run openapi` prints it, and a test fails when the committed file
-// drifts from what the routes say. It is the document `GET /openapi.json`
-// serves (src/routes/openapi.ts), as YAML.
+// openapi.yaml is generated from the route schemas: `npm run openapi` prints
+// it, and a test fails when the committed file drifts. It is `GET /openapi.json`, as YAML.
 import { pathToFileURL } from 'node:url'
 import type { AgentApi } from './agent-api.js'
 import { buildApp } from './app.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics/metrics.js'
 
-// Schema-only stand-in: the document needs the routes registered, never
-// called. The app built around it is never listened on.
+// Schema-only stand-in: the routes are registered, never called.
 function schemaOnly(): never {
   throw new Error('openapi.ts builds the app for its schemas only; nothing may call the agent')
 }

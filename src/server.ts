@@ -1,6 +1,5 @@
-// The composition root of `layoutd serve`: takes the data root's lock,
-// opens the adapters, composes the agent (src/agent/compose.ts, as the tests
-// do), hands it to the HTTP app, listens, and shuts down in order on a signal.
+// The composition root of `layoutd serve`: takes the lock, opens the adapters,
+// composes the agent and the app, listens, and shuts down in order.
 import type { FastifyListenOptions } from 'fastify'
 import { Server as NetServer, type AddressInfo, type Socket as NetSocket } from 'node:net'
 import { hostname } from 'node:os'
@@ -16,36 +15,28 @@ import { sayLoopScheduling } from './infra/loop-scheduling.js'
 import { inheritedSocket, listenBacklog, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
 
-/** The listening socket's own close, without HTTP's closing of idle connections. */
-// eslint-disable-next-line @typescript-eslint/unbound-method -- called with the server as `this`, below
+/** The listening socket's own close, without HTTP's. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- called with the server as `this`
 const netServerClose: (this: NetServer) => void = NetServer.prototype.close
 
 const LOOPBACK = /^(127\.[0-9.]+|::1|localhost)$/
 
-/** `host:port` as a client would dial it, IPv6 in brackets; the configured host where the server cannot say. */
+/** `host:port` as a client dials it. */
 function listenAddress(address: string | AddressInfo | null, configured: string): string {
   if (address === null || typeof address === 'string') return address ?? configured
   return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
 }
 
-/** How long shutdown waits for the leg to finish its current host before the process exits anyway. */
+/** How long shutdown waits for the leg's current host. */
 const SHUTDOWN_GRACE_MS = 90_000
 
-/**
- * How long shutdown goes on answering once it stops accepting: DRAIN_MS, and
- * up to DRAIN_MAX_MS while an accepted connection has sent nothing yet, so
- * it is answered rather than reset; new ones wait in the backlog (design §4.6).
- */
+/** Shutdown answers for DRAIN_MS, up to DRAIN_MAX_MS while an accepted connection is silent (design §4.6). */
 export const DRAIN_MS = 250
 export const DRAIN_MAX_MS = 2000
 
-/**
- * At shutdown: close the listening socket alone (HTTP's close would drop
- * connections not yet read) and answer the open ones with `Connection: close`
- * for the drain.
- */
+/** Closes the listening socket alone: HTTP's close would drop connections not yet read. */
 function drainOnClose(app: App): void {
-  // Connections that have sent no request yet: counted from the first moment, at no cost per request after.
+  // Connections that have sent no request yet.
   const silent = new Set<NetSocket>()
   app.server.on('connection', (socket: NetSocket) => {
     silent.add(socket)
@@ -64,10 +55,7 @@ function drainOnClose(app: App): void {
   })
 }
 
-/**
- * A warning when libuv's pool is smaller than the fsyncs a converge runs at once, and another when the
- * C walk was not built (design §3.3): the converge would be slower, not wrong.
- */
+/** A small pool, or no C walk (design §3.3): slower, not wrong. */
 function warnOfSlowerConverge(
   logger: AppLogger,
   { pool, wanted, cWalkMissing }: { pool: number; wanted: number; cWalkMissing: string | undefined },
@@ -87,7 +75,7 @@ function warnOfSlowerConverge(
   )
 }
 
-/** True, and said, when the address is beyond loopback with no token given (design §6): remote clients need one. */
+/** Beyond loopback, clients need a token (design §6). */
 function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSocket | null): boolean {
   if (config.token !== '' || config.tokenFile !== '') return false
   if (socket !== null) {
@@ -114,10 +102,7 @@ function refusesToListen(config: Config, logger: AppLogger, socket: InheritedSoc
   return true
 }
 
-/**
- * The token every mutation needs (design §6), read or made under the lock;
- * a token file the agent refuses stops the start, the lock released.
- */
+/** A refused token file releases the lock. */
 function tokenUnderLock(config: Config, lock: Pick<AgentLock, 'release'>): AgentToken {
   try {
     return agentToken(config)
@@ -127,7 +112,7 @@ function tokenUnderLock(config: Config, lock: Pick<AgentLock, 'release'>): Agent
   }
 }
 
-/** Where the token is, once the agent is about to serve: never the token itself. */
+/** Never the token itself. */
 function sayToken(logger: AppLogger, token: AgentToken): void {
   logger.info(
     { tokenSource: token.source, made: token.made },
@@ -137,7 +122,6 @@ function sayToken(logger: AppLogger, token: AgentToken): void {
   )
 }
 
-/** The lines a start begins with: systemd's socket, unknown CARLOS_* variables, doubted values, slower converges. */
 function sayHowItStarts(
   logger: AppLogger,
   socket: InheritedSocket | null,
@@ -159,10 +143,10 @@ interface Openers {
   openAgentDeployStore: typeof openAgentDeployStore
 }
 
-/** The registry, then the deploy store, under the lock; a store that cannot open reads unreadable (design §5.3). */
+/** Under the lock; a store that cannot open reads unreadable (design §5.3). */
 async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentLock, 'release'>, open: Openers) {
   try {
-    // The pass makes its commits durable with registry.sync(), off the loop's thread (design §3.6).
+    // Commits are made durable off the loop (design §3.6).
     const registry = open.Registry.open(config.dataDir, { durableAt: 'sync' })
     try {
       return { registry, store: await open.openAgentDeployStore(config, logger) }
@@ -176,7 +160,7 @@ async function openAdapters(config: Config, logger: AppLogger, lock: Pick<AgentL
   }
 }
 
-/** Takes the box label in etcd (design §7.5): `label_taken` if a live agent holds it; etcd away is no refusal. */
+/** One agent per box label (design §7.5); etcd away is no refusal. */
 async function claimLabel(
   config: Config,
   logger: AppLogger,
@@ -194,16 +178,12 @@ async function claimLabel(
   }
 }
 
-/**
- * Listens on the configured address; one in use is a coded error with the address, and who holds it when
- * /proc says.
- */
+/** An address in use names who holds it, when /proc says. */
 async function listen(app: App, config: Config, socket: InheritedSocket | null): Promise<void> {
   if (socket !== null) {
-    // The socket systemd holds (design §4.6); the host only keeps Fastify from binding a second address.
+    // The host keeps Fastify from binding a second address (design §4.6).
     const options: FastifyListenOptions & { fd: number } = { fd: socket.fd, host: '127.0.0.1' }
-    // listen({ fd }) ignores options.backlog and the kernel keeps what it
-    // sets after exit: the backlog is passed as the second argument.
+    // listen({ fd }) ignores options.backlog, and the kernel keeps what it sets.
     const server = app.server
     const backlog = listenBacklog()
     const listenOnFd = server.listen.bind(server) as (opts: object, backlog: number) => typeof server
@@ -220,14 +200,13 @@ async function listen(app: App, config: Config, socket: InheritedSocket | null):
   } catch (err) {
     await app.close()
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err
-    // A reason, not a stack: the address, and who holds it when /proc says.
     const { describePortHolder } = await import('./infra/port-holder.js')
     const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
     throw errors.addressInUse(`${host}:${config.listen.port}`, await describePortHolder(config.listen.port))
   }
 }
 
-/** A failed start: one log line and exit 1; a coded error without a stack, anything else (a bug) with it. */
+/** A coded error without a stack, a bug with it. */
 function startFailed(err: unknown, logger: AppLogger): void {
   const line = `layoutd: start-up failed: ${errorMessage(err)}`
   if (err instanceof AppError) logger.fatal({ code: err.code }, line)
@@ -236,7 +215,7 @@ function startFailed(err: unknown, logger: AppLogger): void {
 }
 
 export interface ServeOptions {
-  /** The set CARLOS_* variables layoutd does not read, named at start. */
+  /** Unknown CARLOS_* variables, named at start. */
   unknownVariables?: readonly string[]
 }
 
@@ -271,14 +250,13 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     import('./infra/pass/c-walk.js'),
   ])
   const logger = createLogger(config.logLevel)
-  // First: the socket systemd may have passed, checked (and LISTEN_* unset, whatever they said).
+  // First: systemd's socket, checked, and LISTEN_* unset.
   const socket = inheritedSocket()
   sayHowItStarts(logger, socket, opts, config, { pool: threadPoolSize(), wanted: SYNC_CONCURRENCY, cWalkMissing })
   if (refusesToListen(config, logger, socket)) return 1
-  // Tests only: the fsyncs CARLOS_FAILPOINT takes out (design §3.4); a
-  // name that is none of them stops the start before anything is touched.
+  // Tests only (design §3.4): a bad name stops the start here.
   armSkippedFsyncs(config.failpoint)
-  // One agent per data root (design §4.4), before anything under it is read.
+  // One agent per data root (design §4.4).
   const lock = AgentLock.acquire(config.dataDir)
   const token = tokenUnderLock(config, lock)
   const metrics = new Metrics()
@@ -292,7 +270,7 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     store,
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
-  // The agent says which data root it holds (GET /agent), as D/agent.json does, so a CLI refuses another root's agent.
+  // The identity lets a CLI refuse another root's agent.
   const app = await buildApp({ api: agent, metrics, logger, token: token.token, identity: lock.identity, store })
   app.addHook('onClose', async () => {
     await agent.stop()
@@ -310,13 +288,12 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     else logger.info({ signal }, 'layoutd: shutting down; the leg finishes its current host')
     await app.close()
   })
-  // One agent per label (design §7.5), asked only after listening: a hung
-  // etcd must not keep /livez from answering (design §4.4).
+  // After listening: a hung etcd must not keep /livez from answering (design §4.4).
   const label = claimLabel(config, logger, store, lock)
-  // Awaited by the start; until then a refusal is not an unhandled rejection.
+  // The start awaits it; until then a refusal is no unhandled rejection.
   label.catch(() => undefined)
   agent.start({ readyAfter: label }).then(
-    // Ready: what the activator asks next is compiled now, before it asks.
+    // Compile what the activator asks next, before it asks.
     () => (agent.phase === 'ready' ? app.warmHotRoutes() : undefined),
     (err: unknown) => {
       // Exit 1, not close-with-grace's 0, so systemd marks the start failed.
