@@ -21,7 +21,7 @@ export const AgentIdentity = Type.Object(
 export type AgentIdentity = Static<typeof AgentIdentity>
 
 export interface AgentIdentityOptions {
-  /** Absent where no agent holds a data root (an app built for its schemas, or around a test's fake). */
+  /** Absent where no agent holds a data root (a schema-only app, a test's fake). */
   identity: AgentIdentity | undefined
   token: string
 }

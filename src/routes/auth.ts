@@ -1,6 +1,5 @@
 // Who may mutate (design §6): the bearer of the token alone, from loopback
-// too, since every uid shares loopback. An app built with no token takes no
-// change at all.
+// too, since every uid shares loopback.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { isIPv4 } from 'node:net'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
@@ -8,15 +7,13 @@ import { type AppError, errors } from '../errors.js'
 
 const MUTATING = new Set(['POST', 'PUT', 'DELETE', 'PATCH'])
 
-// Hashing both sides first gives timingSafeEqual equal lengths, so the
-// comparison leaks neither the token's bytes nor its length.
+// Hashed first: equal lengths for timingSafeEqual, so not even the length leaks.
 function sameToken(given: string, token: string): boolean {
   const a = createHash('sha256').update(given).digest()
   const b = createHash('sha256').update(token).digest()
   return timingSafeEqual(a, b)
 }
 
-/** The token of an `Authorization: Bearer <token>` header, if the request has one. */
 function bearerOf(request: FastifyRequest): string | undefined {
   return /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '')?.[1]
 }
@@ -29,7 +26,7 @@ export function isLoopback(address: string | undefined): boolean {
   return isIPv4(v4) && v4.startsWith('127.')
 }
 
-/** The onRequest hook, before the body is read; the peer is the socket's, no proxy trusted. */
+/** Before the body is read; the peer is the socket's, no proxy trusted. */
 export function authHook(token: string) {
   return function requireAuth(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     done(refusal(request, reply, token))

@@ -1,11 +1,10 @@
-// The byte budget of request bodies still arriving, summed across
-// connections (design §6), so unfinished bodies cannot grow memory without
-// bound. A body past it gets 503 bodies_over_budget and its connection closes.
+// The byte budget of request bodies still arriving, summed across connections
+// (design §6), so unfinished bodies cannot grow memory without bound.
 import { Transform, type Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors } from '../errors.js'
 
-/** The default budget: sixteen of the largest body (PUT /wakes, 1 MiB) at once. */
+/** Sixteen of the largest body (PUT /wakes) at once. */
 export const DEFAULT_BODY_BUDGET = 16 * 1024 * 1024
 
 export class BodyBudget {
@@ -18,7 +17,7 @@ export class BodyBudget {
     return this.#held
   }
 
-  /** The request's body, counted against the budget until its answer is sent or its connection closes. */
+  /** Counted until the answer is sent or the connection closes. */
   meter(reply: FastifyReply, payload: Readable): Readable {
     let mine = 0
     const release = (): void => {
@@ -40,13 +39,13 @@ export class BodyBudget {
       },
     })
     payload.on('error', (err) => meter.destroy(err))
-    // The meter ends with the body; an error of it reaches the parser, which answers it.
+    // Its error reaches the parser, which answers it.
     payload.pipe(meter)
     return meter
   }
 }
 
-/** Whether the request carries a body at all: the hot reads (no body) pass the meter untouched. */
+/** The hot reads carry no body and pass the meter untouched. */
 export function hasBody(request: FastifyRequest): boolean {
   const h = request.headers
   return h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0')

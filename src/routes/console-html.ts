@@ -1,9 +1,8 @@
-// HTML escaped by default, the console's one way to write markup: every
-// value is escaped unless it is Html, so report text can never become
-// markup; control bytes and bidi overrides show escaped (printable.ts).
+// HTML escaped by default, the console's one way to write markup: report text
+// can never become markup, and control bytes and bidi overrides show escaped.
 import { printable } from '../domain/printable.js'
 
-/** Markup already safe to write as it is: made by `html`, `trusted` or `fill` only. */
+/** Safe markup, made by `html`, `trusted` or `fill` only. */
 export class Html {
   constructor(readonly text: string) {}
   toString(): string {
@@ -27,19 +26,19 @@ function write(v: Interpolated): string {
   return escapeHtml(printable(String(v)))
 }
 
-/** A tagged template: the literal parts are markup, every value is escaped (Html is kept, arrays are joined). */
+/** The literal parts are markup; every value but Html is escaped. */
 export function html(parts: TemplateStringsArray, ...values: Interpolated[]): Html {
   let out = parts[0] ?? ''
   values.forEach((v, i) => (out += write(v) + (parts[i + 1] ?? '')))
   return new Html(out)
 }
 
-/** Text the package ships (the stylesheet, the script): markup by decision, never text from a request or the report. */
+/** Text the package ships, never from a request or the report. */
 export function trusted(text: string): Html {
   return new Html(text)
 }
 
-/** Each `{{name}}` replaced in one pass, so a hostname `{{script}}` stays text; a missing value throws. */
+/** One pass, so a hostname `{{script}}` stays text; a missing value throws. */
 export function fill(template: string, values: Readonly<Record<string, Html>>): Html {
   return new Html(
     template.replace(/\{\{([a-z]+)\}\}/g, (_m, name: string) => {

@@ -1,6 +1,5 @@
 // What the console page shows, drawn from the report and readiness: the
-// intent, the gate, counts by word, the leg, warnings and a page of rows.
-// Pure: the same inputs draw the same markup.
+// intent, the gate, counts by word, the leg, warnings and a page of rows. Pure.
 import type { Readiness } from '../agent-api.js'
 import { hostsReached } from '../domain/leg.js'
 import type { IntentRecord, LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
@@ -9,13 +8,13 @@ import { html, type Html } from './console-html.js'
 /** The row words in the order of their precedence (design §1.1). */
 export const ROW_WORDS = ['fenced', 'conflict', 'foreign', 'nested', 'flat', 'external'] as const
 
-/** Rows drawn on one page: a box of 10,000 tenants is paged, never drawn whole. */
+/** A box of 10,000 tenants is paged, never drawn whole. */
 export const PAGE_ROWS = 200
 
 export interface ConsoleQuery {
-  /** One row word, or '' for every row. */
+  /** '' for every row. */
   word: string
-  /** Part of a hostname, any case; '' for every host. */
+  /** Part of a hostname, any case. */
   q: string
   /** 1-based. */
   page: number
@@ -25,13 +24,13 @@ export interface ConsoleInput {
   report: LayoutReport
   readiness: Readiness
   query: ConsoleQuery
-  /** When the page is drawn, in ms since the epoch: relative times are taken from it. */
+  /** Relative times are taken from it. */
   now: number
-  /** The record the box read last: who recorded it, and why. */
+  /** The record the box read last. */
   intent?: Pick<IntentRecord, 'id' | 'by' | 'recordedAt' | 'message'> | null
 }
 
-/** `42s ago`, `in 9m`, `3h 5m ago`: a time as far from now as it is; the text as it is when it is not a time. */
+/** `42s ago`, `in 9m`, `3h 5m ago`. */
 export function relative(iso: string, now: number): string {
   const t = Date.parse(iso)
   if (Number.isNaN(t)) return iso
@@ -52,7 +51,7 @@ function when(iso: string, now: number): Html {
   return html`<time datetime="${iso}" title="${iso}">${relative(iso, now)}</time>`
 }
 
-/** The link to this page with the query changed, as a relative URL (`?word=nested&q=a`). */
+/** This page with the query changed, as a relative URL. */
 export function pageLink(query: ConsoleQuery, change: Partial<ConsoleQuery>): string {
   const q = { ...query, ...change }
   const params = new URLSearchParams()
@@ -63,14 +62,13 @@ export function pageLink(query: ConsoleQuery, change: Partial<ConsoleQuery>): st
   return s === '' ? '/' : `/?${s}`
 }
 
-/** Rows by word, the known words first in their order, then any other word the report carries. */
+/** The known words first, then any other. */
 export function countByWord(rows: Readonly<Record<string, RowReport>>): Map<string, number> {
   const counts = new Map<string, number>(ROW_WORDS.map((w) => [w, 0]))
   for (const r of Object.values(rows)) counts.set(r.layout, (counts.get(r.layout) ?? 0) + 1)
   return counts
 }
 
-/** Who recorded the intent, when, and why (`-m`). */
 function whoLine(i: ConsoleInput['intent']): Html | string {
   if (i === undefined || i === null) return ''
   const why = i.message === undefined ? '' : html`: <q class="message">${i.message}</q>`
@@ -141,14 +139,14 @@ function tally(run: LegRun): string {
   return [...by].map(([o, n]) => `${n} ${o}`).join(', ') || 'no host reached'
 }
 
-/** The rows fenced for a move under way (their journal written, or fenced before it): what a run has in flight. */
+/** Rows fenced for a move under way. */
 export function rowsInFlight(rows: Readonly<Record<string, RowReport>>): number {
   let n = 0
   for (const row of Object.values(rows)) if (row.code === 'in_flight' || row.code === 'fenced_for_move') n++
   return n
 }
 
-/** The run under way as a line of the leg; rows in flight read as moving, not as nothing reached. */
+/** Rows in flight read as moving, not as nothing reached. */
 function runningLine(run: LegRun, inFlight: number, now: number): Html {
   const n = hostsReached(run.results)
   const reached = html`${n} host${n === 1 ? '' : 's'} finished so far (${tally(run)})`
@@ -178,11 +176,10 @@ function warnings(list: readonly string[]): Html {
   return html`<section class="warnings"><h2>Warnings</h2><ul>${list.map((w) => html`<li>${w}</li>`)}</ul></section>`
 }
 
-/** The rows the query selects, sorted by host. */
 export function selectRows(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Array<[string, RowReport]> {
   const needle = query.q.toLowerCase()
   const selected: Array<[string, RowReport]> = []
-  // Sorted bare (UTF-16 code units): each poll in a converge sorts a whole new report.
+  // Sorted bare: each poll in a converge sorts a whole new report.
   for (const host of Object.keys(rows).sort()) {
     const r = rows[host]
     if (
@@ -205,7 +202,7 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
     .filter((s) => s !== '')
     .join(', ')
   const range = selected.length === 0 ? 'no row' : `rows ${from + 1}–${from + slice.length} of ${selected.length}`
-  // One string, so the layout of the template never splits the words a reader (and a test) looks for.
+  // One string, so the template never splits the words a reader looks for.
   const at = `page ${page} of ${pages}`
   const prev = page > 1 ? html`<a rel="prev" href="${pageLink(query, { page: page - 1 })}">← previous</a>` : ''
   const next = page < pages ? html`<a rel="next" href="${pageLink(query, { page: page + 1 })}">next →</a>` : ''
@@ -226,7 +223,7 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
 <table>${head}<tbody>${body}</tbody></table>${nav}</section>`
 }
 
-/** The part of the page that follows the report: redrawn in place when the report changes. */
+/** Redrawn in place when the report changes. */
 export function livePart({ report, readiness, query, now, intent }: ConsoleInput): Html {
   const counts = countByWord(report.rows)
   const total = Object.keys(report.rows).length
@@ -243,7 +240,7 @@ export function livePart({ report, readiness, query, now, intent }: ConsoleInput
 ${sections}`
 }
 
-/** The search form: a word and part of a host, sent as the query so a plain reload shows the same. */
+/** Sent as the query, so a plain reload shows the same. */
 export function filterForm(query: ConsoleQuery): Html {
   const options = ['', ...ROW_WORDS].map(
     (w) => html`<option value="${w}"${query.word === w ? ' selected' : ''}>${w === '' ? 'every word' : w}</option>`,

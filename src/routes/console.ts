@@ -18,7 +18,7 @@ export interface ConsoleRoutesOptions {
 /** What a page asks beside the report. */
 type PageAsk = Omit<ConsoleInput, 'report'>
 
-/** The page's live part and the report's tag it is of, drawn from the report built in slices (design §6.2). */
+/** From the report built in slices (design §6.2), with its tag. */
 async function drawLive(api: AgentApi, ask: PageAsk): Promise<{ box: string; tag: string; live: Html }> {
   const { report, tag } = await api.reportSoon()
   return { box: report.box, tag, live: livePart({ report, ...ask }) }
@@ -48,7 +48,7 @@ interface Assets {
   template: string
   style: string
   script: string
-  /** The page's Content-Security-Policy: nothing runs or styles it but the two pieces shipped, by their hashes. */
+  /** Nothing runs or styles the page but the two pieces shipped, by their hashes. */
   policy: string
 }
 
@@ -111,8 +111,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
         q: request.query.q ?? '',
         page: Number(request.query.page ?? '1'),
       }
-      // The report and tag GET /layout/status serves (the page carries the
-      // tag its script asks that route about).
+      // The page carries the tag its script asks GET /layout/status about.
       const ask: PageAsk = { readiness: api.readiness(), query, now: Date.now(), intent: api.intentRecord?.() ?? null }
       const { box, tag, live } = await drawLive(api, ask)
       const etag = etagOf(tag)

@@ -3,7 +3,7 @@
 import { Type } from '../domain/typebox.js'
 import type { Static } from 'typebox'
 
-/** What went wrong: one component of the document, which every envelope refers to. */
+/** One component, which every envelope refers to. */
 const ErrorDetail = Type.Object(
   {
     code: Type.String({ description: 'A stable, machine-readable code such as `bad_request` or `intent_unreadable`.' }),
@@ -22,13 +22,13 @@ export function envelope(code: string, message: string): ErrorEnvelope {
   return { error: { code, message } }
 }
 
-/** The answers any route may give: a request it could not read, or a failure of its own. */
+/** The answers any route may give. */
 export const commonErrors = {
   400: errorEnvelope('The request was malformed: a query or body field, or the JSON itself; the message names what.'),
   500: errorEnvelope('An unexpected failure; the message is always `internal error` and the details are in the log.'),
 }
 
-/** What any request may get before a route sees it (design §6); listed by input-less routes so each names it. */
+/** Before any route (design §6); input-less routes list them too. */
 export const parserErrors = {
   431: errorEnvelope(
     'The request headers are larger than the limit (`headers_too_large`); answered before any route sees the request.',

@@ -1,10 +1,6 @@
 // The fleet page: `GET /fleet`, one server-drawn HTML page of the whole
-// fleet as the deploy store holds it (design §6.3): the boxes, gone ones
-// kept, the rollout in play with its waves and its events, the intent history
-// (fleet-view.ts draws them), laid out in one column that fits a
-// 1,280-pixel screen (fleet.css over the console's stylesheet).
-// It reads the store and changes nothing, so it takes no token, as the box
-// page takes none. No script: it reloads itself every 10 s.
+// fleet as the deploy store holds it (design §6.3; fleet-view.ts draws it).
+// It changes nothing, so it takes no token. No script: it reloads itself.
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -17,11 +13,11 @@ import { commonErrors, errorEnvelope } from './error-envelope.js'
 import { fleetPart, type Read, type RolloutRead } from './fleet-view.js'
 
 export interface FleetPageOptions {
-  /** The deploy store the agent reads (opened and closed by its caller); absent, the page answers 404. */
+  /** Opened and closed by the caller; absent, the page answers 404. */
   store: DeployStore | undefined
 }
 
-/** A read of the store, bounded: a store that does not answer makes that part say so, not the page hang. */
+/** A store that does not answer makes that part say so, not the page hang. */
 const READ_TIMEOUT_MS = 5_000
 
 async function settle<T>(read: () => Promise<T>): Promise<Read<T>> {
@@ -32,7 +28,7 @@ async function settle<T>(read: () => Promise<T>): Promise<Read<T>> {
   }
 }
 
-/** The rollout in play, its progress and its events (whose read failing leaves the rest drawn); null when none. */
+/** The rollout in play, or null; its events failing to read leaves the rest drawn. */
 async function rolloutInPlay(port: RolloutPort, signal: AbortSignal): Promise<RolloutRead | null> {
   const { current } = await port.active(signal)
   if (current === undefined) return null

@@ -1,14 +1,5 @@
-// What the fleet page shows (design §6.3, §7.6), drawn from what the deploy
-// store holds: every box with its state against the intent addressing it,
-// in the words `fleet status` uses (boxWord), a box whose agent is gone
-// kept with its last summary and since when, the rows by kind (deferred
-// apart from held, refused and failed) and how old each summary is; the
-// rollout in play with its waves and their progress, its events newest
-// first (who, when, why, as `fleet rollout history` says them), a stopped one's cause
-// and its wave's deadline; and the intent records newest first, with who
-// recorded each and why when a record says. A part that could not be read
-// says why, and the others are still drawn. Pure: the same inputs draw the
-// same markup.
+// What the fleet page shows (design §6.3, §7.6): boxes, rollout and intent
+// records from the deploy store. A part that could not be read says why. Pure.
 import {
   boxWord,
   deadlineAt,
@@ -34,23 +25,23 @@ import type { IntentRecord } from '../domain/schemas.js'
 import { html, type Html, type Interpolated } from './console-html.js'
 import { relative } from './console-view.js'
 
-/** Records shown in the history: the newest ones. */
+/** The newest records shown in the history. */
 export const HISTORY_ROWS = 50
-/** The rollout's events shown: the newest ones (`layoutd fleet rollout history` lists them all). */
+/** The newest events shown; `fleet rollout history` lists them all. */
 export const EVENT_ROWS = 50
 
 export type Read<T> = { ok: true; value: T } | { ok: false; why: string }
 
-/** The rollout in play, its boxes' progress, and its events (oldest first, as the store keeps them). */
+/** Events oldest first, as stored. */
 export interface RolloutRead {
   record: RolloutRecord
   progress: ReadonlyMap<string, BoxProgress>
-  /** Absent: not read (a caller that draws no events). */
+  /** Absent: not read. */
   events?: Read<RolloutEvent[]>
 }
 
 export interface FleetPageInput {
-  /** Every box the store knows, the gone ones with since when. */
+  /** Every box the store knows, gone ones too. */
   boxes: Read<KeptBox[]>
   records: Read<IntentRecord[]>
   /** undefined: the store keeps no rollouts (the directory store). */
@@ -63,7 +54,7 @@ const failed = (what: string, why: string): Html => html`<p class="unreadable" r
 const when = (iso: string, now: number): Html =>
   html`<time datetime="${iso}" title="${iso}">${relative(iso, now)}</time>`
 
-/** The box's word, as `fleet status` says it; a gone box's with since when and how. */
+/** As `fleet status` says it; a gone box's with since when and how. */
 function stateCell(r: FleetRow, now: number): Html {
   const word = boxWord(r)
   if (r.gone === null) return html`<td class="word-cell">${word}</td>`
@@ -84,7 +75,6 @@ function boxRow(r: FleetRow, now: number): Html {
   return html`<tr class="state-${r.state} word-${word}">${head}${cells([...figures, ...times])}</tr>`
 }
 
-/** Plain cells, one a value. */
 function cells(values: readonly Interpolated[]): Html[] {
   return values.map((v) => html`<td>${v}</td>`)
 }
@@ -111,9 +101,9 @@ function boxesPart(boxes: KeptBox[], records: IntentRecord[], now: number): Html
 <th>version</th></tr></thead><tbody>${v.rows.map((r) => boxRow(r, now))}</tbody></table></div></section>`
 }
 
-/** A stopped rollout's cause, and the open wave's deadline while it runs or is paused. */
+/** A stopped rollout's cause; the open wave's deadline. */
 function causePart(r: RolloutRecord, now: number): Html | string {
-  // A reason is set only when the rollout stopped (paused, frozen, reverted, aborted).
+  // A reason is set only on a stopped rollout.
   const cause =
     r.reason !== ''
       ? html`<p class="cause" role="status"><b>${r.state}:</b> ${r.reason}${
@@ -139,7 +129,7 @@ function rolloutPart(input: FleetPageInput['rollout'], now: number): Html {
     return html`<section id="rollout"><h2>Rollout</h2><p>No rollout was ever recorded.</p></section>`
   const { record: r, progress } = input.value
   const waves = r.waves.map((w, i) => {
-    // Counted as `fleet rollout status` counts them: skipped boxes apart, deferred rows apart from failed.
+    // Counted as `fleet rollout status` counts them.
     const c = rolloutCounts(r, progress, i)
     const state = waveState(r, i)
     const pct = c.boxes === 0 ? 100 : Math.round((c.done / c.boxes) * 100)
@@ -160,7 +150,7 @@ at most ${r.maxParallel} moving at once, on failure ${r.onFailure}, up to ${r.ma
 ${eventsPart(r, input.value.events, now)}</section>`
 }
 
-/** The rollout's events, newest first, in the words of `layoutd fleet rollout history`: who, when, why. */
+/** Newest first, in the words of `fleet rollout history`. */
 function eventsPart(r: RolloutRecord, events: Read<RolloutEvent[]> | undefined, now: number): Html | string {
   if (events === undefined) return ''
   if (!events.ok) return html`<h3>Events</h3>${failed("the rollout's events", events.why)}`
@@ -172,7 +162,6 @@ function eventsPart(r: RolloutRecord, events: Read<RolloutEvent[]> | undefined, 
   )}</ol>${more}`
 }
 
-/** A field a record may carry beside the ones this build names (who recorded it and why, from newer builds). */
 function extra(r: IntentRecord, name: string): string {
   const v = (r as unknown as Record<string, unknown>)[name]
   return typeof v === 'string' ? v : ''
@@ -196,12 +185,11 @@ function historyPart(records: IntentRecord[]): Html {
 <th>message</th></tr></thead><tbody>${rows}</tbody></table></div>${more}</section>`
 }
 
-/** What the rollout part says on the directory store. */
 const ONE_BOX_STORE = 'This deploy store serves one box and keeps no rollouts.'
 
 export function fleetPart(input: FleetPageInput): Html {
   const { boxes, records, now } = input
-  // A box that started in the rollout is judged against the rollout's intent, as its agent reads it.
+  // A box in the rollout is judged by its intent, as its agent reads it.
   const played = input.rollout?.ok === true ? (input.rollout.value ?? undefined) : undefined
   const boxesHtml = !boxes.ok
     ? html`<section id="boxes"><h2>Boxes</h2>${failed('the box summaries', boxes.why)}</section>`

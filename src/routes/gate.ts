@@ -15,7 +15,7 @@ export interface GateRoutesOptions {
   api: AgentApi
 }
 
-/** The headers of the gate's answer: its state and code always; the paths only with a `2xx`, for the proxy. */
+/** State and code always; the paths only with a `2xx`, for the proxy. */
 export const GATE_HEADERS = {
   state: 'layoutd-state',
   code: 'layoutd-code',
@@ -58,7 +58,7 @@ function gateResponse(description: string) {
 
 const HEADER_HOST = /^(.*?)(?::[0-9]{1,5})?$/
 
-/** The host a proxy asks about: the path's, else X-Forwarded-Host's (Caddy, Traefik), else Host's; no port. */
+/** The path's host, else X-Forwarded-Host's (Caddy, Traefik), else Host's; no port. */
 function askedHost(param: string | undefined, headers: Record<string, string | string[] | undefined>): string {
   if (param !== undefined) return canonicalHost(param)
   const raw = headers['x-forwarded-host'] ?? headers.host ?? ''
@@ -72,7 +72,7 @@ interface Verdict {
   g: GateAnswer | null
 }
 
-/** What the gate says of a name that is no hostname: never layoutd's (design §6.4). */
+/** A name that is no hostname is never layoutd's (design §6.4). */
 const NO_HOSTNAME: Verdict = { state: 'unknown', code: 'invalid_host', g: null }
 
 async function answer(api: AgentApi, host: string): Promise<Verdict> {
@@ -91,24 +91,24 @@ function sendVerdict(reply: FastifyReply, host: string, { state, code, g }: Verd
   if (code !== '') void reply.header(GATE_HEADERS.code, code)
   if (g?.retryAfter !== null && g?.retryAfter !== undefined) void reply.header('retry-after', String(g.retryAfter))
   if (g?.answer.granted === true) {
-    // For the proxy alone: it consumes these and hands its client the upstream's answer.
+    // The proxy consumes these; its client gets the upstream's answer.
     const grant = g.answer.grant
     void reply
       .header(GATE_HEADERS.layout, grant.layout)
       .header(GATE_HEADERS.socket, grant.socket)
       .header(GATE_HEADERS.dir, grant.dir)
   }
-  // A grant has no body: everything is in its headers, and a proxy that does not read a body keeps the connection.
+  // A grant has no body, so a proxy that reads none keeps the connection.
   if (g?.answer.granted === true) void reply.send()
   else void reply.send({ host, state, code })
 }
 
 const GATE_PATH = /^\/gate\/([^/?]*)(?:\?(.*))?$/
 
-/** The most of a name the router refused that a gate answer's body shows. */
+/** How much of a refused name an answer's body shows. */
 const SHOWN_NAME = 64
 
-/** A `GET|HEAD /gate/…` the router refused gets the gate's `unknown`, never a 414 or 400; false otherwise. */
+/** A `GET|HEAD /gate/…` the router refused gets `unknown`, never a 414 or 400. */
 export function answerUnroutable(method: string, url: string, reply: FastifyReply): boolean {
   const m = method === 'GET' || method === 'HEAD' ? GATE_PATH.exec(url) : null
   if (m === null) return false

@@ -26,8 +26,7 @@ const ConvergeQuery = Type.Object({
         'Absent, `0` or `false`: answer at once.',
     }),
   ),
-  // Text, as every query value is: the app coerces nothing (design §6), so
-  // the number is read here, digits only, and its range checked below.
+  // Text: the app coerces nothing (design §6), so the range is checked in the handler.
   timeout: Type.Optional(
     Type.String({
       pattern: '^[0-9]{1,4}$',
@@ -72,7 +71,7 @@ const MintQuery = Type.Object({
   ),
 })
 
-/** The app a route of this family is registered on, typed by its schemas. */
+/** The app, typed by this family's schemas. */
 type LayoutApp = Parameters<FastifyPluginCallbackTypebox<LayoutRoutesOptions>>[0]
 
 export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (app, { api }, done) => {
@@ -82,12 +81,11 @@ export const layoutRoutes: FastifyPluginCallbackTypebox<LayoutRoutesOptions> = (
   done()
 }
 
-/** GET /layout/status: the report, served as the bytes of its version, and 304 while its ETag stands. */
+/** The report as the bytes of its version; 304 while its ETag stands. */
 function statusRoute(app: LayoutApp, api: AgentApi): void {
   const json = new StatusJson(() => api.reportSoon())
   let quoted: { tag: string; etag: string } | undefined
   const quote = (tag: string): string => {
-    // The quoted tag is made once per version.
     if (quoted?.tag !== tag) quoted = { tag, etag: etagOf(tag) }
     return quoted.etag
   }
@@ -114,21 +112,19 @@ function statusRoute(app: LayoutApp, api: AgentApi): void {
       },
     },
     async (request, typed) => {
-      // Untyped: the 200 goes out as the bytes already serialized, which
-      // the schema's type for the body does not describe.
+      // Untyped: the 200 goes out as bytes already serialized.
       const reply: FastifyReply = typed
       // Reading the tag builds nothing: a 304 costs a comparison.
       const tag = api.reportTag()
       const etag = quote(tag)
       void reply.header('etag', etag).header('cache-control', 'no-cache')
       if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send()
-      // Serialized once per version by this route's schema; a Buffer bypasses the serializer.
+      // Serialized once per version; a Buffer bypasses the serializer.
       return reply.type('application/json; charset=utf-8').send(await json.bytes(reply, tag))
     },
   )
 }
 
-/** POST /layout/converge: kicks the leg, or waits for the run it asked for. */
 function convergeRoute(app: LayoutApp, api: AgentApi): void {
   app.post(
     '/layout/converge',
@@ -175,10 +171,10 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       if (seconds < 1 || seconds > MAX_WAIT_S)
         throw errors.badRequest(`querystring/timeout must be a whole number of seconds from 1 to ${MAX_WAIT_S}`)
       if (wait !== '1' && wait !== 'true') return reply.code(202).send({ leg: api.kick() })
-      // The idle timeout would cut the silent wait short (an injected request's socket has no timers).
+      // The idle timeout would cut the silent wait short (an injected socket has no timers).
       const socket = request.raw.socket
       if (typeof socket.setTimeout === 'function') socket.setTimeout((seconds + 5) * 1000)
-      // Asked before the kick: the run under way now moves the hosts the run this kick asks for then finds done.
+      // Before the kick: the run under way moves the hosts this kick's run then finds done.
       const underWay = api.runUnderWay()
       const run = await api.converge(seconds * 1000)
       if (run === null) {
@@ -186,9 +182,7 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
       }
       // It ended before the run waited for began.
       const joined = underWay === null ? undefined : await underWay
-      // Serialized and written a slice per turn (run-json.ts): a wake meanwhile waits for a slice, not the answer.
-      // Untyped: the 200 goes out as text already serialized, which the
-      // schema's type for the body does not describe.
+      // Written a slice per turn, so a wake waits for a slice, not the answer; untyped, as already serialized.
       const raw: FastifyReply = reply
       const pieces = await legAndRunPieces(raw, api.legState(), run, joined)
       return raw.code(200).type('application/json; charset=utf-8').send(inTurns(pieces))
@@ -196,7 +190,6 @@ function convergeRoute(app: LayoutApp, api: AgentApi): void {
   )
 }
 
-/** GET /layout/mint: the mode a new row of this box is created in; with `host`, that host's row. */
 function mintRoute(app: LayoutApp, api: AgentApi): void {
   app.get(
     '/layout/mint',

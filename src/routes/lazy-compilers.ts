@@ -1,13 +1,10 @@
 // The route schemas' validators and serializers, compiled on first use, not
 // before listening (design §4.4): most routes are never asked after a start.
-// The compilers are Fastify's own with the app's options; only the moment
-// changes. warm() compiles the activator's routes once the agent is ready;
-// a schema that cannot compile fails its route's first request with a 500.
+// The compilers are Fastify's own with the app's options; only the moment changes.
 import { createRequire } from 'node:module'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyServerOptions } from 'fastify'
 
-/** What Fastify hands a validator compiler: the schema and where it applies. */
 interface RouteSchema {
   schema: unknown
   method?: string
@@ -21,13 +18,13 @@ type Factory<F> = (externalSchemas: unknown, options: unknown) => Compile<F>
 
 const fromFastify = createRequire(import.meta.resolve('fastify'))
 
-/** A compile not yet made, with the route it is for: what warm() can make before the route's first request. */
+/** A compile warm() can make before the route's first request. */
 interface Pending {
   url: string | undefined
   compile: () => void
 }
 
-/** A factory whose compilers build the default one only when first asked, and each validator only on first use. */
+/** Ajv's compiler is built when first asked, each validator on first use. */
 function lazyValidators(pending: Pending[]): Factory<Validate> {
   return (externalSchemas, options) => {
     let compile: Compile<Validate> | undefined
@@ -51,7 +48,6 @@ function lazyValidators(pending: Pending[]): Factory<Validate> {
   }
 }
 
-/** The same for the serializers of the answers. */
 function lazySerializers(pending: Pending[]): Factory<(data: unknown) => string> {
   return (externalSchemas, options) => {
     let compile: Compile<(data: unknown) => string> | undefined
@@ -73,16 +69,15 @@ function lazySerializers(pending: Pending[]): Factory<(data: unknown) => string>
 type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>
 
 export interface LazyCompilers {
-  /** Fastify's `schemaController.compilersFactory`, compiling on first use. */
   factory: CompilersFactory
-  /** Compiles the routes at urls now, a schema a turn, so a tenant's first request waits for none; answers how many. */
+  /** A schema a turn, so a tenant's first request waits for none; answers how many. */
   warm(urls: ReadonlySet<string>): Promise<number>
 }
 
 export function lazyCompilers(): LazyCompilers {
   const pending: Pending[] = []
   return {
-    // Fastify types a validator as Ajv's whole function; it calls it and reads `errors`, all a lazy one has.
+    // Fastify types a validator as Ajv's; it only calls it and reads `errors`.
     factory: {
       buildValidator: lazyValidators(pending),
       buildSerializer: lazySerializers(pending),
@@ -95,7 +90,7 @@ export function lazyCompilers(): LazyCompilers {
           p.compile()
           made++
         } catch {
-          // Left for the route's first request, which fails with it as it would have.
+          // The route's first request fails with it, a 500.
         }
         await nextTurn()
       }

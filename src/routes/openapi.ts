@@ -15,11 +15,7 @@ function isNode(v: unknown): v is Node {
 
 const COMPONENTS = '#/components/schemas/'
 
-/**
- * Every schema with a `title` is shared: written once under
- * `components.schemas`, a `$ref` where it stood (children first). Two
- * schemas under one title would make the document lie: an error.
- */
+/** A schema with a `title` goes under `components.schemas`, a `$ref` where it stood; two under one title throw. */
 export function liftComponents(doc: Node): Node {
   const components: Node = {}
   const lift = (node: unknown): unknown => {
@@ -46,13 +42,10 @@ interface PackageHead {
   license?: string
 }
 
-// Read once per process: every app built (the tests build many) shares it.
+// Read once per process: every app built shares it.
 let head: Promise<PackageHead> | undefined
 
-/**
- * The package's version and licence, from package.json (compiled to <outDir>/src/routes/, three levels under
- * the root).
- */
+/** From package.json, three levels above the compiled file. */
 function packageHead(): Promise<PackageHead> {
   return (head ??= readFile(new URL('../../../package.json', import.meta.url), 'utf8').then((text) => {
     const pkg = JSON.parse(text) as { version?: unknown; license?: unknown }
@@ -61,7 +54,7 @@ function packageHead(): Promise<PackageHead> {
   }))
 }
 
-/** The options @fastify/swagger is registered with, before any route, so it sees every one. */
+/** Registered before any route, so it sees every one. */
 export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
   const { version, license } = await packageHead()
   return {
@@ -102,7 +95,6 @@ export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
   }
 }
 
-/** The app's document, as @fastify/swagger decorates the instance with it. */
 export interface OpenApiRoutesOptions {
   document: () => unknown
 }
@@ -133,7 +125,7 @@ export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> =
         },
       },
     },
-    // @fastify/swagger makes the document once and keeps it: the routes do not change while the app runs.
+    // Made once and kept: the routes do not change while the app runs.
     () => document() as Record<string, unknown>,
   )
   done()

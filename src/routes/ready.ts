@@ -1,6 +1,5 @@
 // `GET /ready` and `GET /ready/:host` (design §6): the activator's gate,
-// which wakes nothing until `/ready` answers 200. The plain text form is the
-// Kubernetes readyz one, for a person at a terminal.
+// which wakes nothing until `/ready` answers 200. The text form is Kubernetes' readyz.
 import type { FastifyPluginCallbackTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Type } from '../domain/typebox.js'
@@ -15,7 +14,7 @@ export interface ReadyRoutesOptions {
   api: AgentApi
 }
 
-// `verbose` is a flag by presence alone, as Kubernetes' `/readyz` reads it: a repeat is taken, not refused.
+// `verbose` is a flag by presence alone, as Kubernetes' `/readyz` reads it.
 export const ReadyQuery = Type.Object({
   verbose: Type.Optional(
     Type.Union([Type.String(), Type.Array(Type.String())], {
@@ -28,7 +27,7 @@ export const ReadyQuery = Type.Object({
 
 function verboseText(r: Readiness): string {
   const lines = r.checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.detail}`))
-  // The gate's checks never fail readiness (flat wakes go on): marked as information.
+  // The gate's checks never fail readiness (flat wakes go on).
   for (const c of r.isolation ?? []) {
     lines.push(
       c.ok
@@ -54,9 +53,8 @@ function readyResponse(description: string) {
   }
 }
 
-/** `GET /ready`: the activator's gate, its JSON answer serialized once for as long as readiness is unchanged. */
+/** Its JSON answer is serialized once while readiness is unchanged. */
 function readinessRoute(app: TypeboxApp, api: AgentApi): void {
-  /** The last readiness answered, with its serialized bytes. */
   let answer: { readiness: Readiness; bytes: Buffer } | undefined
   app.get(
     '/ready',
@@ -91,7 +89,7 @@ function readinessRoute(app: TypeboxApp, api: AgentApi): void {
         void reply.type('text/plain; charset=utf-8').send(verboseText(r))
         return
       }
-      // The same object while unchanged: serialized once, its bytes reused (a Buffer bypasses the serializer).
+      // The same object while unchanged; a Buffer bypasses the serializer.
       if (answer?.readiness !== r)
         answer = {
           readiness: r,
@@ -117,7 +115,7 @@ export const WakeCheckQuery = Type.Object({
   ),
 })
 
-/** The wait asked, in ms: a duration (the configuration's rule) of 500ms to 60s, else `400 bad_request`. */
+/** The wait asked, in ms, by the configuration's duration rule. */
 function waitMs(wait: string): number {
   const ms = durationMs(wait)
   const shown = `querystring/wait ${JSON.stringify(wait)}`
@@ -127,14 +125,14 @@ function waitMs(wait: string): number {
   return ms
 }
 
-/** `GET /ready/:host`'s status: `200` granted; `503` not judged yet or a wait ended not ready; `409` refused. */
+/** `200` granted; `503` not judged yet or a wait ended not ready; `409` refused. */
 function wakeCheckStatus(g: GateAnswer, waited: boolean): number {
   if (g.answer.granted) return 200
   if (g.state === 'starting' || g.state === 'stopping') return 503
   return waited && NOT_YET.has(g.state) ? 503 : 409
 }
 
-/** `GET /ready/:host`: what a claim would get now, claiming nothing; with `wait`, once it is ready. */
+/** What a claim would get now, claiming nothing; with `wait`, once it is ready. */
 function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): void {
   app.get(
     '/ready/:host',
@@ -172,12 +170,12 @@ function wakeCheckRoute(app: TypeboxApp, api: AgentApi, closing: AbortSignal): v
     },
     async (request, reply) => {
       const { host } = request.params
-      // A bad wait is refused whatever the host's state, before anything is asked.
+      // A bad wait is refused before anything is asked.
       const ms = request.query.wait === undefined ? undefined : waitMs(request.query.wait)
       void reply.header('cache-control', 'no-store')
       let g = await api.gate(host)
       if (ms !== undefined && NOT_YET.has(g.state)) {
-        // A wait outlives the socket's idle timeout: give it its own, as converge's wait does.
+        // A wait outlives the socket's idle timeout.
         const socket = request.raw.socket
         if (typeof socket.setTimeout === 'function') socket.setTimeout(ms + 5000)
         const left = new AbortController()

@@ -15,20 +15,19 @@ export const HostParams = Type.Object({
   host: Type.String({ description: 'The hostname (a valid DNS name, lower case).' }),
 })
 
-/** The awake set names every instance: thousands of long hostnames must fit, past the app's default limit. */
+/** The awake set names every instance: thousands of long hostnames must fit. */
 const WAKE_SET_BODY_LIMIT = 1024 * 1024
 
 const invalidHost = errorEnvelope(
   'The hostname is not a valid DNS name (`invalid_host`), or the request is otherwise malformed.',
 )
 
-/** The states of a claim not judged yet: answered `503` with `Retry-After`, never `409` (design §6.4). */
+/** Not judged yet: `503` with `Retry-After`, never `409` (design §6.4). */
 const NOT_JUDGED: ReadonlySet<GateState> = new Set<GateState>(['starting', 'stopping'])
 
-/** How soon a claim that met another process's write lock may be asked again, in seconds. */
+/** Seconds before a claim that met another process's write lock is asked again. */
 const BUSY_RETRY_AFTER_S = 1
 
-/** The registry's 503s a wake route may answer, with when to ask again where that passes on its own. */
 const registryUnavailable = errorEnvelope(
   'The registry cannot record or judge the claim now: write-locked by another process (`registry_busy`, ' +
     'with `Retry-After`), or its file removed, replaced, corrupt or on a full disk (`registry_removed`, ' +
@@ -36,21 +35,19 @@ const registryUnavailable = errorEnvelope(
     'Also `not_ready` while start-up recovery runs.',
 )
 
-/** Throws err, after setting Retry-After where the registry was only write-locked by another process. */
+/** Throws err, with Retry-After where the registry was only write-locked. */
 function answerRegistryError(reply: { header(name: string, value: string): unknown }, err: unknown): never {
   if (err instanceof AppError && err.code === 'registry_busy') reply.header('retry-after', String(BUSY_RETRY_AFTER_S))
   throw err
 }
 
-/** The answer to a host parameter too long for the router: longer than any hostname, so never one. */
 export const hostTooLong = errorEnvelope(
   `The hostname parameter is longer than ${MAX_HOST_TEXT} bytes (\`uri_too_long\`); no hostname is.`,
 )
 
-/** The Fastify instance a route plugin of this app registers on, typed by TypeBox. */
+/** The app a route plugin registers on, typed by TypeBox. */
 export type TypeboxApp = Parameters<FastifyPluginCallbackTypebox>[0]
 
-/** `POST /wakes/:host`: claim a wake. */
 function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
   app.post(
     '/wakes/:host',
@@ -91,16 +88,15 @@ function claimWakeRoute(app: TypeboxApp, api: AgentApi): void {
     async (request, reply) => {
       const answer = await api.claimWake(request.params.host).catch((err: unknown) => answerRegistryError(reply, err))
       if (answer.granted) return reply.code(200).send(answer.grant)
-      // A refusal that passes on its own (starting, fenced for its move, the gate shut) says when to ask again.
+      // A refusal that passes on its own says when to ask again.
       const { retryAfter, state } = api.gateOf(answer)
       if (retryAfter !== null) void reply.header('retry-after', String(retryAfter))
-      // Not judged yet (the agent starting or stopping, the isolation gate's first checks not run) is no refusal.
+      // Not judged yet is no refusal.
       return reply.code(NOT_JUDGED.has(state) ? 503 : 409).send(answer.refusal)
     },
   )
 }
 
-/** `DELETE /wakes/:host`: the instance is asleep. */
 function releaseWakeRoute(app: TypeboxApp, api: AgentApi): void {
   app.delete(
     '/wakes/:host',
@@ -135,7 +131,6 @@ function releaseWakeRoute(app: TypeboxApp, api: AgentApi): void {
   )
 }
 
-/** `PUT /wakes`: the activator's whole awake set, at its own start. */
 function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
   app.put(
     '/wakes',
@@ -179,7 +174,6 @@ function replaceWakesRoute(app: TypeboxApp, api: AgentApi): void {
   )
 }
 
-/** `GET /wakes`: every claim. */
 function listWakesRoute(app: TypeboxApp, api: AgentApi): void {
   app.get(
     '/wakes',

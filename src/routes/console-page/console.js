@@ -1,21 +1,15 @@
 /* global document, fetch, location, DOMParser, setTimeout, setInterval */
-// Keeps the console current while it is open: every few seconds it asks
-// GET /layout/status whether the report changed since the page was drawn
-// (If-None-Match with the report's ETag, answered 304 while it did not),
-// and only then fetches this page again and swaps its live part in. The
-// search form is left alone, so nothing typed is lost. Every relative time
-// (`3m ago`) is drawn again each second from its absolute stamp (the
-// element's datetime), so an idle tab never shows a stale one; an agent
-// that stops answering is said plainly at the top, with since when, and
-// the page is known to be its last report. Without this script the page
-// is the same, says when it was drawn, and a reload shows the latest.
+// Keeps the console current while it is open: it asks GET /layout/status
+// with If-None-Match every few seconds, and only on a new report swaps the
+// live part in, leaving the search form alone. Relative times are redrawn
+// each second from their datetime, so an idle tab never shows a stale one.
 ;(() => {
   const EVERY_MS = 2000
   let etag = document.body.dataset.etag ?? ''
-  /** When the agent first failed to answer, in ms since the epoch; 0 while it answers. */
+  /** When the agent first failed to answer (ms since the epoch); 0 while it answers. */
   let goneSince = 0
 
-  /** `42s`, `9m`, `3h 5m`, `2d`: as the server draws them (src/routes/console-view.ts). */
+  /** As the server draws them (console-view.ts). */
   function spanOf(s) {
     if (s < 60) return `${s}s`
     if (s < 3600) return `${Math.floor(s / 60)}m`
@@ -79,7 +73,7 @@
         if (res.status === 200) await redraw()
       }
     } catch {
-      // The agent is away (stopped, restarting): said at the top until it answers; the next tick asks again.
+      // Said at the top until the agent answers again.
       if (goneSince === 0) goneSince = Date.now()
     }
     retime()
