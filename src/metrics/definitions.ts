@@ -1,15 +1,12 @@
-// Every metric the agent exports (design §9), in one table: its name, its
-// kind, its help, its labels and, for a histogram, its buckets. Metrics
-// and OpsMetrics make their series from this table alone, so a name, a
-// label or a help text is written once and read here. The label values
-// come from the domain's closed lists (modes.ts, wake-verdict.ts,
-// layout-default.ts), never copied: no label can carry a hostname.
+// Every metric the agent exports (design §9), in one table: name, kind, help,
+// labels, buckets. Metrics and OpsMetrics make their series from it alone;
+// label values come from the domain's closed lists, so none is a hostname.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 
 /** Every series name starts with this. */
 export const PREFIX = 'carlos_layout_'
 
-/** One metric: its name (under PREFIX), what it is, and what it is labelled by. */
+/** One metric; its name goes under PREFIX. */
 export interface Definition {
   kind: 'gauge' | 'counter' | 'histogram'
   name: string
@@ -54,8 +51,7 @@ export const METRICS = {
     kind: 'histogram',
     name: 'leg_run_seconds',
     help: 'How long one run of the layout pass took.',
-    // A run over a box of sleeping hosts is quick; one that stops awake
-    // hosts waits up to a minute for each.
+    // Stopping awake hosts waits up to a minute each.
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
   },
   readyWaiters: {
@@ -79,7 +75,7 @@ export const METRICS = {
     kind: 'histogram',
     name: 'move_seconds',
     help: 'How long one host took to move, from its fence to its outcome.',
-    // The 60 s bucket edge is the wait for an awake host's claim to be released.
+    // 60: the wait for an awake host's claim to be released.
     buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120],
   },
   deferredHosts: {
@@ -123,7 +119,7 @@ export const METRICS = {
     // Up to the longest a `converge?wait=1` may hold a request.
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600],
   },
-  // ---- the gauges an operator alerts on beside the layout's own (ops-metrics.ts) ----
+  // ---- the operator's gauges (ops-metrics.ts) ----
   buildInfo: {
     kind: 'gauge',
     name: 'build_info',
@@ -152,7 +148,7 @@ export const METRICS = {
     name: 'intent_readable',
     help: 'Whether the last read of the intent could be read (1), or failed closed as unreadable (0).',
   },
-  // ---- the staged rollout in play, as this agent last read it (rollout-metrics.ts; etcd stores only) ----
+  // ---- the rollout in play, as last read (rollout-metrics.ts; etcd only) ----
   rolloutState: {
     kind: 'gauge',
     name: 'rollout_state',
@@ -180,7 +176,7 @@ export function nameOf(d: Definition): string {
   return `${PREFIX}${d.name}`
 }
 
-/** The labels of d, as prom-client's configuration takes them. */
+/** As prom-client's configuration takes them. */
 function labels<D extends Definition>(d: D): Array<LabelsOf<D>> {
   return [...(d.labelNames ?? [])] as Array<LabelsOf<D>>
 }

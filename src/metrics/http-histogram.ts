@@ -1,13 +1,11 @@
 // The HTTP request histogram (design §9), kept here rather than by
-// prom-client's Histogram, whose every observation re-checks and re-hashes
-// its labels on the activator's hot `/ready` path. A series is found by one
-// key; the scrape writes the same exposition prom-client would (a test
-// holds the two to each other).
+// prom-client's Histogram, which re-hashes its labels at every observation on
+// the hot `/ready` path. The scrape writes prom-client's exposition.
 import type { Registry } from 'prom-client'
 
 interface Series {
   labels: Record<string, string>
-  /** Per bucket, not cumulative: the observations at or under its bound and over the one before. */
+  /** Per bucket, not cumulative. */
   counts: Float64Array
   sum: number
   count: number
@@ -40,11 +38,11 @@ export class HttpHistogram {
     this.help = opts.help
     this.#labelNames = opts.labelNames
     this.#bounds = [...opts.buckets].sort((a, b) => a - b)
-    // prom-client's registry asks of a metric only its name, get() and reset().
+    // The registry asks only name, get() and reset().
     for (const r of opts.registers) r.registerMetric(this as never)
   }
 
-  /** Makes the series key names, with its label values, unless it is there already. */
+  /** Makes the series key names, unless it is there already. */
   open(key: string, labels: Record<string, string>): void {
     if (this.#series.has(key)) return
     for (const name of Object.keys(labels))
@@ -52,7 +50,7 @@ export class HttpHistogram {
     this.#series.set(key, { labels, counts: new Float64Array(this.#bounds.length), sum: 0, count: 0 })
   }
 
-  /** Counts value in the series key names; false, counting nothing, when open() has not made it. */
+  /** False, counting nothing, when open() has not made key's series. */
   observe(key: string, value: number): boolean {
     const series = this.#series.get(key)
     if (series === undefined) return false
@@ -69,7 +67,7 @@ export class HttpHistogram {
     return true
   }
 
-  /** What prom-client's registry writes: per series its cumulative buckets, +Inf, the sum and the count. */
+  /** Per series: cumulative buckets, +Inf, the sum and the count. */
   get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Sample[] }> {
     const values: Sample[] = []
     for (const s of this.#series.values()) {

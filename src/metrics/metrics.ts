@@ -1,7 +1,6 @@
 // The agent's Prometheus metrics (design §9), on a registry of its own so
-// two agents in one process never share a series. Each is made from its line
-// of definitions.ts; every label value is from a closed set, so no label
-// carries a hostname and the series count cannot explode.
+// two agents in one process never share a series. Every label value is from
+// a closed set, so the series count cannot explode.
 import { Registry, collectDefaultMetrics } from 'prom-client'
 import { DEFAULT_BLOCKS, type DefaultBlock } from '../domain/layout-default.js'
 import {
@@ -19,11 +18,11 @@ import { counter, gauge, histogram, METRICS, nameOf } from './definitions.js'
 import { HttpHistogram } from './http-histogram.js'
 import { OpsMetrics } from './ops-metrics.js'
 
-/** How a read of the deploy store for this box's intent ended. */
+/** How a read of this box's intent ended. */
 export type IntentReadResult = 'recorded' | 'none' | 'unreadable'
 export const INTENT_READ_RESULTS: readonly IntentReadResult[] = ['recorded', 'none', 'unreadable']
 
-/** How a wake claim (`POST /wakes/:host`) was answered: granted, the refusal's kind (wake-verdict.ts), or an error. */
+/** How a wake claim was answered. */
 export type WakeClaimResult = 'granted' | WakeRefusalKind | 'error'
 export const WAKE_CLAIM_RESULTS: readonly WakeClaimResult[] = ['granted', ...WAKE_REFUSAL_KINDS, 'error']
 
@@ -37,12 +36,11 @@ export const RECOVERY_ACTIONS: readonly RecoveryAction[] = [
   'kept_fenced',
 ]
 
-/** The route label of a request that matched no route: the raw URL never becomes a label. */
+/** The raw URL never becomes a label. */
 export const UNMATCHED_ROUTE = 'unmatched'
 
 export class Metrics {
   readonly registry = new Registry()
-  /** The operator's gauges (build, gate checks, last clean run, intent readable), on the same registry. */
   readonly ops = new OpsMetrics(this.registry)
 
   readonly #rows = gauge(this.registry, METRICS.rows)
@@ -59,7 +57,7 @@ export class Metrics {
   readonly #deferredHosts = gauge(this.registry, METRICS.deferredHosts)
   readonly #heldHosts = gauge(this.registry, METRICS.heldHosts)
   readonly #needingOperator = gauge(this.registry, METRICS.needingOperator)
-  /** The codes rows_needing_operator has exported since start: each stays, at 0 once none is left. */
+  /** Codes exported since start: each stays, at 0 once none is left. */
   readonly #operatorCodes = new Set<string>()
   readonly #intentReads = counter(this.registry, METRICS.intentReads)
   readonly #wakeClaims = counter(this.registry, METRICS.wakeClaims)
@@ -74,8 +72,7 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry })
-    // These three are gauges named like counters, which promtool's lint
-    // refuses; the same counts stay exported by type as nodejs_active_*.
+    // Gauges named like counters, which promtool refuses; nodejs_active_* keep the counts.
     for (const name of [
       'nodejs_active_handles_total',
       'nodejs_active_requests_total',
@@ -83,8 +80,7 @@ export class Metrics {
     ]) {
       this.registry.removeSingleMetric(name)
     }
-    // Zero series from the start: a rate() over a counter that appears only
-    // at its first increment misses that increment.
+    // Zero series from the start: a rate() misses a counter's first increment.
     for (const layout of ROW_LAYOUTS) this.#rows.set({ layout }, 0)
     for (const mode of REPORT_MODES) this.#intentMode.set({ mode }, 0)
     for (const to of MODES) for (const outcome of OUTCOMES) this.#moves.inc({ to, outcome }, 0)
@@ -98,7 +94,7 @@ export class Metrics {
     this.#heldHosts.set(0)
   }
 
-  /** The rows by layout; a layout missing from `counts` is 0. */
+  /** A layout missing from `counts` is 0. */
   setRows(counts: Partial<Record<RowLayout, number>>): void {
     for (const layout of ROW_LAYOUTS) this.#rows.set({ layout }, counts[layout] ?? 0)
   }
@@ -111,7 +107,7 @@ export class Metrics {
     this.#defaultApplied.set(applied ? 1 : 0)
   }
 
-  /** What blocks the nested default, or '' when nothing does: 1 for that one, 0 for the rest. */
+  /** '' when nothing blocks the nested default. */
   setDefaultBlocked(blockedBy: DefaultBlock | ''): void {
     for (const by of DEFAULT_BLOCKS) this.#defaultBlocked.set({ by }, by === blockedBy ? 1 : 0)
   }
@@ -120,12 +116,11 @@ export class Metrics {
     this.#legRunning.set(running ? 1 : 0)
   }
 
-  /** When the retry timer runs the pass again (ms since the epoch), or null for none. */
+  /** ms since the epoch, or null for none. */
   setNextRetry(atMs: number | null): void {
     this.#legNextRetry.set(atMs === null ? 0 : atMs / 1000)
   }
 
-  /** A run of the pass finished after `seconds`. */
   legRun(seconds: number): void {
     this.#legRuns.inc()
     this.#legRunSeconds.observe(seconds)
@@ -145,7 +140,7 @@ export class Metrics {
     this.#heldHosts.set(n)
   }
 
-  /** The rows a person must act on, by reason code; only codes seen get a series. */
+  /** Only codes seen get a series. */
   setRowsNeedingOperator(byCode: Readonly<Record<string, number>>): void {
     for (const code of Object.keys(byCode)) this.#operatorCodes.add(code)
     for (const reason of this.#operatorCodes) this.#needingOperator.set({ reason }, byCode[reason] ?? 0)
@@ -155,7 +150,6 @@ export class Metrics {
     this.#intentReads.inc({ result })
   }
 
-  /** How many `GET /ready/:host?wait=` requests wait now. */
   setReadyWaiters(n: number): void {
     this.#readyWaiters.set(n)
   }
@@ -168,7 +162,7 @@ export class Metrics {
     this.#recoveredJournals.inc({ action })
   }
 
-  /** One HTTP request; `route` is the pattern or UNMATCHED_ROUTE, never the URL, so the series are a closed set. */
+  /** `route` is the pattern or UNMATCHED_ROUTE, never the URL. */
   observeHttp(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${status} ${route}`
     if (this.#httpSeconds.observe(key, seconds)) return
@@ -180,11 +174,9 @@ export class Metrics {
     return this.registry.contentType
   }
 
-  /** The exposition text Prometheus scrapes. */
-  /** What the agent brings up to date before each scrape (the row gauges), or nothing. */
   #beforeScrape: (() => Promise<void>) | undefined
 
-  /** fn runs before each scrape, so gauges read what the agent knows now (design §9); a failure keeps them. */
+  /** fn runs before each scrape, so gauges read now (design §9); a failure keeps them. */
   beforeScrape(fn: () => Promise<void>): void {
     this.#beforeScrape = fn
   }

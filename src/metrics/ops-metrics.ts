@@ -1,6 +1,5 @@
-// The gauges an operator alerts on beside the layout's own (design §9):
-// the build, each gate check, the last clean run, and whether the intent
-// can be read; on the agent's registry, apart from the layout metrics.
+// The gauges an operator alerts on beside the layout's own (design §9): the
+// build, each gate check, the last clean run, and whether the intent is read.
 import type { Gauge, Registry } from 'prom-client'
 import { gauge, METRICS } from './definitions.js'
 
@@ -29,7 +28,7 @@ export class OpsMetrics {
     this.#intentReadable.set(1)
   }
 
-  /** The running version (`layoutd --version`) and CARLOS_BUILD, once at start. */
+  /** Once at start. */
   setBuildInfo(version: string, build: string): void {
     this.#buildInfo.reset()
     this.#buildInfo.set({ version, build: build === '' ? 'unset' : build }, 1)
@@ -40,7 +39,7 @@ export class OpsMetrics {
     this.#gate = checks
   }
 
-  /** A run finished clean: it read the intent (or the default) and no host failed. */
+  /** Clean: it read the intent (or the default) and no host failed. */
   setLastSuccess(atMs: number): void {
     this.#lastSuccess.set(atMs / 1000)
   }

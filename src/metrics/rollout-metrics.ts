@@ -1,11 +1,6 @@
-// The staged rollout's gauges (design §9, §7.6), defined in the one table
-// (definitions.ts): the state of the rollout in play as this agent last
-// read it, its open wave, and this box's deferred rows in it (what its
-// progress last said), on the agent's registry. Only an agent whose store
-// keeps rollouts (etcd) has them. A paused rollout (a failed wave, a
-// passed deadline) is what to alert on; the deferred rows are counted
-// apart because they neither fail nor hold a wave, and each box says only
-// its own, so a sum over the fleet counts each row once.
+// The staged rollout's gauges (design §9, §7.6): the rollout in play as this
+// agent last read it, its open wave, and this box's deferred rows in it; etcd
+// stores only. Each box says only its own rows, so a fleet sum counts each once.
 import type { Gauge, Registry } from 'prom-client'
 import { ROLLOUT_STATES, type BoxReport, type RolloutRecord } from '../domain/rollout.js'
 import { gauge, METRICS } from './definitions.js'
@@ -15,7 +10,6 @@ export class RolloutMetrics {
   readonly #wave: Gauge
   readonly #deferred: Gauge
   #inPlay: string | undefined
-  /** The last progress this box wrote, and the rollout it was for. */
   #report: { id: string; deferredRows: number } | undefined
 
   constructor(registry: Registry) {
@@ -25,7 +19,6 @@ export class RolloutMetrics {
     this.set(undefined)
   }
 
-  /** The rollout in play as the agent read it last. */
   set(r: RolloutRecord | undefined): void {
     for (const s of ROLLOUT_STATES) this.#state.set({ state: s }, r?.state === s ? 1 : 0)
     this.#wave.set(r === undefined ? 0 : r.wave + 1)

@@ -10,37 +10,33 @@ import { NO_REASON, why, type Why } from '../domain/reason-codes.js'
 import type { LayoutReport, LegState, Route, RowReport } from '../domain/schemas.js'
 import { warnOfOperatorRows } from '../domain/short-of-intent.js'
 
-/** The leg of a box that has none (no activator armed): never ran, never will. */
+/** No activator armed: never ran, never will. */
 export const IDLE_LEG: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
 
 export const MIXED_WARNING = 'nested instances share this box with flat ones: they are not isolated until none remains'
 
 interface CommonInput {
-  /** This box's label. */
   box: string
-  /** The registry's rows: the list the caller already read for its other probes. */
+  /** The registry's rows, as the caller read them. */
   routes: readonly Route[]
 }
 
 export interface ManagedReportInput extends CommonInput {
-  /** What the report asks of the pass. */
   pass: Pick<LayoutPass, 'classify' | 'held' | 'note'>
   state: Pick<IntentState, 'lastIntent' | 'lastDefault' | 'unreadableWhy'>
   leg: LegState
-  /** The rows now, for a report built in slices: each judged with the pass of its own slice. */
+  /** For a build in slices: each row judged with its slice's pass. */
   rowsNow?: () => RowsSnapshot
 }
 
 export interface UnmanagedReportInput extends CommonInput {
   pass: null
   dirs: Dirs
-  /** Hosts a journal in <data>/layout names. */
   journalHosts: ReadonlySet<string>
-  /** Hosts a hold marker in <data>/layout names. */
   holdHosts: ReadonlySet<string>
-  /** The leg, if the caller has one; idle otherwise. */
+  /** Idle when absent. */
   leg?: LegState
-  /** An armed box still recovering: rows say so, not that the box has no activator. */
+  /** Rows say recovering, not that the box has no activator. */
   recovering?: boolean
 }
 
@@ -48,7 +44,7 @@ function row(layout: string, because: Pick<RowReport, 'code' | 'reason'> = NO_RE
   return { layout, code: because.code, reason: because.reason, note }
 }
 
-/** The report: each instance row's word from the pass's own classify, so status says what a wake would see. */
+/** By the pass's own classify, so status says what a wake would see. */
 export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportInput): LayoutReport {
   if (input.pass === null) return unmanagedLayoutReport(input)
   const steps = managedReportSteps(input)
@@ -58,10 +54,9 @@ export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportIn
   }
 }
 
-/** Rows judged between two yields of managedReportSteps. */
 export const REPORT_ROWS_PER_STEP = 256
 
-/** The armed report, yielding every few hundred rows so a caller can give the loop back between steps. */
+/** Yields every few hundred rows so a caller can give the loop back. */
 export function* managedReportSteps(input: ManagedReportInput): Generator<void, LayoutReport, void> {
   const { pass, state, routes, rowsNow } = input
   const def = state.lastDefault()
@@ -74,19 +69,18 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
       now = rowsNow?.()
     }
     const route = now === undefined ? listed : now.byHost.get(listed.host)
-    // Only instance-kind rows: sidecars, static and service rows are outside the pass.
+    // Other kinds are outside the pass.
     if (route === undefined || route.kind !== 'instance') continue
     if (activatorManaged(route)) {
       const judged = pass.classify(route, now?.routes ?? routes)
-      // A host the pass keeps down after a refused nested move classifies
-      // flat (no journal), but it does not wake: say so, with the refusal.
+      // Held down after a refused nested move: flat, but it does not wake.
       const held = judged.layout === 'flat' ? pass.held(route.host) : undefined
       rows[route.host] =
         held === undefined
           ? row(judged.layout, judged, pass.note(route.host))
           : row('fenced', heldDown(held), pass.note(route.host))
     } else if (external(route)) {
-      // Run by another supervisor: nobody's to migrate or isolate.
+      // Run by another supervisor: not ours to migrate.
       rows[route.host] = row('external')
     }
   }
@@ -104,10 +98,8 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
 }
 
 /**
- * The report of a box with no activator armed: still whether a downgrade
- * would strand a nested instance (a fact of paths), or the fleet's rollback
- * would block for good. Fenced first, as in classify: a mid-move row can
- * still carry flat paths.
+ * With no activator armed, paths still say whether a downgrade would strand a nested instance.
+ * Fenced first, as in classify: a mid-move row can still carry flat paths.
  */
 export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>): LayoutReport {
   const { dirs, journalHosts, holdHosts } = input
@@ -115,7 +107,7 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
   const rows: Record<string, RowReport> = {}
   for (const route of input.routes) {
     if (route.kind !== 'instance') continue
-    // An invalid host names no journal or hold marker: none is ever written for one.
+    // No journal or hold marker is ever written for an invalid host.
     const valid = validHost(route.host)
     if (valid && journalHosts.has(route.host)) {
       rows[route.host] = row('fenced', words.journal(journalPath(dirs, route.host)))
@@ -140,14 +132,14 @@ export function unmanagedLayoutReport(input: Omit<UnmanagedReportInput, 'pass'>)
   })
 }
 
-/** What the rows of a report judged by <data>/layout say, by why no pass judges them. */
+/** What rows judged by <data>/layout say. */
 interface JudgedByDisk {
   journal: (journal: string) => Why
   hold: Why
   nested: Why
 }
 
-/** No activator on this box (CARLOS_ACTIVATOR=none): nothing here will ever recover or retry. */
+/** CARLOS_ACTIVATOR=none: nothing here will ever recover or retry. */
 const UNMANAGED_WORDS: JudgedByDisk = {
   journal: (j) =>
     why('unmanaged_journal', `layout migration in flight; see ${j} (no activator on this box to recover it)`),
@@ -155,7 +147,7 @@ const UNMANAGED_WORDS: JudgedByDisk = {
   nested: why('no_activator', 'no activator on this box; judged by path shape'),
 }
 
-/** An armed box whose start-up recovery is under way: it finishes the journals and restores the holds. */
+/** Start-up recovery finishes the journals and restores the holds. */
 const RECOVERING_WORDS: JudgedByDisk = {
   journal: (j) => why('in_flight', `layout migration in flight; see ${j} (start-up recovery under way)`),
   hold: why(

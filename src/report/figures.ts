@@ -4,7 +4,7 @@ import { summarize, type BoxSummary } from '../domain/box-summary.js'
 import { countByCode, operatorRows } from '../domain/short-of-intent.js'
 import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
 
-/** What a box summary is built with beside the report (box-summary.ts summarize). */
+/** What a box summary takes beside the report. */
 export interface SummaryAsk {
   intent: Pick<IntentRecord, 'id' | 'mode'> | null
   version: string
@@ -12,23 +12,21 @@ export interface SummaryAsk {
   canStopAwake: boolean
 }
 
-/** What the row gauges (design §9) and the box summary (§7.3) take from a report. */
 export interface ReportFigures {
-  /** The tag of the version counted. */
   tag: string
-  /** The rows by word (`rows{layout}`). */
+  /** `rows{layout}` */
   counts: Record<string, number>
-  /** Rows a hold marker holds (`held_hosts`). */
+  /** `held_hosts` */
   held: number
-  /** Rows deferred awake inside their grace (`deferred_hosts` at a scrape). */
+  /** `deferred_hosts`: rows awake inside their grace. */
   deferred: number
-  /** Rows a person must act on, by reason code (`rows_needing_operator{reason}`). */
+  /** `rows_needing_operator{reason}` */
   needingOperator: Record<string, number>
-  /** The box summary, when one was asked for. */
+  /** When one was asked for. */
   summary: BoxSummary | null
 }
 
-/** Counts a report's figures; held says whether a hold marker holds a host. */
+/** held says whether a hold marker holds a host. */
 export function reportFigures(
   tag: string,
   report: LayoutReport,

@@ -1,14 +1,11 @@
-// The status report as JSON, serialized a slice of its rows per turn of the
-// event loop, once per version (design §6.2): in one go a large report holds
-// the loop from the activator (docs/performance.md, "The report under load").
-// Each part goes through the schema's own serializer: the same bytes.
+// The status report as JSON, serialized once per version (design §6.2), a
+// slice of its rows per turn of the event loop, as run-json.ts does a run.
 import type { FastifyReply } from 'fastify'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'
 import { Type } from '../domain/typebox.js'
 import { runJson, spliced } from './run-json.js'
 
-/** The status route's 200: the report with its leg. */
 export const StatusBody = Type.Object(
   { ...LayoutReport.properties, leg: LegState },
   { additionalProperties: false, description: 'The report, with its ETag.' },
@@ -24,7 +21,6 @@ const ROWS = Type.Object({ rows: LayoutReport.properties.rows }, { additionalPro
   unknown
 >
 
-/** report's JSON by the status route's 200 (StatusBody), its rows a slice per turn. */
 export async function reportJson(reply: FastifyReply, report: LayoutReport): Promise<string> {
   const hosts = Object.keys(report.rows)
   const slices: string[] = []
@@ -32,26 +28,25 @@ export async function reportJson(reply: FastifyReply, report: LayoutReport): Pro
     if (i > 0) await nextTurn()
     const part: LayoutReport['rows'] = {}
     for (const host of hosts.slice(i, i + ROWS_PER_TURN)) part[host] = report.rows[host] as RowReport
-    // `{"rows":{...}}` less all but the entries: the slices joined make one object.
+    // The entries alone: the slices joined make one object.
     slices.push(reply.serializeInput({ rows: part }, ROWS).slice('{"rows":{'.length, -'}}'.length))
   }
   const lastRun = report.leg.lastRun === null ? 'null' : await runJson(reply, report.leg.lastRun)
   const head = reply.serializeInput({ ...report, rows: {}, leg: { ...report.leg, lastRun: null } }, STATUS_BODY)
-  // The leg comes after the rows: spliced first, its text cannot move the rows' place.
+  // The leg follows the rows: spliced first, it cannot move their place.
   return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
 }
 
-/** The status report's bytes, serialized once per version and shared by its readers; a failed one is not kept. */
+/** Serialized once per version and shared by its readers; a failed one is not kept. */
 export class StatusJson {
   readonly #soon: () => Promise<{ report: LayoutReport; tag: string }>
   #body: { tag: string; bytes: Promise<Buffer> } | undefined
 
-  /** soon: the report of now with its tag, built in slices when its version has none yet. */
   constructor(soon: () => Promise<{ report: LayoutReport; tag: string }>) {
     this.#soon = soon
   }
 
-  /** The bytes of the report of tag (the version of this tick), serialized by reply's app when none are kept. */
+  /** Serialized by reply's app when none are kept for tag. */
   async bytes(reply: FastifyReply, tag: string): Promise<Buffer> {
     if (this.#body?.tag === tag) return this.#body.bytes
     const built = await this.#soon()

@@ -1,7 +1,6 @@
 // The report as the agent serves it (design §6): rows judged by the armed
 // pass (or by <data>/layout before it), with the last run's withheld
-// reasons. A cached value with a version (design §6.2), built once per
-// version, in slices, when first asked.
+// reasons. Cached per version (design §6.2), built in slices when asked.
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
@@ -14,7 +13,7 @@ import { managedReportSteps, unmanagedLayoutReport } from './build.js'
 import type { LayoutReport, LegRun, Route } from '../domain/schemas.js'
 import { withheldBy, withheldReasons } from './withheld-reasons.js'
 
-/** The longest slice of the event loop a report built by reportSoon takes. */
+/** The longest slice of the loop a build takes. */
 const SLICE_MS = 4
 
 function countsOf(report: LayoutReport): Record<string, number> {
@@ -23,7 +22,6 @@ function countsOf(report: LayoutReport): Record<string, number> {
   return counts
 }
 
-/** What the report asks of the armed pass (the agent's, its rows' files looked at: file-looks.ts). */
 export type ReportPass = Pick<LayoutPass, 'classify' | 'held' | 'note' | 'facts' | 'changes'>
 
 export interface ReportViewDeps {
@@ -34,15 +32,13 @@ export interface ReportViewDeps {
   gate: IsolationGate | null
 }
 
-/** A version: the inputs it stands for, given its number when they were first seen. */
+/** The inputs a version stands for, numbered when first seen. */
 interface Version {
   inputs: readonly unknown[]
   version: number
-  /** `<epoch>.<version>`, made once per version. */
   tag: string
 }
 
-/** A report built, for its version. */
 export interface Built {
   version: number
   tag: string
@@ -50,7 +46,7 @@ export interface Built {
   counts: Readonly<Record<string, number>>
 }
 
-/** What the report is built from, each read in constant time. Equal inputs, equal report. */
+/** Each input compares in constant time; equal inputs, equal report. */
 function sameInputs(a: readonly unknown[], b: readonly unknown[]): boolean {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
@@ -65,48 +61,45 @@ function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
 
 export class ReportView {
   readonly #deps: ReportViewDeps
-  /** When this view was made: a version of another process never matches one of this. */
+  /** A version of another process never matches one of this. */
   readonly #epoch = Date.now().toString(36)
-  /** The version of the inputs last seen: numbered as they are seen, built only when asked. */
+  /** Numbered as seen, built only when asked. */
   #seen: Version | undefined
   #built: Built | undefined
-  /** A build in slices under way, for its version: a reader of that version waits for it rather than build again. */
+  /** A reader of this version waits for it rather than build again. */
   #building: { version: number; done: Promise<Built> } | undefined
   #versions = 0
-  /** The hosts <data>/layout names, as last listed; null until listed, when no row is known not mid-move. */
+  /** Null until listed, when any row may be mid-move. */
   #onDisk: { journals: Set<string>; holds: Set<string> } | null = null
-  /** The last finished run's results that withheld a host, by host: the report's row reasons. */
+  /** The last finished run's withholding results, by host. */
   #withheld = new Map<string, Result>()
-  /** How many builds began (whole or in slices): what a test counts to see one was not made. */
+  /** Builds begun, whole or in slices. */
   #builds = 0
 
   constructor(deps: ReportViewDeps) {
     this.#deps = deps
   }
 
-  /** Lists the journals and hold markers of <data>/layout again. */
   async listLayoutDir(): Promise<void> {
     const { layoutDir } = this.#deps
     const [journals, holds] = await Promise.all([layoutDir.journalHosts(), layoutDir.holdHosts()])
     const listed = { journals: new Set(journals), holds: new Set(holds) }
-    // The same listing keeps its identity, so a poll that found nothing new
-    // leaves the report's version where it was.
+    // An unchanged listing keeps its identity, so the version stays.
     const was = this.#onDisk
     if (was !== null && sameSet(was.journals, listed.journals) && sameSet(was.holds, listed.holds)) return
     this.#onDisk = listed
   }
 
-  /** A run of the leg has finished: its withheld results are the rows' reasons until the next one finishes. */
+  /** Its withheld results are the rows' reasons until the next run finishes. */
   noteFinishedRun(run: LegRun): void {
     this.#withheld = withheldBy(run)
   }
 
-  /** The report's tag now, `<epoch>.<version>`, with nothing built to tell. */
+  /** The tag now, with nothing built. */
   tag(phase: Phase, pass: ReportPass | null, leg: Leg): string {
     return this.#version(phase, pass, leg).tag
   }
 
-  /** How many builds have begun. */
   get builds(): number {
     return this.#builds
   }
@@ -115,16 +108,12 @@ export class ReportView {
     return this.#current(phase, pass, leg).report
   }
 
-  /** The rows of the report by word, counted once per version (the row gauges). */
+  /** Rows by word, counted once per version. */
   counts(phase: Phase, pass: ReportPass | null, leg: Leg): Readonly<Record<string, number>> {
     return this.#current(phase, pass, leg).counts
   }
 
-  /**
-   * The report of now with its tag, built in slices of the loop so no
-   * reader holds the activator behind a whole report; readers of one
-   * version share one build (design §6.2).
-   */
+  /** In slices, so no reader holds the activator; one build per version (design §6.2). */
   async reportSoon(phase: Phase, pass: ReportPass | null, leg: Leg): Promise<Built> {
     const seen = this.#version(phase, pass, leg)
     if (this.#built?.version === seen.version) return this.#built
@@ -180,7 +169,7 @@ export class ReportView {
     ]
   }
 
-  /** The version of the inputs now: a new number when any changed since last seen. */
+  /** A new number when any input changed. */
   #version(phase: Phase, pass: ReportPass | null, leg: Leg): Version {
     const inputs = this.#inputs(phase, pass, leg)
     const seen = this.#seen
@@ -190,7 +179,7 @@ export class ReportView {
     return this.#seen
   }
 
-  /** The report of this tick, built whole when its version has none yet. */
+  /** Built whole when its version has none yet. */
   #current(phase: Phase, pass: ReportPass | null, leg: Leg): Built {
     const seen = this.#version(phase, pass, leg)
     if (this.#built?.version === seen.version) return this.#built
@@ -198,7 +187,7 @@ export class ReportView {
     return this.#keep(seen, this.#build(phase, pass, leg, (seen.inputs[0] as RowsSnapshot).routes))
   }
 
-  /** Keeps a report built for its version, unless one of a later version is kept already. */
+  /** Kept unless one of a later version is kept already. */
   #keep(seen: Version, report: LayoutReport): Built {
     const built: Built = { version: seen.version, tag: seen.tag, report, counts: countsOf(report) }
     if (this.#built === undefined || this.#built.version <= built.version) this.#built = built
@@ -231,8 +220,7 @@ export class ReportView {
         }
       }
       if (config.activator === 'none') return report
-      // An armed box still recovering: rows judged as the unmanaged report
-      // judges them (journals and holds first), under the intent seen so far.
+      // Recovering: rows judged as unmanaged, under the intent seen so far.
       return {
         ...report,
         mode: state.lastIntent(),

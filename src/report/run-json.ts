@@ -1,8 +1,5 @@
-// A run of the leg as JSON for `converge?wait=1`, serialized a slice of its
-// results per turn of the event loop and written in chunks (inTurns): a
-// large run serialized or written in one go holds the loop from the
-// activator (docs/performance.md, "A run's end"). Each slice goes through
-// the schema's own serializer, so the bytes are the schema's.
+// A run of the leg as JSON for `converge?wait=1`, serialized by the schema a
+// slice per turn and written in chunks, so a large run never holds the loop.
 import type { FastifyReply } from 'fastify'
 import { Readable } from 'node:stream'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -12,11 +9,10 @@ import { Type } from '../domain/typebox.js'
 /** Results serialized in one turn of the loop. */
 export const RESULTS_PER_TURN = 500
 
-/** About how many characters of an answer are written in one turn of the loop. */
+/** About how many characters are written in one turn. */
 export const WRITTEN_PER_TURN = 64 * 1024
 
-// The schemas as serializeInput takes them, the same objects each time
-// (Fastify keeps each compiled serializer by its schema object).
+// The same objects each time: Fastify keeps compiled serializers by schema object.
 const LEG_STATE = LegState as unknown as Record<string, unknown>
 const LEG_RUN = LegRun as unknown as Record<string, unknown>
 const RESULTS = Type.Object(
@@ -24,20 +20,20 @@ const RESULTS = Type.Object(
   { additionalProperties: false },
 ) as unknown as Record<string, unknown>
 
-/** whole split where the text the schema's serializer makes for a property left empty is: before it, and after. */
+/** whole split around `empty`, a property's serialized empty value. */
 function around(whole: string, empty: string): [string, string] {
   const at = whole.lastIndexOf(empty)
   if (at < 0) throw new Error(`serialized run: ${empty} not found`)
   return [whole.slice(0, at), whole.slice(at + empty.length)]
 }
 
-/** Where a part goes: the whole's text for that property left empty (a key never matches in an escaped string). */
+/** part in the place of `empty` (a key never matches in an escaped string). */
 export function spliced(whole: string, empty: string, part: string): string {
   const [before, after] = around(whole, empty)
   return before + part + after
 }
 
-/** run's JSON as pieces whose concatenation it is, its results a slice per turn. */
+/** In pieces, a slice of results per turn. */
 async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
   const [before, after] = around(reply.serializeInput({ ...run, results: [] }, LEG_RUN), '"results":[]')
   const pieces = [`${before}"results":[`]
@@ -46,7 +42,7 @@ async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
       pieces.push(',')
       await nextTurn()
     }
-    // `{"results":[...]}` less all but the items: the slices joined make one array.
+    // The items alone: the slices joined make one array.
     const slice = reply.serializeInput({ results: run.results.slice(i, i + RESULTS_PER_TURN) }, RESULTS)
     pieces.push(slice.slice('{"results":['.length, -']}'.length))
   }
@@ -54,15 +50,11 @@ async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
   return pieces
 }
 
-/** run's JSON, its results a slice per turn. */
 export async function runJson(reply: FastifyReply, run: LegRun): Promise<string> {
   return (await runPieces(reply, run)).join('')
 }
 
-/**
- * `{"leg": …, "run": …, "underWay"?: …}`, the answer of `converge?wait=1`, as
- * pieces: the leg's last run is the run waited for, serialized once for both.
- */
+/** `{"leg", "run", "underWay"?}` in pieces; the leg's last run is `run`, serialized once. */
 export async function legAndRunPieces(
   reply: FastifyReply,
   leg: LegState,
@@ -79,7 +71,7 @@ export async function legAndRunPieces(
   return pieces
 }
 
-/** The pieces, joined into chunks of about WRITTEN_PER_TURN characters, the loop given back between chunks. */
+/** The loop is given back between chunks. */
 export function inTurns(pieces: readonly string[]): Readable {
   async function* chunks(): AsyncGenerator<string> {
     let chunk = ''
