@@ -1,7 +1,6 @@
 // The agent: its phase, the start-up order (design §4.4), shutdown, and the
 // wiring of its parts: the leg, the intent poller, the wake desk,
-// readiness, the report and the instance keys. It builds no adapter of its
-// own: compose.ts hands them in.
+// readiness, the report and the instance keys. compose.ts hands in its adapters.
 import type { AgentApi, GateAnswer, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { errorMessage, errors } from '../errors.js'
 import { NOT_YET, refusedState, retryAfterSeconds } from '../domain/gate-state.js'
@@ -39,27 +38,24 @@ export class Agent implements AgentApi {
   readonly #leg: Leg
   readonly #view: ReportView
   readonly #desk: WakeDesk
-  /** The waits of `GET /ready/:host?wait=`, woken by the fence's lifts. */
   readonly #waiters: ReadyWaiters
-  /** Reads the intent once the pass is armed; with no activator armed, lists <data>/layout for the report. */
+  /** The intent poller, or with no activator armed the <data>/layout listing. */
   #reads: { stop(): void } | null = null
   #pass: LayoutPass | null = null
-  /** The pass as the report reads it: its rows' files looked at (file-looks.ts). */
   #reportPass: ReportPass | null = null
   /** The last look at each row's files (design §6.1). */
   readonly #files: FileLooks
-  /** The instance keys: minted after start, and at the head of each run for the rows added since (design §4.5). */
   #instanceKeys: InstanceKeys | null = null
-  /** The instance-key backfill after start; the leg moves nothing before it ends. */
+  /** The backfill after start; the leg moves nothing before it ends. */
   #keys: Promise<void> = Promise.resolve()
   readonly #life = new AbortController()
   /** This box's summary in the deploy store (design §7.3). */
   readonly #summary: BoxPublisher
-  /** The hosts the last finished run deferred for their wake grace: a release of one is a serial move. */
+  /** Hosts the last run deferred for their wake grace: a release of one is a serial move. */
   #deferred: ReadonlySet<string> = new Set()
-  /** Hosts released while a run was under way: the run may have deferred them before they slept. */
+  /** Released mid-run: the run may have deferred them before they slept. */
   readonly #releasedMidRun = new Set<string>()
-  /** The record the last read of the intent found, for the console's who and why. */
+  /** The last intent read, for the console's who and why. */
   #intentRecord: IntentRecord | null = null
 
   constructor(parts: AgentParts) {
@@ -89,15 +85,13 @@ export class Agent implements AgentApi {
       keys: () => this.#keysBeforeRun(),
       onRunEnd: (run) => {
         this.#deferred = deferredHosts(run)
-        // A host released while this run went on may have been deferred after it fell asleep.
         const missed = [...this.#releasedMidRun].some((h) => this.#deferred.has(h))
         this.#releasedMidRun.clear()
         if (missed) this.#leg.kick()
         this.#view.noteFinishedRun(run)
-        // Where every row's files rest once the run has moved what it moved (design §6.1).
+        // Where every row's files rest after the run's moves (design §6.1).
         void this.#files.lookAtEvery()
         this.#summary.update()
-        // A large run leaves the heap grown to its peak: give it back now.
         trimHeapAfterRun(run.results.length, () => registry.releaseCheckpointThread())
       },
       figures: () => this.#figures(null),
@@ -130,7 +124,7 @@ export class Agent implements AgentApi {
     this.#state.onChange((s) => {
       this.#recordIntentMetrics(s.intent, s.default.applied)
       metrics.setDefaultBlocked(s.default.blockedBy)
-      // The mode the leg noted is the summary's mode: the fleet reads what this box's own page says.
+      // The summary's mode is the one this box's own page says.
       this.#summary.update()
     })
     // Set from the first scrape: an unarmed box is unmanaged for good, an armed one starts at none.
@@ -138,11 +132,7 @@ export class Agent implements AgentApi {
     this.#recordIntentMetrics(gate === null ? 'unmanaged' : first.intent, first.default.applied)
   }
 
-  /**
-   * The start-up recovery's one line. With no journal or hold marker no
-   * intent was read, so the line names none: "under intent none" would read
-   * as though none were recorded.
-   */
+  /** With nothing recovered no intent was read, so the line names no intent rather than `none`. */
   #logRecovered(intent: IntentMode, swept: boolean, recovered: number): void {
     const nothing = recovered === 0
     const under = nothing
@@ -159,15 +149,10 @@ export class Agent implements AgentApi {
     return this.#phase
   }
 
-  /**
-   * The start-up order (design §4.4); /livez and a 503 /ready answer
-   * throughout. `readyAfter`: what else ready waits for (serve's claim of
-   * the box label, design §7.5); its rejection fails the start.
-   */
+  /** The start-up order (design §4.4); a rejected `readyAfter` (design §7.5) fails it. */
   async start(opts: { readyAfter?: Promise<void> } = {}): Promise<void> {
     const { config, logger, gate, claims } = this.#parts
-    // Before anything under the data root is read: a D/layout that is a
-    // symlink would hand recovery a journal planted behind it (design §2.1).
+    // First: a symlinked D/layout would hand recovery a journal planted behind it (design §2.1).
     await this.#parts.layoutDir.verifyRoots()
     if (gate === null) {
       logger.info(
@@ -209,13 +194,13 @@ export class Agent implements AgentApi {
       (what) => this.#leg.waiting(what),
     )
     const defaultOptedOut = layoutDefault(config.layoutDefault).mode === 'flat'
-    // Recovery acts on a few hosts once per start: each is worth a line at info.
+    // Recovery touches few hosts, once per start: each is worth a line at info.
     const recovered = await pass.recover(intent, { defaultOptedOut })
     const restored = await pass.restoreHolds(intent, defaultOptedOut)
     logLayoutResults(recovered, logger, 'info')
     logLayoutResults(restored, logger, 'info')
     this.#logRecovered(intent, swept, recovered.length + restored.length)
-    // Before any wake: a row whose files are not where it says reads fenced from the first answer (design §6.1).
+    // Before any wake, so a row whose files are elsewhere reads fenced from the first answer (design §6.1).
     await this.#files.lookAtEvery()
     this.#pass = pass
     this.#reportPass = this.#files.reportPass(pass)
@@ -224,7 +209,7 @@ export class Agent implements AgentApi {
     this.#phase = 'ready'
     logger.info({ phase: 'ready' }, 'layout: ready: the activator may wake')
     this.#waiters.changed()
-    // Start (the activator may wake), then the instance keys, each in its host's preparation slot.
+    // Ready first, then the instance keys (design §4.4).
     const keys = (this.#instanceKeys = new InstanceKeys({
       ...this.#parts,
       pass,
@@ -260,11 +245,7 @@ export class Agent implements AgentApi {
     await this.#keys
   }
 
-  /**
-   * What a run waits for before it moves anything (design §4.5): the instance
-   * keys of the start and of rows added since, each in its host's preparation
-   * slot, so no key lands in a directory the run renames.
-   */
+  /** So no instance key lands in a directory the run renames (design §4.5). */
   async #keysBeforeRun(): Promise<void> {
     await this.#keys
     await this.#instanceKeys?.sinceLastLook().catch((err: unknown) => {
@@ -272,12 +253,12 @@ export class Agent implements AgentApi {
     })
   }
 
-  /** The isolation gate's answer changed: a serial move (design §5), once the agent is ready. */
+  /** A serial move (design §5), once ready. */
   gateChanged(): void {
     if (this.#phase === 'ready') this.#leg.kick()
   }
 
-  /** A serial move asked by the fleet (a rollout's `retry` of this box, design §7.6), once the agent is ready. */
+  /** A rollout's `retry` of this box (design §7.6): a serial move, once ready. */
   runAgain(): void {
     if (this.#phase === 'ready') this.#leg.kick()
   }
@@ -316,7 +297,6 @@ export class Agent implements AgentApi {
     return this.#view.builds
   }
 
-  /** The figures of the report of now (row gauges, box summary when asked), built in slices. */
   async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
     const built = await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
     const pass = this.#pass
@@ -336,7 +316,6 @@ export class Agent implements AgentApi {
     return this.#requireReady().runUnderWay()
   }
 
-  /** The leg, once the agent is ready to be asked for a run. */
   #requireReady(): Leg {
     if (this.#phase !== 'ready') throw errors.notReady(this.#phase)
     return this.#leg
@@ -424,7 +403,6 @@ export class Agent implements AgentApi {
   }
 }
 
-/** The hosts a run deferred for their wake grace. */
 function deferredHosts(run: LegRun): ReadonlySet<string> {
   const out = new Set<string>()
   for (const r of run.results) if (r.outcome === 'deferred' && r.code === 'awake_grace') out.add(r.host)

@@ -1,6 +1,5 @@
 // Publishes this box's summary to the deploy store (design §7.3) when it
-// says something new, after each read of the intent and run of the leg. One
-// write at a time; a failed write never touches the layout.
+// says something new. One write at a time; a failed write never touches the layout.
 import { sameSummary, type BoxSummary } from '../domain/box-summary.js'
 import type { Config } from '../config.js'
 import type { Clock, DeployStore, Logger } from '../domain/ports.js'
@@ -9,18 +8,16 @@ import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
 export interface BoxPublisherOptions {
-  /** CARLOS_ACTIVATOR_URL, for whether a forced intent can stop this box's awake instances. */
+  /** activatorUrl: whether a forced intent can stop this box's awake instances. */
   config: Pick<Config, 'activatorUrl'>
   store: DeployStore
   logger: Logger
   clock: Clock
-  /** The figures of the report of now with the summary ask asks for. */
   figures: (ask: SummaryAsk) => Promise<ReportFigures>
-  /** The tag of the report of now: the summary of a tag is counted once. */
+  /** A tag's summary is counted once. */
   tag: () => string
-  /** Whether a run of the leg is under way or due, read without building the report. */
   legBusy: () => { running: boolean; pending: boolean }
-  /** The mode the leg noted at its last read of the intent (the report's mode), read without building it. */
+  /** As the leg noted it, without building the report. */
   mode?: () => string
   version: () => Promise<string>
   signal: AbortSignal
@@ -34,20 +31,20 @@ export class BoxPublisher {
   #again = false
   #failing = false
   #due = false
-  /** The last summary built, and from what: the same report's tag, intent and version say it again. */
+  /** Reused while the report's tag, intent and version are the same. */
   #built: { tag: string; intent: string; version: string; summary: BoxSummary } | undefined
 
   constructor(opts: BoxPublisherOptions) {
     this.#o = opts
   }
 
-  /** The intent the last read found (null: none addresses the box, or it was unreadable). */
+  /** null: none addresses the box, or it was unreadable. */
   noteIntent(intent: Pick<IntentRecord, 'id' | 'mode'> | null): void {
     this.#intent = intent === null ? null : { id: intent.id, mode: intent.mode }
     this.update()
   }
 
-  /** Publish if the summary changed; taken a tick later, so a run that just ended has left the leg idle. */
+  /** Publishes a tick later, once a run that just ended has left the leg idle. */
   update(): void {
     if (this.#o.store.publishBox === undefined || this.#o.signal.aborted || this.#due) return
     this.#due = true
@@ -95,7 +92,7 @@ export class BoxPublisher {
       this.#failing = true
     }
   }
-  /** The summary of the report of now, counted again only when the report's tag moved: each count walks every row. */
+  /** Counted only when the report's tag moved: each count walks every row. */
   async #summary(version: string, at: string): Promise<BoxSummary> {
     const intent = JSON.stringify(this.#intent)
     const built = this.#built
@@ -108,17 +105,12 @@ export class BoxPublisher {
     return summary
   }
 
-  /**
-   * While a run is under way, the last summary with the leg marked busy: a
-   * converge changes the report every batch, and rebuilding it per read
-   * would take the loop from the activator. The run's end publishes the new
-   * counts (design §7.3). Undefined: build the summary.
-   */
+  /** During a run, the last summary marked busy: a rebuild per batch would take the loop from the activator. */
   #duringRun(at: string): BoxSummary | undefined {
     const busy = this.#o.legBusy()
     const last = this.#published
     if (!busy.running || last === undefined || last.intent !== (this.#intent?.id ?? null)) return undefined
-    // The mode is the one the leg noted for this run, which it notes after the summary that named the intent.
+    // The leg notes this run's mode after the summary that named the intent.
     const mode = this.#o.mode?.() ?? last.mode
     return { ...last, mode, converged: false, leg: { ...last.leg, running: busy.running, pending: busy.pending }, at }
   }

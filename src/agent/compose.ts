@@ -26,18 +26,15 @@ export interface AgentAdapters {
   metrics: Metrics
   /** Opened and closed by the caller; the agent's claims commit on its claims connection. */
   registry: Registry
-  /** The deploy store, opened once and kept for the poller, the leg and the mint. */
   store: DeployStore
   clock?: Clock
-  /** Asks the edge to reload its routes; optional (CARLOS_EDGE_RELOAD_URL). */
   reload?: () => Promise<void>
-  /** How long a move waits for an awake host's release after asking for its stop; tests shorten it. */
+  /** A move's wait for an awake host's release after asking it to stop. */
   stopTimeoutMs?: number
-  /** How long a read of the intent may take (design §5.1); tests shorten it. */
   intentTimeoutMs?: number
-  /** The fence table; a test may hand its own to fence a host by hand. */
+  /** For a test to fence a host by hand. */
   fence?: FenceTable
-  /** The isolation self-check's filesystem calls; a test may fail or hold one. */
+  /** For a test to fail or hold a self-check call. */
   selfCheckFs?: SelfCheckFs
 }
 
@@ -55,10 +52,10 @@ export function composeAgent(adapters: AgentAdapters): Agent {
   const clock = adapters.clock ?? systemClock
   // A database that is not whole stops the start before a row is trusted (design §2.2).
   registry.logFaultsTo(logger)
-  // This connection's writes run on the thread that answers the activator: none waits out a foreign lock.
+  // Its writes run on the thread that answers the activator: none waits out a foreign lock.
   registry.waitOnLocksAtMost(AGENT_BUSY_TIMEOUT_MS)
   registry.verify()
-  // Every read held to the intent this box last applied, kept in its data root (design §7.7).
+  // Every read held to the intent this box last applied (design §7.7).
   const kept = new KeptIntentStore(adapters.store, {
     dirs: config,
     box: config.box,
@@ -83,14 +80,11 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     now: () => new Date(clock.now()),
   })
   const fence = adapters.fence ?? new FenceTable()
-  // No activator, no gate: nothing could wake nested. The gate calls back
-  // only once the agent started it, by which time `agent` is set.
+  // No activator, no gate: nothing could wake nested. The callback runs after start, when `agent` is set.
   const gate =
     config.activator === 'none'
       ? null
       : new Isolation({ ...config, selfCheckFs: adapters.selfCheckFs }, logger, () => agent.gateChanged())
-  // Built after start-up swept the claims and read the intent; the agent
-  // hands in the callbacks that hear its results.
   const makePass: PassFactory = async (onResult, onWait) => {
     if (gate === null) throw new Error('a pass needs an armed activator and its gate')
     return new Pass({

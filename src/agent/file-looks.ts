@@ -1,7 +1,5 @@
 // The agent's last look at each row's files (design §6.1): taken at start,
-// after every run of the leg and by every wake that looks. The report,
-// `status` and `PUT /wakes` read them: a row whose files are not where it
-// says reads `fenced`, with why.
+// after every run of the leg and by every wake that looks.
 import type { Classification, LayoutPass, Logger, RowsSnapshot } from '../domain/ports.js'
 import { activatorManaged, type Dirs } from '../domain/paths.js'
 import type { Why } from '../domain/reason-codes.js'
@@ -14,14 +12,12 @@ import type { ReportPass } from '../report/report-view.js'
 export interface FileLooksDeps {
   dirs: Dirs
   registry: { snapshot(): RowsSnapshot }
-  /** Whether a move fences host now: a look at a host mid-move says nothing of where its files rest. */
+  /** A look at a host mid-move says nothing of where its files rest. */
   fenced: (host: string) => boolean
   logger: Logger
-  /** The looks of many targets; lookAtAll unless a test holds them. */
   lookAll?: (targets: readonly FilesTarget[]) => Promise<FilesLook[]>
 }
 
-/** A look that found a row's files wrong, with why. */
 interface Wrong {
   look: FilesLook
   why: Why
@@ -29,10 +25,10 @@ interface Wrong {
 
 export class FileLooks {
   readonly #deps: FileLooksDeps
-  /** The hosts whose last look found their files not where the row says: few, on a healthy box none. */
+  /** Hosts whose last look found their files elsewhere: few, none on a healthy box. */
   readonly #wrong = new Map<string, Wrong>()
   #version = 0
-  /** The look at every row under way; one at a time, a call meanwhile runs once more after it. */
+  /** A call while one runs makes one more after it. */
   #every: Promise<void> | null = null
   #again = false
 
@@ -40,12 +36,11 @@ export class FileLooks {
     this.#deps = deps
   }
 
-  /** Moves whenever what wrong() answers may have: the report's version follows it. */
+  /** Moves whenever wrong() may have: the report's version follows it. */
   get version(): number {
     return this.#version
   }
 
-  /** Keeps what a look at host found; a look at a host a move fences now is not kept. */
   note(host: string, look: FilesLook): void {
     if (this.#deps.fenced(host)) return
     const why = filesWhy(look)
@@ -59,12 +54,11 @@ export class FileLooks {
     this.#version++
   }
 
-  /** The last look at route's host, when it found the files wrong (undefined otherwise). */
   last(host: string): FilesLook | undefined {
     return this.#wrong.get(host)?.look
   }
 
-  /** Why route's files are not where it says, by the last look at its paths; undefined when none found so. */
+  /** By the last look at route's paths. */
   wrong(route: Route): Why | undefined {
     const w = this.#wrong.get(route.host)
     if (w === undefined) return undefined
@@ -72,7 +66,7 @@ export class FileLooks {
     return target !== null && lookFits(w.look, target) ? w.why : undefined
   }
 
-  /** Looks at every flat and nested row's files; never rejects (a failure is logged, the last looks stand). */
+  /** Never rejects: a failure is logged and the last looks stand. */
   lookAtEvery(): Promise<void> {
     if (this.#every !== null) {
       this.#again = true
@@ -126,7 +120,7 @@ export class FileLooks {
     }
   }
 
-  /** The pass as the report reads it: a row whose files the last look found wrong reads `fenced`. */
+  /** A row whose files the last look found elsewhere reads `fenced`. */
   reportPass(pass: LayoutPass): ReportPass {
     const classify = (route: Route, routes: readonly Route[]): Classification => {
       const c = pass.classify(route, routes)

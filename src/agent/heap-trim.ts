@@ -1,35 +1,28 @@
-// After a run of the leg that reached 256 hosts or more, one full garbage
-// collection a second later (design §9): V8 keeps old space grown to the
-// peak, and the box's footprint is what an operator alerts on. A second
-// later, so a request waits for the run's end or the collection, not both;
-// runs close together share one; none unless the heap grew by TRIM_GROWTH_BYTES.
-// What the run freed through glibc's allocator it keeps unless asked, so the
-// allocator is trimmed too, on libuv's pool (allocator-trim.ts),
-// ALLOCATOR_TRIM_DELAY_MS after the last such run, once what ends after a
-// run (the report's build, the checkpoint thread) has freed its part.
+// After a run of the leg that reached 256 hosts, one last-resort garbage collection
+// a second later (design §9): V8 keeps old space grown to the peak, and
+// operators alert on the box's footprint. The delay lets a request wait for
+// the run's end or the collection, not both. glibc's allocator keeps what it
+// freed unless asked, so it is trimmed too.
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { trimAllocator } from '../infra/allocator-trim.js'
 
-/** A run that reached at least this many hosts is followed by a collection. */
 export const TRIM_AFTER_HOSTS = 256
 
-/** How long after such a run the collection comes. */
 export const TRIM_DELAY_MS = 1000
 
-/** How long after such a run the allocator is trimmed. */
+/** Late enough that what ends after a run (the report, the checkpoint) has freed its part. */
 export const ALLOCATOR_TRIM_DELAY_MS = 30_000
 
-/** How much V8's total heap must have grown since the last collection here for another. */
+/** No collection unless V8's total heap grew this much since the last one here. */
 export const TRIM_GROWTH_BYTES = 8 * 2 ** 20
 
 let collect: (() => void) | null | undefined
 let pending: NodeJS.Timeout | undefined
 let allocatorPending: NodeJS.Timeout | undefined
-/** The heap's total size right after the last collection made here (undefined before the first). */
 let heldAfterTrim: number | undefined
 
-/** V8's full collection, made callable for this process (null where the runtime refuses). */
+/** null where the runtime refuses. */
 function collector(): (() => void) | null {
   if (collect === undefined) {
     try {
@@ -57,11 +50,7 @@ function trimIfGrown(gc: () => void, release: () => void): void {
   void trimAllocator()
 }
 
-/**
- * Schedules (or pushes back) one collection after a run that reached `hosts`
- * hosts, with `release` called first (what the run kept for more of its
- * kind: the checkpoint thread); true when it did.
- */
+/** Runs close together share one collection, `release` (the checkpoint thread) first; true when scheduled. */
 export function trimHeapAfterRun(hosts: number, release: () => void = () => undefined): boolean {
   if (hosts < TRIM_AFTER_HOSTS) return false
   const gc = collector()

@@ -1,6 +1,6 @@
 // The instance keys (design §4.5): at start every activator-managed tenant
 // without one; at the head of each run of the leg, the rows added since and
-// the hosts that got none last time. Minting is src/infra/instance-keys.ts.
+// the hosts that got none last time.
 import { errorMessage } from '../errors.js'
 import { hostError } from '../domain/hostname.js'
 import { activatorManaged, type Dirs } from '../domain/paths.js'
@@ -11,7 +11,6 @@ import type { Registry } from '../infra/registry.js'
 import { sameRowsCarried } from '../infra/rows-snapshot.js'
 
 export interface KeyBackfillDeps {
-  /** The data root: a key goes only into a row's flat or nested directory under it. */
   config: Dirs
   registry: Pick<Registry, 'get' | 'snapshot' | 'addedAfter'>
   pass: Pick<LayoutPass, 'classify'>
@@ -20,38 +19,32 @@ export interface KeyBackfillDeps {
   signal: AbortSignal
 }
 
-/** A row that gets a key when it has none: the activator's to wake, with a directory, of a valid host. */
+/** The activator's to wake, with a directory, of a valid host. */
 function wantsKey(r: Route): boolean {
   return activatorManaged(r) && r.dir !== '' && hostError(r.host) === null
 }
 
 /**
- * The agent's instance keys. Every backfill runs before the leg moves
- * anything, so no key is written into a directory the pass renames; a wake
- * claim waits only for its own host's mint. Between runs only rows new since
- * the newest seen are looked at (a host removed and re-added is new too);
- * a host that got no key is tried again each run, its reason said once.
+ * Between runs only rows newer than the newest seen are looked at (a re-added host is new too); a keyless
+ * host is tried each run, its reason said once.
  */
 export class InstanceKeys {
   readonly #deps: KeyBackfillDeps
-  /** Hosts that got no key the last time they were tried, with why: tried again at the next run. */
+  /** Hosts that got no key last time, with why. */
   readonly #again = new Map<string, string>()
-  /** The list of rows last looked at, and its hosts. */
   #looked: readonly Route[] | undefined
   #hosts: ReadonlySet<string> = new Set()
-  /** The newest created_at among the rows looked at. */
   #newest = ''
 
   constructor(deps: KeyBackfillDeps) {
     this.#deps = deps
   }
 
-  /** Every activator-managed tenant without a key (design §4.4 step 7); a failure is logged and retried next run. */
+  /** At start (design §4.4 step 7). */
   atStart(): Promise<void> {
     return this.#backfill('at start')
   }
 
-  /** The rows added since the last look, and the hosts that got no key then (the head of each run of the leg). */
   sinceLastLook(): Promise<void> {
     return this.#backfill('since the last look')
   }
@@ -87,13 +80,13 @@ export class InstanceKeys {
     if (counts.minted + told > 0) this.#sum(counts, when)
   }
 
-  /** The hosts to try now: first every row that wants a key, then new rows and earlier failures. */
+  /** First every row that wants a key, then new rows and earlier failures. */
   #candidates(): string[] {
     const { registry } = this.#deps
     const snapshot = registry.snapshot()
     const routes = snapshot.routes
     const fresh = new Set(this.#again.keys())
-    // The same list as last time (the pass only rewrote rows): no rescan of the registry.
+    // The same list (the pass only rewrote rows): no rescan.
     if (sameRowsCarried(routes, this.#looked)) this.#looked = routes
     else if (routes !== this.#looked) {
       const first = this.#looked === undefined
@@ -120,9 +113,7 @@ export class InstanceKeys {
     const route = registry.get(host)
     if (route === undefined || !wantsKey(route)) return { skip: 'no longer an activator-managed row with a directory' }
     const { layout, reason } = pass.classify(route, registry.snapshot().routes)
-    // Keys go only into directories the pass manages (design §4.5): flat or
-    // nested rows. A fenced, conflicting or foreign row's directory is not
-    // surely its own, nor surely under the data root.
+    // Keys go only into flat or nested rows (design §4.5): another's directory is not surely its own.
     if (layout !== 'flat' && layout !== 'nested') return { skip: `${layout}: ${reason}` }
     return { dir: route.dir }
   }

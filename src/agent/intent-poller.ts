@@ -1,6 +1,6 @@
 // The intent poller: reads this box's intent every CARLOS_LAYOUT_POLL, one
 // read at a time, and kicks the leg on a change (design §1). A store's watch
-// makes the next read come at once; the read still decides what changed.
+// makes the next read come at once.
 import { errorMessage } from '../errors.js'
 import { loadLayoutIntent } from '../domain/intent.js'
 import { validMode } from '../domain/modes.js'
@@ -9,31 +9,26 @@ import type { IntentRecord } from '../domain/schemas.js'
 import type { Metrics } from '../metrics/metrics.js'
 import { PeriodicRead } from './periodic-read.js'
 
-/** The log line of a read that failed. */
 export const POLL_FAILED = 'layout: intent poll failed'
 
 export interface IntentPollerOptions {
   store: DeployStore
-  /** This box's label. */
   box: string
   pollMs: number
   clock: Clock
   logger: Logger
   metrics: Metrics
-  /** Aborted when the agent stops: a read under way gives up, and the watch ends. */
   signal: AbortSignal
-  /** A serial move: asks the leg to run. */
   kickLeg: () => void
-  /** How long a read may take; the domain's default when unset. */
   intentTimeoutMs?: number
-  /** Hears what each read found: the intent addressing the box, or null (none, or unreadable). */
+  /** null: none, or unreadable. */
   onRead?: (intent: IntentRecord | null) => void
 }
 
 export class IntentPoller {
   readonly #opts: IntentPollerOptions
   readonly #reads: PeriodicRead
-  /** What the last read saw (id, mode and force of the intent, or why there was none); '' before the first. */
+  /** The intent's id, mode and force, or why none; '' before the first read. */
   #lastSeen = ''
 
   constructor(opts: IntentPollerOptions) {
@@ -47,11 +42,7 @@ export class IntentPoller {
     })
   }
 
-  /**
-   * The first read comes before the leg's first run, so a later intent
-   * differs from what it saw and kicks the leg; the other order could miss
-   * a new intent for good. Then the timer, then the watch.
-   */
+  /** The first read precedes the leg's first run: the other order could miss a new intent for good. */
   async start(): Promise<void> {
     this.#reads.readNow()
     await this.#reads.idle()

@@ -13,7 +13,7 @@ import { errorMessage } from '../errors.js'
 import type { Isolation } from '../infra/isolation.js'
 import type { Metrics } from '../metrics/metrics.js'
 
-/** What every reading of the intent needs: whose it is, and what stands in when none is recorded. */
+/** Whose intent it is, and what stands in when none is recorded. */
 export function intentInputs(config: Config, gate: Isolation | null): { box: string } & DefaultInputs {
   const { box, layoutDefault, build } = config
   return { box, layoutDefault, build, gate }
@@ -27,15 +27,13 @@ export interface LegRunnerDeps {
   store: DeployStore
   state: IntentState
   gate: Isolation | null
-  /** The armed pass; null until start-up publishes it (a run then does nothing). */
+  /** null until start-up publishes it; a run then does nothing. */
   pass: () => LayoutPass | null
-  /** The instance keys a run waits for before it moves anything (design §4.5). */
+  /** Awaited before a run moves anything (design §4.5). */
   keys: () => Promise<void>
-  /** A run has finished (before its metrics are recorded). */
   onRunEnd: (run: LegRun) => void
-  /** The row and held gauges, from the report built in slices so a run's end does not hold the activator. */
+  /** Built in slices, so a run's end does not hold the activator. */
   figures: () => Promise<Pick<ReportFigures, 'counts' | 'held'>>
-  /** How long the run's read of the intent may take; the domain's default when unset. */
   intentTimeoutMs?: number
 }
 
@@ -57,8 +55,7 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
   if (pass === null) return { results: [], retry: false, unfinished: false }
   await deps.keys()
   const { config, gate, state, logger } = deps
-  // The gate's self-check and mounts are evaluated fresh for every run;
-  // the probe keeps its own schedule.
+  // The self-check and mounts are fresh for every run; the probe keeps its own schedule.
   await gate?.refresh({ probe: false })
   const outcome = await layoutLegWith(
     {
@@ -74,14 +71,12 @@ async function runLeg(deps: LegRunnerDeps, signal: AbortSignal): Promise<LegOutc
   recordIntentReadMetric(deps)
   const graceEnds = pass.graceEndsAt?.() ?? null
   if (graceEnds === null || !outcome.retry) return outcome
-  // The grace is measured on a monotonic clock and this timer on another: a little after, never before.
+  // The grace runs on a monotonic clock and this timer on another: a little after, never before.
   return { ...outcome, retryInMs: Math.max(0, graceEnds - deps.clock.now()) + GRACE_SLACK_MS }
 }
 
-/** How long after a wake grace runs out the leg comes back for its host. */
 export const GRACE_SLACK_MS = 1_000
 
-/** intent_reads_total, by how the run's read of the intent ended. */
 function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {
   const s = state.snapshot()
   metrics.ops.setIntentReadable(s.intent !== 'unreadable')
@@ -90,12 +85,11 @@ function recordIntentReadMetric({ metrics, state }: LegRunnerDeps): void {
   )
 }
 
-/** A run has finished: the leg's own metrics, then the row gauges from the report as the run left it. */
 function recordLegRunMetrics(deps: LegRunnerDeps, run: LegRun, seconds: number): void {
   const { metrics } = deps
   metrics.setLegRunning(false)
   metrics.legRun(seconds)
-  // Clean: the intent (or the default) was read and no host failed; a refused or deferred host is not a failed run.
+  // Clean: the intent was read and no host failed; a refused or deferred host is no failure.
   if (
     deps.state.snapshot().intent !== 'unreadable' &&
     run.finishedAt !== null &&

@@ -9,13 +9,12 @@ import type { Registry } from '../infra/registry.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
 import type { Metrics } from '../metrics/metrics.js'
 
-/** Builds the pass after start-up; onResult hears each result, onWait what the run waits on (null: nothing). */
+/** onResult hears each result, onWait what the run waits on (null: nothing). */
 export type PassFactory = (
   onResult: (result: Result) => void,
   onWait?: (what: string | null) => void,
 ) => Promise<LayoutPass>
 
-/** The adapters and shared state the agent works with, built by composeAgent. */
 export interface AgentParts {
   config: Config
   logger: Logger
@@ -32,6 +31,5 @@ export interface AgentParts {
   gate: Isolation | null
   layoutDir: LayoutDirectory
   makePass: PassFactory
-  /** How long a read of the intent may take; the domain's default when unset. */
   intentTimeoutMs?: number
 }

@@ -5,7 +5,7 @@ import type { Clock, Logger } from '../domain/ports.js'
 import { SingleFlight } from '../domain/single-flight.js'
 
 export interface PeriodicReadOptions {
-  /** One read; a throw is logged with failure as the message. */
+  /** A throw is logged with failure as the message. */
   read: () => Promise<void>
   failure: string
   everyMs: number
@@ -27,14 +27,13 @@ export class PeriodicRead {
     })
   }
 
-  /** Arms the timer for the next read, everyMs from now (a timer already armed is replaced). */
   schedule(): void {
     if (this.#stopped) return
     this.#cancelTimer?.()
     this.#cancelTimer = this.#opts.clock.setTimer(this.#opts.everyMs, () => this.readNow())
   }
 
-  /** Reads now rather than at the next tick; the tick after it is rescheduled once the reads are over. */
+  /** The next tick is scheduled once the reads are over. */
   readNow(): void {
     if (this.#stopped) return
     this.#cancelTimer?.()
@@ -42,12 +41,11 @@ export class PeriodicRead {
     this.#flight.kick()
   }
 
-  /** Resolves when no read is under way or asked for. */
   idle(): Promise<void> {
     return this.#flight.wait()
   }
 
-  /** No read is asked for or scheduled again; one under way ends on its own. */
+  /** A read under way ends on its own. */
   stop(): void {
     this.#stopped = true
     this.#flight.stop()

@@ -1,7 +1,5 @@
 // Readiness (design §6, GET /ready): the registry answers, the wake claims
-// were loaded, recovery is done; beside them, the gate's checks. /ready is
-// asked many times a second, so the registry is checked at most once a
-// REGISTRY_CHECK_MS and an unchanged answer is the same object.
+// were loaded, recovery is done; beside them, the gate's checks.
 import type { Phase, Readiness, ReadyCheck } from '../agent-api.js'
 import { AppError, errorMessage } from '../errors.js'
 import type { GateCheck, Isolation } from '../infra/isolation.js'
@@ -10,27 +8,19 @@ import type { WakeClaims } from '../infra/wake-claims.js'
 
 export interface ReadinessFacts {
   phase: Phase
-  /** An activator is armed on this box (CARLOS_ACTIVATOR is not `none`). */
+  /** CARLOS_ACTIVATOR is not `none`. */
   armed: boolean
   registry: Pick<Registry, 'ping' | 'file'> & { readonly fault?: unknown }
   claims: Pick<WakeClaims, 'swept'>
-  /** null where no activator is armed. */
   gate: Isolation | null
-  /** The clock the registry check is timed by, in ms (performance.now unless a test steps it). */
+  /** In ms; performance.now unless a test steps it. */
   now?: () => number
 }
 
-/**
- * How long a registry check stands, in ms: each takes the database's
- * shared-memory locks, so not per request. A failed check is asked again
- * on the next request.
- */
+/** How long a passing check stands: each takes the database's shared-memory locks, so not per request. */
 export const REGISTRY_CHECK_MS = 1000
 
-/**
- * The registry answers a query, and its file is still the one opened, a
- * database, with room (ping asks both): a fault carries its code.
- */
+/** Its file is still the one opened, a database, with room; a fault carries its code. */
 function pingRegistry(registry: ReadinessFacts['registry']): ReadyCheck {
   try {
     registry.ping()
@@ -42,7 +32,6 @@ function pingRegistry(registry: ReadinessFacts['registry']): ReadyCheck {
   }
 }
 
-/** The registry's check as last made, per registry (one per agent). */
 const registryChecks = new WeakMap<ReadinessFacts['registry'], { at: number; check: ReadyCheck }>()
 
 function registryCheck(facts: ReadinessFacts): ReadyCheck {
@@ -70,7 +59,6 @@ function wakeClaimsCheck({ phase, armed, claims }: ReadinessFacts): ReadyCheck {
   }
 }
 
-/** The last answer built for a registry, with what it was built from. */
 interface Answered {
   phase: Phase
   armed: boolean
@@ -82,7 +70,7 @@ interface Answered {
   readiness: Readiness
 }
 
-/** The last answer for each registry: unchanged, the same object, so the route serializes it once. */
+/** Unchanged, the answer is the same object, so the route serializes it once. */
 const answered = new WeakMap<ReadinessFacts['registry'], Answered>()
 
 function sameCheck(a: ReadyCheck, b: ReadyCheck): boolean {
@@ -105,7 +93,6 @@ function sameGateChecks(a: readonly GateCheck[] | undefined, b: readonly GateChe
   })
 }
 
-/** Readiness now; the same object while nothing in it changed. */
 export function readinessOf(facts: ReadinessFacts): Readiness {
   const { phase, gate, armed } = facts
   const registry = registryCheck(facts)
@@ -131,8 +118,7 @@ export function readinessOf(facts: ReadinessFacts): Readiness {
     { name: 'recovery', ok: phase === 'ready', detail: phase === 'ready' ? 'done' : phase },
   ]
   const readiness: Readiness = {
-    // Unreadable claims do not hold the box down (the pass treats every host
-    // as awake); a registry that cannot answer does: no claim could be judged.
+    // Unreadable claims do not hold the box down (every host counts as awake); a dead registry does.
     ready: phase === 'ready' && registry.ok,
     phase,
     checks,

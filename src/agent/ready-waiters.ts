@@ -7,16 +7,15 @@ import { NOT_YET } from '../domain/gate-state.js'
 import { errors } from '../errors.js'
 import type { Metrics } from '../metrics/metrics.js'
 
-/** The most requests that may wait for one host, and for all hosts; beyond them a wait is `too_many_waiters`. */
+/** Waits per host and in all; beyond them, `too_many_waiters`. */
 export const MAX_WAITERS_PER_HOST = 64
 export const MAX_WAITERS = 1024
 
-/** How often every open wait asks again, for a change no fence's lift announces. */
 const RECHECK_MS = 1000
 
 export interface ReadyWaitersDeps {
   fence: Pick<FenceTable, 'onLift'>
-  /** Where host stands now (the row's files looked at); its answer ends a wait once it is not `not yet`. */
+  /** Its answer ends a wait once it is not `not yet`. */
   judge: (host: string) => GateAnswer | Promise<GateAnswer>
   metrics: Pick<Metrics, 'setReadyWaiters'>
   perHost?: number
@@ -25,7 +24,7 @@ export interface ReadyWaitersDeps {
 
 interface Waiter {
   host: string
-  /** The answer the wait began with: what it ends with should its host not be judged again. */
+  /** What the wait ends with should its host not be judged again. */
   first: GateAnswer
   resolve: (answer: GateAnswer) => void
   timer: NodeJS.Timeout
@@ -37,7 +36,7 @@ export class ReadyWaiters {
   readonly #deps: ReadyWaitersDeps
   readonly #byHost = new Map<string, Set<Waiter>>()
   #count = 0
-  /** Hosts a lift named, asked again on the next turn of the loop (the pass is still in its tick). */
+  /** Asked on the next turn of the loop: the pass is still in its tick. */
   readonly #lifted = new Set<string>()
   #flushing = false
   #recheck: NodeJS.Timeout | null = null
@@ -53,22 +52,18 @@ export class ReadyWaiters {
     })
   }
 
-  /** How many requests wait now. */
   get size(): number {
     return this.#count
   }
 
-  /**
-   * Host's answer once it is ready or never, or at the end of ms (or when signal aborts: the client went
-   * away), whatever it is then. Throws `too_many_waiters` beyond the bounds, and `invalid_host`.
-   */
+  /** Host's answer once ready or never, or as it is when ms ends or the client goes. */
   wait(host: string, ms: number, signal: AbortSignal): Promise<GateAnswer> {
     const now = this.#deps.judge(host)
     if (now instanceof Promise) return now.then((answer) => this.#begin(host, ms, signal, answer))
     return this.#begin(host, ms, signal, now)
   }
 
-  /** A wait that begins with its host judged now; it throws (does not reject) beyond the bounds. */
+  /** Throws (does not reject) beyond the bounds. */
   #begin(host: string, ms: number, signal: AbortSignal, now: GateAnswer): Promise<GateAnswer> {
     if (!NOT_YET.has(now.state) || signal.aborted) return Promise.resolve(now)
     const set = this.#byHost.get(host)
@@ -95,12 +90,12 @@ export class ReadyWaiters {
     })
   }
 
-  /** Something any wait may be waiting for changed (the agent is ready): every host is asked again. */
+  /** Something a wait may be waiting for changed (the agent is ready): every host is asked again. */
   changed(): void {
     for (const host of [...this.#byHost.keys()]) this.#ask(host)
   }
 
-  /** Ends every wait with its host's answer now (the agent stops). */
+  /** The agent stops: every wait ends with its host's answer now. */
   close(): void {
     for (const [host, set] of [...this.#byHost]) {
       const waiters = [...set]
@@ -110,10 +105,7 @@ export class ReadyWaiters {
     }
   }
 
-  /**
-   * Hands then host's answer now (in this tick when the judge answers at once). On a registry fault,
-   * undefined: the wait ends with what it began with, and the next request meets the fault.
-   */
+  /** undefined on a registry fault: the wait ends as it began, and the next request meets the fault. */
   #judge(host: string, then: (answer: GateAnswer | undefined) => void): void {
     let answer: GateAnswer | Promise<GateAnswer>
     try {

@@ -1,13 +1,5 @@
-// This box's part in the staged rollouts (design §7.6): it reads the
-// rollout records (on their watch and every tick), starts the box when its
-// wave is open and its lane is free (a compare-and-swap on the record's
-// revision, so a pause or another wave that lands first wins), writes the
-// box's progress once its summary says its pass ended on the rollout's
-// intent and again whenever what the summary counts changes (a hold
-// cleared, a deferred tenant moved), runs the leg again when an operator
-// asks (`retry`), and advances the rollout itself when the wave passed,
-// failed or outlived its deadline. No operator's process has to run: every
-// agent does this for its own box, and any of them may open the next wave.
+// This box's part in the staged rollouts (design §7.6): it starts the box in its wave and lane, writes its
+// progress, and advances the rollout. Every agent does this for its own box: no operator's process need run.
 import type { BoxSummary } from '../domain/box-summary.js'
 import type { Clock, Logger } from '../domain/ports.js'
 import {
@@ -28,13 +20,11 @@ import {
 import type { IntentRecord } from '../domain/schemas.js'
 import { errorMessage } from '../errors.js'
 
-/** Between two looks while this box has a part in a running rollout (waits on its lane, or judges its wave). */
 export const ROLLOUT_TICK_MS = 1_000
-/** Between two looks otherwise: the records' watch says when one changed, so this is only the backstop. */
+/** The backstop: the records' watch says when one changed. */
 export const ROLLOUT_IDLE_MS = 30_000
-/** How often a box that is done, or guards its wave, asks whether the wave is over. */
 export const ROLLOUT_EVALUATE_MS = 5_000
-/** The first boxes of a wave guard it: they look for boxes that left it even before they are done. */
+/** A wave's first boxes guard it, watching for boxes that left early. */
 const WARDENS = 2
 
 export interface RolloutFollowerOptions {
@@ -45,68 +35,56 @@ export interface RolloutFollowerOptions {
   signal: AbortSignal
   tickMs?: number
   evaluateMs?: number
-  /** Told of the rollout in play after each look (the metrics' gauge). */
   onState?: (r: RolloutRecord | undefined) => void
-  /** A bound on each call to etcd. */
   requestTimeoutMs?: number
-  /**
-   * Runs this box's leg again (an operator's `retry`). Absent: the intent is read again instead, and the
-   * retry is answered by the next summary that says the pass ended.
-   */
+  /** For an operator's `retry`; absent, the intent is read again instead. */
   kickLeg?: () => void
 }
 
-/** What this box last wrote as its progress in a rollout, and the retry it is running for. */
 interface Kept {
-  /** The report written last, as JSON; undefined before the first write of this process. */
   written: string | undefined
-  /** The retries asked and answered so far. */
   answered: number
-  /** A retry whose run is under way: how many were asked, and the summary's last run when it was kicked. */
+  /** How many retries were asked, and the summary's last run at the kick. */
   kicked?: { asked: number; lastRunAt: string | null }
 }
 
 export class RolloutFollower {
   readonly #o: RolloutFollowerOptions
   #rollouts: StoredRollout[] = []
-  /** Rollouts this box has started in (permanent), and those it can no longer start in (final, not started). */
   readonly #started = new Set<string>()
   readonly #never = new Set<string>()
-  /** Rollouts this box has written its progress in, and what it wrote. */
   readonly #finished = new Map<string, Kept>()
   readonly #listeners = new Set<() => void>()
   #summary: BoxSummary | undefined
   #stepping = false
-  /** The last look failed: the next failure is not logged again. */
+  /** Failures are logged once per spell: a look comes every tick. */
   #failing = false
   #again = false
   #lastEvaluate = 0
   #timer: (() => void) | undefined
-  /** The records must be read again: the watch said so, or a read failed. */
+  /** The watch said the records changed, or a read failed. */
   #dirty = true
   #readAt = 0
-  /** This box has a part in a running rollout: the next look comes after a tick, not the idle wait. */
+  /** This box has a part in a running rollout: looks come every tick. */
   #busy = false
 
   constructor(opts: RolloutFollowerOptions) {
     this.#o = opts
   }
 
-  /** Watches the records and ticks until the signal aborts. */
   start(): void {
     const { port, signal } = this.#o
     if (signal.aborted) return
     port.watch(() => {
       this.#dirty = true
       this.kick()
-      // A record changed (a wave opened, a revert): the intent is read again; the read decides.
+      // The intent is read again; that read decides.
       for (const l of this.#listeners) l()
     }, signal)
     this.#schedule()
     signal.addEventListener('abort', () => this.#timer?.(), { once: true })
   }
 
-  /** The next look: a tick while this box has a part in a running rollout, else the idle backstop. */
   #schedule(): void {
     if (this.#o.signal.aborted) return
     const ms = this.#busy ? (this.#o.tickMs ?? ROLLOUT_TICK_MS) : ROLLOUT_IDLE_MS
@@ -116,26 +94,20 @@ export class RolloutFollower {
     })
   }
 
-  /** Told when a rollout starts this box, so that the intent is read again at once. */
   onIntentChange(listener: () => void, signal: AbortSignal): void {
     this.#listeners.add(listener)
     signal.addEventListener('abort', () => this.#listeners.delete(listener), { once: true })
   }
 
-  /** The summary this box published last: whether its pass on a rollout's intent has ended. */
   noteSummary(summary: BoxSummary): void {
     this.#summary = summary
     this.kick()
   }
 
-  /**
-   * Reads the records and which of them this box has started in: what the
-   * intent read merges (withRolloutIntents). Throws when etcd cannot say:
-   * the intent is then unreadable, never read without the rollout.
-   */
+  /** Throws when etcd cannot say: the intent is never read without the rollout. */
   async read(signal: AbortSignal): Promise<{ rollouts: RolloutRecord[]; started: ReadonlySet<string> }> {
     const { port, box, clock } = this.#o
-    // What the last read found stands while the records' watch has said nothing since, for the idle wait at most.
+    // The last read stands while the watch is silent, for the idle wait at most.
     if (!this.#dirty && clock.now() - this.#readAt < ROLLOUT_IDLE_MS)
       return { rollouts: this.#rollouts.map((s) => s.record), started: this.#started }
     const all = await port.list(signal)
@@ -170,7 +142,6 @@ export class RolloutFollower {
         this.#failing = false
       })
       .catch((err: unknown) => {
-        // Logged once per spell of failures: a look comes every second while the box has a part.
         if (this.#o.signal.aborted || this.#failing) return
         this.#failing = true
         this.#o.logger.warn({ err, box: this.#o.box }, `rollout: could not look at the rollouts: ${errorMessage(err)}`)
@@ -199,8 +170,7 @@ export class RolloutFollower {
       this.#timer?.()
       this.#schedule()
     }
-    // The rollout in play, whatever its state but reverted (its intent stands no more): the box keeps its
-    // progress current, so a wave is judged, and judged again on resume, from what the box says now.
+    // Progress in the rollout in play is kept current: a wave is judged on what the box says now.
     if (inPlay !== undefined && inPlay.record.state !== 'reverted' && this.#started.has(inPlay.record.id)) {
       const place = placeOf(inPlay.record, this.#o.box)
       if (place !== undefined) await this.#keepProgress(inPlay, place.wave)
@@ -217,13 +187,12 @@ export class RolloutFollower {
     }
   }
 
-  /** This box waits on its lane, moves, or judges the open wave (it is done in it, or guards it). */
   #hasPart(r: RolloutRecord): boolean {
     const place = placeOf(r, this.#o.box)
     return place !== undefined && place.wave === r.wave
   }
 
-  /** The box's lane is free (the box N before it in the wave is done, has left, or was skipped): start, once. */
+  /** Starts once the box before it in the wave is done, gone or skipped. */
   async #maybeStart(s: StoredRollout, wave: number): Promise<void> {
     const { port, box, logger } = this.#o
     const pred = predecessorOf(s.record, box)
@@ -232,8 +201,7 @@ export class RolloutFollower {
       const free = (await port.hasFinished(s.record.id, pred, wave, signal)) || !(await port.isLive(pred, signal))
       if (!free) return
     }
-    // The lane itself: the box last given it must be done or gone (a box that comes back after its lane
-    // moved past it waits), and the start compares on the lane, so two boxes never take it at once.
+    // The start compares on the lane's last holder, which must be done or gone: no lane is shared.
     const lane = await port.laneHolder(s.record.id, wave, laneOf(s.record, box) ?? 0, this.#signal())
     if (lane.box !== null && lane.box !== box && !isSkipped(s.record, lane.box)) {
       const signal = this.#signal()
@@ -250,11 +218,7 @@ export class RolloutFollower {
     for (const l of this.#listeners) l()
   }
 
-  /**
-   * The summary says the pass on the rollout's intent ended: write the box's progress (its failed rows,
-   * its deferred rows apart, the retries it answered), and again whenever it changes. A retry asked and
-   * not yet answered runs the leg first, and is answered by the summary of a run that ended after it.
-   */
+  /** Once the pass on the rollout's intent ended, and whenever it changes. */
   async #keepProgress(s: StoredRollout, wave: number): Promise<void> {
     const sum = this.#summary
     const r = s.record
@@ -264,7 +228,7 @@ export class RolloutFollower {
     if (!this.#retryAnswered(r, kept, sum.leg.lastRunAt)) return
     const rows = Object.values(sum.counts).reduce((a, b) => a + b, 0)
     const deferredRows = sum.leg.withheld?.deferred ?? 0
-    // Rows waiting out their tenant's wake grace move on their own: they are not failed (design §7.6).
+    // Rows waiting out their tenant's wake grace are not failed (design §7.6).
     const failedRows = Math.max(0, rows - (sum.counts[r.mode] ?? 0) - deferredRows)
     const report: BoxReport = { failedRows, deferredRows, retried: kept.answered }
     const said = JSON.stringify(report)
@@ -280,10 +244,7 @@ export class RolloutFollower {
     )
   }
 
-  /**
-   * Whether every retry asked of this box has been answered by a run that ended after it (kept.answered
-   * says how many); a retry not yet run for runs the leg now.
-   */
+  /** Every retry asked was answered by a run that ended after it; an unrun one runs now. */
   #retryAnswered(r: RolloutRecord, kept: Kept, lastRunAt: string | null): boolean {
     const asked = r.retries?.[this.#o.box] ?? 0
     if (asked <= kept.answered || isFinal(r)) return true
@@ -292,14 +253,13 @@ export class RolloutFollower {
       this.#retry(r, asked)
       if (this.#o.kickLeg !== undefined) return false
     }
-    // Its run has not ended yet: the summary still names the run before the retry.
+    // Its run has not ended: the summary names the run before the retry.
     if (this.#o.kickLeg !== undefined && lastRunAt === kept.kicked?.lastRunAt) return false
     kept.answered = asked
     kept.kicked = undefined
     return true
   }
 
-  /** An operator asked this box to run again: the leg runs (or, with no leg to kick, the intent is read). */
   #retry(r: RolloutRecord, asked: number): void {
     this.#o.logger.info(
       { box: this.#o.box, rollout: r.id, retry: asked },
@@ -310,8 +270,8 @@ export class RolloutFollower {
   }
 
   /**
-   * A box that is done, or guards the open wave, asks every few seconds; so do the next wave's guards (a
-   * wave whose boxes were all skipped has no one else to ask); any box once the deadline passed.
+   * Every few seconds for a box done in the wave and for this and the next wave's guards (an all-skipped wave
+   * has no one else to ask); always past the deadline.
    */
   #evaluateDue(s: StoredRollout, place: { wave: number; index: number }): boolean {
     const now = this.#o.clock.now()
@@ -325,7 +285,7 @@ export class RolloutFollower {
     return true
   }
 
-  /** The open wave's verdict, and the change it makes, by compare-and-swap: one agent's change lands. */
+  /** By compare-and-swap, so one agent's change lands. */
   async #evaluate(s: StoredRollout): Promise<void> {
     const { port, clock, logger, box } = this.#o
     const r = s.record
@@ -352,20 +312,12 @@ export class RolloutFollower {
   }
 }
 
-/**
- * Whether the summary says the box's pass on the rollout's intent ended: its leg idle, and its last run
- * read that intent. A run that could not read it (the report's mode `unreadable`, a retry due) moved
- * nothing: taken for an end, every row would read as failed and the box would free its lane while it has
- * yet to move.
- */
+/** Taking an `unreadable` run for an end would fail every row and free the lane early. */
 function passEnded(sum: BoxSummary, id: string): boolean {
   return sum.intent === id && !sum.leg.running && !sum.leg.pending && sum.mode !== 'unreadable'
 }
 
-/**
- * The fleet-wide intent a passed rollout leaves: its layout, just after its own id (a later record still
- * wins), with the rollout's who and why.
- */
+/** The fleet-wide intent a passed rollout leaves, just after its id so a later record wins. */
 export function finalIntent(r: RolloutRecord): IntentRecord {
   const message = r.message === '' ? {} : { message: r.message }
   return { id: `${r.id}.done`, mode: r.mode, force: r.force, recordedAt: r.recordedAt, by: r.by, ...message }

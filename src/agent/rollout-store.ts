@@ -1,7 +1,6 @@
 // The deploy store as this box's agent reads it while rollouts are kept
 // (design §7.6): the records with each started rollout's intent for this box
 // merged in, so the poller, the leg and start-up pick the intent as before.
-// Each published summary goes to the follower: it tells that the pass ended.
 import type { BoxSummary } from '../domain/box-summary.js'
 import type { DeployStore } from '../domain/ports.js'
 import { withRolloutIntents } from '../domain/rollout.js'
@@ -33,10 +32,7 @@ export class RolloutAwareStore implements DeployStore {
   remove?: DeployStore['remove']
   rollouts?: DeployStore['rollouts']
 
-  /**
-   * The records and, for each rollout this box has started in, its intent for this box; newest last.
-   * The rollouts are those the follower read last while their watch has said nothing new (design §7.6).
-   */
+  /** With each started rollout's intent for this box; newest last. */
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     const [records, { rollouts, started }] = await Promise.all([this.#inner.list(signal), this.#follower.read(signal)])
     return withRolloutIntents(records, rollouts, this.#box, (id) => started.has(id))
@@ -64,10 +60,9 @@ export class RolloutAwareStore implements DeployStore {
     await this.#inner.close()
   }
 
-  /** Aborted by close: the follower's life, when this store made it. */
   #life: AbortController | undefined
 
-  /** The store an agent reads through when rollouts are kept, with a follower that stops when it closes. */
+  /** The inner store itself when it keeps no rollouts. */
   static around(
     inner: DeployStore,
     o: {
@@ -75,9 +70,8 @@ export class RolloutAwareStore implements DeployStore {
       clock: Clock
       logger: Logger
       onState?: (r: RolloutRecord | undefined) => void
-      /** Runs the box's leg again (an operator's `retry`). */
       kickLeg?: () => void
-      /** The progress this box wrote in a rollout, once it landed (the rollout gauges). */
+      /** Progress this box wrote, once it landed (the rollout gauges). */
       onProgress?: (id: string, report: BoxReport) => void
     },
   ): DeployStore {
@@ -94,11 +88,11 @@ export class RolloutAwareStore implements DeployStore {
 
   async publishBox(summary: BoxSummary, signal: AbortSignal): Promise<void> {
     await this.#inner.publishBox?.(summary, signal)
+    // The follower learns from the summary that the pass ended.
     this.#follower.noteSummary(summary)
   }
 }
 
-/** The port, its putProgress told to onProgress once it landed; every other call is the port's own. */
 function tapProgress(port: RolloutPort, onProgress: (id: string, report: BoxReport) => void): RolloutPort {
   const putProgress: RolloutPort['putProgress'] = async (id, box, wave, report, signal) => {
     await port.putProgress(id, box, wave, report, signal)

@@ -1,7 +1,6 @@
 // The wake desk (design §6): the activator's claims, releases and awake
 // sets, judged by the wake verdict, and the hosts' preparation slots a claim
-// waits for while a key is minted. A claim first looks at the row's files
-// (design §6.1), then judges in one synchronous stretch.
+// waits for while a key is minted.
 import type { WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
 import { AppError, errors } from '../errors.js'
 import type { FenceTable } from '../domain/fence.js'
@@ -17,37 +16,34 @@ export interface WakeDeskDeps {
   claims: WakeClaims
   fence: FenceTable
   metrics: Metrics
-  /** What the agent knows at this tick: its phase, the armed pass, the rows, the gate. */
   facts: () => WakeFacts
-  /** Throws the coded fault unless the registry's file can still serve claims; maps a failed call to its code. */
+  /** health() throws unless the registry can serve claims; coded() maps an error to its code. */
   registry: { health(): void; coded(err: unknown): unknown }
-  /** Looks at a row's files now (src/infra/row-files.ts). */
   lookFiles: (target: FilesTarget) => Promise<FilesLook>
-  /** The agent's last looks: each look taken here is kept there, and `PUT /wakes` judges by them. */
+  /** Each look here is kept there; `PUT /wakes` judges by them. */
   looks: { note(host: string, look: FilesLook): void; last(host: string): FilesLook | undefined }
 }
 
-/** Looks a wake takes at a row's files, again while a move rewrites the row; all stale: not yet judged. */
+/** Looks a wake takes, again while a move rewrites the row; all stale: not yet judged. */
 const LOOKS = 3
 
 export class WakeDesk {
   readonly #deps: WakeDeskDeps
-  /** Each host's preparation slot: its instance key is minted in it, and a wake claim waits for it. */
+  /** A host's instance key is minted in its slot, and a wake claim waits for it. */
   readonly slots = new HostSlots()
 
   constructor(deps: WakeDeskDeps) {
     this.#deps = deps
   }
 
-  /** Claims a wake; every answer, and every throw, is counted in wake_claims_total by its result. */
+  /** Every answer and throw is counted in wake_claims_total. */
   async claim(host: string): Promise<WakeAnswer> {
     try {
       // Never start an instance whose key is half made.
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
       const look = await this.#look(host)
-      // From here to the claim's record, one synchronous stretch: no fence
-      // can be raised between the verdict, the fence check and the record.
-      // No grant from a registry that was removed, replaced or corrupted.
+      // One synchronous stretch to the record: no fence rises between verdict, check and record; and no
+      // grant from a removed, replaced or corrupt registry.
       this.#deps.registry.health()
       const verdict = this.#judge(host, { look, fresh: true })
       if (!verdict.ok) {
@@ -93,7 +89,6 @@ export class WakeDesk {
     this.#registryCall(() => this.#deps.claims.release(host))
   }
 
-  /** fn, a failed registry call in it thrown as the coded error it stands for. */
   #registryCall<T>(fn: () => T): T {
     try {
       return fn()
@@ -102,7 +97,7 @@ export class WakeDesk {
     }
   }
 
-  /** A look at host's files now (retried up to LOOKS times); undefined when the verdict needs none. */
+  /** Retried up to LOOKS times; undefined when the verdict needs none. */
   async #look(host: string): Promise<FilesLook | undefined> {
     let look: FilesLook | undefined
     for (let i = 0; i < LOOKS; i++) {
@@ -115,7 +110,6 @@ export class WakeDesk {
     return look
   }
 
-  /** Where host's files are looked at for a wake now, or null when its verdict goes by none. */
   #target(host: string): FilesTarget | null {
     const facts = this.#deps.facts()
     if (!facts.armed || facts.phase !== 'ready' || facts.pass === null) return null
@@ -124,18 +118,18 @@ export class WakeDesk {
     return filesTarget(facts.dirs, route)
   }
 
-  /** The activator's whole awake set, recorded as it is; answers which of them must stop. */
+  /** Recorded as it is; answers which awake hosts must stop. */
   replace(awake: readonly string[]): WakeSet {
     const facts = this.#deps.facts()
     if (!facts.armed) throw errors.conflict(NO_ACTIVATOR)
     if (facts.phase !== 'ready') throw errors.notReady(facts.phase)
     for (const h of awake) requireValidHost(h)
     const hosts = [...new Set(awake)].sort()
-    // A host the activator has awake is awake: the pass must not move it, whatever its verdict.
+    // An awake host is awake: the pass must not move it, whatever its verdict.
     this.#registryCall(() => this.#deps.claims.replace(hosts))
     const stop: WakeSet['stop'] = []
     for (const h of hosts) {
-      // Judged by the agent's last look at each host's files: the set names every awake host at once.
+      // By the last looks: the set names every awake host at once.
       const verdict = this.#judge(h, { look: this.#deps.looks.last(h), fresh: false })
       if (!verdict.ok) stop.push({ host: h, code: verdict.refusal.code, reason: verdict.refusal.reason })
     }
@@ -146,10 +140,7 @@ export class WakeDesk {
     return { awake: this.#deps.claims.list(), swept: this.#deps.claims.swept }
   }
 
-  /**
-   * The verdict for host; invalid_host for a name that is not a hostname.
-   * Only names not in the rows are checked: a row's host was validated when added.
-   */
+  /** Only a name not in the rows is checked as a hostname: a row's was when added. */
   #judge(host: string, files: FilesSeen): WakeVerdict {
     const verdict = judgeWake(host, this.#deps.facts(), files)
     if (!verdict.ok && (verdict.kind === 'unknown_host' || verdict.kind === 'not_ready')) requireValidHost(host)
