@@ -95,12 +95,12 @@ export const ADVICE: Record<ReasonCode, string> = {
   gate_pending: "nothing; it clears once the isolation gate's first checks have run, within a second of start",
 }
 
-/** What `status HOST` knows to fill the advice's placeholders with; a placeholder it does not know stays. */
+/** A placeholder it does not know stays. */
 export interface AdviceFacts {
   host: string
   /** D, the data root: known when it is this machine's (no `--url`). */
   dataDir?: string
-  /** DIR, the directory the host's files are in now (a held host's: the end its refused move left them at). */
+  /** DIR, where the host's files are now (a held host's: where its refused move left them). */
   dir?: string
   /** PATH, the file a reason names, relative to DIR. */
   file?: string
@@ -108,12 +108,11 @@ export interface AdviceFacts {
   journal?: string
 }
 
-/** A path as a shell word: as it is when it needs no quoting, else in single quotes. */
+/** As it is when it needs no quoting, else in single quotes. */
 function shellWord(p: string): string {
   return /^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replaceAll("'", `'\\''`)}'`
 }
 
-/** The advice with its placeholders filled. */
 export function fillAdvice(text: string, facts: AdviceFacts): string {
   const { host, dataDir, dir, file, journal } = facts
   let out = text

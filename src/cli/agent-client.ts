@@ -1,10 +1,6 @@
-// The CLI's side of the agent's HTTP API, with the agent's token, to the
-// agent that holds this data root: it checks `GET /agent` first and refuses
-// another root's (design §8 "Which agent"). An agent's error envelope
-// becomes the same coded error here.
-//
-// node:http, not undici: a few loopback requests per command, and importing
-// undici would dominate a command's start (docs/performance.md, "Start-up").
+// The CLI's side of the agent's HTTP API, to the agent that holds this data
+// root: it checks `GET /agent` first and refuses another root's (design §8
+// "Which agent"). node:http, not undici: undici would dominate a command's start.
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
@@ -15,21 +11,19 @@ import { clientToken, type ClientToken } from '../infra/agent-token.js'
 import type { Mode } from '../domain/modes.js'
 import type { LayoutReport, LegRun, LegState } from '../domain/schemas.js'
 
-/** The agent a command talks to: --url as given, or the address the agent listens on. */
+/** --url as given, or the address the agent listens on. */
 export function agentUrl(config: Config, flag: string | undefined): string {
   if (flag !== undefined) return flag.replace(/\/+$/, '')
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   return `http://${host}:${config.listen.port}`
 }
 
-/** The agent a command talks to, and what it must hold. */
 export interface AgentTarget {
   url: string
-  /** How the address was found, for a refusal's message. */
   via: string
-  /** The data root the agent must hold; absent with --url (the operator named the agent, maybe another box's). */
+  /** Absent with --url: the operator named the agent, maybe another box's. */
   dataDir?: string
-  /** The start that wrote `D/agent.json`: its agent holds this data root by whatever path (a container's mount). */
+  /** The start that wrote `D/agent.json`: its agent is ours by any path (a container's mount). */
   startId?: string
 }
 
@@ -42,41 +36,35 @@ export function findAgent(config: Config, flag: string | undefined): AgentTarget
   return { url: agentUrl(config, undefined), via: 'CARLOS_AGENT_LISTEN or its default', ...mine }
 }
 
-/** The client of the agent that holds this data root (or --url's), with its token (design §6). */
 export function agentClient(config: Config, flag: string | undefined): AgentClient {
   return new AgentClient(findAgent(config, flag), clientToken(config))
 }
 
-/** A path with its symlinks resolved, or as it is where it cannot be (absent, unreadable). */
+/** Symlinks resolved, or the path as given where that fails. */
 function realOrSelf(p: string): string {
   try {
     return fs.realpathSync(p)
   } catch {
-    // Not there (yet), or not ours to read: compared as written.
     return path.resolve(p)
   }
 }
 
-/** The identity check's bound: an agent that answers nothing in this long is unreachable. */
 const IDENTITY_MS = 30_000
 
-/** What an agent that does not answer is told to do, after the reason. */
+/** Said after the reason when no agent answers. */
 export const START_HINT =
   'is the agent running? start it with `layoutd serve` (or `npm start`), or give --url / CARLOS_AGENT_LISTEN'
 
-/** The report, and its ETag for the next conditional request. */
 export interface TaggedReport {
   report: LayoutReport
   etag: string
 }
 
-/** What GET /ready answers, in the part the CLI reads. */
 export interface ReadyAnswer {
   ready: boolean
   phase: string
 }
 
-/** What GET /ready/:host answers, in the part the CLI reads. */
 export type WakeCheck = { granted: true; dir: string; socket: string; db: string } | { granted: false; reason: string }
 
 interface Answer {
@@ -88,13 +76,12 @@ interface Answer {
 export class AgentClient {
   private readonly base: string
   readonly #target: AgentTarget
-  /** The identity check, once it passed or is under way; cleared when the agent could not be reached. */
+  /** Passed or under way; cleared when the agent could not be reached. */
   #checked: Promise<void> | undefined
   readonly #token: string
-  /** Why no token is sent, said beside a refusal (401) of the agent's. */
+  /** Why no token is sent, said beside a 401. */
   readonly #missing: string | undefined
 
-  /** target: a URL (asked as it is, as --url is), or findAgent's answer; token: clientToken's answer, or a token. */
   constructor(target: string | AgentTarget, token: string | ClientToken) {
     this.#target = typeof target === 'string' ? { url: target, via: '--url' } : target
     this.base = this.#target.url
@@ -102,7 +89,6 @@ export class AgentClient {
     this.#missing = typeof token === 'string' || !('missing' in token) ? undefined : token.missing
   }
 
-  /** The address asked. */
   get url(): string {
     return this.base
   }
@@ -111,7 +97,7 @@ export class AgentClient {
     return (await this.call('GET', '/layout/status')) as LayoutReport
   }
 
-  /** The report unless it still has this ETag (null then: 304, nothing changed). */
+  /** The report, or null (304) while it still has this ETag. */
   async statusIfChanged(etag: string | undefined): Promise<TaggedReport | null> {
     const headers: Record<string, string> = etag === undefined ? {} : { 'if-none-match': etag }
     const res = await this.send('GET', '/layout/status', 30_000, headers)
@@ -120,21 +106,17 @@ export class AgentClient {
     return { report, etag: typeof res.headers.etag === 'string' ? res.headers.etag : '' }
   }
 
-  /** What GET /ready answers: 200 ready, 503 with the phase. An agent that does not answer throws AgentUnreachable. */
   async ready(timeoutMs: number): Promise<ReadyAnswer> {
     const res = await this.send('GET', '/ready', timeoutMs, {})
     if (res.status === 503) return this.parse('GET', '/ready', res) as ReadyAnswer
     return this.decode('GET', '/ready', res) as ReadyAnswer
   }
 
-  /**
-   * What a wake of host would get now (GET /ready/:host): its paths, or why it is refused (or not yet judged,
-   * the agent starting). Records nothing.
-   */
+  /** GET /ready/:host, which records nothing. */
   async wake(host: string): Promise<WakeCheck> {
     const path = `/ready/${encodeURIComponent(host)}`
     const res = await this.send('GET', path, 30_000, {})
-    // 409: refused; 503: the agent is starting or stopping, and says so in the same body.
+    // 409: refused; 503: starting or stopping, said in the same body.
     if (res.status === 409 || res.status === 503)
       return { granted: false, ...(this.parse('GET', path, res) as { reason: string }) }
     return { granted: true, ...(this.decode('GET', path, res) as { dir: string; socket: string; db: string }) }
@@ -144,13 +126,13 @@ export class AgentClient {
     return ((await this.call('POST', '/layout/converge')) as { leg: LegState }).leg
   }
 
-  /** Kicks the leg and waits for its run; underWay is the run under way at the kick, if one finished. */
+  /** Kicks the leg and waits; underWay is the run under way at the kick, if one finished. */
   async waitRun(): Promise<{ run: LegRun; underWay: LegRun | null }> {
     const answer = (await this.call('POST', '/layout/converge?wait=1', 0)) as { run: LegRun; underWay?: LegRun | null }
     return { run: answer.run, underWay: answer.underWay ?? null }
   }
 
-  /** The mode the agent mints a new row in (its gate's real answer). */
+  /** A new row's mode, by the gate's real answer. */
   async mint(timeoutMs: number): Promise<Mode> {
     return ((await this.call('GET', '/layout/mint', timeoutMs)) as { mode: Mode }).mode
   }
@@ -163,7 +145,7 @@ export class AgentClient {
     return this.decode(method, path, await this.send(method, path, timeoutMs, {}))
   }
 
-  /** One request, after the identity check; timeoutMs bounds the time without a byte from the agent (0: none). */
+  /** After the identity check; timeoutMs bounds the agent's silence (0: none). */
   private async send(
     method: 'GET' | 'POST',
     path: string,
@@ -183,7 +165,7 @@ export class AgentClient {
     return this.request(method, path, timeoutMs, extra)
   }
 
-  /** Throws unless the agent answering holds dataDir (GET /agent), realpaths compared. */
+  /** Throws unless the answering agent holds dataDir, realpaths compared. */
   async #check(dataDir: string, timeoutMs: number): Promise<void> {
     const res = await this.request('GET', '/agent', timeoutMs, {})
     const { url, via } = this.#target
@@ -196,7 +178,7 @@ export class AgentClient {
     }
     if (res.status >= 400) this.decode('GET', '/agent', res)
     const { dataDir: theirs, startId } = (body ?? {}) as { dataDir?: unknown; startId?: unknown }
-    // The start that wrote this data root's agent.json: ours, by whatever path it names the root.
+    // The start that wrote our agent.json: ours, by whatever path.
     if (this.#target.startId !== undefined && startId === this.#target.startId) return
     if (typeof theirs !== 'string' || theirs === '')
       throw errors.agentUnidentified(url, via, 'GET /agent named no dataDir')
@@ -204,7 +186,6 @@ export class AgentClient {
     if (theirs !== ours && realOrSelf(theirs) !== ours) throw errors.agentOtherDataRoot(url, theirs, dataDir, via)
   }
 
-  /** One request as it is; timeoutMs bounds the time without a byte from the agent (0: none). */
   private request(
     method: 'GET' | 'POST',
     path: string,
@@ -214,7 +195,7 @@ export class AgentClient {
     const headers: Record<string, string> = { accept: 'application/json', ...extra }
     if (this.#token !== '') headers.authorization = `Bearer ${this.#token}`
     const unreachable = (err: unknown) => {
-      // Refused: nothing listens there. Any other failure is said as it is.
+      // Refused: nothing listens; any other failure is said as it is.
       const hint = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? `; ${START_HINT}` : ''
       return errors.agentUnreachable(`cannot reach layoutd at ${this.base}: ${errorMessage(err)}${hint}`, {
         cause: err,
@@ -230,7 +211,7 @@ export class AgentClient {
         return
       }
       req.on('timeout', () => {
-        // ETIMEDOUT, so a caller can tell an ask that ran out of time from one refused or reset.
+        // ETIMEDOUT, so a caller tells running out of time from a refusal or reset.
         const late: NodeJS.ErrnoException = new Error(`no answer within ${timeoutMs / 1000}s`)
         late.code = 'ETIMEDOUT'
         req.destroy(late)
@@ -263,7 +244,7 @@ export class AgentClient {
     if (res.status >= 400) {
       const e = (body as { error?: { code?: string; message?: string } }).error
       const message = e?.message ?? res.text
-      // A refusal for want of the token says why this command had none.
+      // A 401 says why this command had no token.
       const why = res.status === 401 && this.#missing !== undefined ? `; no token was sent: ${this.#missing}` : ''
       throw errors.agentAnswered(`${method} ${path}`, res.status, e?.code, message + why)
     }

@@ -6,7 +6,6 @@ import { errors } from '../errors.js'
 
 export type OptionsConfig = NonNullable<ParseArgsConfig['options']>
 
-/** The option every command takes on top of its own. */
 export const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
 
 type WithHelp<O extends OptionsConfig> = O & typeof HELP_OPTION
@@ -15,7 +14,7 @@ type Strict<O extends OptionsConfig> = { args: string[]; options: WithHelp<O>; s
 
 export type ParsedArgs<O extends OptionsConfig> = ReturnType<typeof parseArgs<Strict<O>>>
 
-/** Parses argv against options and --help; wrong positionals (`HOST?`: optional) or options: UsageError. */
+/** Wrong positionals or options: UsageError. */
 export function parseCommandArgs<const O extends OptionsConfig>(
   argv: readonly string[],
   options: O,
@@ -45,7 +44,6 @@ export function parseCommandArgs<const O extends OptionsConfig>(
   return parsed
 }
 
-/** Whether the command line asked for the command's help (--help or -h). */
 export function asksForHelp(parsed: { values: object }): boolean {
   return (parsed.values as { help?: unknown }).help === true
 }

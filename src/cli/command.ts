@@ -12,20 +12,16 @@ export interface Output {
   stderr: NodeJS.WritableStream
 }
 
-/** What the process hands a command: the environment and the streams. */
 export interface Cli extends Output {
   environ: NodeJS.ProcessEnv
-  /** Aborted when stdout's reader went away (endQuietlyWhenReaderGoes): a command that goes on for ever ends. */
+  /** A command that goes on for ever ends when stdout's reader goes. */
   readerGone?: AbortSignal
 }
 
-/** The exit status of a command whose reader went away: 128 + SIGPIPE, as `seq 1000000 | head -1` exits. */
+/** 128 + SIGPIPE, as `seq 1000000 | head -1` exits. */
 export const READER_GONE_STATUS = 141
 
-/**
- * A reader that went away (`| head -1`) ends the output quietly: EPIPE drops
- * the rest and aborts the signal, so --watch stops. Other stream errors throw.
- */
+/** EPIPE (`| head -1`) drops the rest and aborts the signal; other errors throw. */
 export function endQuietlyWhenReaderGoes(streams: readonly NodeJS.WritableStream[]): AbortSignal {
   const gone = new AbortController()
   for (const stream of streams)
@@ -36,12 +32,10 @@ export function endQuietlyWhenReaderGoes(streams: readonly NodeJS.WritableStream
   return gone.signal
 }
 
-/** What most commands run with: the configuration, and where to write. */
 export interface CommandContext extends Output {
   config: Config
 }
 
-/** How a command signs its lines on stderr. */
 export interface Signature {
   /** Before a failure's reason: `layoutd`, `layoutd routes add`. */
   failures: string
@@ -49,28 +43,25 @@ export interface Signature {
   usageErrors: string
 }
 
-/** The program's own signature: a refused environment is no one command's failure. */
+/** A refused environment is no one command's failure. */
 export const PROGRAM: Signature = { failures: 'layoutd', usageErrors: 'layoutd' }
 
-/** One command, or one subcommand of a group. C is what it runs with. */
 export interface Command<O extends OptionsConfig = OptionsConfig, C = CommandContext> {
   usage: string
   options: O
-  /** The positional arguments it takes, in order (named in usage errors). */
+  /** In order, named in usage errors. */
   positionals?: readonly string[]
   signature: Signature
   run(args: ParsedArgs<O>, context: C): Promise<number>
 }
 
-/** A command made of subcommands (`routes add|list|rm`). */
 export interface CommandGroup<C> {
   usage: string
   signature: Signature
-  /** The subcommand of that name; a missing or unknown one is a UsageError in the group's words. */
+  /** A missing or unknown one is a usage error in the group's words. */
   subcommand(name: string | undefined): Command<OptionsConfig, C>
 }
 
-/** A group's `subcommand` that looks its name up in a table: a missing or unknown name is a usage error. */
 export function subcommandIn<C>(table: Record<string, Command<OptionsConfig, C>>): CommandGroup<C>['subcommand'] {
   return (name) => {
     if (name === undefined) throw errors.usage('a subcommand is required')
@@ -80,15 +71,14 @@ export function subcommandIn<C>(table: Record<string, Command<OptionsConfig, C>>
   }
 }
 
-/** Opens what a command runs with, hands it over, and closes it after the command, whatever happened. */
+/** Opens what a command runs with and closes it after, whatever happened. */
 export type Scope<C> = (use: (context: C) => Promise<number>) => Promise<number>
 
-/** The scope of a command that needs only the configuration, loaded now: help never loads it. */
+/** The configuration loaded now: help never loads it. */
 export function withConfig(cli: Cli): Scope<CommandContext> {
   return (use) => use({ config: loadConfig(cli.environ), stdout: cli.stdout, stderr: cli.stderr })
 }
 
-/** The scope of a command that acts on the deploy store: opened from the configuration, closed after. */
 export function withDeployStore(cli: Cli): Scope<CommandContext & { store: DeployStore }> {
   return async (use) => {
     const config = loadConfig(cli.environ)
@@ -102,7 +92,7 @@ export function withDeployStore(cli: Cli): Scope<CommandContext & { store: Deplo
   }
 }
 
-/** Prints a failure and answers the exit status: a bug (TypeError…) with its stack, anything else as its message. */
+/** A bug (TypeError…) is printed with its stack, anything else as its message. */
 export function failed(err: unknown, out: Output, signature: Signature, usage: string): number {
   const status = exitStatusOf(err)
   if (status === 2) {
@@ -112,7 +102,7 @@ export function failed(err: unknown, out: Output, signature: Signature, usage: s
   const who = err instanceof ConfigError ? PROGRAM : signature
   const bug =
     err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError
-  // A message may carry outside text (a file name, a record's field): shown printable.
+  // A message may carry outside text: shown printable.
   out.stderr.write(`${who.failures}: ${printableLines(bug ? (err.stack ?? err.message) : errorMessage(err))}\n`)
   return status
 }

@@ -29,7 +29,6 @@ export const USAGE = `usage:
   layoutd --version | <command> --help
 `
 
-/** A command module, as the dispatcher runs it: the rest of argv, and the process's environment and streams. */
 interface CommandModule {
   main(argv: readonly string[], cli: Cli): Promise<number>
 }
@@ -45,7 +44,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   registry: () => import('./commands/registry.js'),
 }
 
-/** Runs the command argv names; resolves to the exit status (0 done, 1 refused or failed, 2 usage). */
+/** Resolves to the exit status. */
 export async function dispatch(argv: readonly string[], cli: Cli): Promise<number> {
   const [name, ...rest] = argv
   switch (name) {

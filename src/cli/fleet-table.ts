@@ -17,19 +17,18 @@ import type { IntentRecord } from '../domain/schemas.js'
 import { screenLines } from './status-view.js'
 import { formatTable } from './table.js'
 
-/** The fleet as one read of the store found it. */
 export interface FleetRead {
   view: FleetView
-  /** The records as read, newest last (the rollout in play is judged against them). */
+  /** Newest last; the rollout in play is judged against them. */
   records: IntentRecord[]
-  /** The rollout the active pointer names, with its boxes' progress; undefined when none (or no rollouts). */
+  /** The rollout the active pointer names, with its boxes' progress. */
   rollout: { record: RolloutRecord; progress: ReadonlyMap<string, BoxProgress> } | undefined
 }
 
-/** How far a box's stamp may be ahead of this clock before it is said to be (two clocks never agree). */
+/** A stamp this far ahead is not said to be: two clocks never agree. */
 const CLOCK_TOLERANCE_MS = 10_000
 
-/** A time stamp as an age: `12s ago`, `4m ago`, `3h ago`; `-` for none; one ahead of this clock says so. */
+/** `12s ago`, `4m ago`, `3h ago`; `-` for none; one ahead of this clock says so. */
 export function ago(iso: string | null, now: number): string {
   if (iso === null) return '-'
   const ms = now - Date.parse(iso)
@@ -44,7 +43,7 @@ function span(ms: number): string {
   return s < 120 ? `${s}s` : s < 7200 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`
 }
 
-/** `deadline in 4m (at T)`, or `deadline passed 2m ago (at T)`: the open wave's progress deadline. */
+/** `deadline in 4m (at T)`, or `deadline passed 2m ago (at T)`. */
 export function deadlineLine(r: RolloutRecord, now: number): string {
   const iso = deadlineAt(r)
   if (iso === null) return `deadline unknown (wave opened ${r.waveOpenedAt})`
@@ -52,7 +51,7 @@ export function deadlineLine(r: RolloutRecord, now: number): string {
   return at >= now ? `deadline in ${span(at - now)} (at ${iso})` : `deadline passed ${span(now - at)} ago (at ${iso})`
 }
 
-/** The rollout in play, with its deadline while it runs or is paused; '' when none is in play. */
+/** With its deadline while it runs or is paused; '' when none is in play. */
 export function rolloutLine(read: FleetRead, now: number): string {
   const r = read.rollout?.record
   if (r === undefined || read.rollout === undefined) return ''
@@ -117,10 +116,9 @@ export interface Fit {
   columns: number
 }
 
-/** A line cut to a terminal's columns. */
 const cut = (line: string, columns: number) => [...line].slice(0, columns).join('')
 
-/** The whole page of `fleet status`; fit cuts the table to a screen (the head and the summary line kept whole). */
+/** fit cuts the table to a screen, the head and summary line kept whole. */
 export function formatFleet(read: FleetRead, now: number, fit?: Fit): string {
   const v = read.view
   const above = v.unreadable.map(
@@ -145,7 +143,7 @@ export function formatFleet(read: FleetRead, now: number, fit?: Fit): string {
   return fitted(head, table, below, fit)
 }
 
-/** Cut to the screen: rows that do not fit (the converged, last) counted as `… N more boxes`. */
+/** Rows that do not fit (the converged, last) are counted as `… N more boxes`. */
 function fitted(head: string, table: string[], below: string, fit: Fit): string {
   const { rows, columns } = fit
   const tail = below.split('\n').slice(0, 3).join('\n')

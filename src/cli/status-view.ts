@@ -1,16 +1,16 @@
 // What `layoutd status` prints (design §8): the summary line, warnings, the
-// rows table and one host with what to do. Pure given the time, so a test
-// can pin it; colour is the caller's choice.
+// rows table and one host with what to do. Pure given the time; colour is
+// the caller's choice.
 import type { LayoutReport, LegRun, LegState, RowReport } from '../domain/schemas.js'
 import { hostsReached } from '../domain/leg.js'
 import { printable } from '../domain/printable.js'
 import { ADVICE } from './advice.js'
 import { formatTable } from './table.js'
 
-/** The row words in the order the summary counts them: green first, then those that want an operator. */
+/** In the summary's order: green first, then those that want an operator. */
 export const ROW_WORDS = ['nested', 'flat', 'fenced', 'conflict', 'foreign', 'external'] as const
 
-/** How a word is coloured on a terminal: green is done, yellow waits, red wants an operator. */
+/** Green is done, yellow waits, red wants an operator. */
 const WORD_COLOUR: Record<string, string> = {
   nested: '32',
   flat: '32',
@@ -25,7 +25,6 @@ const WORD_COLOUR: Record<string, string> = {
   external: '2',
 }
 
-/** Paints a word, or leaves it as it is. */
 export type Paint = (word: string, text?: string) => string
 
 export const plain: Paint = (word, text = word) => text
@@ -35,12 +34,12 @@ export const ansi: Paint = (word, text = word) => {
   return code === undefined ? text : `\x1b[${code}m${text}\x1b[0m`
 }
 
-/** Whether to colour: only a terminal, and never with NO_COLOR set (to anything, https://no-color.org). */
+/** Only on a terminal, never with NO_COLOR set (https://no-color.org). */
 export function wantsColour(stream: { isTTY?: boolean }, environ: NodeJS.ProcessEnv): boolean {
   return stream.isTTY === true && environ.NO_COLOR === undefined
 }
 
-/** A span of time as a person says it: 45s, 9m, 2h 5m, 3d. */
+/** 45s, 9m, 2h 5m, 3d. */
 export function span(ms: number): string {
   const s = Math.floor(Math.max(0, ms) / 1000)
   if (s < 60) return `${s}s`
@@ -51,14 +50,14 @@ export function span(ms: number): string {
   return `${Math.floor(h / 24)}d`
 }
 
-/** `in 9m` for a time to come, `2m ago` for one gone, from an RFC 3339 stamp. */
+/** `in 9m` or `2m ago`, from an RFC 3339 stamp. */
 export function relative(iso: string, now: number): string {
   const at = Date.parse(iso)
   if (Number.isNaN(at)) return iso
   return at >= now ? `in ${span(at - now)}` : `${span(now - at)} ago`
 }
 
-/** Outcomes counted in the order they came: `2 moved, 1 refused`. */
+/** `2 moved, 1 refused`, in the order they came. */
 export function summarize(results: LegRun['results'], paint: Paint = plain): string {
   const counts = new Map<string, number>()
   for (const r of results) counts.set(r.outcome, (counts.get(r.outcome) ?? 0) + 1)
@@ -66,7 +65,7 @@ export function summarize(results: LegRun['results'], paint: Paint = plain): str
   return [...counts].map(([outcome, n]) => paint(outcome, `${n} ${outcome}`)).join(', ')
 }
 
-/** The rows counted by word: `5 rows: 3 nested, 1 flat, 1 fenced`. */
+/** `5 rows: 3 nested, 1 flat, 1 fenced`. */
 export function countRows(rows: Record<string, RowReport>, paint: Paint = plain): string {
   const counts = new Map<string, number>()
   for (const row of Object.values(rows)) counts.set(row.layout, (counts.get(row.layout) ?? 0) + 1)
@@ -79,7 +78,7 @@ export function countRows(rows: Record<string, RowReport>, paint: Paint = plain)
   return `${total} row${total === 1 ? '' : 's'}${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`
 }
 
-/** The leg in words: what it does now, its last run, its next retry. */
+/** What the leg does now, its last run, its next retry. */
 export function describeLeg(leg: LegState, now: number, paint: Paint = plain): string {
   const parts: string[] = []
   const run = leg.lastRun
@@ -97,12 +96,11 @@ export function describeLeg(leg: LegState, now: number, paint: Paint = plain): s
   return parts.join(', ')
 }
 
-/** The intent in words: its mode, and whether the default stands in. */
 function describeIntent(r: LayoutReport, paint: Paint): string {
   return `intent ${paint(r.mode)}${r.default ? ' (nested by default)' : ''}`
 }
 
-/** The one summary line: box, intent, rows by word, leg. */
+/** Box, intent, rows by word, leg. */
 export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain): string {
   return (
     `box ${printable(r.box)}  ${describeIntent(r, paint)}  ${countRows(r.rows, paint)}  ` +
@@ -110,33 +108,27 @@ export function summaryLine(r: LayoutReport, now: number, paint: Paint = plain):
   )
 }
 
-/** The words of rows that need nothing: where the intent wants them, or not the pass's (external). */
+/** Rows that need nothing: where the intent wants them, or not the pass's (external). */
 const CLEAN_WORDS: ReadonlySet<string> = new Set(['nested', 'flat', 'external'])
 
-/**
- * A row that is not clean: fenced, conflict, foreign, or any row with a
- * reason's code (held, deferred, refused, failed, a kept journal).
- */
+/** Any other word, or any reason's code. */
 export function isProblem(row: RowReport): boolean {
   return !CLEAN_WORDS.has(row.layout) || row.code !== ''
 }
 
-/** How the report is drawn: only the rows that are not clean; fitted to a terminal of this size. */
 export interface ReportView {
   problems?: boolean
   fit?: { rows: number; columns: number }
 }
 
-/** A line cut to a terminal's columns. */
 const cut = (line: string, columns: number) => [...line].slice(0, columns).join('')
 
-/** A terminal's size, when stdout is one that says it (`status --watch`, `fleet status --watch`). */
 export function screenSize(stream: NodeJS.WritableStream): { rows: number; columns: number } | undefined {
   const { rows, columns } = stream as { rows?: number; columns?: number }
   return rows !== undefined && columns !== undefined && rows > 0 && columns > 0 ? { rows, columns } : undefined
 }
 
-/** The lines a text of whole lines (each ended by a newline) takes on a terminal this many columns wide. */
+/** The terminal lines a text of whole lines takes at this width. */
 export function screenLines(text: string, columns: number): number {
   if (text === '') return 0
   return text
@@ -145,7 +137,7 @@ export function screenLines(text: string, columns: number): number {
     .reduce((n, line) => n + Math.max(1, Math.ceil([...line].length / Math.max(1, columns))), 0)
 }
 
-/** The whole report: summary, warnings before the rows (so rows never bury them), the table, cut to fit. */
+/** Warnings come before the rows, so rows never bury them. */
 export function formatReport(r: LayoutReport, now: number, paint: Paint = plain, view: ReportView = {}): string {
   let head = summaryLine(r, now, paint)
   if (r.defaultBlocked !== '') head += `default: ${printable(r.defaultBlocked)}\n`
@@ -166,7 +158,7 @@ export function formatReport(r: LayoutReport, now: number, paint: Paint = plain,
   let more = ''
   if (view.fit !== undefined) {
     const { rows, columns } = view.fit
-    // The blank line before the table, the watch's own footer line, and the `… N more` line.
+    // The blank line before the table, the watch's footer and the `… N more` line.
     const room = Math.max(2, rows - screenLines(head, columns) - 3)
     if (table.length > room) {
       shown = table.slice(0, room - 1)
@@ -175,7 +167,7 @@ export function formatReport(r: LayoutReport, now: number, paint: Paint = plain,
     }
     shown = shown.map((line) => cut(line, columns))
   }
-  // The word is painted after the padding (and the cut), so colour never shifts a column.
+  // Painted after the padding and the cut, so colour never shifts a column.
   const body = shown.map((line, i) =>
     i === 0 ? line : paintColumn(line, hosts[i - 1] ?? '', r.rows[hosts[i - 1] ?? '']?.layout ?? '', paint),
   )
@@ -191,7 +183,7 @@ function paintColumn(line: string, host: string, word: string, paint: Paint): st
     : line.slice(0, at) + paint(word) + line.slice(at + word.length)
 }
 
-/** Where docs/runbook.md says what to do, by row word; green words need nothing. */
+/** By row word; green words need nothing. */
 export const RUNBOOK: Record<string, string> = {
   fenced: 'docs/runbook.md#fenced',
   conflict: 'docs/runbook.md#conflict',
@@ -202,7 +194,7 @@ export const RUNBOOK: Record<string, string> = {
   unreadable: 'docs/runbook.md#unreadable',
 }
 
-/** What the operator does about a row, in one line: the runbook's advice for its code, else by its word. */
+/** The runbook's advice for the row's code, else by its word. */
 export function whatToDo(row: RowReport, has: { journal: boolean; hold: boolean }, mode: string): string {
   if (has.hold && row.code === '')
     return `the host is held after a refused move: clear the hold once the reason is fixed (${RUNBOOK.held})`

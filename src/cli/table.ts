@@ -1,6 +1,5 @@
 // The CLI's one table: left-aligned columns two spaces apart, each padded to
-// its widest cell, no trailing blanks. `status` and `routes list` print with it.
-// Every cell is shown printable: a cell is outside text (a host, a reason).
+// its widest cell, no trailing blanks. Every cell is outside text, shown printable.
 import { printable } from '../domain/printable.js'
 
 export function formatTable(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string {

@@ -21,12 +21,11 @@ export const options = { url: { type: 'string' }, wait: { type: 'boolean' } } as
 
 export const signature = PROGRAM
 
-/** How often --wait asks the agent how far the run is. */
 export const PROGRESS_EVERY_MS = 500
 
 export { summarize }
 
-/** The outcomes that make --wait exit 1: nothing the leg will fix on its own without an operator looking. */
+/** --wait exits 1 on these: the leg will not fix them without an operator. */
 export const NEEDS_OPERATOR: ReadonlySet<string> = new Set(['failed', 'refused', 'held'])
 
 type Stdout = CommandContext['stdout']
@@ -48,8 +47,7 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   })
   await showProgress(client, stdout, runDone, () => done)
   const { run: finished, underWay } = await finishedRun(client, runDone)
-  // The run under way at the kick moved the hosts; the one the kick asked
-  // for then found them where they belong. Both are said, that one first.
+  // The run under way at the kick moved the hosts, so both runs are said, that one first.
   if (underWay !== null && underWay.results.length > 0)
     stdout.write(
       `the run under way when asked (started ${underWay.startedAt}): ` +
@@ -58,7 +56,6 @@ export async function run(args: ParsedArgs<typeof options>, { config, stdout }: 
   return reportRun(finished, stdout, underWay !== null)
 }
 
-/** Until the run is done: hosts finished and what it waits on, a line per change. */
 async function showProgress(
   client: AgentClient,
   stdout: Stdout,
@@ -83,14 +80,13 @@ async function showProgress(
       if (line !== shown) stdout.write(line)
       shown = line
     }
-    // What the run waits on, once each time it changes: an awake tenant's stop can take a minute.
+    // What the run waits on, said on each change: an awake tenant's stop can take a minute.
     const waiting = leg.running ? (leg.waiting ?? '') : ''
     if (waiting !== '' && waiting !== waitingShown) stdout.write(`waiting for ${printable(waiting)}\n`)
     waitingShown = waiting
   }
 }
 
-/** The run the kick asked for, once it has finished, and the run under way at the kick. */
 function finishedRun(
   client: AgentClient,
   runDone: Promise<{ run: LegRun; underWay: LegRun | null }>,
@@ -106,7 +102,6 @@ function finishedRun(
   })
 }
 
-/** The hosts that need an operator and the summary; 1 when any host failed, was refused or is held. */
 function reportRun(finished: LegRun, stdout: Stdout, followUp: boolean): number {
   for (const r of finished.results) {
     // A thousand 'moved' lines would hide the few that need an operator.

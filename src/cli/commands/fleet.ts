@@ -1,14 +1,8 @@
 // `layoutd fleet status [--json] [--wait [--timeout S] | --watch]` and
 // `layoutd fleet forget BOX [-m WHY]` (design §7.3, §8): every box's
-// summary against the intent addressing it, a box whose agent is gone
-// kept in view with its last summary until it comes back or is forgotten;
-// exit 0 only when all have converged and no rollout in play is stopped or
-// under way. The summaries come from the deploy store, shown as a table
-// (fleet-table.ts); the exit status lets a rollout script wait on it
-// (--wait reads again until then, the timeout, a box gone or seen leaving
-// before it converged, a rollout paused, frozen or aborted, or what
-// remains needing a person); --watch redraws it in place as `status
-// --watch` does.
+// summary against the intent addressing it, a gone box kept in view until
+// it is back or forgotten; exit 0 only when all have converged and no
+// rollout in play is stopped or under way.
 import {
   boxWord,
   fleetView,
@@ -40,7 +34,7 @@ import { printable } from '../../domain/printable.js'
 import { recorder, ROLLOUT_USAGE, rolloutCommand } from './rollout.js'
 import { screenSize } from '../status-view.js'
 
-/** The rollout's lines of its own usage (ROLLOUT_USAGE), so the two never disagree. */
+/** Cut from ROLLOUT_USAGE, so the two never disagree. */
 const ROLLOUT_LINES = ROLLOUT_USAGE.slice('usage:\n'.length, ROLLOUT_USAGE.indexOf('\n\n') + 1)
 
 export const usage = `usage:
@@ -75,20 +69,20 @@ const FORGET_USAGE = `usage:
 export const signature: Signature = { failures: 'layoutd fleet', usageErrors: 'layoutd fleet' }
 
 export interface FleetIo extends CommandContext {
-  /** The caller opens the store and closes it after the command. */
+  /** Opened and closed by the caller. */
   store: DeployStore
   /** Who runs the command; default `user@host`. */
   by?: string
   now?: () => number
-  /** Between two reads of --wait; default 1 s. Between two draws of --watch; default 2 s. */
+  /** Between reads of --wait (default 1 s) or draws of --watch (2 s). */
   everyMs?: number
   /** Stdout is a terminal: --watch redraws in place. */
   tty?: boolean
-  /** The terminal's size, when it says it: --watch fits the table to it. */
+  /** --watch fits the table to it. */
   size?: () => { rows: number; columns: number } | undefined
-  /** Calls redraw when the terminal is resized (SIGWINCH); answers how to stop. */
+  /** Calls redraw on SIGWINCH; answers how to stop. */
   onResize?: (redraw: () => void) => () => void
-  /** Aborted when --watch should end (stdout's reader went away, Ctrl-C). */
+  /** Ends --watch (stdout's reader went away). */
   stop?: AbortSignal
 }
 
@@ -129,12 +123,12 @@ export const group: CommandGroup<FleetIo> = {
   subcommand: subcommandIn(SUBCOMMANDS),
 }
 
-/** Runs `fleet <argv>` with a store the caller opened (tests, benchmarks). Resolves to the exit status. */
+/** Runs `fleet <argv>` on a store the caller opened (tests, benchmarks). */
 export function fleetCommand(argv: readonly string[], io: FleetIo): Promise<number> {
   return runGroup(group, argv, io, (use) => use(io))
 }
 
-/** `layoutd fleet …` from the command line: opens the deploy store for the command, with the terminal's say. */
+/** `layoutd fleet …`, with the deploy store opened for it. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
   return runGroup(group, argv, cli, (use) =>
@@ -153,17 +147,14 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
   )
 }
 
-/** Every box the store knows, and since when each gone one is gone. */
+/** Every box the store knows, gone ones with since when. */
 async function knownBoxes(store: DeployStore, signal: AbortSignal): Promise<KeptBox[]> {
   if (store.listKnownBoxes !== undefined) return store.listKnownBoxes(signal)
   if (store.listBoxes === undefined) throw new Error(`${store.describe()} keeps no box summaries`)
   return (await store.listBoxes(signal)).map((summary) => ({ summary }))
 }
 
-/**
- * The fleet as the store says now. A record that cannot be read is named in the view, not thrown: the
- * table is what the operator needs to see then.
- */
+/** An unreadable record is named in the view, not thrown. */
 export async function readFleet(store: DeployStore): Promise<FleetRead> {
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   const contents = store.inspect?.(signal) ?? store.list(signal).then((records) => ({ records, unreadable: [] }))
@@ -174,7 +165,7 @@ export async function readFleet(store: DeployStore): Promise<FleetRead> {
   ])
   const gone = new Map<string, BoxGone>()
   for (const b of known) if (b.gone !== undefined) gone.set(b.summary.box, b.gone)
-  // A box that started in the rollout in play is on the rollout's intent, as its agent reads it (design §7.6).
+  // A box that started in the rollout in play is on its intent, as its agent reads it (design §7.6).
   const judged = fleetRecords(records, rollout?.record, rollout?.progress ?? new Map())
   const view = fleetView(
     known.map((b) => b.summary),
@@ -185,7 +176,7 @@ export async function readFleet(store: DeployStore): Promise<FleetRead> {
   return { view, records, rollout }
 }
 
-/** The rollout in play and its boxes' progress, on a store that keeps rollouts. */
+/** The rollout in play and its boxes' progress. */
 async function rolloutInPlay(store: DeployStore, signal: AbortSignal) {
   const port = store.rollouts?.()
   if (port === undefined) return undefined
@@ -212,10 +203,7 @@ function toJson(read: FleetRead): string {
   return `${JSON.stringify(out, null, 2)}\n`
 }
 
-/**
- * Why --wait ends before every box converged: boxes gone, or seen that left unconverged; a record that
- * cannot be read; the rollout in play stopped; what needs a person.
- */
+/** Why --wait ends before every box converged. */
 function waitEnds(read: FleetRead, seen: Map<string, boolean>): string[] {
   const v = read.view
   const listed = new Set(v.rows.map((r) => r.summary.box))
@@ -233,14 +221,13 @@ function waitEnds(read: FleetRead, seen: Map<string, boolean>): string[] {
   const stopped = rolloutStopped(read.rollout?.record, read.records)
   if (stopped !== null) why.push(`${stopped} (\`layoutd fleet rollout status\`)`)
   const waiting = v.rows.filter((r) => r.state === 'converging')
-  // Only when nothing else is still on its way: a box still moving may clear what another waits on.
+  // Only when nothing else moves: a moving box may clear what another waits on.
   if (waiting.length > 0 && waiting.every((r) => r.needs !== null))
     for (const r of waiting) why.push(`box ${r.summary.box} needs a person: ${r.needs}`)
   for (const r of v.rows) seen.set(r.summary.box, (seen.get(r.summary.box) ?? false) || r.state === 'converged')
   return why
 }
 
-/** Every box converged, and no rollout in play is under way or stopped. */
 function arrived(read: FleetRead): boolean {
   const r = read.rollout?.record
   return read.view.allConverged && !rolloutRunning(r, read.records) && rolloutStopped(r, read.records) === null
@@ -288,7 +275,7 @@ async function fleetStatus(io: FleetIo, o: StatusValues): Promise<number> {
   return 1
 }
 
-/** Why the fleet is not where it is headed (the exit status 1 of a status without --wait, or a timeout). */
+/** Why exit status 1, without --wait or on a timeout. */
 function notThere(read: FleetRead): string {
   const v = read.view
   if (v.rows.length === 0) return 'no box has reported'
@@ -297,15 +284,9 @@ function notThere(read: FleetRead): string {
   return rolloutStopped(r, read.records) ?? `rollout ${r?.id ?? ''} is under way`
 }
 
-/** How often --watch reads the store again. */
 export const WATCH_EVERY_MS = 2_000
 
-/**
- * Draws the table, then reads again every everyMs, as `status --watch` does (design §8): on a terminal
- * the screen is redrawn in place every time (ages move on), fitted to its size and again when it is
- * resized; elsewhere a new copy is printed only when the table changed. A store that stops answering is
- * said plainly (since when, and why) above the last table read. Ends when io.stop aborts or on Ctrl-C.
- */
+/** As `status --watch` (design §8), a silent store said above the last table read. */
 async function fleetWatch(io: FleetIo): Promise<number> {
   const stop = new AbortController()
   const end = () => stop.abort()
@@ -339,7 +320,7 @@ async function watchLoop(io: FleetIo, everyMs: number, signal: AbortSignal): Pro
     const size = tty ? io.size?.() : undefined
     const fit = size === undefined ? undefined : { ...size, rows: size.rows - (dead === '' ? 0 : 2) }
     const page = read === undefined ? '' : formatFleet(read, trouble === '' ? at : readAt, fit)
-    // Elsewhere, a copy only when what was read changed: ages moving on do not make one.
+    // Elsewhere a copy only when what was read changed: ages moving on make none.
     const said = JSON.stringify([trouble, read?.view, read?.rollout?.record, [...(read?.rollout?.progress ?? [])]])
     if (tty) io.stdout.write(`\x1b[H\x1b[2J${dead}${page}(every ${everyMs / 1000}s; Ctrl-C ends)\n`)
     else if (said !== last) io.stdout.write(`--- ${new Date(at).toISOString()}\n${dead}${page}`)
@@ -377,7 +358,7 @@ const pause = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', done, { once: true })
   })
 
-/** `fleet forget BOX [-m WHY]`: the store refuses a live box and an unknown one; nothing else is changed. */
+/** The store refuses a live box and an unknown one. */
 async function fleetForget(io: FleetIo, given: string, why: string | undefined): Promise<number> {
   const box = given.toLowerCase()
   const bad = hostError(box)
@@ -386,7 +367,7 @@ async function fleetForget(io: FleetIo, given: string, why: string | undefined):
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   const kept = await io.store.forgetBox(box, signal)
   const gone = kept.gone === undefined ? '' : ` (gone since ${kept.gone.since}, ${howGone(kept.gone)})`
-  // Who and why, said with what was forgotten: the store keeps no event of a forget (only a rollout's own).
+  // Who and why are printed: the store keeps no event of a forget.
   io.stdout.write(
     `forgot box ${box}${gone}; its last summary was from ${kept.summary.at}; by ${recorder(io)}` +
       `${why === undefined || why === '' ? '' : `: ${why}`}\n`,

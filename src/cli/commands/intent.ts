@@ -1,7 +1,6 @@
 // `layoutd intent migrate|revert|quarantine|history|prune|status` (design
 // §7, §8): the deploy store read and written directly, so no agent need
-// run; it picks a new record up on its watch or next poll. `--dry-run` asks
-// this box's agent for its report; quarantine is design §7.4.
+// run; it picks a new record up on its watch or next poll.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { hostError } from '../../domain/hostname.js'
@@ -97,9 +96,8 @@ const FORGET_USAGE = `usage:
 
 export const signature: Signature = { failures: 'layoutd intent', usageErrors: 'layoutd intent' }
 
-/** What an intent subcommand runs with. */
 export interface IntentIo extends CommandContext {
-  /** The caller opens the store and closes it after the command. */
+  /** Opened and closed by the caller. */
   store: DeployStore
   now?: () => Date
   /** Who records the intent; default `<user>@<hostname>`. */
@@ -211,12 +209,12 @@ export const group: CommandGroup<IntentIo> = {
   subcommand: subcommandIn(SUBCOMMANDS),
 }
 
-/** Runs `intent <argv>` with a store the caller opened (tests, benchmarks). Resolves to the exit status. */
+/** Runs `intent <argv>` on a store the caller opened (tests, benchmarks). */
 export function intentCommand(argv: readonly string[], io: IntentIo): Promise<number> {
   return runGroup(group, argv, io, (use) => use(io))
 }
 
-/** `layoutd intent …` from the command line: opens the deploy store for the command. */
+/** `layoutd intent …`, with the deploy store opened for it. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   const scope = withDeployStore(cli)
   return runGroup(group, argv, cli, (use) => scope((context) => use({ ...context, by: whoami(cli.environ) })))
@@ -248,8 +246,7 @@ async function recordIntent(io: IntentIo, mode: Mode, ask: RecordAsk): Promise<n
   const box = addressed(ask)
   const whom = box === undefined ? 'for the whole fleet' : `for box ${box}`
   await refuseUnknownOrForce(io, box, ask)
-  // The new id sorts after every recorded one; an unreadable record refuses
-  // (boxes would not read past it) unless --supersede moves it aside.
+  // An unreadable record refuses (boxes would not read past it) unless --supersede moves it aside.
   const contents = await readContents(io.store)
   if (ask.supersede === undefined) refuseUnreadable(contents)
   else planRepair(contents, { id: ask.supersede, mode, address: box ?? FLEET })
@@ -281,14 +278,14 @@ async function refuseUnknownOrForce(io: IntentIo, box: string | undefined, ask: 
   }
 }
 
-/** The store's records, and those it cannot read (a store without inspect throws on one, as list does). */
+/** A store without inspect throws on an unreadable record, as list does. */
 async function readContents(store: DeployStore): Promise<StoreContents> {
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   if (store.inspect !== undefined) return store.inspect(signal)
   return { records: await store.list(signal), unreadable: [] }
 }
 
-/** Recording over a record no box can read is refused, naming it: --supersede or quarantine it. */
+/** Refused, naming the record: --supersede or quarantine it. */
 function refuseUnreadable(contents: StoreContents): void {
   const [first] = contents.unreadable
   if (first === undefined) return
@@ -299,7 +296,7 @@ function refuseUnreadable(contents: StoreContents): void {
   )
 }
 
-/** A new record with an id after every one in the store, the unreadable ones too. */
+/** Its id sorts after every one in the store, the unreadable ones too. */
 function newRecord(
   io: IntentIo,
   contents: StoreContents,
@@ -384,7 +381,7 @@ async function history(io: IntentIo, boxOpt: string | undefined, json: boolean):
   return 0
 }
 
-/** --dry-run: what would be recorded, and what this box would do, from its agent's report. */
+/** What would be recorded, and what this box would do, by its agent's report. */
 async function showDryRun(io: IntentIo, mode: Mode, box: string | undefined, what: string): Promise<number> {
   io.stdout.write(`dry run: would record ${what}; nothing recorded\n`)
   const self = io.config.box
@@ -432,7 +429,7 @@ async function prune(io: IntentIo, keepText: string | undefined, dry: boolean): 
   return 0
 }
 
-/** `user@host` of whoever runs the CLI: USER, else LOGNAME, else the passwd entry of the uid. */
+/** USER, else LOGNAME, else the uid's passwd entry. */
 export function whoami(environ: NodeJS.ProcessEnv): string {
   let user = environ.USER ?? environ.LOGNAME ?? ''
   if (user === '') {
@@ -502,7 +499,7 @@ async function showStatus(io: IntentIo, json: boolean): Promise<number> {
   return 1
 }
 
-/** `intent forget-applied`: removes D/layout/intent.applied, saying what it held (design §7.7). */
+/** Removes D/layout/intent.applied, saying what it held (design §7.7). */
 async function forgetApplied(io: IntentIo): Promise<number> {
   const { appliedIntentPath, forgetAppliedIntent, readAppliedIntent } = await import('../../infra/applied-intent.js')
   const file = appliedIntentPath(io.config)

@@ -1,8 +1,7 @@
 // `layoutd journal release FILE|HOST [--dry-run]` (design §8): a kept
 // journal removed, whole, only when every move it names is settled
-// (src/domain/journal-release.ts). The removal is durable, then the agent is
-// asked for a run that lifts the fences. A move the running agent is
-// carrying out is refused: its journal makes it exact after a crash.
+// (src/domain/journal-release.ts). A move the running agent is carrying out
+// is refused: its journal makes it exact after a crash.
 import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -29,7 +28,7 @@ import type { CommandContext } from '../command.js'
 
 export const releaseOptions = { 'dry-run': { type: 'boolean' } } as const
 
-/** What `journal release` found of one file: its moves, and the file as it was when read. */
+/** A file's moves, and the file as it was when read. */
 export interface ReadJournal {
   name: string
   batch: boolean
@@ -37,24 +36,24 @@ export interface ReadJournal {
   stat: Stats
 }
 
-/** The running agent, when one holds the data root: its report's rows, and how to ask it for a run. */
+/** The running agent's report rows, and how to ask it for a run. */
 interface AgentView {
   rows: LayoutReport['rows']
   client: AgentClient
 }
 
-/** Hosts as a line names them: all of a few, the count and the first of many. */
+/** Hosts in a line: all of a few, the count and the first of many. */
 export function named(hosts: readonly string[]): string {
   return hosts.length <= 3 ? hosts.join(', ') : `${hosts.length} hosts (${hosts[0] ?? ''}, …)`
 }
 
-/** Whether name is a journal's file name: a host's own, or a batch's. */
+/** A host's own journal file name, or a batch's. */
 function journalShaped(name: string): boolean {
   if (isBatchJournalName(name)) return true
   return name.endsWith(JOURNAL_SUFFIX) && validHost(name.slice(0, -JOURNAL_SUFFIX.length))
 }
 
-/** The journal in D/layout arg names (name, HOST, `layout/NAME`, absolute path); anything else refused unread. */
+/** name, HOST, `layout/NAME` or an absolute path; anything else refused unread. */
 function journalNameIn(layout: string, arg: string): string[] {
   if (arg === '') throw errors.usage('journal release needs a FILE or a HOST')
   let name = arg
@@ -70,11 +69,7 @@ function journalNameIn(layout: string, arg: string): string[] {
   return names
 }
 
-/**
- * The first of names there is in layout (a symlink counts, to be refused
- * by name); else not_found, naming the batch's file when a HOST has no
- * journal of its own but a batch names it.
- */
+/** The first of names in layout (a symlink too, refused by name); else not_found, naming any batch. */
 async function existing(layout: string, arg: string, names: readonly string[]): Promise<{ name: string; st: Stats }> {
   for (const name of names) {
     const st = await lstatOrUndefined(path.join(layout, name))
@@ -89,7 +84,7 @@ async function existing(layout: string, arg: string, names: readonly string[]): 
   )
 }
 
-/** Reads the journal and checks it move by move, as recovery does; one that cannot be acted on is refused. */
+/** Checked move by move, as recovery does; one that cannot be acted on is refused. */
 export async function readJournal(ctx: CommandContext, arg: string): Promise<ReadJournal> {
   const layout = layoutDir(ctx.config)
   const { name, st } = await existing(layout, arg, journalNameIn(layout, arg))
@@ -107,7 +102,7 @@ export async function readJournal(ctx: CommandContext, arg: string): Promise<Rea
   return { name, batch, moves: read.journals, stat: st }
 }
 
-/** The agent holding this data root, with its report; null when none. One that cannot be asked is a refusal. */
+/** null when none holds the data root; one that cannot be asked is a refusal. */
 async function agentView(ctx: CommandContext): Promise<AgentView | null> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   if (!AgentLock.held(ctx.config.dataDir)) return null
@@ -124,7 +119,7 @@ async function agentView(ctx: CommandContext): Promise<AgentView | null> {
   }
 }
 
-/** What is at dir, looked at without following a symlink. */
+/** What is at dir, not following a symlink. */
 export async function endAt(dir: string): Promise<EndFound> {
   try {
     const st = await fs.lstat(dir)
@@ -137,7 +132,7 @@ export async function endAt(dir: string): Promise<EndFound> {
   }
 }
 
-/** The registry's rows of hosts, read without creating a registry where there is none. */
+/** Read without creating a registry where there is none. */
 async function rowsOf(ctx: CommandContext, hosts: readonly string[]): Promise<Map<string, Route>> {
   const { Registry, REGISTRY_FILE } = await import('../../infra/registry.js')
   if ((await lstatOrUndefined(path.join(ctx.config.dataDir, REGISTRY_FILE))) === undefined) return new Map()
@@ -154,7 +149,7 @@ async function rowsOf(ctx: CommandContext, hosts: readonly string[]): Promise<Ma
   }
 }
 
-/** What the command found of one move: where its files are and where its row stands (the agent asked last). */
+/** Where its files are and where its row stands (the agent asked last). */
 type MoveFacts = Omit<ReleaseFacts, 'agentCode'> & { move: Journal }
 
 async function factsOf(ctx: CommandContext, j: ReadJournal): Promise<MoveFacts[]> {
@@ -176,7 +171,7 @@ async function factsOf(ctx: CommandContext, j: ReadJournal): Promise<MoveFacts[]
   )
 }
 
-/** Why a released host may still not wake: another journal names it, or its hold marker holds it. */
+/** Another journal names it, or its hold marker holds it. */
 async function stillFenced(ctx: CommandContext, j: ReadJournal): Promise<Map<string, string>> {
   const listing = await listLayout(ctx.config)
   const mine = new Set(j.moves.map((m) => m.host))
@@ -203,7 +198,7 @@ async function stillFenced(ctx: CommandContext, j: ReadJournal): Promise<Map<str
   return out
 }
 
-/** Throws unless layout/NAME is still the file read (inode, size, time): never act on an old reading. */
+/** Never act on an old reading: inode, size and time must match. */
 export async function assertUnchanged(ctx: CommandContext, j: ReadJournal): Promise<void> {
   const now = await lstatOrUndefined(path.join(layoutDir(ctx.config), j.name))
   const same =
@@ -220,7 +215,7 @@ export async function assertUnchanged(ctx: CommandContext, j: ReadJournal): Prom
     )
 }
 
-/** Unlinks the journal, then fsyncs D/layout, once it is still the file that was read (assertUnchanged). */
+/** Unlinks the journal if still the file read, then fsyncs D/layout. */
 export async function removeDurably(ctx: CommandContext, j: ReadJournal): Promise<void> {
   const layout = layoutDir(ctx.config)
   await assertUnchanged(ctx, j)
@@ -228,7 +223,7 @@ export async function removeDurably(ctx: CommandContext, j: ReadJournal): Promis
   await fsyncDir(layout)
 }
 
-/** Asks the agent for a run, whose recovery finds the file gone and releases the hosts; says what happened. */
+/** Its recovery finds the file gone and releases the hosts. */
 async function askForRun(ctx: CommandContext, agent: AgentView | null, hosts: readonly string[]): Promise<void> {
   const which = named(hosts)
   if (agent === null) {
@@ -251,13 +246,13 @@ async function askForRun(ctx: CommandContext, agent: AgentView | null, hosts: re
 }
 
 export async function release(args: ParsedArgs<typeof releaseOptions>, ctx: CommandContext): Promise<number> {
-  // A D/layout that is a symlink would have the command read and remove a file elsewhere (design §2.1).
+  // A symlinked D/layout would have the command remove a file elsewhere (design §2.1).
   await verifyDataRoots(ctx.config.dataDir)
   const j = await readJournal(ctx, args.positionals[0] ?? '')
   const shown = `layout/${j.name}`
   const facts = await factsOf(ctx, j)
   const fenced = await stillFenced(ctx, j)
-  // Asked last, just before the removal: a run that takes the journal up after this is the window left.
+  // Asked just before the removal: a run taking the journal up after this is the window left.
   const agent = await agentView(ctx)
   const verdicts = facts.map((f) => {
     const reported = agent !== null && Object.hasOwn(agent.rows, f.move.host) ? agent.rows[f.move.host] : undefined

@@ -1,8 +1,7 @@
 // `layoutd journal settle FILE|HOST|--all [--dry-run]` (design §8): a kept
 // journal settled host by host, with no agent running. A move whose files
-// are whole at one end (settleVerdict) is released there, its row rewritten
-// first if needed; the rest stay in the rewritten journal, each named with
-// what to do. --dry-run prints the plan and changes nothing.
+// are whole at one end (settleVerdict) is released there; the rest stay in
+// the rewritten journal, each named with what to do.
 import path from 'node:path'
 import { settleVerdict, type SettleVerdict } from '../../domain/journal-release.js'
 import { rowAt, samePaths } from '../../domain/pass-plan.js'
@@ -29,22 +28,22 @@ import { assertUnchanged, endAt, named, readJournal, removeDurably, type ReadJou
 
 export const settleOptions = { all: { type: 'boolean' }, 'dry-run': { type: 'boolean' } } as const
 
-/** One move of a journal, judged: released (at an end, the row rewritten or not) or kept, with why. */
+/** Released at an end (the row rewritten or not), or kept with why. */
 interface Judged {
   move: Journal
   verdict: SettleVerdict
-  /** Why a released host may still not wake: another journal or its hold marker names it. */
+  /** Another journal or its hold marker names the host: it may still not wake. */
   still: string | undefined
-  /** The row as it was read, to be rewritten only while it still says that. */
+  /** Rewritten only while it still says this. */
   row: Route | undefined
 }
 
-/** The lock a real settle holds for its whole run, so no agent starts under it; a dry run only looks. */
+/** The lock, held for the whole run so no agent starts under it; a dry run only looks. */
 interface Held {
   release(): void
 }
 
-/** Refuses beside a running agent (its fences and rows are in memory); a real settle holds the lock itself. */
+/** Refused beside a running agent, which keeps fences and rows in memory. */
 async function lockOut(ctx: CommandContext, dryRun: boolean): Promise<Held> {
   const { AgentLock } = await import('../../infra/agent-lock.js')
   const dataDir = ctx.config.dataDir
@@ -61,7 +60,7 @@ async function lockOut(ctx: CommandContext, dryRun: boolean): Promise<Held> {
   }
 }
 
-/** The journals to settle: the one named, or with --all every one in D/layout (one that cannot be read, named). */
+/** With --all every one in D/layout, an unreadable one named. */
 async function journalsToSettle(
   ctx: CommandContext,
   arg: string | undefined,
@@ -83,7 +82,7 @@ async function journalsToSettle(
   return out
 }
 
-/** What every other journal file says of each host it names: its move, or undefined when it cannot be read. */
+/** Each host another journal names, with its move (undefined: unreadable). */
 async function othersNaming(
   ctx: CommandContext,
   name: string,
@@ -108,14 +107,14 @@ async function othersNaming(
   return out
 }
 
-/** The registry, opened without creating one where there is none. */
+/** Never created where there is none. */
 async function openRegistry(ctx: CommandContext): Promise<Registry | undefined> {
   const { Registry, REGISTRY_FILE } = await import('../../infra/registry.js')
   if ((await lstatOrUndefined(path.join(ctx.config.dataDir, REGISTRY_FILE))) === undefined) return undefined
   return Registry.open(ctx.config.dataDir, { create: false })
 }
 
-/** Judges every move of j: where its files are, where its row stands, and what else names the host. */
+/** Where each move's files are, where its row stands, what else names the host. */
 async function judge(ctx: CommandContext, j: ReadJournal, registry: Registry | undefined): Promise<Judged[]> {
   const others = await othersNaming(ctx, j.name)
   const holds = new Set((await listLayout(ctx.config)).holds)
@@ -150,12 +149,11 @@ async function judge(ctx: CommandContext, j: ReadJournal, registry: Registry | u
   return out
 }
 
-/** The row's paths at the end a settled move is released at. */
 function pathsAt(move: Journal, at: 'from' | 'dest'): RowPaths {
   return at === 'from' ? move.from : move.dest
 }
 
-/** One line per move: what it found and what settle does (or would do) with it. */
+/** What each move found, and what settle does (or would do). */
 function planLines(judged: readonly Judged[], dryRun: boolean): string {
   const would = dryRun ? 'would release' : 'releasing'
   return judged
@@ -168,10 +166,8 @@ function planLines(judged: readonly Judged[], dryRun: boolean): string {
 }
 
 /**
- * Rewrites the released moves' rows in one transaction, each only while it
- * still says what was read. Rows before the journal: a crash between leaves
- * a journal recovery finishes exactly; the other order could leave a row
- * naming the end its files are not at, with no journal.
+ * Rows before the journal: a crash between leaves a journal recovery finishes; the other order, a wrong row
+ * with no journal.
  */
 function rewriteRows(registry: Registry | undefined, judged: readonly Judged[]): void {
   const rows = judged.flatMap(({ move, verdict, row }) =>
@@ -188,7 +184,7 @@ function rewriteRows(registry: Registry | undefined, judged: readonly Judged[]):
   registry.setPaths(rows.map(({ move, at }) => ({ host: move.host, ...pathsAt(move, at) })))
 }
 
-/** The hosts a settle releases at their flat end: a nested root a move made for them is removed when empty. */
+/** A nested root a move made for a host released flat is removed when empty. */
 function releasedFlat(judged: readonly Judged[]): string[] {
   return judged.flatMap(({ move, verdict }) => {
     if (!verdict.settle || verdict.at === 'none') return []
@@ -197,7 +193,7 @@ function releasedFlat(judged: readonly Judged[]): string[] {
   })
 }
 
-/** Settles one journal: its plan printed, then (unless a dry run) the rows, the leftovers and the journal. */
+/** The plan, then (unless a dry run) the rows, the leftovers and the journal. */
 async function settleOne(
   ctx: CommandContext,
   j: ReadJournal,
@@ -227,7 +223,7 @@ async function settleOne(
   await removeEmptyNestedRoots(ctx.config, releasedFlat(judged)).catch((err: unknown) => {
     ctx.stderr.write(`layoutd journal: empty nested directories not removed: ${errorMessage(err)}\n`)
   })
-  // A host's own journal names one move: released, it is removed; only a batch's is ever rewritten.
+  // A host's own journal names one move, so it is removed; only a batch's is rewritten.
   if (kept.length === 0) await removeDurably(ctx, j)
   else await writeBatchJournal(ctx.config, j.name, kept)
   say(`${ending.replace(/^remove/, 'removed').replace(/^rewrite/, 'rewrote')}: ${named(released)} released\n`)
@@ -235,7 +231,7 @@ async function settleOne(
 
 export async function settle(args: ParsedArgs<typeof settleOptions>, ctx: CommandContext): Promise<number> {
   const dryRun = args.values['dry-run'] === true
-  // A D/layout that is a symlink would have the command read and rewrite files elsewhere (design §2.1).
+  // A symlinked D/layout would have the command rewrite files elsewhere (design §2.1).
   await verifyDataRoots(ctx.config.dataDir)
   const held = await lockOut(ctx, dryRun)
   try {

@@ -45,7 +45,7 @@ export const usage = `usage:
 
 export const signature: Signature = { failures: 'layoutd journal', usageErrors: 'layoutd journal' }
 
-/** One move a journal names, as read from the file (its shape not trusted). */
+/** As read from the file; its shape is not trusted. */
 interface Move {
   host: string
   to: string
@@ -153,12 +153,11 @@ async function list(args: ParsedArgs<typeof listOptions>, ctx: CommandContext): 
 
 const showOptions = { json: { type: 'boolean' } } as const
 
-/** Where each move's files are now, beside the move. */
 function withEnds(moves: readonly Move[]): Promise<Array<Move & { atFrom: string; atDest: string }>> {
   return Promise.all(moves.map(async (m) => ({ ...m, atFrom: await whatIsAt(m.from), atDest: await whatIsAt(m.dest) })))
 }
 
-/** The journal files that name host, its own first (read or not); each with only host's move kept. */
+/** The journals naming host, its own first (read or not), each with only host's move kept. */
 async function namingHost(ctx: CommandContext, host: string, files: readonly string[]): Promise<JournalFile[]> {
   const read = await Promise.all(files.map((f) => readJournalFile(ctx.config, f)))
   return read
@@ -204,7 +203,7 @@ function moveTable(moves: ReadonlyArray<Move & { atFrom: string; atDest: string 
   )
 }
 
-/** HOST in every journal that names it, its own first, with where its files are now. */
+/** HOST in every journal naming it, its own first, with where its files are now. */
 async function showHost(
   args: ParsedArgs<typeof showOptions>,
   ctx: CommandContext,

@@ -1,11 +1,8 @@
 // `layoutd fleet rollout migrate|revert|status|history|pause|resume|abort|
 // retry|skip|promote` (design §7.6, §8): records a staged rollout in the
 // etcd deploy store, shows it and its events, and changes it as an
-// operator asks, each change with its event in one transaction. The
-// command only records: the agents open the waves themselves, so nothing
-// of the operator's has to keep running. `revert --now` skips the waves:
-// one fleet-wide intent, and the rollout in play aborted in the same
-// transaction. The directory store, serving one box, refuses rollouts.
+// operator asks, each change with its event in one transaction. The agents
+// open the waves themselves, so nothing of the operator's keeps running.
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import { INTENT_TIMEOUT_MS, newIntentId } from '../../domain/intent.js'
@@ -73,12 +70,11 @@ export const signature: Signature = { failures: 'layoutd fleet rollout', usageEr
 
 export interface RolloutIo extends CommandContext {
   store: DeployStore
-  /** The time of a record; default now. */
   at?: () => Date
   by?: string
   /** Between two reads of status --wait; default 1 s. */
   everyMs?: number
-  /** The random part of a new id; default 3 random bytes in hex. */
+  /** A new id's random part; default 3 random bytes in hex. */
   idSuffix?: () => string
 }
 
@@ -97,7 +93,7 @@ export const ROLLOUT_OPTIONS = {
 } as const
 type Values = ParsedArgs<typeof ROLLOUT_OPTIONS>['values']
 
-/** Which options each action takes; any other is a usage error. */
+/** Any other option is a usage error. */
 const TAKES: Record<string, readonly string[]> = {
   migrate: ['waves', 'max-parallel', 'progress-deadline', 'on-failure', 'max-failed-rows', 'force', 'message'],
   revert: ['waves', 'max-parallel', 'progress-deadline', 'on-failure', 'max-failed-rows', 'force', 'message', 'now'],
@@ -111,7 +107,7 @@ const TAKES: Record<string, readonly string[]> = {
   skip: ['message'],
 }
 
-/** The actions that name a box, and the one that may name a rollout; the others take no argument. */
+/** Actions that name a box, and the one that may name a rollout. */
 const ARGUMENT: Record<string, string> = { retry: 'BOX', skip: 'BOX', history: 'ID' }
 
 export const rolloutCommand: Command<typeof ROLLOUT_OPTIONS, RolloutIo> = {
@@ -122,7 +118,7 @@ export const rolloutCommand: Command<typeof ROLLOUT_OPTIONS, RolloutIo> = {
   run: (args, io) => runRollout(args.positionals[0] ?? '', args.positionals[1], args.values, io),
 }
 
-/** The action's options and argument, checked before anything is read; bad input changes nothing. */
+/** Checked before anything is read: bad input changes nothing. */
 function checkArgs(action: string, arg: string | undefined, v: Values): void {
   const takes = Object.hasOwn(TAKES, action) ? TAKES[action] : undefined
   if (takes === undefined) throw errors.usage(`unknown action ${JSON.stringify(action)}`)
@@ -165,7 +161,7 @@ function whole(name: string, text: string | undefined, min: number): number | un
   return Number(text)
 }
 
-/** Who runs the command: `user@host` (or the caller's `by`), as records and events name it. */
+/** `user@host` or the caller's `by`, as records and events name it. */
 export function recorder(io: { by?: string }): string {
   if (io.by !== undefined) return io.by
   let user: string
@@ -177,7 +173,6 @@ export function recorder(io: { by?: string }): string {
   return `${user}@${os.hostname()}`
 }
 
-/** The options of a rollout, checked; bad input changes nothing. */
 function rolloutOptions(v: Values) {
   if (v.waves === undefined) throw errors.usage('--waves is required (like 1,10%,50%,100%), or --now for revert')
   let specs
@@ -198,7 +193,7 @@ function rolloutOptions(v: Values) {
   }
 }
 
-/** The rollout in play, refused when one still runs or is paused: one rollout at a time. */
+/** Refused while one runs or is paused: one rollout at a time. */
 async function noneInPlay(port: RolloutPort, signal: AbortSignal) {
   const seen = await port.active(signal)
   const cur = seen.current?.record
@@ -260,7 +255,7 @@ async function record(port: RolloutPort, mode: 'nested' | 'flat', v: Values, io:
   return 0
 }
 
-/** The state the command left, read back and counted as the next `status` counts it. */
+/** The state left, counted as the next `status` counts it. */
 async function printLeft(port: RolloutPort, id: string, signal: AbortSignal, io: RolloutIo): Promise<void> {
   const s = await port.get(id, signal)
   if (s === undefined) return
@@ -302,10 +297,7 @@ async function revertNow(port: RolloutPort, v: Values, io: RolloutIo): Promise<n
   return 0
 }
 
-/**
- * pause, resume, abort, promote, retry, skip: a compare-and-swap on the record with the change's event in
- * the same transaction, tried again when an agent changed it first.
- */
+/** A compare-and-swap with the change's event in one transaction, tried again if an agent changed it first. */
 async function change(
   port: RolloutPort,
   kind: OperatorAction['kind'],
@@ -336,13 +328,13 @@ async function change(
   throw errors.rolloutConflict('the rollout kept changing under the command; run it again')
 }
 
-/** Whether box has started in the rollout (in its own wave); false for a box in none. */
+/** In its own wave; false for a box in none. */
 async function startedIn(port: RolloutPort, r: RolloutRecord, box: string, signal: AbortSignal): Promise<boolean> {
   const wave = r.waves.findIndex((w) => w.includes(box))
   return wave >= 0 && port.hasStarted(r.id, box, wave, signal)
 }
 
-/** `history [ID]`: the events of the rollout in play (or of ID), newest first. */
+/** The events of the rollout in play (or of ID), newest first. */
 async function history(port: RolloutPort, id: string | undefined, v: Values, io: RolloutIo): Promise<number> {
   const signal = AbortSignal.timeout(INTENT_TIMEOUT_MS)
   const s = id === undefined ? (await port.active(signal)).current : await port.get(id, signal)
@@ -357,7 +349,7 @@ async function history(port: RolloutPort, id: string | undefined, v: Values, io:
   return 0
 }
 
-/** The rollout in play and its progress, or undefined when none was ever recorded. */
+/** undefined when none was ever recorded. */
 export async function readRollout(
   port: RolloutPort,
   signal: AbortSignal,
@@ -389,11 +381,7 @@ export function formatRollout(r: RolloutRecord, progress: ReadonlyMap<string, Bo
   return `${progressLine(r, progress)}\n${by}\n${table}\n`
 }
 
-/**
- * The boxes the rollout still waits on (of its open wave or a later one, not done, not skipped) that are
- * gone: no live summary. Each would fail its wave (design §7.6), so `--wait` ends on them, as `fleet
- * status --wait` does, naming since when where the store keeps gone boxes.
- */
+/** Boxes the rollout still waits on that are gone: each would fail its wave (design §7.6), so `--wait` ends. */
 async function goneWaitedOn(
   io: RolloutIo,
   port: RolloutPort,

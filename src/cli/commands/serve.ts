@@ -14,7 +14,7 @@ export const options = {} as const
 
 export const signature = PROGRAM
 
-/** What serve runs with: the configuration, and the CARLOS_* variables it does not read (named at start). */
+/** The CARLOS_* variables it does not read are named at start. */
 type ServeContext = CommandContext & { unknown: string[] }
 
 export async function run(_args: unknown, { config, unknown }: ServeContext): Promise<number> {

@@ -56,7 +56,7 @@ export const options = {
 
 export const signature = PROGRAM
 
-/** How often --watch asks whether the report changed (a 304 while it has not), and --wait-ready asks /ready. */
+/** How often --watch asks (a 304 while unchanged) and --wait-ready asks. */
 export const WATCH_EVERY_MS = 2_000
 export const READY_EVERY_MS = 250
 export const READY_TIMEOUT_S = 30
@@ -64,7 +64,6 @@ export const READY_TIMEOUT_S = 30
 /** The longest one ask of --wait-ready may take. */
 const READY_ASK_MS = 2_000
 
-/** What status runs with: the configuration, the streams, and whether to colour. */
 export interface StatusContext extends CommandContext {
   paint: Paint
   /** Stdout is a terminal: --watch redraws in place. */
@@ -72,9 +71,9 @@ export interface StatusContext extends CommandContext {
   now: () => number
   /** Aborted when stdout's reader went away: --watch ends. */
   readerGone?: AbortSignal
-  /** The terminal's size, when it says it: --watch fits the report to it. */
+  /** --watch fits the report to it. */
   size?: () => ScreenSize | undefined
-  /** Calls redraw when the terminal is resized (SIGWINCH); answers how to stop. */
+  /** Calls redraw on SIGWINCH; answers how to stop. */
   onResize?: (redraw: () => void) => () => void
 }
 
@@ -97,12 +96,12 @@ function timeoutSeconds(text: string | undefined): number {
   return s
 }
 
-/** How many rows `--check` names on stderr before it says how many more. */
+/** Rows `--check` names before `and N more`. */
 const CHECK_NAMES = 20
 
-/** `--check`: exit 1 when the intent is unreadable or rows need a person (not those that pass on their own). */
+/** Exit 1 when the intent is unreadable or rows need a person. */
 function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number {
-  // An unreadable intent moves nothing until a person brings the store back or records one (design §7.7).
+  // An unreadable intent moves nothing until a person acts (design §7.7).
   const unreadable = report.mode === 'unreadable'
   if (unreadable)
     stderr.write('layoutd: the intent is unreadable: nothing moves until an operator acts (see warnings)\n')
@@ -115,10 +114,10 @@ function checkRows(report: LayoutReport, stderr: NodeJS.WritableStream): number 
   return 1
 }
 
-/** Asks /ready until it answers 200, or the timeout passes: 0 ready, 1 not. */
-/** The agent answering is not this data root's: waiting for it to be ready is waiting for the wrong one. */
+/** Another data root's agent will not become ours by waiting. */
 const WRONG_AGENT: ReadonlySet<string> = new Set(['agent_other_data_root', 'agent_unidentified'])
 
+/** 0 once /ready answers 200, 1 at the timeout. */
 export async function waitReady(
   client: AgentClient,
   url: string,
@@ -142,9 +141,8 @@ export async function waitReady(
       last = `layoutd is ${r.phase}`
       answered = true
     } catch (err) {
-      // Another data root's agent will not become this one's by waiting.
       if (err instanceof AppError && WRONG_AGENT.has(err.code)) throw err
-      // An ask the wait's own end cut short says nothing of the agent: what it last answered stands.
+      // An ask cut short by the wait's own end says nothing: the last answer stands.
       const cutShort = untilTheEnd && ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT'
       if (!(answered && cutShort)) last = errorMessage(err)
     }
@@ -154,17 +152,14 @@ export async function waitReady(
   return 1
 }
 
-/** A terminal's size, when stdout is one that says it. */
 export interface ScreenSize {
   rows: number
   columns: number
 }
 
 /**
- * Draws the report, then asks every everyMs with its ETag (a 304 costs the
- * agent nothing). A terminal is redrawn in place; elsewhere a copy is
- * printed only on change. An agent that stops answering is said plainly,
- * above its last report frozen as it stood. Ends when signal aborts.
+ * Asks with the ETag (a 304 costs the agent nothing); a terminal is redrawn every time, elsewhere a copy is
+ * printed only on change; a silent agent is said above its last report.
  */
 export async function watch(
   client: AgentClient,
@@ -222,7 +217,7 @@ export async function watch(
   return 0
 }
 
-/** A host's journal or hold marker as JSON, when this box's data root holds one. */
+/** A host's journal or hold marker as JSON, when this data root holds one. */
 async function layoutFile(
   dataDir: string | undefined,
   host: string,
@@ -239,7 +234,7 @@ async function layoutFile(
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
-/** The advice's placeholders when the data root is here; a held host's files are at the other end from its `to`. */
+/** The advice's placeholders; a held host's files are at the other end from its `to`. */
 function adviceFacts(host: string, dirs: Dirs | undefined, hold: Record<string, unknown> | undefined): AdviceFacts {
   const facts: AdviceFacts = { host, journal: host }
   if (dirs === undefined || hostError(host) !== null) return facts
@@ -250,7 +245,7 @@ function adviceFacts(host: string, dirs: Dirs | undefined, hold: Record<string, 
   return facts
 }
 
-/** One host: its word, reason and note, where it would wake, its journal or hold, and what to do. */
+/** Its word, reason, note, wake paths, journal or hold, and what to do. */
 export async function describeHost(
   client: AgentClient,
   host: string,
@@ -309,7 +304,7 @@ export async function describeHost(
     ])
   }
   lines.push(['to do', todo])
-  // Every value may carry outside text (a reason, a path, a journal's fields): each is shown printable.
+  // Every value may carry outside text: each is shown printable.
   ctx.stdout.write(
     `${printable(host)}  ${ctx.paint(row.layout)}\n` +
       lines.map(([k, v]) => `  ${k.padEnd(8)}${printable(v)}\n`).join(''),
@@ -317,7 +312,6 @@ export async function describeHost(
   return 0
 }
 
-/** Refuses options that do not go together, as a usage error. */
 function refuseMixed(v: ParsedArgs<typeof options>['values'], host: string | undefined): void {
   const modes = [v.watch === true, v['wait-ready'] === true, host !== undefined].filter(Boolean).length
   if (modes > 1) throw errors.usage('HOST, --watch and --wait-ready go one at a time')
@@ -337,8 +331,7 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   const client = agentClient(ctx.config, v.url)
   const url = client.url
   if (v['wait-ready'] === true) return waitReady(client, url, timeoutSeconds(v.timeout), ctx)
-  // The journal and hold are read only from this box's own data root: with
-  // --url the agent may be another box's.
+  // Journal and hold only from this box's data root: with --url the agent may be another's.
   if (host !== undefined)
     return describeHost(client, host, v.url === undefined ? ctx.config.dataDir : undefined, ctx, v.json === true)
   if (v.watch === true) {
@@ -362,7 +355,7 @@ export async function run(args: ParsedArgs<typeof options>, ctx: StatusContext):
   return v.check === true ? checkRows(report, ctx.stderr) : 0
 }
 
-/** The scope status runs in: the configuration loaded now, the streams, colour by the rule. */
+/** The configuration loaded now, colour by the rule. */
 export function statusScope(cli: Cli): Scope<StatusContext> {
   const tty = (cli.stdout as { isTTY?: boolean }).isTTY === true
   const paint = wantsColour(cli.stdout as { isTTY?: boolean }, cli.environ) ? ansi : plain

@@ -1,6 +1,6 @@
 // `layoutd routes add HOST …` (design §8): a row added to the registry; a
 // pathless hibernating instance is minted (design §5.5) and its directories
-// made (design §2). A refused add changes nothing.
+// made (design §2).
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { requireValidHost } from '../../../domain/hostname.js'
@@ -48,7 +48,7 @@ function isKind(k: string): k is RouteKind {
   return (ROUTE_KINDS as readonly string[]).includes(k)
 }
 
-/** A path as given, made absolute: every process must read the same directory from the row. */
+/** Absolute: every process must read the same directory from the row. */
 function absolute(p: string | undefined): string | undefined {
   return p === undefined || p === '' ? undefined : path.resolve(p)
 }
@@ -59,8 +59,7 @@ export async function run(
 ): Promise<number> {
   const kind = values.kind
   if (!isKind(kind)) throw errors.usage(`--kind ${JSON.stringify(kind)} is not one of ${ROUTE_KINDS.join(', ')}`)
-  // Everything that can refuse the row is asked before a directory is
-  // made: a refused add changes nothing.
+  // Everything that can refuse is asked before a directory is made: a refused add changes nothing.
   requireValidHost(host)
   if (io.registry.get(host) !== undefined) throw errors.hostExists(host)
 
@@ -76,7 +75,7 @@ export async function run(
   }
   const mode = minted?.mode
   validateRoute(route)
-  // The socket the row names must be one its instance can bind, whoever chose it.
+  // The instance must be able to bind the socket, whoever chose it.
   if (route.socket !== '' && Buffer.byteLength(route.socket) > MAX_SOCKET_PATH) {
     throw errors.socketTooLong(host, mode === undefined ? 'socket' : `${mode} socket`, route.socket, MAX_SOCKET_PATH)
   }
@@ -104,13 +103,12 @@ async function mintMode(io: RoutesIo, host: string): Promise<Mode> {
   try {
     return await io.mint()
   } catch (err) {
-    // Minting flat while the intent cannot be read would put a row beside
-    // nested ones that the fleet may want nested: refuse, never guess.
+    // Minting flat on an unreadable intent could put a row beside nested ones the fleet wants: never guess.
     throw errors.mintRefused(host, err)
   }
 }
 
-/** mkdir -p that records every directory it created, so a failed add can remove exactly those. */
+/** Records every directory it created, so a failed add removes exactly those. */
 async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> {
   const first = await fs.mkdir(dir, { recursive: true, mode })
   if (first === undefined) return
@@ -120,7 +118,7 @@ async function mkdirp(dir: string, mode: number, made: string[]): Promise<void> 
   }
 }
 
-/** The sockets group's id, looked up once per command: a lookup starts a process (getent). */
+/** Looked up once per command: a lookup starts a process (getent). */
 const socketsGids = new WeakMap<RoutesIo, Promise<number>>()
 
 function socketsGid(io: RoutesIo): Promise<number> {
@@ -132,7 +130,6 @@ function socketsGid(io: RoutesIo): Promise<number> {
   return gid
 }
 
-/** The minted row's directories with their modes and group, each made recorded in made; existing ones kept. */
 export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: string[]): Promise<void> {
   const { config } = io
   const paths = pathsFor(config, host, mode)
@@ -148,15 +145,13 @@ export async function makeDirs(io: RoutesIo, host: string, mode: Mode, made: str
   await mkdirp(root, NESTED_ROOT_MODE, made)
   await mkdirp(paths.dir, 0o750, made)
   await mkdirp(runDir, NESTED_RUN_MODE, made)
-  // Explicit modes: the umask would strip setgid. The root and run/ get the
-  // sockets group so the edge reaches the socket; data/ grants it nothing (design §2).
+  // Explicit modes, as the umask would strip setgid; only the root and run/ get the sockets group (design §2).
   const gid = await socketsGid(io)
   await setDirMode(root, NESTED_ROOT_MODE, gid)
   await setDirMode(runDir, NESTED_RUN_MODE, gid)
   closeToEdge(paths.dir, gid)
 }
 
-/** Removes the directories a failed add or import made, deepest first. */
 export async function undoDirs(made: string[], io: RoutesIo): Promise<void> {
   // Deepest first; rmdir, never rm -r: a directory holding anything is not ours to remove.
   for (const d of [...made].sort((a, b) => b.length - a.length)) {

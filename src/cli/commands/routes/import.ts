@@ -1,8 +1,6 @@
 // `layoutd routes import FILE|-` (design §8): many rows from JSON Lines.
-// Every line is checked first, as `routes add` checks one, and against the
-// stored rows and the other lines; one bad line refuses the whole file,
-// naming every bad line; the rest go in one transaction. Pathless rows are
-// minted as `routes add` mints them. The agent is then asked for a run.
+// One bad line refuses the whole file, naming every bad line; the rest go
+// in one transaction, pathless rows minted as `routes add` mints them.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Compile, Type } from '../../../domain/typebox.js'
@@ -63,7 +61,6 @@ interface Bad {
   why: string
 }
 
-/** The file's text, or standard input's. */
 async function readAll(file: string, io: RoutesIo): Promise<string> {
   try {
     if (file !== '-') return await fs.readFile(path.resolve(file), 'utf8')
@@ -76,7 +73,6 @@ async function readAll(file: string, io: RoutesIo): Promise<string> {
   }
 }
 
-/** One line as a row, or why it is not one. */
 function parseLine(text: string): Route | string {
   let value: unknown
   try {
@@ -111,10 +107,7 @@ function parseLine(text: string): Route | string {
   return route
 }
 
-/**
- * Every line checked: its shape, the rules of `routes add`, a host twice
- * in the file or already stored, a dir or socket another row claims.
- */
+/** `routes add`'s rules, plus a host twice or already stored, a dir or socket claimed. */
 export function checkLines(
   text: string,
   stored: readonly Route[],
@@ -156,15 +149,14 @@ export function checkLines(
   return { routes: rows.map((r) => r.route), bad, skipped }
 }
 
-/** The mint's answer for the file's pathless rows, the paths it is built under, and where each host's files sit. */
 export interface Minted {
   mode: Mode | undefined
   config: Dirs | undefined
-  /** What is at each pathless host's flat and nested dir (an Error: it could not be looked at); absent: not looked. */
+  /** Each pathless host's flat and nested dir (an Error: not lookable); absent: not looked. */
   files: ReadonlyMap<string, HostFiles | Error> | undefined
 }
 
-/** A hibernating instance without paths, given the minted ones (and checked again); anything else as it is. */
+/** A pathless hibernating instance gets the minted paths, checked again. */
 function minted(parsed: Route | string, mint: Minted): Route | string {
   if (typeof parsed === 'string' || !needsMint(parsed) || mint.mode === undefined || mint.config === undefined)
     return parsed
@@ -179,7 +171,7 @@ function minted(parsed: Route | string, mint: Minted): Route | string {
   return route
 }
 
-/** The mode a pathless host is minted in, where its files sit (design §5.5), or why it cannot be minted. */
+/** Minted where its files sit (design §5.5), or why it cannot be. */
 function modeAtFiles(host: string, mode: Mode, files: HostFiles | Error | undefined): Mode | { why: string } {
   if (files === undefined) return mode
   if (files instanceof Error) return { why: `${host}: ${errorMessage(files)}` }
@@ -195,7 +187,6 @@ function needsMint(r: Route): boolean {
   return r.kind === 'instance' && r.hibernate && r.dir === '' && r.socket === ''
 }
 
-/** The hosts of the file's hibernating instances without paths: only when there are any is the mint asked. */
 function hostsToMint(text: string): string[] {
   const hosts: string[] = []
   for (const raw of text.split('\n')) {
@@ -206,7 +197,7 @@ function hostsToMint(text: string): string[] {
   return hosts
 }
 
-/** The instance rows that will read `foreign` (the activator wakes them as they are; the pass never moves them). */
+/** Rows that will read `foreign`: the activator wakes them as they are, the pass never moves them. */
 function foreignWarnings(routes: readonly Route[], stored: readonly Route[], dirs: Dirs): string[] {
   const claims = new PathClaims([...stored, ...routes])
   const out: string[] = []
@@ -226,9 +217,7 @@ export async function run(
   const from = file === '-' ? 'standard input' : file
   const text = await readAll(file, io)
   const stored = io.registry.list()
-  // One mint question for the whole file, asked only when a row needs it;
-  // an unreadable intent refuses the file, as it refuses `routes add`.
-  // Each such host is then minted where its files already sit.
+  // One mint question for the whole file; an unreadable intent refuses it, as it refuses `routes add`.
   const bare = hostsToMint(text)
   const mode = bare.length > 0 ? await mintFor(io, from) : undefined
   const files = mode === undefined ? undefined : await hostFilesOf(io.config, bare)
@@ -255,12 +244,10 @@ export async function run(
   return 0
 }
 
-/** How many hosts' minted directories are made at once. */
 const MAKE_CONCURRENCY = 16
 
-/** The minted rows' directories: the first row of each shape alone, then the rest a few hosts at a time. */
 async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], made: string[]): Promise<void> {
-  // The first of each shape makes the shared parents, so no two mkdirs race and each dir is recorded once for the undo.
+  // The first of each shape makes the shared parents alone: no two mkdirs race, each dir is recorded once.
   const firsts = new Map<Mode, Route>()
   for (const r of rows) if (!firsts.has(mintedMode(io, r))) firsts.set(mintedMode(io, r), r)
   for (const [mode, r] of firsts) await makeDirs(io, r.host, mode, made)
@@ -268,12 +255,11 @@ async function makeMintedDirs(io: RoutesIo, rows: readonly Route[], made: string
   await mapLimit(rest, MAKE_CONCURRENCY, (r) => makeDirs(io, r.host, mintedMode(io, r), made))
 }
 
-/** The shape a minted row was given. */
 function mintedMode(io: RoutesIo, route: Route): Mode {
   return hasShape(io.config, route, 'nested') ? 'nested' : 'flat'
 }
 
-/** ` (3 minted flat, 2 minted nested, 3 of them where their files already were)`, or nothing when none was minted. */
+/** ` (3 minted flat, 2 minted nested, 3 of them where their files already were)`, or ''. */
 function mintedSummary(
   io: RoutesIo,
   rows: readonly Route[],

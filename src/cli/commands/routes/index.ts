@@ -1,6 +1,5 @@
 // `layoutd routes add|import|list|rm` (design §8): the registry edited
-// directly, no agent needed. The group: usage, dispatch, and what its
-// subcommands run with.
+// directly, no agent needed.
 import { loadConfig } from '../../../config.js'
 import type { Mode } from '../../../domain/modes.js'
 import type { DeployStore, RouteStore } from '../../../domain/ports.js'
@@ -30,21 +29,19 @@ export const usage = `usage:
 
 export const signature: Signature = { failures: 'layoutd routes', usageErrors: 'layoutd routes' }
 
-/** What a routes subcommand runs with. */
 export interface RoutesIo extends CommandContext {
-  /** Opened (and closed) by the caller. */
+  /** Opened and closed by the caller. */
   registry: RouteStore
-  /** The mint rule: the mode of a new row; rejects with `intent_unreadable` while the intent cannot be read. */
+  /** The mint rule; rejects with `intent_unreadable` while the intent is unreadable. */
   mint: () => Promise<Mode>
-  /** The command groups are looked up with (through NSS); `getent` unless a test says otherwise. */
+  /** Group lookup through NSS; `getent` unless a test says otherwise. */
   getent?: string
-  /** What `routes import -` reads; the process's standard input unless a test says otherwise. */
+  /** What `routes import -` reads. */
   stdin?: NodeJS.ReadableStream
-  /** Asks the running agent for a run after rows were added; says on stderr when none took it. */
   kick?: () => Promise<void>
 }
 
-/** How long `routes add` waits for the running agent's mint before applying the rule itself. */
+/** How long `routes add` waits for the agent's mint before applying the rule itself. */
 const MINT_ASK_MS = 5_000
 
 const SUBCOMMANDS: Record<string, Command<OptionsConfig, RoutesIo>> = { add, import: importRows, list, rm }
@@ -60,12 +57,11 @@ export const group: CommandGroup<RoutesIo> = {
   },
 }
 
-/** Runs `routes <argv>` with a registry and mint the caller opened; resolves to the exit status. */
+/** With a registry and mint the caller opened (tests). */
 export function routesCommand(argv: readonly string[], io: RoutesIo): Promise<number> {
   return runGroup(group, argv, io, (use) => use(io))
 }
 
-/** `layoutd routes …` from the command line: opens the registry and the deploy store for the command. */
 export function main(argv: readonly string[], cli: Cli): Promise<number> {
   return runGroup(group, argv, cli, async (use) => {
     const config = loadConfig(cli.environ)
@@ -75,11 +71,9 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
     ])
     // Beside a running agent a gone registry is refused (registry_gone), never created for nobody to read.
     const registry = Registry.open(config.dataDir, { create: !AgentLock.held(config.dataDir) })
-    // The store and the agent's client are opened only when a row is minted.
     let store: DeployStore | undefined
-    // The running agent mints with its gate's real answer. With no agent the
-    // CLI applies the rule gateless: a nested default mints nested only
-    // where nested rows are present.
+    // The running agent mints with its gate's real answer; without one the CLI applies the rule gateless
+    // (a nested default mints nested only where nested rows are present).
     const mint = async (): Promise<Mode> => {
       const [{ openDeployStore }, { mintLayoutIntentWith }, { agentClient }] = await Promise.all([
         import('../../../infra/deploy-store.js'),
@@ -108,7 +102,6 @@ export function main(argv: readonly string[], cli: Cli): Promise<number> {
         await agentClient(config, undefined).kick()
         cli.stdout.write('asked the agent for a run: it acts on the new rows now\n')
       } catch (err) {
-        // The rows are in the registry either way: an agent started later reads them.
         const why = err instanceof AgentUnreachable ? 'no agent answered' : errorMessage(err)
         cli.stderr.write(`layoutd routes: ${printable(why)}; the agent acts on the new rows when it next runs\n`)
       }

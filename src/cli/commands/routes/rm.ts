@@ -24,8 +24,7 @@ export const signature: Signature = { failures: 'layoutd routes rm', usageErrors
 
 export async function run({ positionals: [host = ''] }: ParsedArgs<typeof options>, io: RoutesIo): Promise<number> {
   requireValidHost(host)
-  // Recovery acts on the row a journal or hold names: removing it would
-  // strand the files. An unreadable batch file may name it, so refuses too.
+  // Removing a row a journal or hold names would strand its files; an unreadable batch may name it too.
   const layout = layoutDirectory(io.config.dataDir)
   const [journals, holds] = await Promise.all([journalNames(io.config.dataDir), layout.holdHosts()])
   const file = journals.files.get(host)
