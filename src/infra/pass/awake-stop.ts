@@ -1,7 +1,6 @@
-// The stop of an awake host (design §3 step 3): fence it with a new
-// generation, ask the activator to stop it, wait at most the stop timeout
-// for its claim's release, and only then move it. Files never move under a
-// claim; a stop that does not happen leaves the tenant running where it is.
+// The stop of an awake host (design §3 step 3): fenced, the activator asked
+// to stop it, its claim's release awaited at most the stop timeout, and only
+// then moved. Files never move under a claim.
 import { performance } from 'node:perf_hooks'
 import type { Result } from '../../domain/modes.js'
 import type { MoveCandidate } from '../../domain/pass-plan.js'
@@ -22,10 +21,7 @@ export class AwakeStop {
     this.#steps = steps
   }
 
-  /**
-   * Steps 3 (stop) and on for one host that holds a wake claim; why it is stopped now (`force`, `grace over`,
-   * `held`) is told to onWait.
-   */
+  /** Steps 3 on for a host holding a wake claim; why it is stopped now is told to onWait. */
   async stopAndMove(candidate: MoveCandidate, signal: AbortSignal, why = 'grace over'): Promise<Result[]> {
     const ctx = this.#ctx
     const { registry, claims } = ctx.deps
@@ -34,8 +30,7 @@ export class AwakeStop {
     this.#state.fence([host], generation)
     ctx.failpoint('after-fence')
     const fencedAt = performance.now()
-    // The claim may have been released since the batch was sorted; then
-    // the host is asleep, and fenced asleep.
+    // Released since the batch was sorted: asleep, and fenced asleep.
     if (claims.claimed(host)) {
       const asks =
         ctx.deps.claims.canAskStop?.() !== false
@@ -67,10 +62,7 @@ export class AwakeStop {
     return this.#steps.move([{ journal, wasHeld: candidate.wasHeld, fencedAt }])
   }
 
-  /**
-   * Asks the activator to stop host and waits, at most the stop timeout, for
-   * its claim's release. True only when the claim is proven gone.
-   */
+  /** Asks the activator to stop host and waits at most the stop timeout; true only once the claim is proven gone. */
   async stop(host: string, signal: AbortSignal): Promise<boolean> {
     const { clock, claims, logger } = this.#ctx.deps
     const timeout = new AbortController()

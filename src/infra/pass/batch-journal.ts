@@ -1,8 +1,6 @@
 // A batch's journal, `<data>/layout/_batch-<generation>.journal` (design
-// §3.3): every move of one group commit in one file. It is `{v: 2, generation,
-// startedAt, moves}`, written with one fdatasync and one directory fsync and
-// read back as a host's own journal is: one bad move keeps the whole file,
-// and every host it names stays fenced.
+// §3.3): every move of one group commit in one file. One bad move keeps the
+// whole file, its hosts fenced.
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
 import { validHost } from '../../domain/hostname.js'
@@ -18,7 +16,7 @@ import {
 } from './journal.js'
 import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
-/** One move of a batch's journal: a v1 journal without what the batch holds once for all. */
+/** A v1 journal without what the batch holds once for all. */
 const BatchMove = Type.Object(
   {
     host: Type.String({ description: 'The host being moved.' }),
@@ -43,12 +41,7 @@ export const BatchJournal = Type.Object(
 )
 export type BatchJournal = Static<typeof BatchJournal>
 
-/**
- * Writes one batch's journal (design §3 "Many hosts"): one file naming
- * every move, written under its temporary name and fdatasynced, renamed
- * into place, `<data>/layout` fsynced. When it returns the file is on disk
- * whole; when it throws it may be, and each move it names has not begun.
- */
+/** Writes a batch's journal whole (design §3); if it throws, the file may be on disk with no move begun. */
 export async function writeBatchJournal(
   dirs: Dirs,
   name: string,
@@ -67,14 +60,10 @@ export async function writeBatchJournal(
   await writeManySliced(dir, [{ name, data: `${JSON.stringify(batch)}\n` }], slicer)
 }
 
-/**
- * What a batch's journal says: every move, each as a v1 journal, or why
- * the file cannot be acted on with the valid hosts it names (they stay
- * fenced: one bad entry keeps the whole file for an operator).
- */
+/** Every move as a v1 journal, or why the file cannot be acted on, with the valid hosts it names (kept fenced). */
 export type BatchRead = { ok: true; journals: Journal[] } | { ok: false; reason: string; hosts: string[] }
 
-/** The valid hosts named anywhere in a batch's moves, however bad the rest of it. */
+/** The valid hosts a batch names, however bad the rest of it. */
 export function namedHosts(raw: unknown): string[] {
   const moves = (raw as { moves?: unknown } | null)?.moves
   if (!Array.isArray(moves)) return []
@@ -84,7 +73,6 @@ export function namedHosts(raw: unknown): string[] {
   return [...new Set(hosts)]
 }
 
-/** Checks a parsed batch journal entry by entry, as checkJournal checks one. */
 export function checkBatch(raw: unknown, dirs: Dirs): BatchRead {
   const hosts = namedHosts(raw)
   if (!Value.Check(BatchJournal, raw)) {
@@ -115,13 +103,12 @@ export function checkBatch(raw: unknown, dirs: Dirs): BatchRead {
   return { ok: true, journals }
 }
 
-/** readBatch, synchronously. */
 export function readBatchSync(dirs: Dirs, name: string): BatchRead {
   const read = readJsonSync(dirs, name)
   return read.ok ? checkBatch(read.raw, dirs) : { ...read, hosts: [] }
 }
 
-/** A host's own journal read synchronously, answered as a batch of one. A missing file throws (ENOENT). */
+/** A host's own journal, as a batch of one; a missing file throws (ENOENT). */
 export function readJournalSync(dirs: Dirs, host: string): BatchRead {
   const read = readJsonSync(dirs, hostJournalName(host))
   const checked = read.ok ? checkJournal(read.raw, host, dirs) : read

@@ -1,7 +1,6 @@
 // Rows already nested brought to the modes a move makes (design §2): a root
-// left 0750 in the agent's group, which the edge (in the sockets group)
-// cannot pass to `run/`, is made 0710 in that group, its `data/` closed to
-// the edge first. One lstat per root per run; only a root that differs is touched.
+// left 0750, which the edge cannot pass, made 0710 in the sockets group, its
+// `data/` closed to the edge first.
 import path from 'node:path'
 import { nestedRoot, type Dirs } from '../../domain/paths.js'
 import type { Logger } from '../../domain/ports.js'
@@ -13,34 +12,28 @@ import { holdDirModeSync, lstatSyncOrUndefined, type Slicer } from './sliced-fs.
 
 export interface EdgeModesDeps {
   dirs: Dirs
-  /** The sockets group's id; -1 leaves the group alone (the mode is still held). */
+  /** -1 leaves the group alone (the mode is still held). */
   gid: number
   slicer: Slicer
-  /** Whether a host's files may be touched now: neither claimed nor fenced. Asked in the tick of each change. */
+  /** Neither claimed nor fenced, asked in the tick of each change. */
   free: (host: string) => boolean
   logger: Logger
 }
 
-/** What a look found and did: roots made right, and roots left for a later run (claimed, fenced, or failed). */
+/** Roots made right, and roots left for a later run. */
 export interface EdgeModesDone {
   repaired: string[]
   left: string[]
 }
 
-/** Whether a nested root lacks the mode or group a move gives it; one lstat, following nothing. */
+/** Whether a nested root lacks a move's mode or group (one lstat). */
 export function rootOffEdgeModes(root: string, gid: number): boolean {
   const st = lstatSyncOrUndefined(root)
   if (st?.isDirectory() !== true) return false
   return (st.mode & 0o7777) !== NESTED_ROOT_MODE || (gid >= 0 && st.gid !== gid)
 }
 
-/**
- * Holds the edge's modes on nested rows (design §2), in two rounds: every
- * `data/` is closed and fsynced before any root opens to the sockets group,
- * so no power cut lets the edge into a `data/`. A host under a claim or fence
- * is left for a later run (§3 step 3), asked in the chmod's tick. No symlink
- * is followed; a failed change is logged and left.
- */
+/** Every data/ is closed and fsynced before any root opens, so no power cut lets the edge into a data/. */
 export async function holdEdgeModes(rows: readonly Route[], deps: EdgeModesDeps): Promise<EdgeModesDone> {
   const { dirs, gid, slicer, free, logger } = deps
   const off: Route[] = []

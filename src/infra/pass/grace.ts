@@ -1,8 +1,7 @@
 // The awake grace (design §3 step 2), `<data>/layout/grace.json`: when each
-// awake host was first deferred, and toward which mode. Persisted so a
-// restart grants no fresh hour. An entry ends when its host reaches that mode
-// or the intent changes. Within one life a grace runs on the monotonic clock
-// (a stepped wall clock cannot change it); a persisted stamp from the future is clamped.
+// awake host was first deferred, and toward which mode. Persisted, so a
+// restart grants no fresh hour; within one life it runs on the monotonic
+// clock, which a stepped wall clock cannot change.
 import path from 'node:path'
 import { Type, Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
@@ -35,17 +34,14 @@ type GraceFile = Static<typeof GraceFile>
 
 export const GRACE_FILE = 'grace.json'
 
-/**
- * How far in the future a stamp read back may lie and still be taken as it is (clocks of one box disagree a
- * little).
- */
+/** A read-back stamp may lie this far in the future and be taken as is. */
 export const STAMP_TOLERANCE_MS = 60_000
 
 interface Entry {
   mode: Mode
-  /** Wall clock: when the host was first deferred (persisted, shown). */
+  /** Wall clock: first deferred (persisted, shown). */
   since: number
-  /** Monotonic clock: when its grace started, as this process measures it; set at its first ask. */
+  /** Monotonic: when its grace started in this life; set at its first ask. */
   start?: number
 }
 
@@ -61,10 +57,7 @@ export class GraceBook {
     this.#clock = clock
   }
 
-  /**
-   * A stamp read back later than now would stretch the grace: beyond the
-   * tolerance it is clamped to now and logged, which restarts a grace, never ends one.
-   */
+  /** Past the tolerance, a future stamp is clamped to now: a grace restarts, never ends. */
   #clampFuture(file: string, logger: Logger): void {
     const now = this.#clock.now()
     for (const [host, entry] of this.#hosts) {
@@ -79,10 +72,7 @@ export class GraceBook {
     }
   }
 
-  /**
-   * Reads the book. One that cannot be read starts empty, which only ever
-   * lengthens a grace: every awake host's hour starts again.
-   */
+  /** Reads the book; one that cannot be read starts empty, which only ever lengthens a grace. */
   static async load(dirs: Dirs, logger: Logger, clock: Pick<Clock, 'now' | 'monotonic'>): Promise<GraceBook> {
     const file = path.join(layoutDir(dirs), GRACE_FILE)
     let raw: unknown
@@ -107,11 +97,7 @@ export class GraceBook {
     return book
   }
 
-  /**
-   * The grace host has left toward mode (at most graceMs), started now when
-   * it has none. nowMs stamps a new entry; time gone is the monotonic clock's
-   * within this process, plus what a read-back stamp says had gone.
-   */
+  /** The grace host has left toward mode, started now when it has none; time gone is monotonic within a life. */
   left(host: string, mode: Mode, nowMs: number, graceMs: number): number {
     const mono = this.#clock.monotonic?.() ?? nowMs
     let entry = this.#hosts.get(host)
@@ -124,23 +110,20 @@ export class GraceBook {
     return graceMs - Math.max(0, mono - entry.start)
   }
 
-  /** The host reached the mode (or left the registry): its entry ends. */
   end(host: string): void {
     if (this.#hosts.delete(host)) this.#dirty = true
   }
 
-  /** Ends every entry toward another mode (the intent changed) or for a host not in hosts. */
+  /** Ends entries toward another mode (the intent changed) or for hosts not in hosts. */
   retain(mode: Mode, hosts: ReadonlySet<string>): void {
     for (const [host, entry] of this.#hosts) if (entry.mode !== mode || !hosts.has(host)) this.end(host)
   }
 
-  /** When host was first deferred toward mode, or undefined. */
   since(host: string, mode: Mode): number | undefined {
     const entry = this.#hosts.get(host)
     return entry?.mode === mode ? entry.since : undefined
   }
 
-  /** Writes the book when it changed. */
   async save(): Promise<void> {
     if (!this.#dirty) return
     const dir = await ensureLayoutDir(this.#dirs)

@@ -1,8 +1,6 @@
 // Hold markers, `<data>/layout/<host>.hold` (design §1): a host stopped for
 // its move whose move was then refused for a reason its tenant could have
-// caused. The marker keeps it fenced and down across restarts until the
-// reason is cleared or the layout is reverted. And the notes a move leaves
-// when it sets something aside (`<data>/layout/aside/<host>/<stamp>/`).
+// caused. It stays fenced and down across restarts. And the aside notes.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { Type, Value } from '../../domain/typebox.js'
@@ -22,8 +20,7 @@ export const HoldMarker = Type.Object(
     to: Type.Union([Type.Literal('flat'), Type.Literal('nested')], {
       description: 'The layout the refused move went toward.',
     }),
-    // A string, not the enum: a marker a newer layoutd wrote with a code this
-    // build does not know is still a hold, read as legacy_hold, not corrupt.
+    // A string, not the enum: a newer agent's code is still a hold here (legacy_hold), not corrupt.
     code: Type.Optional(
       Type.String({ description: "The reason's code (reason-codes.ts); absent in markers of older agents." }),
     ),
@@ -34,15 +31,12 @@ export const HoldMarker = Type.Object(
 )
 export type HoldMarker = Static<typeof HoldMarker>
 
-/**
- * A hold as the pass keeps it. A marker that does not read back stands, under every intent, until an operator
- * removes it.
- */
+/** A hold as the pass keeps it; a marker that does not read back stands under every intent until removed. */
 export type Hold =
   | { host: string; to: Mode; code: ReasonCode; reason: string; corrupt: false }
   | { host: string; to: undefined; code: 'hold_corrupt'; reason: string; corrupt: true }
 
-/** The code a marker read back carries: its own, or legacy_hold for one without a code this build knows. */
+/** The marker's code, or legacy_hold for one this build does not know. */
 export function markerCode(marker: Pick<HoldMarker, 'code'>): ReasonCode {
   return isReasonCode(marker.code) ? marker.code : 'legacy_hold'
 }
@@ -63,7 +57,6 @@ export async function removeHolds(dirs: Dirs, hosts: Iterable<string>): Promise<
   )
 }
 
-/** Reads host's hold marker; undefined when there is none. */
 export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefined> {
   const file = path.join(layoutDir(dirs), `${host}${HOLD_SUFFIX}`)
   let text: string
@@ -103,7 +96,6 @@ export async function readHold(dirs: Dirs, host: string): Promise<Hold | undefin
   return { host, to: raw.to, code: markerCode(raw), reason: raw.reason, corrupt: false }
 }
 
-/** `<data>/layout/aside/<host>`. */
 export function asideHostDir(dirs: Dirs, host: string): string {
   return path.join(layoutDir(dirs), 'aside', host)
 }

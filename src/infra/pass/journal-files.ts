@@ -1,29 +1,21 @@
 // The journal files of `<data>/layout` as the pass knows them (design §3.3):
-// which hosts each file names, and which files name each host. A batch's
-// file may go only once every host it names has ended, a kept host first
-// getting a journal of its own; this part plans that, the pass state does the I/O.
+// which hosts each file names, and which files name each host. A batch's file
+// goes once every host it names has ended, a kept host first given its own.
 import { samePaths } from '../../domain/pass-plan.js'
 import { hostJournalName, type Journal } from './journal.js'
 
-/**
- * Whether two journals record the same move (the generation and time aside: a kept host's own copy of a
- * batch's move).
- */
+/** Same move, generation and time aside (a kept host's own copy of a batch's move). */
 export function sameMove(a: Journal, b: Journal): boolean {
   return a.host === b.host && a.to === b.to && samePaths(a.from, b.from) && samePaths(a.dest, b.dest)
 }
 
-/** A journal file on disk. */
 interface JournalFile {
   hosts: Set<string>
-  /** Each host's move as the file says; undefined when the file cannot be acted on (kept whole for an operator). */
+  /** Undefined when the file cannot be acted on: kept whole for an operator. */
   moves: Map<string, Journal> | undefined
 }
 
-/**
- * What a settle does: the files that go, the own journals written first, the ended hosts a file that stays
- * still names.
- */
+/** The files that go, the own journals written first, the ended hosts a staying file names. */
 export interface SettlePlan {
   going: string[]
   own: Journal[]
@@ -34,7 +26,6 @@ export class JournalFiles {
   readonly #files = new Map<string, JournalFile>()
   readonly #namedIn = new Map<string, Set<string>>()
 
-  /** Records a file with the moves it names (undefined: it cannot be acted on, and names hosts). */
   add(
     name: string,
     moves: ReadonlyMap<string, Journal> | undefined,
@@ -83,9 +74,8 @@ export class JournalFiles {
   }
 
   /**
-   * The files that may go (every host ended or kept, one at least ended), and
-   * the own journals their kept hosts need first unless another file names the
-   * same move. A file that cannot be rewritten so stays, its ended hosts with it.
+   * Files whose hosts all ended or are kept, with the own journals the kept hosts need first; a file that
+   * cannot be so rewritten stays, its ended hosts with it.
    */
   plan(inFlight: (host: string) => boolean, ended: (host: string) => boolean): SettlePlan {
     const out: SettlePlan = { going: [], own: [], stuck: [] }

@@ -1,9 +1,7 @@
 // Move journals (design §3 step 4): written and fsynced before any file of
-// a host moves, removed once the move is complete. A host's own
-// `<host>.journal` (v1) or a batch's `_batch-<generation>.journal` (v2; no
-// hostname starts with `_`). Its presence means "fenced, recover me", so one
-// is acted on only when it reads back whole and names exactly the two shapes
-// of each host; anything else is left for an operator.
+// a host moves, removed once the move is complete. A journal means "fenced,
+// recover me", so one is acted on only when it reads back whole with each
+// host's two shapes exact; anything else is left for an operator.
 import fsSync, { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -62,12 +60,10 @@ export function isBatchJournalName(name: string): boolean {
   return BATCH_NAME.test(name)
 }
 
-/** A host's own journal's file name. */
 export function hostJournalName(host: string): string {
   return `${host}${JOURNAL_SUFFIX}`
 }
 
-/** `<data>/layout`. */
 export function layoutDir(dirs: Dirs): string {
   return path.join(dirs.dataDir, 'layout')
 }
@@ -79,12 +75,7 @@ export async function ensureLayoutDir(dirs: Dirs): Promise<string> {
   return dir
 }
 
-/**
- * Writes journals with one directory fsync for all of them (design §3
- * "Many hosts"). When it returns, every journal is on disk; when it throws,
- * some may be, and each that is names a move not yet begun (its files are
- * still at from), which recovery finishes or rolls back exactly.
- */
+/** Writes journals with one directory fsync (design §3); if it throws, those on disk name moves not begun. */
 export async function writeJournals(
   dirs: Dirs,
   journals: readonly Journal[],
@@ -98,12 +89,7 @@ export async function writeJournals(
   )
 }
 
-/**
- * atomicWriteMany's protocol (each file written under its temporary name
- * and fsynced, then all renamed into place, then dir fsynced once), with
- * the opens, writes and renames made synchronously in slices and only the
- * fsyncs waiting on the disk, many at once.
- */
+/** atomicWriteMany's protocol: opens, writes and renames in slices, the fsyncs waiting on the disk together. */
 export async function writeManySliced(dir: string, files: readonly NamedData[], slicer: Slicer): Promise<void> {
   if (files.length === 0) return
   const fds: number[] = []
@@ -124,34 +110,25 @@ export async function writeManySliced(dir: string, files: readonly NamedData[], 
     }
     await slicer.map(files, (f) => fsSync.renameSync(path.join(dir, tmpName(f.name)), path.join(dir, f.name)))
   } catch (err) {
-    // A write that failed (ENOSPC) leaves its temporary files, zero bytes
-    // or a part, until the next start's recovery: they go now. One already
-    // renamed is gone from its temporary name, and its journal is the
-    // caller's to settle.
+    // A failed write's temporaries go now; one already renamed is a journal for the caller to settle.
     for (const tmp of made) fsSync.rmSync(tmp, { force: true })
     throw err
   }
   await fsyncDir(dir, 'journal-dir')
 }
 
-/** Removes the own journals of hosts with one directory fsync. */
 export async function removeJournals(dirs: Dirs, hosts: Iterable<string>): Promise<void> {
   await removeJournalFiles(dirs, [...hosts].map(hostJournalName))
 }
 
-/**
- * Removes journal files by name (absent ones are fine) with one directory
- * fsync. The unlinks run on the pool (design §3.3): freeing a batch
- * journal's blocks waits on the disk's discard, which the loop's thread,
- * answering the activator, must not.
- */
+/** Removes journal files by name, one directory fsync; unlinks on the pool, as freeing blocks waits on the disk. */
 export async function removeJournalFiles(dirs: Dirs, names: Iterable<string>): Promise<void> {
   await unlinkMany(layoutDir(dirs), names, 'journal-remove-dir')
 }
 
 export type JournalRead = { ok: true; journal: Journal } | { ok: false; reason: string }
 
-/** Checks a parsed journal: its schema, its host against its file name, its paths against the host's shapes. */
+/** Checks a parsed journal: schema, host against file name, paths against the host's shapes. */
 export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRead {
   if (!Value.Check(Journal, raw)) {
     const first = Value.Errors(Journal, raw)[0]
@@ -166,7 +143,6 @@ export function checkJournal(raw: unknown, host: string, dirs: Dirs): JournalRea
 
 type JsonRead = { ok: true; raw: unknown } | { ok: false; reason: string }
 
-/** What a read of a journal file that threw is: a missing file is thrown again (ENOENT), anything else an answer. */
 function unreadable(err: unknown): JsonRead {
   if (isNotFound(err)) throw err
   return { ok: false, reason: `cannot be read: ${errorMessage(err)}` }
@@ -180,7 +156,6 @@ function parsed(text: string): JsonRead {
   }
 }
 
-/** Reads a journal file as JSON. A missing file throws (ENOENT); anything unreadable is an answer. */
 async function readJson(dirs: Dirs, name: string): Promise<JsonRead> {
   let text: string
   try {
@@ -208,11 +183,8 @@ export function readJsonSync(dirs: Dirs, name: string): JsonRead {
   return parsed(text)
 }
 
-/** What `<data>/layout` holds, as the pass sorts it. */
 export interface LayoutListing {
-  /** Hosts with a journal of their own. */
   journals: string[]
-  /** File names of batches' journals. */
   batches: string[]
   holds: string[]
   /** Temporary files a crash left before their rename: never acted on, removed at recovery. */

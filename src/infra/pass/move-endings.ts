@@ -1,7 +1,6 @@
 // How a journaled move ends (design §3 steps 5, 8, 9): committed and
-// finished, held, or abandoned. Rows committed (the commit point) then
-// finished (journal closed, fence lifted, edge reloaded); held by a marker
-// (a tenant's doing); or abandoned with nothing moved.
+// finished, held by a marker (a tenant's doing), or abandoned with nothing
+// moved.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import type { GraceBook } from './grace.js'
@@ -14,10 +13,9 @@ import { isBusy } from '../registry.js'
 import type { PassContext } from './pass-context.js'
 import { HOLD_AFTER_REVERT, type PassState } from './pass-state.js'
 
-/** One host between its journal and its journal's removal. */
 export interface MoveInFlight {
   journal: Journal
-  /** Held before this run reached it: a failure leaves it fenced and held, as it was. */
+  /** Held before this run: a failure leaves it held. */
   wasHeld: boolean
   /** performance.now() when it was fenced. */
   fencedAt: number
@@ -27,9 +25,8 @@ export class MoveEndings {
   readonly #ctx: PassContext
   readonly #state: PassState
   readonly #grace: GraceBook
-  /** Hosts settle kept (their journal file could not go), until the run's results say so (takeUnsettled). */
   readonly #unsettled = new Map<string, string>()
-  /** The settle under way: one at a time, so each file is planned and removed by one of them. */
+  /** One settle at a time, so each file is planned and removed by one. */
   #settling: Promise<unknown> = Promise.resolve()
 
   constructor(ctx: PassContext, state: PassState, grace: GraceBook) {
@@ -38,12 +35,7 @@ export class MoveEndings {
     this.#grace = grace
   }
 
-  /**
-   * Step 8, the commit point: every row of the batch in one transaction.
-   * Should the batch's transaction fail (a row removed by `routes rm` while
-   * its host moved fails all of it), each row is committed on its own, so
-   * one row does not undo its neighbours' moves.
-   */
+  /** Step 8, the commit point: the rows in one transaction, else one by one, so one bad row undoes no neighbour. */
   async commitRows(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
     if (moves.length === 0) return moves
     const { registry, logger } = this.#ctx.deps
@@ -72,8 +64,7 @@ export class MoveEndings {
           }
         }
       }
-      // Those rows still say from: putting the files back there is as exact
-      // as finishing, and needs no registry.
+      // Those rows still say from: moving the files back is as exact as finishing, and needs no registry.
       for (const { move } of failed) await renameDir(move.journal.dest.dir, move.journal.from.dir)
       await syncParents(failed.map(({ move }) => ({ from: move.journal.dest.dir, to: move.journal.from.dir })))
       for (const { move, err } of failed) {
@@ -87,18 +78,13 @@ export class MoveEndings {
         )
       }
     }
-    // On disk before step 9 removes a journal (design §3.5, registry-commit),
-    // the WAL's fsync waiting off the loop's thread (§3.6).
+    // On disk before step 9 removes a journal (design §3.5); the WAL's fsync waits off the loop's thread (§3.6).
     if (done.length > 0) await registry.sync()
     this.#ctx.failpoint('after-row')
     return done
   }
 
-  /**
-   * Step 9: journals removed, fences lifted, the edge asked to reload. A
-   * revert completed under an unreadable intent is kept down as a hold
-   * instead of being released flat (design §4).
-   */
+  /** Step 9: journals removed, fences lifted, edge reloaded; a revert under an unreadable intent is held (§4). */
   async finish(
     moves: MoveInFlight[],
     outcome: 'moved' | 'recovered',
@@ -121,14 +107,11 @@ export class MoveEndings {
         })),
       )
     }
-    // A hold the move has now outgrown goes before the journal: should the
-    // journal outlive it, recovery only redoes this step.
+    // An outgrown hold goes before the journal, so recovery only redoes this step.
     await this.#state.dropHolds(
       lift.filter((move) => this.#state.hold(move.journal.host) !== undefined).map((move) => move.journal.host),
     )
-    // A revert leaves D/nested/<host>/ behind: removed while the journal
-    // stands, so a crash before the removal has recovery redo it; a
-    // leftover that cannot go is logged, and never fails the move.
+    // A revert's empty nested root goes while the journal stands, so a crash redoes it; a failure is only logged.
     const reverted = moves.filter((move) => move.journal.to === 'flat').map((move) => move.journal.host)
     await removeEmptyNestedRoots(ctx.deps.dirs, reverted).catch((err: unknown) => {
       ctx.deps.logger.warn(
@@ -137,8 +120,6 @@ export class MoveEndings {
       )
     })
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
-    // The journal files go once every host they name has ended: a batch's
-    // whole, after the kept hosts' moves are written to journals of their own.
     const unsettled = await this.settle()
     ctx.failpoint('after-journal-remove')
     this.#state.lift(lift.map((move) => move.journal.host).filter((host) => !unsettled.has(host)))
@@ -167,13 +148,8 @@ export class MoveEndings {
     ]
   }
 
-  /**
-   * Removes the journal files whose hosts have all ended (PassState.settle)
-   * and lifts the fences that waited for them. Answers, by host, why a
-   * host's journal stays: it is kept and fenced, for recovery.
-   */
+  /** PassState.settle, one at a time. */
   settle(): Promise<ReadonlyMap<string, string>> {
-    // Two batches in flight settle each in turn, never at once.
     const turn = this.#settling.then(() => this.#settleNow())
     this.#settling = turn.catch(() => undefined)
     return turn
@@ -189,7 +165,7 @@ export class MoveEndings {
     return this.#unsettled
   }
 
-  /** Which of hosts settle had to keep, with why; forgotten once taken (another batch's stay for it). */
+  /** Forgotten once taken. */
   takeUnsettled(hosts: Iterable<string>): Map<string, string> {
     const out = new Map<string, string>()
     for (const host of hosts) {
@@ -201,7 +177,7 @@ export class MoveEndings {
     return out
   }
 
-  /** Holds hosts: marker first, then the journal goes; the host stays fenced and stopped. */
+  /** Holds hosts: marker first, then the journal goes; they stay fenced and stopped. */
   async hold(held: ReadonlyArray<{ move: MoveInFlight; because: Why }>): Promise<Result[]> {
     const ctx = this.#ctx
     const heldAt = ctx.nowIso()
@@ -223,9 +199,8 @@ export class MoveEndings {
   }
 
   /**
-   * Gives up on moves whose files have not moved: journals removed, fences
-   * lifted (a host that was held stays held). When even the removal fails
-   * the journal stays, and the host stays fenced for recovery.
+   * Gives up on moves whose files have not moved: journals removed, fences lifted unless held; a failed
+   * removal keeps the journal, fenced for recovery.
    */
   async abandon(moves: readonly MoveInFlight[], because: Why): Promise<Result[]> {
     const ctx = this.#ctx
@@ -254,12 +229,7 @@ export class MoveEndings {
     )
   }
 
-  /**
-   * A move toward nested that failed (ENOSPC in step 6, a rename refused,
-   * rows moved back) may have made `D/nested/<host>/` and its `run/`: they
-   * go when empty, as after a revert, so a failed move leaves nothing. A
-   * failure to remove them changes no outcome: the next move uses them.
-   */
+  /** A failed move toward nested leaves no empty nested root behind (best effort). */
   async #removeEmptyRoots(moves: readonly MoveInFlight[]): Promise<void> {
     const hosts = moves.filter((move) => move.journal.to === 'nested').map((move) => move.journal.host)
     if (hosts.length === 0) return
@@ -268,21 +238,15 @@ export class MoveEndings {
     })
   }
 
-  /** Lifts the fences of hosts that were not held before the run. */
   liftUnheld(moves: readonly MoveInFlight[]): void {
     this.#state.lift(moves.filter((move) => !move.wasHeld).map((move) => move.journal.host))
   }
 }
 
-/** How long a batch's commit is tried again while another process holds the registry's write lock. */
 const COMMIT_LOCK_WAIT_MS = 5000
 const COMMIT_RETRY_MS = 50
 
-/**
- * Runs a registry write, and while another process holds the write lock (SQLITE_BUSY after the connection's short
- * wait), runs it again every COMMIT_RETRY_MS for at most COMMIT_LOCK_WAIT_MS: the waits are timers, so the thread
- * that answers the activator serves between tries (design §2.2).
- */
+/** Retries a write on SQLITE_BUSY with timers, so the loop serves the activator between tries (design §2.2). */
 async function whileLocked(write: () => void): Promise<void> {
   const until = performance.now() + COMMIT_LOCK_WAIT_MS
   for (;;) {

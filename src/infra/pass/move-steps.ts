@@ -1,8 +1,6 @@
 // The steps of a move for fenced, stopped hosts (design §3 steps 4–9), a
-// batch at a time: what is in the way set aside, journals written, the
-// source preflighted, the destination prepared, the directories renamed,
-// then the rows committed and the move finished (move-endings.ts). Every host
-// is always at a numbered step, so a crash recovers each as a lone move.
+// batch at a time. Every host is always at a numbered step, so a crash
+// recovers each as a lone move.
 import type { IntentMode, Result } from '../../domain/modes.js'
 import { why, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
@@ -16,13 +14,10 @@ import { lstatSyncOrUndefined, renameDirSync } from './sliced-fs.js'
 import type { MoveEndings, MoveInFlight } from './move-endings.js'
 import type { PassState } from './pass-state.js'
 
-/** The step a journaled move is continued from (the design §3 numbers). */
+/** The step a journaled move is continued from (design §3's numbers). */
 export enum FromStep {
-  /** Step 5: preflight the source, prepare, rename, then commit and finish. */
   Preflight = 5,
-  /** Step 8: the files are at dest; commit the row, then finish. */
   CommitRow = 8,
-  /** Step 9: files and row are at dest; remove the journal, lift the fence. */
   Finish = 9,
 }
 
@@ -37,28 +32,17 @@ export class MoveSteps {
     this.#endings = endings
   }
 
-  /**
-   * Steps 4–9 for fenced, stopped hosts. What is at a destination is set
-   * aside before the journal is written: with a journal on disk, files at
-   * both ends read as ambiguous (§4). Step 5's walk starts with step 4's
-   * look, since it only reads fenced, stopped sources and its answer is used
-   * after the journal lands; it need not wait behind the journal's fsyncs (§3.3).
-   */
+  /** Steps 4–9; what is in the way is set aside first, as under a journal files at both ends are ambiguous (§4). */
   async move(moves: MoveInFlight[], onWalked?: () => void): Promise<Result[]> {
     const ctx = this.#ctx
     const results: Result[] = []
     const ready: MoveInFlight[] = []
-    // The batch's generation on disk before a journal names it (design
-    // §3.5): a power cut must not keep the journal and lose the counter's
-    // step, or a later batch could take the same journal's name. The WAL's
-    // fsync runs while what is in the way is set aside.
+    // The generation is on disk before a journal names it (design §3.5), or a later batch could reuse the name.
     const generationSynced = ctx.deps.registry.sync().then(
       () => undefined,
       (err: unknown) => err,
     )
-    // Looked at first, acted on once every look is in (design §3.6). The
-    // walks are asked for with the looks: they go on while what is in the
-    // way is set aside and the generation reaches the disk.
+    // Looked at first, acted on once every look is in (design §3.6); the walks start now (§3.3).
     const looking = this.#look(moves, true)
     const walkingAll = this.#walk(moves)
     const looks = await looking
@@ -66,8 +50,7 @@ export class MoveSteps {
       try {
         const look = looks[i]
         if (look instanceof Error || look === undefined) throw look ?? new Error('no look answered')
-        // No source, nothing to move: and what is at the destination may
-        // then be the very files an operator is looking for, so it stays.
+        // No source: what is at the destination may be the files an operator looks for, so it stays.
         if (look.kind === 'missing') return this.#missing(move)
         await this.#setAsideWhatIsInTheWay(move, look)
         return null
@@ -97,10 +80,7 @@ export class MoveSteps {
       if (notSynced !== undefined) throw new Error(`generation not on disk: ${errorMessage(notSynced)}`)
       await this.#state.openJournals(ready.map((move) => move.journal))
     } catch (err) {
-      // Each journal that did reach the disk names a move whose files have
-      // not moved; removing them now (or recovery, if this fails too)
-      // leaves every host exactly where it was. No walk of the batch
-      // outlives it.
+      // Journals that reached the disk name moves not begun: removing them leaves every host where it was.
       await walking
       results.push(
         ...(await this.#endings.abandon(
@@ -115,11 +95,7 @@ export class MoveSteps {
     return results
   }
 
-  /**
-   * The rest of journaled moves, from step 5, 8 or 9. Any error this does
-   * not expect leaves its hosts fenced with their journals on disk, for
-   * recovery (or the next run) to finish from where the files are.
-   */
+  /** From step 5, 8 or 9; an unexpected error keeps the journals for recovery. */
   async continueFrom(
     step: FromStep,
     moves: MoveInFlight[],
@@ -145,9 +121,7 @@ export class MoveSteps {
       for (const move of moves) {
         const host = move.journal.host
         if (!this.#state.inFlight(host)) {
-          // Its journal is gone, so its move was committed and finished
-          // when the error came (step 9): it must not stay fenced with
-          // nothing left to lift it, nor go unreported.
+          // Its journal is gone, so the move finished (step 9): lift and report it, never leave it fenced.
           if (reported.has(host) || this.#state.keptReason(host) !== undefined) continue
           if (this.#state.hold(host) === undefined) this.#state.lift([host])
           const finished = why(
@@ -171,11 +145,7 @@ export class MoveSteps {
     return this.#settled(results)
   }
 
-  /**
-   * Every journal file whose hosts have all ended goes (a host failed,
-   * held or kept may end a batch without reaching finish); a host whose
-   * file could not go is answered failed instead, kept for recovery.
-   */
+  /** A host whose journal file could not go is answered failed, kept for recovery. */
   async #settled(results: Result[]): Promise<Result[]> {
     await this.#endings.settle()
     const unsettled = this.#endings.takeUnsettled(results.map((r) => r.host))
@@ -186,11 +156,7 @@ export class MoveSteps {
     })
   }
 
-  /**
-   * Step 5. A tenant's doing holds the host; anything else fails the move
-   * with nothing moved. Which directory each source is goes into seen, for
-   * the check after its rename.
-   */
+  /** Step 5: a tenant's doing holds the host, anything else fails it. */
   async #preflight(
     moves: MoveInFlight[],
     seen: Map<string, DirIdentity>,
@@ -224,18 +190,16 @@ export class MoveSteps {
     return going
   }
 
-  /** The walks of moves' sources, in order (never rejects). */
   #walk(moves: readonly MoveInFlight[]): Promise<Walked> {
     return this.#ctx.io.walk(moves.map((move) => move.journal.from.dir))
   }
 
-  /** Step 6: the destination's parents, and anything that appeared at it since it was cleared. */
+  /** Step 6: the parents, and what appeared at the destination since it was cleared. */
   async #prepare(moves: MoveInFlight[], results: Result[]): Promise<MoveInFlight[]> {
     const { dirs, socketsGid } = this.#ctx.deps
     const going: MoveInFlight[] = []
     const sync: Array<readonly [string, FsyncName]> = []
-    // What is in the way is set aside one host at a time: a set-aside makes
-    // shared directories (aside/) whose fsyncs the next one relies on.
+    // One host at a time: a set-aside makes shared directories (aside/) whose fsyncs the next relies on.
     const looks = await this.#look(moves, false)
     const cleared = await this.#ctx.slicer.map(moves, async (move, i): Promise<Why | undefined> => {
       try {
@@ -247,7 +211,6 @@ export class MoveSteps {
         return why('dest_not_prepared', `destination not prepared: ${errorMessage(err)}`)
       }
     })
-    // The parents, many hosts at once (pass-io.ts).
     const asked = moves.filter((_, i) => cleared[i] === undefined)
     const prepared = await this.#ctx.io.prepare(
       dirs,
@@ -274,12 +237,7 @@ export class MoveSteps {
     return going
   }
 
-  /**
-   * Step 7: rename(2) each directory, check that what moved is what preflight
-   * saw, then fsync every parent once. A source swapped since preflight is
-   * renamed back and its host held: no row is committed to it (design §3
-   * step 7). pass-io.ts renames until one is not clean; that one is handled here.
-   */
+  /** Step 7: renames checked against preflight, parents fsynced once; a swapped source is renamed back, held. */
   async #rename(
     moves: MoveInFlight[],
     seen: ReadonlyMap<string, DirIdentity>,
@@ -300,7 +258,7 @@ export class MoveSteps {
       going.push(...rest.slice(0, run.done))
       const stop = run.stop
       if (stop === undefined) break
-      // A failpoint's fault after a clean rename: thrown here, as the step would have thrown it.
+      // A failpoint's fault after a clean rename is thrown as the step's own.
       if (stop.kind === 'fault') throw stop.err
       const move = rest[run.done] as MoveInFlight
       rest = rest.slice(run.done + 1)
@@ -331,7 +289,7 @@ export class MoveSteps {
     return going
   }
 
-  /** A rename that failed: rename(2) is atomic, so nothing moved. A source gone since it was walked is missing. */
+  /** A failed rename moved nothing (rename(2) is atomic); a source gone since its walk is missing. */
   async #renameFailed(move: MoveInFlight, err: NodeJS.ErrnoException): Promise<Result[]> {
     const gone = err.code === 'ENOENT' && lstatSyncOrUndefined(move.journal.from.dir) === undefined
     return this.#endings.abandon(
@@ -340,14 +298,14 @@ export class MoveSteps {
     )
   }
 
-  /** What a rename moved is not what preflight saw (found): it is moved back, or its journal stays for an operator. */
+  /** The rename moved what preflight did not see: moved back, or the journal kept for an operator. */
   #undoSwap(move: MoveInFlight, found: string): { because: Why } | { stuck: Result } {
     const { host, from, dest } = move.journal
     const swap = `${from.dir} was swapped after preflight: what the rename moved is ${found}`
     try {
       renameDirSync(dest.dir, from.dir)
     } catch (err) {
-      // Something new at from: both ends hold something, and the journal says so to an operator.
+      // Something new at from: both ends hold files, so the journal stays for an operator.
       const stuck = why(
         'swap_not_undone',
         `${swap}; it could not be moved back (${errorMessage(err)}), so its journal stays and an operator decides`,
@@ -375,11 +333,7 @@ export class MoveSteps {
     )
   }
 
-  /**
-   * Each move's destination (and with source, its source) looked at: the
-   * lstats of steps 4 and 6, a few for every host of a batch, all made
-   * before any is acted on (never rejects).
-   */
+  /** Steps 4 and 6's lstats for a batch, all made before any is acted on. */
   #look(moves: readonly MoveInFlight[], source: boolean): Promise<Looked> {
     const { io, deps } = this.#ctx
     const looks = moves.map(({ journal: { host, to, from, dest } }) => ({
@@ -391,7 +345,6 @@ export class MoveSteps {
     return io.look(deps.dirs, looks)
   }
 
-  /** Sets aside what a look found at a move's destination, and notes it. */
   async #setAsideWhatIsInTheWay(move: MoveInFlight, found: InTheWay): Promise<void> {
     const { dirs, clock, logger } = this.#ctx.deps
     const { host } = move.journal

@@ -1,10 +1,7 @@
 // The pass's one I/O port (design §3.6): the walk of step 5, the looks of
 // steps 4 and 6, the parents of step 6, the checked renames of step 7, and a
-// batch's fsyncs. It decides nothing: given fenced hosts, it makes the calls
-// in order and answers what each did. The walk runs on libuv's pool
-// (c-walk.ts), metadata calls in slices on the loop (sliced-fs.ts), calls
-// that wait on the disk on the pool. Built only through PassContext, so tests
-// run what production runs.
+// batch's fsyncs. It decides nothing, and is built only through PassContext,
+// so tests run what production runs.
 import os from 'node:os'
 import type { Mode } from '../../domain/modes.js'
 import type { Dirs } from '../../domain/paths.js'
@@ -16,33 +13,24 @@ import { closeToEdge, lookAtMove, modeDirs, prepareParents, type Look, type Look
 import { preflight, swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
 import { renameDirSync, type Slicer } from './sliced-fs.js'
 
-/**
- * Sources walked at once: one a core, at most 4. The C walk runs on
- * libuv's pool, so walks take the cores the loop's thread leaves (design
- * §3.3); the walk in JavaScript takes turns on the loop's thread, where
- * more at once would only interleave.
- */
+/** One walk a core, at most 4: the C walk takes the cores the loop's thread leaves (design §3.3). */
 export const WALKS_AT_ONCE = Math.max(1, Math.min(4, os.availableParallelism()))
 
-/** What each source's walk found, in order, or the error it ended with. */
 export type Walked = Array<Preflight | Error>
 
-/** What each move's look found, in order, or the error it ended with. */
 export type Looked = Array<Look | Error>
 
-/** One destination to prepare (step 6), and the directory that moves there. */
 export interface PrepareItem {
   host: string
   to: Mode
-  /** The source directory: closed to the edge before it is renamed nested (closeToEdge). */
+  /** Closed to the edge before it is renamed nested (closeToEdge). */
   from: string
   dest: RowPaths
 }
 
-/** What a preparation answered: the directories to fsync before the renames, or why it failed. */
 export type Prepared = { ok: true; sync: Array<readonly [string, FsyncName]> } | { ok: false; err: Error }
 
-/** One rename of step 7: from to dest, then checked against the directory preflight saw (seen). */
+/** One rename of step 7, checked against what preflight saw (seen). */
 export interface RenameItem {
   host: string
   from: string
@@ -50,19 +38,14 @@ export interface RenameItem {
   seen: DirIdentity | undefined
 }
 
-/**
- * How far a run of renames got: the first `done` were renamed and checked.
- * It stops at the first that is not a clean move: `failed`, the rename
- * failed (nothing moved); `swapped`, it moved what preflight did not see
- * (found); `fault`, a failpoint after a clean rename threw (design §3.4).
- */
+/** How far renames got: the first `done` are clean; stop says why the next is not (design §3.4). */
 export interface RenameRun {
   done: number
   stop?:
     { kind: 'failed'; err: NodeJS.ErrnoException } | { kind: 'swapped'; found: string } | { kind: 'fault'; err: Error }
 }
 
-/** The pass's I/O: walk, look, prepare, rename, fsync. walk and look never reject: an error is the answer. */
+/** walk and look never reject: an error is the answer. */
 export interface PassIo {
   walk(sources: readonly string[]): Promise<Walked>
   look(dirs: Dirs, looks: readonly LookRequest[]): Promise<Looked>
@@ -71,11 +54,7 @@ export interface PassIo {
   fsync(dirs: ReadonlyArray<readonly [string, FsyncName]>): Promise<void>
 }
 
-/**
- * The port. slicer is the run's, shared by every part of it; failpoint is
- * the pass's hook for `after-rename:<host>`, reached after each clean
- * rename.
- */
+/** The port; failpoint is reached after each clean rename (`after-rename:<host>`). */
 export function passIo(slicer: Slicer, failpoint: ((step: string) => void) | undefined): PassIo {
   return {
     walk: (sources) => mapLimit(sources, WALKS_AT_ONCE, (dir) => preflight(dir, slicer).catch(asError)),

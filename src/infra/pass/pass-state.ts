@@ -1,10 +1,6 @@
-// What the pass keeps of `<data>/layout` in memory, kept in step with the
-// disk: the journals a run is carrying out, the journals recovery kept (with
-// why), the hold markers, the aside notes, and the fences that follow from
-// them (design §1, §3 step 3). Every journal, hold and fence is opened and
-// closed here, on disk and in memory together, so the two never drift apart.
-// A batch's file goes once every host it names is closed or kept (design
-// §3.3); a host's fence lifts once no file names it.
+// What the pass keeps of `<data>/layout` in memory, in step with the disk:
+// journals, holds, aside notes and the fences they imply (design §1, §3
+// step 3). Each opens and closes here, on disk and in memory together.
 import type { FenceTable } from '../../domain/fence.js'
 import type { PassFacts } from '../../domain/ports.js'
 import { journalPath, type Dirs } from '../../domain/paths.js'
@@ -16,28 +12,24 @@ import { JournalFiles } from './journal-files.js'
 import { batchJournalName, hostJournalName, removeJournalFiles, writeJournals, type Journal } from './journal.js'
 import { defaultSlicer, type Slicer } from './sliced-fs.js'
 
-/** The reason of the hold a revert completed under an unreadable intent leaves (design §4). */
+/** Why a revert under an unreadable intent is held down rather than released flat (design §4). */
 export const HOLD_AFTER_REVERT =
   'revert completed while the intent was unreadable: ' +
   'kept down rather than released flat, since the fleet may want it nested'
 
-/** What settle could not do: hosts whose journal stays on disk, and why. */
 export type Unsettled = Array<{ host: string; why: string }>
 
 export class PassState {
   readonly #dirs: Dirs
   readonly #fence: FenceTable
-  /** Journals on disk whose move this run is carrying out. */
   readonly #inFlight = new Map<string, Journal>()
-  /** Hosts whose journal stays on disk because recovery could not finish it: fenced, with why. */
+  /** Journals recovery could not finish: fenced, with why. */
   readonly #kept = new Map<string, Why>()
   readonly #holds = new Map<string, Hold>()
   readonly #notes = new Map<string, string>()
-  /** Journal files on disk: the hosts each names, and their moves. */
   readonly #files = new JournalFiles()
   /** Hosts whose move has ended while a file still names them. */
   readonly #closed = new Set<string>()
-  /** Hosts to lift once no file names them. */
   readonly #liftWhenGone = new Set<string>()
   /** Moves whenever a journal, hold, fence or note changes: the report is built again only then. */
   #changes = 0
@@ -50,7 +42,6 @@ export class PassState {
     this.#slicer = slicer
   }
 
-  /** Reads the hold markers of hosts, and every aside note, from disk (once, at start). */
   async load(holdHosts: readonly string[]): Promise<void> {
     for (const host of holdHosts) {
       const hold = await readHold(this.#dirs, host)
@@ -60,14 +51,12 @@ export class PassState {
     this.#changes++
   }
 
-  /** A count that moves with every change below: what classify, held and note answer may differ once it has. */
   get changes(): number {
     return this.#changes
   }
 
   // ---- what the report, a wake and the pass ask -------------------------
 
-  /** Why host must not wake, or undefined when nothing fences it. */
   fencedReason(host: string): Why | undefined {
     const kept = this.#kept.get(host)
     if (kept !== undefined) return kept
@@ -93,11 +82,7 @@ export class PassState {
     return this.#holds.get(host)
   }
 
-  /**
-   * Every host fencedReason names and every hold and note, as they are this
-   * tick: what a report built on another thread judges the rows by (design
-   * §6.2). A few hundred hosts in a converge, not the box's every row.
-   */
+  /** Every fence reason, hold and note this tick, for a report built on another thread (design §6.2). */
   facts(): PassFacts {
     const hosts = new Set([
       ...this.#kept.keys(),
@@ -117,7 +102,6 @@ export class PassState {
     }
   }
 
-  /** Every hold, by host. */
   holds(): Hold[] {
     return [...this.#holds.values()].sort((a, b) => (a.host < b.host ? -1 : 1))
   }
@@ -126,7 +110,6 @@ export class PassState {
     return this.#notes.get(host)
   }
 
-  /** Whether a journal on disk governs host: one a run is carrying out, or one recovery kept. */
   journaled(host: string): boolean {
     return this.#inFlight.has(host) || this.#kept.has(host)
   }
@@ -135,7 +118,6 @@ export class PassState {
     return this.#inFlight.has(host)
   }
 
-  /** Why recovery keeps host's journal, or undefined. */
   keptReason(host: string): Why | undefined {
     return this.#kept.get(host)
   }
@@ -144,19 +126,13 @@ export class PassState {
     return [...this.#kept.keys()]
   }
 
-  /** The generation host is fenced under, or undefined. */
   fencedUnder(host: string): number | undefined {
     return this.#fence.fenced(host)
   }
 
   // ---- journals ---------------------------------------------------------
 
-  /**
-   * Writes the journal of a batch's moves, then records them as in flight:
-   * one file naming them all (one open, write, fdatasync, rename and
-   * directory fsync), or a host's own journal for a lone move. The file is
-   * known before it is written, so a failed write is cleaned up by settle.
-   */
+  /** Writes a batch's (or a lone host's) journal; in flight first, so settle cleans up after a failure. */
   async openJournals(journals: readonly Journal[]): Promise<void> {
     const first = journals[0]
     if (first === undefined) return
@@ -168,13 +144,12 @@ export class PassState {
       if (journals.length === 1) await writeJournals(this.#dirs, journals, this.#slicer)
       else await writeBatchJournal(this.#dirs, name, journals, this.#slicer)
     } catch (err) {
-      // Not in flight; but the file may have reached the disk, and goes at the next settle.
+      // The file may have reached the disk: it goes at the next settle.
       await this.closeJournals(journals.map((j) => j.host))
       throw err
     }
   }
 
-  /** Records a journal file found on disk (recovery), with its moves, or none when it cannot be acted on. */
   knowFile(name: string, hosts: readonly string[], moves: readonly Journal[] | undefined): void {
     this.#addFile(name, moves === undefined ? undefined : new Map(moves.map((j) => [j.host, j])), hosts)
   }
@@ -184,17 +159,14 @@ export class PassState {
     for (const name of this.#files.names()) if (!names.has(name)) this.#dropFile(name)
   }
 
-  /** Whether a journal file on disk names host. */
   named(host: string): boolean {
     return this.#files.named(host)
   }
 
-  /** The files that name host. */
   filesNaming(host: string): string[] {
     return this.#files.naming(host)
   }
 
-  /** Takes up a journal found on disk (recovery): its move is in flight again, and no longer kept. */
   resumeJournal(journal: Journal): void {
     this.#kept.delete(journal.host)
     this.#closed.delete(journal.host)
@@ -202,7 +174,6 @@ export class PassState {
     this.#changes++
   }
 
-  /** Ends the moves of hosts: their journals go at the next settle, once no other host needs the file. */
   async closeJournals(hosts: readonly string[]): Promise<void> {
     for (const host of hosts) {
       this.#inFlight.delete(host)
@@ -212,24 +183,16 @@ export class PassState {
     return Promise.resolve()
   }
 
-  /** Host's journal stays on disk for recovery: its move is no longer in flight, and it is fenced with why. */
   keepJournal(host: string, why: Why): void {
     this.#inFlight.delete(host)
     this.#closed.delete(host)
-    // Kept, it is fenced until recovery or an operator lets it go: no lift waits for its file.
+    // Fenced until recovery or an operator lets it go.
     this.#liftWhenGone.delete(host)
     this.#kept.set(host, why)
     this.#changes++
   }
 
-  /**
-   * Removes every journal file whose hosts are all closed or kept, with one
-   * directory fsync, and lifts the fences waiting for it. A file that names
-   * a kept host next to closed ones goes only after the kept hosts' moves
-   * are written to journals of their own. Answers the closed hosts a file
-   * still names because a write or removal failed: they are kept now, and
-   * stay fenced for recovery.
-   */
+  /** Removes each file whose hosts all ended (kept hosts' moves rewritten first); failures keep hosts fenced. */
   async settle(): Promise<Unsettled> {
     const { going, own, stuck } = this.#files.plan(
       (h) => this.#inFlight.has(h),
@@ -254,12 +217,11 @@ export class PassState {
     return unsettled
   }
 
-  /** Records a file (again): nothing is lifted, since the file is there. */
+  /** Nothing is lifted: the file is there. */
   #addFile(name: string, moves: ReadonlyMap<string, Journal> | undefined, hosts?: Iterable<string>): void {
     this.#files.add(name, moves, hosts)
   }
 
-  /** Forgets a file; the hosts it named that no file names now end, and those waiting are lifted. */
   #dropFile(name: string): void {
     const freed = this.#files.drop(name)
     const lift: string[] = []
@@ -270,10 +232,7 @@ export class PassState {
     if (lift.length > 0) this.#fence.lift(lift)
   }
 
-  /**
-   * A kept journal an operator has removed: they decided, and the host
-   * wakes as its row says, unless a hold marker still holds it down.
-   */
+  /** An operator removed a kept journal: the host wakes as its row says, unless a hold keeps it down. */
   releaseKept(host: string): void {
     this.#kept.delete(host)
     if (!this.#holds.has(host)) this.#fence.lift([host])
@@ -282,7 +241,6 @@ export class PassState {
 
   // ---- holds ------------------------------------------------------------
 
-  /** Writes the hold markers (one directory fsync), then records the holds. */
   async writeHolds(markers: readonly HoldMarker[]): Promise<void> {
     await writeHolds(this.#dirs, markers)
     for (const marker of markers)
@@ -296,17 +254,13 @@ export class PassState {
     this.#changes++
   }
 
-  /**
-   * Removes the hold markers of hosts, then forgets the holds. Their fences stay: the caller lifts them when
-   * it may.
-   */
+  /** Removes hosts' hold markers, then forgets them; their fences stay for the caller to lift. */
   async dropHolds(hosts: readonly string[]): Promise<void> {
     await removeHolds(this.#dirs, hosts)
     for (const host of hosts) this.#holds.delete(host)
     this.#changes++
   }
 
-  /** Drops the holds of hosts and lifts their fences: they may wake. */
   async releaseHolds(hosts: readonly string[]): Promise<void> {
     await this.dropHolds(hosts)
     this.#fence.lift(hosts)
@@ -332,7 +286,6 @@ export class PassState {
     this.#changes++
   }
 
-  /** The note a row carries after something was set aside for it. */
   setNote(host: string, note: string): void {
     this.#notes.set(host, note)
     this.#changes++

@@ -1,13 +1,6 @@
 // The layout pass (design §3–§4): moves activator-managed hosts between
 // the flat and nested layouts and finishes every journal exactly after a
-// crash. This file owns what the report and a wake ask, the start-up entry
-// points and the converge loop (sleeping hosts in batches, awake ones one at
-// a time); the other parts are their own files here.
-//
-// Many sleeping hosts share each durable write (design §3 "Many hosts"): a
-// batch is fenced together, its journals are written with one directory
-// fsync, its rows are rewritten in one registry transaction, and its
-// journals removed with one fsync.
+// crash. Here: what the report and a wake read, start-up, the converge loop.
 import { performance } from 'node:perf_hooks'
 import { classifyWith, PathClaims } from '../../domain/classify.js'
 import { claimsOfRows, followRows, followSome, type ClaimsOf } from './claims-follower.js'
@@ -31,7 +24,6 @@ import { Recovery, removeUnfinishedTemps } from './recovery.js'
 
 export { BATCH_SIZE, STOP_TIMEOUT_MS, type PassDeps } from './pass-context.js'
 
-/** The parts that need what is on disk: built once it is loaded. */
 interface LoadedParts {
   grace: GraceBook
   steps: MoveSteps
@@ -39,7 +31,6 @@ interface LoadedParts {
   recovery: Recovery
 }
 
-/** Hosts the claims' catch-up follows between two looks at the slicer. */
 const CATCH_UP_HOSTS = 32
 
 export class Pass implements LayoutPass {
@@ -48,7 +39,6 @@ export class Pass implements LayoutPass {
   #loaded: Promise<LoadedParts> | undefined
   #claimsFor: ClaimsOf | undefined
   #catchingUp = false
-  /** When the soonest grace of a host the last converge deferred runs out (wall clock, ms); undefined: none. */
   #graceEnds: number | undefined
 
   constructor(deps: PassDeps) {
@@ -60,8 +50,7 @@ export class Pass implements LayoutPass {
   // ---- what the report and a wake read: memory only --------------------
 
   classify(route: Route, routes: readonly Route[]): Classification {
-    // The report classifies every row against the same list: index it once,
-    // and follow a new list by the rows that changed in it.
+    // Indexed once per list, then followed by the rows that changed.
     if (this.#claimsFor?.routes !== routes) this.#claimsFor = followRows(this.#claimsFor, routes)
     return classifyWith(route, this.#claimsFor.claims, {
       dirs: this.#ctx.deps.dirs,
@@ -69,12 +58,7 @@ export class Pass implements LayoutPass {
     })
   }
 
-  /**
-   * After a batch's commit: the path claims followed to the rewritten rows,
-   * CATCH_UP_HOSTS at a time between the slicer's turns, so the next wake
-   * does not follow a whole batch while it waits (design §3.6); a wake that
-   * comes first follows the rest itself.
-   */
+  /** After a commit: the claims followed to the rewritten rows, a slice at a time (design §3.6). */
   async #catchUpClaims(): Promise<void> {
     if (this.#catchingUp) return
     this.#catchingUp = true
@@ -115,17 +99,13 @@ export class Pass implements LayoutPass {
 
   // ---- start-up ---------------------------------------------------------
 
-  /**
-   * Finishes every journal exactly (design §4). defaultOptedOut: the
-   * deployment's default is flat, so intent `none` wants flat (a move to
-   * nested caught mid-way is rolled back rather than finished).
-   */
+  /** Finishes every journal exactly (design §4); defaultOptedOut: intent `none` wants flat. */
   async recover(intent: IntentMode, opts: { defaultOptedOut?: boolean } = {}): Promise<Result[]> {
     const { recovery } = await this.#load()
     return recovery.recoverJournals(intent, opts.defaultOptedOut ?? false, true)
   }
 
-  /** Re-fences every held host whose hold still stands under intent, and drops the others (design §4). */
+  /** Re-fences held hosts whose hold still stands, drops the others (design §4). */
   async restoreHolds(intent: IntentMode, defaultOptedOut = false): Promise<Result[]> {
     const { recovery } = await this.#load()
     return recovery.restoreHolds(intent, defaultOptedOut)
@@ -133,7 +113,7 @@ export class Pass implements LayoutPass {
 
   // ---- converge ---------------------------------------------------------
 
-  /** When the soonest grace of a host the last converge deferred runs out (ms since the epoch), or null. */
+  /** When the soonest deferred grace runs out (ms since the epoch), or null. */
   graceEndsAt(): number | null {
     return this.#graceEnds ?? null
   }
@@ -143,31 +123,24 @@ export class Pass implements LayoutPass {
     const parts = await this.#load()
     const { grace } = parts
     const { dirs, gate, logger, registry } = this.#ctx.deps
-    // Every path of the run is built from these roots: checked again before
-    // each run, as at start (design §2.1), a failed check fails the run.
+    // Checked before each run, as at start (design §2.1).
     await verifyDataRoots(dirs.dataDir)
     const results: Result[] = []
-    // A journal recovery kept, or one an operator has since resolved: the
-    // table is asked again under this mode before any row is planned.
+    // Kept journals are asked again under this mode first.
     results.push(...(await parts.recovery.recoverJournals(mode, false, false)))
 
-    // As listed, or carried over this agent's own rewrites since: a run
-    // that starts on a box of 10,000 rows does not list them all again.
+    // Carried over this agent's rewrites: no run lists every row again.
     const rows = registry.snapshot().routes
     const settled: Route[] = []
     const candidates = await this.#planRows(rows, mode, grace, results, settled)
 
-    // Two batches at a time (design §3.3): the next is started once this
-    // one is walked, so its walk goes on while this one is prepared,
-    // renamed, committed and finished. Each host is at one numbered step
-    // at every moment, whichever batch it is in.
+    // Two batches at a time (design §3.3): the next walks while this one moves.
     let ahead: Promise<void> | undefined
     let failure: { err: unknown } | undefined
     for (const planned of inBatches(candidates, this.#ctx.batchSize)) {
       if (opts.signal.aborted || failure !== undefined) break
       let batch = planned
-      // The gate can shut while a long run is under way; no host is stopped
-      // for a nested move the box would then refuse to wake.
+      // The gate can shut mid-run: stop no host for a move the box would refuse to wake.
       const shut = mode === 'nested' ? gate.check() : null
       if (shut !== null) {
         for (const candidate of batch)
@@ -203,12 +176,7 @@ export class Pass implements LayoutPass {
     return inRowOrder(results, rows, () => this.#ctx.slicer.pause())
   }
 
-  /**
-   * Step 1 for every managed row no journal governs: the rows to move are
-   * answered, every other row's result is pushed, and the holds of rows
-   * already where the mode wants them are released. Rows already nested
-   * as the mode wants are pushed to settled.
-   */
+  /** Step 1 for each managed row no journal governs: moves answered, other results pushed. */
   async #planRows(
     rows: readonly Route[],
     mode: Mode,
@@ -218,8 +186,7 @@ export class Pass implements LayoutPass {
   ): Promise<MoveCandidate[]> {
     const ctx = this.#ctx
     const { dirs, gate } = ctx.deps
-    // Every row planned in turn, giving the event loop back between slices:
-    // a box of 10,000 rows never holds a wake.
+    // Planned in slices, so a large box never holds a wake.
     const claims = await this.#claimsToPlan(rows)
     const gateAnswer = mode === 'nested' ? gate.check() : null
     const managed = rows.filter((row) => activatorManaged(row) && !this.#state.journaled(row.host))
@@ -265,18 +232,7 @@ export class Pass implements LayoutPass {
     return candidates
   }
 
-  /**
-   * The path claims a plan classifies its rows against: the ones the wakes
-   * follow, followed to rows (after a converge, by the rows the pass
-   * rewrote), not an index of every row built again at each run (its maps
-   * of 10,000 hosts grown and its garbage made as the converge starts).
-   * When there are none yet (the first run after a start, before any wake)
-   * they are built a row at a time, giving the loop back between slices,
-   * and kept for the wakes. A wake that follows them to a newer list (a
-   * row another process added) while the plan goes on moves them under
-   * it: the rows planned after that meet the claims of the rows as they
-   * are now, the newer row's among them (design §3.3).
-   */
+  /** The wakes' claims followed to rows (built per slice when none); a wake may move them mid-plan (§3.3). */
   async #claimsToPlan(rows: readonly Route[]): Promise<PathClaims> {
     if (this.#claimsFor !== undefined) {
       if (this.#claimsFor.routes !== rows) this.#claimsFor = followRows(this.#claimsFor, rows)
@@ -287,12 +243,12 @@ export class Pass implements LayoutPass {
       claims.add(row)
       await this.#ctx.slicer.pause()
     }
-    // A wake that came meanwhile made its own: it is kept, and this one plans.
+    // A wake's own, made meanwhile, is kept.
     this.#claimsFor ??= claimsOfRows(rows, claims)
     return claims
   }
 
-  /** One batch: its sleeping hosts fenced and moved together, then its awake ones stopped and moved one at a time. */
+  /** One batch: sleeping hosts fenced and moved together, then awake ones stopped and moved one by one. */
   async #moveBatch(
     batch: readonly MoveCandidate[],
     mode: Mode,
@@ -303,9 +259,7 @@ export class Pass implements LayoutPass {
     const ctx = this.#ctx
     const { claims, clock, graceMs, registry } = ctx.deps
     const results: Result[] = []
-    // One tick from the claim checks to the fence: no wake can be granted
-    // between them (FenceTable.admit), so a host found asleep here is
-    // fenced asleep.
+    // One tick from the claim checks to the fence (FenceTable.admit): a host found asleep is fenced asleep.
     const now = clock.now()
     const sorted = sortByClaim(batch, {
       claimed: (host) => claims.claimed(host),
@@ -334,19 +288,13 @@ export class Pass implements LayoutPass {
     }
     for (const candidate of sorted.awake) {
       if (opts.signal.aborted) break
-      // Why an awake host is stopped rather than left its grace, for what the run says it waits on.
       const why = candidate.wasHeld ? 'held' : opts.deferAwake ? 'grace over' : 'force'
       results.push(...(await parts.awake.stopAndMove(candidate, opts.signal, why)))
     }
     return results
   }
 
-  /**
-   * Rows already nested keep the modes a move gives (design §2), whatever
-   * build nested them: a root left 0750 by an earlier build is repaired
-   * here, a claimed or fenced host at a later run (edge-modes.ts). A
-   * failure is logged: it changes no row and holds no move back.
-   */
+  /** Rows already nested keep the modes a move gives (design §2); a failure is only logged. */
   async #holdEdgeModes(settled: readonly Route[]): Promise<void> {
     const { claims, dirs, logger, socketsGid } = this.#ctx.deps
     try {
@@ -370,7 +318,6 @@ export class Pass implements LayoutPass {
 
   // ---- plumbing ---------------------------------------------------------
 
-  /** Loads what the pass keeps in memory (holds, notes, the grace book), once, and builds the parts that use it. */
   #load(): Promise<LoadedParts> {
     this.#loaded ??= this.#loadOnce()
     return this.#loaded

@@ -1,8 +1,5 @@
 // Step 5 of a move (design §3): the source checked without following a
-// symlink, and after the rename, the check that what moved is what was
-// checked. The walk is the C walk (c-walk.ts) where the build made it, on
-// libuv's thread pool; else the same walk in JavaScript, a generator driven
-// in slices of the event loop. Both answer the same findings.
+// symlink, and after the rename, the check that what moved is what was checked.
 import fs from 'node:fs'
 import { secondNameReason } from '../../domain/pass-plan.js'
 import type { ReasonCode } from '../../domain/reason-codes.js'
@@ -16,7 +13,7 @@ export interface DirIdentity {
   ino: bigint
 }
 
-/** What preflight found. `held`: a reason the tenant could have caused. */
+/** `held`: a reason the tenant could have caused. */
 export type Preflight =
   | { kind: 'ok'; seen: DirIdentity }
   | {
@@ -27,11 +24,8 @@ export type Preflight =
   | { kind: 'missing' }
 
 /**
- * The walk of one source, yielding after each entry. The source must be a
- * directory, not a link to one (renaming a link leaves the files where the
- * tenant pointed it), and no file under it may have a second name (a hard
- * link to a neighbour's file would carry it into isolation); the walk stops
- * at the first. Throws on an I/O error: a failure, not a tenant's doing.
+ * The walk of one source, yielding per entry. A link as the source would leave the files behind, and a
+ * file's second name would carry a neighbour's file into isolation: both hold; an I/O error throws.
  */
 function* walk(dir: string): Generator<undefined, Preflight> {
   const st = sourceItself(dir)
@@ -54,7 +48,6 @@ function* walk(dir: string): Generator<undefined, Preflight> {
   return { kind: 'ok', seen: { dev: st.dev, ino: st.ino } }
 }
 
-/** The source itself: its lstat when it is a directory, else what preflight says of it. */
 function sourceItself(dir: string): fs.BigIntStats | Preflight {
   const st = lstatBigSyncOrUndefined(dir)
   if (st === undefined) return { kind: 'missing' }
@@ -63,18 +56,12 @@ function sourceItself(dir: string): fs.BigIntStats | Preflight {
   return st
 }
 
-/** The hold for a file at p, under the source dir, that has more names than one. */
 function secondName(dir: string, p: WalkPath, links: number): Preflight {
   const rel = shownPath(bytesOf(p).subarray(bytesOf(dir).length + 1))
   return { kind: 'held', code: 'second_name', reason: secondNameReason(rel, links) }
 }
 
-/**
- * The same walk by the C walk: the source looked at as above, then walked
- * by native/walk.c, which lists and lstats as the generator does, in the
- * same order, and answers the same findings. What it saw is the directory
- * it opened (not through a symlink), the one its walk read.
- */
+/** The same walk in native/walk.c. */
 async function walkInC(dir: string, walkC: CWalk): Promise<Preflight> {
   const st = sourceItself(dir)
   if ('kind' in st) return st
@@ -84,21 +71,10 @@ async function walkInC(dir: string, walkC: CWalk): Promise<Preflight> {
   return { kind: 'ok', seen: { dev: found.dev, ino: found.ino } }
 }
 
-/**
- * A path as the walk carries it: text while every name on the way is UTF-8,
- * and bytes below a directory with a name that is not (design §2: a name
- * is bytes, and its lossy decoding names nothing).
- */
+/** Text while every name is UTF-8, bytes below one that is not (design §2: a name is bytes). */
 type WalkPath = string | Buffer
 
-/**
- * A directory's entries, and the path to build theirs from. Read as text,
- * the common case and the cheaper one (a path of bytes costs a copy and a
- * buffer for every entry: 14-21% of a 10,000-tenant walk); a listing in which
- * any name did not decode (U+FFFD stands for its bytes) is read again as
- * bytes, and that directory's subtree walked by bytes. A name that is
- * UTF-8 and spells U+FFFD itself only takes the slower way.
- */
+/** Entries read as text; as bytes when a name did not decode (U+FFFD). */
 function listed(d: WalkPath): { at: WalkPath; entries: Array<fs.Dirent<string> | fs.Dirent<Buffer>> } {
   if (typeof d === 'string') {
     const entries = fs.readdirSync(d, { withFileTypes: true })
@@ -108,17 +84,14 @@ function listed(d: WalkPath): { at: WalkPath; entries: Array<fs.Dirent<string> |
   return { at, entries: fs.readdirSync(at, { withFileTypes: true, encoding: 'buffer' }) }
 }
 
-/** A listed entry's path, built as its listing was read: text under text, bytes under bytes. */
 function entryPath(at: WalkPath, name: string | Buffer): WalkPath {
   return typeof at === 'string' && typeof name === 'string' ? `${at}/${name}` : childPath(bytesOf(at), bytesOf(name))
 }
 
-/** A walk's path as bytes: a text one is UTF-8 through and through (listed), so its encoding is the name itself. */
 function bytesOf(p: string | Buffer): Buffer {
   return typeof p === 'string' ? Buffer.from(p, 'utf8') : p
 }
 
-/** f's answer, or undefined when a path was longer than the kernel takes (ENAMETOOLONG); any other error throws. */
 function tooLong<T>(f: () => T): T | undefined {
   try {
     return f()
@@ -128,12 +101,7 @@ function tooLong<T>(f: () => T): T | undefined {
   }
 }
 
-/**
- * A tree deeper than a path can name (PATH_MAX, 4096 bytes on Linux): a
- * tenant can make one, so it is held with a reason, like a second name,
- * not failed as a disk's fault on every retry. The path is shown by its
- * start and its length: it is longer than any line should be.
- */
+/** Too deep to name is a tenant's doing: held, not failed on every retry. */
 function pathTooLong(dir: string, at: WalkPath): Preflight {
   const p = bytesOf(at)
   const rel = p.subarray(bytesOf(dir).length + 1)
@@ -146,12 +114,7 @@ function pathTooLong(dir: string, at: WalkPath): Preflight {
   }
 }
 
-/**
- * Preflight of one source: by the C walk on libuv's pool when it was
- * built, else by the generator on the loop's thread, giving the loop back
- * between slices (sliced-fs.ts). A test names the walk it means (null: the
- * generator).
- */
+/** The C walk where built, else the generator in slices (null: the generator). */
 export async function preflight(
   dir: string,
   slicer: Slicer = defaultSlicer,
@@ -165,14 +128,7 @@ export async function preflight(
   }
 }
 
-/**
- * After a rename: whether what now sits at `at` is the very directory
- * preflight saw (a directory, not a symlink, same device and inode). A
- * tenant that swapped its directory for a symlink, or for another
- * directory, between preflight and the rename got that moved instead
- * (rename(2) moves a link, never what it points at): answers what was
- * found, or undefined when it is the directory preflight saw.
- */
+/** After a rename: what sits at `at` unless it is what preflight saw (rename(2) moves a link itself). */
 export function swappedSincePreflight(at: string, seen: DirIdentity): string | undefined {
   const st = lstatBigSyncOrUndefined(at)
   if (st === undefined) return 'nothing'

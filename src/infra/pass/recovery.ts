@@ -1,8 +1,6 @@
 // Recovery (design §4), apart from the write path: every journal in
-// `<data>/layout` finished from where its files are (the §4 table, at start
-// and before each converge), a crash's temporary files removed, holds
-// restored at start. It carries moves on with the move's own steps, and
-// every journal, hold and fence goes through the pass state.
+// `<data>/layout` finished from where its files are, at start and before
+// each converge; a crash's temporary files removed; holds restored at start.
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { IntentMode, Mode, Result } from '../../domain/modes.js'
@@ -32,10 +30,7 @@ import type { PassState } from './pass-state.js'
 
 type Redo = Exclude<RecoveryAction['kind'], 'keep'>
 
-/**
- * A temporary file is a write that never reached its rename: the journal or
- * hold it would have been never existed. Removed before anything is read.
- */
+/** A temporary file is a write that never reached its rename: nothing it wrote ever existed, so it goes first. */
 export async function removeUnfinishedTemps(ctx: PassContext, listing: LayoutListing): Promise<void> {
   const { dirs, logger } = ctx.deps
   if (listing.temps.length === 0) return
@@ -61,12 +56,7 @@ export class Recovery {
     this.#awake = parts.awake
   }
 
-  /**
-   * Runs the §4 table over every journal in `<data>/layout`: at start-up
-   * (report: strays are reported too), and at the head of each converge for
-   * the journals recovery had to keep, so an operator's fix is picked up
-   * without a restart.
-   */
+  /** The §4 table over every journal: at start, and before each converge so an operator's fix needs no restart. */
   async recoverJournals(intent: IntentMode, defaultOptedOut: boolean, atStart: boolean): Promise<Result[]> {
     const ctx = this.#ctx
     const { dirs, logger, registry } = ctx.deps
@@ -84,7 +74,7 @@ export class Recovery {
       }
     }
     const named = await this.#readAll(listing, atStart, results)
-    // A kept journal an operator has removed: they decided; the host wakes as its row says.
+    // An operator removed a kept journal: the host wakes as its row says.
     for (const host of this.#state.keptHosts()) {
       if (this.#state.named(host)) continue
       this.#state.releaseKept(host)
@@ -109,8 +99,7 @@ export class Recovery {
     if (redo.rollback.length > 0) results.push(...(await this.#rollBack(redo.rollback, intent)))
     results.push(...(await this.#steps.continueFrom(FromStep.Finish, redo['redo-finish'], 'recovered', intent)))
     results.push(...(await this.#steps.continueFrom(FromStep.CommitRow, redo['redo-row'], 'recovered', intent)))
-    // Files move again only for hosts proven asleep: a claim the activator
-    // kept through our restart is stopped first, like any awake host.
+    // Files move again only for hosts proven asleep: a claim kept through our restart is stopped first.
     const asleep: MoveInFlight[] = []
     for (const move of redo['redo-move']) {
       if (
@@ -131,11 +120,7 @@ export class Recovery {
     return results
   }
 
-  /**
-   * Reads every journal file of the listing, hosts' own and batches', made
-   * known to the pass state; answers, by host, what the files that name it
-   * say: a move each, or why one cannot be acted on (a string).
-   */
+  /** Reads every journal file into the pass state; answers, by host, each file's move or why it cannot be acted on. */
   async #readAll(
     listing: LayoutListing,
     atStart: boolean,
@@ -173,8 +158,7 @@ export class Recovery {
         return
       }
       this.#state.knowFile(name, read.hosts, undefined)
-      // A batch's file names many hosts: its reason names the file from the data root, and the command that
-      // shows its moves (docs/runbook.md#a-batch-journal).
+      // A batch file's reason names it from the data root, with the command that shows its moves (runbook).
       const bad =
         host === undefined
           ? `batch journal layout/${name} (${file}) ${read.reason}; its ${read.hosts.length} hosts stay fenced ` +
@@ -198,12 +182,7 @@ export class Recovery {
     return named
   }
 
-  /**
-   * Fences host and asks the §4 table what to do, given what the journal
-   * files naming it say. One that cannot be acted on, or two naming
-   * different moves, keep it (its result pushed) and answer undefined;
-   * otherwise the redo, with the move it carries on.
-   */
+  /** Fences host and asks the §4 table; unreadable or differing journals keep it (undefined), else the redo. */
   #judge(
     host: string,
     said: ReadonlyArray<Journal | string>,
@@ -277,7 +256,7 @@ export class Recovery {
     return { action: action.kind, move: { journal, wasHeld: this.#state.hold(host) !== undefined } }
   }
 
-  /** Files and row still at from, and the intent wants from's shape: the journal goes, the host wakes where it is. */
+  /** Files and row still at from, as the intent wants: the journal goes, the host wakes where it is. */
   async #rollBack(moves: MoveInFlight[], intent: IntentMode): Promise<Result[]> {
     const ctx = this.#ctx
     await this.#state.closeJournals(moves.map((move) => move.journal.host))
@@ -303,12 +282,7 @@ export class Recovery {
     )
   }
 
-  /**
-   * Re-fences every held host whose hold still stands under intent, and
-   * drops the others (design §4): a hold stands under nested and
-   * unreadable, and drops under a recorded flat or under none with the
-   * default opted out (the host is flat already; it wakes flat).
-   */
+  /** Re-fences held hosts whose hold stands under intent (design §4), and drops the others. */
   async restoreHolds(intent: IntentMode, defaultOptedOut: boolean): Promise<Result[]> {
     const ctx = this.#ctx
     const { dirs, registry } = ctx.deps

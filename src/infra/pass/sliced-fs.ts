@@ -1,22 +1,16 @@
-// The pass's metadata calls (lstat, readdir, mkdir, rename, unlink, a mode
-// set through a handle), made synchronously in short slices that give the
-// event loop back between them (design §3.3). On a cached directory such a
-// call is cheaper than a pool round trip, and the slice bounds how long a
-// wake claim waits. Calls that wait on the disk or make or free an inode
-// (fsync, mkdir, rmdir) run on the pool instead.
+// The pass's metadata calls, made synchronously in short slices that give
+// the event loop back between them (design §3.3): on a cached directory each
+// is cheaper than a pool round trip. Calls that wait on the disk run on the pool.
 import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
 const { O_RDONLY, O_NOFOLLOW, O_DIRECTORY } = constants
 
-/** The longest stretch of synchronous work between two turns of the event loop. */
+/** The longest synchronous stretch between two turns of the loop. */
 export const SLICE_MS = 4
 
-/**
- * Hands the event loop back once `budgetMs` of synchronous work has gone by
- * since the last turn it gave. One is shared by every part of a run.
- */
+/** One per run, shared by its parts. */
 export class Slicer {
   readonly #budgetMs: number
   #since = performance.now()
@@ -25,14 +19,12 @@ export class Slicer {
     this.#budgetMs = budgetMs
   }
 
-  /** Yields to the event loop when this slice's budget is spent; otherwise returns at once. */
   async pause(): Promise<void> {
     if (performance.now() - this.#since < this.#budgetMs) return
     await nextTurn()
     this.#since = performance.now()
   }
 
-  /** Runs fn over items in order, pausing between them; answers the results in order. */
   async map<T, R>(items: readonly T[], fn: (item: T, i: number) => Promise<R> | R): Promise<R[]> {
     const out: R[] = []
     for (const [i, item] of items.entries()) {
@@ -43,23 +35,18 @@ export class Slicer {
   }
 }
 
-/** A slicer for callers that bring none (tests, single moves). */
 export const defaultSlicer = new Slicer()
 
-/** lstat without following, or undefined when nothing is there. */
 export function lstatSyncOrUndefined(p: string | Buffer): Stats | undefined {
   return fs.lstatSync(p, { throwIfNoEntry: false })
 }
 
-/** lstat with device and inode as bigints, or undefined when nothing is there. */
 export function lstatBigSyncOrUndefined(p: string): BigIntStats | undefined {
   return fs.lstatSync(p, { bigint: true, throwIfNoEntry: false })
 }
 
-/** Makes dir (one level) with mode when absent; answers whether it made it. A non-directory there is refused. */
+/** mkdir of one level when absent (true when made); refuses a non-directory. */
 export function ensureDirSync(dir: string, mode: number): boolean {
-  // Looked at first: most parents exist already (D/nested, D/apps), and a
-  // failed mkdir costs an exception where lstat costs none.
   const there = lstatSyncOrUndefined(dir)
   if (there !== undefined) {
     if (!there.isDirectory())
@@ -78,11 +65,7 @@ export function ensureDirSync(dir: string, mode: number): boolean {
   return false
 }
 
-/**
- * ensureDirSync with its mkdir on the thread pool: a mkdir allocates an
- * inode and waits in the filesystem's journal behind the previous batch's
- * fsyncs. The look first is made on the loop's thread, where it is cheap.
- */
+/** ensureDirSync with its mkdir on the pool: a mkdir allocates an inode and waits behind fsyncs. */
 export async function ensureDirOffLoop(dir: string, mode: number): Promise<boolean> {
   const there = lstatSyncOrUndefined(dir)
   if (there === undefined) {
@@ -99,7 +82,7 @@ export async function ensureDirOffLoop(dir: string, mode: number): Promise<boole
   return false
 }
 
-/** Sets a directory's mode (and group, unless gid is -1) through a handle opened without following a symlink. */
+/** Sets a directory's mode (and group, unless -1) through a handle that follows no symlink. */
 export function setDirModeSync(dir: string, mode: number, gid = -1): void {
   const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
@@ -111,11 +94,7 @@ export function setDirModeSync(dir: string, mode: number, gid = -1): void {
   }
 }
 
-/**
- * Gives a directory mode (and group gid, unless -1) when its own, read
- * through a handle opened without following a symlink, differ; answers
- * whether anything changed. Both already as asked: no chown, no chmod.
- */
+/** setDirModeSync only when mode or group differ; true when it changed either. */
 export function holdDirModeSync(dir: string, mode: number, gid = -1): boolean {
   const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
@@ -123,7 +102,7 @@ export function holdDirModeSync(dir: string, mode: number, gid = -1): boolean {
     const regroup = gid >= 0 && st.gid !== gid
     if (!regroup && (st.mode & 0o7777) === mode) return false
     if (regroup) fs.fchownSync(fd, -1, gid)
-    // After the chown: changing a group clears setgid on some systems.
+    // After the chown, as above.
     fs.fchmodSync(fd, mode)
     return true
   } finally {
@@ -131,11 +110,7 @@ export function holdDirModeSync(dir: string, mode: number, gid = -1): boolean {
   }
 }
 
-/**
- * Clears from a directory's mode the bits `bits` answers for it (from its
- * own stat), through a handle opened without following a symlink; answers
- * whether the mode changed. None of them set: no chmod.
- */
+/** Clears the bits `bits` names from a directory's mode; true when it changed. */
 export function clearModeBitsSync(dir: string, bits: (st: Stats) => number): boolean {
   const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
@@ -157,7 +132,7 @@ export function renameDirSync(from: string, to: string): void {
   fs.renameSync(from, to)
 }
 
-/** unlink(2); answers false when nothing was there. */
+/** unlink(2); false when nothing was there. */
 export function unlinkSyncIfPresent(p: string): boolean {
   try {
     fs.unlinkSync(p)
