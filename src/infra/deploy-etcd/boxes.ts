@@ -1,17 +1,7 @@
-// The boxes' summaries and labels in etcd (design §7.3, §7.5): one lease
-// per agent, kept alive a third of its TTL apart, carrying two small keys,
-// <root>labels/<box> (who holds the label: box, data root, pid, host) and
-// <root>boxes/<box> (the summary), so a box that dies leaves the live set
-// when its lease expires. Beside it, unleased, <root>boxes-kept/<box> keeps
-// the last summary, put in the same transaction (so only when the summary
-// changes, never on a keep-alive), and since when the box is gone: marked by
-// its agent at a clean stop, or by the first reader to find its lease
-// expired. It stays until the box comes back or `fleet forget` removes it,
-// so a dead box never vanishes from the fleet's view. A summary is put only while the label is on this agent's
-// lease; a lease etcd no longer knows (the agent was cut off past its TTL)
-// is granted again and the label taken again, unless another agent has it
-// by then: this one then stops publishing and says so. This file owns the
-// lease and the keys; the store hands it the gateway.
+// The boxes' summaries and labels in etcd (design §7.3, §7.5): one lease per
+// agent carries <root>labels/<box> and <root>boxes/<box>, so a dead box leaves
+// the live set when its lease expires; the unleased <root>boxes-kept/<box>
+// keeps its last summary until `fleet forget`.
 import { Value } from '../../domain/typebox.js'
 import { BoxSummary, KeptBox } from '../../domain/box-summary.js'
 import type { Clock, LabelHolder, Logger } from '../../domain/ports.js'
@@ -27,20 +17,16 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 export interface EtcdBoxesOptions {
   gateway: Gateway
-  /** The summaries' prefix, ending in `/`. */
   prefix: string
-  /** The kept last summaries' prefix (unleased), ending in `/`. */
   keptPrefix: string
-  /** The labels' prefix (leased keys, who holds each label now). */
   labelPrefix: string
-  /** The last holders' prefix (kept until a clean stop: how a takeover is told). */
+  /** Kept until a clean stop: how a takeover is told. */
   holderPrefix: string
   ttlMs: number
   clock: Clock
   logger: Logger | undefined
 }
 
-/** A summary as put: its leased key and value, and its kept copy's. */
 interface Published {
   key: string
   value: string
@@ -49,21 +35,15 @@ interface Published {
 
 export class EtcdBoxes {
   readonly #o: EtcdBoxesOptions
-  /** The lease this agent's summary lives on, once granted. */
   #lease: string | undefined
-  /** The grant under way, which every caller shares (publish, renewal and claim may each need a lease). */
   #granting: Promise<string> | undefined
-  /** The last summary put, put again on a new lease, and its kept copy (unleased). */
   #value: Published | undefined
   #renewal: (() => void) | undefined
   #renewing = false
-  /** The last summary given is in etcd (its put succeeded). */
   #written = false
-  /** The label this agent claimed, as its key holds it; undefined before claim (tests publish without one). */
   #label: { key: string; holderKey: string; value: string; holder: LabelHolder } | undefined
-  /** The label is on this agent's lease (taken at start, or by a later renewal when etcd was away). */
   #claimed = false
-  /** Another agent took the label while this one's lease had expired: nothing more is published. */
+  /** The label was taken while this lease had expired: publish nothing more. */
   #lost = false
 
   constructor(opts: EtcdBoxesOptions) {
@@ -82,15 +62,14 @@ export class EtcdBoxes {
       kept: { key: b64(`${this.#o.keptPrefix}${summary.box}`), value: b64(`${JSON.stringify(kept)}\n`) },
     }
     this.#written = false
-    // Renewals start whatever the put does: a failed one is put again by the next.
+    // Renewals start whatever the put does: the next puts a failed one again.
     this.#schedule()
     await this.#put(signal)
   }
 
   /**
-   * Takes the label on this agent's lease (design §7.5), or throws `label_taken` naming the live holder. A
-   * holder of the same data root on the same host is a previous run of this agent (the data root's lock
-   * says it is gone): taken over at once, and said. A last holder whose lease expired is said too.
+   * Takes the label (design §7.5) or throws `label_taken`; a holder with our data root and host is a dead
+   * run of this agent (the data root's lock says so), taken over at once.
    */
   async claim(holder: LabelHolder, signal: AbortSignal): Promise<void> {
     const { labelPrefix, holderPrefix } = this.#o
@@ -100,7 +79,6 @@ export class EtcdBoxes {
       value: b64(`${JSON.stringify(holder)}\n`),
       holder,
     }
-    // Renewals start whatever the claim does: one that could not reach etcd is made by the next.
     this.#schedule()
     const other = await this.#claimNow(signal)
     if (other === undefined) return
@@ -109,10 +87,6 @@ export class EtcdBoxes {
     throw errors.labelTaken(holder.box, describeHolder(other))
   }
 
-  /**
-   * Takes the label on this lease (granted first when there is none). Resolves to the live holder when
-   * another agent holds it, else undefined (taken).
-   */
   async #claimNow(signal: AbortSignal): Promise<LabelHolder | undefined> {
     const label = this.#label
     if (label === undefined) return undefined
@@ -121,7 +95,7 @@ export class EtcdBoxes {
     if (taken !== undefined) {
       const same = taken.dataRoot === label.holder.dataRoot && taken.host === label.holder.host
       if (!same) return taken
-      // The data root's lock is ours, so that agent is gone: its lease has yet to expire.
+      // The data root's lock is ours, so that agent is gone; its lease has yet to expire.
       await this.#o.gateway.call('/v3/kv/deleterange', { key: label.key }, TxnResponse, signal)
       const again = await this.#take(signal)
       if (again !== undefined) return again
@@ -130,10 +104,7 @@ export class EtcdBoxes {
     return undefined
   }
 
-  /**
-   * One transaction: the label put on this lease where no key holds it, and the last holder read and
-   * replaced. Resolves to the live holder when another holds it (nothing written), else undefined.
-   */
+  /** One txn: the label put where no key holds it, the last holder swapped; else the live holder. */
   async #take(signal: AbortSignal): Promise<LabelHolder | undefined> {
     const label = this.#label
     if (label === undefined) return undefined
@@ -164,14 +135,11 @@ export class EtcdBoxes {
     return undefined
   }
 
-  /**
-   * Puts the summary on the lease, granting one first when there is none or etcd forgot it. With a label,
-   * the put is a transaction that applies only while the label is on this lease.
-   */
+  /** Puts the summary on the lease (a new one if etcd forgot it), guarded on the label being on this lease. */
   async #put(signal: AbortSignal): Promise<void> {
     if (this.#lost) return
     if (this.#label !== undefined && !this.#claimed) {
-      // etcd could not be reached when the agent started: the label is taken before any summary.
+      // etcd was away at start: the label is taken before any summary.
       const other = await this.#claimNow(signal)
       if (other !== undefined) return this.#lose(other)
     }
@@ -189,7 +157,7 @@ export class EtcdBoxes {
   }
 
   async #guardedPut(v: Published, signal: AbortSignal): Promise<void> {
-    // The kept copy goes with the summary, in one transaction: one write per change of the summary.
+    // The kept copy rides in the same txn: one write per change of the summary, none per keep-alive.
     const puts = () => [{ request_put: { key: v.key, value: v.value, lease: this.#lease } }, { request_put: v.kept }]
     const label = this.#label
     if (label === undefined) {
@@ -203,14 +171,13 @@ export class EtcdBoxes {
     })
     const { value } = await this.#o.gateway.call('/v3/kv/txn', txn(), TxnResponse, signal)
     if (value.succeeded === true) return
-    // The label is not on this lease: it went with an expired lease, or another agent holds it.
+    // The label went with an expired lease, or another agent holds it.
     await this.#renewLease(signal)
     if (this.#lost) return
     const again = await this.#o.gateway.call('/v3/kv/txn', txn(), TxnResponse, signal)
     if (again.value.succeeded !== true) throw new Error(`the box label is not on this agent's lease after taking it`)
   }
 
-  /** A new lease, and the label taken again on it; another agent holding it by then ends publishing. */
   async #renewLease(signal: AbortSignal): Promise<void> {
     await this.#grantOnce(signal)
     const label = this.#label
@@ -224,7 +191,6 @@ export class EtcdBoxes {
     )
   }
 
-  /** Another agent holds the label now: nothing more is published, and that is said. */
   #lose(holder: LabelHolder): void {
     const box = this.#label?.holder.box ?? holder.box
     this.#lost = true
@@ -238,11 +204,7 @@ export class EtcdBoxes {
     )
   }
 
-  /**
-   * A new lease, granted once for all who ask while it is under way: two grants at once would leave the
-   * label or the summary on a lease that no renewal keeps alive (the other one wins #lease), and the live
-   * box would leave the fleet when it expires.
-   */
+  /** One grant for all who ask at once: a second would leave the label or summary on a lease no renewal keeps. */
   #grantOnce(signal: AbortSignal): Promise<string> {
     this.#granting ??= this.#grant(signal)
       .then((lease) => (this.#lease = lease))
@@ -258,7 +220,7 @@ export class EtcdBoxes {
     return value.ID
   }
 
-  /** The next renewal, a third of the TTL from now: two may fail before the summary goes. */
+  /** A third of the TTL from now: two renewals may fail before the summary goes. */
   #schedule(): void {
     if (this.#renewal !== undefined || this.#o.gateway.closed.aborted || this.#lost) return
     this.#renewal = this.#o.clock.setTimer(Math.max(100, Math.floor(this.#o.ttlMs / 3)), () => {
@@ -276,7 +238,6 @@ export class EtcdBoxes {
       const lease = this.#lease
       const unclaimed = this.#label !== undefined && !this.#claimed
       if (lease === undefined || unclaimed || (!this.#written && this.#value !== undefined)) {
-        // The last put failed: the summary is not in etcd until one succeeds.
         await this.#put(signal)
         logger?.info(
           { store: gateway.describe() },
@@ -287,7 +248,7 @@ export class EtcdBoxes {
       const { value } = await gateway.call('/v3/lease/keepalive', { ID: lease }, LeaseKeepAliveResponse, signal)
       const ttl = value.result?.TTL
       if (value.error !== undefined || ttl === undefined || ttl === '0' || ttl.startsWith('-')) {
-        // Expired while we were cut off (or too slow): the key went with it. A new lease, the summary again.
+        // Expired while cut off: the keys went with it, so a new lease and the summary again.
         logger?.warn(
           { store: gateway.describe(), lease },
           'etcd deploy store: the box summary lease expired; publishing again on a new one',
@@ -306,10 +267,7 @@ export class EtcdBoxes {
     }
   }
 
-  /**
-   * Stops renewing and revokes the lease (best effort): a box that stops cleanly leaves the live set at once,
-   * its kept summary marked gone since now, stopped.
-   */
+  /** Stops renewing, revokes the lease and marks the kept summary gone (best effort). */
   async close(signal: AbortSignal): Promise<void> {
     this.#renewal?.()
     this.#renewal = undefined
@@ -318,7 +276,7 @@ export class EtcdBoxes {
     const label = this.#label
     const stopped = this.#stoppedPut()
     if (label !== undefined && !this.#lost) {
-      // A clean stop is no takeover: the last holder goes with this agent's label, if it is still ours.
+      // A clean stop is no takeover: the last holder goes with our label, if still ours.
       const txn = {
         compare: [{ key: label.holderKey, target: 'VALUE', result: 'EQUAL', value: label.value }],
         success: [{ request_delete_range: { key: label.holderKey } }, ...stopped],
@@ -333,7 +291,6 @@ export class EtcdBoxes {
     await this.#o.gateway.call('/v3/lease/revoke', { ID: lease }, LeaseGrantResponse, signal).catch(() => undefined)
   }
 
-  /** The put of the kept summary marked gone since now, stopped; none when nothing was published. */
   #stoppedPut(): Array<{ request_put: { key: string; value: string } }> {
     const v = this.#value
     if (v === undefined || this.#lost) return []
@@ -344,10 +301,8 @@ export class EtcdBoxes {
   }
 
   /**
-   * Every box etcd knows, sorted by label (design §7.3): the live summaries and the kept ones, read in one
-   * transaction (one revision). A kept box with no live summary is gone: since when its kept copy says, or,
-   * the first time a reader finds its lease expired, since now, marked (best effort: guarded on the kept
-   * copy as read and the box still not live, so a box that came back meanwhile is never marked).
+   * Every box etcd knows, sorted (design §7.3), read in one txn. A kept box with no live summary is gone; the
+   * first reader to find it so marks it, guarded so a box that came back meanwhile is never marked.
    */
   async listKnown(signal: AbortSignal): Promise<KeptBox[]> {
     const { prefix, keptPrefix, gateway } = this.#o
@@ -378,7 +333,6 @@ export class EtcdBoxes {
     )
   }
 
-  /** Puts the gone mark on a kept summary while it is as read and its box not live; a failure is logged. */
   async #markGone(kept: KeptBox, modRevision: string, signal: AbortSignal): Promise<void> {
     const { prefix, keptPrefix, gateway, logger } = this.#o
     const box = kept.summary.box
@@ -391,7 +345,7 @@ export class EtcdBoxes {
       success: [{ request_put: { key, value: b64(`${JSON.stringify(kept)}\n`) } }],
       failure: [],
     }
-    // A reader without write access still shows the box gone, since its own look.
+    // A reader without write access still shows the box gone.
     await gateway.call('/v3/kv/txn', txn, TxnResponse, signal).catch((err: unknown) => {
       logger?.warn(
         { box, err },
@@ -400,10 +354,7 @@ export class EtcdBoxes {
     })
   }
 
-  /**
-   * Removes a gone box's kept summary (`fleet forget`), in one transaction guarded on the box not being live.
-   * Throws `box_live` while it is, `unknown_box` when etcd knows no such box.
-   */
+  /** `fleet forget`: removes a kept summary, guarded on the box not being live. */
   async forget(box: string, signal: AbortSignal): Promise<KeptBox> {
     const { prefix, keptPrefix, gateway } = this.#o
     const key = b64(`${keptPrefix}${box}`)
@@ -420,7 +371,6 @@ export class EtcdBoxes {
     return this.#keptOf(kv.key, kv.value)
   }
 
-  /** A live summary's key-value, checked; throws naming the key. */
   #summaryOf(b64key: string, b64value: string | undefined): BoxSummary {
     const { prefix } = this.#o
     const key = Buffer.from(b64key, 'base64').toString('utf8')
@@ -434,7 +384,6 @@ export class EtcdBoxes {
     return parsed
   }
 
-  /** A kept summary's key-value, checked; throws naming the key. */
   #keptOf(b64key: string, b64value: string | undefined): KeptBox {
     const { keptPrefix } = this.#o
     const key = Buffer.from(b64key, 'base64').toString('utf8')
@@ -449,7 +398,6 @@ export class EtcdBoxes {
     return parsed
   }
 
-  /** Every live box's summary, sorted by label. A malformed one throws naming its key. */
   async list(signal: AbortSignal): Promise<BoxSummary[]> {
     const { prefix, gateway } = this.#o
     const { value } = await gateway.call(
@@ -463,7 +411,6 @@ export class EtcdBoxes {
   }
 }
 
-/** A value as JSON; throws naming what it is when it is not. */
 function parseJson(what: string, b64value: string | undefined): unknown {
   try {
     return JSON.parse(utf8.decode(Buffer.from(b64value ?? '', 'base64')))
@@ -472,7 +419,6 @@ function parseJson(what: string, b64value: string | undefined): unknown {
   }
 }
 
-/** A label's holder as its key holds it (base64 JSON); undefined when it is not one. */
 function parseHolder(b64value: string | undefined): LabelHolder | undefined {
   if (b64value === undefined) return undefined
   try {

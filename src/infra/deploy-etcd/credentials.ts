@@ -1,12 +1,11 @@
 // How layoutd proves itself to etcd (design §7.1): the TLS files, read
 // once, and etcd's user, traded for a token that is traded again when etcd
-// refuses it; each TLS or auth failure in the operator's words. The gateway
-// asks it for a connection's options and a call's headers.
+// refuses it; each TLS or auth failure in the operator's words.
 import { X509Certificate } from 'node:crypto'
 import fs from 'node:fs'
 import { errorMessage } from '../../errors.js'
 
-/** What the environment names; every field optional (no TLS, no auth). */
+/** Every field optional: no TLS, no auth. */
 export interface EtcdCredentialFiles {
   ca?: string
   cert?: string
@@ -15,14 +14,13 @@ export interface EtcdCredentialFiles {
   passwordFile?: string
 }
 
-/** The TLS options of a connection, as undici's connect takes them. */
 export interface TlsOptions {
   ca?: Buffer
   cert?: Buffer
   key?: Buffer
 }
 
-/** A password file holds one line: the password; more than this is not one. */
+/** A password file holds one line; more than this is not one. */
 const MAX_PASSWORD_BYTES = 4096
 
 function readFileNamed(what: string, file: string): Buffer {
@@ -33,14 +31,14 @@ function readFileNamed(what: string, file: string): Buffer {
   }
 }
 
-/** etcd's answers that say a token is no longer good (expired, or a restarted member forgot it). */
+/** etcd's words for a token no longer good (expired, or a restarted member forgot it). */
 const STALE_TOKEN = /invalid auth token|auth token is expired|token is expired|ErrInvalidAuthToken/i
 
 export function isStaleTokenAnswer(message: string): boolean {
   return STALE_TOKEN.test(message)
 }
 
-/** The TLS codes of a certificate no CA in CARLOS_ETCD_CA signed: the alternatives of one anchored pattern. */
+/** Codes of a certificate no CA in CARLOS_ETCD_CA signed. */
 const UNTRUSTED_CERT_CODES = [
   'SELF_SIGNED_CERT_IN_CHAIN',
   'DEPTH_ZERO_SELF_SIGNED_CERT',
@@ -49,10 +47,7 @@ const UNTRUSTED_CERT_CODES = [
 ]
 const UNTRUSTED_CERT = new RegExp(`^(${UNTRUSTED_CERT_CODES.join('|')})$`)
 
-/**
- * What a TLS or auth failure means, in the operator's words, with the
- * variable to look at; undefined when the failure is neither.
- */
+/** A TLS or auth failure in the operator's words, naming the variable; undefined when neither. */
 export function explainFailure(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | undefined)?.code
   const msg = errorMessage(err)
@@ -84,9 +79,7 @@ export class EtcdCredentials {
   readonly tls: TlsOptions
   readonly user: string | undefined
   readonly #password: string | undefined
-  /** The token etcd gave for user, while it is good. */
   #token: string | undefined
-  /** The authenticate under way, so concurrent calls share one. */
   #authenticating: Promise<string> | undefined
 
   private constructor(tls: TlsOptions, user: string | undefined, password: string | undefined) {
@@ -95,16 +88,11 @@ export class EtcdCredentials {
     this.#password = password
   }
 
-  /** No TLS files and no user: plain http, no token. */
   static none(): EtcdCredentials {
     return new EtcdCredentials({}, undefined, undefined)
   }
 
-  /**
-   * Reads the files once. Throws naming the file or the variable when one
-   * cannot be read, when a certificate comes without its key (or the other
-   * way round), or a user without a password file.
-   */
+  /** Reads the files once; throws naming the file or variable that cannot be read or lacks its pair. */
   static load(files: EtcdCredentialFiles): EtcdCredentials {
     if ((files.cert === undefined) !== (files.key === undefined)) {
       throw new Error(
@@ -136,11 +124,8 @@ export class EtcdCredentials {
   }
 
   /**
-   * What a failure on an https endpoint means. etcd answers a client
-   * certificate it refuses (expired, from another CA, or none where it
-   * asks for one) with a TLS alert once the handshake is over, which the
-   * client sees only as the connection closing; our own certificate says
-   * which of the three it likely is.
+   * etcd refuses a client certificate after the handshake, which we see as a closed connection; our own
+   * certificate says which failure it likely is.
    */
   explain(err: unknown, https: boolean): string | undefined {
     const known = explainFailure(err)
@@ -164,7 +149,7 @@ export class EtcdCredentials {
       const x = new X509Certificate(cert)
       if (Date.parse(x.validTo) < Date.now()) validTo = x.validTo
     } catch {
-      // Not a PEM we can read: the TLS layer would have refused it earlier; say what we can below.
+      // Not a PEM we can read: the TLS layer would have refused it; say what we can.
     }
     if (validTo !== undefined)
       return `it refused our client certificate: CARLOS_ETCD_CERT expired on ${validTo} (${errorMessage(err)})`
@@ -174,15 +159,11 @@ export class EtcdCredentials {
     )
   }
 
-  /** Whether a client certificate or a CA is set: endpoints must then be https. */
   get usesTls(): boolean {
     return this.tls.cert !== undefined || this.tls.ca !== undefined
   }
 
-  /**
-   * Refuses plain http when a certificate is set: the key would guard nothing, and the password would cross
-   * in the clear.
-   */
+  /** Plain http with a certificate set would guard nothing and send the password in the clear. */
   checkEndpoint(url: URL): void {
     if (url.protocol === 'https:') return
     if (this.tls.cert !== undefined || this.tls.ca !== undefined) {
@@ -192,15 +173,11 @@ export class EtcdCredentials {
     }
   }
 
-  /** Whether calls carry a token. */
   get authenticates(): boolean {
     return this.user !== undefined
   }
 
-  /**
-   * The token to send, authenticating first when there is none. fetch is
-   * the gateway's call of /v3/auth/authenticate (its failover, its bounds).
-   */
+  /** The token, authenticating first through fetch (the gateway's call, with its failover) when none. */
   async token(fetch: (body: { name: string; password: string }) => Promise<string>): Promise<string | undefined> {
     const user = this.user
     const password = this.#password
@@ -212,12 +189,11 @@ export class EtcdCredentials {
     return this.#authenticating
   }
 
-  /** The token held now, if any (what the tests compare after a renewal). */
   get current(): string | undefined {
     return this.#token
   }
 
-  /** Forgets the token etcd refused (only that one: a newer one another call got is kept). */
+  /** Forgets the refused token only: a newer one another call got is kept. */
   forget(token: string | undefined): void {
     if (token !== undefined && this.#token === token) this.#token = undefined
   }

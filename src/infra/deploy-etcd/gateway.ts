@@ -1,7 +1,6 @@
 // The client of etcd's v3 JSON gateway (design §7) over undici, so a box
-// needs no gRPC client: a pool per endpoint, every call a POST /v3/... with
-// base64 keys, failover from the endpoint that answered last (one that failed
-// is asked last). What the calls mean is the store's and the watch's.
+// needs no gRPC client: a pool per endpoint, every call a POST with base64
+// keys, failing over from the endpoint that answered last.
 import type { Dispatcher } from 'undici'
 import { Pool } from 'undici'
 import type { Static, TSchema } from 'typebox'
@@ -11,43 +10,30 @@ import { schemaErrors } from '../schema-errors.js'
 import { EtcdCredentials, isStaleTokenAnswer } from './credentials.js'
 import { AuthenticateResponse } from './wire-schemas.js'
 
-/**
- * One request to one endpoint gets this long before the next endpoint is
- * asked (etcdctl's --command-timeout). The caller's signal (the 30 s intent
- * timeout) bounds the whole call; this bound is what leaves time in it for
- * a second endpoint when the first is stopped or cut off rather than dead.
- */
+/** One request's bound on one endpoint (etcdctl's --command-timeout), short enough to leave time for a second. */
 export const REQUEST_TIMEOUT_MS = 5_000
 
 /** A dead host should cost a connect, not the whole budget (etcdctl's --dial-timeout). */
 export const CONNECT_TIMEOUT_MS = 2_000
 
-/**
- * How long an endpoint not yet heard from (or failed since) has to answer a
- * first call before a request goes to it: a stopped member still completes a
- * TCP connect, so only this keeps a short CLI command from waiting a whole
- * request bound on it. A slower one is asked last, never dropped.
- */
+/** A first answer's bound: a stopped member still accepts TCP; a slow one is asked last. */
 export const DIAL_TIMEOUT_MS = 1_000
 
-/** The dial: a call any member answers without a token or a leader; any HTTP answer is one. */
+/** Any member answers it, without a token or a leader. */
 const DIAL_PATH = '/v3/maintenance/status'
 
-/** Far more than every record there will ever be; a guard against an endpoint that is not etcd. */
+/** A guard against an endpoint that is not etcd. */
 export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 /**
- * Sent with every request: the gateway passes `Grpc-Metadata-*` headers on
- * as gRPC metadata, and this one (etcd's require-leader key) makes a member
- * that has lost its leader, one cut off from its quorum, answer "no leader"
- * at once rather than time out, and end a watch rather than hold it open
- * silently, so the call or the watch moves to another endpoint.
+ * etcd's require-leader key, as gRPC metadata: a member cut off from its quorum fails a call or ends a
+ * watch at once, so it moves to another endpoint.
  */
 const REQUIRE_LEADER = { 'content-type': 'application/json', 'grpc-metadata-hasleader': 'true' }
 
 export interface Endpoint {
   url: string
-  /** The endpoint's path, without a trailing slash, before /v3/... (a gateway behind a proxy path). */
+  /** Before /v3/..., no trailing slash (a gateway behind a proxy path). */
   base: string
   pool: Pool
 }
@@ -56,19 +42,16 @@ export interface GatewayOptions {
   requestTimeoutMs?: number
   connectTimeoutMs?: number
   dialTimeoutMs?: number
-  /** TLS files and user; default none (plain http, no token). */
   credentials?: EtcdCredentials
 }
 
-/** Why no endpoint answered; stale says etcd refused the token the call carried. */
 class NoEndpointAnswered extends Error {
   stale = false
 }
 
-/** A key or value as the gateway takes it. */
 export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64')
 
-/** The key after every key that starts with prefix, in base64: the prefix with its last byte bumped. */
+/** The base64 range end of prefix: its last byte bumped. */
 export function prefixEnd(prefix: string): string {
   const bytes = Buffer.from(prefix)
   const last = bytes.at(-1)
@@ -78,7 +61,6 @@ export function prefixEnd(prefix: string): string {
   return bytes.toString('base64')
 }
 
-/** The body as text, refusing one larger than max without holding it. */
 export async function readCapped(body: Dispatcher.ResponseData['body'], max: number): Promise<string> {
   const chunks: Buffer[] = []
   let size = 0
@@ -93,23 +75,18 @@ export async function readCapped(body: Dispatcher.ResponseData['body'], max: num
   return Buffer.concat(chunks).toString('utf8')
 }
 
-/** The gateway's error message from an error body (`{"error", "message", "code"}`), or the body's start. */
 export function gatewayMessage(text: string): string {
   try {
     const body = JSON.parse(text) as { message?: unknown; error?: unknown }
     if (typeof body.message === 'string' && body.message !== '') return body.message
     if (typeof body.error === 'string' && body.error !== '') return body.error
   } catch {
-    // Not JSON (a proxy's page, "Not Found"): the text itself says what answered.
+    // Not JSON (a proxy's page): the text says what answered.
   }
   return JSON.stringify(text.trim().slice(0, 200))
 }
 
-/**
- * What the store, the boxes, the rollouts and the watch use of a gateway: the
- * EtcdGateway below, or a stand-in that answers from a model of etcd (the
- * deterministic simulation of the rollout protocol).
- */
+/** EtcdGateway, or the rollout simulation's model of etcd. */
 export type Gateway = Pick<
   EtcdGateway,
   | 'endpoints'
@@ -130,16 +107,14 @@ export type Gateway = Pick<
 export class EtcdGateway {
   readonly endpoints: readonly Endpoint[]
   readonly requestTimeoutMs: number
-  /** Aborted by close(): ends every watch and wait. */
   readonly #closing = new AbortController()
-  /** The requests under way, which close() aborts. */
   readonly #inflight = new Set<AbortController>()
-  /** The endpoint that answered last; every call starts there, so a dead one costs one failover, not one per call. */
+  /** Where every call starts, so a dead endpoint costs one failover, not one per call. */
   #preferred = 0
   readonly dialTimeoutMs: number
-  /** Endpoints that answered and have not failed since: asked without a dial. */
+  /** Answered, not failed since: asked without a dial. */
   readonly #heard = new Set<number>()
-  /** Endpoints that failed a dial or a request and have not answered since: asked after every other. */
+  /** Failed, not answered since: asked after every other. */
   readonly #silent = new Set<number>()
   readonly credentials: EtcdCredentials
 
@@ -163,17 +138,14 @@ export class EtcdGateway {
     return `etcd ${this.endpoints.map((e) => e.url).join(',')}`
   }
 
-  /** Aborted once the gateway is closed. */
   get closed(): AbortSignal {
     return this.#closing.signal
   }
 
-  /** The index of the endpoint that answered last: where a call or a watch starts. */
   get preferred(): number {
     return this.#preferred
   }
 
-  /** Makes ep the endpoint every next call starts at (it has just answered). */
   prefer(ep: Endpoint): void {
     this.#answered(this.endpoints.indexOf(ep))
   }
@@ -189,7 +161,6 @@ export class EtcdGateway {
     this.#silent.add(i)
   }
 
-  /** The endpoints in the order a call asks them: from the preferred one round, the silent ones last. */
   #order(): number[] {
     const count = this.endpoints.length
     const round = Array.from({ length: count }, (_, k) => (this.#preferred + k) % count)
@@ -204,12 +175,7 @@ export class EtcdGateway {
     await Promise.all(this.endpoints.map((e) => e.pool.close()))
   }
 
-  /**
-   * Asks each endpoint in turn, from the one that answered last, until one
-   * answers: a dead, stopped or cut-off endpoint moves the call to the next.
-   * Throws naming every endpoint's failure when none answers, or the
-   * caller's reason when its signal ends the call.
-   */
+  /** Asks each endpoint in turn until one answers; throws naming every failure. */
   async call<S extends TSchema>(
     path: string,
     body: unknown,
@@ -220,21 +186,19 @@ export class EtcdGateway {
     try {
       return await this.#callWith(path, body, schema, signal, token)
     } catch (err) {
-      // A token etcd no longer knows (expired, or its member restarted) is
-      // traded again, once: a second refusal is a real one.
+      // A token etcd forgot (expired, member restarted) is traded again once; a second refusal is real.
       if (!(err instanceof NoEndpointAnswered) || !err.stale || token === undefined) throw err
       this.credentials.forget(token)
       return await this.#callWith(path, body, schema, signal, await this.#token(signal))
     }
   }
 
-  /** The headers of a call or a stream: the token's when the credentials name a user. */
   async headers(signal: AbortSignal): Promise<{ headers: Record<string, string>; token: string | undefined }> {
     const token = await this.#token(signal)
     return { headers: token === undefined ? REQUIRE_LEADER : { ...REQUIRE_LEADER, authorization: token }, token }
   }
 
-  /** Forgets a token a stream was refused with, when etcd's words say it is stale. */
+  /** Forgets a token a stream was refused with, when etcd says it is stale. */
   refusedToken(token: string | undefined, why: string): void {
     if (isStaleTokenAnswer(why)) this.credentials.forget(token)
   }
@@ -261,8 +225,7 @@ export class EtcdGateway {
     const failures: string[] = []
     const headers = token === undefined ? REQUIRE_LEADER : { ...REQUIRE_LEADER, authorization: token }
     let stale = false
-    // An endpoint that fails its dial goes to the back of this call's queue, now silent: asked, without a
-    // dial, once every other endpoint has been.
+    // A failed dial sends the endpoint to the back of the queue, asked without a dial once all others were.
     const queue = this.#order()
     for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
       const ep = this.endpoints[i]
@@ -294,11 +257,7 @@ export class EtcdGateway {
     })
   }
 
-  /**
-   * The dial of an endpoint not heard from: a first call answered (with any
-   * status) within the dial bound. Answers why it was not, or undefined;
-   * throws the caller's reason when its signal ends it.
-   */
+  /** A first call answered within the dial bound; answers why not, or undefined. */
   async #dial(ep: Endpoint, signal: AbortSignal): Promise<string | undefined> {
     const attempt = this.#attempt(signal, this.dialTimeoutMs)
     try {
@@ -321,7 +280,6 @@ export class EtcdGateway {
     }
   }
 
-  /** One request to one endpoint within the request bound: its checked answer, or why not. */
   async #ask<S extends TSchema>(
     ep: Endpoint,
     path: string,
@@ -359,11 +317,7 @@ export class EtcdGateway {
     }
   }
 
-  /**
-   * Opens a stream on one endpoint (the watch), with no body timeout: the
-   * stream is quiet for as long as nobody records an intent. The caller
-   * reads the status and the body, and its signal ends the stream.
-   */
+  /** No body timeout: the watch is quiet while nobody records. */
   stream(
     ep: Endpoint,
     path: string,
@@ -381,10 +335,7 @@ export class EtcdGateway {
     })
   }
 
-  /**
-   * One cheap linearizable read on one endpoint (a count of the key), within
-   * ms: how the watch asks a quiet stream's member whether it still answers.
-   */
+  /** A cheap linearizable read within ms: the watch's check on a quiet member. */
   async probe(ep: Endpoint, signal: AbortSignal, ms: number, key = '/'): Promise<void> {
     const { headers } = await this.headers(signal)
     const res = await ep.pool.request({
@@ -399,11 +350,8 @@ export class EtcdGateway {
   }
 
   /**
-   * The signal of one request to one endpoint: aborted by the caller's
-   * signal, by close(), or after ms (the dial or the request bound). Built by hand and undone
-   * when the request ends, rather than with AbortSignal.any over the
-   * gateway's long-lived close signal, which would keep every request's
-   * signal alive as long as the gateway.
+   * A request's signal, built by hand: AbortSignal.any over the gateway's close signal would keep every
+   * request's signal alive as long as the gateway.
    */
   #attempt(caller: AbortSignal, ms: number): { signal: AbortSignal; done: () => void } {
     const ac = new AbortController()

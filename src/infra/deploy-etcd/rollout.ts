@@ -1,14 +1,9 @@
-// The staged rollouts in etcd (design §7.6): the record of each rollout at
-// <root>rollouts/record/<id>, the pointer to the one in play at
-// <root>rollouts/active, each box's progress, written by the box itself:
-// rollouts/started/<id>/<wave>/<box> once (the box moves on the rollout's
-// intent from then on) and rollouts/done/<id>/<wave>/<box> from its pass's
-// end on, kept current; and the rollout's events at
-// rollouts/events/<id>/<revision>, each written in the transaction of the
-// change it tells. Every change of a record is a compare-and-swap on its
-// mod_revision, so two agents advancing at once open one wave, and a box
-// starts only while the record it read still stands. This file owns the
-// keys and the transactions; the rules are domain/rollout.ts.
+// The staged rollouts in etcd (design §7.6): the records, the pointer to the
+// one in play, each box's progress written by the box itself, and events put
+// in the transaction of the change they tell. Every change of a record is a
+// compare-and-swap on its mod_revision, so two agents advancing at once open
+// one wave, and a box starts only while the record it read still stands.
+// The rules are in domain/rollout.ts.
 import { Value } from '../../domain/typebox.js'
 import { Type } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
@@ -29,10 +24,6 @@ import { schemaErrors } from '../schema-errors.js'
 import { b64, type Gateway, prefixEnd } from './gateway.js'
 import { PrefixWatch, WATCH_RETRY_FIRST_MS, WATCH_RETRY_MAX_MS, WATCH_SILENCE_MS } from './watch.js'
 
-/**
- * The rollouts' prefix beside an intents' prefix: `…/intents/` gives `…/rollouts/`, `/t/x/` gives
- * `/t/x-rollouts/`.
- */
 export function rolloutPrefixFor(prefix: string): string {
   return prefix.endsWith('/intents/')
     ? `${prefix.slice(0, -'intents/'.length)}rollouts/`
@@ -54,7 +45,7 @@ const Txn = Type.Object({
   succeeded: Type.Optional(Type.Boolean()),
   responses: Type.Optional(Type.Array(Type.Object({ response_range: Type.Optional(Range) }))),
 })
-/** A box's progress after its end; deferredRows and retried are absent in what builds before them wrote. */
+/** A box's end; deferredRows and retried are absent from older builds' writes. */
 const DoneValue = Type.Object({
   failedRows: Type.Integer({ minimum: 0 }),
   deferredRows: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -62,22 +53,20 @@ const DoneValue = Type.Object({
   at: Type.String(),
 })
 
-/** An event's key under its rollout: the revision of the record it changed, so events sort as they happened. */
+/** The changed record's revision, padded, so events sort as they happened. */
 function eventSeq(rev: string): string {
   return rev.padStart(20, '0')
 }
 
 export interface EtcdRolloutsOptions {
   gateway: Gateway
-  /** The rollouts' prefix, ending in `/`. */
   prefix: string
-  /** The intents' prefix: a rollout that ends records its intent there. */
+  /** A rollout that ends records its intent here. */
   intentPrefix: string
-  /** The boxes' summaries' prefix: who is live. */
   boxPrefix: string
   logger: Logger | undefined
   clock: Clock
-  /** Jitter for the records' watch backoff, in [0, 1); Math.random when unset. */
+  /** Watch backoff jitter, in [0, 1); Math.random when unset. */
   random?: () => number
 }
 
@@ -143,7 +132,7 @@ export class EtcdRollouts implements RolloutPort {
     return { record: parsed, rev: kv.mod_revision ?? '0' }
   }
 
-  /** Every rollout, sorted by id (newest last). A malformed record throws naming its key. */
+  /** Every rollout, sorted by id. */
   async list(signal: AbortSignal): Promise<StoredRollout[]> {
     const p = this.#key('record/')
     const value = await this.#range(p, prefixEnd(p), signal)
@@ -152,24 +141,19 @@ export class EtcdRollouts implements RolloutPort {
       .sort((a, b) => (a.record.id < b.record.id ? -1 : a.record.id > b.record.id ? 1 : 0))
   }
 
-  /** One rollout, or undefined. */
   async get(id: string, signal: AbortSignal): Promise<StoredRollout | undefined> {
     const kv = (await this.#range(this.#key('record', id), undefined, signal)).kvs?.[0]
     return kv === undefined ? undefined : this.#decode(kv)
   }
 
-  /** The rollout in play (the last one recorded) and the pointer's revision ('0' when none was ever recorded). */
+  /** The rollout in play and the pointer's revision ('0' when none was ever recorded). */
   async active(signal: AbortSignal): Promise<ActiveRollout> {
     const kv = (await this.#range(this.#key('active'), undefined, signal)).kvs?.[0]
     if (kv === undefined) return { pointerRev: '0', current: undefined }
     return { pointerRev: kv.mod_revision ?? '0', current: await this.get(text(kv.value), signal) }
   }
 
-  /**
-   * Records a new rollout and makes it the one in play, if the pointer and
-   * the rollout it named are still as read (the caller checked that one is
-   * over). False: another was recorded meanwhile, or it changed.
-   */
+  /** Makes r the one in play if the pointer and its rollout are as read; false if either moved. */
   async create(r: RolloutRecord, seen: ActiveRollout, signal: AbortSignal, event?: RolloutEvent): Promise<boolean> {
     const pointer = b64(this.#key('active'))
     const compare: unknown[] = [{ key: pointer, target: 'MOD', result: 'EQUAL', mod_revision: seen.pointerRev }]
@@ -188,11 +172,7 @@ export class EtcdRollouts implements RolloutPort {
     return this.#txn(compare, success, signal)
   }
 
-  /**
-   * Changes a record if it is still at rev: one wave opens, one pause lands.
-   * intent: recorded in the same txn (a rollout that passed its last wave,
-   * or was reverted at once). False: someone changed it first.
-   */
+  /** Changes a record still at rev (one wave opens, one pause lands), intent in the same txn; false if moved. */
   async update(
     s: StoredRollout,
     next: RolloutRecord,
@@ -214,19 +194,13 @@ export class EtcdRollouts implements RolloutPort {
     return this.#txn(compare, success, signal)
   }
 
-  /**
-   * The put of an event, keyed by the revision the change compares against: a change lands once, so its
-   * key is new. None without an event.
-   */
+  /** Keyed by the revision its change compares against: a change lands once, so the key is new. */
   #eventPut(id: string, rev: string, event: RolloutEvent | undefined): unknown[] {
     if (event === undefined) return []
     return [{ request_put: { key: b64(this.#key('events', id, eventSeq(rev))), value: b64(JSON.stringify(event)) } }]
   }
 
-  /**
-   * Records an intent with no rollout in play, or aborting the one in play in the same txn (cause
-   * `superseded`); event: the abort's, in the same txn.
-   */
+  /** Records an intent, aborting the rollout in play (`superseded`) in the same txn. */
   async recordIntentAborting(
     intent: IntentRecord,
     running: StoredRollout | undefined,
@@ -251,11 +225,7 @@ export class EtcdRollouts implements RolloutPort {
     return this.#txn(compare, success, signal)
   }
 
-  /**
-   * This box starts in the rollout: only while the record is still at rev
-   * (the wave open, not paused), and only once (the started key is created,
-   * never put over). False: the record moved, or the box had started.
-   */
+  /** This box starts: only while the record is at rev (open, not paused), and only once. */
   async start(s: StoredRollout, box: string, wave: number, signal: AbortSignal, lane?: LaneHolder): Promise<boolean> {
     const key = b64(this.#key('started', s.record.id, String(wave), box))
     const at = new Date(this.#o.clock.now()).toISOString()
@@ -272,17 +242,13 @@ export class EtcdRollouts implements RolloutPort {
     return this.#txn(compare, success, signal)
   }
 
-  /** The box a lane was last given to, with the key's revision ('0' when no box has started in it). */
+  /** A lane's last box and its key's revision ('0' when none started in it). */
   async laneHolder(id: string, wave: number, lane: number, signal: AbortSignal): Promise<LaneHolder> {
     const kv = (await this.#range(this.#key('lane', id, String(wave), String(lane)), undefined, signal)).kvs?.[0]
     return kv === undefined ? { lane, box: null, rev: '0' } : { lane, box: text(kv.value), rev: kv.mod_revision ?? '0' }
   }
 
-  /**
-   * This box's progress on the rollout's intent, from its pass's end on: its failed and deferred rows and
-   * the retries it answered, as they are now. A plain put: only this box writes its key, and the last
-   * word is the one that stands.
-   */
+  /** This box's progress as it is now: a plain put, since only this box writes its key. */
   async putProgress(id: string, box: string, wave: number, report: BoxReport, signal: AbortSignal): Promise<void> {
     const key = b64(this.#key('done', id, String(wave), box))
     const at = new Date(this.#o.clock.now()).toISOString()
@@ -290,25 +256,23 @@ export class EtcdRollouts implements RolloutPort {
     await this.#o.gateway.call('/v3/kv/put', { key, value: b64(JSON.stringify(value)) }, Type.Object({}), signal)
   }
 
-  /** Whether box has started in the rollout (its wave is the record's). */
   async hasStarted(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
     const v = await this.#range(this.#key('started', id, String(wave), box), undefined, signal, { count_only: true })
     return Number(v.count ?? '0') > 0
   }
 
-  /** Whether box is done in the rollout (its end is written). */
   async hasFinished(id: string, box: string, wave: number, signal: AbortSignal): Promise<boolean> {
     const v = await this.#range(this.#key('done', id, String(wave), box), undefined, signal, { count_only: true })
     return Number(v.count ?? '0') > 0
   }
 
-  /** Whether box has a live summary (its lease has not expired). */
+  /** Live: its summary's lease has not expired. */
   async isLive(box: string, signal: AbortSignal): Promise<boolean> {
     const v = await this.#range(`${this.#o.boxPrefix}${box}`, undefined, signal, { count_only: true })
     return Number(v.count ?? '0') > 0
   }
 
-  /** The progress of the boxes of a wave (or, with no wave, of all). */
+  /** The progress of a wave's boxes (of all, without a wave). */
   async progress(id: string, wave: number | undefined, signal: AbortSignal): Promise<Map<string, BoxProgress>> {
     const under = (what: string) => this.#key(what, id, wave === undefined ? '' : `${wave}/`)
     const [started, done] = await Promise.all(
@@ -330,7 +294,7 @@ export class EtcdRollouts implements RolloutPort {
     return out
   }
 
-  /** The rollout's events, oldest first. One that cannot be read throws naming its key. */
+  /** Events oldest first. */
   async events(id: string, signal: AbortSignal): Promise<RolloutEvent[]> {
     const p = this.#key('events', id, '')
     const value = await this.#range(p, prefixEnd(p), signal)
@@ -348,20 +312,17 @@ export class EtcdRollouts implements RolloutPort {
     })
   }
 
-  /** How many boxes of a wave are done (a count, not the keys). */
   async doneCount(id: string, wave: number, signal: AbortSignal): Promise<number> {
     const p = this.#key('done', id, `${wave}/`)
     return Number((await this.#range(p, prefixEnd(p), signal, { count_only: true })).count ?? '0')
   }
 
-  /** The labels of the live boxes (keys only: their summaries' leases have not expired). */
   async liveBoxes(signal: AbortSignal): Promise<Set<string>> {
     const p = this.#o.boxPrefix
     const v = await this.#range(p, prefixEnd(p), signal, { keys_only: true })
     return new Set((v.kvs ?? []).map((kv) => Buffer.from(kv.key, 'base64').toString('utf8').slice(p.length)))
   }
 
-  /** Calls onChange on every change of a record (and when the watch comes up or breaks), until signal aborts. */
   watch(onChange: () => void, signal: AbortSignal): void {
     this.#watch.watch(onChange, signal)
   }

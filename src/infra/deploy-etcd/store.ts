@@ -1,8 +1,6 @@
 // The etcd deploy store (design §7): the DeployStore port over etcd, one
 // key per intent, /carlos/layout/intents/<id>, read by every box of a fleet.
-// This file owns what a key holds (reading, refusing garbage, recording
-// without overwriting, pruning); gateway.ts gets the answers, watch.ts
-// follows the prefix, boxes.ts keeps the summaries.
+// This file owns what a key holds; gateway.ts, watch.ts and boxes.ts the rest.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Value } from '../../domain/typebox.js'
 import type { Static } from 'typebox'
@@ -31,18 +29,11 @@ import { type KeyValue, RangeResponse, TxnResponse } from './wire-schemas.js'
 export const INTENT_PREFIX = '/carlos/layout/intents/'
 export const BOX_PREFIX = '/carlos/layout/boxes/'
 
-/**
- * The boxes' prefix beside an intents' prefix: `…/intents/` gives `…/boxes/`,
- * `/test/x/` gives `/test/x-boxes/`.
- */
 export function boxPrefixFor(prefix: string): string {
   return siblingPrefix(prefix, 'boxes')
 }
 
-/**
- * The kept last summaries' prefix beside an intents' prefix: `…/intents/` gives `…/boxes-kept/`, outside
- * the range of `…/boxes/`, which stays the live set (leased keys only).
- */
+/** Outside the range of `…/boxes/`, which stays the live set (leased keys only). */
 export function keptBoxPrefixFor(prefix: string): string {
   return siblingPrefix(prefix, 'boxes-kept')
 }
@@ -55,49 +46,42 @@ export function siblingPrefix(prefix: string, name: string): string {
 }
 
 export interface EtcdStoreOptions {
-  /** Where watch breaks are logged. */
   logger?: Logger
-  /** The watch's backoff timers. */
   clock?: Clock
-  /** Jitter for the watch's backoff, in [0, 1). */
+  /** Watch backoff jitter, in [0, 1). */
   random?: () => number
   requestTimeoutMs?: number
   connectTimeoutMs?: number
-  /** The bound of an endpoint's first answer (gateway.ts's DIAL_TIMEOUT_MS). */
   dialTimeoutMs?: number
   watchRetryFirstMs?: number
   watchRetryMaxMs?: number
-  /** The key prefix; tests give each their own. Must end in `/`. */
+  /** Must end in `/`. */
   prefix?: string
-  /** TLS files and user (credentials.ts); default none. */
   credentials?: EtcdCredentials
-  /** A watch stream silent this long is dropped and made again. */
   watchSilenceMs?: number
-  /** Told each watch event once (tests, the bench). */
   onWatchEvents?: (events: readonly WatchEvent[]) => void
-  /** The lease TTL of this box's summary. */
   boxTtlMs?: number
-  /** The gateway to etcd, in place of one to the endpoints (a model of etcd: the rollout simulation). */
+  /** In place of the endpoints' (the rollout simulation's model of etcd). */
   gateway?: Gateway
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
-/** How often, and how far apart, a read whose revision is behind one read before is asked again. */
+/** Retries of a read whose revision is behind one read before. */
 const BEHIND_RETRIES = 3
 const BEHIND_RETRY_MS = 300
 
 export class EtcdDeployStore implements DeployStore {
   readonly tracksBoxes = true
   readonly prefix: string
-  /** Where `intent quarantine` moves records aside: `/carlos/layout/quarantine/<id>`. */
+  /** Where `intent quarantine` moves records aside. */
   readonly quarantinePrefix: string
   readonly #rangeEnd: string
   readonly #gateway: Gateway
   readonly #watch: PrefixWatch
   readonly #boxes: EtcdBoxes
   readonly #rollouts: EtcdRollouts
-  /** What this process's reads have found: a store seen is held to it (list). */
+  /** What this process's reads found: a store seen is held to it. */
   readonly #seen: { records: boolean; cluster: string | undefined; revision: bigint; replaced: string } = {
     records: false,
     cluster: undefined,
@@ -158,7 +142,7 @@ export class EtcdDeployStore implements DeployStore {
     return this.#gateway.describe()
   }
 
-  /** The cluster the last read answered from, and the prefix; never an endpoint (its URL may carry a password). */
+  /** Never an endpoint: its URL may carry a password. */
   identity(): string {
     return `etcd cluster ${this.#seen.cluster ?? '(not read yet)'} ${this.prefix}`
   }
@@ -168,11 +152,7 @@ export class EtcdDeployStore implements DeployStore {
     await this.#gateway.close()
   }
 
-  /**
-   * Ends every call, watch and renewal and revokes nothing: the summary
-   * and the label stay until their lease expires, as a killed agent leaves
-   * them (the fleet's tests and bench stand a kill -9 with it).
-   */
+  /** Ends every call, watch and renewal, revoking nothing, as a killed agent leaves its keys. */
   async abandon(): Promise<void> {
     await this.#gateway.close()
   }
@@ -181,7 +161,6 @@ export class EtcdDeployStore implements DeployStore {
     return this.#boxes.publish(summary, signal)
   }
 
-  /** The staged rollouts, on the same gateway (design §7.6). */
   rollouts(): EtcdRollouts {
     return this.#rollouts
   }
@@ -202,7 +181,7 @@ export class EtcdDeployStore implements DeployStore {
     return this.#boxes.claim(holder, signal)
   }
 
-  /** Every key under the prefix: the readable records sorted by id, each other one named with why. */
+  /** Readable records sorted by id; the others named with why. */
   async inspect(signal: AbortSignal): Promise<StoreContents> {
     const { kvs } = await this.#range(signal)
     const records: IntentRecord[] = []
@@ -219,11 +198,7 @@ export class EtcdDeployStore implements DeployStore {
     return { records: records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), unreadable }
   }
 
-  /**
-   * In one transaction (design §7.4): the record's bytes put at <quarantine>/<id>, its key deleted and
-   * the replacement created, each guarded (the record as read, neither new key there yet), so a box
-   * reads the record or the replacement, never the record before them.
-   */
+  /** One guarded txn (design §7.4): set aside and replaced at once, so a box reads the record or its replacement. */
   async quarantine(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string> {
     if (replacement !== undefined && !Value.Check(IntentRecord, replacement))
       throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, replacement)}`)
@@ -253,7 +228,6 @@ export class EtcdDeployStore implements DeployStore {
     throw new Error(`record ${id} changed while it was being quarantined (or the new id is taken); run it again`)
   }
 
-  /** The records moved aside, by id, each as its bytes read. */
   async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
     const p = this.quarantinePrefix
     const { value } = await this.#gateway.call(
@@ -268,9 +242,8 @@ export class EtcdDeployStore implements DeployStore {
     })
   }
 
-  /** Deletes the intents of these ids, 128 to a txn. */
+  /** Deletes these intents, 128 to a txn (etcd's --max-txn-ops). */
   async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {
-    // etcd takes at most 128 operations in one txn (its --max-txn-ops).
     for (let i = 0; i < ids.length; i += 128) {
       const success = ids.slice(i, i + 128).map((id) => ({ request_delete_range: { key: b64(`${this.prefix}${id}`) } }))
       const { value } = await this.#gateway.call(
@@ -298,15 +271,13 @@ export class EtcdDeployStore implements DeployStore {
     return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
-  /** Every key-value under the prefix, from an etcd held to the one read before. */
   async #range(signal: AbortSignal): Promise<{ kvs: Array<Static<typeof KeyValue>>; url: string }> {
-    // Linearizable (the default): the read goes through the leader, so a
-    // member cut off from its quorum answers an error, never an old intent.
+    // Linearizable: through the leader, so a member cut off from its quorum errs, never answers an old intent.
     const read = () =>
       this.#gateway.call('/v3/kv/range', { key: b64(this.prefix), range_end: this.#rangeEnd }, RangeResponse, signal)
     let { value, url } = await read()
-    // A member that has just caught up with a new leader can answer a revision a little behind one read before
-    // from another: asked again, it is past it. A wiped or restored etcd stays behind.
+    // A member just caught up with a new leader can be a little behind; asked again it is past. A wiped or
+    // restored etcd stays behind.
     for (let again = 0; again < BEHIND_RETRIES && this.#behind(value.header); again++) {
       await sleep(BEHIND_RETRY_MS, undefined, { signal })
       ;({ value, url } = await read())
@@ -317,14 +288,6 @@ export class EtcdDeployStore implements DeployStore {
     return { kvs: value.kvs ?? [], url }
   }
 
-  /**
-   * Holds a read to the etcd this process read before (design §7): another
-   * cluster id, or a revision behind one already seen, is a wiped or
-   * restored etcd answering in its place, and reads unreadable until the
-   * agent restarts. A compaction drops history, never a key, so it is
-   * neither.
-   */
-  /** This header's revision is behind one read before (the same cluster). */
   #behind(header: { revision?: string; cluster_id?: string } | undefined): boolean {
     if (header?.revision === undefined) return false
     if (header.cluster_id !== undefined && this.#seen.cluster !== undefined && header.cluster_id !== this.#seen.cluster)
@@ -332,6 +295,7 @@ export class EtcdDeployStore implements DeployStore {
     return BigInt(header.revision) < this.#seen.revision
   }
 
+  /** Another cluster or an older revision is a wiped or restored etcd: unreadable until restart (design §7). */
   #heldTo(header: { revision?: string; cluster_id?: string } | undefined, url: string): void {
     const lost = (what: string) => errors.deployStoreLost('deploy_store_replaced', `etcd ${url}`, what)
     if (this.#seen.replaced !== '') throw lost(this.#seen.replaced)
@@ -346,7 +310,7 @@ export class EtcdDeployStore implements DeployStore {
     if (revision !== undefined && revision > this.#seen.revision) this.#seen.revision = revision
   }
 
-  /** One key-value as a record; any fault of it throws naming the key, so the operator can say what to fix. */
+  /** One key-value as a record; a fault throws naming the key, for the operator to fix. */
   #decode(kv: Static<typeof KeyValue>): IntentRecord {
     const key = Buffer.from(kv.key, 'base64').toString('utf8')
     const bad = (why: string, cause?: unknown) => new Error(`intent record etcd ${key}: ${why}`, { cause })
@@ -363,8 +327,7 @@ export class EtcdDeployStore implements DeployStore {
       throw bad(`not JSON: ${errorMessage(err)}`, err)
     }
     if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
-    // The key is the id, so two keys can never claim one id and a copied
-    // value cannot pose as another record.
+    // The key is the id: two keys never claim one id, nor a copied value another record.
     if (value.id !== id) throw bad(`holds id ${JSON.stringify(value.id)}, so its key must be ${this.prefix}${value.id}`)
     return value
   }
@@ -375,10 +338,7 @@ export class EtcdDeployStore implements DeployStore {
       throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
     const key = b64(`${this.prefix}${intent.id}`)
     const value = b64(`${JSON.stringify(intent, null, 2)}\n`)
-    // Put only where the key was never created; otherwise read what is
-    // there. A txn that landed but whose answer was lost is asked again on
-    // the next endpoint, and then finds its own value: that is a success,
-    // not another recorder's intent.
+    // Put only where the key was never created: a retried txn that landed finds its own value, a success.
     const txn = {
       compare: [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
       success: [{ request_put: { key, value } }],
@@ -393,11 +353,6 @@ export class EtcdDeployStore implements DeployStore {
     )
   }
 
-  /**
-   * Calls onChange on every change under the prefix, and whenever the watch
-   * is established or breaks (see PrefixWatch), until signal aborts or the
-   * store closes.
-   */
   watch(onChange: () => void, signal: AbortSignal): void {
     this.#watch.watch(onChange, signal)
   }

@@ -1,31 +1,26 @@
-// What one line of etcd's watch stream says (design §7.2): whether the
-// watch was created, its events (key, kind, revision), the header's
-// revision (a progress notification carries only that), a compaction past
-// the revision asked for, or why etcd ended the watch.
+// What one line of etcd's watch stream says (design §7.2): created, events,
+// progress, a compaction, or why etcd ended the watch.
 import { Value } from '../../domain/typebox.js'
 import { errorMessage } from '../../errors.js'
 import { schemaErrors } from '../schema-errors.js'
 import { WatchLine } from './wire-schemas.js'
 
-/** An event of the stream: its key, its kind, and the revision that made it. */
 export interface WatchEvent {
   key: string
   type: 'PUT' | 'DELETE'
   revision: bigint
 }
 
-/** What one line of the stream says: created, events, progress, or why the watch ended. */
 export interface WatchLineSays {
   created: boolean
   events: WatchEvent[]
-  /** The store revision of the line's header. */
+  /** The header's revision (all a progress notification carries). */
   revision?: bigint
-  /** etcd compacted the revision asked for: the watch starts over from now. */
+  /** The watch starts over from now. */
   compacted?: boolean
   why?: string
 }
 
-/** What one line of the watch stream says: created, events, progress, or why the watch ended. */
 export function watchLineSays(line: string): WatchLineSays {
   let parsed: unknown
   try {
@@ -56,7 +51,7 @@ export function watchLineSays(line: string): WatchLineSays {
   return { created: result.created === true, events, revision }
 }
 
-/** An int64 as the gateway writes it (a decimal string); undefined when it is not one. */
+/** An int64 as the gateway writes it (decimal string); undefined if not. */
 function revisionOf(text: string | undefined): bigint | undefined {
   return text !== undefined && /^[0-9]{1,19}$/.test(text) ? BigInt(text) : undefined
 }

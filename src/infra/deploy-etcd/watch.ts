@@ -1,58 +1,47 @@
 // The watch of the intents' prefix (design §7.2): resumed from the last
 // revision seen, re-established with backoff, dropped when silent past its
-// bound. One stream of POST /v3/watch at a time, resumed on the next endpoint
-// from the revision after the last seen (no event missed or seen twice), each
-// break logged once; a frozen member holds a stream open and says nothing.
+// bound. One stream at a time, resumed on the next endpoint after the last
+// revision seen, so no event is missed or seen twice.
 import type { Dispatcher } from 'undici'
 import { errorMessage } from '../../errors.js'
 import type { Clock, Logger } from '../../domain/ports.js'
 import { b64, type Gateway, type Endpoint, gatewayMessage, MAX_RESPONSE_BYTES, readCapped } from './gateway.js'
 import { watchLineSays, type WatchEvent } from './watch-line.js'
 
-/** Watch re-establishment backoff: first delay, and the ceiling it doubles up to. */
+/** Backoff: the first delay, and the ceiling it doubles up to. */
 export const WATCH_RETRY_FIRST_MS = 250
 export const WATCH_RETRY_MAX_MS = 10_000
 
 /** The silence after which a stream is dropped (CARLOS_ETCD_WATCH_SILENCE). */
 export const WATCH_SILENCE_MS = 5_000
 
-/** One line of the watch stream carries at most a few events of records. */
 const MAX_WATCH_LINE_BYTES = 4 * 1024 * 1024
 
 export interface PrefixWatchOptions {
   gateway: Gateway
-  /** The watched prefix, and the base64 range end that closes it. */
   prefix: string
   rangeEnd: string
-  /** Where watch breaks are logged. */
   logger: Logger | undefined
-  /** The backoff timers, and the bound on a stream not yet created. */
+  /** Backoff timers, and the bound on a stream not yet created. */
   clock: Clock
-  /** Jitter for the backoff, in [0, 1). */
+  /** Backoff jitter, in [0, 1). */
   random: () => number
   retryFirstMs: number
   retryMaxMs: number
-  /** Nothing heard on a stream for this long (ms) drops it. */
   silenceMs: number
-  /** Told each event seen, once (tests and the bench count them). */
   onEvents?: (events: readonly WatchEvent[]) => void
 }
 
 export type { WatchEvent }
 
-/** One stream's state, shared by the phases that read it. */
 interface Stream {
   ep: Endpoint
   notify: () => void
-  /** The last revision every event up to which has been seen (the watch loop's, kept across streams). */
+  /** The revision up to which every event was seen; kept across streams. */
   seen: { revision: bigint | undefined }
-  /** The stream starts after a revision seen on an earlier one. */
   resumed: boolean
-  /** etcd said the watch is created. */
   created: boolean
-  /** Cancels the bound on a stream not yet created. */
   notCreated: () => void
-  /** Something was heard on the stream (the silence guard's clock). */
   heard: () => void
 }
 
@@ -63,11 +52,7 @@ export class PrefixWatch {
     this.#opts = opts
   }
 
-  /**
-   * Watches the prefix from the endpoint that answered last, until signal
-   * aborts or the gateway closes. onChange fires on every event and when a
-   * watch is (re)established or breaks, so what changed meanwhile is read at once.
-   */
+  /** onChange fires on every event and whenever a watch comes up or breaks. */
   watch(onChange: () => void, signal: AbortSignal): void {
     const { gateway, logger } = this.#opts
     const stop = AbortSignal.any([signal, gateway.closed])
@@ -89,7 +74,6 @@ export class PrefixWatch {
     let failures = 0
     let lastLogged = ''
     let i = gateway.preferred
-    /** The last revision every event up to which has been seen; the next stream starts after it. */
     const seen: { revision: bigint | undefined } = { revision: undefined }
     while (!stop.aborted) {
       const ep = endpoints[i % endpoints.length]
@@ -99,8 +83,7 @@ export class PrefixWatch {
       if (ended.created) {
         failures = 0
         lastLogged = ''
-        // The watch was up and is gone: what lands before the next one is
-        // up is found by reading now, and by the polls meanwhile.
+        // The watch is gone: what lands before the next is found by reading now, and by the polls meanwhile.
         notify()
       }
       failures++
@@ -121,7 +104,6 @@ export class PrefixWatch {
     }
   }
 
-  /** One watch stream, to its end; answers whether it was established and why it ended. */
   async #watchOnce(
     ep: Endpoint,
     notify: () => void,
@@ -152,8 +134,7 @@ export class PrefixWatch {
       const create = {
         key: b64(this.#opts.prefix),
         range_end: this.#opts.rangeEnd,
-        // etcd sends a progress notification on a quiet stream at its own
-        // interval; between two, the member is asked directly (#silenceGuard).
+        // etcd's progress notifications come at its own interval; between two, #silenceGuard asks the member.
         progress_notify: true,
         ...(seen.revision === undefined ? {} : { start_revision: String(seen.revision + 1n) }),
       }
@@ -185,10 +166,7 @@ export class PrefixWatch {
     }
   }
 
-  /**
-   * Reads a stream's messages, one a line, until one ends the watch or the
-   * stream ends; answers why the watch ended.
-   */
+  /** Reads a line per message until one ends the watch; answers why. */
   async #read(s: Stream, body: Dispatcher.ResponseData['body'], token: string | undefined): Promise<string> {
     const { gateway } = this.#opts
     let buf = ''
@@ -217,7 +195,6 @@ export class PrefixWatch {
     return why
   }
 
-  /** Acts on one message; answers why the watch ended, if it did. */
   #onLine(s: Stream, line: string): string | undefined {
     s.heard()
     const said = watchLineSays(line)
@@ -239,7 +216,7 @@ export class PrefixWatch {
     return said.why
   }
 
-  /** The watch is created: the attempt's bound is off, its endpoint preferred, and what landed before it read now. */
+  /** Created: bound off, endpoint preferred, what landed before read now. */
   #established(s: Stream, revision: bigint | undefined): void {
     const { gateway, logger, prefix } = this.#opts
     const { ep, seen, resumed } = s
@@ -253,11 +230,10 @@ export class PrefixWatch {
       `etcd deploy store: watching ${prefix} on ${ep.url}` +
         `${resumed ? ` from revision ${String((seen.revision ?? 0n) + 1n)}` : ''}`,
     )
-    // Whatever landed before the watch began is found by reading now.
     s.notify()
   }
 
-  /** Events: those after the last revision seen are told, logged and read; the revision moves past them all. */
+  /** Events past the last revision seen are told, logged and read. */
   #onEvents(s: Stream, events: readonly WatchEvent[]): void {
     const { gateway, logger, prefix } = this.#opts
     const { seen } = s
@@ -275,12 +251,8 @@ export class PrefixWatch {
   }
 
   /**
-   * Drops the stream (aborts ac) once nothing was heard on it for the
-   * silence bound. A third of the way into a silence the member is asked a
-   * read of its own (two thirds of the bound left for a loaded member to
-   * answer): an answer counts as heard, since a quiet prefix on a live
-   * member says nothing for as long as nobody records. A frozen member
-   * answers neither, and is left within the bound of the last thing heard.
+   * Drops the stream after silenceMs unheard. A third in, the member is asked a read, whose answer counts as
+   * heard: a quiet prefix on a live member says nothing, a frozen member answers neither.
    */
   #silenceGuard(ep: Endpoint, ac: AbortController): { now: () => void; cancel: () => void } {
     const { gateway, clock, silenceMs } = this.#opts
@@ -316,7 +288,6 @@ export class PrefixWatch {
     return { now: () => (last = clock.now()), cancel: () => cancel() }
   }
 
-  /** Waits ms on the watch's clock, or until stop aborts. */
   #sleep(ms: number, stop: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       if (stop.aborted) return resolve()

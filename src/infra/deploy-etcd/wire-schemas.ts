@@ -1,8 +1,6 @@
-// The shapes of what etcd's v3 JSON gateway answers, as TypeBox schemas:
-// the range, the txn, a line of the watch stream, the token, the lease. The gateway's JSON is
-// protobuf's: keys and values are base64, int64s are strings, and a field
-// at its default is left out (an empty range has no `kvs`, a failed txn no
-// `succeeded`), so nearly every field is optional.
+// The shapes of what etcd's v3 JSON gateway answers, as TypeBox schemas. Its
+// JSON is protobuf's: base64 keys and values, int64s as strings, and a field
+// at its default left out, so nearly every field is optional.
 import { Type } from '../../domain/typebox.js'
 
 const Header = Type.Object({ revision: Type.Optional(Type.String()), cluster_id: Type.Optional(Type.String()) })
