@@ -1,13 +1,8 @@
-// One agent per data root (design §4.4): `D/agent.lock`, held for the
-// agent's lifetime with a lock the kernel drops when the process dies, and
-// `D/agent.json`, who holds it, so a refused second agent can name the holder
-// and the CLI finds the agent of *its* data root, not whatever answers on the
-// default port.
+// One agent per data root (design §4.4): `D/agent.lock`, held for the agent's life, and `D/agent.json` naming the
+// holder.
 //
-// Node has no flock(2); SQLite's POSIX locks die with the process (kill -9
-// too), so the lock is an open `BEGIN IMMEDIATE` on a small SQLite file, and
-// another opener fails at once with SQLITE_BUSY. It lives outside `D/layout`
-// so no journal or hold listing sees it.
+// Node has no flock(2): the lock is an open `BEGIN IMMEDIATE` on a SQLite file, whose POSIX lock dies with the
+// process (kill -9 too). Outside `D/layout`, so no journal or hold listing sees it.
 import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -22,7 +17,7 @@ function isBusy(err: unknown): boolean {
   return err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code === 'SQLITE_LOCKED')
 }
 
-/** The holder as its file says, or why it cannot be told (a holder killed before it wrote, a file removed). */
+/** The holder as its file says, or why that cannot be read. */
 export function describeHolder(file: string): string {
   try {
     const h = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Holder>
@@ -45,11 +40,7 @@ export class AgentLock {
     this.#holder = holder
   }
 
-  /**
-   * Takes the data root's lock, or throws `data_dir_locked` naming the
-   * holder. Nothing else under the data root is read or written first, and
-   * a refused agent writes nothing at all.
-   */
+  /** Takes the lock before anything else under dataDir is touched, or throws `data_dir_locked` naming the holder. */
   static acquire(dataDir: string, now: () => Date = () => new Date()): AgentLock {
     fs.mkdirSync(dataDir, { recursive: true })
     const file = path.join(dataDir, AGENT_LOCK_FILE)
@@ -57,8 +48,7 @@ export class AgentLock {
     const db = new Database(file)
     try {
       db.pragma('busy_timeout = 0')
-      // The lock is the RESERVED lock of an open write transaction; nothing
-      // is ever written in it, so the rollback journal is never made.
+      // The RESERVED lock of a write transaction that writes nothing, so no rollback journal is made.
       db.exec('BEGIN IMMEDIATE')
     } catch (err) {
       db.close()
@@ -76,11 +66,7 @@ export class AgentLock {
     return lock
   }
 
-  /**
-   * Whether an agent holds dataDir's lock now, taking nothing: the lock
-   * file is opened only if it exists, and a write transaction that could
-   * begin is rolled back at once.
-   */
+  /** Whether an agent holds dataDir's lock, taking nothing (the transaction is rolled back at once). */
   static held(dataDir: string): boolean {
     let db: Database.Database
     try {
@@ -101,42 +87,39 @@ export class AgentLock {
     }
   }
 
-  /** Who holds dataDir's lock, as its `D/agent.json` says (pid and address), for a refusal to name. */
+  /** Who holds dataDir's lock, for a refusal to name. */
   static describeHolder(dataDir: string): string {
     return describeHolder(path.join(dataDir, AGENT_HOLDER_FILE))
   }
 
-  /** Who holds the lock: this agent, as `D/agent.json` says it. */
   get holder(): Readonly<Holder> {
     return this.#holder
   }
 
-  /** Which agent this is, as `GET /agent` answers it: the holder but its address, which a client already dialled. */
+  /** `GET /agent`'s answer: the holder without the address the client already dialled. */
   get identity(): Readonly<Omit<Holder, 'listen'>> {
     const { pid, dataDir, startId, startedAt } = this.#holder
     return { pid, dataDir, startId, startedAt }
   }
 
-  /** Records the address the agent listens on, for the next agent's refusal. */
+  /** Records the listening address, for the next agent's refusal. */
   listening(address: string): void {
     this.#holder = { ...this.#holder, listen: address }
     this.#writeHolder()
   }
 
-  /** Releases the lock and removes the holder file: a clean stop. */
+  /** Releases the lock and removes the holder file. */
   release(): void {
     if (!this.#db.open) return
     try {
       fs.rmSync(this.#holderFile, { force: true })
     } finally {
-      // Closing the connection ends the transaction and drops the lock.
+      // Closing ends the transaction, dropping the lock.
       this.#db.close()
     }
   }
 
-  // Written whole to a temporary name and renamed, so a refused agent never
-  // reads half a holder. Only the lock's holder writes it, so one fixed name
-  // serves: a holder killed mid-write leaves one file the next overwrites.
+  // Renamed whole into place so no reader sees half; only the holder writes, so one fixed temp name serves.
   #writeHolder(): void {
     const tmp = `${this.#holderFile}.tmp`
     fs.writeFileSync(tmp, `${JSON.stringify(this.#holder)}\n`, { mode: 0o644 })

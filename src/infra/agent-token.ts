@@ -1,9 +1,6 @@
-// The bearer token every mutation needs (design §6): CARLOS_AGENT_TOKEN, else
-// the file CARLOS_AGENT_TOKEN_FILE names, else `D/agent.token`, which the
-// agent makes at its first start (0600, its owner) and reads at every start
-// after. The agent refuses to start on a token file another user could read
-// or replace; the CLI reads the same token the same way and never makes one.
-// Synchronous: read once, at start or before a command's first request.
+// The bearer token every mutation needs (design §6): CARLOS_AGENT_TOKEN, else the file CARLOS_AGENT_TOKEN_FILE
+// names, else `D/agent.token`, which the agent makes (0600) at its first start. The agent refuses a token file another
+// user could read or replace; the CLI reads the same token and never makes one.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -12,32 +9,31 @@ import { errors } from '../errors.js'
 
 export const AGENT_TOKEN_FILE = 'agent.token'
 
-/** The token the agent requires, and where it came from (never logged itself). */
+/** The agent's token and its source; never logged. */
 export interface AgentToken {
   token: string
-  /** `CARLOS_AGENT_TOKEN`, or the file it was read from. */
+  /** `CARLOS_AGENT_TOKEN`, or the file read. */
   source: string
-  /** Given by the operator (the variable or its file), rather than made by the agent. */
+  /** Given by the operator rather than made by the agent. */
   configured: boolean
-  /** Made by this start: `D/agent.token` did not exist. */
+  /** Made by this start. */
   made: boolean
 }
 
-/** What the CLI sends: the token, or why it has none (said beside a 401). */
+/** What the CLI sends, or why it has none (said beside a 401). */
 export type ClientToken = { token: string } | { token: ''; missing: string }
 
-/** A token file is a line: anything longer is not one. */
+/** A token file is one line. */
 const MAX_FILE_BYTES = 4096
 
-/** The random bytes of a made token, hex-encoded: 256 bits. */
+/** 256 bits, hex-encoded. */
 const MADE_BYTES = 32
 
-/** The token a file holds: its text less one final newline (`echo … > file` writes one). */
+/** Less one final newline (`echo … > file` writes one). */
 function tokenOf(text: string): string {
   return text.replace(/\r?\n$/, '')
 }
 
-/** Reads an open token file whole, refusing one that is not a regular file or is too large to be a token. */
 function readOpen(fd: number, file: string, env: string): { text: string; stat: fs.Stats } {
   const stat = fs.fstatSync(fd)
   if (!stat.isFile()) throw errors.config(`${env}: ${file} is not a regular file; a token file is`)
@@ -48,7 +44,7 @@ function readOpen(fd: number, file: string, env: string): { text: string; stat: 
   return { text: buf.subarray(0, n).toString('utf8'), stat }
 }
 
-/** Refuses a file's token that could not be sent as a bearer token, naming its length, never its text. */
+/** Refuses a token unfit for a bearer header, naming its length, never its text. */
 function checkedToken(text: string, file: string, env: string): string {
   const token = tokenOf(text)
   const problem = tokenProblem(token)
@@ -59,11 +55,7 @@ function checkedToken(text: string, file: string, env: string): string {
 
 const octal = (mode: number): string => `0${(mode & 0o777).toString(8)}`
 
-/**
- * The file CARLOS_AGENT_TOKEN_FILE names: the operator's, so it may be a
- * symlink and readable by a group (how the activator is given it), never by
- * everyone.
- */
+/** The operator's file: may be a symlink and group-readable (how the activator gets it), never world-readable. */
 function fromOperatorFile(file: string): AgentToken {
   const env = 'CARLOS_AGENT_TOKEN_FILE'
   let fd: number
@@ -83,10 +75,8 @@ function fromOperatorFile(file: string): AgentToken {
 }
 
 /**
- * `D/agent.token` as it is, or undefined when there is none. Opened without
- * following a symlink and checked on the open file: a regular file of this
- * user's, readable by no one else (a file another user could read or
- * replace is no secret of the agent's).
+ * `D/agent.token`, or undefined: opened O_NOFOLLOW and checked on the fd, as a file another user could read or
+ * replace is no secret.
  */
 function readOwnFile(file: string): string | undefined {
   const what = `the agent's token file`
@@ -113,10 +103,8 @@ function readOwnFile(file: string): string | undefined {
 }
 
 /**
- * Makes `D/agent.token`: written whole to a file of this process's (O_EXCL,
- * 0600), made durable, then given its name with link(2), which fails when
- * the name exists: the file appears whole or not at all, and never over
- * another's. Answers false when another start made it first.
+ * Makes `D/agent.token`: an O_EXCL 0600 temp file, fsynced, then link(2)ed, so it appears whole and never over
+ * another's; false when another start made it first.
  */
 function makeOwnFile(file: string, token: string): boolean {
   const tmp = `${file}.${process.pid}.tmp`
@@ -147,12 +135,7 @@ function makeOwnFile(file: string, token: string): boolean {
   return true
 }
 
-/**
- * The agent's token (design §6): CARLOS_AGENT_TOKEN, else the file
- * CARLOS_AGENT_TOKEN_FILE names, else `D/agent.token`, made when absent.
- * Throws ConfigError naming the file and what is wrong with it; never the
- * token. The data root must exist (the agent's lock made it).
- */
+/** The agent's token, made when absent; throws ConfigError naming the file, never the token. */
 export function agentToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir'>): AgentToken {
   if (config.token !== '') return { token: config.token, source: 'CARLOS_AGENT_TOKEN', configured: true, made: false }
   if (config.tokenFile !== '') return fromOperatorFile(config.tokenFile)
@@ -166,11 +149,7 @@ export function agentToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir
   return { token: theirs, source: file, configured: false, made: false }
 }
 
-/**
- * The token the CLI sends: the agent's, read the same way, never made. A
- * token it cannot read is no failure here (a read needs none); it says why
- * it has none, for the message of a refused mutation.
- */
+/** The CLI's token, read the same way, never made; unreadable is no failure (reads need none), but said. */
 export function clientToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir'>): ClientToken {
   if (config.token !== '') return { token: config.token }
   const file = config.tokenFile !== '' ? config.tokenFile : path.join(config.dataDir, AGENT_TOKEN_FILE)

@@ -1,8 +1,5 @@
-// The intent this box keeps, `D/layout/intent.applied`, and the deploy store
-// held to it (design §7.7). The file is the record the agent last selected
-// from the store, written whole (temp file, fsync, rename, fsync D/layout):
-// what a new process remembers, so a store gone, emptied or replaced between
-// two starts reads unreadable.
+// The intent this box keeps, `D/layout/intent.applied`, and the deploy store held to it (design §7.7). Written
+// whole, it is what a new process remembers, so a store gone, emptied or replaced between starts reads unreadable.
 import path from 'node:path'
 import { appliedFrom, AppliedIntent, heldToApplied } from '../domain/applied-intent.js'
 import type { Dirs } from '../domain/paths.js'
@@ -17,16 +14,11 @@ import { schemaErrors } from './schema-errors.js'
 
 export const APPLIED_FILE = 'intent.applied'
 
-/** `D/layout/intent.applied`. */
 export function appliedIntentPath(dirs: Dirs): string {
   return path.join(layoutDir(dirs), APPLIED_FILE)
 }
 
-/**
- * The kept record, or undefined when none is kept. One that cannot be read
- * or is not a kept record throws naming the file: a box that cannot tell
- * what it applied fails closed (`layoutd intent forget-applied` removes it).
- */
+/** The kept record or undefined; an unreadable one throws naming the file (`intent forget-applied` clears it). */
 export async function readAppliedIntent(dirs: Dirs): Promise<AppliedIntent | undefined> {
   const file = appliedIntentPath(dirs)
   let text: string
@@ -52,7 +44,7 @@ export async function writeAppliedIntent(dirs: Dirs, applied: AppliedIntent): Pr
   await atomicWrite(appliedIntentPath(dirs), `${JSON.stringify(applied)}\n`)
 }
 
-/** Removes the kept record (the directory fsynced); answers whether one was there. */
+/** Removes the kept record (directory fsynced); whether one was there. */
 export async function forgetAppliedIntent(dirs: Dirs): Promise<boolean> {
   const file = appliedIntentPath(dirs)
   const there = await readNoFollow(file).then(
@@ -66,29 +58,23 @@ export async function forgetAppliedIntent(dirs: Dirs): Promise<boolean> {
 
 export interface KeptIntentOptions {
   dirs: Dirs
-  /** This box's label. */
   box: string
-  /** Write the record each read selects (the agent); false: only hold reads to what is kept (`intent status`). */
+  /** Write the record each read selects (the agent); false only holds reads to it (`intent status`). */
   keep: boolean
   logger?: Logger
   now?: () => Date
 }
 
 /**
- * The deploy store held to the kept record: each `list` that does not hold
- * it, nor a newer record addressing this box, throws
- * `applied_intent_missing`; with `keep`, a read that selects another record
- * keeps it before the caller acts on it. The kept file is read at the first
- * read (start-up asks the store only when it has something to recover, so
- * readiness never waits on it), and again before a refusal, so `layoutd
- * intent forget-applied` takes effect at the next read, without a restart.
+ * The store held to the kept record: a `list` holding neither it nor a newer record for this box throws
+ * `applied_intent_missing`. The file is read at the first read and again before a refusal, so `intent
+ * forget-applied` takes effect without a restart.
  */
 export class KeptIntentStore implements DeployStore {
   readonly #inner: DeployStore
   readonly #o: KeptIntentOptions
-  /** What the file held at the last look; null before the first. */
+  /** null before the first look. */
   #kept: AppliedIntent | undefined | null = null
-  /** Writes of the kept record, one after another. */
   #writing: Promise<void> = Promise.resolve()
   readonly tracksBoxes: boolean | undefined
 
@@ -96,7 +82,7 @@ export class KeptIntentStore implements DeployStore {
     this.#inner = inner
     this.#o = opts
     this.tracksBoxes = inner.tracksBoxes
-    // Everything but the reads is the store's own.
+    // All but the reads pass through.
     const i = inner
     if (i.watch) this.watch = (onChange, signal) => i.watch?.(onChange, signal)
     if (i.publishBox) this.publishBox = (summary, signal) => i.publishBox?.(summary, signal) ?? Promise.resolve()
@@ -127,7 +113,7 @@ export class KeptIntentStore implements DeployStore {
     const { box } = this.#o
     let kept = this.#kept === null ? await this.#look() : this.#kept
     if (kept !== undefined && heldToApplied(records, kept, box, store) !== null) {
-      // Looked at again: an operator may have forgotten it since.
+      // Read again: an operator may have forgotten it since.
       kept = await this.#look()
       const why = kept === undefined ? null : heldToApplied(records, kept, box, store)
       if (why !== null) throw errors.appliedIntentMissing(store, why)
@@ -142,7 +128,7 @@ export class KeptIntentStore implements DeployStore {
     return kept
   }
 
-  /** Keeps the record this read selects, when it is another one than kept. */
+  /** Keeps the record this read selects, when it differs. */
   async #keep(records: readonly IntentRecord[], kept: AppliedIntent | undefined, store: string): Promise<void> {
     const read = selectIntent(records, this.#o.box)
     if (!read.found || read.intent.id === kept?.id) return

@@ -1,9 +1,5 @@
-// The directory deploy store (design §7): one JSON file per intent under
-// <deploymentDir>/layout/intents/<id>.json. Every write is whole or absent,
-// since a fleet may share the filesystem. A box's summary (design §7.3) is
-// layout/boxes/<box>.json with an expiresAt its agent renews in place of a
-// lease; it outlives its agent (a clean stop leaves <box>.stopped beside it)
-// until the box comes back or `fleet forget` removes it.
+// The directory deploy store (design §7): one JSON file per intent under <deploymentDir>/layout/intents/<id>.json.
+// Writes are whole or absent: a fleet may share the filesystem. Box summaries (design §7.3) are layout/boxes/*.json.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -15,30 +11,26 @@ import { IntentRecord } from '../domain/schemas.js'
 import { errorMessage, errors } from '../errors.js'
 import { schemaErrors } from './schema-errors.js'
 
-/** A record is a few hundred bytes; anything this large is not one of ours. */
+/** Anything larger is not a record. */
 export const MAX_RECORD_BYTES = 64 * 1024
 
-/** How many records are read at once: enough to hide latency, few enough to stay clear of EMFILE. */
+/** Hides latency, clear of EMFILE. */
 const READ_CONCURRENCY = 16
 
-/** How far this clock and the filesystem's (or another box's) may disagree before a summary is judged stale. */
+/** Clock skew allowed before a summary is stale. */
 export const CLOCK_TOLERANCE_MS = 10_000
 
-/** Beside a box's summary, `<box>.stopped`: its agent stopped cleanly (a new agent of the box removes it). */
+/** Its agent stopped cleanly. */
 const STOP_MARK = '.stopped'
 
-/** A writer's temp file, `<id>.json.tmp-<pid>-<rand>`, possibly left by a crash before its rename. */
+/** Maybe left by a crash before its rename. */
 const TEMP_MARK = '.tmp-'
 
 const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-/**
- * The file's text, or only its size when that is over the limit (so a huge file is never read whole), and
- * when it was last written (the filesystem's stamp).
- */
+/** Never reads an oversized file whole. */
 async function readSmall(file: string, signal: AbortSignal): Promise<{ size: number; text: string; mtimeMs: number }> {
-  // O_NONBLOCK: a FIFO planted under a record's name must not hold a read
-  // (and a libuv worker) forever; it is refused below as not a regular file.
+  // O_NONBLOCK: a FIFO planted as a record must not hold a read (and a libuv worker) forever.
   const fh = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW)
   try {
     const st = await fh.stat()
@@ -46,7 +38,7 @@ async function readSmall(file: string, signal: AbortSignal): Promise<{ size: num
     const { size, mtimeMs } = st
     if (size > MAX_RECORD_BYTES) return { size, text: '', mtimeMs }
     const text = await fh.readFile({ encoding: 'utf8', signal })
-    // The file may have grown between stat and read.
+    // It may have grown.
     return { size: Math.max(size, Buffer.byteLength(text)), text, mtimeMs }
   } finally {
     await fh.close()
@@ -63,29 +55,24 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 export interface DirStoreOptions {
-  /** How long a published summary counts without being renewed. */
   boxTtlMs?: number
   clock?: Clock
 }
 
-/** An id `intent quarantine` may name: a file name in one directory, never a path. */
+/** A file name, never a path. */
 const QUARANTINE_ID = /^(?!\.\.?$)[^/\0]{1,250}$/
 
 export class DirDeployStore implements DeployStore {
-  /** Where the records live: `<deploymentDir>/layout/intents`. */
   readonly intentsDir: string
-  /** Where `intent quarantine` moves records aside: `<deploymentDir>/layout/quarantine`. */
   readonly quarantineDir: string
-  /** Where the boxes' summaries live: `<deploymentDir>/layout/boxes`. */
   readonly boxesDir: string
   readonly #ttlMs: number
   readonly #clock: Clock
-  /** This agent's summary, renewed a third of the TTL apart until close. */
   #mine: BoxSummary | undefined
-  /** A stop mark this box's last agent left has been removed: the box is back. */
+  /** Its stop mark is removed: the box is back. */
   #back = false
   #renewal: (() => void) | undefined
-  /** What this process's reads have found here: a store seen is held to it (list). */
+  /** A store seen is held to it (list). */
   readonly #seen = { root: false, intents: false, records: false }
 
   constructor(
@@ -108,8 +95,7 @@ export class DirDeployStore implements DeployStore {
   }
 
   async close(): Promise<void> {
-    // Only the summary's renewal is held between calls; a box that stops cleanly is gone at once, its last
-    // summary kept beside the mark.
+    // A clean stop is gone at once; its summary stays beside the mark.
     this.#renewal?.()
     this.#renewal = undefined
     const mine = this.#mine
@@ -146,7 +132,7 @@ export class DirDeployStore implements DeployStore {
     await fs.mkdir(this.boxesDir, { recursive: true })
     const final = path.join(this.boxesDir, `${mine.box}.json`)
     const tmp = `${final}${TEMP_MARK}${process.pid}-${randomBytes(4).toString('hex')}`
-    // No fsync: a summary lost to a power cut is written again by the next renewal.
+    // No fsync: the next renewal rewrites a summary lost to a power cut.
     await fs.writeFile(tmp, `${JSON.stringify(value)}\n`, { signal, mode: 0o644 })
     await fs.rename(tmp, final)
   }
@@ -161,15 +147,12 @@ export class DirDeployStore implements DeployStore {
     })
   }
 
-  /** The summaries whose time has not run out, sorted by label; a malformed one throws naming its file. */
+  /** Live summaries, by label. */
   async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
     return (await this.listKnownBoxes(signal)).filter((b) => b.gone === undefined).map((b) => b.summary)
   }
 
-  /**
-   * Every box's summary, sorted by label, each whose agent is gone marked since when (design §7.3): stopped
-   * (its mark's time), or expired (when its time ran out). A malformed one throws naming its file.
-   */
+  /** Every summary, by label, a gone one marked since when (design §7.3). */
   async listKnownBoxes(signal: AbortSignal): Promise<KeptBox[]> {
     let names: string[]
     try {
@@ -190,11 +173,10 @@ export class DirDeployStore implements DeployStore {
     return out.sort((a, b) => (a.summary.box < b.summary.box ? -1 : a.summary.box > b.summary.box ? 1 : 0))
   }
 
-  /** One box's summary and when its file was last written; undefined when it was removed meanwhile. */
   async #readBox(name: string, signal: AbortSignal): Promise<{ summary: BoxSummary; mtimeMs: number } | undefined> {
     const file = path.join(this.boxesDir, name)
     const read = await readSmall(file, signal).catch((err: unknown) => {
-      // Removed between the listing and the read: that box was forgotten.
+      // Removed since the listing: forgotten.
       if (errnoCode(err) === 'ENOENT') return undefined
       throw new Error(`box summary ${file}: cannot read: ${errorMessage(err)}`, { cause: err })
     })
@@ -214,17 +196,12 @@ export class DirDeployStore implements DeployStore {
     return { summary: value, mtimeMs: read.mtimeMs }
   }
 
-  /**
-   * Gone when its agent stopped renewing it: judged by when the file was last written, on the filesystem's
-   * clock, against this one with a tolerance; never by the stamps the agent's own clock put in it (a box
-   * whose clock stepped back writes an expiresAt already past). design §7.3.
-   */
+  /** By the file's mtime, never the agent's stamps, which a clock stepped back writes already past (design §7.3). */
   #expired(mtimeMs: number): BoxGone | undefined {
     if (this.#clock.now() - mtimeMs <= this.#ttlMs + CLOCK_TOLERANCE_MS) return undefined
     return { since: new Date(mtimeMs + this.#ttlMs).toISOString(), how: 'expired' }
   }
 
-  /** A clean stop's mark: gone since it was written (the filesystem's clock). */
   async #stopped(name: string): Promise<BoxGone | undefined> {
     const st = await fs.stat(path.join(this.boxesDir, name)).catch(() => undefined)
     // Removed meanwhile: the box came back.
@@ -232,7 +209,7 @@ export class DirDeployStore implements DeployStore {
     return { since: new Date(st.mtimeMs).toISOString(), how: 'stopped' }
   }
 
-  /** Removes a gone box's summary and its stop mark (`fleet forget`); refuses a live box and an unknown one. */
+  /** `fleet forget`: refuses a live or unknown box. */
   async forgetBox(box: string, signal: AbortSignal): Promise<KeptBox> {
     const name = `${box}.json`
     if (!QUARANTINE_ID.test(name) || name.includes(TEMP_MARK)) throw errors.unknownBoxToForget(box)
@@ -244,7 +221,6 @@ export class DirDeployStore implements DeployStore {
     return known
   }
 
-  /** Removes the records of these ids, then fsyncs the directory once. */
   async remove(ids: readonly string[], signal: AbortSignal): Promise<void> {
     if (ids.length === 0) return
     for (const id of ids) {
@@ -254,11 +230,7 @@ export class DirDeployStore implements DeployStore {
     await fsyncDir(this.intentsDir)
   }
 
-  /**
-   * Every record, sorted by id. A store this process has seen is held to it
-   * (design §7): its root or its intents directory gone, or every record
-   * gone after one was read, is a store lost, not "no intent", and throws.
-   */
+  /** Every record, by id; a store seen losing its root, intents or every record is lost, not empty (design §7). */
   async list(signal: AbortSignal): Promise<IntentRecord[]> {
     signal.throwIfAborted()
     const names = await this.#names()
@@ -275,7 +247,6 @@ export class DirDeployStore implements DeployStore {
     return records
   }
 
-  /** The names under the intents directory; undefined when no store was ever made here. */
   async #names(): Promise<string[] | undefined> {
     try {
       await fs.stat(this.deploymentDir)
@@ -294,13 +265,7 @@ export class DirDeployStore implements DeployStore {
     }
   }
 
-  /**
-   * Returns when dir's absence reads as "nothing was ever recorded": it is
-   * missing and this process never saw it. A directory seen and now gone
-   * is a store lost, and any other failure (a file in its place, no
-   * permission) must not read as "no intent" either: both throw, and the
-   * caller fails closed.
-   */
+  /** Returns only when dir was never seen; a seen dir gone, or any other failure, throws (fail closed). */
   #absent(err: unknown, dir: string, which: 'root' | 'intents'): void {
     if (errnoCode(err) !== 'ENOENT')
       throw new Error(`deploy store ${dir}: cannot list intents: ${errorMessage(err)}`, { cause: err })
@@ -319,11 +284,10 @@ export class DirDeployStore implements DeployStore {
       const batch = files.slice(i, i + READ_CONCURRENCY)
       records.push(...(await Promise.all(batch.map((name) => this.readRecord(name, signal)))))
     }
-    // Plain code-unit order, the order newIntentId compares ids in.
+    // Code-unit order, as newIntentId compares ids.
     return records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
-  /** Reads one record; any fault of the file throws naming it, so the caller can say what to fix. */
   private async readRecord(name: string, signal: AbortSignal): Promise<IntentRecord> {
     const file = path.join(this.intentsDir, name)
     const bad = (why: string, cause?: unknown) => new Error(`intent record ${file}: ${why}`, { cause })
@@ -340,8 +304,7 @@ export class DirDeployStore implements DeployStore {
       throw bad(`not JSON: ${errorMessage(err)}`, err)
     }
     if (!Value.Check(IntentRecord, value)) throw bad(`not an intent record: ${schemaErrors(IntentRecord, value)}`)
-    // The name is the id, so two files can never claim one id and a copied
-    // file cannot pose as another record.
+    // The name is the id, so no two files claim one id and a copy cannot pose as another.
     if (name !== `${value.id}.json`)
       throw bad(`holds id ${JSON.stringify(value.id)}, so it must be named ${value.id}.json`)
     return value
@@ -351,7 +314,7 @@ export class DirDeployStore implements DeployStore {
     signal.throwIfAborted()
     if (!Value.Check(IntentRecord, intent))
       throw new Error(`refusing to record an invalid intent: ${schemaErrors(IntentRecord, intent)}`)
-    // list() skips temp-looking names; a record it would skip must not be written.
+    // list() skips temp-looking names, so none is written.
     if (intent.id.includes(TEMP_MARK))
       throw new Error(`refusing to record intent ${intent.id}: an id may not contain ${JSON.stringify(TEMP_MARK)}`)
     await this.ensureDir()
@@ -376,11 +339,11 @@ export class DirDeployStore implements DeployStore {
       })
       throw err
     }
-    // The rename is durable only once the directory entry is.
+    // The rename is durable once its directory is.
     await fsyncDir(this.intentsDir)
   }
 
-  /** Every record, the readable ones sorted by id, each unreadable one named with why (list throws on it). */
+  /** Readable records by id, each unreadable one with why. */
   async inspect(signal: AbortSignal): Promise<StoreContents> {
     let names: string[]
     try {
@@ -404,11 +367,7 @@ export class DirDeployStore implements DeployStore {
     return { records: records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), unreadable }
   }
 
-  /**
-   * Moves <id>.json to layout/quarantine/<id>.json, the replacement recorded first (design §7.4): a
-   * reader sees the record alone, then both (the replacement is the newer, or the record cannot be read
-   * and nothing acts), then the replacement alone; never neither. The move is one rename.
-   */
+  /** One rename aside, the replacement recorded first: a reader never sees neither (design §7.4). */
   async quarantine(id: string, replacement: IntentRecord | undefined, signal: AbortSignal): Promise<string> {
     if (!QUARANTINE_ID.test(id)) throw new Error(`no record can be named ${JSON.stringify(id)} in ${this.intentsDir}`)
     const from = path.join(this.intentsDir, `${id}.json`)
@@ -431,7 +390,7 @@ export class DirDeployStore implements DeployStore {
     return to
   }
 
-  /** The records quarantine moved aside, by id, each as its bytes read (unparsed). */
+  /** Quarantined records by id, unparsed. */
   async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
     let names: string[]
     try {
@@ -449,7 +408,7 @@ export class DirDeployStore implements DeployStore {
     return out
   }
 
-  /** mkdir -p, then fsync the parent of every directory it created so the path itself survives a crash. */
+  /** mkdir -p, each new directory's parent fsynced so the path survives a crash. */
   private async ensureDir(): Promise<void> {
     const first = await fs.mkdir(this.intentsDir, { recursive: true })
     if (first === undefined) return
@@ -460,11 +419,7 @@ export class DirDeployStore implements DeployStore {
   }
 }
 
-/**
- * Moves tmp to final unless final exists. link(2) refuses an existing name
- * atomically, where a check before rename(2) would race another recorder;
- * a filesystem without hard links gets the check and the rename.
- */
+/** link(2) refuses an existing final atomically, where check-then-rename races; without hard links, that race. */
 async function placeNoReplace(tmp: string, final: string, id: string): Promise<void> {
   const exists = () => new Error(`intent ${id} is already recorded (${final}); refusing to overwrite it`)
   try {

@@ -1,8 +1,6 @@
-// Opens the deployment's deploy store (design §7): etcd when named, else
-// the directory; for the agent, a store that cannot be opened yet reads
-// unreadable while it is opened again (design §5.3). A fleet never falls back
-// to a local directory no other box sees. Only the store named is loaded, so
-// a box on a directory never pays for loading the etcd client.
+// Opens the deployment's deploy store (design §7): etcd when named, else the directory; for the agent, a store that
+// cannot be opened yet reads unreadable while it is opened again (design §5.3). A fleet never falls back to a local
+// directory, and only the named store's client is loaded.
 import type { Config } from '../config.js'
 import type { BoxSummary, KeptBox } from '../domain/box-summary.js'
 import type { DeployStore, LabelHolder, Logger } from '../domain/ports.js'
@@ -11,7 +9,7 @@ import { errorMessage, errors } from '../errors.js'
 import { createLogger } from '../logger.js'
 import type { EtcdCredentials } from './deploy-etcd/credentials.js'
 
-/** logger: where the etcd store reports its watch; default a logger of its own at the configured level. */
+/** logger: the etcd watch's; default its own at the configured level. */
 export async function openDeployStore(config: Config, logger?: Logger): Promise<DeployStore> {
   if (config.etcdEndpoints.length > 0) {
     const [{ EtcdDeployStore }, { EtcdCredentials }] = await Promise.all([
@@ -29,7 +27,7 @@ export async function openDeployStore(config: Config, logger?: Logger): Promise<
   return new DirDeployStore(config.deploymentDir, { boxTtlMs: config.etcdBoxTtlMs })
 }
 
-/** The TLS files and the password, read once; a file that cannot be read stops the command naming it. */
+/** Read once; an unreadable file stops the command naming it. */
 function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): EtcdCredentials {
   const set = (v: string): string | undefined => (v === '' ? undefined : v)
   try {
@@ -45,12 +43,7 @@ function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): E
   }
 }
 
-/**
- * The agent's deploy store (design §5.3, §7.1). One that cannot open at start
- * must not stop the agent (no tenant would wake): it reads as an unreadable
- * intent, every call throws `deploy_store_unopened`, and each read tries to
- * open it again; a watch asked for meanwhile starts once it opens.
- */
+/** The agent's store (design §5.3, §7.1): one that cannot open must not stop the agent, so it reads unreadable. */
 export async function openAgentDeployStore(
   config: Config,
   logger: Logger,
@@ -74,7 +67,7 @@ class ReopeningStore implements DeployStore {
   #why: unknown
   #opening: Promise<DeployStore> | undefined
   readonly #watches: Array<{ onChange: () => void; signal: AbortSignal }> = []
-  /** The box label to take once the store opens (design §7.5). */
+  /** The label to take once open (design §7.5). */
   #label: LabelHolder | undefined
   #closed = false
 
@@ -88,7 +81,7 @@ class ReopeningStore implements DeployStore {
     this.#why = why
   }
 
-  /** The store, opened now if it was not yet; throws deploy_store_unopened while it cannot be. */
+  /** Throws deploy_store_unopened while it cannot be opened. */
   async #opened(): Promise<DeployStore> {
     if (this.#store !== undefined) return this.#store
     if (this.#closed) throw errors.deployStoreUnopened(errorMessage(this.#why))
@@ -150,7 +143,7 @@ class ReopeningStore implements DeployStore {
     return (await this.#opened()).publishBox?.(summary, signal)
   }
 
-  /** Takes the label now if the store is open, else once it opens (throwing why it is not open yet). */
+  /** Takes the label now, or once the store opens. */
   async claimLabel(holder: LabelHolder, signal: AbortSignal): Promise<void> {
     if (this.#store !== undefined) return this.#store.claimLabel?.(holder, signal)
     this.#label = holder

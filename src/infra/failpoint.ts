@@ -1,13 +1,9 @@
-// The crash and fault points the crash suite stops the pass at (design
-// §3.4, §3.5; tests only). CARLOS_FAILPOINT, comma-separated: a step
-// (`after-rename`), one host's (`after-rename:a.example.com`), its nth arrival
-// (`after-journal@2`). Reached, it SIGKILLs the process, the nearest to a
-// power cut (nothing runs after); `=ENOSPC` throws that errno once instead.
-// `skip-fsync:<name>` drops one fsync, so the power-loss audit proves it
-// notices each one missing, which a kill -9 cannot (design §3.5).
+// The crash and fault points the crash suite stops the pass at (design §3.4, §3.5; tests only). CARLOS_FAILPOINT,
+// comma-separated: `step`, `step:host` or `step@n` SIGKILLs there (the nearest to a power cut), `step=ENOSPC` throws
+// that errno once; `skip-fsync:<name>` drops one fsync, which the power-loss audit must notice.
 import os from 'node:os'
 
-/** The steps the pass reports, in the order a move reaches them. */
+/** In the order a move reaches them. */
 export const FAILPOINT_STEPS = [
   'after-fence',
   'after-stop',
@@ -22,37 +18,27 @@ export const FAILPOINT_STEPS = [
   'after-lift',
 ] as const
 
-/**
- * The move's fsyncs, each a barrier the power-loss audit checks (design
- * §3.5), by the name `skip-fsync:<name>` takes out. Tests only: removing
- * one is how the audit shows it would catch that fsync missing.
- */
+/** The move's fsyncs the power-loss audit checks (design §3.5), named for `skip-fsync:<name>`. */
 export const FSYNC_NAMES = [
   /** `D`, once `D/layout` is made (step 4). */
   'layout-dir',
-  /**
-   * Each journal file's temporary file, before its rename (step 4): one a batch, and the own journals of a
-   * batch's kept hosts.
-   */
+  /** Each journal's temp file before its rename (step 4). */
   'journal-data',
   /** `D/layout`, after the journals' renames (step 4). */
   'journal-dir',
-  /** The destination's parents that gained an entry (step 6). */
+  /** Destination parents that gained an entry (step 6). */
   'prepare-parents',
-  /** A nested destination's `run/`, once its mode and group are set (step 6). */
+  /** A nested destination's `run/`, after its mode and group (step 6). */
   'run-mode',
-  /** The parent a tenant's directory was renamed out of (step 7). */
+  /** The rename's source parent (step 7). */
   'rename-source-parent',
-  /** The parent it was renamed into (step 7). */
+  /** The rename's destination parent (step 7). */
   'rename-dest-parent',
-  /**
-   * The row commit's WAL fsync (step 8): the rows connection runs
-   * `synchronous = OFF`, and Registry.sync() does nothing.
-   */
+  /** The row commit's WAL fsync (step 8): synchronous = OFF, and sync() does nothing. */
   'registry-commit',
-  /** `D/layout`, after the journal files' removal (step 9): a batch's, once every host it names has ended. */
+  /** `D/layout`, after the journals' removal (step 9). */
   'journal-remove-dir',
-  /** `D`, once the isolation gate's self-check has made `D/nested` (§5.4). */
+  /** `D`, once the isolation self-check made `D/nested` (§5.4). */
   'nested-entry',
 ] as const
 
@@ -60,15 +46,10 @@ export type FsyncName = (typeof FSYNC_NAMES)[number]
 
 const SKIP_FSYNC = 'skip-fsync:'
 
-/** The fsyncs a test has taken out; empty in production, where the check is one size test. */
+/** Empty in production, where the check is one size test. */
 const skipped = new Set<FsyncName>()
 
-/**
- * Takes out the fsyncs spec names (`skip-fsync:<name>` items of
- * CARLOS_FAILPOINT); the composition root calls it once at start, before
- * the registry opens. Throws on a name that is not one of FSYNC_NAMES, so
- * a test that misspells one does not pass for the wrong reason.
- */
+/** Arms the `skip-fsync:<name>` items once, at start; an unknown name throws, so a misspelt test cannot pass. */
 export function armSkippedFsyncs(spec: string): void {
   const names: FsyncName[] = []
   for (const item of spec.split(',').map((s) => s.trim())) {
@@ -85,7 +66,7 @@ export function armSkippedFsyncs(spec: string): void {
   for (const name of names) skipped.add(name)
 }
 
-/** Whether a test took out the fsync called name (never, unless CARLOS_FAILPOINT names it). */
+/** Never, unless CARLOS_FAILPOINT names it. */
 export function fsyncSkipped(name: FsyncName | undefined): boolean {
   return skipped.size !== 0 && name !== undefined && skipped.has(name)
 }
@@ -94,7 +75,7 @@ interface Point {
   name: string
   nth: number
   seen: number
-  /** The errno thrown there (`ENOSPC`); '' kills the process. */
+  /** '' kills the process. */
   errno: string
 }
 
@@ -116,7 +97,7 @@ function parse(spec: string): Point[] {
     .map(parsePoint)
 }
 
-/** The error an injected errno throws: node's shape for a failed call (code, errno, syscall), naming the step. */
+/** Node's shape for a failed call, naming the step. */
 export function injectedFault(errno: string, step: string): NodeJS.ErrnoException {
   const number = (os.constants.errno as Record<string, number>)[errno]
   const err: NodeJS.ErrnoException = new Error(`${errno}: injected at failpoint ${step}`)
@@ -126,11 +107,7 @@ export function injectedFault(errno: string, step: string): NodeJS.ErrnoExceptio
   return err
 }
 
-/**
- * The pass's failpoint hook from config.failpoint, or undefined when none is
- * set. kill is what happens at a point without an errno (default: SIGKILL
- * this process); a point with one throws injectedFault at its arrival.
- */
+/** The pass's hook, or undefined when none is set; a point kills (SIGKILL by default) or throws its errno. */
 export function failpointFrom(
   spec: string,
   kill: (step: string) => void = () => process.kill(process.pid, 'SIGKILL'),

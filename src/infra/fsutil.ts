@@ -1,7 +1,5 @@
-// The few filesystem moves the layout pass is built from, none of them
-// following a symlink. A tenant controls what is inside its directory, and a
-// link it planted must never turn a chmod, an fsync or a write of ours
-// into one on a file it could not otherwise reach.
+// The few filesystem moves the layout pass is built from, none of them following a symlink. A link a tenant planted
+// must never aim a chmod, fsync or write of ours at a file it could not otherwise reach.
 import fsSync, { constants, type Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -18,7 +16,6 @@ export function isNotFound(err: unknown): boolean {
   return code(err) === 'ENOENT'
 }
 
-/** lstat, or undefined when nothing is there. */
 export async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
   try {
     return await fs.lstat(p)
@@ -28,22 +25,19 @@ export async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
   }
 }
 
-/** Whether anything (a file, a directory, a dangling symlink) is at p. */
+/** Anything, a dangling symlink too. */
 export async function present(p: string): Promise<boolean> {
   return (await lstatOrUndefined(p)) !== undefined
 }
 
-/**
- * A path under dir, built from bytes: a name the kernel allows need not be
- * UTF-8, and a string path would name its lossy decoding instead (design §2).
- */
+/** Bytes, not a string: a name need not be UTF-8 (design §2). */
 export function childPath(dir: Buffer, name: Buffer): Buffer {
   return Buffer.concat([dir, SLASH, name])
 }
 
 const SLASH = Buffer.from('/')
 
-/** A path of bytes as a reason shows it: as text where it is UTF-8, else with each byte that is not escaped as \xNN. */
+/** A byte path as text where UTF-8, else with unprintable bytes as \xNN. */
 export function shownPath(p: Buffer): string {
   const text = p.toString('utf8')
   if (Buffer.from(text, 'utf8').equals(p)) return text
@@ -54,7 +48,7 @@ export function shownPath(p: Buffer): string {
     .join('')
 }
 
-/** rmdir(2): true when dir is gone (removed, or never there), false when something keeps it. */
+/** true when dir is gone, false when something keeps it. */
 export async function rmdirIfEmpty(dir: string): Promise<boolean> {
   try {
     await fs.rmdir(dir)
@@ -67,7 +61,7 @@ export async function rmdirIfEmpty(dir: string): Promise<boolean> {
   }
 }
 
-/** Runs fn over items, at most limit at a time, keeping order in the answer. */
+/** At most limit at a time, answers in order. */
 export async function mapLimit<T, R>(
   items: readonly T[],
   limit: number,
@@ -87,8 +81,7 @@ export async function mapLimit<T, R>(
       }
     }
   }
-  // Every worker is waited for before the first error is thrown: a caller
-  // that goes on after a failure must not do so while calls are in flight.
+  // Every call settles before the first error is thrown, so a caller never goes on with calls in flight.
   const settled = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker))
   const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
   if (rejected !== undefined) throw rejected.reason
@@ -96,23 +89,12 @@ export async function mapLimit<T, R>(
 }
 
 /**
- * How many fsyncs run at once. The kernel folds concurrent ones into one
- * journal commit and one flush of the disk's cache, so a batch's thousand
- * directory fsyncs cost a few flushes instead of a thousand (design §3.3).
- * They run on libuv's thread pool, which must be this large for them all
- * to be in flight: the agent is started with UV_THREADPOOL_SIZE=64
- * (threadPoolSize).
+ * The kernel folds concurrent fsyncs into one journal commit (design §3.3); all in flight needs libuv's pool this
+ * large (threadPoolSize).
  */
 export const SYNC_CONCURRENCY = 64
 
-/**
- * The size of libuv's thread pool in a process started with env, by
- * libuv's own rule (an unsigned atoi): UV_THREADPOOL_SIZE as an integer, 1
- * for a value that is not one or is 0, 1024 at most (and for a negative
- * one); 4 when unset. Read at the pool's first
- * use, before any code of ours runs: only the environment node is started
- * with can set it.
- */
+/** libuv's pool size under env, by libuv's own rule; only the environment node starts with can set it. */
 export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.UV_THREADPOOL_SIZE
   if (raw === undefined) return 4
@@ -121,15 +103,10 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   return n < 0 ? 1024 : Math.min(n, 1024)
 }
 
-/**
- * fsync a directory, so the entries created, renamed or removed in it are
- * on disk. name says which of the move's fsyncs it is (design §3.5), for a
- * test that takes it out (failpoint.ts); unnamed ones are never skipped.
- */
+/** Makes a directory's entry changes durable; name lets a test skip it (failpoint.ts, design §3.5). */
 export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
   if (fsyncSkipped(name)) return
-  // Opening and closing a directory are cheap metadata calls, made
-  // synchronously; only the fsync waits on the disk.
+  // Open and close are cheap metadata calls; only the fsync waits on the disk.
   const fd = fsSync.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
     await fsyncFd(fd)
@@ -140,22 +117,22 @@ export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
 
 const fsyncFd = promisify(fsSync.fsync)
 
-/** fdatasync of an open descriptor, waiting on libuv's threadpool rather than the calling thread. */
+/** On libuv's pool, not the calling thread. */
 export const fdatasyncFd = promisify(fsSync.fdatasync)
 
-/** fsync each distinct directory once (name: as fsyncDir). */
+/** Each distinct directory once. */
 export async function fsyncDirs(dirs: Iterable<string>, name?: FsyncName): Promise<void> {
   await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, (dir) => fsyncDir(dir, name))
 }
 
-/** fsync each distinct directory once, all in one round, each under the first name it is given (as fsyncDir). */
+/** Each distinct directory once, under the first name it is given. */
 export async function fsyncNamedDirs(dirs: Iterable<readonly [string, FsyncName | undefined]>): Promise<void> {
   const named = new Map<string, FsyncName | undefined>()
   for (const [dir, name] of dirs) if (!named.has(dir)) named.set(dir, name)
   await mapLimit([...named], SYNC_CONCURRENCY, ([dir, name]) => fsyncDir(dir, name))
 }
 
-/** Writes data to file (created or truncated, never through a symlink) and fsyncs it (name: as fsyncDir). */
+/** Created or truncated, never through a symlink, and fsynced. */
 export async function writeDurable(file: string, data: string, mode = 0o600, name?: FsyncName): Promise<void> {
   const fh = await fs.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode)
   try {
@@ -167,27 +144,24 @@ export async function writeDurable(file: string, data: string, mode = 0o600, nam
 }
 
 export interface NamedData {
-  /** The file's name inside the directory. */
   name: string
   data: string
 }
 
-/** The temporary name a file is written under before it is renamed into place. */
+/** A file's name before its rename into place. */
 export function tmpName(name: string): string {
   return `${name}.tmp`
 }
 
-/** Which of the move's fsyncs a group commit's two are (design §3.5), for a test that takes one out. */
+/** A group commit's two fsyncs (design §3.5), for a test to take out. */
 export interface SyncNames {
   data?: FsyncName
   dir?: FsyncName
 }
 
 /**
- * Writes many files into dir atomically with one directory fsync (group
- * commit): each is written to its temporary name and fsynced, then all are
- * renamed into place, then dir is fsynced once. A crash leaves every file
- * either absent, or whole; never half-written under its real name.
+ * Group commit: each file written under tmpName and fsynced, all renamed, dir fsynced once; a crash leaves each file
+ * absent or whole.
  */
 export async function atomicWriteMany(
   dir: string,
@@ -208,7 +182,7 @@ export async function atomicWrite(file: string, data: string, mode = 0o600): Pro
   await atomicWriteMany(path.dirname(file), [{ name: path.basename(file), data }], mode)
 }
 
-/** Removes names from dir (absent ones are fine) with one directory fsync (syncName: as fsyncDir). */
+/** Absent names are fine; one directory fsync. */
 export async function unlinkMany(dir: string, names: Iterable<string>, syncName?: FsyncName): Promise<void> {
   const removed = await mapLimit([...names], SYNC_CONCURRENCY, async (n) => {
     try {
@@ -222,11 +196,7 @@ export async function unlinkMany(dir: string, names: Iterable<string>, syncName?
   if (removed.includes(true)) await fsyncDir(dir, syncName)
 }
 
-/**
- * Makes dir (one level) with mode when absent. Answers whether it made it,
- * so the caller knows the parent needs an fsync. Throws when something
- * other than a directory is there: a symlink in its place is never used.
- */
+/** true when made (its parent then needs an fsync); throws on anything but a directory, a symlink too. */
 export async function ensureDir(dir: string, mode: number): Promise<boolean> {
   try {
     await fs.mkdir(dir, { mode })
@@ -240,10 +210,7 @@ export async function ensureDir(dir: string, mode: number): Promise<boolean> {
   return false
 }
 
-/**
- * Sets a directory's mode (and group, unless gid is -1) through a handle
- * opened without following a symlink: chmod(2) by path would follow one.
- */
+/** Through a handle opened O_NOFOLLOW: chmod(2) by path would follow a symlink. */
 export async function setDirMode(dir: string, mode: number, gid = -1): Promise<void> {
   const fh = await fs.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
@@ -255,15 +222,10 @@ export async function setDirMode(dir: string, mode: number, gid = -1): Promise<v
   }
 }
 
-/** The most readNoFollow reads: journals, hold markers and grace records are a few KB. */
+/** Our records are small; anything larger is not one. */
 export const READ_LIMIT_BYTES = 1 << 20
 
-/**
- * Reads a small file of ours as UTF-8 without following a symlink in its
- * place. The open never blocks (O_NONBLOCK: a FIFO planted under the name
- * must not hold the leg until someone writes to it), and anything but a
- * regular file of at most READ_LIMIT_BYTES is refused, naming what is there.
- */
+/** A small regular file of ours, never through a symlink; O_NONBLOCK, so a planted FIFO cannot hold the leg. */
 export async function readNoFollow(file: string): Promise<string> {
   const fh = await fs.open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   try {
@@ -277,11 +239,7 @@ export async function readNoFollow(file: string): Promise<string> {
   }
 }
 
-/**
- * readNoFollow, synchronously: for recovery, which reads many small files
- * in slices of the event loop (a round trip of the loop for each open,
- * stat, read and close would cost more than the reads).
- */
+/** For recovery's many small reads, where a loop round trip per call would cost more than the reads. */
 export function readNoFollowSync(file: string): string {
   const fd = fsSync.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   try {
@@ -295,7 +253,7 @@ export function readNoFollowSync(file: string): string {
   }
 }
 
-/** What a non-regular entry is, in words for a refusal. */
+/** For a refusal. */
 export function kindOf(st: Stats): string {
   if (st.isDirectory()) return 'a directory'
   if (st.isSymbolicLink()) return 'a symlink'

@@ -1,25 +1,22 @@
-// Group lookups through the system's name service (NSS: /etc/group, LDAP,
-// sssd, as `getent group` sees them), for the carlos-sockets group a nested
-// host's run/ directory is given (design §2).
+// Group lookups through the system's name service (as `getent group` sees them), for the carlos-sockets group a
+// nested host's run/ directory is given (design §2).
 import { execFile } from 'node:child_process'
 import type { Logger } from '../domain/ports.js'
 
 export const SOCKETS_GROUP = 'carlos-sockets'
 
 export interface GroupLookup {
-  /** The getent command; `getent` on PATH unless a test says otherwise. */
+  /** Default: `getent` on PATH. */
   getent?: string
-  /** Told of a lookup that failed (not one that found no group). */
+  /** Told of a failed lookup, not of a missing group. */
   logger?: Pick<Logger, 'warn'>
 }
 
-/** getent's exit status for "no such entry". */
 const GETENT_NOT_FOUND = 2
 
-/** How long a lookup may take (a slow LDAP server) before it counts as failed. */
+/** A slow LDAP server past this counts as failed. */
 const LOOKUP_TIMEOUT_MS = 10_000
 
-/** The gid in one `name:password:gid:members` line of getent's answer for name, or -1. */
 function gidIn(text: string, name: string): number {
   for (const line of text.split('\n')) {
     const [group, , gid] = line.split(':')
@@ -28,11 +25,7 @@ function gidIn(text: string, name: string): number {
   return -1
 }
 
-/**
- * The group's id, or -1 where it does not exist (a dev machine): then the
- * group is left alone. A lookup that fails (no getent, a name service that
- * does not answer) is "no group" too, said on the log, never a failed start.
- */
+/** The gid, or -1 (group left alone); a failed lookup is -1 too, logged, never a failed start. */
 export function groupId(name: string, opts: GroupLookup = {}): Promise<number> {
   const command = opts.getent ?? 'getent'
   return new Promise((resolve) => {

@@ -1,16 +1,15 @@
-// Where a host's files already sit: what is at its flat dir and at its
-// nested one, looked at without following a symlink, for the mint
-// (design §5.5) to mint a row where the files are rather than beside them.
+// Where a host's files already sit, flat or nested, looked at without following a symlink, so the mint (design §5.5)
+// mints a row where the files are.
 import fs from 'node:fs/promises'
 import type { FoundAt, HostFiles } from '../domain/mint.js'
 import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../domain/paths.js'
 import { errorMessage } from '../errors.js'
 import { kindOf, mapLimit } from './fsutil.js'
 
-/** How many hosts are looked at at once: lstats are cheap, and a few thousand queued at once help nothing. */
+/** lstats are cheap; thousands queued at once help nothing. */
 const LOOK_CONCURRENCY = 32
 
-/** What is at p, or null when nothing is (ENOTDIR: a parent is no directory, so nothing is below it). */
+/** null when nothing is (ENOTDIR: nothing below a non-directory). */
 async function foundAt(p: string): Promise<FoundAt | null> {
   try {
     const st = await fs.lstat(p)
@@ -22,18 +21,14 @@ async function foundAt(p: string): Promise<FoundAt | null> {
   }
 }
 
-/**
- * What is at the host's flat dir and its nested one. The nested root is
- * looked at first: one that is not a real directory (a symlink) is what is
- * found for the nested shape, and nothing is looked at through it.
- */
+/** The nested root first: nothing is looked at through one that is not a real directory. */
 export async function hostFiles(dirs: Dirs, host: string): Promise<HostFiles> {
   const [flat, root] = await Promise.all([foundAt(flatPaths(dirs, host).dir), foundAt(nestedRoot(dirs, host))])
   const nested = root === null || !root.directory ? root : await foundAt(nestedPaths(dirs, host).dir)
   return { flat, nested }
 }
 
-/** hostFiles for many hosts, a few at a time; a host that could not be looked at has the Error instead. */
+/** A host that could not be looked at has its Error. */
 export async function hostFilesOf(dirs: Dirs, hosts: readonly string[]): Promise<Map<string, HostFiles | Error>> {
   const found = await mapLimit(hosts, LOOK_CONCURRENCY, async (host) => {
     try {

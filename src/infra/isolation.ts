@@ -1,25 +1,13 @@
-// The isolation gate (`nestedOK`, design §5.4): nested instances may wake,
-// and the pass may move a host nested, only while all three checks below
-// pass.
+// The isolation gate (`nestedOK`, design §5.4): nested instances may wake, and the pass may move a host nested, only
+// while all three checks below pass.
 //
-//   selfcheck  the agent can create, chmod and remove a nested tree under
-//              D/nested without following a symlink;
-//   mounts     D/apps and D/nested lie on one mount, so a move's rename(2)
-//              can work (it never crosses a mount point), and every mount
-//              in CARLOS_NESTED_MOUNTS carries nosymfollow, so a tenant's
-//              planted symlink is never followed by anyone;
+//   selfcheck  a nested tree can be made, chmodded and removed under D/nested, following no symlink;
+//   mounts     D/apps and D/nested share a mount (rename(2) never crosses one), and every CARLOS_NESTED_MOUNTS mount
+//              is nosymfollow;
 //   probe      the isolation probe's verdict file says `ready: true`.
 //
-// The verdict is computed off the request path and cached: a wake or the
-// status report reads it without I/O. The self-check and the mounts are
-// re-evaluated before every leg run (they are cheap and a remount must be
-// seen); the probe file is read at start and every CARLOS_PROBE_EVERY, as
-// the probe itself runs on its own schedule.
-//
-// The answer is a verdict, not a message (design §5.4): two answers differ
-// only when a check's name, pass or stable code does. The varying detail
-// goes to /ready?verbose and the logs and decides nothing, so a lasting fault
-// is one change and one log line, not one per run.
+// The cached verdict costs a wake no I/O; selfcheck and mounts rerun before every leg run, the probe every
+// CARLOS_PROBE_EVERY. Answers compare by name, pass and code only (design §5.4), so a lasting fault logs once.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import nodeFs from 'node:fs/promises'
@@ -31,15 +19,15 @@ import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from './pass/mover.js'
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
   ok: boolean
-  /** Stable: `ok`, an errno's code (`EROFS`), or a named reason (`not-a-directory`). What answers are compared by. */
+  /** Stable (`ok`, `EROFS`, `not-a-directory`): answers compare by it. */
   code: string
-  /** Stable words for the code: what check() answers, and so what wakes, the report and the leg's logs carry. */
+  /** Stable words for the code, which wakes, the report and logs carry. */
   reason: string
-  /** What was found, with what varies (an errno's text, a path made for the check): for /ready?verbose and logs. */
+  /** What varies (errno text, probe path): /ready?verbose and logs only. */
   detail: string
 }
 
-/** The few calls the self-check makes, replaceable so a test can fail one (EACCES, which root never sees). */
+/** Replaceable so a test can fail one (EACCES, which root never sees). */
 export type SelfCheckFs = Pick<typeof nodeFs, 'mkdir' | 'lstat' | 'readdir' | 'rm'>
 
 export interface IsolationConfig {
@@ -48,7 +36,6 @@ export interface IsolationConfig {
   mountinfo: string
   probeFile: string
   probeEveryMs: number
-  /** The self-check's filesystem calls; node's own unless a test fails one. */
   selfCheckFs?: SelfCheckFs
 }
 
@@ -67,26 +54,22 @@ function fail(name: GateCheck['name'], code: string, reason: string, detail = re
   return { name, ok: false, code, reason, detail }
 }
 
-/** An errno's code (`EROFS`), or `error` for a thrown value without one. */
 function errnoCode(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && code !== '' ? code : 'error'
 }
 
-/** What a verdict is compared by: each check's name, pass and code; never its words or detail. */
+/** Name, pass and code; never words or detail. */
 function verdictKey(checks: readonly GateCheck[]): string {
   return checks.map((c) => `${c.name}:${c.ok ? 'ok' : c.code}`).join(' ')
 }
 
-/** Decodes the octal escapes mountinfo uses for space, tab, newline and backslash. */
+/** mountinfo's octal escapes. */
 function unescapeMount(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)))
 }
 
-/**
- * The per-mount options of every mount point in a mountinfo text. A later
- * line for the same point is a mount on top of the earlier one, and wins.
- */
+/** Options per mount point; a later line for a point is mounted on top, and wins. */
 export function parseMountinfo(text: string): Map<string, string[]> {
   const mounts = new Map<string, string[]>()
   for (const line of text.split('\n')) {
@@ -99,16 +82,11 @@ export function parseMountinfo(text: string): Map<string, string[]> {
   return mounts
 }
 
-/** Whether mount point `point` holds path p: p is the point or lies under it. */
 function under(point: string, p: string): boolean {
   return point === '/' || p === point || p.startsWith(`${point}/`)
 }
 
-/**
- * The id (mountinfo's first field) of the mount p lies on: of the mount
- * points holding p, the longest, and of the lines for that point the last
- * (a later mount on the same point is on top). p must be a real path.
- */
+/** The id of the mount real path p lies on: the longest point holding it, its last line. */
 export function mountIdOf(text: string, p: string): string | undefined {
   let best: { point: string; id: string } | undefined
   for (const line of text.split('\n')) {
@@ -123,7 +101,7 @@ export function mountIdOf(text: string, p: string): string | undefined {
   return best?.id
 }
 
-/** The real path of p, or of its nearest ancestor that exists (D/apps is made by the first flat move). */
+/** Real path of p or its nearest existing ancestor (the first flat move makes D/apps). */
 async function nearestReal(p: string): Promise<string> {
   for (let at = p; ; at = path.dirname(at)) {
     try {
@@ -134,12 +112,7 @@ async function nearestReal(p: string): Promise<string> {
   }
 }
 
-/**
- * Why a move's rename between D/apps and D/nested cannot work, or undefined
- * when both lie on one mount. A device number alone does not say it: a bind
- * mount of the same filesystem keeps st_dev and rename(2) still fails with
- * EXDEV, so the mount ids (from the kernel's own mountinfo) are compared too.
- */
+/** Why a rename between D/apps and D/nested fails (EXDEV); a bind mount keeps st_dev, so mount ids are compared too. */
 export async function renameFailure(
   dataDir: string,
   mountinfo = '/proc/self/mountinfo',
@@ -159,7 +132,7 @@ export async function renameFailure(
   }
 }
 
-/** Why the mounts do not isolate, with its code, or undefined when every required one has nosymfollow. */
+/** undefined when every required mount has nosymfollow. */
 export function mountsFailure(text: string, required: readonly string[]): { code: string; reason: string } | undefined {
   const mounts = parseMountinfo(text)
   for (const want of required) {
@@ -171,7 +144,7 @@ export function mountsFailure(text: string, required: readonly string[]): { code
   return undefined
 }
 
-/** Why the probe's verdict is not ready, with its code, or undefined when it says `ready: true`. */
+/** undefined when it says `ready: true`. */
 export function probeFailure(text: string): { code: string; reason: string } | undefined {
   const ready = /^\s*ready:\s*(\S+)\s*$/m.exec(text)?.[1]
   if (ready === 'true') return undefined
@@ -185,17 +158,17 @@ export class Isolation implements IsolationGate {
   private timer: NodeJS.Timeout | undefined
   private stopped = false
   private running: Promise<void> | undefined
-  /** Whether this process has fsynced D since D/nested was last seen made. */
+  /** D fsynced since D/nested was last seen made. */
   private nestedEntrySynced = false
 
   constructor(
     private readonly cfg: IsolationConfig,
     private readonly logger: Logger,
-    /** Called when the gate's answer changes: a serial move (design §5). */
+    /** The gate's answer changed: a serial move (design §5). */
     private readonly onChange: (verdict: string | null) => void = () => {},
   ) {}
 
-  /** The first failed check's name and stable words, or null when all pass. */
+  /** The first failed check's name and words, or null. */
   check(): string | null {
     const failed = this.checks.find((c) => !c.ok)
     return failed === undefined ? null : `${failed.name}: ${failed.reason}`
@@ -205,12 +178,12 @@ export class Isolation implements IsolationGate {
     return this.checks.map((c) => ({ ...c }))
   }
 
-  /** Every check has been evaluated once: until then `not yet run` is no verdict (design §5.4). */
+  /** Until every check ran once, `not yet run` is no verdict (design §5.4). */
   judged(): boolean {
     return this.checks.every((c) => c.code !== NOT_YET_RUN_CODE)
   }
 
-  /** Reads the probe now and then every probeEveryMs, each read scheduled after the last ends. */
+  /** Reads the probe now and every probeEveryMs, each after the last ends. */
   start(): void {
     const tick = () => {
       this.refresh({ probe: true })
@@ -228,7 +201,7 @@ export class Isolation implements IsolationGate {
     clearTimeout(this.timer)
   }
 
-  /** Re-evaluates the checks; one evaluation at a time, later callers share it. */
+  /** One evaluation at a time; later callers share it. */
   async refresh(opts: { probe: boolean }): Promise<string | null> {
     while (this.running) await this.running
     this.running = this.evaluate(opts.probe)
@@ -261,12 +234,8 @@ export class Isolation implements IsolationGate {
     const nested = path.join(this.cfg.dataDir, 'nested')
     const probe = path.join(nested, `.selfcheck-${process.pid}-${randomBytes(4).toString('hex')}`)
     try {
-      // The pass moves tenants under D/nested, and fsyncs D itself only
-      // when it makes D/nested: made here, its entry is fsynced here, or a
-      // power cut could keep a tree renamed under it and lose D/nested (§3.5).
-      // The first check of each process fsyncs D even when D/nested was
-      // there: a kill -9 between an earlier mkdir and its fsync leaves the
-      // entry only in the page cache, where the next mkdir finds it.
+      // D/nested's entry is fsynced where it is made, or a power cut could lose it under a renamed tree (§3.5); once
+      // per process even if present, as a kill -9 may have left it only in the page cache.
       const made = (await fs.mkdir(nested, { recursive: true, mode: 0o755 })) !== undefined
       if (made || !this.nestedEntrySynced) {
         await fsyncDir(this.cfg.dataDir, 'nested-entry')
@@ -276,7 +245,7 @@ export class Isolation implements IsolationGate {
       if (st.isSymbolicLink() || !st.isDirectory())
         return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
-      // The tree as the pass makes a host's (design §2): its root and run/, each chmodded, each mode held.
+      // The tree as the pass makes a host's (design §2), each mode checked.
       await fs.mkdir(probe, { mode: 0o700 })
       await setDirMode(probe, NESTED_ROOT_MODE)
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
@@ -297,8 +266,7 @@ export class Isolation implements IsolationGate {
       }
       return passed('selfcheck', 'ok')
     } catch (err) {
-      // The errno's text names the probe directory, whose name is new each
-      // time: it is the detail, and the code is the verdict.
+      // The errno's text names the new probe dir each time: it is detail, the code the verdict.
       const code = errnoCode(err)
       return fail(
         'selfcheck',
@@ -313,11 +281,7 @@ export class Isolation implements IsolationGate {
     }
   }
 
-  /**
-   * A self-check killed half-way leaves its tree behind. Its name starts
-   * with a dot, so it is never a host's; one agent runs per box, so any
-   * such tree but the one being made now is a leftover.
-   */
+  /** A killed self-check's trees: dot names are never hosts', and one agent runs per box. */
   private async removeStaleProbes(fs: SelfCheckFs, nested: string): Promise<void> {
     for (const name of await fs.readdir(nested)) {
       if (!name.startsWith('.selfcheck-')) continue

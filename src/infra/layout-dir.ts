@@ -1,8 +1,6 @@
-// The data root's own directories, verified before anything under them is
-// read (design §2.1 "Nothing outside the data root"), and what <data>/layout
-// holds: the hosts named by journals (a host's own, or a batch's, which
-// names many) and by hold markers. Start-up reads the intent only when
-// there is one of either.
+// The data root's own directories, verified before anything under them is read (design §2.1 "Nothing outside the
+// data root"), and the hosts that <data>/layout's journals and hold markers name. Start-up reads the intent only
+// when there is one.
 import { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -13,14 +11,12 @@ import { kindOf, lstatOrUndefined } from './fsutil.js'
 import { namedHosts } from './pass/batch-journal.js'
 import { isBatchJournalName, JOURNAL_SUFFIX } from './pass/journal.js'
 
-/** The directories of the data root every path the pass, recovery and the key minter use starts from (design §2.1). */
+/** Where every path of the pass, recovery and the key minter starts (design §2.1). */
 export const DATA_ROOTS = ['layout', 'apps', 'nested'] as const
 
 /**
- * Refuses, with a named error, a D/layout, D/apps or D/nested that is not a
- * real directory (lstat) owned by layoutd's user or root; an absent one
- * passes (mkdir(2) never follows a link). Run before anything is read and
- * before each pass: a redirected root carries every path out of the data root.
+ * Refuses a D/layout, D/apps or D/nested that is not a real directory of ours or root's (absent passes), before
+ * anything is read and each pass: a redirected root carries every path out of the data root.
  */
 export async function verifyDataRoots(dataDir: string): Promise<void> {
   const ours = process.getuid?.()
@@ -41,8 +37,7 @@ async function hostsWithSuffix(dir: string, suffix: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err
   }
-  // A file whose name is not a valid host is not ours to act on; recovery
-  // reports it (it is listed by the pass), the start-up decision ignores it.
+  // An invalid host name is not ours to act on: recovery reports it, start-up ignores it.
   return names
     .filter((n) => n.endsWith(suffix))
     .map((n) => n.slice(0, -suffix.length))
@@ -50,19 +45,16 @@ async function hostsWithSuffix(dir: string, suffix: string): Promise<string[]> {
     .sort()
 }
 
-/** What the journals of `<data>/layout` name: hosts, and the batch files whose hosts cannot be read at all. */
+/** What `<data>/layout`'s journals name. */
 export interface JournalNames {
   hosts: string[]
-  /** The journal file that names each host (its own when it has one). */
+  /** Each host's naming journal, its own when it has one. */
   files: Map<string, string>
-  /** Batch journal files no host can be read from (not JSON, unreadable): they may name any host. */
+  /** Unreadable batch journals: they may name any host. */
   unknown: string[]
 }
 
-/**
- * A batch file's hosts, by name, kept while the file is the same (inode, size, mtime): the report lists the
- * directory on every poll.
- */
+/** Keyed by inode, size and mtime: the report lists the directory on every poll. */
 const batchCache = new Map<string, { key: string; hosts: string[] | undefined }>()
 
 async function batchHosts(file: string): Promise<string[] | undefined> {
@@ -93,7 +85,6 @@ async function batchHosts(file: string): Promise<string[] | undefined> {
   }
 }
 
-/** Every host a journal names: hosts' own journals and every batch's moves. */
 export async function journalNames(dataDir: string): Promise<JournalNames> {
   const dir = path.join(dataDir, 'layout')
   const files = new Map(
@@ -119,9 +110,7 @@ export function layoutDirectory(dataDir: string): LayoutDirectory {
   const dir = path.join(dataDir, 'layout')
   return {
     verifyRoots: () => verifyDataRoots(dataDir),
-    // A batch file naming no readable host is listed by its own name, which
-    // no host can take (it begins with `_`): start-up then reads the intent,
-    // and the report matches it to no row.
+    // An unreadable batch file is listed by its own name, which no host can take (`_`): start-up then reads the intent.
     journalHosts: async () => {
       const { hosts, unknown } = await journalNames(dataDir)
       return [...hosts, ...unknown]

@@ -1,11 +1,10 @@
-// How the kernel schedules the thread that answers the activator, read at
-// start from /proc (design §3.6): the unit runs it SCHED_RR so an answer
-// never waits behind the box's other threads, which the reset-on-fork keeps
-// ordinary. Read only: systemd sets the policy, never the agent.
+// How the kernel schedules the thread that answers the activator, read at start from /proc (design §3.6): the unit
+// runs it SCHED_RR so an answer never waits behind the box's other threads, which the reset-on-fork keeps ordinary.
+// systemd sets the policy, never the agent.
 import fs from 'node:fs'
 import type { AppLogger } from '../logger.js'
 
-/** Linux's policy numbers (sched.h), by the names `chrt` and systemd use. */
+/** sched.h's numbers, by the names `chrt` and systemd use. */
 const POLICIES: Readonly<Record<number, string>> = {
   0: 'SCHED_OTHER',
   1: 'SCHED_FIFO',
@@ -15,24 +14,20 @@ const POLICIES: Readonly<Record<number, string>> = {
   6: 'SCHED_DEADLINE',
 }
 
-/** One thread's scheduling, as /proc/<pid>/task/<tid>/stat gives it. */
 export interface ThreadScheduling {
   name: string
   policy: string
-  /** 1-99 under SCHED_FIFO and SCHED_RR; 0 otherwise. */
+  /** 1-99 real-time, else 0. */
   rtPriority: number
   nice: number
 }
 
-/** True for the real-time policies, which run ahead of every ordinary thread. */
+/** Real-time policies run ahead of every ordinary thread. */
 export function isRealTime(s: ThreadScheduling): boolean {
   return s.policy === 'SCHED_FIFO' || s.policy === 'SCHED_RR'
 }
 
-/**
- * A task's stat line: its name (first `(` to last `)`, since a name may hold
- * either), and proc(5) fields 19 (nice), 40 (rt_priority), 41 (policy).
- */
+/** The name spans first `(` to last `)`, as a name may hold either; proc(5) fields 19, 40, 41. */
 export function parseTaskStat(line: string): ThreadScheduling | undefined {
   const open = line.indexOf('(')
   const close = line.lastIndexOf(')')
@@ -54,18 +49,13 @@ export function parseTaskStat(line: string): ThreadScheduling | undefined {
   }
 }
 
-/** What the agent's start says of its scheduling. */
 export interface LoopScheduling {
   loop: ThreadScheduling
-  /** The other threads of the process that run real-time too: inherited, when the unit did not reset on fork. */
+  /** Other real-time threads: inherited where the unit did not reset on fork. */
   inheritedBy: string[]
 }
 
-/**
- * The loop's thread (the process's first, whose id is the pid) and every
- * other thread of this process that is real-time as well. Undefined where
- * /proc cannot say (not Linux, or hidden).
- */
+/** The loop's thread (id = pid) and other real-time threads; undefined where /proc cannot say. */
 export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefined {
   let tids: string[]
   let pid: string
@@ -79,7 +69,7 @@ export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefi
     try {
       return parseTaskStat(fs.readFileSync(`${proc}/task/${tid}/stat`, 'utf8'))
     } catch {
-      // A thread that ended between the listing and its read.
+      // Ended since the listing.
       return undefined
     }
   }
@@ -95,19 +85,15 @@ export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefi
   return { loop, inheritedBy }
 }
 
-/** A start-up line: its level and its words. */
 export interface Said {
   level: 'debug' | 'info' | 'warn'
   message: string
 }
 
-/**
- * The log line for it: what the loop's thread runs at, and what to set
- * when the unit's setting is missing or half-made.
- */
+/** The log line: what the loop runs at, and what to set when the unit's setting is missing or half-made. */
 export function describeLoopScheduling(s: LoopScheduling): Said {
   const { loop } = s
-  // Ordinary is how `npm start`, a container and the tests run it: said only at debug, so a start stays one line.
+  // Ordinary under `npm start`, containers and tests: debug, so a start stays one line.
   if (!isRealTime(loop))
     return {
       level: 'debug',
@@ -129,7 +115,7 @@ export function describeLoopScheduling(s: LoopScheduling): Said {
   }
 }
 
-/** Says at start how the loop's thread is scheduled (nothing where /proc cannot say). */
+/** Nothing where /proc cannot say. */
 export function sayLoopScheduling(logger: AppLogger, proc = '/proc/self'): void {
   const s = readLoopScheduling(proc)
   if (s === undefined) return

@@ -1,13 +1,10 @@
-// The registry's schema, as numbered steps. `PRAGMA user_version` holds how
-// many steps a database has had; opening it applies the rest, each in its
-// own transaction together with the version bump, so a crash mid-migration
-// leaves the database at a step boundary, never half-way through one.
-// Append new steps; never edit or reorder a step a released build has run.
+// The registry's schema, as numbered steps. `PRAGMA user_version` counts the steps applied; each runs in one
+// transaction with its bump, so a crash leaves a step boundary. Append only: never edit a step a release has run.
 import { errorMessage } from '../errors.js'
 import type Database from 'better-sqlite3'
 
 export interface Migration {
-  /** What the step does, for the error when it fails. */
+  /** For the error when it fails. */
   readonly name: string
   up(db: Database.Database): void
 }
@@ -45,15 +42,10 @@ function userVersion(db: Database.Database): number {
   return db.pragma('user_version', { simple: true }) as number
 }
 
-/**
- * Brings db up to the last step and returns its version. Refuses a
- * database a newer build has migrated: this build cannot know what those
- * steps changed, and writing to it could undo them.
- */
+/** Refuses a database a newer build migrated: writing to it could undo steps this build cannot know. */
 export function migrate(db: Database.Database, steps: readonly Migration[] = MIGRATIONS): number {
   const target = steps.length
-  // IMMEDIATE takes the write lock before the version is read, so the CLI
-  // and the agent opening the same file at once cannot both apply a step.
+  // IMMEDIATE locks before the version is read, so two openers cannot both apply a step.
   const step = db.transaction((): boolean => {
     const version = userVersion(db)
     if (version > target) {

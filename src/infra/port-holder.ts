@@ -1,20 +1,15 @@
-// Who listens on a TCP port, when the kernel will say: the listening
-// socket's inode from /proc/net/tcp and tcp6, then the process whose
-// /proc/PID/fd links to that socket. Used only to word the refusal of a
-// port in use (design §8); on another system, or for another user's
-// process, it finds nothing and the refusal names the address alone.
+// Who listens on a TCP port, when the kernel will say: the listening socket's inode from /proc/net/tcp and tcp6,
+// then the process whose /proc/PID/fd links to it. It only words a port-in-use refusal (design §8).
 import fs from 'node:fs/promises'
 
-/** A process that listens on the port: its pid and command line. */
 export interface PortHolder {
   pid: number
   command: string
 }
 
-/** TCP_LISTEN in the `st` column of /proc/net/tcp. */
+/** TCP_LISTEN in the `st` column. */
 const LISTEN = '0A'
 
-/** The inodes of sockets listening on port, from the kernel's tables (IPv4 and IPv6). */
 export async function listeningInodes(
   port: number,
   tables = ['/proc/net/tcp', '/proc/net/tcp6'],
@@ -26,7 +21,7 @@ export async function listeningInodes(
     try {
       text = await fs.readFile(table, 'utf8')
     } catch {
-      // No such table (no IPv6, not Linux): nothing listens there that we can see.
+      // No such table (no IPv6, not Linux).
       continue
     }
     for (const line of text.split('\n').slice(1)) {
@@ -40,7 +35,7 @@ export async function listeningInodes(
   return inodes
 }
 
-/** The processes holding one of these socket inodes open, as far as /proc lets this user see. */
+/** As far as /proc lets this user see. */
 export async function holdersOf(inodes: ReadonlySet<string>, proc = '/proc'): Promise<PortHolder[]> {
   if (inodes.size === 0) return []
   const found: PortHolder[] = []
@@ -59,13 +54,13 @@ export async function holdersOf(inodes: ReadonlySet<string>, proc = '/proc'): Pr
   return found
 }
 
-/** Who listens on port, in words (`pid 4242: node dist/src/main.js serve`), or '' when that cannot be learned. */
+/** In words (`pid 4242: node …`), or '' when that cannot be learned. */
 export async function describePortHolder(port: number): Promise<string> {
   try {
     const holders = await holdersOf(await listeningInodes(port))
     return holders.map((h) => `pid ${h.pid}${h.command === '' ? '' : `: ${h.command}`}`).join('; ')
   } catch {
-    // Only the wording of a refusal depends on it: the refusal goes out without.
+    // Only the refusal's wording depends on it.
     return ''
   }
 }

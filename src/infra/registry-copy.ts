@@ -1,9 +1,6 @@
-// The registry's backup and restore (design §2.2, §8): `layoutd registry
-// backup FILE` uses SQLite's online backup, so a copy beside a running agent
-// is one moment, never torn; `registry restore FILE` checks FILE is a layoutd
-// registry, then puts a copy in place durably, the agent stopped. Both write a
-// temporary file and rename it, so a crash leaves one whole file. A copy is
-// a single file (rollback journal); the agent turns it back to WAL on open.
+// The registry's backup and restore (design §2.2, §8): `layoutd registry backup FILE` uses SQLite's online backup,
+// so a copy beside a running agent is one moment, never torn; `registry restore FILE` checks FILE is a layoutd
+// registry, then puts a copy in place durably, the agent stopped. Both rename a whole temp file into place.
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
@@ -14,17 +11,16 @@ import { fsyncDir } from './fsutil.js'
 import { MIGRATIONS, type Migration } from './migrations.js'
 import { REGISTRY_FILE } from './registry.js'
 
-/** SQLite's files that belong to a database beside it: a WAL and its index, or a rollback journal. */
+/** A WAL and its index, or a rollback journal. */
 const SIDE_FILES = ['-wal', '-shm', '-journal'] as const
 
-/** What a copy holds: its schema version and its rows. */
 export interface CopyFacts {
   version: number
   routes: number
   wakes: number
 }
 
-/** The schema a layoutd registry at version n has: every object of the first n steps, as SQLite stores it. */
+/** Every object of the first n steps, as SQLite stores it. */
 function schemaAt(n: number, steps: readonly Migration[] = MIGRATIONS): string[] {
   const db = new Database(':memory:')
   try {
@@ -44,11 +40,7 @@ function objects(db: Database.Database): string[] {
     .map((o) => `${o.type} ${o.name}: ${o.sql ?? ''}`)
 }
 
-/**
- * Throws `not_a_registry` naming why, unless db is whole (quick_check) and
- * holds exactly the schema of a version this build knows, with the fence
- * generation counter. Answers what it holds.
- */
+/** Throws `not_a_registry` unless db is whole and holds exactly a known version's schema and the generation counter. */
 export function checkRegistry(db: Database.Database, file: string): CopyFacts {
   const refuse = (why: string) => errors.notARegistry(file, why)
   let version: number
@@ -73,7 +65,6 @@ export function checkRegistry(db: Database.Database, file: string): CopyFacts {
   return { version, routes: count('routes'), wakes: count('wakes') }
 }
 
-/** Opens file as an existing SQLite database, or throws `not_a_registry` naming why. */
 function openExisting(file: string, readonly: boolean): Database.Database {
   try {
     return new Database(file, { fileMustExist: true, readonly })
@@ -82,16 +73,13 @@ function openExisting(file: string, readonly: boolean): Database.Database {
   }
 }
 
-/** Removes a file and what SQLite keeps beside it; absent ones are fine. */
 function removeWithSides(file: string): void {
   for (const f of [file, ...SIDE_FILES.map((s) => file + s)]) fs.rmSync(f, { force: true })
 }
 
 /**
- * Copies the open database src to tmp with SQLite's online backup, makes
- * the copy a single file, checks it, and fsyncs it. Every page is asked
- * for in one step, so commits made meanwhile by other connections (the
- * agent's) restart the copy at most once per step, never starve it.
+ * Online backup to tmp, made one file, checked, fsynced. All pages in one step, so others' commits restart it at most
+ * once per step, never starve it.
  */
 async function copyTo(src: Database.Database, tmp: string, shownAs: string): Promise<CopyFacts> {
   removeWithSides(tmp)
@@ -113,11 +101,7 @@ async function copyTo(src: Database.Database, tmp: string, shownAs: string): Pro
   return facts
 }
 
-/**
- * `registry backup FILE`: the registry of dataDir, as of one moment, at
- * dest (which must not exist yet). Safe beside a running agent: the online
- * backup reads as any reader does.
- */
+/** Safe beside a running agent, as the online backup reads like any reader; dest must not exist. */
 export async function backupRegistry(dataDir: string, dest: string): Promise<CopyFacts> {
   const target = path.resolve(dest)
   if (fs.existsSync(target) || isSymlink(target)) throw errors.backupExists(target)
@@ -147,7 +131,7 @@ function isSymlink(p: string): boolean {
   }
 }
 
-/** The data root's lock, taken for the restore: refused, naming the agent, while one runs. */
+/** Refused, naming the agent, while one runs. */
 function lockForRestore(dataDir: string): AgentLock {
   try {
     return AgentLock.acquire(dataDir)
@@ -158,13 +142,8 @@ function lockForRestore(dataDir: string): AgentLock {
 }
 
 /**
- * `registry restore FILE`: FILE, checked to be a layoutd registry, becomes
- * `D/registry.db`, with no agent running (the data root's lock is held
- * throughout, so none starts meanwhile). The live registry's -wal and -shm
- * (and any rollback journal) are removed, and that made durable, before
- * the copy is renamed into place: SQLite would otherwise replay the old
- * WAL's frames onto the restored file at the next open. Nothing is changed
- * before FILE has been read and checked whole.
+ * The lock is held throughout, and nothing changes before FILE is checked whole. The live -wal, -shm and journal go
+ * durably before the rename, or SQLite would replay the old WAL onto the restored file.
  */
 export async function restoreRegistry(dataDir: string, from: string): Promise<CopyFacts> {
   const source = path.resolve(from)
@@ -185,7 +164,6 @@ export async function restoreRegistry(dataDir: string, from: string): Promise<Co
   }
 }
 
-/** The checked source copied to a temporary file beside the registry, the live one's side files gone, renamed in. */
 async function putInPlace(src: Database.Database, source: string, dataDir: string): Promise<CopyFacts> {
   const live = path.join(dataDir, REGISTRY_FILE)
   const tmp = `${live}.restoring`

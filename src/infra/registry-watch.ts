@@ -1,27 +1,23 @@
-// Whether the registry file the agent opened is still the one it can trust
-// (design §2.2): the same file at its path, not removed, overwritten or
-// corrupt, and on a disk with room for a claim. All but the last stand until
-// a restart (its rows can no longer be trusted); a full disk clears with
-// room. Each fault is logged once, naming the file and what to do.
+// Whether the registry file the agent opened is still the one it can trust (design §2.2): the same file at its path,
+// not removed, overwritten or corrupt, and on a disk with room for a claim. A full disk clears with room; the rest
+// stand until a restart. Each fault is logged once.
 import fs from 'node:fs'
 import path from 'node:path'
 import { AppError, errors } from '../errors.js'
 import type { Logger } from '../domain/ports.js'
 import type { ReasonCode } from '../domain/reason-codes.js'
 
-/** The registry faults, each a reason code of its own (docs/runbook.md). */
+/** Each a reason code of its own (docs/runbook.md). */
 export type RegistryFaultCode = Extract<
   ReasonCode,
   'registry_removed' | 'registry_replaced' | 'registry_corrupt' | 'registry_full'
 >
 
-/** The first bytes of every SQLite database file. */
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1')
 
-/** Free bytes on the registry's filesystem at which a full disk counts as having room again. */
+/** Free space at which a full disk counts as having room again. */
 const ROOM_BYTES = 1 << 20
 
-/** What an operator does about each fault. */
 const WHAT_TO_DO: Record<RegistryFaultCode, string> = {
   registry_removed:
     'it was removed while layoutd runs: put the file back (from a backup) and restart layoutd; ' +
@@ -35,7 +31,6 @@ const WHAT_TO_DO: Record<RegistryFaultCode, string> = {
   registry_full: 'its disk is full: free space there; claims are refused until a write has room again',
 }
 
-/** The SQLite error codes of a database that is no database, or a damaged one. */
 function isCorruption(code: string): boolean {
   return code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')
 }
@@ -48,41 +43,33 @@ function sqliteCode(err: unknown): string {
 export class RegistryWatch {
   readonly file: string
   readonly #identity: { dev: number; ino: number }
-  /**
-   * The file as opened, kept open until the connections close; its header is
-   * read only through it, since closing any descriptor of the file drops the
-   * POSIX lock SQLite holds on it while a connection is open.
-   */
+  /** Kept open, the header read through it: closing any fd of the file drops SQLite's POSIX lock. */
   #fd: number | undefined
-  /** Where each fault is said, once; none until the agent hands its logger in. */
+  /** None until the agent hands its logger in. */
   logger: Pick<Logger, 'error' | 'warn' | 'info'> | undefined
   #fault: AppError | null = null
 
-  /** Watches file, as it is now (call right after opening it). */
+  /** Call right after opening file. */
   constructor(file: string) {
     this.file = file
-    // Followed as SQLite follows it, and as the stat of each look does.
+    // Followed as SQLite follows it.
     this.#fd = fs.openSync(file, 'r')
     const st = fs.fstatSync(this.#fd)
     this.#identity = { dev: st.dev, ino: st.ino }
   }
 
-  /** Lets the file go: called once every connection to it has closed (so no lock of SQLite's is dropped by it). */
+  /** After every connection closed, so no lock of SQLite's is dropped. */
   close(): void {
     if (this.#fd !== undefined) fs.closeSync(this.#fd)
     this.#fd = undefined
   }
 
-  /** The fault found so far, or null; reads nothing. */
+  /** Reads nothing. */
   get fault(): AppError | null {
     return this.#fault
   }
 
-  /**
-   * Looks at the file now (a stat, its first 16 bytes, and while the disk
-   * was full, its free space) and throws the coded fault if it is one the
-   * agent cannot serve claims from. Cheap (no read past the header): asked per claim.
-   */
+  /** Throws the coded fault the agent cannot serve claims from; a stat and 16 bytes, so asked per claim. */
   check(): void {
     if (this.#fault !== null && this.#fault.code !== 'registry_full') throw this.#fault
     const seen = this.#look()
@@ -94,12 +81,7 @@ export class RegistryWatch {
     }
   }
 
-  /**
-   * The coded error a failed registry call stands for: a corrupt database
-   * or a full disk is recorded as the registry's fault (said once), a write
-   * lock another process holds is `registry_busy` (retried by the client);
-   * anything else is answered as it was thrown.
-   */
+  /** Corruption and a full disk become the registry's fault, a foreign write lock `registry_busy`; else err. */
   coded(err: unknown): unknown {
     if (err instanceof AppError) return err
     const code = sqliteCode(err)
@@ -112,7 +94,7 @@ export class RegistryWatch {
     return err
   }
 
-  /** Records the database as corrupt (a check of its own found it so); answers the coded error. */
+  /** Records a corruption a check of its own found. */
   corrupt(detail: string): AppError {
     return this.#raise('registry_corrupt', detail)
   }
@@ -133,7 +115,7 @@ export class RegistryWatch {
           `now device ${st.dev} inode ${st.ino}`,
       }
     }
-    // The same inode as the path's (checked above), so what was written in place is read here.
+    // Same inode as the path's, so in-place writes are read here.
     if (this.#fd === undefined) return null
     const head = Buffer.alloc(SQLITE_HEADER.length)
     const n = fs.readSync(this.#fd, head, 0, head.length, 0)
@@ -151,7 +133,7 @@ export class RegistryWatch {
     }
   }
 
-  /** Records the fault (the first one stands) and says it once; answers the coded error. */
+  /** Said once; answers the coded error. */
   #raise(code: RegistryFaultCode, detail: string): AppError {
     // The first fault stands, but a file gone, replaced or corrupt outranks a full disk.
     if (this.#fault !== null && (this.#fault.code !== 'registry_full' || code === 'registry_full')) return this.#fault

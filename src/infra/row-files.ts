@@ -1,6 +1,5 @@
-// A look at a row's files for a wake (design §6.1): two lstats at once, on
-// libuv's pool, never following a symlink and never on the loop's thread;
-// what they found is judged by src/domain/row-files.ts.
+// A look at a row's files for a wake (design §6.1): two lstats at once, on libuv's pool, never following a symlink
+// and never on the loop's thread; src/domain/row-files.ts judges them.
 import fs from 'node:fs/promises'
 import type { FilesLook, FilesTarget, Found } from '../domain/row-files.js'
 
@@ -10,13 +9,12 @@ async function found(p: string): Promise<{ found: Found; error: string }> {
     return { found: st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'dir' : 'not_dir', error: '' }
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error'
-    // A missing parent (ENOTDIR: a file where a directory of the path should be) is a dir that is not there.
+    // ENOTDIR: a file where a parent directory should be, so the dir is absent.
     if (code === 'ENOENT' || code === 'ENOTDIR') return { found: 'absent', error: '' }
     return { found: 'error', error: code }
   }
 }
 
-/** What is at the target's two paths now. */
 export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
   const [at, elsewhere] = await Promise.all([found(target.dir), found(target.other)])
   return {
@@ -28,10 +26,7 @@ export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
   }
 }
 
-/**
- * The looks of many targets, limit at a time (start-up's and each run's
- * look at every row): a look that throws is a look that failed.
- */
+/** limit at a time; a look that throws is a look that failed. */
 export async function lookAtAll(targets: readonly FilesTarget[], limit = 32): Promise<FilesLook[]> {
   const out = new Array<FilesLook>(targets.length)
   let next = 0

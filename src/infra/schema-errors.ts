@@ -1,11 +1,8 @@
-// What a TypeBox schema refused, in words an operator can act on: the field
-// and what was wrong with it, every one, on one line. A choice among fixed
-// values names them (`to must be one of flat, nested`), and a pattern is
-// said in words where the code knows it, never as a bare regular expression.
+// What a TypeBox schema refused, in words an operator can act on: the field and what was wrong with it, every one,
+// on one line. Fixed choices are named, known patterns said in words.
 import type { TSchema } from 'typebox'
 import { Value } from '../domain/typebox.js'
 
-/** The patterns layoutd's schemas use, in words. */
 const PATTERN_WORDS: Record<string, string> = {
   '^[A-Za-z0-9._-]+$': 'letters, digits, dots, underscores and hyphens only',
 }
@@ -14,7 +11,7 @@ const shown = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringif
 
 export function schemaErrors(schema: TSchema, value: unknown): string {
   const errors = [...Value.Errors(schema, value)]
-  // The values each anyOf at a path would take: its branches' constants.
+  // Each anyOf's branch constants, to name the choices.
   const choices = new Map<string, unknown[]>()
   for (const e of errors) {
     if (e.keyword !== 'const' || !/\/anyOf\/[0-9]+$/.test(e.schemaPath)) continue

@@ -1,59 +1,49 @@
-// The listening socket systemd hands `layoutd serve` (design §4.6): read as
-// sd_listen_fds(3) does (LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES; the fds
-// start at 3; the variables unset once read, so no child inherits them),
-// then checked in the kernel's own tables: a socket, listening, TCP or a
-// Unix stream. Anything else refuses the start, naming what was found, so
-// the agent never serves on a socket of its own while the inherited one waits.
+// The listening socket systemd hands `layoutd serve` (design §4.6): read as sd_listen_fds(3) does (LISTEN_FDS,
+// LISTEN_PID, LISTEN_FDNAMES; the fds start at 3; the variables unset once read, so no child inherits them), then
+// checked in the kernel's own tables: a socket, listening, TCP or a Unix stream. Anything else refuses the start, so
+// the agent never serves on its own socket while the inherited one waits.
 import fs from 'node:fs'
 import { errors } from '../errors.js'
 
-/** The first fd systemd passes (SD_LISTEN_FDS_START). */
+/** SD_LISTEN_FDS_START. */
 export const LISTEN_FDS_START = 3
 
-/** A listening socket handed to this process, as checked. */
 export interface InheritedSocket {
   fd: number
-  /** LISTEN_FDNAMES' name for it (the unit's FileDescriptorName=, `unknown` by default). */
+  /** The unit's FileDescriptorName= (`unknown` by default). */
   name: string
   kind: 'tcp' | 'unix'
-  /** Where it listens: `127.0.0.1:9740`, `[::1]:9740`, or the Unix path (`@name` for an abstract one). */
+  /** `127.0.0.1:9740`, `[::1]:9740`, or a Unix path (`@name` abstract). */
   address: string
-  /** The TCP address is loopback (a Unix socket counts as local). */
+  /** A Unix socket counts as local. */
   loopback: boolean
 }
 
-/** The backlog of the shipped layoutd.socket (Backlog=): what is asked when the kernel's ceiling cannot be read. */
+/** The shipped layoutd.socket's Backlog=, when somaxconn cannot be read. */
 export const SOCKET_UNIT_BACKLOG = 4096
 
-/**
- * The backlog to listen on the inherited socket with (design §4.6): Node's
- * listen(2) on the fd resets it, and /proc does not show the one systemd
- * set, so ask for net.core.somaxconn, the cap of every listen(2): the
- * socket is never made smaller.
- */
+/** Node's listen(2) resets the backlog systemd set, which /proc hides: ask somaxconn, the cap (design §4.6). */
 export function listenBacklog(proc = '/proc'): number {
   try {
     const n = Number(fs.readFileSync(`${proc}/sys/net/core/somaxconn`, 'utf8').trim())
     if (Number.isInteger(n) && n > 0) return n
   } catch {
-    // No /proc/sys to read (a restricted mount): the unit's own figure.
+    // No /proc/sys (a restricted mount).
   }
   return SOCKET_UNIT_BACKLOG
 }
 
-/** What the kernel's tables say of one socket inode. */
 interface Found {
   table: string
-  /** The row's columns. */
   cols: string[]
 }
 
-/** TCP_LISTEN in the `st` column of /proc/net/tcp; __SO_ACCEPTCON in the flags of /proc/net/unix. */
+/** /proc/net/tcp's `st`; the unix flags' __SO_ACCEPTCON. */
 const TCP_LISTEN = '0A'
 const SO_ACCEPTCON = 0x10000
 const UNIX_STREAM = '0001'
 
-/** The column of the inode: 9 in tcp, tcp6, udp, udp6; 6 in unix. */
+/** The inode's column per table. */
 const TABLES: ReadonlyArray<{ table: string; inode: number }> = [
   { table: 'tcp', inode: 9 },
   { table: 'tcp6', inode: 9 },
@@ -78,7 +68,7 @@ function find(inode: string, proc: string): Found | null {
   return null
 }
 
-/** `0100007F:2604` (little-endian IPv4) or a 32-hex-digit IPv6 of /proc/net/tcp6, as `host:port`. */
+/** /proc/net/tcp's little-endian hex (IPv4, or IPv6 in 32 digits) as `host:port`. */
 export function tcpAddress(hex: string): string {
   const [ip = '', port = '0'] = hex.split(':')
   const p = parseInt(port, 16)
@@ -101,7 +91,7 @@ function loopbackTcp(address: string): boolean {
   return /^127\./.test(address) || address.startsWith('[::1]:') || address.startsWith('[::ffff:7f')
 }
 
-/** What /proc says the fd is (`anon_inode:[eventpoll]`, a path), or `unknown`. */
+/** `anon_inode:[eventpoll]`, a path, or `unknown`. */
 function linkOf(fd: number, proc: string): string {
   try {
     return fs.readlinkSync(`${proc}/self/fd/${fd}`)
@@ -110,7 +100,7 @@ function linkOf(fd: number, proc: string): string {
   }
 }
 
-/** What the fd is, as a socket the agent may serve on; throws `inherited_socket` naming what it is instead. */
+/** Throws `inherited_socket` naming what the fd is instead. */
 function check(fd: number, name: string, proc: string): InheritedSocket {
   let stat: fs.Stats
   try {
@@ -149,13 +139,7 @@ function check(fd: number, name: string, proc: string): InheritedSocket {
   return { fd, name, kind: 'tcp', address, loopback: loopbackTcp(address) }
 }
 
-/**
- * The socket systemd passed this process, checked; null when none was
- * passed (LISTEN_FDS unset). The LISTEN_* variables are removed from env
- * whatever they said. Throws `inherited_socket` when they are for another
- * process, pass more or fewer than one fd, or the fd is not a listening
- * TCP or Unix stream socket.
- */
+/** The one listening TCP or Unix stream socket systemd passed, or null; LISTEN_* leave env whatever they said. */
 export function inheritedSocket(
   env: NodeJS.ProcessEnv = process.env,
   pid = process.pid,

@@ -1,40 +1,32 @@
-// The wake claims (design §4 "the sweep", §6): which hosts the activator has
-// awake. Kept in the registry's `wakes` table so a claim outlives layoutd,
-// and mirrored in memory so the pass and a wake read them without I/O. A
-// table unreadable at start makes every host count as awake: the pass
-// trusts no stop it cannot prove.
+// The wake claims (design §4 "the sweep", §6): which hosts the activator has awake. Kept in the registry's `wakes`
+// table to outlive layoutd, mirrored in memory for reads without I/O; a table unreadable at start makes every host
+// count as awake, as the pass trusts no stop it cannot prove.
 import { errorMessage } from '../errors.js'
 import Database from 'better-sqlite3'
 import type { Claims } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
 
-/** Where claims are persisted: the registry's `wakes` table. */
+/** The registry's `wakes` table. */
 export interface ClaimStore {
-  /** Every claimed host, sorted. */
   wakes(): string[]
-  /** Records host as awake; a host already claimed keeps its first claim time. */
+  /** A host already claimed keeps its first claim time. */
   claimWake(host: string, at: Date): void
   /** false when host held no claim. */
   releaseWake(host: string): boolean
-  /** Makes hosts the whole claim set, in one transaction. */
+  /** In one transaction. */
   replaceWakes(hosts: readonly string[], at: Date): void
 }
 
 /**
- * How long a claim's write waits for another writer's lock: a sibling's
- * commit, never a foreign lock's, since better-sqlite3 waits on the thread
- * that answers every request. Past it the claim is answered 503
- * `registry_busy` with Retry-After, recording nothing (design §6).
+ * A sibling's commit, never a foreign lock: better-sqlite3 waits on the thread that answers every request. Past it,
+ * 503 `registry_busy` (design §6).
  */
 export const CLAIM_BUSY_TIMEOUT_MS = 25
 
 /**
- * Opens the claims' own connection to the registry file (Registry.open made
- * and migrated it), at `synchronous = NORMAL`: a claim must outlive layoutd,
- * which a committed WAL frame does, but not a power cut, which stops every
- * instance too (the activator's `PUT /wakes` then names what is awake). So a
- * claim costs no fsync; a row rewrite, the move's commit point, does (FULL).
+ * `synchronous = NORMAL`: a committed WAL frame outlives layoutd, and a power cut stops every instance too (the
+ * activator's `PUT /wakes` then names what is awake). So a claim costs no fsync; a row rewrite does.
  */
 export function openClaimsConnection(file: string): Database.Database {
   const db = new Database(file, { fileMustExist: true })
@@ -48,10 +40,10 @@ export function openClaimsConnection(file: string): Database.Database {
   }
 }
 
-/** The `wakes` table, on a claims connection (openClaimsConnection). */
+/** On a claims connection. */
 export class SqliteClaimStore implements ClaimStore {
   readonly #db: Database.Database
-  /** Whether close() closes the connection: only one this store opened itself. */
+  /** Only a connection this store opened. */
   readonly #ownsConnection: boolean
   readonly #stmt
 
@@ -67,17 +59,16 @@ export class SqliteClaimStore implements ClaimStore {
     }
   }
 
-  /** A claim store on a claims connection of its own, which close() closes. */
+  /** Its own connection, which close() closes. */
   static open(file: string): SqliteClaimStore {
     return new SqliteClaimStore(openClaimsConnection(file), true)
   }
 
-  /** A claim store on a claims connection its owner (the Registry) opened and closes. */
+  /** On the Registry's connection, which the Registry closes. */
   static on(db: Database.Database): SqliteClaimStore {
     return new SqliteClaimStore(db, false)
   }
 
-  /** Closes the connection this store opened; a registry's claims connection is the registry's to close. */
   close(): void {
     if (this.#ownsConnection && this.#db.open) this.#db.close()
   }
@@ -110,7 +101,7 @@ export class SqliteClaimStore implements ClaimStore {
 
 export interface WakeClaimsOptions {
   store: ClaimStore
-  /** CARLOS_ACTIVATOR_URL: asked to stop an instance; empty: nobody to ask, the release is waited for. */
+  /** Asked to stop an instance; empty: the release is waited for. */
   activatorUrl: string
   logger: Logger
   now?: () => Date
@@ -118,11 +109,7 @@ export interface WakeClaimsOptions {
 
 export class WakeClaims implements Claims {
   readonly #awake = new Set<string>()
-  /**
-   * While the sweep has failed every host counts as awake, except those the
-   * activator has since released: a release is proof of sleep, and without
-   * this a host could never be moved (nor its stop succeed) until PUT /wakes.
-   */
+  /** After a failed sweep, hosts released since: proof of sleep, or no host could move until PUT /wakes. */
   readonly #provenAsleep = new Set<string>()
   readonly #released = new Map<string, Set<() => void>>()
   readonly #o: WakeClaimsOptions
@@ -132,7 +119,7 @@ export class WakeClaims implements Claims {
     this.#o = opts
   }
 
-  /** Loads the persisted claims; reports whether it could (the sweep's answer). */
+  /** Whether the persisted claims could be read. */
   sweep(): boolean {
     try {
       for (const h of this.#o.store.wakes()) this.#awake.add(h)
@@ -152,39 +139,33 @@ export class WakeClaims implements Claims {
     return this.#awake.has(host) || (!this.#swept && !this.#provenAsleep.has(host))
   }
 
-  /** Every host holding a claim, sorted. */
   list(): string[] {
     return [...this.#awake].sort()
   }
 
-  /**
-   * Records host as awake: on disk first, so a claim layoutd answered is
-   * never one a restart forgets. Synchronous, so the wake API can make it
-   * inside FenceTable.admit, in the same tick as the fence check.
-   */
+  /** On disk first, so a restart never forgets an answered claim; synchronous, to fit FenceTable.admit's tick. */
   claim(host: string): void {
     this.#o.store.claimWake(host, this.#now())
     this.#awake.add(host)
     this.#provenAsleep.delete(host)
   }
 
-  /** The host is asleep: its claim is gone, on disk and here, and a stop waiting on it ends. */
+  /** Gone on disk and here; a stop waiting on it ends. */
   release(host: string): boolean {
     const had = this.#o.store.releaseWake(host)
     this.#forget(host)
     return had
   }
 
-  /** The activator's whole awake set (`PUT /wakes`): every other claim ends. */
+  /** `PUT /wakes`: every other claim ends. */
   replace(hosts: readonly string[]): void {
     this.#o.store.replaceWakes(hosts, this.#now())
     const keep = new Set(hosts)
     for (const h of [...this.#awake]) if (!keep.has(h)) this.#forget(h)
     for (const h of keep) this.#awake.add(h)
-    // A stop waiting on a host that counted as awake only because the sweep
-    // failed is answered too: the activator has just said it is asleep.
+    // Also a stop on a host awake only by a failed sweep: the activator just said it sleeps.
     for (const h of [...this.#released.keys()]) if (!keep.has(h)) this.#forget(h)
-    // The set is now known whole, whatever the sweep could read.
+    // The set is now known whole.
     this.#swept = true
   }
 
@@ -232,7 +213,7 @@ export class WakeClaims implements Claims {
     } else {
       const url = `${activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
       try {
-        // undici is loaded on the first stop asked, not by every start.
+        // Loaded on the first stop, not at start.
         const { request } = await import('undici')
         const res = await request(url, { method: 'POST', signal, headersTimeout: 10_000, bodyTimeout: 10_000 })
         await res.body.dump()

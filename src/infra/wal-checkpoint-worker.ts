@@ -1,7 +1,6 @@
-// The checkpoint thread itself (wal-checkpointer.ts): asked, it opens its own
-// connection, checkpoints PASSIVE (waiting on no one), closes it and answers
-// the pages copied. Never left open: the last connection to close makes the
-// closing checkpoint, which must be the agent's.
+// The checkpoint thread itself (wal-checkpointer.ts): asked, it opens its own connection, checkpoints PASSIVE
+// (waiting on no one), closes it and answers the pages copied. Closed each time: the last connection to close
+// checkpoints, and that must be the agent's.
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { errorMessage } from '../errors.js'
@@ -10,7 +9,7 @@ import { niceThisThread } from '../thread-nice.js'
 
 const data = workerData as CheckpointThreadData
 
-// Niced: when it and the loop's thread want the same core, the loop, which answers the activator, has it.
+// Niced, so the loop's thread, which answers the activator, wins a shared core.
 niceThisThread(CHECKPOINT_NICE)
 
 function checkpoint(): CheckpointReply {

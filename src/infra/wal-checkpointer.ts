@@ -1,45 +1,37 @@
-// The registry's checkpoints, off the loop's thread (design §3.6). SQLite
-// checkpoints on the connection that committed last, fsyncing WAL and
-// database, so the loop would wait on the disk (docs/performance.md). The
-// agent's connections never do; this does, on its own thread and connection,
-// once the WAL holds 1,000 pages not copied back (read from the `-shm`
-// index). A commit is durable with the WAL alone. If the thread fails, the
-// connections checkpoint themselves again, and the agent says so. The thread
-// lives only while checkpoints come (started by the first, ended after
-// THREAD_IDLE_MS without one): an idle isolate would hold its heap for nothing.
+// The registry's checkpoints, off the loop's thread (design §3.6). SQLite checkpoints on the connection that
+// committed last, fsyncing WAL and database, so the loop would wait on the disk; this thread checkpoints instead, and
+// if it fails the connections do again. It lives only while checkpoints come: an idle isolate holds its heap.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { trimAllocator } from './allocator-trim.js'
 
-/** SQLite's own threshold (`wal_autocheckpoint`'s default, in pages), kept. */
+/** `wal_autocheckpoint`'s default, kept. */
 export const CHECKPOINT_PAGES = 1000
 
-/** The nice of the checkpoint thread: below the loop's thread, which answers the activator. */
+/** Below the loop's thread, which answers the activator. */
 export const CHECKPOINT_NICE = 5
 
-/** How often the WAL index is looked at between the pass's commits (the claims commit too). */
+/** Between the pass's commits (claims commit too). */
 const LOOK_EVERY_MS = 2000
 
-/** How long the thread is kept after its last checkpoint, for the next. */
 export const THREAD_IDLE_MS = 10_000
 
-/** What the thread is started with. */
 export interface CheckpointThreadData {
   file: string
-  /** The agent's connections' `synchronous`, so a checkpoint fsyncs where their commits would. */
+  /** So a checkpoint fsyncs where their commits would. */
   synchronous: 'NORMAL' | 'OFF'
 }
 
-/** Its answer to each request: `PRAGMA wal_checkpoint(PASSIVE)`'s pages, or the error. */
+/** `wal_checkpoint(PASSIVE)`'s pages, or the error. */
 export type CheckpointReply = { log: number; checkpointed: number } | { error: string }
 
 export interface CheckpointerOptions {
-  /** Called once, should the thread fail: the agent's connections checkpoint themselves from then on. */
+  /** Called once, on failure: the connections checkpoint themselves from then on. */
   onFailed: (reason: string) => void
-  /** The thread's script (tests hand in one that fails). */
+  /** Tests hand in a failing one. */
   worker?: URL
-  /** How long the thread is kept after its last checkpoint (THREAD_IDLE_MS; tests shorten it). */
+  /** Default THREAD_IDLE_MS; tests shorten it. */
   idleMs?: number
 }
 
@@ -50,7 +42,6 @@ export class WalCheckpointer {
   readonly #data: CheckpointThreadData
   readonly #script: URL
   readonly #idleMs: number
-  /** The thread, while it lives (started by a checkpoint, ended THREAD_IDLE_MS after the last). */
   #worker: Worker | undefined
   #idle: NodeJS.Timeout | undefined
   readonly #timer: NodeJS.Timeout
@@ -58,7 +49,7 @@ export class WalCheckpointer {
   /** Asked to end once the checkpoint under way is answered (release). */
   #releasing = false
   #failed = false
-  /** Checkpoints asked of the thread, and made by it, and the threads started (the tests read them). */
+  /** Counts the tests read. */
   asked = 0
   done = 0
   started = 0
@@ -73,12 +64,11 @@ export class WalCheckpointer {
     this.#timer.unref()
   }
 
-  /** Whether the thread has failed (the connections checkpoint themselves since). */
+  /** The connections checkpoint themselves since. */
   get failed(): boolean {
     return this.#failed
   }
 
-  /** Whether the thread is alive now. */
   get running(): boolean {
     return this.#worker !== undefined
   }
@@ -96,7 +86,7 @@ export class WalCheckpointer {
     return worker
   }
 
-  /** Ends the thread, which made no checkpoint for THREAD_IDLE_MS; the next checkpoint starts another. */
+  /** Idle THREAD_IDLE_MS; the next checkpoint starts another. */
   #end(): void {
     this.#idle = undefined
     this.#releasing = false
@@ -104,23 +94,17 @@ export class WalCheckpointer {
     if (worker === undefined || this.#asked !== undefined) return
     this.#worker = undefined
     worker.removeAllListeners('exit')
-    // What the isolate freed, glibc keeps unless asked (allocator-trim.ts).
+    // glibc keeps what the isolate freed unless asked (allocator-trim.ts).
     void worker.terminate().then(trimAllocator)
   }
 
-  /**
-   * Asks the thread for a checkpoint when the WAL holds the threshold's
-   * pages not yet copied back and none is under way; answers when that one
-   * is done (at once when none was needed). A read of 100 bytes on the
-   * calling thread.
-   */
+  /** Asks a checkpoint once the WAL holds CHECKPOINT_PAGES uncopied and none is under way; a 100-byte read here. */
   consider(): Promise<void> {
     if (this.#failed || this.#asked !== undefined) return Promise.resolve()
     const pending = this.#pendingPages()
     return pending === undefined || pending < CHECKPOINT_PAGES ? Promise.resolve() : this.#checkpoint()
   }
 
-  /** A checkpoint now, asked synchronously, whatever the WAL's size. */
   async #checkpoint(): Promise<void> {
     clearTimeout(this.#idle)
     const reply = await new Promise<CheckpointReply>((resolve) => {
@@ -135,11 +119,7 @@ export class WalCheckpointer {
     }
   }
 
-  /**
-   * A large run is over and no burst of commits follows it: the thread ends
-   * now, or as soon as the checkpoint under way is answered, rather than
-   * holding its isolate through the idle wait. The next checkpoint starts one.
-   */
+  /** After a large run no burst of commits follows: end now, or once the checkpoint under way is answered. */
   release(): void {
     if (this.#worker === undefined) return
     if (this.#asked !== undefined) {
@@ -150,7 +130,7 @@ export class WalCheckpointer {
     this.#end()
   }
 
-  /** Ends the thread and the looks (before the registry's connections close). */
+  /** Before the registry's connections close. */
   stop(): void {
     clearInterval(this.#timer)
     clearTimeout(this.#idle)
@@ -162,12 +142,7 @@ export class WalCheckpointer {
     this.#asked = undefined
   }
 
-  /**
-   * Closes the WAL index's descriptor, once every connection of this
-   * process to the registry is closed: closing any descriptor of a file
-   * drops every POSIX lock the process holds on it, SQLite's on the index
-   * among them, so it stays open for as long as they are.
-   */
+  /** After every connection closed: closing any fd of the file drops SQLite's POSIX locks on it. */
   closeIndexAfterConnections(): void {
     if (this.#shm !== undefined) fs.closeSync(this.#shm)
     this.#shm = undefined
@@ -193,13 +168,8 @@ export class WalCheckpointer {
   }
 
   /**
-   * The WAL's frames not yet copied back into the database, from the WAL
-   * index's header (SQLite's file format, walformat.html: the last valid
-   * frame at byte 16, the frames copied back at byte 96, both in the
-   * machine's byte order); undefined with no index yet. Read without
-   * SQLite's locks (a torn read only moves one decision to the next look),
-   * through a descriptor opened once and closed only after the connections
-   * (closeIndexAfterConnections).
+   * Uncopied WAL frames, from the index header (walformat.html: last frame at byte 16, copied at 96, native order);
+   * read without SQLite's locks, as a torn read only defers a decision to the next look.
    */
   #pendingPages(): number | undefined {
     try {
