@@ -1,5 +1,5 @@
-// `D/agent.json`, which agent holds a data root: agent-lock.ts writes it, the CLI reads it.
-// Only node:fs, so `layoutd status` reads it without loading SQLite.
+// `D/agent.json`, which agent holds a data root: agent-lock.ts writes it, the CLI reads it. Only node:fs, so
+// `layoutd status` loads no SQLite.
 import fs from 'node:fs'
 import path from 'node:path'
 
@@ -7,16 +7,16 @@ export const AGENT_HOLDER_FILE = 'agent.json'
 
 export interface Holder {
   pid: number
-  /** `host:port` it listens on (IPv6 bracketed); empty before it does. */
+  /** `host:port`, empty until it listens. */
   listen: string
   startedAt: string
-  /** The data root, symlinks resolved. */
+  /** Symlinks resolved. */
   dataDir: string
-  /** Unique per start, where a pid can be reused. */
+  /** A pid can be reused; this cannot. */
   startId: string
 }
 
-/** EPERM: it runs, as another user. */
+/** EPERM: another user's. */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0)
@@ -26,23 +26,22 @@ function alive(pid: number): boolean {
   }
 }
 
-/** What `D/agent.json` tells a client. */
 export interface HolderSeen {
   file: string
-  /** Set while its process runs. */
+  /** While its process runs. */
   listen?: string
-  /** Alive or not: an agent answering this id holds this data root. */
+  /** An agent answering this id holds this data root. */
   startId?: string
 }
 
-/** What `D/agent.json` says, or undefined when none is readable. */
+/** undefined when none is readable. */
 export function seeHolder(dataDir: string): HolderSeen | undefined {
   const file = path.join(dataDir, AGENT_HOLDER_FILE)
   let h: Partial<Holder>
   try {
     h = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Holder>
   } catch {
-    // Absent, or half-written by a killed agent: no holder.
+    // Absent, or half-written by a killed agent.
     return undefined
   }
   const startId = typeof h.startId === 'string' && h.startId !== '' ? h.startId : undefined

@@ -1,8 +1,6 @@
 // One agent per data root (design §4.4): `D/agent.lock`, held for the agent's life, and `D/agent.json` naming the
-// holder.
-//
-// Node has no flock(2): the lock is an open `BEGIN IMMEDIATE` on a SQLite file, whose POSIX lock dies with the
-// process (kill -9 too). Outside `D/layout`, so no journal or hold listing sees it.
+// holder. Node has no flock(2), so the lock is an open `BEGIN IMMEDIATE` on a SQLite file, whose POSIX lock dies
+// with the process, kill -9 too.
 import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -17,7 +15,7 @@ function isBusy(err: unknown): boolean {
   return err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code === 'SQLITE_LOCKED')
 }
 
-/** The holder as its file says, or why that cannot be read. */
+/** The holder, or why its file cannot be read. */
 export function describeHolder(file: string): string {
   try {
     const h = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Holder>
@@ -40,7 +38,7 @@ export class AgentLock {
     this.#holder = holder
   }
 
-  /** Takes the lock before anything else under dataDir is touched, or throws `data_dir_locked` naming the holder. */
+  /** Taken before anything else under dataDir is touched; refused with `data_dir_locked` naming the holder. */
   static acquire(dataDir: string, now: () => Date = () => new Date()): AgentLock {
     fs.mkdirSync(dataDir, { recursive: true })
     const file = path.join(dataDir, AGENT_LOCK_FILE)
@@ -48,7 +46,7 @@ export class AgentLock {
     const db = new Database(file)
     try {
       db.pragma('busy_timeout = 0')
-      // The RESERVED lock of a write transaction that writes nothing, so no rollback journal is made.
+      // A write transaction that writes nothing holds RESERVED and makes no journal.
       db.exec('BEGIN IMMEDIATE')
     } catch (err) {
       db.close()
@@ -66,7 +64,7 @@ export class AgentLock {
     return lock
   }
 
-  /** Whether an agent holds dataDir's lock, taking nothing (the transaction is rolled back at once). */
+  /** Taking nothing: the transaction is rolled back at once. */
   static held(dataDir: string): boolean {
     let db: Database.Database
     try {
@@ -87,7 +85,6 @@ export class AgentLock {
     }
   }
 
-  /** Who holds dataDir's lock, for a refusal to name. */
   static describeHolder(dataDir: string): string {
     return describeHolder(path.join(dataDir, AGENT_HOLDER_FILE))
   }
@@ -96,30 +93,29 @@ export class AgentLock {
     return this.#holder
   }
 
-  /** `GET /agent`'s answer: the holder without the address the client already dialled. */
+  /** `GET /agent`: the holder less the address a client dialled. */
   get identity(): Readonly<Omit<Holder, 'listen'>> {
     const { pid, dataDir, startId, startedAt } = this.#holder
     return { pid, dataDir, startId, startedAt }
   }
 
-  /** Records the listening address, for the next agent's refusal. */
+  /** For the next agent's refusal. */
   listening(address: string): void {
     this.#holder = { ...this.#holder, listen: address }
     this.#writeHolder()
   }
 
-  /** Releases the lock and removes the holder file. */
   release(): void {
     if (!this.#db.open) return
     try {
       fs.rmSync(this.#holderFile, { force: true })
     } finally {
-      // Closing ends the transaction, dropping the lock.
+      // Closing drops the lock.
       this.#db.close()
     }
   }
 
-  // Renamed whole into place so no reader sees half; only the holder writes, so one fixed temp name serves.
+  // Renamed whole, so no reader sees half; only the holder writes, so one temp name serves.
   #writeHolder(): void {
     const tmp = `${this.#holderFile}.tmp`
     fs.writeFileSync(tmp, `${JSON.stringify(this.#holder)}\n`, { mode: 0o644 })

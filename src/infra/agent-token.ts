@@ -1,6 +1,6 @@
 // The bearer token every mutation needs (design §6): CARLOS_AGENT_TOKEN, else the file CARLOS_AGENT_TOKEN_FILE
-// names, else `D/agent.token`, which the agent makes (0600) at its first start. The agent refuses a token file another
-// user could read or replace; the CLI reads the same token and never makes one.
+// names, else `D/agent.token`, which the agent makes (0600) at its first start. A token file others could read or
+// replace is refused.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -9,27 +9,24 @@ import { errors } from '../errors.js'
 
 export const AGENT_TOKEN_FILE = 'agent.token'
 
-/** The agent's token and its source; never logged. */
+/** The token is never logged. */
 export interface AgentToken {
   token: string
-  /** `CARLOS_AGENT_TOKEN`, or the file read. */
+  /** `CARLOS_AGENT_TOKEN` or the file. */
   source: string
-  /** Given by the operator rather than made by the agent. */
   configured: boolean
-  /** Made by this start. */
   made: boolean
 }
 
-/** What the CLI sends, or why it has none (said beside a 401). */
+/** The token, or why there is none (said beside a 401). */
 export type ClientToken = { token: string } | { token: ''; missing: string }
 
 /** A token file is one line. */
 const MAX_FILE_BYTES = 4096
 
-/** 256 bits, hex-encoded. */
 const MADE_BYTES = 32
 
-/** Less one final newline (`echo … > file` writes one). */
+/** `echo … > file` adds a newline. */
 function tokenOf(text: string): string {
   return text.replace(/\r?\n$/, '')
 }
@@ -44,7 +41,7 @@ function readOpen(fd: number, file: string, env: string): { text: string; stat: 
   return { text: buf.subarray(0, n).toString('utf8'), stat }
 }
 
-/** Refuses a token unfit for a bearer header, naming its length, never its text. */
+/** Names the length, never the text. */
 function checkedToken(text: string, file: string, env: string): string {
   const token = tokenOf(text)
   const problem = tokenProblem(token)
@@ -55,7 +52,7 @@ function checkedToken(text: string, file: string, env: string): string {
 
 const octal = (mode: number): string => `0${(mode & 0o777).toString(8)}`
 
-/** The operator's file: may be a symlink and group-readable (how the activator gets it), never world-readable. */
+/** May be a symlink and group-readable (how the activator gets it), never world-readable. */
 function fromOperatorFile(file: string): AgentToken {
   const env = 'CARLOS_AGENT_TOKEN_FILE'
   let fd: number
@@ -74,10 +71,7 @@ function fromOperatorFile(file: string): AgentToken {
   }
 }
 
-/**
- * `D/agent.token`, or undefined: opened O_NOFOLLOW and checked on the fd, as a file another user could read or
- * replace is no secret.
- */
+/** O_NOFOLLOW and checked on the fd: a file another user could read or replace is no secret. */
 function readOwnFile(file: string): string | undefined {
   const what = `the agent's token file`
   let fd: number
@@ -102,10 +96,7 @@ function readOwnFile(file: string): string | undefined {
   }
 }
 
-/**
- * Makes `D/agent.token`: an O_EXCL 0600 temp file, fsynced, then link(2)ed, so it appears whole and never over
- * another's; false when another start made it first.
- */
+/** An O_EXCL 0600 temp file, fsynced, link(2)ed: whole, never over another's; false when another start won. */
 function makeOwnFile(file: string, token: string): boolean {
   const tmp = `${file}.${process.pid}.tmp`
   fs.rmSync(tmp, { force: true })
@@ -135,7 +126,7 @@ function makeOwnFile(file: string, token: string): boolean {
   return true
 }
 
-/** The agent's token, made when absent; throws ConfigError naming the file, never the token. */
+/** Made when absent; a ConfigError names the file, never the token. */
 export function agentToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir'>): AgentToken {
   if (config.token !== '') return { token: config.token, source: 'CARLOS_AGENT_TOKEN', configured: true, made: false }
   if (config.tokenFile !== '') return fromOperatorFile(config.tokenFile)
@@ -149,7 +140,7 @@ export function agentToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir
   return { token: theirs, source: file, configured: false, made: false }
 }
 
-/** The CLI's token, read the same way, never made; unreadable is no failure (reads need none), but said. */
+/** Read the same way, never made; unreadable is said, not thrown (reads need no token). */
 export function clientToken(config: Pick<Config, 'token' | 'tokenFile' | 'dataDir'>): ClientToken {
   if (config.token !== '') return { token: config.token }
   const file = config.tokenFile !== '' ? config.tokenFile : path.join(config.dataDir, AGENT_TOKEN_FILE)

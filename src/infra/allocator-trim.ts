@@ -1,5 +1,5 @@
-// The C library's allocator asked to give back its free pages (native/trim.c), since a box's footprint after a
-// converge is what an operator alerts on (design §9). A no-op without the addon or glibc.
+// The C library's allocator asked to give back its free pages (native/trim.c): a box's footprint after a converge
+// is what an operator alerts on (design §9).
 import { createRequire } from 'node:module'
 import { C_WALK_PATH } from './pass/c-walk.js'
 
@@ -16,10 +16,10 @@ function load(): Trim | undefined {
 
 const trim = load()
 
-/** The addon is built and carries the trim. */
+/** False without the addon or glibc. */
 export const allocatorTrimmable = trim !== undefined
 
-/** Trims off the loop's thread; true when pages went back. Never rejects: a failed trim harms nothing. */
+/** Off the loop's thread; never rejects, as a failed trim harms nothing. */
 export async function trimAllocator(): Promise<boolean> {
   if (trim === undefined) return false
   try {

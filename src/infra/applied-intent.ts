@@ -18,7 +18,7 @@ export function appliedIntentPath(dirs: Dirs): string {
   return path.join(layoutDir(dirs), APPLIED_FILE)
 }
 
-/** The kept record or undefined; an unreadable one throws naming the file (`intent forget-applied` clears it). */
+/** Unreadable throws naming the file (`intent forget-applied` clears it). */
 export async function readAppliedIntent(dirs: Dirs): Promise<AppliedIntent | undefined> {
   const file = appliedIntentPath(dirs)
   let text: string
@@ -44,7 +44,6 @@ export async function writeAppliedIntent(dirs: Dirs, applied: AppliedIntent): Pr
   await atomicWrite(appliedIntentPath(dirs), `${JSON.stringify(applied)}\n`)
 }
 
-/** Removes the kept record (directory fsynced); whether one was there. */
 export async function forgetAppliedIntent(dirs: Dirs): Promise<boolean> {
   const file = appliedIntentPath(dirs)
   const there = await readNoFollow(file).then(
@@ -59,16 +58,15 @@ export async function forgetAppliedIntent(dirs: Dirs): Promise<boolean> {
 export interface KeptIntentOptions {
   dirs: Dirs
   box: string
-  /** Write the record each read selects (the agent); false only holds reads to it (`intent status`). */
+  /** Keep each read's selection (the agent); false only holds reads to it (`intent status`). */
   keep: boolean
   logger?: Logger
   now?: () => Date
 }
 
 /**
- * The store held to the kept record: a `list` holding neither it nor a newer record for this box throws
- * `applied_intent_missing`. The file is read at the first read and again before a refusal, so `intent
- * forget-applied` takes effect without a restart.
+ * A `list` holding neither the kept record nor a newer one for this box throws `applied_intent_missing`. The file
+ * is read again before a refusal, so `intent forget-applied` needs no restart.
  */
 export class KeptIntentStore implements DeployStore {
   readonly #inner: DeployStore
@@ -113,7 +111,7 @@ export class KeptIntentStore implements DeployStore {
     const { box } = this.#o
     let kept = this.#kept === null ? await this.#look() : this.#kept
     if (kept !== undefined && heldToApplied(records, kept, box, store) !== null) {
-      // Read again: an operator may have forgotten it since.
+      // An operator may have forgotten it since.
       kept = await this.#look()
       const why = kept === undefined ? null : heldToApplied(records, kept, box, store)
       if (why !== null) throw errors.appliedIntentMissing(store, why)
@@ -128,7 +126,7 @@ export class KeptIntentStore implements DeployStore {
     return kept
   }
 
-  /** Keeps the record this read selects, when it differs. */
+  /** Keeps the read's selection when it differs from the kept one. */
   async #keep(records: readonly IntentRecord[], kept: AppliedIntent | undefined, store: string): Promise<void> {
     const read = selectIntent(records, this.#o.box)
     if (!read.found || read.intent.id === kept?.id) return

@@ -147,7 +147,6 @@ export class DirDeployStore implements DeployStore {
     })
   }
 
-  /** Live summaries, by label. */
   async listBoxes(signal: AbortSignal): Promise<BoxSummary[]> {
     return (await this.listKnownBoxes(signal)).filter((b) => b.gone === undefined).map((b) => b.summary)
   }
@@ -196,7 +195,7 @@ export class DirDeployStore implements DeployStore {
     return { summary: value, mtimeMs: read.mtimeMs }
   }
 
-  /** By the file's mtime, never the agent's stamps, which a clock stepped back writes already past (design §7.3). */
+  /** By the file's mtime, never by the agent's stamps, which a clock stepped back writes past (design §7.3). */
   #expired(mtimeMs: number): BoxGone | undefined {
     if (this.#clock.now() - mtimeMs <= this.#ttlMs + CLOCK_TOLERANCE_MS) return undefined
     return { since: new Date(mtimeMs + this.#ttlMs).toISOString(), how: 'expired' }
@@ -390,7 +389,6 @@ export class DirDeployStore implements DeployStore {
     return to
   }
 
-  /** Quarantined records by id, unparsed. */
   async listQuarantined(signal: AbortSignal): Promise<QuarantinedRecord[]> {
     let names: string[]
     try {
@@ -419,7 +417,7 @@ export class DirDeployStore implements DeployStore {
   }
 }
 
-/** link(2) refuses an existing final atomically, where check-then-rename races; without hard links, that race. */
+/** link(2) refuses an existing final atomically; check-then-rename, which races, only without hard links. */
 async function placeNoReplace(tmp: string, final: string, id: string): Promise<void> {
   const exists = () => new Error(`intent ${id} is already recorded (${final}); refusing to overwrite it`)
   try {

@@ -1,6 +1,6 @@
 // Opens the deployment's deploy store (design §7): etcd when named, else the directory; for the agent, a store that
 // cannot be opened yet reads unreadable while it is opened again (design §5.3). A fleet never falls back to a local
-// directory, and only the named store's client is loaded.
+// directory.
 import type { Config } from '../config.js'
 import type { BoxSummary, KeptBox } from '../domain/box-summary.js'
 import type { DeployStore, LabelHolder, Logger } from '../domain/ports.js'
@@ -9,7 +9,7 @@ import { errorMessage, errors } from '../errors.js'
 import { createLogger } from '../logger.js'
 import type { EtcdCredentials } from './deploy-etcd/credentials.js'
 
-/** logger: the etcd watch's; default its own at the configured level. */
+/** logger: the etcd watch's. */
 export async function openDeployStore(config: Config, logger?: Logger): Promise<DeployStore> {
   if (config.etcdEndpoints.length > 0) {
     const [{ EtcdDeployStore }, { EtcdCredentials }] = await Promise.all([
@@ -27,7 +27,7 @@ export async function openDeployStore(config: Config, logger?: Logger): Promise<
   return new DirDeployStore(config.deploymentDir, { boxTtlMs: config.etcdBoxTtlMs })
 }
 
-/** Read once; an unreadable file stops the command naming it. */
+/** An unreadable file stops the command naming it. */
 function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): EtcdCredentials {
   const set = (v: string): string | undefined => (v === '' ? undefined : v)
   try {
@@ -43,7 +43,7 @@ function etcdCredentials(credentials: typeof EtcdCredentials, config: Config): E
   }
 }
 
-/** The agent's store (design §5.3, §7.1): one that cannot open must not stop the agent, so it reads unreadable. */
+/** One that cannot open must not stop the agent (design §5.3, §7.1): it reads unreadable. */
 export async function openAgentDeployStore(
   config: Config,
   logger: Logger,
@@ -81,7 +81,6 @@ class ReopeningStore implements DeployStore {
     this.#why = why
   }
 
-  /** Throws deploy_store_unopened while it cannot be opened. */
   async #opened(): Promise<DeployStore> {
     if (this.#store !== undefined) return this.#store
     if (this.#closed) throw errors.deployStoreUnopened(errorMessage(this.#why))

@@ -1,12 +1,12 @@
 // The edge's reload (CARLOS_EDGE_RELOAD_URL): asked after rows change so it routes to the new sockets at once.
-// Optional: the edge polls the registry too, so a failed reload never fails a move.
+// The edge polls too, so a failure never fails a move.
 import type { Logger } from '../domain/ports.js'
 
 export function edgeReloader(url: string, logger: Logger): (() => Promise<void>) | undefined {
   if (url === '') return undefined
   return async () => {
     try {
-      // Loaded on the first reload, not at start.
+      // Loaded on first use.
       const { request } = await import('undici')
       const res = await request(url, { method: 'POST', headersTimeout: 10_000, bodyTimeout: 10_000 })
       await res.body.dump()

@@ -1,9 +1,8 @@
 // The crash and fault points the crash suite stops the pass at (design §3.4, §3.5; tests only). CARLOS_FAILPOINT,
-// comma-separated: `step`, `step:host` or `step@n` SIGKILLs there (the nearest to a power cut), `step=ENOSPC` throws
-// that errno once; `skip-fsync:<name>` drops one fsync, which the power-loss audit must notice.
+// comma-separated: `step[:host][@n]` SIGKILLs there, `=ENOSPC` throws that errno instead; `skip-fsync:<name>` drops
+// one fsync, which the power-loss audit must notice.
 import os from 'node:os'
 
-/** In the order a move reaches them. */
 export const FAILPOINT_STEPS = [
   'after-fence',
   'after-stop',
@@ -18,27 +17,27 @@ export const FAILPOINT_STEPS = [
   'after-lift',
 ] as const
 
-/** The move's fsyncs the power-loss audit checks (design §3.5), named for `skip-fsync:<name>`. */
+/** For `skip-fsync:<name>` (design §3.5). */
 export const FSYNC_NAMES = [
-  /** `D`, once `D/layout` is made (step 4). */
+  /** `D` after mkdir `D/layout` (step 4). */
   'layout-dir',
-  /** Each journal's temp file before its rename (step 4). */
+  /** Journal temp files (step 4). */
   'journal-data',
-  /** `D/layout`, after the journals' renames (step 4). */
+  /** `D/layout` after the renames (step 4). */
   'journal-dir',
-  /** Destination parents that gained an entry (step 6). */
+  /** New entries' parents (step 6). */
   'prepare-parents',
-  /** A nested destination's `run/`, after its mode and group (step 6). */
+  /** Nested `run/` after chmod (step 6). */
   'run-mode',
-  /** The rename's source parent (step 7). */
+  /** Rename source parent (step 7). */
   'rename-source-parent',
-  /** The rename's destination parent (step 7). */
+  /** Rename destination parent (step 7). */
   'rename-dest-parent',
-  /** The row commit's WAL fsync (step 8): synchronous = OFF, and sync() does nothing. */
+  /** WAL at the row commit (step 8). */
   'registry-commit',
-  /** `D/layout`, after the journals' removal (step 9). */
+  /** `D/layout` after removal (step 9). */
   'journal-remove-dir',
-  /** `D`, once the isolation self-check made `D/nested` (§5.4). */
+  /** `D` after mkdir `D/nested` (§5.4). */
   'nested-entry',
 ] as const
 
@@ -46,10 +45,9 @@ export type FsyncName = (typeof FSYNC_NAMES)[number]
 
 const SKIP_FSYNC = 'skip-fsync:'
 
-/** Empty in production, where the check is one size test. */
 const skipped = new Set<FsyncName>()
 
-/** Arms the `skip-fsync:<name>` items once, at start; an unknown name throws, so a misspelt test cannot pass. */
+/** An unknown name throws, so a misspelt test cannot pass. */
 export function armSkippedFsyncs(spec: string): void {
   const names: FsyncName[] = []
   for (const item of spec.split(',').map((s) => s.trim())) {
@@ -66,7 +64,6 @@ export function armSkippedFsyncs(spec: string): void {
   for (const name of names) skipped.add(name)
 }
 
-/** Never, unless CARLOS_FAILPOINT names it. */
 export function fsyncSkipped(name: FsyncName | undefined): boolean {
   return skipped.size !== 0 && name !== undefined && skipped.has(name)
 }
@@ -97,7 +94,7 @@ function parse(spec: string): Point[] {
     .map(parsePoint)
 }
 
-/** Node's shape for a failed call, naming the step. */
+/** Node's errno shape. */
 export function injectedFault(errno: string, step: string): NodeJS.ErrnoException {
   const number = (os.constants.errno as Record<string, number>)[errno]
   const err: NodeJS.ErrnoException = new Error(`${errno}: injected at failpoint ${step}`)
@@ -107,7 +104,7 @@ export function injectedFault(errno: string, step: string): NodeJS.ErrnoExceptio
   return err
 }
 
-/** The pass's hook, or undefined when none is set; a point kills (SIGKILL by default) or throws its errno. */
+/** A point kills (SIGKILL) or throws its errno. */
 export function failpointFrom(
   spec: string,
   kill: (step: string) => void = () => process.kill(process.pid, 'SIGKILL'),

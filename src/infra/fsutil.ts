@@ -25,7 +25,6 @@ export async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
   }
 }
 
-/** Anything, a dangling symlink too. */
 export async function present(p: string): Promise<boolean> {
   return (await lstatOrUndefined(p)) !== undefined
 }
@@ -37,7 +36,7 @@ export function childPath(dir: Buffer, name: Buffer): Buffer {
 
 const SLASH = Buffer.from('/')
 
-/** A byte path as text where UTF-8, else with unprintable bytes as \xNN. */
+/** Text where UTF-8, else unprintables as \xNN. */
 export function shownPath(p: Buffer): string {
   const text = p.toString('utf8')
   if (Buffer.from(text, 'utf8').equals(p)) return text
@@ -48,7 +47,7 @@ export function shownPath(p: Buffer): string {
     .join('')
 }
 
-/** true when dir is gone, false when something keeps it. */
+/** false when something keeps dir. */
 export async function rmdirIfEmpty(dir: string): Promise<boolean> {
   try {
     await fs.rmdir(dir)
@@ -61,7 +60,6 @@ export async function rmdirIfEmpty(dir: string): Promise<boolean> {
   }
 }
 
-/** At most limit at a time, answers in order. */
 export async function mapLimit<T, R>(
   items: readonly T[],
   limit: number,
@@ -81,20 +79,17 @@ export async function mapLimit<T, R>(
       }
     }
   }
-  // Every call settles before the first error is thrown, so a caller never goes on with calls in flight.
+  // All settle before the first error is thrown: a caller must not go on with calls in flight.
   const settled = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker))
   const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
   if (rejected !== undefined) throw rejected.reason
   return out
 }
 
-/**
- * The kernel folds concurrent fsyncs into one journal commit (design §3.3); all in flight needs libuv's pool this
- * large (threadPoolSize).
- */
+/** Concurrent fsyncs share one journal commit (design §3.3), given libuv's pool this large (threadPoolSize). */
 export const SYNC_CONCURRENCY = 64
 
-/** libuv's pool size under env, by libuv's own rule; only the environment node starts with can set it. */
+/** By libuv's own rule; only node's starting environment sets it. */
 export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.UV_THREADPOOL_SIZE
   if (raw === undefined) return 4
@@ -103,10 +98,10 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   return n < 0 ? 1024 : Math.min(n, 1024)
 }
 
-/** Makes a directory's entry changes durable; name lets a test skip it (failpoint.ts, design §3.5). */
+/** name lets a test skip it (failpoint.ts, design §3.5). */
 export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
   if (fsyncSkipped(name)) return
-  // Open and close are cheap metadata calls; only the fsync waits on the disk.
+  // Only the fsync waits on the disk.
   const fd = fsSync.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
     await fsyncFd(fd)
@@ -117,22 +112,20 @@ export async function fsyncDir(dir: string, name?: FsyncName): Promise<void> {
 
 const fsyncFd = promisify(fsSync.fsync)
 
-/** On libuv's pool, not the calling thread. */
 export const fdatasyncFd = promisify(fsSync.fdatasync)
 
-/** Each distinct directory once. */
 export async function fsyncDirs(dirs: Iterable<string>, name?: FsyncName): Promise<void> {
   await mapLimit([...new Set(dirs)], SYNC_CONCURRENCY, (dir) => fsyncDir(dir, name))
 }
 
-/** Each distinct directory once, under the first name it is given. */
+/** Each under the first name given. */
 export async function fsyncNamedDirs(dirs: Iterable<readonly [string, FsyncName | undefined]>): Promise<void> {
   const named = new Map<string, FsyncName | undefined>()
   for (const [dir, name] of dirs) if (!named.has(dir)) named.set(dir, name)
   await mapLimit([...named], SYNC_CONCURRENCY, ([dir, name]) => fsyncDir(dir, name))
 }
 
-/** Created or truncated, never through a symlink, and fsynced. */
+/** Never through a symlink. */
 export async function writeDurable(file: string, data: string, mode = 0o600, name?: FsyncName): Promise<void> {
   const fh = await fs.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode)
   try {
@@ -148,21 +141,17 @@ export interface NamedData {
   data: string
 }
 
-/** A file's name before its rename into place. */
 export function tmpName(name: string): string {
   return `${name}.tmp`
 }
 
-/** A group commit's two fsyncs (design §3.5), for a test to take out. */
+/** For a test to take out (design §3.5). */
 export interface SyncNames {
   data?: FsyncName
   dir?: FsyncName
 }
 
-/**
- * Group commit: each file written under tmpName and fsynced, all renamed, dir fsynced once; a crash leaves each file
- * absent or whole.
- */
+/** Group commit: files fsynced under tmpName, renamed, dir fsynced once; a crash leaves each absent or whole. */
 export async function atomicWriteMany(
   dir: string,
   files: readonly NamedData[],
@@ -177,12 +166,11 @@ export async function atomicWriteMany(
   await fsyncDir(dir, names.dir)
 }
 
-/** atomicWriteMany for one file. */
 export async function atomicWrite(file: string, data: string, mode = 0o600): Promise<void> {
   await atomicWriteMany(path.dirname(file), [{ name: path.basename(file), data }], mode)
 }
 
-/** Absent names are fine; one directory fsync. */
+/** One directory fsync; absent names are fine. */
 export async function unlinkMany(dir: string, names: Iterable<string>, syncName?: FsyncName): Promise<void> {
   const removed = await mapLimit([...names], SYNC_CONCURRENCY, async (n) => {
     try {
@@ -196,7 +184,7 @@ export async function unlinkMany(dir: string, names: Iterable<string>, syncName?
   if (removed.includes(true)) await fsyncDir(dir, syncName)
 }
 
-/** true when made (its parent then needs an fsync); throws on anything but a directory, a symlink too. */
+/** true when made (its parent needs an fsync); throws on a non-directory or symlink. */
 export async function ensureDir(dir: string, mode: number): Promise<boolean> {
   try {
     await fs.mkdir(dir, { mode })
@@ -210,7 +198,7 @@ export async function ensureDir(dir: string, mode: number): Promise<boolean> {
   return false
 }
 
-/** Through a handle opened O_NOFOLLOW: chmod(2) by path would follow a symlink. */
+/** chmod(2) by path would follow a symlink. */
 export async function setDirMode(dir: string, mode: number, gid = -1): Promise<void> {
   const fh = await fs.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
   try {
@@ -222,10 +210,10 @@ export async function setDirMode(dir: string, mode: number, gid = -1): Promise<v
   }
 }
 
-/** Our records are small; anything larger is not one. */
+/** Larger is not a record of ours. */
 export const READ_LIMIT_BYTES = 1 << 20
 
-/** A small regular file of ours, never through a symlink; O_NONBLOCK, so a planted FIFO cannot hold the leg. */
+/** Never through a symlink; O_NONBLOCK, so a planted FIFO cannot hold the leg. */
 export async function readNoFollow(file: string): Promise<string> {
   const fh = await fs.open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   try {
@@ -239,7 +227,7 @@ export async function readNoFollow(file: string): Promise<string> {
   }
 }
 
-/** For recovery's many small reads, where a loop round trip per call would cost more than the reads. */
+/** For recovery: a loop round trip per call would cost more than its small reads. */
 export function readNoFollowSync(file: string): string {
   const fd = fsSync.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   try {
@@ -253,7 +241,6 @@ export function readNoFollowSync(file: string): string {
   }
 }
 
-/** For a refusal. */
 export function kindOf(st: Stats): string {
   if (st.isDirectory()) return 'a directory'
   if (st.isSymbolicLink()) return 'a symlink'

@@ -6,15 +6,14 @@ import type { Logger } from '../domain/ports.js'
 export const SOCKETS_GROUP = 'carlos-sockets'
 
 export interface GroupLookup {
-  /** Default: `getent` on PATH. */
   getent?: string
-  /** Told of a failed lookup, not of a missing group. */
+  /** Failed lookups only. */
   logger?: Pick<Logger, 'warn'>
 }
 
 const GETENT_NOT_FOUND = 2
 
-/** A slow LDAP server past this counts as failed. */
+/** A slow LDAP server counts as failed. */
 const LOOKUP_TIMEOUT_MS = 10_000
 
 function gidIn(text: string, name: string): number {
@@ -25,7 +24,7 @@ function gidIn(text: string, name: string): number {
   return -1
 }
 
-/** The gid, or -1 (group left alone); a failed lookup is -1 too, logged, never a failed start. */
+/** -1 (group left alone) when absent or the lookup failed, logged, never a failed start. */
 export function groupId(name: string, opts: GroupLookup = {}): Promise<number> {
   const command = opts.getent ?? 'getent'
   return new Promise((resolve) => {

@@ -6,10 +6,10 @@ import { flatPaths, nestedPaths, nestedRoot, type Dirs } from '../domain/paths.j
 import { errorMessage } from '../errors.js'
 import { kindOf, mapLimit } from './fsutil.js'
 
-/** lstats are cheap; thousands queued at once help nothing. */
+/** Cheap lstats; thousands queued help nothing. */
 const LOOK_CONCURRENCY = 32
 
-/** null when nothing is (ENOTDIR: nothing below a non-directory). */
+/** ENOTDIR: nothing below a non-directory. */
 async function foundAt(p: string): Promise<FoundAt | null> {
   try {
     const st = await fs.lstat(p)
@@ -21,14 +21,14 @@ async function foundAt(p: string): Promise<FoundAt | null> {
   }
 }
 
-/** The nested root first: nothing is looked at through one that is not a real directory. */
+/** Nothing is looked at through a nested root that is not a real directory. */
 export async function hostFiles(dirs: Dirs, host: string): Promise<HostFiles> {
   const [flat, root] = await Promise.all([foundAt(flatPaths(dirs, host).dir), foundAt(nestedRoot(dirs, host))])
   const nested = root === null || !root.directory ? root : await foundAt(nestedPaths(dirs, host).dir)
   return { flat, nested }
 }
 
-/** A host that could not be looked at has its Error. */
+/** A failed host has its Error. */
 export async function hostFilesOf(dirs: Dirs, hosts: readonly string[]): Promise<Map<string, HostFiles | Error>> {
   const found = await mapLimit(hosts, LOOK_CONCURRENCY, async (host) => {
     try {

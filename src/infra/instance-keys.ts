@@ -1,6 +1,5 @@
-// Instance keys (design §4.5): after the activator may wake, every activator-managed tenant that has no key gets
-// `instance.env` in its directory, holding `CARLOS_INSTANCE_KEY=<64 hex>`, mode 0600. Whatever is at that name stays,
-// and a key is minted in its host's preparation slot, which a wake claim waits on.
+// Instance keys (design §4.5): once the activator may wake, each activator-managed tenant without one gets
+// `instance.env` (`CARLOS_INSTANCE_KEY=<64 hex>`, 0600). Nothing at that name is ever replaced.
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import { constants, type Stats } from 'node:fs'
@@ -12,25 +11,22 @@ import { fsyncDir, isNotFound, lstatOrUndefined, mapLimit } from './fsutil.js'
 export const INSTANCE_ENV = 'instance.env'
 export const INSTANCE_KEY_VAR = 'CARLOS_INSTANCE_KEY'
 
-/** Fixed, so the next mint finds a crash's leftover (a second link preflight would hold) without a listing. */
+/** Fixed, so the next mint finds a crash's leftover without a listing. */
 const TEMP = '.instance.env.tmp'
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants
 
-/** Each mint is a few syscalls and two fsyncs. */
 const MINT_CONCURRENCY = 8
 
 export type MintResult = { kind: 'minted' } | { kind: 'present' } | { kind: 'skipped'; reason: string }
 
-/** 32 random bytes, as hex. */
 export function instanceEnv(key = randomBytes(32).toString('hex')): string {
   return `${INSTANCE_KEY_VAR}=${key}\n`
 }
 
 /**
- * dir reached from root one lstat'd component at a time, never through a symlink (design §2.1). Without openat(2) the
- * key is then written by path, a race only a writer of the parents (never the tenant) could win; the tenant's own
- * directory is entered with O_NOFOLLOW, O_EXCL and link(2) alone.
+ * Through real directories only (design §2.1). Without openat(2) the key is then written by path, a race only a
+ * writer of the parents, never the tenant, could win.
  */
 async function walkFromRoot(root: string, dir: string): Promise<{ st: Stats } | { skip: string }> {
   const rel = path.relative(root, dir)
@@ -49,9 +45,8 @@ async function walkFromRoot(root: string, dir: string): Promise<{ st: Stats } | 
 }
 
 /**
- * Mints dir's key unless it has one: an O_EXCL|O_NOFOLLOW 0600 temp file, fsynced, then link(2)ed, which fails on
- * anything there and follows nothing, so no one meets a half key that "never overwritten" would keep. As root, the
- * key goes to the directory's owner, whom the instance runs as.
+ * An O_EXCL|O_NOFOLLOW temp file, fsynced, then link(2)ed, which fails on anything there and follows nothing: no one
+ * meets a half key. As root, given to the directory's owner, whom the instance runs as.
  */
 export async function mintInstanceKey(dir: string, root: string): Promise<MintResult> {
   const walked = await walkFromRoot(root, dir)
@@ -65,11 +60,11 @@ export async function mintInstanceKey(dir: string, root: string): Promise<MintRe
   try {
     fh = await fs.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
   } catch (err) {
-    // Something appeared at the temp name: only the tenant writes here besides us.
+    // Only the tenant writes here besides us.
     return { kind: 'skipped', reason: `${temp} could not be created: ${errorMessage(err)}` }
   }
   try {
-    // open()'s mode is masked by the umask; this one is not.
+    // The umask masks open()'s mode.
     await fh.chmod(0o600)
     if (process.getuid?.() === 0) await fh.chown(st.uid, st.gid)
     await fh.writeFile(instanceEnv())
@@ -100,7 +95,7 @@ async function unlinkIfThere(p: string): Promise<void> {
   }
 }
 
-/** Per-host slots: what runs in one runs alone, in order; the backfill takes it and a wake claim waits on it. */
+/** What runs in a host's slot runs alone, in order: a wake claim waits on the backfill's mint. */
 export class HostSlots {
   readonly #tail = new Map<string, Promise<void>>()
 
@@ -119,23 +114,21 @@ export class HostSlots {
     }
   }
 
-  /** undefined when free now, so a caller need not wait a tick. */
+  /** undefined when free, so no tick is waited. */
   busy(host: string): Promise<void> | undefined {
     return this.#tail.get(host)
   }
 }
 
 export interface BackfillDeps {
-  /** Activator-managed hosts with a directory, listed before the backfill. */
   hosts: readonly string[]
-  /** The verified data root. */
   root: string
   slots: HostSlots
-  /** Read in the host's slot: the directory to mint in, or why no key this time. */
+  /** Read in the host's slot. */
   target: (host: string) => { dir: string } | { skip: string }
   logger: Logger
   signal: AbortSignal
-  /** Whether this reason was said already: a host retried every run says it once. */
+  /** A host retried every run says a reason once. */
   toldAlready?: (host: string, reason: string) => boolean
   settled?: (host: string, kind: keyof BackfillCounts, reason: string) => void
 }
@@ -147,14 +140,14 @@ export interface BackfillCounts {
   failed: number
 }
 
-/** Mints every missing key; a failed host is logged and tried again next run. */
+/** A failed host is logged and tried again next run. */
 export async function backfillInstanceKeys(deps: BackfillDeps): Promise<BackfillCounts> {
   const counts: BackfillCounts = { minted: 0, present: 0, skipped: 0, failed: 0 }
   const tell = (host: string, reason: string): boolean => deps.toldAlready?.(host, reason) !== true
   await mapLimit(deps.hosts, MINT_CONCURRENCY, async (host) => {
     if (deps.signal.aborted) return
     await deps.slots.run(host, async () => {
-      // Nothing may throw out: settling while other keys are written would let the leg move directories under them.
+      // Nothing may throw out: settling early would let the leg move directories under keys being written.
       let kind: keyof BackfillCounts
       let reason = ''
       try {

@@ -1,13 +1,11 @@
 // The isolation gate (`nestedOK`, design §5.4): nested instances may wake, and the pass may move a host nested, only
 // while all three checks below pass.
 //
-//   selfcheck  a nested tree can be made, chmodded and removed under D/nested, following no symlink;
-//   mounts     D/apps and D/nested share a mount (rename(2) never crosses one), and every CARLOS_NESTED_MOUNTS mount
-//              is nosymfollow;
-//   probe      the isolation probe's verdict file says `ready: true`.
+//   selfcheck  a nested tree is made, chmodded and removed under D/nested, following no symlink;
+//   mounts     D/apps and D/nested share a mount (for rename(2)); each CARLOS_NESTED_MOUNTS mount is nosymfollow;
+//   probe      the probe's verdict file says `ready: true`.
 //
-// The cached verdict costs a wake no I/O; selfcheck and mounts rerun before every leg run, the probe every
-// CARLOS_PROBE_EVERY. Answers compare by name, pass and code only (design §5.4), so a lasting fault logs once.
+// The verdict is cached, so a wake does no I/O; answers compare by name, pass and code only (design §5.4).
 import { errorMessage } from '../errors.js'
 import { randomBytes } from 'node:crypto'
 import nodeFs from 'node:fs/promises'
@@ -19,15 +17,15 @@ import { NESTED_ROOT_MODE, NESTED_RUN_MODE } from './pass/mover.js'
 export interface GateCheck {
   name: 'selfcheck' | 'mounts' | 'probe'
   ok: boolean
-  /** Stable (`ok`, `EROFS`, `not-a-directory`): answers compare by it. */
+  /** Stable; answers compare by it. */
   code: string
-  /** Stable words for the code, which wakes, the report and logs carry. */
+  /** Stable words for the code. */
   reason: string
-  /** What varies (errno text, probe path): /ready?verbose and logs only. */
+  /** What varies: /ready?verbose and logs only. */
   detail: string
 }
 
-/** Replaceable so a test can fail one (EACCES, which root never sees). */
+/** A test fails one (EACCES, which root never sees). */
 export type SelfCheckFs = Pick<typeof nodeFs, 'mkdir' | 'lstat' | 'readdir' | 'rm'>
 
 export interface IsolationConfig {
@@ -59,7 +57,6 @@ function errnoCode(err: unknown): string {
   return typeof code === 'string' && code !== '' ? code : 'error'
 }
 
-/** Name, pass and code; never words or detail. */
 function verdictKey(checks: readonly GateCheck[]): string {
   return checks.map((c) => `${c.name}:${c.ok ? 'ok' : c.code}`).join(' ')
 }
@@ -69,7 +66,7 @@ function unescapeMount(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)))
 }
 
-/** Options per mount point; a later line for a point is mounted on top, and wins. */
+/** A later line for a point is mounted on top, and wins. */
 export function parseMountinfo(text: string): Map<string, string[]> {
   const mounts = new Map<string, string[]>()
   for (const line of text.split('\n')) {
@@ -86,7 +83,7 @@ function under(point: string, p: string): boolean {
   return point === '/' || p === point || p.startsWith(`${point}/`)
 }
 
-/** The id of the mount real path p lies on: the longest point holding it, its last line. */
+/** The mount id of real path p: the longest point holding it, its last line. */
 export function mountIdOf(text: string, p: string): string | undefined {
   let best: { point: string; id: string } | undefined
   for (const line of text.split('\n')) {
@@ -101,7 +98,7 @@ export function mountIdOf(text: string, p: string): string | undefined {
   return best?.id
 }
 
-/** Real path of p or its nearest existing ancestor (the first flat move makes D/apps). */
+/** p's real path, or its nearest existing ancestor's (the first flat move makes D/apps). */
 async function nearestReal(p: string): Promise<string> {
   for (let at = p; ; at = path.dirname(at)) {
     try {
@@ -112,7 +109,7 @@ async function nearestReal(p: string): Promise<string> {
   }
 }
 
-/** Why a rename between D/apps and D/nested fails (EXDEV); a bind mount keeps st_dev, so mount ids are compared too. */
+/** EXDEV: a bind mount keeps st_dev, so mount ids are compared too. */
 export async function renameFailure(
   dataDir: string,
   mountinfo = '/proc/self/mountinfo',
@@ -132,7 +129,6 @@ export async function renameFailure(
   }
 }
 
-/** undefined when every required mount has nosymfollow. */
 export function mountsFailure(text: string, required: readonly string[]): { code: string; reason: string } | undefined {
   const mounts = parseMountinfo(text)
   for (const want of required) {
@@ -144,7 +140,6 @@ export function mountsFailure(text: string, required: readonly string[]): { code
   return undefined
 }
 
-/** undefined when it says `ready: true`. */
 export function probeFailure(text: string): { code: string; reason: string } | undefined {
   const ready = /^\s*ready:\s*(\S+)\s*$/m.exec(text)?.[1]
   if (ready === 'true') return undefined
@@ -164,11 +159,11 @@ export class Isolation implements IsolationGate {
   constructor(
     private readonly cfg: IsolationConfig,
     private readonly logger: Logger,
-    /** The gate's answer changed: a serial move (design §5). */
+    /** A serial move (design §5). */
     private readonly onChange: (verdict: string | null) => void = () => {},
   ) {}
 
-  /** The first failed check's name and words, or null. */
+  /** null when all pass. */
   check(): string | null {
     const failed = this.checks.find((c) => !c.ok)
     return failed === undefined ? null : `${failed.name}: ${failed.reason}`
@@ -178,12 +173,12 @@ export class Isolation implements IsolationGate {
     return this.checks.map((c) => ({ ...c }))
   }
 
-  /** Until every check ran once, `not yet run` is no verdict (design §5.4). */
+  /** `not yet run` is no verdict (design §5.4). */
   judged(): boolean {
     return this.checks.every((c) => c.code !== NOT_YET_RUN_CODE)
   }
 
-  /** Reads the probe now and every probeEveryMs, each after the last ends. */
+  /** Each read scheduled after the last ends. */
   start(): void {
     const tick = () => {
       this.refresh({ probe: true })
@@ -201,7 +196,7 @@ export class Isolation implements IsolationGate {
     clearTimeout(this.timer)
   }
 
-  /** One evaluation at a time; later callers share it. */
+  /** Later callers share the running evaluation. */
   async refresh(opts: { probe: boolean }): Promise<string | null> {
     while (this.running) await this.running
     this.running = this.evaluate(opts.probe)
@@ -234,8 +229,8 @@ export class Isolation implements IsolationGate {
     const nested = path.join(this.cfg.dataDir, 'nested')
     const probe = path.join(nested, `.selfcheck-${process.pid}-${randomBytes(4).toString('hex')}`)
     try {
-      // D/nested's entry is fsynced where it is made, or a power cut could lose it under a renamed tree (§3.5); once
-      // per process even if present, as a kill -9 may have left it only in the page cache.
+      // D/nested's entry must be durable before a tree is renamed under it (§3.5): fsynced when made, and once per
+      // process, as a kill -9 may have left it in the page cache only.
       const made = (await fs.mkdir(nested, { recursive: true, mode: 0o755 })) !== undefined
       if (made || !this.nestedEntrySynced) {
         await fsyncDir(this.cfg.dataDir, 'nested-entry')
@@ -245,7 +240,7 @@ export class Isolation implements IsolationGate {
       if (st.isSymbolicLink() || !st.isDirectory())
         return fail('selfcheck', 'not-a-directory', `${nested} is not a directory (a symlink is refused)`)
       await this.removeStaleProbes(fs, nested)
-      // The tree as the pass makes a host's (design §2), each mode checked.
+      // The tree as the pass makes it (design §2).
       await fs.mkdir(probe, { mode: 0o700 })
       await setDirMode(probe, NESTED_ROOT_MODE)
       await fs.mkdir(path.join(probe, 'run'), { mode: 0o700 })
@@ -266,7 +261,7 @@ export class Isolation implements IsolationGate {
       }
       return passed('selfcheck', 'ok')
     } catch (err) {
-      // The errno's text names the new probe dir each time: it is detail, the code the verdict.
+      // The errno text names the new probe dir: detail, not verdict.
       const code = errnoCode(err)
       return fail(
         'selfcheck',
@@ -281,7 +276,7 @@ export class Isolation implements IsolationGate {
     }
   }
 
-  /** A killed self-check's trees: dot names are never hosts', and one agent runs per box. */
+  /** Dot names are never hosts', and one agent runs per box. */
   private async removeStaleProbes(fs: SelfCheckFs, nested: string): Promise<void> {
     for (const name of await fs.readdir(nested)) {
       if (!name.startsWith('.selfcheck-')) continue

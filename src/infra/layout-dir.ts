@@ -1,6 +1,5 @@
 // The data root's own directories, verified before anything under them is read (design §2.1 "Nothing outside the
-// data root"), and the hosts that <data>/layout's journals and hold markers name. Start-up reads the intent only
-// when there is one.
+// data root"), and the hosts that <data>/layout's journals and hold markers name.
 import { constants } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -11,13 +10,10 @@ import { kindOf, lstatOrUndefined } from './fsutil.js'
 import { namedHosts } from './pass/batch-journal.js'
 import { isBatchJournalName, JOURNAL_SUFFIX } from './pass/journal.js'
 
-/** Where every path of the pass, recovery and the key minter starts (design §2.1). */
+/** Where every path starts (design §2.1). */
 export const DATA_ROOTS = ['layout', 'apps', 'nested'] as const
 
-/**
- * Refuses a D/layout, D/apps or D/nested that is not a real directory of ours or root's (absent passes), before
- * anything is read and each pass: a redirected root carries every path out of the data root.
- */
+/** Refuses one not a real directory of ours or root's (absent passes): a redirected root leads paths out of D. */
 export async function verifyDataRoots(dataDir: string): Promise<void> {
   const ours = process.getuid?.()
   for (const name of DATA_ROOTS) {
@@ -37,7 +33,7 @@ async function hostsWithSuffix(dir: string, suffix: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err
   }
-  // An invalid host name is not ours to act on: recovery reports it, start-up ignores it.
+  // An invalid name is not ours: recovery reports it, start-up ignores it.
   return names
     .filter((n) => n.endsWith(suffix))
     .map((n) => n.slice(0, -suffix.length))
@@ -45,16 +41,15 @@ async function hostsWithSuffix(dir: string, suffix: string): Promise<string[]> {
     .sort()
 }
 
-/** What `<data>/layout`'s journals name. */
 export interface JournalNames {
   hosts: string[]
-  /** Each host's naming journal, its own when it has one. */
+  /** Its own journal when it has one. */
   files: Map<string, string>
-  /** Unreadable batch journals: they may name any host. */
+  /** Unreadable batch journals, which may name any host. */
   unknown: string[]
 }
 
-/** Keyed by inode, size and mtime: the report lists the directory on every poll. */
+/** The report lists the directory every poll. */
 const batchCache = new Map<string, { key: string; hosts: string[] | undefined }>()
 
 async function batchHosts(file: string): Promise<string[] | undefined> {
@@ -110,7 +105,7 @@ export function layoutDirectory(dataDir: string): LayoutDirectory {
   const dir = path.join(dataDir, 'layout')
   return {
     verifyRoots: () => verifyDataRoots(dataDir),
-    // An unreadable batch file is listed by its own name, which no host can take (`_`): start-up then reads the intent.
+    // An unreadable batch is listed by its own name (`_`, no host's), so start-up reads the intent.
     journalHosts: async () => {
       const { hosts, unknown } = await journalNames(dataDir)
       return [...hosts, ...unknown]

@@ -1,10 +1,10 @@
 // How the kernel schedules the thread that answers the activator, read at start from /proc (design §3.6): the unit
 // runs it SCHED_RR so an answer never waits behind the box's other threads, which the reset-on-fork keeps ordinary.
-// systemd sets the policy, never the agent.
+// Only read: systemd sets it.
 import fs from 'node:fs'
 import type { AppLogger } from '../logger.js'
 
-/** sched.h's numbers, by the names `chrt` and systemd use. */
+/** By the names `chrt` and systemd use. */
 const POLICIES: Readonly<Record<number, string>> = {
   0: 'SCHED_OTHER',
   1: 'SCHED_FIFO',
@@ -22,12 +22,11 @@ export interface ThreadScheduling {
   nice: number
 }
 
-/** Real-time policies run ahead of every ordinary thread. */
 export function isRealTime(s: ThreadScheduling): boolean {
   return s.policy === 'SCHED_FIFO' || s.policy === 'SCHED_RR'
 }
 
-/** The name spans first `(` to last `)`, as a name may hold either; proc(5) fields 19, 40, 41. */
+/** A name may hold `(` or `)`; proc(5) fields 19, 40, 41. */
 export function parseTaskStat(line: string): ThreadScheduling | undefined {
   const open = line.indexOf('(')
   const close = line.lastIndexOf(')')
@@ -51,11 +50,11 @@ export function parseTaskStat(line: string): ThreadScheduling | undefined {
 
 export interface LoopScheduling {
   loop: ThreadScheduling
-  /** Other real-time threads: inherited where the unit did not reset on fork. */
+  /** Inherited where the unit did not reset on fork. */
   inheritedBy: string[]
 }
 
-/** The loop's thread (id = pid) and other real-time threads; undefined where /proc cannot say. */
+/** undefined where /proc cannot say. */
 export function readLoopScheduling(proc = '/proc/self'): LoopScheduling | undefined {
   let tids: string[]
   let pid: string
@@ -90,10 +89,10 @@ export interface Said {
   message: string
 }
 
-/** The log line: what the loop runs at, and what to set when the unit's setting is missing or half-made. */
+/** What to set when the unit's setting is missing or half-made. */
 export function describeLoopScheduling(s: LoopScheduling): Said {
   const { loop } = s
-  // Ordinary under `npm start`, containers and tests: debug, so a start stays one line.
+  // Ordinary under `npm start`, containers and tests: debug only.
   if (!isRealTime(loop))
     return {
       level: 'debug',
@@ -115,7 +114,6 @@ export function describeLoopScheduling(s: LoopScheduling): Said {
   }
 }
 
-/** Nothing where /proc cannot say. */
 export function sayLoopScheduling(logger: AppLogger, proc = '/proc/self'): void {
   const s = readLoopScheduling(proc)
   if (s === undefined) return

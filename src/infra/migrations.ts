@@ -4,7 +4,6 @@ import { errorMessage } from '../errors.js'
 import type Database from 'better-sqlite3'
 
 export interface Migration {
-  /** For the error when it fails. */
   readonly name: string
   up(db: Database.Database): void
 }

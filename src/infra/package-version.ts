@@ -1,9 +1,8 @@
-// The package's version, read from package.json at run time: `layoutd --version` prints it and the OpenAPI document
-// carries it.
+// The package's version, read from package.json at run time for `layoutd --version` and the OpenAPI document.
 import { readFile } from 'node:fs/promises'
 
 export async function packageVersion(): Promise<string> {
-  // Compiled to <outDir>/src/infra/, three levels under the root.
+  // From <outDir>/src/infra/, three levels down.
   const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as {
     version?: unknown
   }

@@ -1,5 +1,5 @@
 // Who listens on a TCP port, when the kernel will say: the listening socket's inode from /proc/net/tcp and tcp6,
-// then the process whose /proc/PID/fd links to it. It only words a port-in-use refusal (design §8).
+// then the process whose /proc/PID/fd links to it. It only words a refusal (design §8).
 import fs from 'node:fs/promises'
 
 export interface PortHolder {
@@ -21,7 +21,7 @@ export async function listeningInodes(
     try {
       text = await fs.readFile(table, 'utf8')
     } catch {
-      // No such table (no IPv6, not Linux).
+      // No IPv6, or not Linux.
       continue
     }
     for (const line of text.split('\n').slice(1)) {
@@ -54,13 +54,13 @@ export async function holdersOf(inodes: ReadonlySet<string>, proc = '/proc'): Pr
   return found
 }
 
-/** In words (`pid 4242: node …`), or '' when that cannot be learned. */
+/** `pid 4242: node …`, or ''. */
 export async function describePortHolder(port: number): Promise<string> {
   try {
     const holders = await holdersOf(await listeningInodes(port))
     return holders.map((h) => `pid ${h.pid}${h.command === '' ? '' : `: ${h.command}`}`).join('; ')
   } catch {
-    // Only the refusal's wording depends on it.
+    // Only wording depends on it.
     return ''
   }
 }

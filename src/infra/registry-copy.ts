@@ -11,7 +11,7 @@ import { fsyncDir } from './fsutil.js'
 import { MIGRATIONS, type Migration } from './migrations.js'
 import { REGISTRY_FILE } from './registry.js'
 
-/** A WAL and its index, or a rollback journal. */
+/** A WAL and its index, or a journal. */
 const SIDE_FILES = ['-wal', '-shm', '-journal'] as const
 
 export interface CopyFacts {
@@ -20,7 +20,7 @@ export interface CopyFacts {
   wakes: number
 }
 
-/** Every object of the first n steps, as SQLite stores it. */
+/** A registry's schema at version n, as SQLite stores it. */
 function schemaAt(n: number, steps: readonly Migration[] = MIGRATIONS): string[] {
   const db = new Database(':memory:')
   try {
@@ -40,7 +40,7 @@ function objects(db: Database.Database): string[] {
     .map((o) => `${o.type} ${o.name}: ${o.sql ?? ''}`)
 }
 
-/** Throws `not_a_registry` unless db is whole and holds exactly a known version's schema and the generation counter. */
+/** Throws `not_a_registry` unless db is whole and exactly a known version's schema, with the generation counter. */
 export function checkRegistry(db: Database.Database, file: string): CopyFacts {
   const refuse = (why: string) => errors.notARegistry(file, why)
   let version: number
@@ -77,10 +77,7 @@ function removeWithSides(file: string): void {
   for (const f of [file, ...SIDE_FILES.map((s) => file + s)]) fs.rmSync(f, { force: true })
 }
 
-/**
- * Online backup to tmp, made one file, checked, fsynced. All pages in one step, so others' commits restart it at most
- * once per step, never starve it.
- */
+/** Made one file, checked, fsynced; all pages in one step, so others' commits restart it at most once per step. */
 async function copyTo(src: Database.Database, tmp: string, shownAs: string): Promise<CopyFacts> {
   removeWithSides(tmp)
   await src.backup(tmp, { progress: () => 0x7fffffff })
@@ -101,7 +98,7 @@ async function copyTo(src: Database.Database, tmp: string, shownAs: string): Pro
   return facts
 }
 
-/** Safe beside a running agent, as the online backup reads like any reader; dest must not exist. */
+/** dest must not exist. */
 export async function backupRegistry(dataDir: string, dest: string): Promise<CopyFacts> {
   const target = path.resolve(dest)
   if (fs.existsSync(target) || isSymlink(target)) throw errors.backupExists(target)
@@ -131,7 +128,7 @@ function isSymlink(p: string): boolean {
   }
 }
 
-/** Refused, naming the agent, while one runs. */
+/** Refused while an agent runs. */
 function lockForRestore(dataDir: string): AgentLock {
   try {
     return AgentLock.acquire(dataDir)
@@ -141,10 +138,7 @@ function lockForRestore(dataDir: string): AgentLock {
   }
 }
 
-/**
- * The lock is held throughout, and nothing changes before FILE is checked whole. The live -wal, -shm and journal go
- * durably before the rename, or SQLite would replay the old WAL onto the restored file.
- */
+/** The live -wal, -shm and journal go durably before the rename, or SQLite would replay the old WAL onto the copy. */
 export async function restoreRegistry(dataDir: string, from: string): Promise<CopyFacts> {
   const source = path.resolve(from)
   const st = fs.statSync(source, { throwIfNoEntry: false })

@@ -1,13 +1,13 @@
 // Whether the registry file the agent opened is still the one it can trust (design §2.2): the same file at its path,
 // not removed, overwritten or corrupt, and on a disk with room for a claim. A full disk clears with room; the rest
-// stand until a restart. Each fault is logged once.
+// stand until a restart.
 import fs from 'node:fs'
 import path from 'node:path'
 import { AppError, errors } from '../errors.js'
 import type { Logger } from '../domain/ports.js'
 import type { ReasonCode } from '../domain/reason-codes.js'
 
-/** Each a reason code of its own (docs/runbook.md). */
+/** Reason codes (docs/runbook.md). */
 export type RegistryFaultCode = Extract<
   ReasonCode,
   'registry_removed' | 'registry_replaced' | 'registry_corrupt' | 'registry_full'
@@ -15,7 +15,7 @@ export type RegistryFaultCode = Extract<
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1')
 
-/** Free space at which a full disk counts as having room again. */
+/** Room again, for a full disk. */
 const ROOM_BYTES = 1 << 20
 
 const WHAT_TO_DO: Record<RegistryFaultCode, string> = {
@@ -43,9 +43,8 @@ function sqliteCode(err: unknown): string {
 export class RegistryWatch {
   readonly file: string
   readonly #identity: { dev: number; ino: number }
-  /** Kept open, the header read through it: closing any fd of the file drops SQLite's POSIX lock. */
+  /** The header is read through it: closing any fd of the file drops SQLite's POSIX lock. */
   #fd: number | undefined
-  /** None until the agent hands its logger in. */
   logger: Pick<Logger, 'error' | 'warn' | 'info'> | undefined
   #fault: AppError | null = null
 
@@ -58,7 +57,7 @@ export class RegistryWatch {
     this.#identity = { dev: st.dev, ino: st.ino }
   }
 
-  /** After every connection closed, so no lock of SQLite's is dropped. */
+  /** After every connection closed. */
   close(): void {
     if (this.#fd !== undefined) fs.closeSync(this.#fd)
     this.#fd = undefined
@@ -69,7 +68,7 @@ export class RegistryWatch {
     return this.#fault
   }
 
-  /** Throws the coded fault the agent cannot serve claims from; a stat and 16 bytes, so asked per claim. */
+  /** A stat and 16 bytes, so asked per claim. */
   check(): void {
     if (this.#fault !== null && this.#fault.code !== 'registry_full') throw this.#fault
     const seen = this.#look()
@@ -81,7 +80,7 @@ export class RegistryWatch {
     }
   }
 
-  /** Corruption and a full disk become the registry's fault, a foreign write lock `registry_busy`; else err. */
+  /** Corruption and a full disk become the fault, a foreign lock `registry_busy`; else err. */
   coded(err: unknown): unknown {
     if (err instanceof AppError) return err
     const code = sqliteCode(err)
@@ -94,7 +93,6 @@ export class RegistryWatch {
     return err
   }
 
-  /** Records a corruption a check of its own found. */
   corrupt(detail: string): AppError {
     return this.#raise('registry_corrupt', detail)
   }
@@ -133,7 +131,7 @@ export class RegistryWatch {
     }
   }
 
-  /** Said once; answers the coded error. */
+  /** Said once. */
   #raise(code: RegistryFaultCode, detail: string): AppError {
     // The first fault stands, but a file gone, replaced or corrupt outranks a full disk.
     if (this.#fault !== null && (this.#fault.code !== 'registry_full' || code === 'registry_full')) return this.#fault

@@ -1,5 +1,5 @@
 // The box's registry, `<data>/registry.db` (design §2): routes, wake claims and the fence generation counter.
-// Synchronous SQLite makes a move's row rewrite one transaction.
+// better-sqlite3 is synchronous, so a move's row rewrite is one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
@@ -19,13 +19,12 @@ import { openClaimsConnection, SqliteClaimStore } from './wake-claims.js'
 
 export const REGISTRY_FILE = 'registry.db'
 
-/** The CLI's wait for another process's write lock. */
+/** The CLI's wait on another process's write lock. */
 const BUSY_TIMEOUT_MS = 5000
 
 /** The agent's wait: long enough for a sibling's commit, never for a held lock. */
 export const AGENT_BUSY_TIMEOUT_MS = 25
 
-/** SQLite's busy answer, past the busy timeout. */
 export function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT' || code === 'registry_busy'
@@ -42,9 +41,9 @@ interface RouteRow {
 
 export interface RegistryOptions {
   now?: () => Date
-  /** false: the file must exist (beside an agent, never create a database it does not read). */
+  /** false: never create a database a running agent does not read. */
   create?: boolean
-  /** When a commit is durable (design §3.5, §3.6): at commit, or once sync() answers. */
+  /** Durable at commit, or once sync() answers (design §3.5, §3.6). */
   durableAt?: 'commit' | 'sync'
   checkpointThread?: URL
   checkpointThreadIdleMs?: number
@@ -60,13 +59,13 @@ function openFile(file: string, create: boolean): Database.Database {
 }
 
 function insidePath(child: string, parent: string): boolean {
-  // The pass's paths are normal: a prefix decides, sparing path.relative's resolving (design §3.6).
+  // The pass's paths are normal, so a prefix decides (design §3.6).
   if (isNormalPath(child) && isNormalPath(parent)) return child.startsWith(`${parent}/`)
   const rel = path.relative(parent, child)
   return rel !== '' && rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel)
 }
 
-/** Why the paths cannot be stored: relative ones differ per reader; a db outside its dir stays behind a move. */
+/** Relative paths differ per reader; a db outside its dir stays behind a move. */
 function pathsError(p: RowPaths, what: string): AppError | null {
   for (const field of ['dir', 'socket', 'db'] as const) {
     const v = p[field]
@@ -79,7 +78,7 @@ function pathsError(p: RowPaths, what: string): AppError | null {
   return null
 }
 
-/** Throws what `add` would refuse (duplicates aside), to check before creating anything. */
+/** What `add` would refuse (duplicates aside), checked before anything is created. */
 export function validateRoute(route: Route): void {
   requireValidHost(route.host)
   if (!ROUTE_KINDS.includes(route.kind)) {
@@ -89,7 +88,7 @@ export function validateRoute(route: Route): void {
   if (bad !== null) throw bad
 }
 
-/** Throws `path_claimed` when another row claims route's dir or socket: the `conflict` rule (design §1.1). */
+/** The `conflict` rule (design §1.1): another row claims route's dir or socket. */
 export function refuseClaimedPaths(route: Route, rows: readonly Route[]): void {
   refuseClaimedIn(new PathClaims(rows.filter((r) => r.host !== route.host)), route)
 }
@@ -102,7 +101,7 @@ function refuseClaimedIn(claims: PathClaims, route: Route): void {
 }
 
 function toRoute(r: RouteRow): Route {
-  // The table's CHECKs hold kind to ROUTE_KINDS and hibernate to 0/1.
+  // The table's CHECKs hold kind to ROUTE_KINDS.
   return {
     host: r.host,
     kind: r.kind as RouteKind,
@@ -138,7 +137,7 @@ function prepare(db: Database.Database) {
   }
 }
 
-/** Claims' connection: data_version moves only on others' commits, so a claim never forces a relist. */
+/** Its data_version moves only on others' commits, so a claim never forces a relist. */
 interface ClaimsConnection {
   db: Database.Database
   dataVersion: Database.Statement<[], number>
@@ -155,7 +154,7 @@ export class Registry implements RouteStore {
   #claimsConnection: ClaimsConnection | undefined
   #snapshot: { version: number; rows: RowsSnapshot } | undefined
   #wal: number | undefined
-  /** Checkpoints off the loop's thread (durableAt 'sync'), until that fails. */
+  /** Off the loop's thread (durableAt 'sync'), until that fails. */
   #checkpointer: WalCheckpointer | undefined
 
   private constructor(file: string, db: Database.Database, now: () => Date, opts: RegistryOptions) {
@@ -174,7 +173,7 @@ export class Registry implements RouteStore {
     }
   }
 
-  /** Commits never wait on checkpoint fsyncs: a thread checkpoints, or if it fails, the connections (design §3.6). */
+  /** A commit must not wait on checkpoint fsyncs; if the thread fails, the connections checkpoint (design §3.6). */
   #checkpointElsewhere({ checkpointThread: script, checkpointThreadIdleMs: idleMs }: RegistryOptions): WalCheckpointer {
     const synchronous = fsyncSkipped('registry-commit') ? 'OFF' : 'NORMAL'
     this.#db.pragma('wal_autocheckpoint = 0')
@@ -197,7 +196,6 @@ export class Registry implements RouteStore {
     )
   }
 
-  /** Opens (creating when absent) `<dataDir>/registry.db` and migrates it. */
   static open(dataDir: string, opts: RegistryOptions = {}): Registry {
     fs.mkdirSync(dataDir, { recursive: true })
     const file = path.join(dataDir, REGISTRY_FILE)
@@ -207,7 +205,7 @@ export class Registry implements RouteStore {
       // WAL: the agent reads while the CLI writes.
       const mode = db.pragma('journal_mode = WAL', { simple: true })
       if (mode !== 'wal') throw new Error(`${file}: could not switch to WAL mode (journal_mode is ${String(mode)})`)
-      // The row rewrite commits a move, so is durable before its journal goes (design §3.5); NORMAL if sync() does it.
+      // A row rewrite commits a move: durable before its journal goes (design §3.5); NORMAL where sync() does it.
       const durableAt = opts.durableAt ?? 'commit'
       db.pragma(`synchronous = ${fsyncSkipped('registry-commit') ? 'OFF' : durableAt === 'commit' ? 'FULL' : 'NORMAL'}`)
       migrate(db)
@@ -218,12 +216,12 @@ export class Registry implements RouteStore {
     }
   }
 
-  /** Where faults are said, once each. */
+  /** Each fault said once. */
   logFaultsTo(logger: Pick<Logger, 'error' | 'warn' | 'info'>): void {
     this.#watch.logger = logger
   }
 
-  /** Throws registry_corrupt unless `PRAGMA quick_check` passes; asked once, before a row is trusted. */
+  /** Throws registry_corrupt unless quick_check passes; asked once, before a row is trusted. */
   verify(): void {
     let answer: unknown
     try {
@@ -234,17 +232,17 @@ export class Registry implements RouteStore {
     if (answer !== 'ok') throw this.#watch.corrupt(`PRAGMA quick_check answered ${JSON.stringify(answer)}`)
   }
 
-  /** Throws the coded fault (removed, replaced, corrupt, full) once the file cannot be served from. */
+  /** Throws once the file cannot be served from (removed, replaced, corrupt, full). */
   health(): void {
     this.#watch.check()
   }
 
-  /** The fault found so far (no I/O). */
+  /** No I/O. */
   get fault(): AppError | null {
     return this.#watch.fault
   }
 
-  /** The coded error (registry_busy, registry_full, registry_corrupt) a failed call stands for, or err. */
+  /** registry_busy, registry_full, registry_corrupt, or err. */
   coded(err: unknown): unknown {
     return this.#watch.coded(err)
   }
@@ -259,7 +257,7 @@ export class Registry implements RouteStore {
     this.#watch.close()
   }
 
-  /** Fdatasyncs the WAL off-thread: a frame counts only with those before it, so every commit so far is durable. */
+  /** A WAL frame counts only with those before it, so this makes every commit so far durable. */
   async sync(): Promise<void> {
     if (this.#durableAt === 'commit' || fsyncSkipped('registry-commit')) return
     if (this.#wal === undefined) {
@@ -309,7 +307,7 @@ export class Registry implements RouteStore {
     }
   }
 
-  /** Throws unless both connections answer (data_version: no rows read). */
+  /** Both connections answer (data_version reads no rows). */
   ping(): void {
     this.health()
     try {
@@ -342,7 +340,7 @@ export class Registry implements RouteStore {
     return r === undefined ? undefined : toRoute(r)
   }
 
-  /** Rows created after `after`: what instance keys scan between runs (design §4.5). */
+  /** What instance keys scan between runs (design §4.5). */
   addedAfter(after: string): Array<{ host: string; createdAt: string }> {
     try {
       return this.#stmt.addedAfter.all(after)
@@ -354,7 +352,7 @@ export class Registry implements RouteStore {
   add(route: Route, opts: AddOptions = {}): void {
     validateRoute(route)
     const at = this.#now().toISOString()
-    // IMMEDIATE: the rows the claims are checked against cannot change before the insert commits.
+    // IMMEDIATE: the rows the claims check cannot change before the insert commits.
     const insert = this.#db.transaction(() => {
       if (opts.refuseClaimed === true) refuseClaimedPaths(route, this.list())
       this.#stmt.insert.run(route.host, route.kind, route.socket, route.dir, route.db, route.hibernate ? 1 : 0, at, at)
@@ -369,7 +367,7 @@ export class Registry implements RouteStore {
     }
   }
 
-  /** Adds all routes or none (IMMEDIATE), claims checked against stored rows and the batch. */
+  /** All or none, claims checked against stored rows and the batch. */
   addMany(routes: readonly Route[]): void {
     this.#db
       .transaction(() => {
@@ -387,7 +385,7 @@ export class Registry implements RouteStore {
   }
 
   setPaths(rows: ReadonlyArray<{ host: string } & RowPaths>): void {
-    // A move's commit point never goes into a file no longer the registry; the pass then moves files back.
+    // Never commit a move into a file no longer the registry: the pass then moves the files back.
     this.health()
     const at = this.#now().toISOString()
     this.#carrying(
@@ -417,7 +415,7 @@ export class Registry implements RouteStore {
     return row.generation
   }
 
-  /** write in one IMMEDIATE transaction, the snapshot patched when no other connection committed (data_version). */
+  /** The snapshot is patched when no other connection committed (data_version). */
   #carrying<T>(write: () => T, rewritten: ReadonlyMap<string, RowPaths> | undefined): T {
     const conn = this.#claimsConnectionOpen()
     let mine: number | undefined

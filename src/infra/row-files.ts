@@ -1,5 +1,5 @@
-// A look at a row's files for a wake (design §6.1): two lstats at once, on libuv's pool, never following a symlink
-// and never on the loop's thread; src/domain/row-files.ts judges them.
+// A look at a row's files for a wake (design §6.1): two lstats on libuv's pool, never following a symlink;
+// src/domain/row-files.ts judges them.
 import fs from 'node:fs/promises'
 import type { FilesLook, FilesTarget, Found } from '../domain/row-files.js'
 
@@ -9,7 +9,7 @@ async function found(p: string): Promise<{ found: Found; error: string }> {
     return { found: st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'dir' : 'not_dir', error: '' }
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error'
-    // ENOTDIR: a file where a parent directory should be, so the dir is absent.
+    // ENOTDIR: a file in the path, so nothing is there.
     if (code === 'ENOENT' || code === 'ENOTDIR') return { found: 'absent', error: '' }
     return { found: 'error', error: code }
   }
@@ -26,7 +26,7 @@ export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
   }
 }
 
-/** limit at a time; a look that throws is a look that failed. */
+/** A look that throws is a look that failed. */
 export async function lookAtAll(targets: readonly FilesTarget[], limit = 32): Promise<FilesLook[]> {
   const out = new Array<FilesLook>(targets.length)
   let next = 0

@@ -1,30 +1,29 @@
 // The registry's rows as this process last saw them (design §3.3 "Many hosts"): a listing carried over the pass's own
-// row rewrites instead of listed again, with the hosts rewritten since. Carrying costs the rewrites, not the box.
+// row rewrites instead of listed again, with the hosts rewritten since.
 import type { RowsSnapshot } from '../domain/ports.js'
 import type { Route, RowPaths } from '../domain/schemas.js'
 
-/** The listing a carried list began as, and every host rewritten since (a host may repeat). */
+/** A carried list's listing and the hosts rewritten since (may repeat). */
 export interface Rewrites {
   since: readonly Route[]
   hosts: readonly string[]
 }
 
-// Beside the lists: readers get plain arrays, and an entry goes with its list.
+// Beside the lists, which readers get as plain arrays.
 const carried = new WeakMap<readonly Route[], Rewrites>()
 const indexes = new WeakMap<readonly Route[], ReadonlyMap<string, number>>()
 
-/** undefined unless the registry carried routes over rewrites. */
+/** undefined for a listing. */
 export function rewritesOf(routes: readonly Route[]): Rewrites | undefined {
   return carried.get(routes)
 }
 
-/** Whether two lists share a listing, so hold the same hosts; false for two listings. */
+/** Lists sharing a listing hold the same hosts; false for two listings. */
 export function sameRowsCarried(a: readonly Route[], b: readonly Route[] | undefined): boolean {
   if (b === undefined) return false
   return (carried.get(a)?.since ?? a) === (carried.get(b)?.since ?? b)
 }
 
-/** Through the list's index when it has one. */
 export function rowIn(routes: readonly Route[], host: string): Route | undefined {
   const index = indexes.get(routes)
   if (index === undefined) return routes.find((r) => r.host === host)
@@ -41,10 +40,7 @@ export function listedSnapshot(routes: Route[]): RowsSnapshot {
   return snapshotOf(routes, new Map(routes.map((r, i) => [r.host, i])))
 }
 
-/**
- * before with rewritten rows' new paths. Once rewrites outnumber rows a new lineage starts, so no list pins an old
- * listing.
- */
+/** Once rewrites outnumber rows a new lineage starts, so no list pins an old listing. */
 export function carriedSnapshot(before: RowsSnapshot, rewritten: ReadonlyMap<string, RowPaths>): RowsSnapshot {
   const index = indexes.get(before.routes) ?? new Map(before.routes.map((r, i) => [r.host, i]))
   const routes = before.routes.slice()

@@ -1,7 +1,6 @@
-// The listening socket systemd hands `layoutd serve` (design §4.6): read as sd_listen_fds(3) does (LISTEN_FDS,
-// LISTEN_PID, LISTEN_FDNAMES; the fds start at 3; the variables unset once read, so no child inherits them), then
-// checked in the kernel's own tables: a socket, listening, TCP or a Unix stream. Anything else refuses the start, so
-// the agent never serves on its own socket while the inherited one waits.
+// The listening socket systemd hands `layoutd serve` (design §4.6): read as sd_listen_fds(3) does, the variables
+// unset once read so no child inherits them, then checked in the kernel's own tables: a socket, listening, TCP or a
+// Unix stream. Anything else refuses the start rather than serve beside the inherited socket.
 import fs from 'node:fs'
 import { errors } from '../errors.js'
 
@@ -10,25 +9,25 @@ export const LISTEN_FDS_START = 3
 
 export interface InheritedSocket {
   fd: number
-  /** The unit's FileDescriptorName= (`unknown` by default). */
+  /** FileDescriptorName= (default `unknown`). */
   name: string
   kind: 'tcp' | 'unix'
-  /** `127.0.0.1:9740`, `[::1]:9740`, or a Unix path (`@name` abstract). */
+  /** `127.0.0.1:9740`, `[::1]:9740`, or a Unix path (`@` abstract). */
   address: string
-  /** A Unix socket counts as local. */
+  /** Unix counts as local. */
   loopback: boolean
 }
 
-/** The shipped layoutd.socket's Backlog=, when somaxconn cannot be read. */
+/** layoutd.socket's Backlog=, when somaxconn cannot be read. */
 export const SOCKET_UNIT_BACKLOG = 4096
 
-/** Node's listen(2) resets the backlog systemd set, which /proc hides: ask somaxconn, the cap (design §4.6). */
+/** Node's listen(2) resets systemd's backlog, which /proc hides: ask the cap, somaxconn (design §4.6). */
 export function listenBacklog(proc = '/proc'): number {
   try {
     const n = Number(fs.readFileSync(`${proc}/sys/net/core/somaxconn`, 'utf8').trim())
     if (Number.isInteger(n) && n > 0) return n
   } catch {
-    // No /proc/sys (a restricted mount).
+    // No /proc/sys: a restricted mount.
   }
   return SOCKET_UNIT_BACKLOG
 }
@@ -38,12 +37,11 @@ interface Found {
   cols: string[]
 }
 
-/** /proc/net/tcp's `st`; the unix flags' __SO_ACCEPTCON. */
+/** tcp's `st`; unix flags' __SO_ACCEPTCON. */
 const TCP_LISTEN = '0A'
 const SO_ACCEPTCON = 0x10000
 const UNIX_STREAM = '0001'
 
-/** The inode's column per table. */
 const TABLES: ReadonlyArray<{ table: string; inode: number }> = [
   { table: 'tcp', inode: 9 },
   { table: 'tcp6', inode: 9 },
@@ -68,7 +66,7 @@ function find(inode: string, proc: string): Found | null {
   return null
 }
 
-/** /proc/net/tcp's little-endian hex (IPv4, or IPv6 in 32 digits) as `host:port`. */
+/** Little-endian hex (IPv4, or 32-digit IPv6) as `host:port`. */
 export function tcpAddress(hex: string): string {
   const [ip = '', port = '0'] = hex.split(':')
   const p = parseInt(port, 16)
@@ -91,7 +89,6 @@ function loopbackTcp(address: string): boolean {
   return /^127\./.test(address) || address.startsWith('[::1]:') || address.startsWith('[::ffff:7f')
 }
 
-/** `anon_inode:[eventpoll]`, a path, or `unknown`. */
 function linkOf(fd: number, proc: string): string {
   try {
     return fs.readlinkSync(`${proc}/self/fd/${fd}`)
@@ -139,7 +136,7 @@ function check(fd: number, name: string, proc: string): InheritedSocket {
   return { fd, name, kind: 'tcp', address, loopback: loopbackTcp(address) }
 }
 
-/** The one listening TCP or Unix stream socket systemd passed, or null; LISTEN_* leave env whatever they said. */
+/** null when none was passed; LISTEN_* leave env whatever they said. */
 export function inheritedSocket(
   env: NodeJS.ProcessEnv = process.env,
   pid = process.pid,

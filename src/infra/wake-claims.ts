@@ -1,16 +1,14 @@
-// The wake claims (design §4 "the sweep", §6): which hosts the activator has awake. Kept in the registry's `wakes`
-// table to outlive layoutd, mirrored in memory for reads without I/O; a table unreadable at start makes every host
-// count as awake, as the pass trusts no stop it cannot prove.
+// The wake claims (design §4 "the sweep", §6): which hosts the activator has awake. In the registry, to outlive
+// layoutd, and in memory for reads without I/O; unreadable at start, every host counts awake (no unproven stop).
 import { errorMessage } from '../errors.js'
 import Database from 'better-sqlite3'
 import type { Claims } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
 import type { Logger } from '../domain/ports.js'
 
-/** The registry's `wakes` table. */
 export interface ClaimStore {
   wakes(): string[]
-  /** A host already claimed keeps its first claim time. */
+  /** The first claim time stays. */
   claimWake(host: string, at: Date): void
   /** false when host held no claim. */
   releaseWake(host: string): boolean
@@ -18,15 +16,12 @@ export interface ClaimStore {
   replaceWakes(hosts: readonly string[], at: Date): void
 }
 
-/**
- * A sibling's commit, never a foreign lock: better-sqlite3 waits on the thread that answers every request. Past it,
- * 503 `registry_busy` (design §6).
- */
+/** A sibling's commit, not a foreign lock: the wait blocks the thread answering every request (design §6). */
 export const CLAIM_BUSY_TIMEOUT_MS = 25
 
 /**
- * `synchronous = NORMAL`: a committed WAL frame outlives layoutd, and a power cut stops every instance too (the
- * activator's `PUT /wakes` then names what is awake). So a claim costs no fsync; a row rewrite does.
+ * `synchronous = NORMAL`: a WAL frame outlives layoutd, and a power cut stops every instance too (`PUT /wakes` then
+ * names what is awake), so a claim costs no fsync.
  */
 export function openClaimsConnection(file: string): Database.Database {
   const db = new Database(file, { fileMustExist: true })
@@ -40,7 +35,6 @@ export function openClaimsConnection(file: string): Database.Database {
   }
 }
 
-/** On a claims connection. */
 export class SqliteClaimStore implements ClaimStore {
   readonly #db: Database.Database
   /** Only a connection this store opened. */
@@ -59,12 +53,12 @@ export class SqliteClaimStore implements ClaimStore {
     }
   }
 
-  /** Its own connection, which close() closes. */
+  /** close() closes its own connection. */
   static open(file: string): SqliteClaimStore {
     return new SqliteClaimStore(openClaimsConnection(file), true)
   }
 
-  /** On the Registry's connection, which the Registry closes. */
+  /** The Registry's connection, the Registry's to close. */
   static on(db: Database.Database): SqliteClaimStore {
     return new SqliteClaimStore(db, false)
   }
@@ -101,7 +95,7 @@ export class SqliteClaimStore implements ClaimStore {
 
 export interface WakeClaimsOptions {
   store: ClaimStore
-  /** Asked to stop an instance; empty: the release is waited for. */
+  /** Empty: the release is waited for. */
   activatorUrl: string
   logger: Logger
   now?: () => Date
@@ -109,7 +103,7 @@ export interface WakeClaimsOptions {
 
 export class WakeClaims implements Claims {
   readonly #awake = new Set<string>()
-  /** After a failed sweep, hosts released since: proof of sleep, or no host could move until PUT /wakes. */
+  /** After a failed sweep, a release proves sleep, or no host could move until PUT /wakes. */
   readonly #provenAsleep = new Set<string>()
   readonly #released = new Map<string, Set<() => void>>()
   readonly #o: WakeClaimsOptions
@@ -119,7 +113,7 @@ export class WakeClaims implements Claims {
     this.#o = opts
   }
 
-  /** Whether the persisted claims could be read. */
+  /** Whether the claims could be read. */
   sweep(): boolean {
     try {
       for (const h of this.#o.store.wakes()) this.#awake.add(h)
@@ -143,14 +137,14 @@ export class WakeClaims implements Claims {
     return [...this.#awake].sort()
   }
 
-  /** On disk first, so a restart never forgets an answered claim; synchronous, to fit FenceTable.admit's tick. */
+  /** On disk first, so a restart never forgets it; synchronous, inside FenceTable.admit's tick. */
   claim(host: string): void {
     this.#o.store.claimWake(host, this.#now())
     this.#awake.add(host)
     this.#provenAsleep.delete(host)
   }
 
-  /** Gone on disk and here; a stop waiting on it ends. */
+  /** A stop waiting on it ends. */
   release(host: string): boolean {
     const had = this.#o.store.releaseWake(host)
     this.#forget(host)
@@ -163,7 +157,7 @@ export class WakeClaims implements Claims {
     const keep = new Set(hosts)
     for (const h of [...this.#awake]) if (!keep.has(h)) this.#forget(h)
     for (const h of keep) this.#awake.add(h)
-    // Also a stop on a host awake only by a failed sweep: the activator just said it sleeps.
+    // Also a stop on a host awake only by a failed sweep: the activator said it sleeps.
     for (const h of [...this.#released.keys()]) if (!keep.has(h)) this.#forget(h)
     // The set is now known whole.
     this.#swept = true
@@ -213,7 +207,7 @@ export class WakeClaims implements Claims {
     } else {
       const url = `${activatorUrl.replace(/\/+$/, '')}/instances/${encodeURIComponent(host)}/stop`
       try {
-        // Loaded on the first stop, not at start.
+        // Loaded on first use.
         const { request } = await import('undici')
         const res = await request(url, { method: 'POST', signal, headersTimeout: 10_000, bodyTimeout: 10_000 })
         await res.body.dump()

@@ -1,6 +1,5 @@
 // The checkpoint thread itself (wal-checkpointer.ts): asked, it opens its own connection, checkpoints PASSIVE
-// (waiting on no one), closes it and answers the pages copied. Closed each time: the last connection to close
-// checkpoints, and that must be the agent's.
+// (waiting on no one), closes it and answers the pages copied. Never left open: the last to close must be the agent's.
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { errorMessage } from '../errors.js'
@@ -9,7 +8,7 @@ import { niceThisThread } from '../thread-nice.js'
 
 const data = workerData as CheckpointThreadData
 
-// Niced, so the loop's thread, which answers the activator, wins a shared core.
+// Niced, so the loop's thread wins a shared core.
 niceThisThread(CHECKPOINT_NICE)
 
 function checkpoint(): CheckpointReply {

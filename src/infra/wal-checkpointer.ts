@@ -1,6 +1,6 @@
-// The registry's checkpoints, off the loop's thread (design §3.6). SQLite checkpoints on the connection that
-// committed last, fsyncing WAL and database, so the loop would wait on the disk; this thread checkpoints instead, and
-// if it fails the connections do again. It lives only while checkpoints come: an idle isolate holds its heap.
+// The registry's checkpoints, off the loop's thread (design §3.6). The connection that committed last would
+// checkpoint, its fsyncs stalling the loop. If the thread fails the connections do again; it lives only while
+// checkpoints come, as an idle isolate holds its heap.
 import fs from 'node:fs'
 import os from 'node:os'
 import { Worker } from 'node:worker_threads'
@@ -9,7 +9,7 @@ import { trimAllocator } from './allocator-trim.js'
 /** `wal_autocheckpoint`'s default, kept. */
 export const CHECKPOINT_PAGES = 1000
 
-/** Below the loop's thread, which answers the activator. */
+/** Below the loop's thread. */
 export const CHECKPOINT_NICE = 5
 
 /** Between the pass's commits (claims commit too). */
@@ -23,15 +23,14 @@ export interface CheckpointThreadData {
   synchronous: 'NORMAL' | 'OFF'
 }
 
-/** `wal_checkpoint(PASSIVE)`'s pages, or the error. */
 export type CheckpointReply = { log: number; checkpointed: number } | { error: string }
 
 export interface CheckpointerOptions {
-  /** Called once, on failure: the connections checkpoint themselves from then on. */
+  /** Called once; the connections checkpoint from then on. */
   onFailed: (reason: string) => void
-  /** Tests hand in a failing one. */
+  /** Tests fail it. */
   worker?: URL
-  /** Default THREAD_IDLE_MS; tests shorten it. */
+  /** Tests shorten it. */
   idleMs?: number
 }
 
@@ -49,7 +48,7 @@ export class WalCheckpointer {
   /** Asked to end once the checkpoint under way is answered (release). */
   #releasing = false
   #failed = false
-  /** Counts the tests read. */
+  /** For tests. */
   asked = 0
   done = 0
   started = 0
@@ -64,7 +63,6 @@ export class WalCheckpointer {
     this.#timer.unref()
   }
 
-  /** The connections checkpoint themselves since. */
   get failed(): boolean {
     return this.#failed
   }
@@ -79,14 +77,14 @@ export class WalCheckpointer {
     worker.on('message', (reply: CheckpointReply) => this.#answered(reply))
     worker.on('error', (err: Error) => this.#fail(`the checkpoint thread failed: ${err.message}`))
     worker.on('exit', (code) => this.#fail(`the checkpoint thread exited (code ${code})`))
-    // Never what keeps the process alive; after the listeners, which would ref it again.
+    // Never keeps the process alive; after the listeners, which would ref it.
     worker.unref()
     this.started++
     this.#worker = worker
     return worker
   }
 
-  /** Idle THREAD_IDLE_MS; the next checkpoint starts another. */
+  /** The next checkpoint starts another. */
   #end(): void {
     this.#idle = undefined
     this.#releasing = false
@@ -98,7 +96,7 @@ export class WalCheckpointer {
     void worker.terminate().then(trimAllocator)
   }
 
-  /** Asks a checkpoint once the WAL holds CHECKPOINT_PAGES uncopied and none is under way; a 100-byte read here. */
+  /** Once CHECKPOINT_PAGES are uncopied and none is under way; a 100-byte read here. */
   consider(): Promise<void> {
     if (this.#failed || this.#asked !== undefined) return Promise.resolve()
     const pending = this.#pendingPages()
@@ -142,7 +140,7 @@ export class WalCheckpointer {
     this.#asked = undefined
   }
 
-  /** After every connection closed: closing any fd of the file drops SQLite's POSIX locks on it. */
+  /** Closing any fd of the file drops SQLite's POSIX locks on it. */
   closeIndexAfterConnections(): void {
     if (this.#shm !== undefined) fs.closeSync(this.#shm)
     this.#shm = undefined
@@ -167,10 +165,7 @@ export class WalCheckpointer {
     this.#onFailed(reason)
   }
 
-  /**
-   * Uncopied WAL frames, from the index header (walformat.html: last frame at byte 16, copied at 96, native order);
-   * read without SQLite's locks, as a torn read only defers a decision to the next look.
-   */
+  /** From the index header (walformat.html), lockless: a torn read only defers a decision to the next look. */
   #pendingPages(): number | undefined {
     try {
       this.#shm ??= fs.openSync(`${this.#file}-shm`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
