@@ -1,7 +1,6 @@
 // The rule that holds a read of the deploy store to the intent the box
-// keeps (design §7.7). The kept record is the one it last selected; a store
-// gone, emptied or replaced between two starts then reads unreadable, never
-// "no intent recorded".
+// keeps (design §7.7): a store gone, emptied or replaced reads unreadable,
+// never "no intent recorded".
 import type { Static } from 'typebox'
 import { selectIntent } from './intent.js'
 import { validMode } from './modes.js'
@@ -23,7 +22,6 @@ export const AppliedIntent = Type.Object(
 )
 export type AppliedIntent = Static<typeof AppliedIntent>
 
-/** The record to keep after a read that selected `intent`, or undefined when it is not one to act on. */
 export function appliedFrom(intent: IntentRecord, store: string, now: Date): AppliedIntent | undefined {
   if (!validMode(intent.mode)) return undefined
   return {
@@ -36,12 +34,7 @@ export function appliedFrom(intent: IntentRecord, store: string, now: Date): App
   }
 }
 
-/**
- * Why the store's records cannot be read as they are while `kept` is kept,
- * or null when they still hold it or a newer record addresses this box (how
- * an operator ends this). Anything else is a store gone, emptied or replaced,
- * which could hand the box to the default or an older record.
- */
+/** null when the records hold kept, or a newer record for box. */
 export function heldToApplied(
   records: readonly IntentRecord[],
   kept: AppliedIntent,

@@ -1,7 +1,5 @@
-// A box's summary for the fleet, built from its own report, and what
-// `layoutd fleet status` makes of them all: each box's verdict, the table's
-// order and the summary line (design §7.3). Each agent publishes its own
-// summary; the verdict is against the intent that addresses the box. Pure.
+// A box's summary for the fleet, and what `layoutd fleet status` makes of
+// them all (design §7.3). Pure.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import type { IntentRecord, LayoutReport } from './schemas.js'
@@ -10,11 +8,7 @@ import type { UnreadableRecord } from './ports.js'
 import { HOLD_CODES, PASSING_CODES, type ReasonCode } from './reason-codes.js'
 import type { RolloutRecord } from './rollout.js'
 
-/**
- * What the last run left short of the intent: deferred (awake, in grace), refused (nothing stopped),
- * failed (retried), held by code, kept (a journal an operator decides). Inside `leg`, which admits
- * unnamed fields, so an older `fleet status` still reads the summary (design §7.3).
- */
+/** In `leg`, which admits unnamed fields, so an older reader still reads the summary. */
 const Withheld = Type.Object({
   deferred: Type.Integer({ minimum: 0 }),
   refused: Type.Integer({ minimum: 0 }),
@@ -28,11 +22,10 @@ export const BoxSummary = Type.Object(
   {
     box: Type.String(),
     version: Type.String(),
-    /** The id of the intent the box read last (converged or converging to); null when none addresses it. */
+    /** The intent read last; null when none addresses the box. */
     intent: Type.Union([Type.String(), Type.Null()]),
-    /** The report's mode: the intent the box last converged to. */
     mode: Type.String(),
-    /** Every row is where the intent wants it, nothing held, no run under way or due. */
+    /** Every row where the intent wants it, none held or fenced, no run under way or due. */
     converged: Type.Boolean(),
     counts: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
     held: Type.Integer({ minimum: 0 }),
@@ -40,29 +33,21 @@ export const BoxSummary = Type.Object(
       running: Type.Boolean(),
       pending: Type.Boolean(),
       lastRunAt: Type.Union([Type.String(), Type.Null()]),
-      /** When the retry timer runs the leg again; null when none is due. Absent before this field. */
+      /** This, withheld and canStopAwake are absent from older agents. */
       retryAt: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-      /** Absent in summaries of agents before this field. */
       withheld: Type.Optional(Withheld),
     }),
-    /**
-     * The box has an activator to ask to stop an awake instance (CARLOS_ACTIVATOR_URL set): a
-     * forced intent can move its awake tenants. Absent in summaries of agents before this field.
-     */
+    /** An activator can stop awake instances, so a forced intent moves them. */
     canStopAwake: Type.Optional(Type.Boolean()),
-    /** When the summary last changed (RFC 3339). */
     at: Type.String(),
-    /** The directory store's stand-in for a lease: the summary is gone after this (RFC 3339). */
+    /** The directory store's stand-in for a lease. */
     expiresAt: Type.Optional(Type.String()),
   },
   { additionalProperties: false },
 )
 export type BoxSummary = Static<typeof BoxSummary>
 
-/**
- * A box whose agent is gone: since when, and how it went (`stopped`: its agent said so at a clean stop;
- * `expired`: its lease ran out, so it died or was cut off). Set by the store, never by the box.
- */
+/** `expired`: its lease ran out. Set by the store, never the box. */
 export const BoxGone = Type.Object(
   {
     since: Type.String(),
@@ -72,20 +57,17 @@ export const BoxGone = Type.Object(
 )
 export type BoxGone = Static<typeof BoxGone>
 
-/**
- * What the store keeps of a box beyond its agent's life (design §7.3): its last summary, and, once its agent
- * is gone, since when. Kept until the box comes back or an operator forgets it (`fleet forget`).
- */
+/** Kept past its agent's life, until it returns or `fleet forget` (design §7.3). */
 export const KeptBox = Type.Object(
   { summary: BoxSummary, gone: Type.Optional(BoxGone) },
   { additionalProperties: false },
 )
 export type KeptBox = Static<typeof KeptBox>
 
-/** The codes of a move refused with nothing stopped (design §3 step 1). */
+/** design §3 step 1 */
 const REFUSED_CODES: ReadonlySet<string> = new Set<ReasonCode>(['gate_shut', 'socket_too_long', 'dest_taken'])
 
-/** The codes of a failed move, which the leg retries. */
+/** The leg retries these. */
 export const FAILED_CODES: ReadonlySet<string> = new Set<ReasonCode>([
   'stop_timeout',
   'stop_abandoned',
@@ -101,10 +83,7 @@ export const FAILED_CODES: ReadonlySet<string> = new Set<ReasonCode>([
   'run_stopped',
 ])
 
-/**
- * The report's rows counted by word, the held ones (a held host reads `fenced`, its code the hold's, design
- * §1.1), and what the last run withheld from where `wanted` puts a row.
- */
+/** A held row reads `fenced`, its code the hold's (design §1.1). */
 function countRows(
   report: LayoutReport,
   wanted: string | undefined,
@@ -130,7 +109,6 @@ function countRows(
   return { counts, held, withheld }
 }
 
-/** Every row is where the intent wants it, nothing held or fenced, no run under way or due. */
 function isConverged(
   report: LayoutReport,
   wanted: string | undefined,
@@ -143,10 +121,6 @@ function isConverged(
   return report.mode === wanted && settled && (other === undefined || (counts[other] ?? 0) === 0)
 }
 
-/**
- * The box's summary from its report and the intent it read last (at: now, the caller's clock);
- * canStopAwake: whether the box has an activator to stop an awake instance with.
- */
 export function summarize(
   report: LayoutReport,
   intent: Pick<IntentRecord, 'id' | 'mode'> | null,
@@ -177,27 +151,19 @@ export function summarize(
   }
 }
 
-/** Two summaries say the same thing (the time of the change aside): no need to publish again. */
+/** Equal but for the time: nothing to publish. */
 export function sameSummary(a: BoxSummary | undefined, b: BoxSummary): boolean {
   if (a === undefined) return false
   const said = (s: BoxSummary) => JSON.stringify({ ...s, at: '', expiresAt: '' })
   return said(a) === said(b)
 }
 
-/** A box's line in `fleet status`: its summary, the intent addressing it, and the verdict. */
 export interface FleetRow {
   summary: BoxSummary
-  /** The id of the newest intent addressing the box; null when none does. */
   wants: string | null
-  /**
-   * converged: to the intent that addresses it; converging: not yet; none: no intent addresses it;
-   * unreadable: a record in the store cannot be read, so no box can read its intent; gone: its agent is
-   * gone, the summary is its last.
-   */
+  /** unreadable: a record cannot be read, so no box can read its intent. */
   state: 'converged' | 'converging' | 'none' | 'unreadable' | 'gone'
-  /** Why what remains of the box needs a person (held, refused, kept, foreign rows), or null when not. */
   needs: string | null
-  /** Since when and how the box's agent is gone; null while it is live. */
   gone: BoxGone | null
 }
 
@@ -206,22 +172,14 @@ export interface FleetView {
   converged: number
   converging: number
   held: number
-  /** Boxes whose agent is gone (their last summary shown). */
   gone: number
-  /** Every live box has converged to the intent addressing it (and at least one box reported). */
   allConverged: boolean
-  /** The newest fleet-wide intent. */
   fleetIntent: string | null
-  /** The records that cannot be read (each makes every box's intent unreadable). */
+  /** Each makes every box's intent unreadable. */
   unreadable: UnreadableRecord[]
 }
 
-/**
- * Why a box short of its intent waits on a person, or null: it has read the intent, its leg is idle,
- * nothing is deferred or failing, and every row left short of the intent is held, refused or
- * fenced for a kept journal. Foreign and conflicting rows are named beside them. A summary of an agent
- * before `withheld` says nothing, so null.
- */
+/** Why a box waits on a person: idle, nothing deferred or failing, every row short held, refused or kept. */
 export function needsPerson(summary: BoxSummary, wants: string | null): string | null {
   const w = summary.leg.withheld
   if (w === undefined || summary.converged || wants === null || summary.intent !== wants) return null
@@ -247,20 +205,12 @@ export function needsPerson(summary: BoxSummary, wants: string | null): string |
     .join(', ')
 }
 
-/**
- * A run under way or due, or a row deferred or failing (which the retry timer comes back for): the box
- * still moves on its own. A retry due with neither is the leg looking at its holds again, which moves
- * nothing until a person clears them.
- */
+/** A retry due alone only looks at holds again, which wait on a person. */
 function onItsWay(leg: BoxSummary['leg'], w: Withheld): boolean {
   return leg.running || leg.pending || w.deferred > 0 || w.failed > 0
 }
 
-/**
- * The fleet's table: boxes gone or not yet converged first, then by label. records: sorted by id, newest
- * last; unreadable: the records that cannot be read; gone: the boxes whose agent is gone, by label (their
- * summaries are their last).
- */
+/** Gone and unconverged boxes first, then by label. records: by id, newest last. */
 export function fleetView(
   summaries: readonly BoxSummary[],
   records: readonly IntentRecord[],
@@ -303,13 +253,9 @@ export function fleetView(
   }
 }
 
-/** What `fleet status` and the fleet page call a box: one word for one state, on both (design §7.3). */
+/** One word for one state, in the CLI and on the page (design §7.3). */
 export type BoxWord = 'converged' | 'converging' | 'running' | 'needs you' | 'no intent' | 'unreadable' | 'gone'
 
-/**
- * The box's word: `running` a run under way toward its intent; `needs you` what remains waits on a person
- * (needsPerson); `converging` it is on its way on its own (a run due, a row deferred or retried).
- */
 export function boxWord(r: FleetRow): BoxWord {
   if (r.state === 'gone') return 'gone'
   if (r.state === 'converged') return 'converged'
@@ -318,38 +264,28 @@ export function boxWord(r: FleetRow): BoxWord {
   return r.summary.leg.running ? 'running' : r.needs !== null ? 'needs you' : 'converging'
 }
 
-/** `its lease expired` or `its agent stopped`: how a gone box went. */
 export function howGone(g: BoxGone): string {
   return g.how === 'stopped' ? 'its agent stopped' : 'its lease expired'
 }
 
-/**
- * Why the rollout in play holds the fleet short of where it is headed, or null: paused, frozen or aborted
- * (a person decides what comes next), unless a newer fleet-wide record has superseded it. records: sorted
- * by id, newest last. A running rollout is on its way; a done or reverted one has ended.
- */
+/** Paused, frozen or aborted, and not superseded by a newer fleet-wide record. */
 export function rolloutStopped(r: RolloutRecord | undefined, records: readonly IntentRecord[]): string | null {
   if (r === undefined || (r.state !== 'paused' && r.state !== 'frozen' && r.state !== 'aborted')) return null
   if (records.some((x) => x.box === undefined && x.id > r.id)) return null
   return `rollout ${r.id} is ${r.state}${r.reason === '' ? '' : `: ${r.reason}`}`
 }
 
-/** When the open wave's progress deadline falls (RFC 3339): its opening plus the deadline; null when unknown. */
 export function deadlineAt(r: Pick<RolloutRecord, 'waveOpenedAt' | 'progressDeadlineMs'>): string | null {
   const at = Date.parse(r.waveOpenedAt) + r.progressDeadlineMs
   return Number.isFinite(at) ? new Date(at).toISOString() : null
 }
 
-/** The rollout in play is under way (running, not superseded): the fleet is still headed for its intent. */
 export function rolloutRunning(r: RolloutRecord | undefined, records: readonly IntentRecord[]): boolean {
   if (r === undefined || r.state !== 'running') return false
   return !records.some((x) => x.box === undefined && x.id > r.id)
 }
 
-/**
- * `96/100 converged to 2026…; 3 converging; 1 held rows`: the id each converged box is on, counted by
- * id when they differ (a box with an intent of its own).
- */
+/** `96/100 converged to 2026…; 3 converging; 1 held rows`, by id when they differ. */
 export function summaryLine(v: FleetView): string {
   const on = new Map<string, number>()
   for (const r of v.rows) if (r.state === 'converged' && r.wants !== null) on.set(r.wants, (on.get(r.wants) ?? 0) + 1)

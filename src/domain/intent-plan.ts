@@ -1,7 +1,5 @@
 // What an intent command would do, decided before anything is written
-// (design §8): `intent migrate|revert --dry-run`'s answer (which rows of a
-// box's report would move, which stay and which are withheld, and why), and
-// `intent prune`'s (which records go, and why each kept one stays). Pure.
+// (design §8): `intent migrate|revert --dry-run` and `intent prune`. Pure.
 import type { BoxSummary } from './box-summary.js'
 import { selectIntent } from './intent.js'
 import type { Mode } from './modes.js'
@@ -14,7 +12,6 @@ export interface DryRun {
   withheld: Array<{ host: string; word: string; reason: string }>
 }
 
-/** What the box whose report this is would do under an intent for mode. */
 export function dryRun(report: LayoutReport, mode: Mode): DryRun {
   const from = mode === 'nested' ? 'flat' : 'nested'
   const out: DryRun = { move: [], unchanged: [], withheld: [] }
@@ -38,11 +35,7 @@ export function formatDryRun(box: string, mode: Mode, d: DryRun): string {
   return `${lines.join('\n')}\n`
 }
 
-/**
- * What another box would do, from the summary it published (counts, not
- * rows): every row in the other layout may move, the rest are already
- * there or withheld by their word. Its agent's own --dry-run names the rows.
- */
+/** From the counts another box published; its own --dry-run names the rows. */
 export function formatSummaryDryRun(summary: BoxSummary, mode: Mode): string {
   const from = mode === 'nested' ? 'flat' : 'nested'
   const count = (word: string) => summary.counts[word] ?? 0
@@ -59,16 +52,10 @@ export function formatSummaryDryRun(summary: BoxSummary, mode: Mode): string {
 
 export interface PrunePlan {
   remove: string[]
-  /** Each kept record's id, with why it stays. */
   kept: Array<{ id: string; why: string }>
 }
 
-/**
- * Which records `intent prune --keep N` removes: all but the newest N, and
- * never the newest record addressing any box (a box label named by a
- * record or a summary, and the fleet as a whole), nor one a live box
- * reports it converged or is converging to. records: sorted by id, newest last.
- */
+/** All but the newest keep, never the newest addressing any box or the fleet, nor one a box is on. */
 export function prunePlan(records: readonly IntentRecord[], keep: number, boxes: readonly BoxSummary[]): PrunePlan {
   const why = new Map<string, string>()
   const mark = (id: string | undefined, reason: string) => {

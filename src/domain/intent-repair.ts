@@ -1,39 +1,32 @@
 // What a record repair does, decided before anything is written (design
-// §7.4): which record `intent quarantine` (or `--supersede`) moves aside,
-// whom its replacement addresses and why a repair is refused; and what
-// `intent history` lists, newest first. Pure: the CLI reads the store and
-// writes.
+// §7.4): which record `intent quarantine` moves aside, whom its replacement
+// addresses, and what `intent history` lists. Pure.
 import { errors } from '../errors.js'
 import { selectIntent } from './intent.js'
 import type { Mode } from './modes.js'
 import type { QuarantinedRecord, StoreContents } from './ports.js'
 import type { IntentRecord } from './schemas.js'
 
-/** The address of a replacement for the whole fleet: no box label can be `*`. */
+/** The whole fleet: no box label can be `*`. */
 export const FLEET = '*'
 
-/** What a repair was asked to do. */
 export interface RepairAsk {
-  /** The record to move aside. */
   id: string
-  /** The mode of the replacement; undefined: none, the record is only moved aside. */
+  /** undefined: no replacement. */
   mode: Mode | undefined
-  /** The replacement's address as asked: a label, FLEET, or undefined (the record's own). */
+  /** A label, FLEET, or undefined: the record's own. */
   address: string | undefined
 }
 
 export interface RepairPlan {
-  /** The record moved aside, as read; undefined when it cannot be read. */
   target: IntentRecord | undefined
-  /** Whom the replacement addresses: a label, or undefined for the whole fleet. Absent with no replacement. */
   replacement: { mode: Mode; box: string | undefined } | undefined
-  /** What each box the record addressed reads after a repair with no replacement, in words. */
   after: string
 }
 
 const whom = (box: string | undefined) => (box === undefined ? 'the whole fleet' : `box ${box}`)
 
-/** The repair of contents that ask describes, or a `repair_refused` error saying why not. */
+/** Throws `repair_refused` saying why not. */
 export function planRepair(contents: StoreContents, ask: RepairAsk): RepairPlan {
   const target = contents.records.find((r) => r.id === ask.id)
   const bad = contents.unreadable.find((u) => u.id === ask.id)
@@ -68,7 +61,6 @@ export function planRepair(contents: StoreContents, ask: RepairAsk): RepairPlan 
   return { target, replacement: { mode: ask.mode, box }, after: '' }
 }
 
-/** What the boxes a record addressed read once it is gone and nothing took its place. */
 function afterWords(target: IntentRecord | undefined, remaining: readonly IntentRecord[]): string {
   if (target === undefined) return 'each box reads the newest readable record addressing it'
   if (target.box !== undefined) {
@@ -82,7 +74,6 @@ function afterWords(target: IntentRecord | undefined, remaining: readonly Intent
   )
 }
 
-/** The sentence of a planned repair, `quarantine X (…)` and what takes its place. */
 export function repairWords(id: string, plan: RepairPlan): string {
   const what =
     plan.target === undefined ? 'unreadable record' : `record (${plan.target.mode} for ${whom(plan.target.box)})`
@@ -90,22 +81,17 @@ export function repairWords(id: string, plan: RepairPlan): string {
   return `${id}, the ${what}` + (r === undefined ? '' : `, with ${r.mode} for ${whom(r.box)} in its place`)
 }
 
-/** One line of `intent history`. */
 export interface HistoryRow {
   id: string
-  /** recorded: in the store and read; unreadable: in the store, not read; quarantined: moved aside. */
   state: 'recorded' | 'unreadable' | 'quarantined'
   mode: string
-  /** The label, or `fleet`; `-` when it cannot be read. */
   box: string
   by: string
   at: string
   message: string
-  /** Why it cannot be read, or where it was moved. */
   note: string
 }
 
-/** A quarantined record's text as a record, when it still reads as one. */
 function parseAside(text: string): Partial<IntentRecord> {
   try {
     const v = JSON.parse(text) as unknown
@@ -117,7 +103,7 @@ function parseAside(text: string): Partial<IntentRecord> {
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '-')
 
-/** Every record, unreadable and quarantined ones too, newest first; box: only those addressing that box. */
+/** Newest first, unreadable and quarantined ones too. */
 export function historyRows(
   contents: StoreContents,
   aside: readonly QuarantinedRecord[],

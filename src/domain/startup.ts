@@ -1,6 +1,6 @@
 // The intent start-up recovery runs under, fail-closed (design §4.4,
-// §5.3). The activator's start waits on this, so it reads only when there
-// is something to recover, and it is bounded by the intent read timeout.
+// §5.3). The activator's start waits on it, so it reads only when there is
+// something to recover.
 import { errorMessage } from '../errors.js'
 import type { DefaultInputs } from './layout-default.js'
 import { defaultLayoutIntent, nestedByDefault } from './layout-default.js'
@@ -11,31 +11,18 @@ import type { DeployStore, LayoutDirectory, Logger } from './ports.js'
 
 export interface StartupDeps extends DefaultInputs {
   layoutDir: LayoutDirectory
-  /**
-   * Opens the deploy store, bounded by signal. The store it answers stays
-   * the caller's: this never closes it (the agent keeps one store for the
-   * poller; an opener that makes a new one per call must close it itself).
-   */
+  /** The caller's: never closed here. */
   openStore: (signal: AbortSignal) => Promise<DeployStore>
-  /** This box's label. */
   box: string
   state: IntentState
   logger: Logger
-  /** Bounds the store's open and the read together; default the intent read timeout (30 s). */
   timeoutMs?: number
-  /** The agent's lifetime: aborting it abandons the read. */
   signal?: AbortSignal
 }
 
-/** What opening the store came to, as startupLayoutIntent takes it. */
 export type OpenedStore = { ok: true; store: DeployStore } | { ok: false; error: unknown }
 
-/**
- * The intent start-up recovery runs under: only journals and holds need it,
- * so with neither in <data>/layout it is `none` and the store is not read,
- * and the activator's start waits on nothing. An unlistable directory may
- * hold journals, so then the intent is read.
- */
+/** `none`, unread, with no journal or hold to recover. */
 export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMode> {
   const [journals, holds] = await Promise.allSettled([deps.layoutDir.journalHosts(), deps.layoutDir.holdHosts()])
   if (
@@ -66,13 +53,7 @@ export async function startupRecoveryIntent(deps: StartupDeps): Promise<IntentMo
   return startupLayoutIntent({ ...deps, signal, timeoutMs }, opened)
 }
 
-/**
- * Reads the intent for start-up recovery. `none` when no intent addresses
- * this box and the default is not nested; `unreadable` when the box cannot
- * be sure: no deploy store, a failed read, or a mode this build does not
- * know. Under `unreadable` recovery keeps a completed revert fenced rather
- * than release flat a host the fleet may want nested.
- */
+/** Unsure is `unreadable`: recovery then keeps a revert fenced, not flat where the fleet may want nested. */
 export async function startupLayoutIntent(
   deps: Pick<StartupDeps, 'box' | 'state' | 'logger' | 'timeoutMs' | 'signal'> & DefaultInputs,
   opened: OpenedStore,
@@ -94,14 +75,7 @@ export async function startupLayoutIntent(
     return 'unreadable'
   }
   if (!read.found) {
-    // The default is not asked its gate here: at start the isolation probe
-    // has not answered yet, so the gate would say "not ready" on every
-    // start, and recovery under `none` drops every hold marker and releases
-    // a completed revert, handing a tenant whose move was refused a fresh
-    // run flat. So with a nested default recovery runs fail-closed, under
-    // `unreadable`: holds and journals are kept, nothing is released flat,
-    // and the first serial move asks the gate for its real answer. The
-    // opt-out (flat) keeps dropping holds, as a recorded flat does.
+    // The gate has not answered at start, and `none` would drop every hold: recover fail-closed.
     if (nestedByDefault(deps.layoutDefault)) {
       logger.info(
         { intent: 'unreadable', default: 'nested' },
