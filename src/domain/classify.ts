@@ -1,7 +1,5 @@
-// What a row is, for a wake and for the status report (design §1 "Row
-// words"): fenced > conflict > foreign > nested > flat, and external for a
-// socket another supervisor runs. Pure: `fenced` comes from the pass's
-// in-memory journals and holds, so a wake never waits on the disk.
+// What a row is, for a wake and the status report alike (design §1.1).
+// Pure: `fenced` comes from the pass's memory, so a wake never waits on disk.
 import path from 'node:path'
 import { hostError } from './hostname.js'
 import type { RowLayout } from './modes.js'
@@ -12,25 +10,20 @@ import type { Route } from './schemas.js'
 
 export interface ClassifyContext {
   dirs: Dirs
-  /** Why the host is fenced (a journal names it, or it is held), or undefined. */
   fenced: (host: string) => Why | undefined
 }
 
-/** A row that claims a directory or socket another row also claims, and how. */
 export interface Claimant {
   host: string
   code: Extract<ReasonCode, 'dir_claimed' | 'socket_claimed'>
   reason: string
 }
 
-// Paths are compared as resolved strings: the registry stores absolute
-// paths, and resolve() on one is string arithmetic, so "/data/apps/a/" and
-// "/data/apps/a" are one directory. A path already normal is its own answer.
+// Paths compare as resolved strings; resolving an absolute path does no I/O.
 function norm(p: string): string {
   return isNormalPath(p) ? p : path.resolve(p)
 }
 
-/** How many Maps a PathIndex keeps its keys in: a power of two. */
 const INDEX_SHARDS = 64
 const FNV_OFFSET = 0x811c9dc5
 const FNV_PRIME = 0x01000193
@@ -39,14 +32,13 @@ function shardOfHash(h: number): number {
   return (h ^ (h >>> 16)) & (INDEX_SHARDS - 1)
 }
 
-/** The shard a path is kept in: FNV-1a over the whole path (paths differ in the middle, at the host). */
+/** Over the whole path: paths differ in the middle. */
 function shardOf(key: string): number {
   let h = FNV_OFFSET
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), FNV_PRIME)
   return shardOfHash(h)
 }
 
-/** A path's ancestors, nearest first (`/` last), and the PathIndex shard of it and of each. */
 interface Ancestry {
   shard: number
   paths: string[]
@@ -55,7 +47,6 @@ interface Ancestry {
 
 const SLASH = 0x2f
 
-/** The ancestry of no path (a row with no dir). */
 const NO_ANCESTRY: Ancestry = { shard: 0, paths: [], shards: [] }
 
 function ancestry(dir: string): Ancestry {
@@ -64,7 +55,7 @@ function ancestry(dir: string): Ancestry {
     for (let cur = dir, up = path.dirname(dir); up !== cur; cur = up, up = path.dirname(up)) paths.push(up)
     return { shard: shardOf(dir), paths, shards: paths.map(shardOf) }
   }
-  // An ancestor is a prefix up to a slash, its hash the running hash there: one pass answers every shard.
+  // An ancestor's hash is the running hash at its slash: one pass hashes them all.
   const paths: string[] = []
   const shards: number[] = []
   let h = FNV_OFFSET
@@ -83,11 +74,7 @@ function ancestry(dir: string): Ancestry {
   return { shard: shardOfHash(h), paths: paths.reverse(), shards: shards.reverse() }
 }
 
-/**
- * The hosts that share one path, in Sets of at most BAG_CHUNK each: V8 grows
- * a Set by copying it whole, and the ancestors every row shares (`D/apps`,
- * `D`, `/`) hold every host, so one Set would hold the loop while a wake waits.
- */
+/** Chunked: V8 copies a Set whole to grow it, and a shared ancestor holds every host. */
 class HostBag implements Iterable<string> {
   readonly #chunks: Array<Set<string>> = []
   #size = 0
@@ -101,7 +88,6 @@ class HostBag implements Iterable<string> {
   }
 
   add(host: string): void {
-    // Loops, not some() and findIndex(): a wake's catch-up after a commit makes thousands of these.
     for (const chunk of this.#chunks) if (chunk.has(host)) return
     let last = this.#chunks.at(-1)
     if (last === undefined || last.size >= BAG_CHUNK) {
@@ -127,15 +113,9 @@ class HostBag implements Iterable<string> {
   }
 }
 
-/** The most hosts one Set of a HostBag holds: growing one copies at most this many. */
 const BAG_CHUNK = 1024
 
-/**
- * Hosts by path: the name alone where one host claims it (most paths), a
- * HostBag where several share it, since a Set per key would dominate memory.
- * Keys are spread over INDEX_SHARDS Maps because V8 rehashes a full Map whole
- * in one go (deleted entries count); a shard rehashes a few hundred keys.
- */
+/** A name per path, a HostBag only where shared (saves memory); sharded, as V8 rehashes a Map whole. */
 class PathIndex {
   readonly #shards: Array<Map<string, string | HostBag>> = Array.from(
     { length: INDEX_SHARDS },
@@ -172,7 +152,7 @@ function drop(index: PathIndex, key: string, host: string, shard = shardOf(key))
   if (held.size === 0) m.delete(key)
 }
 
-/** The least host held that is not host: the claimant named does not depend on the order rows came and went. */
+/** The least, so the claimant named does not depend on the rows' order. */
 function other(held: string | HostBag | undefined, host: string): string | undefined {
   if (held === undefined) return undefined
   if (typeof held === 'string') return held === host ? undefined : held
@@ -181,15 +161,9 @@ function other(held: string | HostBag | undefined, host: string): string | undef
   return least
 }
 
-/**
- * Every directory and socket the rows claim, indexed so that "who else claims
- * this directory, or one inside or around it" costs the path's depth, not the
- * row count. Rows are added and removed one at a time, so the index follows
- * the registry without being rebuilt.
- */
+/** Who else claims a dir, or one in or around it, costs the dir's depth, not the row count. */
 export class PathClaims {
   readonly #dirs = new PathIndex()
-  /** An ancestor directory -> the hosts whose dir lies under it. */
   readonly #under = new PathIndex()
   readonly #sockets = new PathIndex()
   readonly #dirOf = new Map<string, string>()
@@ -198,7 +172,7 @@ export class PathClaims {
     for (const row of routes) this.add(row)
   }
 
-  /** Adds one row's claims; a row at a time, so a caller can yield the loop between rows. */
+  /** One row at a time, so a caller can yield between rows. */
   add(row: Route): void {
     if (row.dir !== '') {
       const dir = norm(row.dir)
@@ -210,7 +184,6 @@ export class PathClaims {
     if (row.socket !== '') push(this.#sockets, norm(row.socket), row.host)
   }
 
-  /** Takes back the claims add made for row (the row as it was added). */
   remove(row: Route): void {
     if (row.dir !== '') {
       const dir = norm(row.dir)
@@ -222,10 +195,7 @@ export class PathClaims {
     if (row.socket !== '') drop(this.#sockets, norm(row.socket), row.host)
   }
 
-  /**
-   * Moves one host's claims from old to now, touching only what differs: the
-   * shared ancestors (D and above, where the big sets are) stay put.
-   */
+  /** The shared ancestors, where the big sets are, stay put. */
   replace(old: Route, now: Route): void {
     const was = old.dir === '' ? undefined : norm(old.dir)
     const is = now.dir === '' ? undefined : norm(now.dir)
@@ -256,7 +226,6 @@ export class PathClaims {
     if (sockIs !== undefined) push(this.#sockets, sockIs, now.host)
   }
 
-  /** Another row (not host) whose dir is dir, lies inside it, or contains it. */
   dirClaimant(dir: string, host: string): Claimant | undefined {
     const d = norm(dir)
     const up = ancestry(d)
@@ -291,10 +260,8 @@ function classified(layout: RowLayout, because?: Why): Classification {
   return because === undefined ? { layout, code: '', reason: '' } : { layout, ...because }
 }
 
-/** classify with the claims index already built (what the pass and the report use for many rows). */
 export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyContext): Classification {
-  // An unflagged socket is run by another supervisor: nobody's to fence,
-  // move or judge, whatever its paths say.
+  // Another supervisor's: nobody's to fence, move or judge, whatever its paths say.
   if (external(route)) return classified('external')
   const fenced = ctx.fenced(route.host)
   if (fenced !== undefined) return classified('fenced', fenced)
@@ -317,12 +284,11 @@ export function classifyWith(route: Route, claims: PathClaims, ctx: ClassifyCont
   )
 }
 
-/** The word for one row among routes (which may include it). O(rows): for many rows use classifyAll or PathClaims. */
+/** O(rows): for many, classifyAll or classifyWith. */
 export function classify(route: Route, routes: readonly Route[], ctx: ClassifyContext): Classification {
   return classifyWith(route, new PathClaims(routes), ctx)
 }
 
-/** Every row's word, by host, with one index. */
 export function classifyAll(routes: readonly Route[], ctx: ClassifyContext): Map<string, Classification> {
   const claims = new PathClaims(routes)
   const out = new Map<string, Classification>()

@@ -1,38 +1,29 @@
-// Whether an operator may release a kept journal's move (design §8 `journal
-// release`, §4.1): only when the files are wholly at the end the row names
-// (or the row and files are gone), so removing the journal changes nothing
-// but the fence; otherwise refused with what to do first (docs/runbook.md
-// "A kept journal"). `journal settle` also rewrites a row to where the files
-// are, as recovery's steps 8 and 9 would.
+// Whether an operator may release a kept journal's move (design §4.1, §8):
+// only when the files are wholly at the end the row names, so removing the
+// journal changes nothing but the fence.
 import type { MoveRecord, RowAt } from './pass-plan.js'
 import type { ReasonCode } from './reason-codes.js'
 
-/** What is at one end of a move, looked at without following a symlink. */
+/** Looked at without following a symlink. */
 export type EndFound =
   | { kind: 'absent' }
   | { kind: 'directory' }
   | { kind: 'symlink' }
-  /** Anything else: a regular file, a FIFO, a device; or what could not be looked at, with why. */
+  /** Anything else, or what could not be looked at. */
   | { kind: 'other'; what: string }
 
 export interface ReleaseFacts {
   atFrom: EndFound
   atDest: EndFound
-  /** Where the host's registry row stands against the move. */
   row: RowAt
-  /** The row's dir when it has one, to name in a refusal. */
   rowDir: string | undefined
-  /** The running agent's reason code for the host (undefined: no agent runs, or it reports no row for it). */
+  /** undefined: no agent runs, or it reports no row. */
   agentCode: ReasonCode | '' | undefined
 }
 
 export type ReleaseVerdict = { release: true; found: string } | { release: false; found: string; todo: string }
 
-/**
- * The codes of a host whose journal the agent is carrying out, or has not
- * judged yet: its files may be moving, and the journal is what makes that
- * exact after a crash.
- */
+/** Under way or not judged: the journal makes it exact after a crash. */
 const UNDER_WAY: ReadonlySet<string> = new Set<ReasonCode>([
   'in_flight',
   'fenced_for_move',
@@ -42,7 +33,6 @@ const UNDER_WAY: ReadonlySet<string> = new Set<ReasonCode>([
 
 const refuse = (found: string, todo: string): ReleaseVerdict => ({ release: false, found, todo })
 
-/** A refusal for an end that is neither a directory nor absent, or undefined. */
 function oddEnd(dir: string, end: EndFound): ReleaseVerdict | undefined {
   if (end.kind === 'symlink')
     return refuse(
@@ -54,7 +44,6 @@ function oddEnd(dir: string, end: EndFound): ReleaseVerdict | undefined {
   return undefined
 }
 
-/** What the operator does when the files sit at one end and the row does not name it. */
 function misplaced(host: string, filesAt: string, other: string, facts: ReleaseFacts): ReleaseVerdict {
   if (facts.row === 'missing')
     return refuse(
@@ -74,7 +63,6 @@ function misplaced(host: string, filesAt: string, other: string, facts: ReleaseF
   )
 }
 
-/** Whether host's move, as a journal names it, may be released now; and what was found. */
 export function releaseVerdict(move: MoveRecord, facts: ReleaseFacts): ReleaseVerdict {
   const from = move.from.dir
   const dest = move.dest.dir
@@ -106,23 +94,12 @@ export function releaseVerdict(move: MoveRecord, facts: ReleaseFacts): ReleaseVe
   return misplaced(move.host, filesAt, other, facts)
 }
 
-/**
- * What `journal settle` does with one move (design §8): release it where its
- * files are (`at`, the end; `none` for no row and no files), rewriting the
- * row there when it names the other end; or keep it, naming what was found
- * and what to do.
- */
+/** `journal settle` (design §8); `none`: no row, no files. */
 export type SettleVerdict =
   | { settle: true; at: 'from' | 'dest' | 'none'; rewrite: boolean; found: string }
   | { settle: false; found: string; todo: string }
 
-/**
- * Whether one move of a journal may be settled with no agent running: its
- * files a directory at exactly one end, nothing at the other, and its row
- * at either end (the journal records both ends' paths exactly, so a row at
- * the other end is rewritten to the files' end); or no row and no files.
- * Anything else is kept, as releaseVerdict refuses it.
- */
+/** As releaseVerdict, and a row at the files' other end is rewritten: the journal records both exactly. */
 export function settleVerdict(move: MoveRecord, facts: Omit<ReleaseFacts, 'agentCode'>): SettleVerdict {
   const verdict = releaseVerdict(move, { ...facts, agentCode: undefined })
   if (verdict.release)

@@ -1,11 +1,5 @@
-// The leg (design §1): the single-flight runner of the layout pass, its
-// retry timer, its waiters and the record of its last run. A pass may wait a
-// minute per host, so nothing else (poller, API, wakes) waits behind it; kicks
-// during a run ask for one more run, which re-evaluates every host (SingleFlight).
-//
-// One retry timer, set by the last run (design §5.1): a host waiting on wall
-// time brings the leg back after CARLOS_LAYOUT_RETRY, an unfinished run with
-// jittered backoff, the earlier of the two when both; a clean run disarms it.
+// The leg (design §1): the single-flight runner of the layout pass, and its
+// retry timer. A run may wait long on a host, so nothing waits behind it.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { errorMessage } from '../errors.js'
 import type { Result } from './modes.js'
@@ -13,24 +7,23 @@ import type { Clock, Logger } from './ports.js'
 import type { LegRun, LegState } from './schemas.js'
 import { SingleFlight } from './single-flight.js'
 
-/** What one run of the leg answers: its results, and whether and how the leg should come back on its own. */
+/** A run's results, and when the leg should come back on its own. */
 export interface LegOutcome {
   results: Result[]
-  /** A host waits on something that clears in wall time: come back after the retry interval. */
+  /** A host waits on wall time: after the retry interval. */
   retry: boolean
-  /** The run could not finish (an unreadable read, a failed result): come back with backoff. */
+  /** The run could not finish: with backoff. */
   unfinished: boolean
-  /** What the run waits on ends sooner than the retry interval (a host's wake grace): come back after this. */
+  /** Sooner (a wake grace). */
   retryInMs?: number
 }
 
-/** The longest a run that could not finish waits for its retry, in retry intervals. */
+/** The longest backoff, in retry intervals. */
 export const RETRY_BACKOFF_CAP = 10
 
-/** How much sooner than its backoff a retry may come, as a fraction of it: runs of many boxes spread out. */
+/** Retries come up to this fraction sooner, so many boxes' retries spread out. */
 export const RETRY_JITTER = 0.2
 
-/** The wait before the nth unfinished run's retry: retryMs doubled per failure, capped, then jittered sooner. */
 export function retryBackoff(retryMs: number, failures: number, random: number): number {
   const doubled = retryMs * 2 ** Math.min(Math.max(failures - 1, 0), 30)
   const wait = Math.min(doubled, retryMs * RETRY_BACKOFF_CAP)
@@ -38,22 +31,19 @@ export function retryBackoff(retryMs: number, failures: number, random: number):
 }
 
 export interface LegOptions {
-  /** One run. signal is aborted by stop(); the run should give up at the next host. */
+  /** Aborted by stop(); the run gives up at the next host. */
   run: (signal: AbortSignal) => Promise<LegOutcome>
   clock: Clock
   logger: Logger
-  /** How long after a run that asked for it the leg runs again on its own (CARLOS_LAYOUT_RETRY). */
+  /** CARLOS_LAYOUT_RETRY. */
   retryMs: number
-  /** The jitter's source, in [0, 1); Math.random unless a test fixes it. */
   random?: () => number
   onRunStart?: (run: LegRun) => void
   onRunEnd?: (run: LegRun, seconds: number) => void
-  /** The retry timer was armed (for when, in ms since the epoch) or cleared (null). */
   onRetryChange?: (at: number | null) => void
 }
 
 interface Waiter {
-  /** How many runs had started when the kick was made: the run it waits for is the next one. */
   after: number
   resolve: (run: LegRun | null) => void
 }
@@ -62,14 +52,13 @@ function copyRun(run: LegRun): LegRun {
   return { startedAt: run.startedAt, finishedAt: run.finishedAt, results: run.results.map((r) => ({ ...r })) }
 }
 
-/** A finished run, frozen and shared with every reader: a copy per reader would hold the loop as the run ends. */
+/** A finished run is frozen and shared: a copy per reader would hold the loop as the run ends. */
 function frozenRun(run: LegRun): LegRun {
   for (const r of run.results) Object.freeze(r)
   Object.freeze(run.results)
   return Object.freeze(run)
 }
 
-/** How many hosts a run's results reach: each once, the run's own result (host '') not at all. */
 export function hostsReached(results: LegRun['results']): number {
   const hosts = new Set<string>()
   for (const r of results) if (r.host !== '') hosts.add(r.host)
@@ -85,13 +74,10 @@ export class Leg {
   #cancelRetry: (() => void) | null = null
   #retryAt: string | null = null
   #waiting: string | null = null
-  /** Runs in a row that could not finish: the backoff's exponent. */
+  /** Unfinished runs in a row. */
   #failures = 0
   readonly #waiters = new Set<Waiter>()
-  /**
-   * Moves with every change of what state() answers but running and pending: a run started or ended, a
-   * result, the retry timer.
-   */
+  /** Moves with every change of state() but running and pending. */
   #changes = 0
 
   constructor(opts: LegOptions) {
@@ -104,15 +90,11 @@ export class Leg {
     })
   }
 
-  /** Asks for a run and returns at once. A no-op after stop(). */
   kick(): void {
     this.#flight.kick()
   }
 
-  /**
-   * Kicks and resolves with the first run that STARTS after the kick, once
-   * finished (a run under way predates the ask); null on timeout or stop.
-   */
+  /** The first run STARTING after the kick, once finished; null on timeout or stop. */
   kickAndWait(timeoutMs: number): Promise<LegRun | null> {
     if (this.#flight.stopped) return Promise.resolve(null)
     return new Promise((resolve) => {
@@ -131,10 +113,7 @@ export class Leg {
     })
   }
 
-  /**
-   * The run under way, once finished (null when none, or the leg stops): the
-   * run that moved the hosts, answered beside the next run that finds them done.
-   */
+  /** The run that moved the hosts, once finished. */
   runUnderWay(): Promise<LegRun | null> | null {
     if (!this.#flight.running || this.#flight.stopped) return null
     return new Promise((resolve) => {
@@ -149,12 +128,10 @@ export class Leg {
     })
   }
 
-  /** Resolves when no run is running or pending. */
   wait(): Promise<void> {
     return this.#flight.wait()
   }
 
-  /** The one retry timer, armed for ms from now in place of any armed before. */
   #armRetry(ms: number): void {
     if (this.#flight.stopped) return
     this.#cancelRetry?.()
@@ -180,10 +157,12 @@ export class Leg {
     this.#hook('onRetryChange', () => this.#opts.onRetryChange?.(null))
   }
 
-  /** What the run that just finished asks of the retry timer: backoff, the retry interval, or nothing. */
+  /**
+   * Arms the retry timer after a run (design §5.1): the interval (or a sooner grace) when a host waits on
+   * wall time, backoff when the run was unfinished, the earlier when both; a clean run disarms it.
+   */
   #scheduleAfter(outcome: LegOutcome): void {
     const { retryMs, logger, random = Math.random } = this.#opts
-    // A wake grace that runs out before the interval brings the leg back when it does.
     const soonest = Math.min(retryMs, Math.max(1, outcome.retryInMs ?? retryMs))
     if (!outcome.unfinished) {
       this.#failures = 0
@@ -192,7 +171,6 @@ export class Leg {
       return
     }
     this.#failures++
-    // A host waiting on wall time is re-checked within the interval (the seed's rule): the earlier of the two.
     const backoff = retryBackoff(retryMs, this.#failures, random())
     this.#armRetry(outcome.retry ? Math.min(backoff, soonest) : backoff)
     logger.info(
@@ -202,7 +180,7 @@ export class Leg {
     )
   }
 
-  /** Cancels the timer, aborts the run (it finishes its host), makes later kicks no-ops; wait() tells the end. */
+  /** The run finishes its host; wait() tells the end. */
   stop(): void {
     if (this.#flight.stopped) return
     this.#flight.stop()
@@ -211,7 +189,7 @@ export class Leg {
     if (!this.#flight.running) this.#settleWaiters()
   }
 
-  /** A result of the run under way, shown as progress; the run's own answer replaces these when it ends. */
+  /** Shown until the run's own answer replaces it. */
   progress(result: Result): void {
     if (this.#flight.running && this.#lastRun !== null && this.#lastRun.finishedAt === null) {
       this.#lastRun.results.push(result)
@@ -219,20 +197,16 @@ export class Leg {
     }
   }
 
-  /** A constant-time key of what state() would answer: equal keys, equal states. */
+  /** Equal keys, equal state()s; constant time. */
   stateKey(): string {
     return `${this.#flight.running ? 1 : 0}${this.#flight.pending ? 1 : 0}.${this.#changes}`
   }
 
-  /** Whether a run is under way or due, without copying the last run as state() does. */
   busy(): { running: boolean; pending: boolean } {
     return { running: this.#flight.running, pending: this.#flight.pending }
   }
 
-  /**
-   * What the run under way waits on, in words (`the activator to stop t01 (awake, force)`); null once it
-   * waits no more.
-   */
+  /** In words; null once it waits no more. */
   waiting(what: string | null): void {
     this.#waiting = this.#flight.running ? what : null
   }
@@ -241,7 +215,7 @@ export class Leg {
     return {
       running: this.#flight.running,
       pending: this.#flight.pending,
-      // A finished run is frozen and shared; the one under way still grows.
+      // The run under way still grows, so it is copied.
       lastRun:
         this.#lastRun === null ? null : this.#lastRun.finishedAt === null ? copyRun(this.#lastRun) : this.#lastRun,
       retryAt: this.#retryAt,
@@ -261,7 +235,7 @@ export class Leg {
     try {
       outcome = await this.#opts.run(this.#abort.signal)
     } catch (err) {
-      // A run that throws is recorded as its one result and retried with backoff: the fault may pass.
+      // Recorded as its one result and retried with backoff: the fault may pass.
       const reason = errorMessage(err)
       if (this.#flight.stopped) {
         // Stopping the agent is not a fault of the run.

@@ -1,12 +1,11 @@
-// Where a host's files live in each layout (design §2). Pure path
-// arithmetic; every function refuses an invalid host rather than build a
-// path from it.
+// Where a host's files live in each layout (design §2). Every function
+// refuses an invalid host rather than build a path from it.
 import path from 'node:path'
 import { hostError, requireValidHost } from './hostname.js'
 import type { Mode } from './modes.js'
 import type { Route, RowPaths } from './schemas.js'
 
-/** A nested socket path longer than this cannot be bound (sun_path is 108 bytes with its NUL). */
+/** sun_path is 108 bytes with its NUL. */
 export const MAX_SOCKET_PATH = 107
 
 export interface Dirs {
@@ -19,9 +18,8 @@ function checked(host: string): string {
   return host
 }
 
-/** The parents every host's paths are built under, joined once per Dirs. */
 interface Parents {
-  /** The Dirs' fields they were joined from: a Dirs changed since is joined again. */
+  /** A changed Dirs is joined again. */
   dataDir: string
   runDir: string
   apps: string
@@ -31,12 +29,7 @@ interface Parents {
 
 const parentsOf = new WeakMap<Dirs, Parents>()
 
-/**
- * A valid host is one path segment (no `/`, never `.` or `..`), so a path
- * under a joined parent is the parent, `/` and the host: what path.join
- * would build, without normalizing the whole path again for each of
- * 10,000 rows. A parent that is the root itself (`/`) ends with its slash.
- */
+/** A valid host is one segment, so parent + host is path.join's answer, normalized once. */
 function parents(d: Dirs): Parents {
   let p = parentsOf.get(d)
   if (p === undefined || p.dataDir !== d.dataDir || p.runDir !== d.runDir) {
@@ -63,7 +56,7 @@ export function flatPaths(d: Dirs, host: string): RowPaths {
   return { dir: `${p.apps}${h}`, socket: `${p.run}${h}.sock`, db: '' }
 }
 
-/** The host's own nested root, `D/nested/<host>` (mode 0750). */
+/** `D/nested/<host>`, 0710 (design §2). */
 export function nestedRoot(d: Dirs, host: string): string {
   return `${parents(d).nested}${checked(host)}`
 }
@@ -77,34 +70,26 @@ export function pathsFor(d: Dirs, host: string, mode: Mode): RowPaths {
   return mode === 'nested' ? nestedPaths(d, host) : flatPaths(d, host)
 }
 
-/**
- * A path already as path.resolve makes it: absolute, no empty, `.` or `..`
- * segment, no trailing slash (`/` itself is not matched). Every path the
- * pass and the CLI store has this form, so a caller that compares paths
- * as strings can skip resolving them (classify.ts, the registry's checks).
- */
+/** As path.resolve makes it: every stored path is, so a compare need not resolve. */
 const NORMAL_PATH = /^(?:\/(?!\.{1,2}(?:\/|$))[^/]+)+$/
 
 export function isNormalPath(p: string): boolean {
   return NORMAL_PATH.test(p)
 }
 
-/** A clean relative rest: segments with no `.`, `..` or empty one, not starting with `..`. */
 const CLEAN_REST = /^(?!\.\.)(?:[^/]+\/)*[^/]+$/
 const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/
 
-/** What follows dir and a slash in p when that is a clean rest (CLEAN_REST, no dot segment), else undefined. */
 function cleanRestBelow(dir: string, p: string): string | undefined {
   if (p.length <= dir.length + 1 || !p.startsWith(dir) || p.charCodeAt(dir.length) !== 0x2f) return undefined
   const rest = p.slice(dir.length + 1)
   return CLEAN_REST.test(rest) && !DOT_SEGMENT.test(rest) ? rest : undefined
 }
 
-/** The row's db carried from one dir to another: the same path relative to dir. Empty stays empty. */
+/** The same path relative to toDir; empty stays empty. */
 export function carryDb(db: string, fromDir: string, toDir: string): string {
   if (db === '') return ''
-  // The common case without resolving the paths (a plan carries every
-  // row's): both dirs normal, and db fromDir, a slash and a clean rest.
+  // The common case, unresolved: a plan carries every row's.
   const rest = cleanRestBelow(fromDir, db)
   if (rest !== undefined && isNormalPath(fromDir) && isNormalPath(toDir)) return `${toDir}/${rest}`
   const rel = path.relative(fromDir, db)
@@ -114,15 +99,10 @@ export function carryDb(db: string, fromDir: string, toDir: string): string {
   return path.join(toDir, rel)
 }
 
-/**
- * hasShape's answers per row, with the dirs they were judged against. A
- * row is never changed in place (a rewrite is a new object), so a report
- * or a plan built again over 10,000 rows validates and joins the paths
- * only of the rows that changed.
- */
+/** Rows are never changed in place, so a rebuilt report judges only new ones. */
 const shapes = new WeakMap<Route, { dataDir: string; runDir: string; flat?: boolean; nested?: boolean }>()
 
-/** Whether the row's dir and socket have the given shape (its db, if any, inside dir). */
+/** Its db, if any, inside dir. */
 export function hasShape(d: Dirs, route: Route, mode: Mode): boolean {
   let memo = shapes.get(route)
   if (memo?.dataDir !== d.dataDir || memo.runDir !== d.runDir)
@@ -137,15 +117,12 @@ function shapeOf(d: Dirs, route: Route, mode: Mode): boolean {
   return route.db === '' || dbInside(route.dir, route.db)
 }
 
-/** Whether db lies inside dir (not dir itself). */
 function dbInside(dir: string, db: string): boolean {
-  // The common case without resolving both paths: db is dir, a slash and a clean rest.
   if (cleanRestBelow(dir, db) !== undefined) return true
   const rel = path.relative(dir, db)
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel)
 }
 
-/** The row is at the nested paths (design §2). */
 export function isNested(d: Dirs, route: Route): boolean {
   return hasShape(d, route, 'nested')
 }
@@ -154,7 +131,7 @@ export function isFlat(d: Dirs, route: Route): boolean {
   return hasShape(d, route, 'flat')
 }
 
-/** An activator-managed row: an instance that hibernates and has a socket (design §1). */
+/** Design §1's activator-managed row. */
 export function activatorManaged(route: Route): boolean {
   return route.kind === 'instance' && route.hibernate && route.socket !== ''
 }

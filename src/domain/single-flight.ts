@@ -1,16 +1,10 @@
-// One run at a time, and "dirty while running": a kick while a
-// run is under way marks the runner dirty, and when the run ends exactly
-// one more run follows, however many kicks there were, since a run looks at
-// everything afresh. The leg (design §1) runs the pass through it, and the
-// intent poller its reads of the deploy store.
-//
-// Invariants: at most one run is under way; a kick never waits for a run;
-// after stop() no run starts, and a pending one is dropped.
+// One run at a time, and "dirty while running": kicks during a run ask for
+// exactly one more, since a run looks at everything afresh. A kick never
+// waits; after stop() no run starts.
 
 export interface SingleFlightOptions {
-  /** One run. It must not throw: a runner has nobody to hand the error to. */
+  /** Must not throw: a runner has nobody to hand the error to. */
   run: () => Promise<void>
-  /** Called each time the runner goes idle: no run under way, none pending. */
   onIdle?: () => void
 }
 
@@ -25,12 +19,10 @@ export class SingleFlight {
     this.#opts = opts
   }
 
-  /** A run is under way. */
   get running(): boolean {
     return this.#running
   }
 
-  /** A kick came while a run was under way: one more run follows it. */
   get pending(): boolean {
     return this.#dirty
   }
@@ -39,7 +31,6 @@ export class SingleFlight {
     return this.#stopped
   }
 
-  /** Asks for a run and returns at once. A no-op after stop(). */
   kick(): void {
     if (this.#stopped) return
     if (this.#running) {
@@ -50,20 +41,18 @@ export class SingleFlight {
     this.#idle = this.#drain()
   }
 
-  /** Resolves when no run is under way or pending. */
   wait(): Promise<void> {
     return this.#idle
   }
 
-  /** Every later kick is a no-op, and a pending run is dropped; a run under way goes on (wait() tells when it ends). */
+  /** A pending run is dropped; one under way goes on. */
   stop(): void {
     this.#stopped = true
     this.#dirty = false
   }
 
   async #drain(): Promise<void> {
-    // The run starts off the kicker's stack: kicks come from timers and
-    // request handlers, which must not carry a run's first steps.
+    // A kicker (a timer, a request) must not carry a run's first steps.
     await Promise.resolve()
     try {
       do {
