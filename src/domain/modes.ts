@@ -1,30 +1,23 @@
 // The words of the layout (design §1): what an intent asks for, what a box
 // reports, and what a row is classified as.
 
-/** What a layout intent asks for. */
 export type Mode = 'flat' | 'nested'
 
 export const MODES: readonly Mode[] = ['flat', 'nested']
 
-/**
- * The intent a run of the pass works under. `none`: no intent addresses this
- * box (the default may stand in). `unreadable`: the intent could not be read
- * or names a mode this build does not know; fail closed.
- */
+/** `none`: the default may stand in; `unreadable`: fail closed. */
 export type IntentMode = Mode | 'none' | 'unreadable'
 
-/** The `mode` of the status report: the intent mode, or `unmanaged` with no activator armed. */
 export type ReportMode = IntentMode | 'unmanaged'
 
 export function validMode(m: unknown): m is Mode {
   return m === 'flat' || m === 'nested'
 }
 
-/** What Classify answers for an instance-kind row, in order of precedence. */
+/** In order of precedence (design §1.1). */
 export type RowLayout = 'fenced' | 'conflict' | 'foreign' | 'nested' | 'flat' | 'external'
 
-// Records keyed by the union make the compiler refuse a missing member, so
-// a new layout or mode cannot silently lack its place in these lists.
+// Keyed by the union, so the compiler refuses a list missing a member.
 export const ROW_LAYOUTS = Object.keys({
   fenced: true,
   conflict: true,
@@ -42,7 +35,7 @@ export const REPORT_MODES = Object.keys({
   unmanaged: true,
 } satisfies Record<ReportMode, true>) as ReportMode[]
 
-/** The outcomes of one host's run through the pass (design §3). */
+/** design §3.2 */
 export type Outcome = 'unchanged' | 'moved' | 'deferred' | 'held' | 'refused' | 'failed' | 'recovered' | 'released'
 
 export const OUTCOMES: readonly Outcome[] = [
@@ -56,5 +49,4 @@ export const OUTCOMES: readonly Outcome[] = [
   'released',
 ]
 
-/** One host's result of a pass run (`host` empty for a result about the whole run): its schema's type. */
 export type { Result } from './schemas.js'

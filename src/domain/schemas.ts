@@ -1,6 +1,5 @@
 // The shapes the domain shares with the registry, the deploy stores, the CLI
-// and the HTTP API. Each is written once, as a TypeBox schema; its type is
-// derived from it.
+// and the HTTP API, each a TypeBox schema its type derives from.
 import { Type } from './typebox.js'
 import type { Static } from 'typebox'
 import { ReasonCodeOrNone } from './reason-codes.js'
@@ -13,7 +12,7 @@ export type RouteKind = Static<typeof RouteKind>
 
 export const ROUTE_KINDS: readonly RouteKind[] = ['instance', 'sidecar', 'static', 'service']
 
-/** A row of the box's registry: one hostname the box serves (design §2). */
+/** A registry row (design §2). */
 export const Route = Type.Object(
   {
     host: Type.String({ description: 'The hostname the row serves; a valid DNS name.' }),
@@ -27,7 +26,6 @@ export const Route = Type.Object(
 )
 export type Route = Static<typeof Route>
 
-/** The paths of one row that a move rewrites. */
 export const RowPaths = Type.Object(
   {
     dir: Type.String({ description: 'Instance directory.' }),
@@ -38,12 +36,7 @@ export const RowPaths = Type.Object(
 )
 export type RowPaths = Static<typeof RowPaths>
 
-/**
- * A layout intent as the deploy store keeps it (design §1, §7). `mode` is
- * kept as any string here: a record naming a mode this build does not know
- * is still a record, and it makes the intent unreadable only when it is the
- * one that addresses this box.
- */
+/** Design §1, §7. Any mode is a record; an unknown one makes the intent unreadable only if it addresses this box. */
 export const IntentRecord = Type.Object(
   {
     id: Type.String({
@@ -134,13 +127,7 @@ export const LegState = Type.Object(
 )
 export type LegState = Static<typeof LegState>
 
-/**
- * A key that may be any string. A row another program wrote can carry a
- * host with a newline in it; TypeBox's plain string key is the pattern
- * `^.*$`, whose `.` stops at a newline, and the response serializer drops
- * every key its pattern does not match: the row would vanish from the
- * report instead of reading `foreign`.
- */
+/** Any string: the serializer drops keys that miss the default `^.*$`, so a host with a newline would vanish. */
 const ANY_KEY = Type.String({ pattern: '^[\\s\\S]*$' })
 
 export const RowReport = Type.Object(
@@ -154,7 +141,7 @@ export const RowReport = Type.Object(
 )
 export type RowReport = Static<typeof RowReport>
 
-/** The status report, design §6.2. */
+/** design §6.2 */
 export const LayoutReport = Type.Object(
   {
     box: Type.String({ description: "The box's label." }),
