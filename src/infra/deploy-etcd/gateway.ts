@@ -117,6 +117,10 @@ export class EtcdGateway {
   /** Failed, not answered since: asked after every other. */
   readonly #silent = new Set<number>()
   readonly credentials: EtcdCredentials
+  /** The probe under way to each member, which every stream on it shares. */
+  readonly #probing = new Map<Endpoint, Promise<void>>()
+  /** When each member last answered a probe (performance.now()). */
+  readonly #probedAt = new Map<Endpoint, number>()
 
   constructor(urls: readonly string[], opts: GatewayOptions = {}) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS
@@ -335,18 +339,47 @@ export class EtcdGateway {
     })
   }
 
-  /** A cheap linearizable read within ms: the watch's check on a quiet member. */
-  async probe(ep: Endpoint, signal: AbortSignal, ms: number, key = '/'): Promise<void> {
-    const { headers } = await this.headers(signal)
-    const res = await ep.pool.request({
-      method: 'POST',
-      path: `${ep.base}/v3/kv/range`,
-      headers,
-      body: JSON.stringify({ key: b64(key), count_only: true }),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(ms)]),
+  /**
+   * A cheap linearizable read within ms: the watch's check on a quiet member. A box's streams on one member
+   * share it: one probe at a time per member, and an answer stands for a third of ms. Every quiet stream of
+   * every box asks one each third of its silence bound, so unshared, a fleet's idle watches alone would be
+   * a steady load of reads through etcd's leader.
+   */
+  probe(ep: Endpoint, signal: AbortSignal, ms: number, key = '/'): Promise<void> {
+    const answeredAt = this.#probedAt.get(ep)
+    if (answeredAt !== undefined && performance.now() - answeredAt < ms / 3) return Promise.resolve()
+    let probing = this.#probing.get(ep)
+    if (probing === undefined) {
+      probing = this.#probeNow(ep, ms, key)
+        .then(() => void this.#probedAt.set(ep, performance.now()))
+        .finally(() => this.#probing.delete(ep))
+      this.#probing.set(ep, probing)
+    }
+    if (signal.aborted) return Promise.reject(signal.reason as Error)
+    const shared = probing
+    return new Promise((resolve, reject) => {
+      const onAbort = () => reject(signal.reason as Error)
+      signal.addEventListener('abort', onAbort, { once: true })
+      shared.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
     })
-    const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
-    if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode}: ${gatewayMessage(text)}`)
+  }
+
+  async #probeNow(ep: Endpoint, ms: number, key: string): Promise<void> {
+    const { signal, done } = this.#attempt(this.#closing.signal, ms)
+    try {
+      const { headers } = await this.headers(signal)
+      const res = await ep.pool.request({
+        method: 'POST',
+        path: `${ep.base}/v3/kv/range`,
+        headers,
+        body: JSON.stringify({ key: b64(key), count_only: true }),
+        signal,
+      })
+      const text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+      if (res.statusCode !== 200) throw new Error(`answered HTTP ${res.statusCode}: ${gatewayMessage(text)}`)
+    } finally {
+      done()
+    }
   }
 
   /**

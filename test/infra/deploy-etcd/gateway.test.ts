@@ -3,11 +3,14 @@
 // endpoint, the request bound against a stopped member, and a member cut
 // off from its quorum refusing at once (the require-leader header), for
 // reads and for the watch; an endpoint silent at its first call given up
-// after the dial bound and asked last after.
+// after the dial bound and asked last after; a box's streams on one member
+// sharing one probe.
 import assert from 'node:assert/strict'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import { loadLayoutIntent } from '../../../src/domain/intent.js'
-import { REQUEST_TIMEOUT_MS } from '../../../src/infra/deploy-etcd/gateway.js'
+import { EtcdGateway, REQUEST_TIMEOUT_MS } from '../../../src/infra/deploy-etcd/gateway.js'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
 import { freePort } from '../../helpers/agent-process.js'
 import { EtcdServer } from '../../helpers/etcd.js'
@@ -124,4 +127,31 @@ void test('a member cut off from its quorum answers no old intent: reads and the
   const landed = c.next('a record after the quorum came back')
   await store.record(rec('20261130T080102.124Z-bbbbbb'), live())
   await landed
+})
+
+void test("a box's quiet streams on one member share one probe, and its answer stands a while", async (t) => {
+  let ranges = 0
+  const server = http.createServer((req, res) => {
+    if (req.url === '/v3/kv/range') ranges++
+    req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"count":"0"}'))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => server.close())
+  const { port } = server.address() as AddressInfo
+  const gateway = new EtcdGateway([`http://127.0.0.1:${port}`])
+  t.after(() => gateway.close())
+  const ep = gateway.endpoints[0]
+  assert.ok(ep !== undefined)
+
+  // Two streams' probes at once, one of whose streams ends meanwhile: one request, the other still answered.
+  const gone = new AbortController()
+  const both = Promise.allSettled([gateway.probe(ep, live(), 60_000, '/a/'), gateway.probe(ep, gone.signal, 60_000)])
+  gone.abort(new Error('the stream ended'))
+  const [kept, ended] = await both
+  assert.equal(kept.status, 'fulfilled')
+  assert.equal(ended.status, 'rejected')
+  assert.equal(ranges, 1)
+  // Asked again within a third of the bound: the answer stands.
+  await gateway.probe(ep, live(), 60_000, '/b/')
+  assert.equal(ranges, 1)
 })
