@@ -112,6 +112,11 @@ export async function runSimFleet(o: SimFleetBenchOptions) {
     // A phase that did not complete is said, with what was measured before it.
     out.incomplete = err instanceof Error ? err.message : String(err)
     out.boxesConvergedSoFar = fleet.moves.length
+    const moved = new Set(fleet.moves.map((m) => m.box))
+    out.notMoved = fleet.boxes
+      .filter((b) => !moved.has(b.box))
+      .slice(0, 10)
+      .map((b) => ({ box: b.box, ...b.progress }))
   }
   try {
     out.leaseKeepAliveNote = 'etcd_debugging_lease_renewed_total over a quiet 30 s window, summed over the members'

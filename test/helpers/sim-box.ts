@@ -151,6 +151,20 @@ export class SimBox {
     return this.#o.box
   }
 
+  /** Where its leg is, for a bench that says why a box has not converged. */
+  get progress(): Record<string, unknown> {
+    return {
+      mode: this.#mode,
+      intent: this.#intent,
+      running: this.#running,
+      pending: this.#pending,
+      runs: this.runs,
+      failuresInARow: this.#failures,
+      errors: this.errors,
+      unreadable: this.unreadable,
+    }
+  }
+
   /** Where the box is now, for a box started again in its place. */
   get state(): SimBoxState {
     return {
