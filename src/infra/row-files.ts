@@ -1,22 +1,44 @@
-// A look at a row's files for a wake (design §6.1): two lstats on libuv's pool, never following a symlink;
+// A look at a row's files for a wake (design §6.1): two lstats, never following a symlink;
 // src/domain/row-files.ts judges them.
-import fs from 'node:fs/promises'
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
 import type { FilesLook, FilesTarget, Found } from '../domain/row-files.js'
+import { Slicer } from './pass/sliced-fs.js'
 
-async function found(p: string): Promise<{ found: Found; error: string }> {
+interface Seen {
+  found: Found
+  error: string
+}
+
+function kindOf(st: fs.Stats): Found {
+  return st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'dir' : 'not_dir'
+}
+
+function failed(err: unknown): Seen {
+  const code = (err as NodeJS.ErrnoException).code ?? 'error'
+  // ENOTDIR: a file in the path, so nothing is there.
+  if (code === 'ENOENT' || code === 'ENOTDIR') return { found: 'absent', error: '' }
+  return { found: 'error', error: code }
+}
+
+async function found(p: string): Promise<Seen> {
   try {
-    const st = await fs.lstat(p)
-    return { found: st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'dir' : 'not_dir', error: '' }
+    return { found: kindOf(await fsp.lstat(p)), error: '' }
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error'
-    // ENOTDIR: a file in the path, so nothing is there.
-    if (code === 'ENOENT' || code === 'ENOTDIR') return { found: 'absent', error: '' }
-    return { found: 'error', error: code }
+    return failed(err)
   }
 }
 
-export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
-  const [at, elsewhere] = await Promise.all([found(target.dir), found(target.other)])
+function foundNow(p: string): Seen {
+  try {
+    const st = fs.lstatSync(p, { throwIfNoEntry: false })
+    return st === undefined ? { found: 'absent', error: '' } : { found: kindOf(st), error: '' }
+  } catch (err) {
+    return failed(err)
+  }
+}
+
+function lookOf(target: FilesTarget, at: Seen, elsewhere: Seen): FilesLook {
   return {
     dir: target.dir,
     other: target.other,
@@ -26,13 +48,21 @@ export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
   }
 }
 
-/** A look that throws is a look that failed. */
-export async function lookAtAll(targets: readonly FilesTarget[], limit = 32): Promise<FilesLook[]> {
+/** One row's look, on libuv's pool: a wake's, beside requests. */
+export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
+  const [at, elsewhere] = await Promise.all([found(target.dir), found(target.other)])
+  return lookOf(target, at, elsewhere)
+}
+
+/**
+ * Every row's look, made synchronously in the pass's short slices (design §3.3): on cached directories two
+ * lstats cost less than their pool round trips, and an absent path costs no exception.
+ */
+export async function lookAtAll(targets: readonly FilesTarget[], slicer = new Slicer()): Promise<FilesLook[]> {
   const out = new Array<FilesLook>(targets.length)
-  let next = 0
-  const worker = async (): Promise<void> => {
-    for (let i = next++; i < targets.length; i = next++) out[i] = await lookAtFiles(targets[i] as FilesTarget)
+  for (const [i, target] of targets.entries()) {
+    out[i] = lookOf(target, foundNow(target.dir), foundNow(target.other))
+    await slicer.pause()
   }
-  await Promise.all(Array.from({ length: Math.min(limit, targets.length) }, worker))
   return out
 }
