@@ -58,6 +58,17 @@ void test('a box whose leg could not read the intent does not free its lane (see
   assert.deepEqual(r.violations, [])
 })
 
+void test('a box gone with a retry unanswered fails its wave as gone (seeds 14455, 77842)', async () => {
+  // The check read a box as done once it had written its progress, retries aside: box0003 ended wave 2 with a
+  // row deferred for its grace, was killed, was asked to retry, and its lease lapsed; the agents paused the
+  // wave on it as gone (design §7.6) and the check took the verdict for one on the deferred row
+  // (awake-fails-wave).
+  for (const seed of [14455, 77842]) {
+    const r = await runSeed({ seed, boxes: 4 })
+    assert.deepEqual(r.violations, [], `seed ${seed}`)
+  }
+})
+
 void test('one seed is one history: the same seed replays step for step', async () => {
   const runs: string[][] = []
   for (let i = 0; i < 2; i++) {

@@ -417,13 +417,13 @@ class World {
    */
   #judgeFailure(r: RolloutRecord, since: number): void {
     const boxes = (r.waves[r.wave] ?? []).filter((b) => !isSkipped(r, b))
-    // Gone as the agents judge it: not done, and no live summary (dead, or its lease lapsed), or one put
-    // since the record the verdict was judged on (the box came back after the agent read the live set).
+    // Gone as the agents judge it: not done (a retry asked and unanswered is not done, design §7.6), and no
+    // live summary (dead, or its lease lapsed), or one put since the record the verdict was judged on (the box
+    // came back after the agent read the live set).
     const gone = boxes.filter((b) => {
       const live = this.model.get(`/carlos/layout/boxes/${b}`)
       return (
-        this.model.get(this.#doneKey(r.id, r.wave, b)) === undefined &&
-        (this.agents.get(b)?.dead !== false || live === undefined || live.create > since)
+        !this.#done(r, r.wave, b) && (this.agents.get(b)?.dead !== false || live === undefined || live.create > since)
       )
     })
     // Rows not where the rollout wants them, deferred ones aside: a hold cleared counts until the box's leg
