@@ -192,7 +192,7 @@ export class RolloutFollower {
     return place !== undefined && place.wave === r.wave
   }
 
-  /** Starts once the box before it in the wave is done, gone or skipped. */
+  /** Starts once the box before it in the wave is done, skipped or gone unstarted, and its lane's holder done. */
   async #maybeStart(s: StoredRollout, wave: number): Promise<void> {
     const { port, box, logger } = this.#o
     const pred = predecessorOf(s.record, box)
@@ -201,13 +201,11 @@ export class RolloutFollower {
       const free = (await port.hasFinished(s.record.id, pred, wave, signal)) || !(await port.isLive(pred, signal))
       if (!free) return
     }
-    // The start compares on the lane's last holder, which must be done or gone: no lane is shared.
+    // The start compares on the lane's last holder, which must be done or skipped: no lane is shared. Its
+    // leaving frees nothing, since it started: a lapsed lease proves no stop (design §7.6).
     const lane = await port.laneHolder(s.record.id, wave, laneOf(s.record, box) ?? 0, this.#signal())
     if (lane.box !== null && lane.box !== box && !isSkipped(s.record, lane.box)) {
-      const signal = this.#signal()
-      const held =
-        !(await port.hasFinished(s.record.id, lane.box, wave, signal)) && (await port.isLive(lane.box, signal))
-      if (held) return
+      if (!(await port.hasFinished(s.record.id, lane.box, wave, this.#signal()))) return
     }
     if (!(await port.start(s, box, wave, this.#signal(), lane))) return
     this.#started.add(s.record.id)

@@ -217,14 +217,18 @@ export function isDone(r: Pick<RolloutRecord, 'retries'>, box: string, p: BoxPro
   return p?.done === true && !retryPending(r, box, p)
 }
 
-/** A lane moves past a box done, gone (it moves nothing) or skipped. */
+/**
+ * A lane moves past a box done, skipped, or gone before it started (it moves nothing). A started box that left
+ * keeps its lane: a lapsed lease proves no stop, and it may be moving still or come back on the rollout's intent.
+ */
 function laneFree(
   r: RolloutRecord,
   box: string,
   progress: ReadonlyMap<string, BoxProgress>,
   live: ReadonlySet<string>,
 ): boolean {
-  return progress.get(box)?.done === true || !live.has(box) || isSkipped(r, box)
+  const p = progress.get(box)
+  return p?.done === true || isSkipped(r, box) || (p === undefined && !live.has(box))
 }
 
 export function mayStart(

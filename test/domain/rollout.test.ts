@@ -101,10 +101,16 @@ void describe('mayStart: the open wave only, never more than maxParallel moving'
     assert.equal(mayStart(r, 'd', p, live), true)
   })
 
-  void it('passes a lane on past a box that left the fleet, and starts no box twice', () => {
+  void it('passes a lane on past a box that left the fleet unstarted, and starts no box twice', () => {
     const r = rollout({ wave: 1 })
-    assert.equal(mayStart(r, 'd', new Map([['b', moving]]), new Set(['c', 'd'])), true)
+    assert.equal(mayStart(r, 'd', new Map(), new Set(['c', 'd'])), true)
     assert.equal(mayStart(r, 'b', new Map([['b', moving]]), live), false)
+  })
+
+  void it('keeps a lane for a started box that left: it may be moving still, or come back', () => {
+    const r = rollout({ wave: 1 })
+    assert.equal(mayStart(r, 'd', new Map([['b', moving]]), new Set(['c', 'd'])), false)
+    assert.equal(mayStart(r, 'd', new Map([['b', done()]]), new Set(['c', 'd'])), true)
   })
 
   void it('starts nothing while paused', () => {

@@ -33,6 +33,21 @@ void test('a box that comes back after its lane moved on waits for it (seed 452)
   assert.equal(r.outcome, 'done')
 })
 
+void test('a started box that was killed keeps its lane until it is done (seed 11134)', async () => {
+  // Before a started box that left kept its lane, box0001 started in wave 2, was killed, its lease lapsed and
+  // box0002 took the lane; box0001 came back on the rollout's intent and both moved with --max-parallel 1
+  // (over-max-parallel).
+  const r = await runSeed({ seed: 11134, boxes: 4 })
+  assert.deepEqual(r.violations, [])
+})
+
+void test('a started box whose lease lapsed mid-pass keeps its lane (seed 49127)', async () => {
+  // Before, box0000's lease lapsed on a noisy network while it moved; read as gone, box0003 took its lane and
+  // moved beside it with --max-parallel 1 (over-max-parallel).
+  const r = await runSeed({ seed: 49127, boxes: 4 })
+  assert.deepEqual(r.violations, [])
+})
+
 void test('an awake tenant no longer fails a wave with --max-failed-rows 0 (seed 3)', async () => {
   // Before deferred rows were told apart from failed ones, box0004 ended wave 1 with a row deferred for its
   // grace, wrote `failedRows: 1`, and the wave paused (awake-fails-wave, then stale-verdict).
