@@ -31,6 +31,9 @@ import { FileLooks } from './file-looks.js'
 import { ReportView, type ReportPass } from '../report/report-view.js'
 import { WakeDesk } from './wake-desk.js'
 
+/** A retry's run is awaited this long at most; past it, the summary's next run answers the retry. */
+const RUN_AGAIN_WAIT_MS = 60 * 60_000
+
 export class Agent implements AgentApi {
   #phase: Phase = 'starting'
   readonly #parts: AgentParts
@@ -258,9 +261,13 @@ export class Agent implements AgentApi {
     if (this.#phase === 'ready') this.#leg.kick()
   }
 
-  /** A rollout's `retry` of this box (design §7.6): a serial move, once ready. */
-  runAgain(): void {
-    if (this.#phase === 'ready') this.#leg.kick()
+  /**
+   * A rollout's `retry` of this box (design §7.6): a serial move, once ready; the end of the run it made,
+   * so the follower need not tell it from the run before by its time. Not ready, the start-up run answers.
+   */
+  runAgain(): Promise<string | null> | undefined {
+    if (this.#phase !== 'ready') return undefined
+    return this.#leg.kickAndWait(RUN_AGAIN_WAIT_MS).then((run) => run?.finishedAt ?? null)
   }
 
   #recordIntentMetrics(intent: ReportMode, defaultApplied: boolean): void {

@@ -37,15 +37,24 @@ export interface RolloutFollowerOptions {
   evaluateMs?: number
   onState?: (r: RolloutRecord | undefined) => void
   requestTimeoutMs?: number
-  /** For an operator's `retry`; absent, the intent is read again instead. */
-  kickLeg?: () => void
+  /**
+   * For an operator's `retry`; absent, the intent is read again instead. It may resolve with the end
+   * (`finishedAt`) of the first run that started after it, or null when it cannot say.
+   */
+  kickLeg?: () => void | Promise<string | null>
 }
 
 interface Kept {
   written: string | undefined
   answered: number
-  /** How many retries were asked, and the summary's last run at the kick. */
-  kicked?: { asked: number; lastRunAt: string | null }
+  /** How many retries were asked, the summary's last run at the kick, and the end of the run it made. */
+  kicked?: Kicked
+}
+
+interface Kicked {
+  asked: number
+  lastRunAt: string | null
+  ranAt?: string
 }
 
 export class RolloutFollower {
@@ -248,23 +257,38 @@ export class RolloutFollower {
     if (asked <= kept.answered || isFinal(r)) return true
     if (kept.kicked?.asked !== asked) {
       kept.kicked = { asked, lastRunAt }
-      this.#retry(r, asked)
+      this.#retry(r, asked, kept.kicked)
       if (this.#o.kickLeg !== undefined) return false
     }
-    // Its run has not ended: the summary names the run before the retry.
-    if (this.#o.kickLeg !== undefined && lastRunAt === kept.kicked?.lastRunAt) return false
+    // Its run has not ended: the summary names the run before the retry. Two runs may end in the same
+    // millisecond, the second moving nothing and its summary not new: the leg's word on its run settles it.
+    const before = lastRunAt === kept.kicked?.lastRunAt && lastRunAt !== kept.kicked?.ranAt
+    if (this.#o.kickLeg !== undefined && before) return false
     kept.answered = asked
     kept.kicked = undefined
     return true
   }
 
-  #retry(r: RolloutRecord, asked: number): void {
+  #retry(r: RolloutRecord, asked: number, kicked: Kicked): void {
     this.#o.logger.info(
       { box: this.#o.box, rollout: r.id, retry: asked },
       `rollout: box ${this.#o.box} runs again on rollout ${r.id} (retry ${asked})`,
     )
-    if (this.#o.kickLeg !== undefined) this.#o.kickLeg()
-    else for (const l of this.#listeners) l()
+    if (this.#o.kickLeg === undefined) {
+      for (const l of this.#listeners) l()
+      return
+    }
+    const ran = this.#o.kickLeg()
+    if (ran === undefined) return
+    void ran.then(
+      (at) => {
+        if (at === null) return
+        kicked.ranAt = at
+        this.kick()
+      },
+      // Unsaid, the summary's next run answers it.
+      () => undefined,
+    )
   }
 
   /**

@@ -70,7 +70,7 @@ export class RolloutAwareStore implements DeployStore {
       clock: Clock
       logger: Logger
       onState?: (r: RolloutRecord | undefined) => void
-      kickLeg?: () => void
+      kickLeg?: () => void | Promise<string | null>
       /** Progress this box wrote, once it landed (the rollout gauges). */
       onProgress?: (id: string, report: BoxReport) => void
     },

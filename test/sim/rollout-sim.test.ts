@@ -84,6 +84,19 @@ void test('a box gone with a retry unanswered fails its wave as gone (seeds 1445
   }
 })
 
+void test('a retry answered by a run that ends in the same millisecond counts (seeds 3064, 3736)', async () => {
+  // The follower took a retry as answered only once the summary named a later run than at its kick. The run
+  // it kicked moved nothing and ended in the millisecond of the run before, so the summary was not new: the
+  // box never wrote its progress again, the resume re-judged the held row it had before the fix and paused
+  // again (stale-verdict, fixed-rollout-not-done). 3064: a box retried while dead, back after the fix;
+  // 3736: a live box retried after the fix.
+  for (const seed of [3064, 3736]) {
+    const r = await runSeed({ seed, boxes: 4 })
+    assert.deepEqual(r.violations, [], `seed ${seed}`)
+    assert.equal(r.outcome, 'done', `seed ${seed}`)
+  }
+})
+
 void test('one seed is one history: the same seed replays step for step', async () => {
   const runs: string[][] = []
   for (let i = 0; i < 2; i++) {

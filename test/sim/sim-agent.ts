@@ -115,6 +115,9 @@ export class SimAgent {
   /** The last run could not read the intent. */
   #unreadable = false
   #retryAt: number | undefined
+  /** Runs started; a waiter is answered by the first run started after it asked. */
+  #runs = 0
+  readonly #waiters: Array<{ after: number; resolve: (at: string | null) => void }> = []
 
   constructor(o: SimAgentOptions) {
     this.#o = o
@@ -142,7 +145,7 @@ export class SimAgent {
       box: o.disk.box,
       clock: this.clock,
       logger: quiet,
-      kickLeg: () => this.kick(),
+      kickLeg: () => this.runAgain(),
     })
     this.#publisher = new BoxPublisher({
       config: { activatorUrl: '' },
@@ -215,10 +218,15 @@ export class SimAgent {
       return
     }
     this.#running = true
+    const n = ++this.#runs
+    let ended: string | null = null
     this.#changed()
     void this.#run()
       .then(
-        () => (this.#failures = 0),
+        () => {
+          this.#failures = 0
+          ended = new Date(this.#lastRunAt).toISOString()
+        },
         () => {
           // The intent could not be read: the report says unreadable, and the leg backs off and tries
           // again (1 s to 30 s, jittered), as the agent's leg does (domain/leg-run.ts).
@@ -231,11 +239,23 @@ export class SimAgent {
       .finally(() => {
         this.#running = false
         this.#changed()
+        for (const w of this.#waiters.filter((x) => x.after < n)) {
+          this.#waiters.splice(this.#waiters.indexOf(w), 1)
+          w.resolve(ended)
+        }
         if (this.#pending) {
           this.#pending = false
           this.kick()
         }
       })
+  }
+
+  /** As the agent's runAgain: the leg runs, and the end of the first run started after this is told. */
+  runAgain(): Promise<string | null> {
+    const after = this.#runs
+    const ended = new Promise<string | null>((resolve) => this.#waiters.push({ after, resolve }))
+    this.kick()
+    return ended
   }
 
   #retryIn(ms: number): void {
