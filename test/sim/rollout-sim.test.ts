@@ -97,6 +97,17 @@ void test('a retry answered by a run that ends in the same millisecond counts (s
   }
 })
 
+void test('a box whose lease lapsed puts its summary again on its new lease (seeds 72342, 77930)', async () => {
+  // Its lease lapsed on a noisy network; it took its label again on a new lease, but the summary's put was
+  // refused and the renewals only kept the new lease alive: the summary never came back, and after the fix
+  // the resume paused the rollout on the box as gone (fixed-rollout-not-done).
+  for (const seed of [72342, 77930]) {
+    const r = await runSeed({ seed, boxes: 4 })
+    assert.deepEqual(r.violations, [], `seed ${seed}`)
+    assert.equal(r.outcome, 'done', `seed ${seed}`)
+  }
+})
+
 void test('one seed is one history: the same seed replays step for step', async () => {
   const runs: string[][] = []
   for (let i = 0; i < 2; i++) {

@@ -179,6 +179,8 @@ export class EtcdBoxes {
   }
 
   async #renewLease(signal: AbortSignal): Promise<void> {
+    // The summary went with the last lease: until it is put on this one, each renewal puts it again.
+    this.#written = false
     await this.#grantOnce(signal)
     const label = this.#label
     if (label === undefined) return
