@@ -225,21 +225,21 @@ export class RolloutFollower {
     for (const l of this.#listeners) l()
   }
 
-  /** Once the pass on the rollout's intent ended, and whenever it changes. */
-  async #keepProgress(s: StoredRollout, wave: number): Promise<void> {
+  /** Once the pass on the rollout's intent ended, and whenever it changes; true when it wrote. */
+  async #keepProgress(s: StoredRollout, wave: number): Promise<boolean> {
     const sum = this.#summary
     const r = s.record
-    if (sum === undefined || !passEnded(sum, r.id)) return
+    if (sum === undefined || !passEnded(sum, r.id)) return false
     const kept = this.#finished.get(r.id) ?? { written: undefined, answered: 0 }
     this.#finished.set(r.id, kept)
-    if (!this.#retryAnswered(r, kept, sum.leg.lastRunAt)) return
+    if (!this.#retryAnswered(r, kept, sum.leg.lastRunAt)) return false
     const rows = Object.values(sum.counts).reduce((a, b) => a + b, 0)
     const deferredRows = sum.leg.withheld?.deferred ?? 0
     // Rows waiting out their tenant's wake grace are not failed (design §7.6).
     const failedRows = Math.max(0, rows - (sum.counts[r.mode] ?? 0) - deferredRows)
     const report: BoxReport = { failedRows, deferredRows, retried: kept.answered }
     const said = JSON.stringify(report)
-    if (said === kept.written) return
+    if (said === kept.written) return false
     await this.#o.port.putProgress(r.id, this.#o.box, wave, report, this.#signal())
     const first = kept.written === undefined
     kept.written = said
@@ -249,6 +249,7 @@ export class RolloutFollower {
       `rollout: box ${this.#o.box} ${first ? 'is done' : 'updates its progress'} in wave ${wave + 1} of rollout ` +
         `${r.id} (${failedRows} rows not ${r.mode}, ${deferredRows} deferred)`,
     )
+    return true
   }
 
   /** Every retry asked was answered by a run that ended after it; an unrun one runs now. */
@@ -307,6 +308,18 @@ export class RolloutFollower {
     return true
   }
 
+  /**
+   * A wave is judged on what its boxes say now: this box's pass that ended while the judge's reads were out is
+   * written first, and the next look judges on it (design §7.6).
+   */
+  async #ownProgressMoved(s: StoredRollout): Promise<boolean> {
+    const r = s.record
+    if (placeOf(r, this.#o.box)?.wave !== r.wave || !this.#started.has(r.id)) return false
+    if (!(await this.#keepProgress(s, r.wave))) return false
+    this.kick()
+    return true
+  }
+
   /** By compare-and-swap, so one agent's change lands. */
   async #evaluate(s: StoredRollout): Promise<void> {
     const { port, clock, logger, box } = this.#o
@@ -317,6 +330,7 @@ export class RolloutFollower {
     const guard = (placeOf(r, box)?.index ?? WARDENS) < WARDENS
     if (!deadlinePassed(r, now) && !guard && (await port.doneCount(r.id, r.wave, signal)) < size) return
     const [progress, live] = await Promise.all([port.progress(r.id, r.wave, signal), port.liveBoxes(signal)])
+    if (await this.#ownProgressMoved(s)) return
     const next = advance(r, waveVerdict(r, progress, live), now)
     if (next === null) return
     const intent = next.state === 'done' ? finalIntent(next) : undefined

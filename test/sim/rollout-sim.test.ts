@@ -108,6 +108,15 @@ void test('a box whose lease lapsed puts its summary again on its new lease (see
   }
 })
 
+void test("a box's pass that ends while it judges its wave is written before the verdict (seed 41005)", async () => {
+  // Before, box0000 wrote a held row as failed, judged its wave on reads a noisy network held back, and its
+  // next pass, after the fix, moved the row meanwhile: the wave paused on the end it had written before
+  // (stale-verdict), its new progress written just after.
+  const r = await runSeed({ seed: 41005, boxes: 4 })
+  assert.deepEqual(r.violations, [])
+  assert.equal(r.outcome, 'done')
+})
+
 void test('one seed is one history: the same seed replays step for step', async () => {
   const runs: string[][] = []
   for (let i = 0; i < 2; i++) {
