@@ -6,7 +6,6 @@
 // Two tenants share each batch: the subject (first in row order) and a
 // bystander, so a crash in the middle of a batch is covered too.
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
@@ -21,6 +20,7 @@ import { Registry } from '../../src/infra/registry.js'
 import { SqliteClaimStore } from '../../src/infra/wake-claims.js'
 import { AgentProcess, recordIntent, sandboxToken, type Exit } from '../helpers/agent-process.js'
 import { tmpDir } from '../helpers/tmp.js'
+import { blackhole } from '../infra/deploy-etcd/fixtures.js'
 
 const other = (m: Mode): Mode => (m === 'nested' ? 'flat' : 'nested')
 
@@ -286,13 +286,11 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     const s = await setup(t, 'nested')
     const { w, subject } = s
     await crashed(await start(s, { failpoint: `after-rename:${subject}` }))
-    // Start-up reads the intent because a journal is there. A FIFO among the
-    // records holds that read (open(2) waits for a writer), and with it the
-    // agent in its recovering phase, for as long as the test looks.
-    const fifo = path.join(w.sb.deployDir, 'layout', 'intents', '99991231T235959.999Z-ffffff.json')
-    const made = spawnSync('mkfifo', [fifo])
-    assert.equal(made.status, 0, `mkfifo: ${String(made.stderr)}`)
-    const agent = await start(s)
+    // Start-up reads the intent because a journal is there. A deploy store that accepts connections and
+    // never answers holds that read to its bound (a dial, then the request's), and with it the agent in its
+    // recovering phase while the test looks.
+    const silent = await blackhole(t)
+    const agent = await start(s, { env: { CARLOS_DEPLOYMENT_ETCD: silent.url } })
     await agent.waitFor(
       'the recovering phase',
       async () => ((await agent.readiness()).phase === 'recovering' ? true : undefined),
@@ -300,7 +298,7 @@ void describe('a crash at each step of a move finishes exactly after a restart',
     )
     const report = await agent.status()
     assert.equal(await agent.ready(), false, 'not ready while recovering')
-    // SIGKILL ends the agent's wait on the FIFO; nothing ever writes to it.
+    assert.ok(silent.requests() > 0, 'the intent was asked of the silent store')
     await agent.kill()
     const row = report.rows[subject]
     assert.equal(
