@@ -66,6 +66,9 @@ function shownName(name: Buffer): string {
   return Buffer.from(text, 'utf8').equals(name) ? JSON.stringify(text) : `bytes:${name.toString('hex')}`
 }
 
+/** The temporary name the agent mints a tenant's instance key under (src/infra/instance-keys.ts). */
+const KEY_TEMP_NAME = '.instance.env.tmp'
+
 /**
  * The tree at dir as sorted lines `relpath type mode content`, where content
  * is a sha256 of a file's bytes or a symlink's target. Never follows a
@@ -75,7 +78,9 @@ function shownName(name: Buffer): string {
 export function treeLines(dir: string): string[] {
   const lines: string[] = []
   const walk = (abs: Buffer, rel: string): void => {
-    const st = fs.lstatSync(abs)
+    const st = fs.lstatSync(abs, { throwIfNoEntry: rel !== KEY_TEMP_NAME })
+    // The agent's instance key being minted: renamed to its final name between the listing and the look.
+    if (st === undefined) return
     const mode = (st.mode & 0o7777).toString(8)
     if (st.isSymbolicLink()) {
       lines.push(`${rel} link ${mode} ${fs.readlinkSync(abs, { encoding: 'buffer' }).toString('hex')}`)
