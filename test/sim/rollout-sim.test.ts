@@ -117,6 +117,15 @@ void test("a box's pass that ends while it judges its wave is written before the
   assert.equal(r.outcome, 'done')
 })
 
+void test('a label whose lease lapsed before its claim was answered is taken on a new lease (seed 4071)', async () => {
+  // Before, box0001's label txn landed but its answer was lost; no keep-alive runs while a label is unclaimed,
+  // so that lease lapsed, and every later claim was refused on it (requested lease not found): the box never
+  // came back to boxes/, its follower never heard its fixed pass, and the resume paused on its old end.
+  const r = await runSeed({ seed: 4071, boxes: 4 })
+  assert.deepEqual(r.violations, [])
+  assert.equal(r.outcome, 'done')
+})
+
 void test('one seed is one history: the same seed replays step for step', async () => {
   const runs: string[][] = []
   for (let i = 0; i < 2; i++) {

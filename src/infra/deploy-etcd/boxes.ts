@@ -109,7 +109,7 @@ export class EtcdBoxes {
     const label = this.#label
     if (label === undefined) return undefined
     const { key, holderKey, value } = label
-    const txn = {
+    const txn = () => ({
       compare: [{ key, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
       success: [
         { request_range: { key: holderKey } },
@@ -117,8 +117,15 @@ export class EtcdBoxes {
         { request_put: { key: holderKey, value } },
       ],
       failure: [{ request_range: { key } }],
-    }
-    const { value: res } = await this.#o.gateway.call('/v3/kv/txn', txn, TxnResponse, signal)
+    })
+    const call = () => this.#o.gateway.call('/v3/kv/txn', txn(), TxnResponse, signal)
+    const { value: res } = await call().catch(async (err: unknown) => {
+      if (!leaseNotFound(err)) throw err
+      // No keep-alive runs while the label is unclaimed, so its lease may lapse meanwhile: take it on a new one.
+      this.#written = false
+      await this.#grantOnce(signal)
+      return call()
+    })
     const found = res.responses?.[0]?.response_range?.kvs?.[0]?.value
     if (res.succeeded !== true) {
       // A retried txn that landed finds its own value.
@@ -149,7 +156,7 @@ export class EtcdBoxes {
     try {
       await this.#guardedPut(v, signal)
     } catch (err) {
-      if (!/requested lease not found/i.test(errorMessage(err))) throw err
+      if (!leaseNotFound(err)) throw err
       await this.#renewLease(signal)
       await this.#guardedPut(v, signal)
     }
@@ -441,4 +448,9 @@ function parseHolder(b64value: string | undefined): LabelHolder | undefined {
 /** `pid 4242 on host web-01, data root /var/lib/layoutd, since 2026-…`. */
 export function describeHolder(h: LabelHolder): string {
   return `pid ${h.pid} on host ${h.host}, data root ${h.dataRoot}, since ${h.since}`
+}
+
+/** etcd's answer to a write on a lease it no longer has. */
+function leaseNotFound(err: unknown): boolean {
+  return /requested lease not found/i.test(errorMessage(err))
 }
