@@ -2,7 +2,11 @@
 // 10,000), each beside its baseline measured in the same run, printed as ONE
 // JSON document (`npm run bench`). Progress goes to stderr.
 //
-//   node dist/bench/all.js [--hosts 10000] [--seconds 3] [--journals 1000] [--rounds 3] [--dir D] [--keep]
+//   node dist/bench/all.js [--runs 5] [--hosts 10000] [--seconds 3] [--journals 1000] [--rounds 3] [--dir D] [--keep]
+//
+// With --runs N (5 unless told), N whole runs back to back: each run's
+// document, then every target's figure in each run and their spread
+// (bench/spread.ts); a target is met only where every run met it.
 //
 // In order: the converge's floor (every source walked for hard links by
 // `find -P … -type f -links +1`, and the group-committed renames of
@@ -60,6 +64,7 @@ import {
   threadCpu,
 } from './ready-during-converge.js'
 import { memory, reportArgs } from './memory.js'
+import { spreadOf, type RunDoc } from './spread.js'
 import { scheduleThisLoop, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
@@ -553,6 +558,7 @@ async function main(): Promise<number> {
       seconds: { type: 'string', default: '3' },
       journals: { type: 'string', default: '1000' },
       rounds: { type: 'string', default: '3' },
+      runs: { type: 'string', default: '5' },
       idle: { type: 'string', default: '60' },
       env: { type: 'string', multiple: true, default: [] },
       'converge-only': { type: 'boolean', default: false },
@@ -560,30 +566,44 @@ async function main(): Promise<number> {
       keep: { type: 'boolean', default: false },
     },
   })
-  const [hosts, seconds, journals, rounds, idle] = [
+  const [hosts, seconds, journals, rounds, runs, idle] = [
     Number(values.hosts),
     Number(values.seconds),
     Number(values.journals),
     Number(values.rounds),
+    Number(values.runs),
     Number(values.idle),
   ]
   const env = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
   if (
-    ![hosts, seconds, journals, rounds].every((x) => Number.isInteger(x) && x > 0) ||
+    ![hosts, seconds, journals, rounds, runs].every((x) => Number.isInteger(x) && x > 0) ||
     !(Number.isInteger(idle) && idle >= 0) ||
     values.env.some((kv) => !/^[A-Z_][A-Z0-9_]*=/.test(kv))
   ) {
     process.stderr.write(
-      'usage: node dist/bench/all.js [--hosts N] [--seconds S] [--journals J] [--rounds R] [--idle S] ' +
+      'usage: node dist/bench/all.js [--runs N] [--hosts N] [--seconds S] [--journals J] [--rounds R] [--idle S] ' +
         '[--env KEY=VALUE]... [--converge-only] [--dir D] [--keep]\n',
     )
     return 2
   }
   const root = values.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'layoutd-bench-all-'))
+  const options = { hosts, seconds, journals, rounds, idle, env, convergeOnly: values['converge-only'] }
   try {
-    process.stdout.write(
-      `${JSON.stringify(await runAll(root, { hosts, seconds, journals, rounds, idle, env, convergeOnly: values['converge-only'] }), null, 2)}\n`,
-    )
+    if (runs === 1) {
+      process.stdout.write(`${JSON.stringify(await runAll(root, options), null, 2)}\n`)
+      return 0
+    }
+    const docs: RunDoc[] = []
+    for (let i = 1; i <= runs; i++) {
+      log(`run ${i} of ${runs}`)
+      const dir = path.join(root, `run-${i}`)
+      fs.mkdirSync(dir)
+      docs.push((await runAll(dir, options)) as RunDoc)
+      if (!values.keep) fs.rmSync(dir, { recursive: true, force: true })
+    }
+    const spread = spreadOf(docs)
+    const missed = Object.keys(spread).filter((name) => spread[name]?.metInEvery === false)
+    process.stdout.write(`${JSON.stringify({ runs: docs, spread, missed }, null, 2)}\n`)
     return 0
   } finally {
     if (!values.keep) fs.rmSync(root, { recursive: true, force: true })
