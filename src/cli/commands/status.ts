@@ -123,6 +123,7 @@ export async function waitReady(
   url: string,
   seconds: number,
   { stdout, stderr }: CommandContext,
+  askMs = READY_ASK_MS,
 ): Promise<number> {
   const deadline = Date.now() + seconds * 1000
   let last = 'no answer yet'
@@ -131,9 +132,9 @@ export async function waitReady(
     const left = deadline - Date.now()
     if (left <= 0) break
     // The last ask is given what is left of the wait, however little.
-    const untilTheEnd = left <= READY_ASK_MS
+    const untilTheEnd = left <= askMs
     try {
-      const r = await client.ready(Math.max(1, Math.min(left, READY_ASK_MS)))
+      const r = await client.ready(Math.max(1, Math.min(left, askMs)))
       if (r.ready) {
         stdout.write(`layoutd at ${url} is ready\n`)
         return 0
