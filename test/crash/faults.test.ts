@@ -222,7 +222,8 @@ void test('the deploy store never answering: the read times out, the report says
   let hang = false
   const wrap = (store: DeployStore): DeployStore =>
     withReads(store, (signal) => (hang ? hangUntilAborted(signal) : store.list(signal)))
-  const f = await faultBox(t, 'nested', {}, { wrapStore: wrap, intentTimeoutMs: 200 })
+  // 5 s, not less: every read but the hung one must beat it on a loaded machine.
+  const f = await faultBox(t, 'nested', {}, { wrapStore: wrap, intentTimeoutMs: 5_000 })
   const runsBefore = f.b.agent.legState().lastRun?.startedAt
   hang = true
   await moveTo(f, 'nested')
