@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import { setImmediate as tick } from 'node:timers/promises'
 import v8 from 'node:v8'
 import vm from 'node:vm'
+import { until } from '../helpers/until.js'
 import { runSeeds } from './pool.js'
 import { PROPERTIES, runSeed, type Property } from './world.js'
 
@@ -163,7 +164,11 @@ void test('a finished seed holds nothing: its world is collected', async () => {
     return new WeakRef(token)
   }
   const ref = await run()
-  await tick()
-  gc()
-  assert.equal(ref.deref(), undefined)
+  // What the seed's end set going (a timer's last turn, a request's abort) may still hold the world for a
+  // few turns on a loaded machine: collected within the bound, or held for good.
+  await until('the world to be collected', async () => {
+    await tick()
+    gc()
+    return ref.deref() === undefined
+  })
 })
