@@ -64,7 +64,9 @@ async function passwordFile(name: string, password: string): Promise<string> {
 function storeWith(t: TestContext, files: EtcdCredentialFiles): EtcdDeployStore {
   const store = new EtcdDeployStore([server().etcd.url], {
     credentials: EtcdCredentials.load(files),
-    requestTimeoutMs: 3000,
+    // A refusal is an answer: the bounds are only for an etcd that says nothing, which none here is.
+    requestTimeoutMs: 10_000,
+    dialTimeoutMs: 10_000,
   })
   t.after(() => store.close())
   return store

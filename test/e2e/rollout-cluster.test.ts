@@ -22,7 +22,9 @@ const PREFIX = `/test/rollout-cluster-${process.pid}/`
 
 void test('a rollout goes on through a killed leader and a stopped member: no wave early, no box twice', async (t) => {
   const cluster = await EtcdCluster.forTest(t)
-  const storeOptions = { prefix: PREFIX, requestTimeoutMs: 3_000, connectTimeoutMs: 1_000, boxTtlMs: 6_000 }
+  // The request bound gives a stopped member up (a live one must answer within it, on a loaded machine too); a
+  // lease outlasts a renewal that waits it out and then asks the next member.
+  const storeOptions = { prefix: PREFIX, requestTimeoutMs: 5_000, connectTimeoutMs: 5_000, boxTtlMs: 15_000 }
   const fleet = new SimFleet({
     endpoints: cluster.endpoints,
     prefix: PREFIX,
@@ -46,7 +48,7 @@ void test('a rollout goes on through a killed leader and a stopped member: no wa
   // The read's bound outlasts the store's request bound, so a stopped member is given up and the next asked.
   const current = async (): Promise<RolloutRecord | undefined> => {
     try {
-      return (await port.active(AbortSignal.timeout(10_000))).current?.record
+      return (await port.active(AbortSignal.timeout(20_000))).current?.record
     } catch {
       return undefined
     }

@@ -17,7 +17,7 @@ async function status(m: EtcdServer): Promise<MaintenanceStatus | undefined> {
     const res = await request(`${m.url}/v3/maintenance/status`, {
       method: 'POST',
       body: '{}',
-      signal: AbortSignal.timeout(1000),
+      signal: AbortSignal.timeout(5_000),
     })
     if (res.statusCode !== 200) {
       await res.body.dump()

@@ -9,6 +9,7 @@ import { fleetCommand } from '../../../src/cli/commands/fleet.js'
 import { loadConfig } from '../../../src/config.js'
 import type { BoxSummary } from '../../../src/domain/box-summary.js'
 import { sink } from '../../helpers/sink.js'
+import { until } from '../../helpers/until.js'
 import { live, rec, useSharedEtcd } from './fixtures.js'
 
 const etcd = useSharedEtcd()
@@ -49,7 +50,8 @@ void test('fleet status --wait on etcd: a box whose agent goes before it converg
     stderr: err.stream,
     everyMs: 50,
   })
-  await new Promise((r) => setTimeout(r, 200))
+  // The wait has read the fleet, web-02 in it, before web-02 goes: its first progress line says so.
+  await until('the wait to read the fleet once', () => err.text().startsWith('waiting: '))
   // web-02's agent is gone: its lease with it (revoked here; a killed one's expires).
   await web2.store.close()
   const code = await waiting

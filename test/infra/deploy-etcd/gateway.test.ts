@@ -10,7 +10,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import { loadLayoutIntent } from '../../../src/domain/intent.js'
-import { EtcdGateway, REQUEST_TIMEOUT_MS } from '../../../src/infra/deploy-etcd/gateway.js'
+import { EtcdGateway } from '../../../src/infra/deploy-etcd/gateway.js'
 import { EtcdDeployStore } from '../../../src/infra/deploy-etcd/store.js'
 import { freePort } from '../../helpers/agent-process.js'
 import { EtcdServer } from '../../helpers/etcd.js'
@@ -21,12 +21,17 @@ const shared = useSharedEtcd()
 void test('a dead endpoint and a stuck one move the call to the next; the one that answered is asked first after', async (t) => {
   const dead = `http://127.0.0.1:${await freePort()}`
   const stuck = await blackhole(t)
-  const { store } = shared.storeFor(t, [dead, stuck.url, shared.server.url], { requestTimeoutMs: 300 })
+  // The live endpoint's first call has the same dial bound the stuck one runs out: seconds, not a fraction of one.
+  const bound = 5_000
+  const { store } = shared.storeFor(t, [dead, stuck.url, shared.server.url], {
+    requestTimeoutMs: bound,
+    dialTimeoutMs: bound,
+  })
   const r = rec('20261130T080102.123Z-aaaaaa')
   const t0 = performance.now()
   await store.record(r, live())
   const firstMs = performance.now() - t0
-  assert.ok(firstMs >= 250, `the stuck endpoint was given its dial bound (${firstMs} ms)`)
+  assert.ok(firstMs >= bound - 50, `the stuck endpoint was given its dial bound (${firstMs} ms)`)
   assert.equal(stuck.requests(), 1)
   assert.deepEqual(await store.list(live()), [r])
   // Straight to the endpoint that answered: the stuck one was not asked again (and the dead one refuses at once).
@@ -35,13 +40,15 @@ void test('a dead endpoint and a stuck one move the call to the next; the one th
 
 void test('an endpoint silent at its first call is given up after the dial bound and asked last after', async (t) => {
   const stuck = await blackhole(t)
-  const { store } = shared.storeFor(t, [stuck.url, shared.server.url], { dialTimeoutMs: 200 })
+  // Both bounds are seconds, so the live endpoint's first call runs out neither; the dial bound is far the shorter.
+  const requestTimeoutMs = 60_000
+  const { store } = shared.storeFor(t, [stuck.url, shared.server.url], { dialTimeoutMs: 5_000, requestTimeoutMs })
   const r = rec('20261130T080102.123Z-aaaaaa')
   const t0 = performance.now()
   await store.record(r, live())
   const firstMs = performance.now() - t0
-  // The request bound (5 s) is a floor on a call that waits it out; the dial bound gave the endpoint up sooner.
-  assert.ok(firstMs < REQUEST_TIMEOUT_MS, `the silent endpoint cost ${firstMs} ms`)
+  // The request bound is a floor on a call that waits it out; the dial bound gave the endpoint up sooner.
+  assert.ok(firstMs < requestTimeoutMs, `the silent endpoint cost ${firstMs} ms`)
   assert.equal(stuck.requests(), 1)
   for (let i = 0; i < 3; i++) assert.deepEqual(await store.list(live()), [r])
   assert.equal(stuck.requests(), 1, 'the silent endpoint was asked last, so not again while the other answers')
@@ -69,7 +76,8 @@ void test('an endpoint that is not etcd is named, and the call moves on', async 
 void test('a stopped etcd: the request bound fails the read; the caller signal bounds it too; it reads again once resumed', async (t) => {
   const etcd = await EtcdServer.forTest(t)
   const prefix = '/test/paused/'
-  const store = new EtcdDeployStore([etcd.url], { prefix, requestTimeoutMs: 300 })
+  // The bound must fire on the stopped etcd and not on the running one, before and after: seconds, not a fraction.
+  const store = new EtcdDeployStore([etcd.url], { prefix, requestTimeoutMs: 5_000, dialTimeoutMs: 5_000 })
   t.after(() => store.close())
   const patient = new EtcdDeployStore([etcd.url], { prefix, requestTimeoutMs: 60_000 })
   t.after(() => patient.close())
@@ -77,10 +85,11 @@ void test('a stopped etcd: the request bound fails the read; the caller signal b
   await store.record(r, live())
   await etcd.pause()
   try {
-    await assert.rejects(store.list(live()), /no endpoint answered: .*no answer within 300 ms/)
+    await assert.rejects(store.list(live()), /no endpoint answered: .*no answer within 5000 ms/)
     const t0 = performance.now()
     await assert.rejects(loadLayoutIntent(patient, 'kass-1', undefined, 300), { name: 'TimeoutError' })
-    assert.ok(performance.now() - t0 < 5000)
+    // The caller's bound ended it, not the store's minute.
+    assert.ok(performance.now() - t0 < 30_000)
   } finally {
     await etcd.resume()
   }
@@ -95,7 +104,9 @@ void test('a member cut off from its quorum answers no old intent: reads and the
   const store = new EtcdDeployStore([a.url, b.url], {
     prefix,
     logger,
-    requestTimeoutMs: 2000,
+    // Never meant to fire: the member without a leader answers 503 at once, the killed one refuses.
+    requestTimeoutMs: 10_000,
+    dialTimeoutMs: 10_000,
     watchRetryFirstMs: 50,
     watchRetryMaxMs: 200,
   })
@@ -120,7 +131,7 @@ void test('a member cut off from its quorum answers no old intent: reads and the
     return true
   })
 
-  const back = c.next('re-established with the quorum', 10_000)
+  const back = c.next('re-established with the quorum', 30_000)
   await b.restart()
   await back
   assert.deepEqual(await store.list(live()), [r])

@@ -157,7 +157,10 @@ void test('fleet status judges a box that started in the rollout against the rol
 
 void test('a passed progress deadline pauses the rollout, says why, and resume goes on', async (t) => {
   const { prefix } = portFor(t)
-  const slow = (box: string) => (box === 'box-0000' ? 2_500 : 50)
+  // The deadline must pass while box-0000 still moves (a look comes each tick after it), and must not pass for
+  // the second wave after the resume: both seconds apart, on a loaded machine too.
+  const deadlineMs = 6_000
+  const slow = (box: string) => (box === 'box-0000' ? 2 * deadlineMs : 50)
   const { logger, lines } = memLogger()
   const registry = new Registry()
   const gauges = new RolloutMetrics(registry)
@@ -174,14 +177,14 @@ void test('a passed progress deadline pauses the rollout, says why, and resume g
   const { store } = shared.storeFor(t, [shared.server.url], { prefix })
   const port = store.rollouts()
   const live3 = [...(await port.liveBoxes(live()))].sort()
-  const r = rollout({ waves: [['box-0000', 'box-0001'], ['box-0002']], maxParallel: 2, progressDeadlineMs: 1_000 })
+  const r = rollout({ waves: [['box-0000', 'box-0001'], ['box-0002']], maxParallel: 2, progressDeadlineMs: deadlineMs })
   assert.deepEqual(live3, ['box-0000', 'box-0001', 'box-0002'])
   assert.equal(await port.create(r, await port.active(live()), live()), true)
   const paused = await until('the deadline to pause it', async () => {
     const a = await port.active(live())
     return a.current?.record.state === 'paused' ? a.current.record : undefined
   })
-  assert.match(paused.reason, /progress deadline: wave 1 did not pass within 1s \(waiting on box-0000\)/)
+  assert.match(paused.reason, /progress deadline: wave 1 did not pass within 6s \(waiting on box-0000\)/)
   assert.ok(!fleet.moves.some((m) => m.box === 'box-0002'), 'the next wave did not open')
   // The agent that paused it says so at warn once its transaction has answered, which may be after the test
   // reads the record.
