@@ -26,6 +26,8 @@ function failingOnce(store: DeployStore): { store: DeployStore; reads: () => num
   }
 }
 
+const RETRY_MS = 5_000
+
 async function gauge(b: { metrics: { text(): Promise<string> } }, name: string): Promise<number> {
   return Number(new RegExp(`^carlos_layout_${name} (\\S+)$`, 'm').exec(await b.metrics.text())?.[1] ?? 'NaN')
 }
@@ -33,8 +35,9 @@ async function gauge(b: { metrics: { text(): Promise<string> } }, name: string):
 void test("the leg's own read fails once while the poller's succeeds: a retry is scheduled, the read comes back, the report leaves unreadable without a kick", async (t) => {
   let wrapped: ReturnType<typeof failingOnce> | undefined
   const b = await agentBox(t, {
-    // The poller reads once, at start: nothing but the retry timer can come back after the failure.
-    env: { CARLOS_LAYOUT_POLL: '1h', CARLOS_LAYOUT_RETRY: '1500ms' },
+    // The poller reads once, at start: nothing but the retry timer can come back after the failure. The retry
+    // waits seconds: the test must see the failed run's state before the retry replaces it, on a loaded machine too.
+    env: { CARLOS_LAYOUT_POLL: '1h', CARLOS_LAYOUT_RETRY: `${RETRY_MS}ms` },
     wrapStore: (s) => (wrapped = failingOnce(s)).store,
   })
   const w = wrapped
@@ -60,7 +63,7 @@ void test("the leg's own read fails once while the poller's succeeds: a retry is
   assert.ok(retryAt !== null, 'a run that could not read its intent schedules a retry')
   const at = Date.parse(retryAt)
   assert.ok(
-    at >= before + 0.8 * 1500 && at <= Date.now() + 1500,
+    at >= before + 0.8 * RETRY_MS && at <= Date.now() + RETRY_MS,
     `retryAt ${retryAt} is one jittered retry interval out`,
   )
   assert.equal(await gauge(b, 'leg_next_retry_timestamp_seconds'), at / 1000)

@@ -273,7 +273,7 @@ export class AgentProcess {
     lines(this.child.stdout)
     lines(this.child.stderr)
     // Few connections, short requests; the client is closed with the child.
-    this.#client = new Client(this.url, { connect: { timeout: 2000 }, headersTimeout: 30_000, bodyTimeout: 30_000 })
+    this.#client = new Client(this.url, { connect: { timeout: 10_000 }, headersTimeout: 30_000, bodyTimeout: 30_000 })
   }
 
   #keep(line: string): void {
