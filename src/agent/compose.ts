@@ -85,9 +85,11 @@ export function composeAgent(adapters: AgentAdapters): Agent {
     config.activator === 'none'
       ? null
       : new Isolation({ ...config, selfCheckFs: adapters.selfCheckFs }, logger, () => agent.gateChanged())
-  const makePass: PassFactory = async (onResult, onWait) => {
-    if (gate === null) throw new Error('a pass needs an armed activator and its gate')
-    return new Pass({
+  // Looked up once, when the pass first needs it: getent is a process, and the start waits on none (design §4.4).
+  let socketsGid: Promise<number> | undefined
+  const makePass: PassFactory = (onResult, onWait) => {
+    if (gate === null) return Promise.reject(new Error('a pass needs an armed activator and its gate'))
+    const pass = new Pass({
       dirs: config,
       registry,
       fence,
@@ -96,7 +98,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       logger,
       clock,
       graceMs: config.graceMs,
-      socketsGid: await groupId(SOCKETS_GROUP, { logger }),
+      socketsGid: () => (socketsGid ??= groupId(SOCKETS_GROUP, { logger })),
       failpoint: failpointFrom(config.failpoint),
       onMove: (to, outcome, seconds) => metrics.observeMove(to, outcome, seconds),
       onRecover: (action) => metrics.recoveredJournal(RECOVERY_LABEL[action]),
@@ -105,6 +107,7 @@ export function composeAgent(adapters: AgentAdapters): Agent {
       reload,
       stopTimeoutMs,
     })
+    return Promise.resolve(pass)
   }
   // Read at each scrape: the gauge never lags the gate.
   if (gate !== null) metrics.ops.watchGate(() => gate.report())

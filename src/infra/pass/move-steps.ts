@@ -215,7 +215,7 @@ export class MoveSteps {
     const prepared = await this.#ctx.io.prepare(
       dirs,
       asked.map(({ journal: { host, to, from, dest } }) => ({ host, to, from: from.dir, dest })),
-      socketsGid,
+      await socketsGid(),
     )
     let next = 0
     for (const [i, move] of moves.entries()) {

@@ -27,8 +27,11 @@ export interface PassDeps {
   clock: Clock
   /** CARLOS_LAYOUT_AWAKE_GRACE. */
   graceMs: number
-  /** The sockets group for nested run/ directories; -1 leaves the group alone. */
-  socketsGid: number
+  /**
+   * The sockets group for nested run/ directories; -1 leaves the group alone. Asked when a move or the
+   * edge's modes first need it: the lookup spawns getent, which a start does not wait on (design §4.4).
+   */
+  socketsGid: () => Promise<number>
   /** Each step of a move (FAILPOINT_STEPS, after-rename:<host>), where the crash suite kills. */
   failpoint?: (step: string) => void
   /** Each result naming a mode but unchanged, with the seconds fenced. */

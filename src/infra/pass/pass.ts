@@ -300,7 +300,7 @@ export class Pass implements LayoutPass {
     try {
       const { repaired, left } = await holdEdgeModes(settled, {
         dirs,
-        gid: socketsGid,
+        gid: await socketsGid(),
         slicer: this.#ctx.slicer,
         free: (host) => !claims.claimed(host) && this.#state.fencedReason(host) === undefined,
         logger,

@@ -37,7 +37,7 @@ function asEarlierBuild(root: string, dataMode: number, dataGid = AGENTS): void 
 }
 
 void test('a run repairs roots an earlier build nested, closes data/ first, and leaves claimed and fenced hosts', async (t) => {
-  const h = await harness(t, { socketsGid: SOCKETS })
+  const h = await harness(t, { socketsGid: () => Promise.resolve(SOCKETS) })
   const [old, shared, awake, fenced, right] = ['old', 'shared', 'awake', 'fenced', 'right'].map(
     (n) => `${n}.example.com`,
   ) as [string, string, string, string, string]
@@ -89,7 +89,7 @@ void test('a run repairs roots an earlier build nested, closes data/ first, and 
 })
 
 void test('a root that is a symlink is not followed', async (t) => {
-  const h = await harness(t, { socketsGid: SOCKETS })
+  const h = await harness(t, { socketsGid: () => Promise.resolve(SOCKETS) })
   const host = 'link.example.com'
   h.addNested(host)
   const root = nestedRoot(h.dirs, host)
@@ -110,4 +110,21 @@ void test('a root that is a symlink is not followed', async (t) => {
   assert.deepEqual(done, { repaired: [], left: [] })
   assert.equal(modeOf(elsewhere), 0o750)
   assert.equal(modeOf(path.join(elsewhere, 'data')), 0o755)
+})
+
+void test('the sockets group is asked for only when a move or the modes need it, never by recovery alone', async (t) => {
+  let asked = 0
+  const h = await harness(t, {
+    socketsGid: () => {
+      asked++
+      return Promise.resolve(SOCKETS)
+    },
+  })
+  const host = 'asked.example.com'
+  h.addFlat(host)
+  await h.pass.recover('nested')
+  await h.pass.restoreHolds('nested')
+  assert.equal(asked, 0, 'a start with no journal spawns no getent')
+  assert.deepEqual(outcomes(await h.converge('nested')), { [host]: 'moved' })
+  assert.ok(asked > 0, 'the move gives run/ the sockets group')
 })

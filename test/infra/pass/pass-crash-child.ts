@@ -21,7 +21,7 @@ if (dataDir !== undefined) {
     logger: quiet,
     clock: systemClock,
     graceMs: 3_600_000,
-    socketsGid: -1,
+    socketsGid: () => Promise.resolve(-1),
     batchSize: Number(process.env.PASS_CRASH_BATCH ?? 128),
     failpoint: failpointFrom(process.env.CARLOS_FAILPOINT ?? ''),
   })

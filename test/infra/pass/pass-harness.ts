@@ -112,7 +112,7 @@ export async function harness(t: TestContext, extra: Partial<PassDeps> = {}): Pr
     logger,
     clock,
     graceMs: GRACE_MS,
-    socketsGid: -1,
+    socketsGid: () => Promise.resolve(-1),
     failpoint: (s) => steps.push(s),
     ...extra,
   })

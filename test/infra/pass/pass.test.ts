@@ -445,7 +445,7 @@ function passDepsOf(h: Awaited<ReturnType<typeof harness>>) {
     logger: h.logger,
     clock: h.clock,
     graceMs: GRACE_MS,
-    socketsGid: -1,
+    socketsGid: () => Promise.resolve(-1),
   }
 }
 
