@@ -213,15 +213,7 @@ export class Agent implements AgentApi {
     logger.info({ phase: 'ready' }, 'layout: ready: the activator may wake')
     this.#waiters.changed()
     // Ready first, then the instance keys (design §4.4).
-    const keys = (this.#instanceKeys = new InstanceKeys({
-      ...this.#parts,
-      pass,
-      slots: this.#desk.slots,
-      signal: this.#life.signal,
-    }))
-    this.#keys = keys.atStart().catch((err: unknown) => {
-      logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (the next run tries again)`)
-    })
+    this.#startKeys(pass)
     const poller = (this.#reads = new IntentPoller({
       ...this.#parts,
       box: config.box,
@@ -234,6 +226,26 @@ export class Agent implements AgentApi {
       },
     }))
     void poller.start()
+  }
+
+  /** The instance keys at start (design §4.5), after the claims' index: the backfill classifies every row. */
+  #startKeys(pass: LayoutPass): void {
+    const { logger } = this.#parts
+    const keys = (this.#instanceKeys = new InstanceKeys({
+      ...this.#parts,
+      pass,
+      slots: this.#desk.slots,
+      signal: this.#life.signal,
+    }))
+    // In slices: the backfill's first classify would build the index in one stretch (design §3.3).
+    const warmed = (pass.warmClaims?.() ?? Promise.resolve()).catch((err: unknown) => {
+      logger.warn({ err }, `layout: path claims not indexed ahead: ${errorMessage(err)} (the first classify does it)`)
+    })
+    this.#keys = warmed
+      .then(() => keys.atStart())
+      .catch((err: unknown) => {
+        logger.error({ err }, `agent: instance keys: ${errorMessage(err)} (the next run tries again)`)
+      })
   }
 
   /** Stops accepting work; a run of the leg finishes its current host. */

@@ -138,6 +138,8 @@ export interface LayoutPass {
   /** Holds drop under `flat`, and under `none` with the default opted out. */
   restoreHolds(intent: IntentMode, defaultOptedOut?: boolean): Promise<Result[]>
   classify(route: Route, routes: readonly Route[]): Classification
+  /** Builds what classify indexes a slice at a time, so no later classify builds it in one stretch. */
+  warmClaims?(): Promise<void>
   held(host: string): Why | undefined
   note(host: string): string
   /** Moves with every journal, hold, fence or note change. */

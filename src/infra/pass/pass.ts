@@ -32,12 +32,22 @@ interface LoadedParts {
 }
 
 const CATCH_UP_HOSTS = 32
+/** Rows the first index takes between two looks at the slice's clock. */
+const WARM_ROWS = 64
+
+/** The first index of path claims, part built. */
+interface Warming {
+  routes: readonly Route[]
+  claims: PathClaims
+  next: number
+}
 
 export class Pass implements LayoutPass {
   readonly #ctx: PassContext
   readonly #state: PassState
   #loaded: Promise<LoadedParts> | undefined
   #claimsFor: ClaimsOf | undefined
+  #warming: Warming | undefined
   #catchingUp = false
   #graceEnds: number | undefined
 
@@ -50,12 +60,39 @@ export class Pass implements LayoutPass {
   // ---- what the report and a wake read: memory only --------------------
 
   classify(route: Route, routes: readonly Route[]): Classification {
+    this.#warmed()
     // Indexed once per list, then followed by the rows that changed.
     if (this.#claimsFor?.routes !== routes) this.#claimsFor = followRows(this.#claimsFor, routes)
     return classifyWith(route, this.#claimsFor.claims, {
       dirs: this.#ctx.deps.dirs,
       fenced: (host) => this.#state.fencedReason(host),
     })
+  }
+
+  /**
+   * The first index of path claims, built in slices (design §3.3): built by the first classify, it would hold
+   * the loop for the whole list while a wake waits. A classify meanwhile finishes it in its own stretch.
+   */
+  async warmClaims(): Promise<void> {
+    if (this.#claimsFor !== undefined || this.#warming !== undefined) return
+    const routes = this.#ctx.deps.registry.snapshot().routes
+    const warming: Warming = (this.#warming = { routes, claims: new PathClaims(), next: 0 })
+    while (this.#warming === warming && warming.next < routes.length) {
+      const end = Math.min(warming.next + WARM_ROWS, routes.length)
+      while (warming.next < end) warming.claims.add(routes[warming.next++] as Route)
+      await this.#ctx.slicer.pause()
+    }
+    this.#warmed()
+  }
+
+  /** The rows the warm-up has not indexed yet, in this stretch. */
+  #warmed(): void {
+    const warming = this.#warming
+    if (warming === undefined) return
+    const { routes, claims } = warming
+    while (warming.next < routes.length) claims.add(routes[warming.next++] as Route)
+    this.#warming = undefined
+    this.#claimsFor = claimsOfRows(routes, claims)
   }
 
   /** After a commit: the claims followed to the rewritten rows, a slice at a time (design §3.6). */

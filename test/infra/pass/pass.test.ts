@@ -381,6 +381,33 @@ void test('conflict, foreign and external rows are never moved', async (t) => {
   assert.deepEqual(h.steps, [])
 })
 
+void test('the claims index is built in slices, and a classify meanwhile finishes it and answers as after', async (t) => {
+  const h = await harness(t)
+  const a = { host: 'a.example.com', kind: 'instance', hibernate: true, ...flatPaths(h.dirs, 'a.example.com') } as const
+  h.reg.add(a)
+  for (let i = 0; i < 300; i++)
+    h.reg.add({ host: host(i), kind: 'instance', hibernate: true, ...flatPaths(h.dirs, host(i)) })
+  // Listed after every other row, so the first slices do not index it.
+  h.reg.add({
+    host: 'z.example.com',
+    kind: 'static',
+    hibernate: false,
+    dir: path.join(a.dir, 'sub'),
+    socket: '',
+    db: '',
+  })
+  const routes = h.reg.snapshot().routes
+  const row = routes.find((r) => r.host === 'a.example.com')
+  assert.ok(row)
+  const warming = h.pass.warmClaims()
+  const during = h.pass.classify(row, routes)
+  assert.equal(during.layout, 'conflict')
+  assert.match(during.reason, /contains z\.example\.com's dir/)
+  await warming
+  assert.deepEqual(h.pass.classify(row, routes), during)
+  assert.equal(h.pass.classify(routes.find((r) => r.host === host(7)) ?? row, routes).layout, 'flat')
+})
+
 void test('a destination another row claims is refused', async (t) => {
   const h = await harness(t)
   h.addFlat('a.example.com')
