@@ -2,7 +2,7 @@
 // it, and a test fails when the committed file drifts. It is `GET /openapi.json`, as YAML.
 import { pathToFileURL } from 'node:url'
 import type { AgentApi } from './agent-api.js'
-import { buildApp } from './app.js'
+import { buildApp, type App } from './app.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics/metrics.js'
 
@@ -32,14 +32,28 @@ const schemaOnlyApi: AgentApi = {
   wakes: schemaOnly,
 }
 
-export async function generateOpenApi(): Promise<string> {
-  const app = await buildApp({ api: schemaOnlyApi, metrics: new Metrics(), logger: createLogger('silent'), token: '' })
+/** An app for its schemas alone, which documents itself. */
+async function withSchemaApp<T>(metrics: Metrics, read: (app: App) => T): Promise<T> {
+  const app = await buildApp({ api: schemaOnlyApi, metrics, logger: createLogger('silent'), token: '' })
   try {
     await app.ready()
-    return app.swagger({ yaml: true })
+    return read(app)
   } finally {
     await app.close()
   }
+}
+
+export function generateOpenApi(): Promise<string> {
+  return withSchemaApp(new Metrics(), (app) => app.swagger({ yaml: true }))
+}
+
+/**
+ * `GET /openapi.json` of the agent, whose own app loads no swagger: the same document, made by an app
+ * built for it. It is handed the agent's metrics, which an app only reads when a request is answered,
+ * so no second set of process metrics is started.
+ */
+export function openApiDocument(metrics: Metrics): Promise<unknown> {
+  return withSchemaApp(metrics, (app) => app.swagger())
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

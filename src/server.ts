@@ -14,6 +14,7 @@ import type { Registry } from './infra/registry.js'
 import { sayLoopScheduling } from './infra/loop-scheduling.js'
 import { inheritedSocket, listenBacklog, type InheritedSocket } from './infra/socket-activation.js'
 import type { AppLogger } from './logger.js'
+import type { Metrics } from './metrics/metrics.js'
 
 /** The listening socket's own close, without HTTP's. */
 // eslint-disable-next-line @typescript-eslint/unbound-method -- called with the server as `this`
@@ -206,6 +207,11 @@ async function listen(app: App, config: Config, socket: InheritedSocket | null):
   }
 }
 
+/** GET /openapi.json's document, made on its first request: a start loads no swagger for a route seldom asked. */
+function openApiOnFirstAsk(metrics: Metrics): () => Promise<unknown> {
+  return () => import('./openapi.js').then(({ openApiDocument }) => openApiDocument(metrics))
+}
+
 /** A coded error without a stack, a bug with it. */
 function startFailed(err: unknown, logger: AppLogger): void {
   const line = `layoutd: start-up failed: ${errorMessage(err)}`
@@ -271,7 +277,8 @@ export async function serve(config: Config, opts: ServeOptions = {}): Promise<nu
     reload: edgeReloader(config.edgeReloadUrl, logger),
   })
   // The identity lets a CLI refuse another root's agent.
-  const app = await buildApp({ api: agent, metrics, logger, token: token.token, identity: lock.identity, store })
+  const appDeps = { api: agent, metrics, logger, token: token.token, identity: lock.identity, store }
+  const app = await buildApp({ ...appDeps, document: openApiOnFirstAsk(metrics) })
   app.addHook('onClose', async () => {
     await agent.stop()
     await store.close()

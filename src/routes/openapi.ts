@@ -96,10 +96,17 @@ export async function openApiOptions(): Promise<FastifyDynamicSwaggerOptions> {
 }
 
 export interface OpenApiRoutesOptions {
-  document: () => unknown
+  document: () => Promise<unknown>
 }
 
 export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> = (app, { document }, done) => {
+  // Made once and kept: the routes do not change while the app runs. A failure is made again next time.
+  let made: Promise<unknown> | undefined
+  const once = (): Promise<unknown> =>
+    (made ??= document().catch((err: unknown) => {
+      made = undefined
+      throw err
+    }))
   app.get(
     '/openapi.json',
     {
@@ -125,8 +132,7 @@ export const openApiRoutes: FastifyPluginCallbackTypebox<OpenApiRoutesOptions> =
         },
       },
     },
-    // Made once and kept: the routes do not change while the app runs.
-    () => document() as Record<string, unknown>,
+    async () => (await once()) as Record<string, unknown>,
   )
   done()
 }

@@ -2,9 +2,12 @@ import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { test } from 'node:test'
 import { parse } from 'yaml'
-import { generateOpenApi } from '../../src/openapi.js'
+import { buildApp } from '../../src/app.js'
+import { createLogger } from '../../src/logger.js'
+import { Metrics } from '../../src/metrics/metrics.js'
+import { generateOpenApi, openApiDocument } from '../../src/openapi.js'
 import { liftComponents } from '../../src/routes/openapi.js'
-import { build } from '../helpers/fake-agent.js'
+import { build, FakeAgent } from '../helpers/fake-agent.js'
 
 // Compiled to <outDir>/test/app/: the repository root is three levels up.
 const COMMITTED = new URL('../../../openapi.yaml', import.meta.url)
@@ -163,4 +166,46 @@ void test('GET /openapi.json serves the document openapi.yaml holds', async (t) 
   assert.equal(res.statusCode, 200)
   assert.match(String(res.headers['content-type']), /^application\/json/)
   assert.deepEqual(res.json(), parse(await readFile(COMMITTED, 'utf8')))
+})
+
+void test('an app handed its document registers no swagger, and makes the same document once, on the first ask', async (t) => {
+  const metrics = new Metrics()
+  let made = 0
+  const app = await buildApp({
+    api: new FakeAgent(),
+    metrics,
+    logger: createLogger('silent'),
+    token: '',
+    document: () => {
+      made++
+      return openApiDocument(metrics)
+    },
+  })
+  t.after(() => app.close())
+  await app.ready()
+  assert.equal(app.hasDecorator('swagger'), false)
+  assert.equal(made, 0)
+  const committed: unknown = parse(await readFile(COMMITTED, 'utf8'))
+  for (let i = 0; i < 2; i++) {
+    const res = await app.inject({ method: 'GET', url: '/openapi.json' })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(res.json(), committed)
+  }
+  assert.equal(made, 1)
+})
+
+void test('a document that could not be made is made again on the next ask', async (t) => {
+  let asks = 0
+  const app = await buildApp({
+    api: new FakeAgent(),
+    metrics: new Metrics(),
+    logger: createLogger('silent'),
+    token: '',
+    document: () => (++asks === 1 ? Promise.reject(new Error('not this time')) : Promise.resolve({ openapi: '3.1.0' })),
+  })
+  t.after(() => app.close())
+  assert.equal((await app.inject({ method: 'GET', url: '/openapi.json' })).statusCode, 500)
+  const res = await app.inject({ method: 'GET', url: '/openapi.json' })
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(res.json(), { openapi: '3.1.0' })
 })
