@@ -1,7 +1,8 @@
 // Every metric the agent exports (design §9), in one table: name, kind, help,
 // labels, buckets. Metrics and OpsMetrics make their series from it alone;
 // label values come from the domain's closed lists, so none is a hostname.
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import type { Registry } from 'prom-client'
+import { Counter, Gauge, Histogram } from './prom-client.js'
 
 /** Every series name starts with this. */
 export const PREFIX = 'carlos_layout_'

@@ -1,7 +1,7 @@
 // The agent's Prometheus metrics (design §9), on a registry of its own so
 // two agents in one process never share a series. Every label value is from
 // a closed set, so the series count cannot explode.
-import { Registry, collectDefaultMetrics } from 'prom-client'
+import { Registry, collectDefaultMetrics } from './prom-client.js'
 import { DEFAULT_BLOCKS, type DefaultBlock } from '../domain/layout-default.js'
 import {
   MODES,
