@@ -3,12 +3,12 @@
 // wake waits (design §3.3).
 import { PathClaims } from '../../domain/classify.js'
 import type { Route } from '../../domain/schemas.js'
-import { rewritesOf, rowIn } from '../rows-snapshot.js'
+import { lineageOf, rewritesOf, rowIn, type Lineage } from '../rows-snapshot.js'
 
 export interface ClaimsOf {
   routes: readonly Route[]
-  /** The listing routes was carried from (rows-snapshot.ts), or routes itself. */
-  since: readonly Route[]
+  /** The lineage of the listing routes was carried from (rows-snapshot.ts), or of routes itself. */
+  since: Lineage
   /** How many of those rewrites the claims hold. */
   followed: number
   claimed: Map<string, Route>
@@ -32,7 +32,7 @@ export function claimsOfRows(routes: readonly Route[], claims = new PathClaims(r
   const rewrites = rewritesOf(routes)
   return {
     routes,
-    since: rewrites?.since ?? routes,
+    since: lineageOf(routes),
     followed: rewrites?.hosts.length ?? 0,
     claimed: new Map(routes.map((r) => [r.host, r])),
     claims,
@@ -42,7 +42,7 @@ export function claimsOfRows(routes: readonly Route[], claims = new PathClaims(r
 /** Claims followed to routes: by its rewritten hosts when carried from prev's list, else row by row. */
 export function followRows(prev: ClaimsOf | undefined, routes: readonly Route[]): ClaimsOf {
   const rewrites = rewritesOf(routes)
-  const since = rewrites?.since ?? routes
+  const since = lineageOf(routes)
   const followed = rewrites?.hosts.length ?? 0
   if (prev === undefined) return claimsOfRows(routes)
   if (rewrites !== undefined && rewrites.since === prev.since && followed >= prev.followed) {

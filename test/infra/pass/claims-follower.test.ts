@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { test, type TestContext } from 'node:test'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import { PathClaims } from '../../../src/domain/classify.js'
 import type { Route } from '../../../src/domain/schemas.js'
 import { followRows, followSome, type ClaimsOf } from '../../../src/infra/pass/claims-follower.js'
 import { Registry } from '../../../src/infra/registry.js'
-import { rewritesOf } from '../../../src/infra/rows-snapshot.js'
+import { lineageOf, rewritesOf } from '../../../src/infra/rows-snapshot.js'
 import { tmpDir } from '../../helpers/tmp.js'
 
 async function registry(t: TestContext, n: number): Promise<{ reg: Registry; dataDir: string }> {
@@ -48,7 +50,8 @@ void test('a list carried over rewrites names its listing and the hosts rewritte
   reg.setPaths([nestedPaths('h3.example.com'), nestedPaths('h1.example.com')])
   const carried = reg.snapshot().routes
   assert.notEqual(carried, listed)
-  assert.equal(rewritesOf(carried)?.since, listed)
+  assert.equal(rewritesOf(carried)?.since, lineageOf(listed))
+  assert.equal(lineageOf(carried), lineageOf(listed))
   assert.deepEqual(
     rewritesOf(carried)?.hosts,
     ['h1.example.com', 'h3.example.com', 'h1.example.com'],
@@ -98,7 +101,7 @@ void test('a list someone else changed is compared whole, and claims follow it a
   const relisted = reg.snapshot().routes
   assert.equal(rewritesOf(relisted), undefined, 'listed again, not carried')
   followed = followRows(followed, relisted)
-  assert.equal(followed.since, relisted)
+  assert.equal(followed.since, lineageOf(relisted))
   assertSameClaims(followed, relisted)
   assert.equal(
     followed.claims.dirClaimant('/d/apps/h7.example.com', 'x.example.com'),
@@ -112,12 +115,12 @@ void test('once the rewrites outnumber the rows, a carried list starts a lineage
   const { reg } = await registry(t, 2)
   const listed = reg.snapshot().routes
   reg.setPaths([nestedPaths('h0.example.com'), nestedPaths('h1.example.com')])
-  assert.equal(rewritesOf(reg.snapshot().routes)?.since, listed)
+  assert.equal(rewritesOf(reg.snapshot().routes)?.since, lineageOf(listed))
   reg.setPaths([flatRow('h0.example.com')])
   const dropped = reg.snapshot().routes
   assert.equal(rewritesOf(dropped), undefined, 'three rewrites of two rows: no lineage kept')
   reg.setPaths([nestedPaths('h0.example.com')])
-  assert.equal(rewritesOf(reg.snapshot().routes)?.since, dropped)
+  assert.equal(rewritesOf(reg.snapshot().routes)?.since, lineageOf(dropped))
   assertSameClaims(followRows(undefined, reg.snapshot().routes), reg.snapshot().routes)
 })
 
@@ -164,3 +167,24 @@ void test('the catch-up after a commit: step by step to the carried list, and an
   // A list not carried from the claims' own (another process's listing) is left to the next wake.
   assert.equal(followSome(fresh(), reg.list(), 7), undefined)
 })
+
+void test('a list carried over every row holds no reference to the rows it replaced', async (t) => {
+  const { reg } = await registry(t, 3)
+  let listed: readonly Route[] | undefined = reg.snapshot().routes
+  const lineage = lineageOf(listed)
+  const gone = new WeakRef(listed)
+  listed = undefined
+  reg.setPaths(['h0', 'h1', 'h2'].map((h) => nestedPaths(`${h}.example.com`)))
+  const carried = reg.snapshot().routes
+  assert.equal(rewritesOf(carried)?.since, lineage, 'still named by its listing')
+  await collected()
+  assert.equal(gone.deref(), undefined, 'the listing was let go')
+})
+
+/** A full collection, after this turn's references are gone. */
+async function collected(): Promise<void> {
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc') as () => void
+  await new Promise((resolve) => setImmediate(resolve))
+  gc()
+}
