@@ -95,7 +95,10 @@ export class Agent implements AgentApi {
         // Where every row's files rest after the run's moves (design §6.1).
         void this.#files.lookAtEvery()
         this.#summary.update()
-        trimHeapAfterRun(run.results.length, () => registry.releaseCheckpointThread())
+        trimHeapAfterRun(run.results.length, () => {
+          registry.releaseCheckpointThread()
+          registry.releaseCaches()
+        })
       },
       figures: () => this.#figures(null),
     })

@@ -50,7 +50,10 @@ function trimIfGrown(gc: () => void, release: () => void): void {
   void trimAllocator()
 }
 
-/** Runs close together share one collection, `release` (the checkpoint thread) first; true when scheduled. */
+/**
+ * Runs close together share one collection, `release` (the checkpoint thread, the registry's caches) first, and
+ * again before the allocator's trim, as what a run's end sets going may have read since; true when scheduled.
+ */
 export function trimHeapAfterRun(hosts: number, release: () => void = () => undefined): boolean {
   if (hosts < TRIM_AFTER_HOSTS) return false
   const gc = collector()
@@ -58,6 +61,9 @@ export function trimHeapAfterRun(hosts: number, release: () => void = () => unde
   clearTimeout(pending)
   pending = setTimeout(() => trimIfGrown(gc, release), TRIM_DELAY_MS).unref()
   clearTimeout(allocatorPending)
-  allocatorPending = setTimeout(() => void trimAllocator(), ALLOCATOR_TRIM_DELAY_MS).unref()
+  allocatorPending = setTimeout(() => {
+    release()
+    void trimAllocator()
+  }, ALLOCATOR_TRIM_DELAY_MS).unref()
   return true
 }

@@ -22,7 +22,16 @@ export interface AgentParts {
   clock: Clock
   registry: Pick<
     Registry,
-    'get' | 'snapshot' | 'addedAfter' | 'ping' | 'file' | 'health' | 'coded' | 'fault' | 'releaseCheckpointThread'
+    | 'get'
+    | 'snapshot'
+    | 'addedAfter'
+    | 'ping'
+    | 'file'
+    | 'health'
+    | 'coded'
+    | 'fault'
+    | 'releaseCheckpointThread'
+    | 'releaseCaches'
   >
   store: DeployStore
   claims: WakeClaims

@@ -284,6 +284,17 @@ export class Registry implements RouteStore {
     this.#checkpointer?.release()
   }
 
+  /** A large run is over: each connection gives back the pages it read, which SQLite keeps until it closes. */
+  releaseCaches(): void {
+    for (const db of [this.#db, this.#claimsConnection?.db]) {
+      try {
+        if (db?.open === true) db.pragma('shrink_memory')
+      } catch {
+        // A cache kept costs memory only; the next release tries again.
+      }
+    }
+  }
+
   /** Checkpoint threads (tests). */
   get checkpointThread(): { started: number; running: boolean } | undefined {
     const c = this.#checkpointer

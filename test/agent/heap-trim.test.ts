@@ -6,7 +6,13 @@ import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf
 import { test } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
 import v8 from 'node:v8'
-import { TRIM_AFTER_HOSTS, TRIM_DELAY_MS, TRIM_GROWTH_BYTES, trimHeapAfterRun } from '../../src/agent/heap-trim.js'
+import {
+  ALLOCATOR_TRIM_DELAY_MS,
+  TRIM_AFTER_HOSTS,
+  TRIM_DELAY_MS,
+  TRIM_GROWTH_BYTES,
+  trimHeapAfterRun,
+} from '../../src/agent/heap-trim.js'
 import { until } from '../helpers/until.js'
 
 /** Full collections, counted as they come (one observer for the file: Node stops reporting to one made after another disconnected). */
@@ -68,4 +74,17 @@ void test('a large run after which the heap has not grown since the last collect
   assert.ok(v8.getHeapStatistics().total_heap_size < held + TRIM_GROWTH_BYTES, 'the heap grew by itself meanwhile')
   assert.equal(majors.count, before, 'a collection of a heap that had not grown')
   obs.disconnect()
+})
+
+void test("what a run holds is released before the collection, and again before the allocator's trim", (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  let released = 0
+  assert.equal(
+    trimHeapAfterRun(TRIM_AFTER_HOSTS, () => released++),
+    true,
+  )
+  t.mock.timers.tick(TRIM_DELAY_MS)
+  assert.equal(released, 1)
+  t.mock.timers.tick(ALLOCATOR_TRIM_DELAY_MS - TRIM_DELAY_MS)
+  assert.equal(released, 2)
 })

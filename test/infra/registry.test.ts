@@ -365,6 +365,21 @@ void test('ping asks the database: it answers while open and throws once closed'
   assert.throws(() => reg.ping(), /not open/)
 })
 
+void test('after its caches are given back the registry reads, writes and claims as before; closed, the release is a no-op', async (t) => {
+  const dataDir = await tmpDir(t)
+  const reg = Registry.open(dataDir)
+  reg.addMany(['a.example.com', 'b.example.com'].map((h) => route(h)))
+  reg.claimStore().claimWake('a.example.com', new Date())
+  const before = reg.snapshot().routes
+  reg.releaseCaches()
+  assert.deepEqual(reg.list(), before)
+  reg.setPaths([{ host: 'b.example.com', dir: '/data/nested/b/data', socket: '/data/nested/b/run/app.sock', db: '' }])
+  assert.equal(reg.get('b.example.com')?.dir, '/data/nested/b/data')
+  assert.deepEqual(reg.claimStore().wakes(), ['a.example.com'])
+  reg.close()
+  reg.releaseCaches()
+})
+
 void test('ping fails on a registry whose file is gone, though its open connection still answers: registry_removed', async (t) => {
   const reg = openIn(t, await tmpDir(t))
   // The rows' connection keeps the unlinked file open and still answers;
