@@ -37,10 +37,18 @@ export async function reportJson(reply: FastifyReply, report: LayoutReport): Pro
   return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
 }
 
-/** Serialized once per version and shared by its readers; a failed one is not kept. */
+/** How long a body nobody asks for is kept (design §6.2): between converges a box's console is mostly closed. */
+export const BODY_KEPT_UNREAD_MS = 30_000
+
+/**
+ * Serialized once per version and shared by its readers; a failed one is not kept, nor one unread for
+ * BODY_KEPT_UNREAD_MS: the next reader serializes it again, in slices.
+ */
 export class StatusJson {
   readonly #soon: () => Promise<{ report: LayoutReport; tag: string }>
   #body: { tag: string; bytes: Promise<Buffer> } | undefined
+  #readAt = 0
+  #letGo: NodeJS.Timeout | undefined
 
   constructor(soon: () => Promise<{ report: LayoutReport; tag: string }>) {
     this.#soon = soon
@@ -48,6 +56,7 @@ export class StatusJson {
 
   /** Serialized by reply's app when none are kept for tag. */
   async bytes(reply: FastifyReply, tag: string): Promise<Buffer> {
+    this.#read()
     if (this.#body?.tag === tag) return this.#body.bytes
     const built = await this.#soon()
     if (this.#body?.tag === built.tag) return this.#body.bytes
@@ -57,5 +66,21 @@ export class StatusJson {
       if (this.#body === kept) this.#body = undefined
     })
     return kept.bytes
+  }
+
+  /** One timer at a time, put off while reads come. */
+  #read(): void {
+    this.#readAt = Date.now()
+    if (this.#letGo !== undefined) return
+    const check = (): void => {
+      const unread = Date.now() - this.#readAt
+      if (unread < BODY_KEPT_UNREAD_MS) {
+        this.#letGo = setTimeout(check, BODY_KEPT_UNREAD_MS - unread).unref()
+        return
+      }
+      this.#letGo = undefined
+      this.#body = undefined
+    }
+    this.#letGo = setTimeout(check, BODY_KEPT_UNREAD_MS).unref()
   }
 }
