@@ -102,11 +102,12 @@ class Audit {
 }
 
 /** No wrong grant, no answer outside the contract, and grants were checked. */
-function assertClean(c: AuditCounts): void {
+/** checked: the answers that prove the audit was not empty (the grants, unless the test says which). */
+function assertClean(c: AuditCounts, checked = c.grants): void {
   const wrong = c.wrongGrants
   assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} wrong grants; every grant names the tenant's own files`)
   assert.deepEqual(c.errors, [], 'every answer was one the contract allows')
-  assert.ok(c.grants > 0, 'the auditor checked grants')
+  assert.ok(checked > 0, `the auditor checked answers: ${c.grants} grants, refused ${JSON.stringify(c.refused)}`)
 }
 
 /** Every tenant's tree whole at its mode's dir, and nothing at the other shape's. */
@@ -195,7 +196,9 @@ void test(
     await audit.up()
     await audit.claimsMore(3 * TENANTS)
     const c = await audit.finish(t)
-    assertClean({ ...c, errors: c.errors.slice(cutShort) })
+    // Most hosts' files moved with the cut batch and are refused as elsewhere; a grant of the rest comes only
+    // where a claim finds its host past its move, which a loaded machine may never give: either is checked.
+    assertClean({ ...c, errors: c.errors.slice(cutShort) }, c.grants + (c.refused.files_elsewhere ?? 0))
     t.diagnostic(`${moved.length} hosts moved by the cut batch; ${c.grants - grantsBefore} grants after the removal`)
     await audit.down('stop')
     for (const x of w.tenants) {
