@@ -3,7 +3,7 @@
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FilesLook, FilesTarget, Found } from '../domain/row-files.js'
-import { Slicer } from './pass/sliced-fs.js'
+import { Slicer } from '../domain/loop-turns.js'
 
 interface Seen {
   found: Found

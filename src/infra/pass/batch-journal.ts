@@ -14,7 +14,7 @@ import {
   writeManySliced,
   type Journal,
 } from './journal.js'
-import { defaultSlicer, type Slicer } from './sliced-fs.js'
+import { defaultSlicer, type Slicer } from '../../domain/loop-turns.js'
 
 /** A v1 journal without what the batch holds once for all. */
 const BatchMove = Type.Object(

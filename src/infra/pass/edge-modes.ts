@@ -8,7 +8,8 @@ import type { Route } from '../../domain/schemas.js'
 import { errorMessage } from '../../errors.js'
 import { fsyncDirs } from '../fsutil.js'
 import { closeToEdge, NESTED_ROOT_MODE } from './mover.js'
-import { holdDirModeSync, lstatSyncOrUndefined, type Slicer } from './sliced-fs.js'
+import type { Slicer } from '../../domain/loop-turns.js'
+import { holdDirModeSync, lstatSyncOrUndefined } from './sliced-fs.js'
 
 export interface EdgeModesDeps {
   dirs: Dirs

@@ -26,7 +26,7 @@ import {
   unlinkMany,
   type NamedData,
 } from '../fsutil.js'
-import { defaultSlicer, type Slicer } from './sliced-fs.js'
+import { defaultSlicer, type Slicer } from '../../domain/loop-turns.js'
 
 const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = constants
 

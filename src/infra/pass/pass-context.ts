@@ -9,7 +9,7 @@ import type { Clock, IsolationGate, Logger, RouteStore } from '../../domain/port
 import { NO_REASON, type Why } from '../../domain/reason-codes.js'
 import { errorMessage } from '../../errors.js'
 import { passIo, type PassIo } from './pass-io.js'
-import { Slicer } from './sliced-fs.js'
+import { Slicer } from '../../domain/loop-turns.js'
 
 /** A stop's bound before the move gives up on the host (design §3 step 3). */
 export const STOP_TIMEOUT_MS = 60_000

@@ -11,7 +11,8 @@ import type { FsyncName } from '../failpoint.js'
 import { fsyncNamedDirs, mapLimit, SYNC_CONCURRENCY } from '../fsutil.js'
 import { closeToEdge, lookAtMove, modeDirs, prepareParents, type Look, type LookRequest } from './mover.js'
 import { preflight, swappedSincePreflight, type DirIdentity, type Preflight } from './preflight.js'
-import { renameDirSync, type Slicer } from './sliced-fs.js'
+import type { Slicer } from '../../domain/loop-turns.js'
+import { renameDirSync } from './sliced-fs.js'
 
 /** One walk a core, at most 4: the C walk takes the cores the loop's thread leaves (design §3.3). */
 export const WALKS_AT_ONCE = Math.max(1, Math.min(4, os.availableParallelism()))
@@ -69,7 +70,9 @@ export function passIo(slicer: Slicer, failpoint: ((step: string) => void) | und
     prepare: (dirs, items, gid) =>
       mapLimit(items, SYNC_CONCURRENCY, async (item): Promise<Prepared> => {
         try {
+          await slicer.pause()
           const parents = await prepareParents(dirs, item.host, item.to, item.dest, gid)
+          await slicer.pause()
           const closed = item.to === 'nested' && closeToEdge(item.from, gid)
           return {
             ok: true,

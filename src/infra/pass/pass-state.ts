@@ -10,7 +10,7 @@ import { loadAsideNotes, markerCode, readHold, removeHolds, writeHolds, type Hol
 import { writeBatchJournal } from './batch-journal.js'
 import { JournalFiles } from './journal-files.js'
 import { batchJournalName, hostJournalName, removeJournalFiles, writeJournals, type Journal } from './journal.js'
-import { defaultSlicer, type Slicer } from './sliced-fs.js'
+import { defaultSlicer, type Slicer } from '../../domain/loop-turns.js'
 
 /** Why a revert under an unreadable intent is held down rather than released flat (design §4). */
 export const HOLD_AFTER_REVERT =

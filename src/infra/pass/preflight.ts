@@ -5,7 +5,8 @@ import { secondNameReason } from '../../domain/pass-plan.js'
 import type { ReasonCode } from '../../domain/reason-codes.js'
 import { childPath, shownPath } from '../fsutil.js'
 import { cWalk, type CWalk } from './c-walk.js'
-import { defaultSlicer, lstatBigSyncOrUndefined, type Slicer } from './sliced-fs.js'
+import { defaultSlicer, type Slicer } from '../../domain/loop-turns.js'
+import { lstatBigSyncOrUndefined } from './sliced-fs.js'
 
 /** Which directory preflight saw: a rename must move that one (design §3 step 7). */
 export interface DirIdentity {

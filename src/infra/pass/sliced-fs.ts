@@ -2,40 +2,8 @@
 // the event loop back between them (design §3.3): on a cached directory each
 // is cheaper than a pool round trip. Calls that wait on the disk run on the pool.
 import fs, { constants, type BigIntStats, type Stats } from 'node:fs'
-import { performance } from 'node:perf_hooks'
-import { setImmediate as nextTurn } from 'node:timers/promises'
 
 const { O_RDONLY, O_NOFOLLOW, O_DIRECTORY } = constants
-
-/** The longest synchronous stretch between two turns of the loop. */
-export const SLICE_MS = 4
-
-/** One per run, shared by its parts. */
-export class Slicer {
-  readonly #budgetMs: number
-  #since = performance.now()
-
-  constructor(budgetMs = SLICE_MS) {
-    this.#budgetMs = budgetMs
-  }
-
-  async pause(): Promise<void> {
-    if (performance.now() - this.#since < this.#budgetMs) return
-    await nextTurn()
-    this.#since = performance.now()
-  }
-
-  async map<T, R>(items: readonly T[], fn: (item: T, i: number) => Promise<R> | R): Promise<R[]> {
-    const out: R[] = []
-    for (const [i, item] of items.entries()) {
-      out.push(await fn(item, i))
-      await this.pause()
-    }
-    return out
-  }
-}
-
-export const defaultSlicer = new Slicer()
 
 export function lstatSyncOrUndefined(p: string | Buffer): Stats | undefined {
   return fs.lstatSync(p, { throwIfNoEntry: false })

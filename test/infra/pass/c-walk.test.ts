@@ -11,7 +11,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { cWalk, cWalkMissing, type CWalk } from '../../../src/infra/pass/c-walk.js'
 import { preflight, type Preflight } from '../../../src/infra/pass/preflight.js'
-import { defaultSlicer } from '../../../src/infra/pass/sliced-fs.js'
+import { defaultSlicer } from '../../../src/domain/loop-turns.js'
 import { addByteNamedEntries, deepTree, makeTenantTree, under } from '../../helpers/tenants.js'
 import { tmpDir } from '../../helpers/tmp.js'
 

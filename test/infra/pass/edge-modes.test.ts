@@ -8,7 +8,7 @@ import path from 'node:path'
 import { test } from 'node:test'
 import { nestedRoot } from '../../../src/domain/paths.js'
 import { holdEdgeModes } from '../../../src/infra/pass/edge-modes.js'
-import { Slicer } from '../../../src/infra/pass/sliced-fs.js'
+import { Slicer } from '../../../src/domain/loop-turns.js'
 import { treeLines } from '../../helpers/tenants.js'
 import { harness, outcomes } from './pass-harness.js'
 

@@ -7,9 +7,9 @@ import {
   ensureDirSync,
   renameDirSync,
   setDirModeSync,
-  Slicer,
   unlinkSyncIfPresent,
 } from '../../../src/infra/pass/sliced-fs.js'
+import { Slicer } from '../../../src/domain/loop-turns.js'
 import { rmdirIfEmpty } from '../../../src/infra/fsutil.js'
 import { preflight } from '../../../src/infra/pass/preflight.js'
 import { tmpDir } from '../../helpers/tmp.js'
