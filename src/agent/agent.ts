@@ -2,7 +2,7 @@
 // wiring of its parts: the leg, the intent poller, the wake desk,
 // readiness, the report and the instance keys. compose.ts hands in its adapters.
 import type { AgentApi, GateAnswer, Phase, Readiness, WakeAnswer, WakeList, WakeSet } from '../agent-api.js'
-import { errorMessage, errors } from '../errors.js'
+import { asError, errorMessage, errors } from '../errors.js'
 import { NOT_YET, refusedState, retryAfterSeconds } from '../domain/gate-state.js'
 import { IntentState } from '../domain/intent-state.js'
 import type { Leg } from '../domain/leg.js'
@@ -370,11 +370,11 @@ export class Agent implements AgentApi {
   }
 
   readyFor(host: string): Promise<WakeAnswer> {
-    return this.#desk.readyFor(host)
+    return settled(() => this.#desk.readyNow(host))
   }
 
-  async gate(host: string): Promise<GateAnswer> {
-    return this.gateOf(await this.#desk.readyFor(host))
+  gate(host: string): Promise<GateAnswer> {
+    return settled(() => this.gateOf(this.#desk.readyNow(host)))
   }
 
   gateOf(answer: WakeAnswer): GateAnswer {
@@ -429,4 +429,13 @@ function deferredHosts(run: LegRun): ReadonlySet<string> {
   const out = new Set<string>()
   for (const r of run.results) if (r.outcome === 'deferred' && r.code === 'awake_grace') out.add(r.host)
   return out
+}
+
+/** fn's answer or throw as a promise: the API's asks are promises, these are answered at once. */
+function settled<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn())
+  } catch (err) {
+    return Promise.reject(asError(err))
+  }
 }

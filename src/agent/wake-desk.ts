@@ -6,7 +6,7 @@ import { AppError, errors } from '../errors.js'
 import type { FenceTable } from '../domain/fence.js'
 import { requireValidHost } from '../domain/hostname.js'
 import { activatorManaged } from '../domain/paths.js'
-import { filesTarget, lookFits, type FilesLook, type FilesTarget } from '../domain/row-files.js'
+import { filesTarget, type FilesLook, type FilesTarget } from '../domain/row-files.js'
 import { judgeWake, NO_ACTIVATOR, type FilesSeen, type WakeFacts, type WakeVerdict } from '../domain/wake-verdict.js'
 import { HostSlots } from '../infra/instance-keys.js'
 import type { WakeClaims } from '../infra/wake-claims.js'
@@ -19,13 +19,10 @@ export interface WakeDeskDeps {
   facts: () => WakeFacts
   /** health() throws unless the registry can serve claims; coded() maps an error to its code. */
   registry: { health(): void; coded(err: unknown): unknown }
-  lookFiles: (target: FilesTarget) => Promise<FilesLook>
+  lookFiles: (target: FilesTarget) => FilesLook
   /** Each look here is kept there; `PUT /wakes` judges by them. */
   looks: { note(host: string, look: FilesLook): void; last(host: string): FilesLook | undefined }
 }
-
-/** Looks a wake takes, again while a move rewrites the row; all stale: not yet judged. */
-const LOOKS = 3
 
 export class WakeDesk {
   readonly #deps: WakeDeskDeps
@@ -41,7 +38,7 @@ export class WakeDesk {
     try {
       // Never start an instance whose key is half made.
       for (let busy = this.slots.busy(host); busy !== undefined; busy = this.slots.busy(host)) await busy
-      const look = await this.#look(host)
+      const look = this.#look(host)
       // One synchronous stretch to the record: no fence rises between verdict, check and record; and no
       // grant from a removed, replaced or corrupt registry.
       this.#deps.registry.health()
@@ -71,11 +68,11 @@ export class WakeDesk {
     }
   }
 
-  /** What a claim would get now, recording nothing. */
-  async readyFor(host: string): Promise<WakeAnswer> {
+  /** What a claim would get now, recording nothing; throws what the registry's coded() makes of a failure. */
+  readyNow(host: string): WakeAnswer {
     let verdict: WakeVerdict
     try {
-      const look = await this.#look(host)
+      const look = this.#look(host)
       this.#deps.registry.health()
       verdict = this.#judge(host, { look, fresh: true })
     } catch (err) {
@@ -97,16 +94,12 @@ export class WakeDesk {
     }
   }
 
-  /** Retried up to LOOKS times; undefined when the verdict needs none. */
-  async #look(host: string): Promise<FilesLook | undefined> {
-    let look: FilesLook | undefined
-    for (let i = 0; i < LOOKS; i++) {
-      const target = this.#target(host)
-      if (target === null) return undefined
-      if (look !== undefined && lookFits(look, target)) return look
-      look = await this.#deps.lookFiles(target)
-      this.#deps.looks.note(host, look)
-    }
+  /** In the verdict's synchronous stretch, so no move comes between; undefined when the verdict needs none. */
+  #look(host: string): FilesLook | undefined {
+    const target = this.#target(host)
+    if (target === null) return undefined
+    const look = this.#deps.lookFiles(target)
+    this.#deps.looks.note(host, look)
     return look
   }
 

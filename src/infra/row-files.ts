@@ -1,7 +1,6 @@
 // A look at a row's files for a wake (design §6.1): two lstats, never following a symlink;
 // src/domain/row-files.ts judges them.
 import fs from 'node:fs'
-import fsp from 'node:fs/promises'
 import type { FilesLook, FilesTarget, Found } from '../domain/row-files.js'
 import { Slicer } from '../domain/loop-turns.js'
 
@@ -19,14 +18,6 @@ function failed(err: unknown): Seen {
   // ENOTDIR: a file in the path, so nothing is there.
   if (code === 'ENOENT' || code === 'ENOTDIR') return { found: 'absent', error: '' }
   return { found: 'error', error: code }
-}
-
-async function found(p: string): Promise<Seen> {
-  try {
-    return { found: kindOf(await fsp.lstat(p)), error: '' }
-  } catch (err) {
-    return failed(err)
-  }
 }
 
 function foundNow(p: string): Seen {
@@ -48,10 +39,12 @@ function lookOf(target: FilesTarget, at: Seen, elsewhere: Seen): FilesLook {
   }
 }
 
-/** One row's look, on libuv's pool: a wake's, beside requests. */
-export async function lookAtFiles(target: FilesTarget): Promise<FilesLook> {
-  const [at, elsewhere] = await Promise.all([found(target.dir), found(target.other)])
-  return lookOf(target, at, elsewhere)
+/**
+ * One row's look, a wake's: made on the loop, since on libuv's pool it would queue behind a converge's
+ * fsyncs, and two lstats of cached directories cost less than the pool's round trip.
+ */
+export function lookAtFiles(target: FilesTarget): FilesLook {
+  return lookOf(target, foundNow(target.dir), foundNow(target.other))
 }
 
 /**
