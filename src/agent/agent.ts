@@ -320,9 +320,7 @@ export class Agent implements AgentApi {
   }
 
   async #figures(ask: SummaryAsk | null): Promise<ReportFigures> {
-    const built = await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg)
-    const pass = this.#pass
-    return reportFigures(built.tag, built.report, (host) => pass?.held(host) !== undefined, ask)
+    return reportFigures(await this.#view.reportSoon(this.#phase, this.#reportPass, this.#leg), ask)
   }
 
   kick(): LegState {

@@ -8,7 +8,8 @@ import { heldDown } from '../domain/fence.js'
 import type { LayoutPass, RowsSnapshot } from '../domain/ports.js'
 import { NO_REASON, why, type Why } from '../domain/reason-codes.js'
 import type { LayoutReport, LegState, Route, RowReport } from '../domain/schemas.js'
-import { warnOfOperatorRows } from '../domain/short-of-intent.js'
+import { needsOperator, operatorWarning, warnOfOperatorRows, type OperatorRow } from '../domain/short-of-intent.js'
+import { withheldReason, type RunReasons } from './withheld-reasons.js'
 
 /** No activator armed: never ran, never will. */
 export const IDLE_LEG: LegState = { running: false, pending: false, lastRun: null, retryAt: null }
@@ -27,6 +28,42 @@ export interface ManagedReportInput extends CommonInput {
   leg: LegState
   /** For a build in slices: each row judged with its slice's pass. */
   rowsNow?: () => RowsSnapshot
+  /** The agent's build: rows with no reason of their own take the last run's, and rows an operator must act on are warned of. */
+  reasons?: RunReasons
+}
+
+/** What the counts and the figures (figures.ts) take from every row, gathered as the rows are judged. */
+export interface RowTally {
+  /** Rows by word. */
+  counts: Record<string, number>
+  /** Hosts a hold marker holds. */
+  held: number
+  /** Rows awake inside their grace. */
+  deferred: number
+  operatorRows: OperatorRow[]
+}
+
+export interface TalliedReport {
+  report: LayoutReport
+  tally: RowTally
+}
+
+function emptyTally(): RowTally {
+  return { counts: {}, held: 0, deferred: 0, operatorRows: [] }
+}
+
+function tallyRow(tally: RowTally, host: string, row: RowReport, held: boolean): void {
+  tally.counts[row.layout] = (tally.counts[row.layout] ?? 0) + 1
+  if (held) tally.held++
+  if (row.code === 'awake_grace') tally.deferred++
+  if (needsOperator(row)) tally.operatorRows.push({ host, code: row.code })
+}
+
+/** The tally of a report built whole; held says whether a hold marker holds a host. */
+export function tallyOf(report: LayoutReport, held: (host: string) => boolean): RowTally {
+  const tally = emptyTally()
+  for (const [host, row] of Object.entries(report.rows)) tallyRow(tally, host, row, held(host))
+  return tally
 }
 
 export interface UnmanagedReportInput extends CommonInput {
@@ -50,17 +87,18 @@ export function layoutStatusReport(input: ManagedReportInput | UnmanagedReportIn
   const steps = managedReportSteps(input)
   for (;;) {
     const step = steps.next()
-    if (step.done === true) return step.value
+    if (step.done === true) return step.value.report
   }
 }
 
-export const REPORT_ROWS_PER_STEP = 256
+export const REPORT_ROWS_PER_STEP = 64
 
-/** Yields every few hundred rows so a caller can give the loop back. */
-export function* managedReportSteps(input: ManagedReportInput): Generator<void, LayoutReport, void> {
-  const { pass, state, routes, rowsNow } = input
+/** Yields every few dozen rows so a caller can give the loop back; every row is judged and tallied once. */
+export function* managedReportSteps(input: ManagedReportInput): Generator<void, TalliedReport, void> {
+  const { pass, state, routes, rowsNow, reasons } = input
   const def = state.lastDefault()
   const rows: Record<string, RowReport> = {}
+  const tally = emptyTally()
   let judged = 0
   let now = rowsNow?.()
   for (const listed of routes) {
@@ -71,30 +109,55 @@ export function* managedReportSteps(input: ManagedReportInput): Generator<void, 
     const route = now === undefined ? listed : now.byHost.get(listed.host)
     // Other kinds are outside the pass.
     if (route === undefined || route.kind !== 'instance') continue
-    if (activatorManaged(route)) {
-      const judged = pass.classify(route, now?.routes ?? routes)
-      // Held down after a refused nested move: flat, but it does not wake.
-      const held = judged.layout === 'flat' ? pass.held(route.host) : undefined
-      rows[route.host] =
-        held === undefined
-          ? row(judged.layout, judged, pass.note(route.host))
-          : row('fenced', heldDown(held), pass.note(route.host))
-    } else if (external(route)) {
-      // Run by another supervisor: not ours to migrate.
-      rows[route.host] = row('external')
-    }
+    const judgedRow = judgeRow(route, now?.routes ?? routes, pass)
+    if (judgedRow === undefined) continue
+    if (reasons !== undefined) withheldReason(route.host, judgedRow, reasons)
+    rows[route.host] = judgedRow
+    tallyRow(tally, route.host, judgedRow, pass.held(route.host) !== undefined)
   }
   const mode: ReportMode = state.lastIntent()
-  const warnings = mixedWarning(rows)
+  const warnings = tally.counts.nested !== undefined && tally.counts.flat !== undefined ? [MIXED_WARNING] : []
+  warnings.push(...stateWarnings(state, mode, def.blocked))
+  const operator = reasons === undefined ? null : operatorWarning(tally.operatorRows)
+  if (operator !== null) warnings.push(operator)
+  const report = {
+    box: input.box,
+    mode,
+    default: def.applied,
+    defaultBlocked: def.blocked,
+    rows,
+    leg: input.leg,
+    warnings,
+  }
+  return { report, tally }
+}
+
+/** An instance row as the pass judges it; undefined for a row that is neither the activator's nor external. */
+function judgeRow(route: Route, routes: readonly Route[], pass: ManagedReportInput['pass']): RowReport | undefined {
+  if (activatorManaged(route)) {
+    const judged = pass.classify(route, routes)
+    // Held down after a refused nested move: flat, but it does not wake.
+    const hold = judged.layout === 'flat' ? pass.held(route.host) : undefined
+    return hold === undefined
+      ? row(judged.layout, judged, pass.note(route.host))
+      : row('fenced', heldDown(hold), pass.note(route.host))
+  }
+  // Run by another supervisor: not ours to migrate.
+  return external(route) ? row('external') : undefined
+}
+
+/** An unreadable intent, and a nested default not in force. */
+function stateWarnings(state: ManagedReportInput['state'], mode: ReportMode, blocked: string): string[] {
+  const out: string[] = []
   if (mode === 'unreadable') {
     const why = state.unreadableWhy()
-    warnings.push(
+    out.push(
       `the layout intent cannot be read${why === '' ? '' : ` (${why})`}: ` +
         `nothing moves and nothing is released flat until it can`,
     )
   }
-  if (def.blocked !== '') warnings.push(`nested by default is not in force: ${def.blocked}`)
-  return { box: input.box, mode, default: def.applied, defaultBlocked: def.blocked, rows, leg: input.leg, warnings }
+  if (blocked !== '') out.push(`nested by default is not in force: ${blocked}`)
+  return out
 }
 
 /**

@@ -1,8 +1,9 @@
 // The figures of a report (design §9, §7.3): rows by word, held, deferred,
 // needing an operator, and the box summary when asked. No I/O.
 import { summarize, type BoxSummary } from '../domain/box-summary.js'
-import { countByCode, operatorRows } from '../domain/short-of-intent.js'
+import { countByCode } from '../domain/short-of-intent.js'
 import type { IntentRecord, LayoutReport } from '../domain/schemas.js'
+import type { RowTally } from './build.js'
 
 /** What a box summary takes beside the report. */
 export interface SummaryAsk {
@@ -26,22 +27,13 @@ export interface ReportFigures {
   summary: BoxSummary | null
 }
 
-/** held says whether a hold marker holds a host. */
+/** From the tally the build gathered; only a summary walks the rows again. */
 export function reportFigures(
-  tag: string,
-  report: LayoutReport,
-  held: (host: string) => boolean,
+  built: { tag: string; report: LayoutReport; tally: Readonly<RowTally> },
   ask: SummaryAsk | null,
 ): ReportFigures {
-  const counts: Record<string, number> = {}
-  let heldRows = 0
-  let deferred = 0
-  for (const [host, row] of Object.entries(report.rows)) {
-    counts[row.layout] = (counts[row.layout] ?? 0) + 1
-    if (held(host)) heldRows++
-    if (row.code === 'awake_grace') deferred++
-  }
+  const { tag, report, tally } = built
   const summary = ask === null ? null : summarize(report, ask.intent, ask.version, ask.at, ask.canStopAwake)
-  const needingOperator = Object.fromEntries(countByCode(operatorRows(report)))
-  return { tag, counts, held: heldRows, deferred, needingOperator, summary }
+  const needingOperator = Object.fromEntries(countByCode(tally.operatorRows))
+  return { tag, counts: { ...tally.counts }, held: tally.held, deferred: tally.deferred, needingOperator, summary }
 }

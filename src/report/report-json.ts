@@ -1,10 +1,10 @@
 // The status report as JSON, serialized once per version (design §6.2), a
 // slice of its rows per turn of the event loop, as run-json.ts does a run.
 import type { FastifyReply } from 'fastify'
-import { setImmediate as nextTurn } from 'node:timers/promises'
+import { defaultSlicer } from '../domain/loop-turns.js'
 import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'
 import { Type } from '../domain/typebox.js'
-import { runJson, spliced } from './run-json.js'
+import { around, runPieces } from './run-json.js'
 
 export const StatusBody = Type.Object(
   { ...LayoutReport.properties, leg: LegState },
@@ -13,28 +13,39 @@ export const StatusBody = Type.Object(
 
 const STATUS_BODY = StatusBody as unknown as Record<string, unknown>
 
-/** Rows serialized in one turn of the loop. */
-export const ROWS_PER_TURN = 500
+/** Rows serialized between two looks at the loop's budget. */
+export const ROWS_PER_TURN = 100
 
 const ROWS = Type.Object({ rows: LayoutReport.properties.rows }, { additionalProperties: false }) as unknown as Record<
   string,
   unknown
 >
 
-export async function reportJson(reply: FastifyReply, report: LayoutReport): Promise<string> {
+/**
+ * In UTF-8 slices joined once: a body of ten thousand rows made one string would be flattened and
+ * encoded whole, in one stretch of the loop.
+ */
+export async function reportJson(reply: FastifyReply, report: LayoutReport): Promise<Buffer> {
   const hosts = Object.keys(report.rows)
-  const slices: string[] = []
+  const head = reply.serializeInput({ ...report, rows: {}, leg: { ...report.leg, lastRun: null } }, STATUS_BODY)
+  // The leg follows the rows, so the rows' place is cut first.
+  const [beforeRows, afterRows] = around(head, '"rows":{}')
+  const [beforeRun, afterRun] = around(afterRows, '"lastRun":null')
+  const parts = [Buffer.from(`${beforeRows}"rows":{`)]
   for (let i = 0; i < hosts.length; i += ROWS_PER_TURN) {
-    if (i > 0) await nextTurn()
+    await defaultSlicer.pause()
     const part: LayoutReport['rows'] = {}
     for (const host of hosts.slice(i, i + ROWS_PER_TURN)) part[host] = report.rows[host] as RowReport
     // The entries alone: the slices joined make one object.
-    slices.push(reply.serializeInput({ rows: part }, ROWS).slice('{"rows":{'.length, -'}}'.length))
+    const entries = reply.serializeInput({ rows: part }, ROWS).slice('{"rows":{'.length, -'}}'.length)
+    parts.push(Buffer.from(i === 0 ? entries : `,${entries}`))
   }
-  const lastRun = report.leg.lastRun === null ? 'null' : await runJson(reply, report.leg.lastRun)
-  const head = reply.serializeInput({ ...report, rows: {}, leg: { ...report.leg, lastRun: null } }, STATUS_BODY)
-  // The leg follows the rows: spliced first, it cannot move their place.
-  return spliced(spliced(head, '"lastRun":null', `"lastRun":${lastRun}`), '"rows":{}', `"rows":{${slices.join(',')}}`)
+  parts.push(Buffer.from(`}${beforeRun}"lastRun":`))
+  if (report.leg.lastRun === null) parts.push(Buffer.from('null'))
+  else for (const piece of await runPieces(reply, report.leg.lastRun)) parts.push(Buffer.from(piece))
+  parts.push(Buffer.from(afterRun))
+  await defaultSlicer.pause()
+  return Buffer.concat(parts)
 }
 
 /** How long a body nobody asks for is kept (design §6.2): between converges a box's console is mostly closed. */
@@ -60,7 +71,7 @@ export class StatusJson {
     if (this.#body?.tag === tag) return this.#body.bytes
     const built = await this.#soon()
     if (this.#body?.tag === built.tag) return this.#body.bytes
-    const kept = { tag: built.tag, bytes: reportJson(reply, built.report).then((text) => Buffer.from(text)) }
+    const kept = { tag: built.tag, bytes: reportJson(reply, built.report) }
     this.#body = kept
     kept.bytes.catch(() => {
       if (this.#body === kept) this.#body = undefined

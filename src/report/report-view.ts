@@ -1,26 +1,16 @@
 // The report as the agent serves it (design §6): rows judged by the armed
 // pass (or by <data>/layout before it), with the last run's withheld
 // reasons. Cached per version (design §6.2), built in slices when asked.
-import { performance } from 'node:perf_hooks'
-import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { Phase } from '../agent-api.js'
 import type { Config } from '../config.js'
 import type { IntentState } from '../domain/intent-state.js'
+import { defaultSlicer } from '../domain/loop-turns.js'
 import type { Leg } from '../domain/leg.js'
 import type { Result } from '../domain/modes.js'
 import type { IsolationGate, LayoutDirectory, LayoutPass, RouteStore, RowsSnapshot } from '../domain/ports.js'
-import { managedReportSteps, unmanagedLayoutReport } from './build.js'
+import { managedReportSteps, tallyOf, unmanagedLayoutReport, type RowTally, type TalliedReport } from './build.js'
 import type { LayoutReport, LegRun, Route } from '../domain/schemas.js'
-import { withheldBy, withheldReasons } from './withheld-reasons.js'
-
-/** The longest slice of the loop a build takes. */
-const SLICE_MS = 4
-
-function countsOf(report: LayoutReport): Record<string, number> {
-  const counts: Record<string, number> = {}
-  for (const row of Object.values(report.rows)) counts[row.layout] = (counts[row.layout] ?? 0) + 1
-  return counts
-}
+import { withheldBy, type RunReasons } from './withheld-reasons.js'
 
 export type ReportPass = Pick<LayoutPass, 'classify' | 'held' | 'note' | 'facts' | 'changes'>
 
@@ -43,7 +33,8 @@ export interface Built {
   version: number
   tag: string
   report: LayoutReport
-  counts: Readonly<Record<string, number>>
+  /** Gathered as the rows were judged: nothing walks them again for a count. */
+  tally: Readonly<RowTally>
 }
 
 /** Each input compares in constant time; equal inputs, equal report. */
@@ -110,7 +101,7 @@ export class ReportView {
 
   /** Rows by word, counted once per version. */
   counts(phase: Phase, pass: ReportPass | null, leg: Leg): Readonly<Record<string, number>> {
-    return this.#current(phase, pass, leg).counts
+    return this.#current(phase, pass, leg).tally.counts
   }
 
   /** In slices, so no reader holds the activator; one build per version (design §6.2). */
@@ -128,7 +119,7 @@ export class ReportView {
 
   async #buildSoon(seen: Version, pass: ReportPass, leg: Leg): Promise<Built> {
     this.#builds++
-    const { config, state, gate, registry } = this.#deps
+    const { config, state, registry } = this.#deps
     const steps = managedReportSteps({
       box: config.box,
       routes: (seen.inputs[0] as RowsSnapshot).routes,
@@ -136,22 +127,17 @@ export class ReportView {
       pass,
       state,
       leg: leg.state(),
+      reasons: this.#reasons(),
     })
-    let since = performance.now()
     for (;;) {
       const step = steps.next()
-      if (step.done === true) {
-        // The reasons and the counts each walk every row: a turn apiece.
-        await nextTurn()
-        const report = withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
-        await nextTurn()
-        return this.#keep(seen, report)
-      }
-      if (performance.now() - since >= SLICE_MS) {
-        await nextTurn()
-        since = performance.now()
-      }
+      if (step.done === true) return this.#keep(seen, step.value)
+      await defaultSlicer.pause()
     }
+  }
+
+  #reasons(): RunReasons {
+    return { last: this.#withheld, gate: this.#deps.gate?.check() ?? null }
   }
 
   #inputs(phase: Phase, pass: ReportPass | null, leg: Leg): unknown[] {
@@ -188,49 +174,64 @@ export class ReportView {
   }
 
   /** Kept unless one of a later version is kept already. */
-  #keep(seen: Version, report: LayoutReport): Built {
-    const built: Built = { version: seen.version, tag: seen.tag, report, counts: countsOf(report) }
+  #keep(seen: Version, { report, tally }: TalliedReport): Built {
+    const built: Built = { version: seen.version, tag: seen.tag, report, tally }
     if (this.#built === undefined || this.#built.version <= built.version) this.#built = built
     return built
   }
 
-  #build(phase: Phase, pass: ReportPass | null, leg: Leg, routes: readonly Route[]): LayoutReport {
-    const { config, state, gate } = this.#deps
+  #build(phase: Phase, pass: ReportPass | null, leg: Leg, routes: readonly Route[]): TalliedReport {
+    const { config, state } = this.#deps
     if (pass === null) {
-      const onDisk = this.#onDisk
-      const report = unmanagedLayoutReport({
-        box: config.box,
-        routes,
-        dirs: config,
-        journalHosts: onDisk?.journals ?? new Set(),
-        holdHosts: onDisk?.holds ?? new Set(),
-        leg: leg.state(),
-        recovering: config.activator !== 'none',
-      })
-      if (onDisk === null) {
-        // Before the listing (design §4.4 step 1) every row we might move reads fenced: any may be mid-move.
-        for (const [host, r] of Object.entries(report.rows)) {
-          if (r.layout === 'nested' || r.layout === 'flat')
-            report.rows[host] = {
-              ...r,
-              layout: 'fenced',
-              code: 'agent_starting',
-              reason: `layoutd is ${phase}: <data>/layout not listed yet`,
-            }
-        }
-      }
-      if (config.activator === 'none') return report
-      // Recovering: rows judged as unmanaged, under the intent seen so far.
-      return {
-        ...report,
-        mode: state.lastIntent(),
-        warnings: [`start-up recovery is running (${phase}): nothing may wake until it is done`, ...report.warnings],
-      }
+      // No pass, so no hold marker holds a host for it.
+      const report = this.#unmanaged(phase, leg, routes)
+      return { report, tally: tallyOf(report, () => false) }
     }
-    const steps = managedReportSteps({ box: config.box, routes, pass, state, leg: leg.state() })
+    const steps = managedReportSteps({
+      box: config.box,
+      routes,
+      pass,
+      state,
+      leg: leg.state(),
+      reasons: this.#reasons(),
+    })
     for (;;) {
       const step = steps.next()
-      if (step.done === true) return withheldReasons(step.value, this.#withheld, gate?.check() ?? null)
+      if (step.done === true) return step.value
+    }
+  }
+
+  /** Before the pass is armed: judged by `<data>/layout`. */
+  #unmanaged(phase: Phase, leg: Leg, routes: readonly Route[]): LayoutReport {
+    const { config, state } = this.#deps
+    const onDisk = this.#onDisk
+    const report = unmanagedLayoutReport({
+      box: config.box,
+      routes,
+      dirs: config,
+      journalHosts: onDisk?.journals ?? new Set(),
+      holdHosts: onDisk?.holds ?? new Set(),
+      leg: leg.state(),
+      recovering: config.activator !== 'none',
+    })
+    if (onDisk === null) {
+      // Before the listing (design §4.4 step 1) every row we might move reads fenced: any may be mid-move.
+      for (const [host, r] of Object.entries(report.rows)) {
+        if (r.layout === 'nested' || r.layout === 'flat')
+          report.rows[host] = {
+            ...r,
+            layout: 'fenced',
+            code: 'agent_starting',
+            reason: `layoutd is ${phase}: <data>/layout not listed yet`,
+          }
+      }
+    }
+    if (config.activator === 'none') return report
+    // Recovering: rows judged as unmanaged, under the intent seen so far.
+    return {
+      ...report,
+      mode: state.lastIntent(),
+      warnings: [`start-up recovery is running (${phase}): nothing may wake until it is done`, ...report.warnings],
     }
   }
 }

@@ -3,11 +3,12 @@
 import type { FastifyReply } from 'fastify'
 import { Readable } from 'node:stream'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import { defaultSlicer } from '../domain/loop-turns.js'
 import { LegRun, LegState, ResultSchema } from '../domain/schemas.js'
 import { Type } from '../domain/typebox.js'
 
-/** Results serialized in one turn of the loop. */
-export const RESULTS_PER_TURN = 500
+/** Results serialized between two looks at the loop's budget. */
+export const RESULTS_PER_TURN = 100
 
 /** About how many characters are written in one turn. */
 export const WRITTEN_PER_TURN = 64 * 1024
@@ -21,26 +22,20 @@ const RESULTS = Type.Object(
 ) as unknown as Record<string, unknown>
 
 /** whole split around `empty`, a property's serialized empty value. */
-function around(whole: string, empty: string): [string, string] {
+export function around(whole: string, empty: string): [string, string] {
   const at = whole.lastIndexOf(empty)
-  if (at < 0) throw new Error(`serialized run: ${empty} not found`)
+  if (at < 0) throw new Error(`serialized body: ${empty} not found`)
   return [whole.slice(0, at), whole.slice(at + empty.length)]
 }
 
-/** part in the place of `empty` (a key never matches in an escaped string). */
-export function spliced(whole: string, empty: string, part: string): string {
-  const [before, after] = around(whole, empty)
-  return before + part + after
-}
-
 /** In pieces, a slice of results per turn. */
-async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
+export async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
   const [before, after] = around(reply.serializeInput({ ...run, results: [] }, LEG_RUN), '"results":[]')
   const pieces = [`${before}"results":[`]
   for (let i = 0; i < run.results.length; i += RESULTS_PER_TURN) {
     if (i > 0) {
       pieces.push(',')
-      await nextTurn()
+      await defaultSlicer.pause()
     }
     // The items alone: the slices joined make one array.
     const slice = reply.serializeInput({ results: run.results.slice(i, i + RESULTS_PER_TURN) }, RESULTS)
@@ -48,10 +43,6 @@ async function runPieces(reply: FastifyReply, run: LegRun): Promise<string[]> {
   }
   pieces.push(`]${after}`)
   return pieces
-}
-
-export async function runJson(reply: FastifyReply, run: LegRun): Promise<string> {
-  return (await runPieces(reply, run)).join('')
 }
 
 /** `{"leg", "run", "underWay"?}` in pieces; the leg's last run is `run`, serialized once. */

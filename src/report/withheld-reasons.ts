@@ -1,8 +1,7 @@
 // The report's withheld reasons (design §6): a row says why it did not
 // move, not only what it is. Pure.
 import type { Outcome, Result } from '../domain/modes.js'
-import type { LayoutReport, LegRun } from '../domain/schemas.js'
-import { warnOfOperatorRows } from '../domain/short-of-intent.js'
+import type { LegRun, RowReport } from '../domain/schemas.js'
 
 /** Outcomes that say why a row is not where the intent wants it. */
 export const WITHHELD: ReadonlySet<Outcome> = new Set(['deferred', 'refused', 'failed', 'held'])
@@ -13,24 +12,23 @@ export function withheldBy(run: LegRun): Map<string, Result> {
   return out
 }
 
-/** Fills in empty reasons in place, from the last finished run: one under way has not reached every host. */
-export function withheldReasons(
-  report: LayoutReport,
-  last: ReadonlyMap<string, Result>,
-  gate: string | null,
-): LayoutReport {
-  for (const [host, row] of Object.entries(report.rows)) {
-    if (row.reason !== '') continue
-    if (row.layout === 'nested' && gate !== null) {
-      row.code = 'gate_shut'
-      row.reason = `isolation not ready: ${gate}`
-      continue
-    }
-    const withheld = last.get(host)
-    if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout) {
-      row.code = withheld.code
-      row.reason = withheld.reason
-    }
+/** The last finished run's withheld results, and why the isolation gate is shut (null while open). */
+export interface RunReasons {
+  last: ReadonlyMap<string, Result>
+  gate: string | null
+}
+
+/** Fills in a row's empty reason in place, from the last finished run: one under way has not reached every host. */
+export function withheldReason(host: string, row: RowReport, reasons: RunReasons): void {
+  if (row.reason !== '') return
+  if (row.layout === 'nested' && reasons.gate !== null) {
+    row.code = 'gate_shut'
+    row.reason = `isolation not ready: ${reasons.gate}`
+    return
   }
-  return warnOfOperatorRows(report)
+  const withheld = reasons.last.get(host)
+  if (withheld !== undefined && (row.layout === 'flat' || row.layout === 'nested') && withheld.to !== row.layout) {
+    row.code = withheld.code
+    row.reason = withheld.reason
+  }
 }

@@ -1,8 +1,9 @@
 // What the console page shows, drawn from the report and readiness: the
-// intent, the gate, counts by word, the leg, warnings and a page of rows. Pure.
+// intent, the gate, counts by word, the leg, warnings and a page of rows.
 import type { Readiness } from '../agent-api.js'
 import { hostsReached } from '../domain/leg.js'
 import type { IntentRecord, LayoutReport, LegRun, RowReport } from '../domain/schemas.js'
+import { defaultSlicer } from '../domain/loop-turns.js'
 import { html, type Html } from './console-html.js'
 
 /** The row words in the order of their precedence (design §1.1). */
@@ -28,6 +29,8 @@ export interface ConsoleInput {
   now: number
   /** The record the box read last. */
   intent?: Pick<IntentRecord, 'id' | 'by' | 'recordedAt' | 'message'> | null
+  /** The rows walked already, in slices; walked here when absent. */
+  drawn?: RowsDrawn
 }
 
 /** `42s ago`, `in 9m`, `3h 5m ago`. */
@@ -63,10 +66,54 @@ export function pageLink(query: ConsoleQuery, change: Partial<ConsoleQuery>): st
 }
 
 /** The known words first, then any other. */
-export function countByWord(rows: Readonly<Record<string, RowReport>>): Map<string, number> {
-  const counts = new Map<string, number>(ROW_WORDS.map((w) => [w, 0]))
-  for (const r of Object.values(rows)) counts.set(r.layout, (counts.get(r.layout) ?? 0) + 1)
-  return counts
+/** What the page takes from every row, in one walk: counts by word, rows in flight, the rows the query selects. */
+export interface RowsDrawn {
+  counts: Map<string, number>
+  inFlight: number
+  /** Sorted by host. */
+  selected: Array<[string, RowReport]>
+}
+
+/** Rows walked between two looks at the loop's budget. */
+const ROWS_PER_STEP = 200
+
+/** Yields every ROWS_PER_STEP rows, so a page of a box of ten thousand never holds the loop. */
+function* drawSteps(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Generator<void, RowsDrawn, void> {
+  const drawn: RowsDrawn = { counts: new Map(ROW_WORDS.map((w) => [w, 0])), inFlight: 0, selected: [] }
+  const needle = query.q.toLowerCase()
+  let walked = 0
+  // Sorted bare: each poll in a converge sorts a whole new report.
+  for (const host of Object.keys(rows).sort()) {
+    if (++walked % ROWS_PER_STEP === 0) yield
+    const r = rows[host]
+    if (r === undefined) continue
+    drawn.counts.set(r.layout, (drawn.counts.get(r.layout) ?? 0) + 1)
+    if (r.code === 'in_flight' || r.code === 'fenced_for_move') drawn.inFlight++
+    if ((query.word === '' || r.layout === query.word) && (needle === '' || host.toLowerCase().includes(needle)))
+      drawn.selected.push([host, r])
+  }
+  return drawn
+}
+
+export function rowsDrawn(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): RowsDrawn {
+  const steps = drawSteps(rows, query)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+  }
+}
+
+/** rowsDrawn in slices of the loop's budget. */
+export async function rowsDrawnSoon(
+  rows: Readonly<Record<string, RowReport>>,
+  query: ConsoleQuery,
+): Promise<RowsDrawn> {
+  const steps = drawSteps(rows, query)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+    await defaultSlicer.pause()
+  }
 }
 
 function whoLine(i: ConsoleInput['intent']): Html | string {
@@ -140,12 +187,6 @@ function tally(run: LegRun): string {
 }
 
 /** Rows fenced for a move under way. */
-export function rowsInFlight(rows: Readonly<Record<string, RowReport>>): number {
-  let n = 0
-  for (const row of Object.values(rows)) if (row.code === 'in_flight' || row.code === 'fenced_for_move') n++
-  return n
-}
-
 /** Rows in flight read as moving, not as nothing reached. */
 function runningLine(run: LegRun, inFlight: number, now: number): Html {
   const n = hostsReached(run.results)
@@ -154,7 +195,7 @@ function runningLine(run: LegRun, inFlight: number, now: number): Html {
   return html`<li>this run: started ${when(run.startedAt, now)}, ${reached}${flying}</li>`
 }
 
-function leg(r: LayoutReport, now: number): Html {
+function leg(r: LayoutReport, now: number, inFlight: number): Html {
   const { running, pending, lastRun, retryAt } = r.leg
   const current = lastRun !== null && lastRun.finishedAt === null ? lastRun : null
   const last = current === null ? lastRun : null
@@ -166,7 +207,7 @@ function leg(r: LayoutReport, now: number): Html {
       : html`finished ${when(last.finishedAt, now)}: ${tally(last)}`
   return html`<section class="leg"><h2>Leg</h2><ul>
 <li>${running ? html`<b class="running">running</b>` : 'idle'}${pending ? ', another run due after this one' : ''}</li>
-${current === null ? '' : runningLine(current, rowsInFlight(r.rows), now)}
+${current === null ? '' : runningLine(current, inFlight, now)}
 <li>last run: ${lastLine}</li>
 <li>next retry: ${retryAt === null ? 'none pending' : when(retryAt, now)}</li></ul></section>`
 }
@@ -176,24 +217,7 @@ function warnings(list: readonly string[]): Html {
   return html`<section class="warnings"><h2>Warnings</h2><ul>${list.map((w) => html`<li>${w}</li>`)}</ul></section>`
 }
 
-export function selectRows(rows: Readonly<Record<string, RowReport>>, query: ConsoleQuery): Array<[string, RowReport]> {
-  const needle = query.q.toLowerCase()
-  const selected: Array<[string, RowReport]> = []
-  // Sorted bare: each poll in a converge sorts a whole new report.
-  for (const host of Object.keys(rows).sort()) {
-    const r = rows[host]
-    if (
-      r !== undefined &&
-      (query.word === '' || r.layout === query.word) &&
-      (needle === '' || host.toLowerCase().includes(needle))
-    )
-      selected.push([host, r])
-  }
-  return selected
-}
-
-function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
-  const selected = selectRows(report.rows, query)
+function rowsTable(selected: ReadonlyArray<[string, RowReport]>, query: ConsoleQuery): Html {
   const pages = Math.max(1, Math.ceil(selected.length / PAGE_ROWS))
   const page = Math.min(query.page, pages)
   const from = (page - 1) * PAGE_ROWS
@@ -224,17 +248,18 @@ function rowsTable(report: LayoutReport, query: ConsoleQuery): Html {
 }
 
 /** Redrawn in place when the report changes. */
-export function livePart({ report, readiness, query, now, intent }: ConsoleInput): Html {
-  const counts = countByWord(report.rows)
-  const total = Object.keys(report.rows).length
+export function livePart({ report, readiness, query, now, intent, drawn: walked }: ConsoleInput): Html {
+  const { counts, inFlight, selected } = walked ?? rowsDrawn(report.rows, query)
+  let total = 0
+  for (const n of counts.values()) total += n
   const drawn = new Date(now).toISOString()
   const sections = [
     intentLine(report, report.mode === 'flat' || report.mode === 'nested' ? whoLine(intent) : ''),
     gate(readiness),
     bar(counts, total, query),
-    leg(report, now),
+    leg(report, now, inFlight),
     warnings(report.warnings),
-    rowsTable(report, query),
+    rowsTable(selected, query),
   ]
   return html`<p class="drawn">drawn ${drawn}</p>
 ${sections}`

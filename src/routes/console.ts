@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '../domain/typebox.js'
 import type { AgentApi } from '../agent-api.js'
 import { fill, html, trusted, type Html } from './console-html.js'
-import { filterForm, livePart, ROW_WORDS, type ConsoleInput, type ConsoleQuery } from './console-view.js'
+import { filterForm, livePart, ROW_WORDS, rowsDrawnSoon, type ConsoleInput, type ConsoleQuery } from './console-view.js'
 import { commonErrors } from './error-envelope.js'
 import { etagOf } from '../report/etag.js'
 
@@ -21,7 +21,8 @@ type PageAsk = Omit<ConsoleInput, 'report'>
 /** From the report built in slices (design §6.2), with its tag. */
 async function drawLive(api: AgentApi, ask: PageAsk): Promise<{ box: string; tag: string; live: Html }> {
   const { report, tag } = await api.reportSoon()
-  return { box: report.box, tag, live: livePart({ report, ...ask }) }
+  const drawn = await rowsDrawnSoon(report.rows, ask.query)
+  return { box: report.box, tag, live: livePart({ report, ...ask, drawn }) }
 }
 
 const QueryText = Type.Object({

@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import { BoxPublisher } from '../../src/agent/box-publisher.js'
 import type { BoxSummary } from '../../src/domain/box-summary.js'
 import { reportFigures, type ReportFigures, type SummaryAsk } from '../../src/report/figures.js'
+import { tallyOf } from '../../src/report/build.js'
 import type { LayoutReport } from '../../src/domain/schemas.js'
 import { FakeClock, FakeLogger, FakeStore, intent } from '../domain/fakes.js'
 
@@ -27,7 +28,7 @@ function report(flat: number, nested: number, running: boolean): LayoutReport {
 
 /** The figures the agent would count of report, under tag: the summary ask asks for. */
 function figuresOf(tag: string, r: LayoutReport, ask: SummaryAsk): Promise<ReportFigures> {
-  return Promise.resolve(reportFigures(tag, r, () => false, ask))
+  return Promise.resolve(reportFigures({ tag, report: r, tally: tallyOf(r, () => false) }, ask))
 }
 
 /** A store that keeps every summary published to it. */

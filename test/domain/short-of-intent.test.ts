@@ -2,9 +2,8 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { ReasonCode } from '../../src/domain/reason-codes.js'
 import type { LayoutReport, RowReport } from '../../src/domain/schemas.js'
-import { operatorRows, operatorWarning } from '../../src/domain/short-of-intent.js'
+import { operatorRows, operatorWarning, warnOfOperatorRows } from '../../src/domain/short-of-intent.js'
 import { IDLE_LEG } from '../../src/report/build.js'
-import { withheldReasons } from '../../src/report/withheld-reasons.js'
 
 function row(layout: string, code: ReasonCode | '' = ''): RowReport {
   return { layout, code, reason: code === '' ? '' : `because ${code}`, note: '' }
@@ -58,7 +57,7 @@ void describe('the report warns of them', () => {
     const rows: Record<string, RowReport> = {}
     for (let i = 0; i < 149; i++) rows[`t${i}.example.com`] = row('nested')
     rows['held.example.com'] = row('fenced', 'second_name')
-    const r = withheldReasons(report(rows), new Map(), null)
+    const r = warnOfOperatorRows(report(rows))
     assert.equal(r.warnings.length, 1)
     assert.match(r.warnings[0] ?? '', /^1 row needs an operator \(1 second_name\): /)
   })
@@ -76,7 +75,7 @@ void describe('the report warns of them', () => {
   })
 
   void it('an awake tenant in its grace is no warning', () => {
-    const r = withheldReasons(report({ 'a.example.com': row('flat', 'awake_grace') }), new Map(), null)
+    const r = warnOfOperatorRows(report({ 'a.example.com': row('flat', 'awake_grace') }))
     assert.deepEqual(r.warnings, [])
   })
 })

@@ -4,7 +4,7 @@ import Value from 'typebox/value'
 import { IntentState } from '../../src/domain/intent-state.js'
 import type { Classification, LayoutPass } from '../../src/domain/ports.js'
 import { why, type Why } from '../../src/domain/reason-codes.js'
-import { IDLE_LEG, layoutStatusReport, MIXED_WARNING, unmanagedLayoutReport } from '../../src/report/build.js'
+import { IDLE_LEG, layoutStatusReport, MIXED_WARNING, tallyOf, unmanagedLayoutReport } from '../../src/report/build.js'
 import { LayoutReport, type LegState, type Route } from '../../src/domain/schemas.js'
 
 const dirs = { dataDir: '/data', runDir: '/data/run' }
@@ -319,9 +319,18 @@ void describe('managedReportSteps', () => {
     }
     assert.equal(yields, 3)
     assert.deepEqual(
-      step.value,
+      step.value.report,
       layoutStatusReport({ box: 'kass-1', routes, pass: new FakePass(words), state, leg: IDLE_LEG }),
     )
-    assert.equal(Object.keys(step.value.rows).length, routes.length)
+    assert.equal(Object.keys(step.value.report.rows).length, routes.length)
+    // Tallied as judged: the counts a second walk would make.
+    assert.deepEqual(
+      step.value.tally,
+      tallyOf(step.value.report, () => false),
+    )
+    assert.deepEqual(step.value.tally.counts, {
+      flat: Math.ceil(routes.length / 2),
+      nested: Math.floor(routes.length / 2),
+    })
   })
 })

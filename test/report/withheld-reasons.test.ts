@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { LayoutReport, LegRun, RowReport } from '../../src/domain/schemas.js'
-import { withheldBy, withheldReasons } from '../../src/report/withheld-reasons.js'
+import { withheldBy, withheldReason } from '../../src/report/withheld-reasons.js'
 import { IDLE_LEG } from '../../src/report/build.js'
 
 function report(rows: Record<string, Pick<RowReport, 'layout'> & Partial<RowReport>>): LayoutReport {
@@ -18,6 +18,12 @@ function report(rows: Record<string, Pick<RowReport, 'layout'> & Partial<RowRepo
   }
   for (const [host, r] of Object.entries(rows))
     out.rows[host] = { layout: r.layout, code: r.code ?? '', reason: r.reason ?? '', note: '' }
+  return out
+}
+
+/** Every row of report given its withheld reason, as the agent's build gives each row as it judges it. */
+function reasoned(out: LayoutReport, last: ReturnType<typeof withheldBy>, gate: string | null): LayoutReport {
+  for (const [host, row] of Object.entries(out.rows)) withheldReason(host, row, { last, gate })
   return out
 }
 
@@ -60,7 +66,7 @@ void test('withheldBy keeps the deferred, refused, failed and held results of a 
 })
 
 void test('a row short of where the last run wanted it takes the reason that run withheld it for', () => {
-  const out = withheldReasons(
+  const out = reasoned(
     report({
       'd.example.com': { layout: 'flat' },
       'f.example.com': { layout: 'flat' },
@@ -77,7 +83,7 @@ void test('a row short of where the last run wanted it takes the reason that run
 })
 
 void test('a row that has since reached the mode, a row with a reason of its own, and a fenced row keep what they say', () => {
-  const out = withheldReasons(
+  const out = reasoned(
     report({
       'd.example.com': { layout: 'nested' },
       'f.example.com': { layout: 'flat', code: 'awake_grace', reason: 'awake: 10m of grace left' },
@@ -94,7 +100,7 @@ void test('a row that has since reached the mode, a row with a reason of its own
 
 void test('while the gate is shut a nested row says it cannot wake, naming the check; a flat row still takes its withheld reason', () => {
   const gate = 'probe: the probe says ready: false'
-  const out = withheldReasons(
+  const out = reasoned(
     report({ 'n.example.com': { layout: 'nested' }, 'r.example.com': { layout: 'flat' } }),
     withheldBy(RUN),
     gate,

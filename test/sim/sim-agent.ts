@@ -13,6 +13,7 @@ import { RolloutAwareStore } from '../../src/agent/rollout-store.js'
 import { loadLayoutIntent } from '../../src/domain/intent.js'
 import type { DeployStore, Logger } from '../../src/domain/ports.js'
 import { reportFigures } from '../../src/report/figures.js'
+import { tallyOf } from '../../src/report/build.js'
 import type { LayoutReport, RowReport } from '../../src/domain/schemas.js'
 import type { RolloutPort } from '../../src/domain/rollout.js'
 import type { EtcdRollouts } from '../../src/infra/deploy-etcd/rollout.js'
@@ -152,8 +153,11 @@ export class SimAgent {
       store: this.reads,
       logger: quiet,
       clock: this.clock,
-      figures: (ask) =>
-        Promise.resolve(reportFigures(String(this.#changes), this.#report(), (h) => this.#held(h), ask)),
+      figures: (ask) => {
+        const report = this.#report()
+        const tally = tallyOf(report, (h) => this.#held(h))
+        return Promise.resolve(reportFigures({ tag: String(this.#changes), report, tally }, ask))
+      },
       tag: () => String(this.#changes),
       legBusy: () => ({ running: this.#running, pending: this.#pending }),
       version: () => Promise.resolve('sim'),
