@@ -155,8 +155,21 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
-/** What the activator asks: compiled by warmHotRoutes, not on a tenant's first request. */
-const HOT_ROUTES: ReadonlySet<string> = new Set(['/ready', '/ready/:host', '/wakes/:host', '/gate', '/gate/:host'])
+/**
+ * What the activator asks, then what a console, a converge and a scrape ask: compiled by warmHotRoutes, not
+ * on a first request, which in a converge would hold the activator's answers behind a compile.
+ */
+const HOT_ROUTES: ReadonlySet<string> = new Set([
+  '/ready',
+  '/ready/:host',
+  '/wakes/:host',
+  '/gate',
+  '/gate/:host',
+  '/',
+  '/layout/status',
+  '/layout/converge',
+  '/metrics',
+])
 
 declare module 'fastify' {
   interface FastifyInstance {
