@@ -30,12 +30,14 @@ FROM ${NODE_IMAGE}
 # Loopback only, as everywhere: to listen beyond it, give a token too:
 #   -e CARLOS_AGENT_TOKEN=$(openssl rand -hex 32) -e CARLOS_AGENT_LISTEN=0.0.0.0:9740
 # The agent refuses an address beyond loopback without one. UV_THREADPOOL_SIZE:
-# the fsyncs a converge keeps in flight at once (design §3.3).
+# the fsyncs a converge keeps in flight at once (design §3.3); MALLOC_ARENA_MAX:
+# its threads share two malloc arenas, not one each (design §9).
 ENV NODE_ENV=production \
     CARLOS_DATA_DIR=/data \
     CARLOS_DEPLOYMENT_DIR=/deploy \
     CARLOS_AGENT_LISTEN=127.0.0.1:9740 \
-    UV_THREADPOOL_SIZE=64
+    UV_THREADPOOL_SIZE=64 \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src

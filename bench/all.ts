@@ -65,7 +65,7 @@ import {
 } from './ready-during-converge.js'
 import { memory, reportArgs } from './memory.js'
 import { spreadOf, type RunDoc } from './spread.js'
-import { scheduleThisLoop, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
+import { scheduleThisLoop, unitEnvironment, unitNodeArgs, unitScheduling, type Scheduling } from './scheduling.js'
 import { SYNC_CONCURRENCY, threadPoolSize } from '../src/infra/fsutil.js'
 
 const log = (l: string): void => void process.stderr.write(`bench: ${l}\n`)
@@ -227,7 +227,7 @@ async function sides(
   }
 }
 
-/** How the agent is started: as the unit starts it, with more environment (`--env`), its heaps readable. */
+/** How the agent is started: as the unit starts it (its flags and environment), with more environment (`--env`), its heaps readable. */
 interface AgentSpec {
   sched: Scheduling
   env: Record<string, string>
@@ -240,7 +240,7 @@ async function startTimed(sb: Sandbox, spec: AgentSpec): Promise<{ agent: AgentP
     listenTimeoutMs: 120_000,
     nodeArgs: [...unitNodeArgs(), ...reportArgs(spec.reports)],
     launcher: spec.sched.launcher,
-    env: spec.env,
+    env: { ...unitEnvironment(), ...spec.env },
   })
   await agent.waitReady(600_000)
   return { agent, seconds: round((performance.now() - agent.startedAt) / 1000) }
@@ -481,7 +481,7 @@ export async function runAll(root: string, opts: AllOptions) {
       ...after,
       idle: { ...idle, afterSeconds: opts.idle, targetRssMB: 100 },
       targetRssMB: 150,
-      env: opts.env,
+      env: { ...unitEnvironment(), ...opts.env },
       what: "RSS, threads and each thread's heap once the converge is over and the agent quiet; idle: the same after `--idle` seconds more",
     }
   } finally {

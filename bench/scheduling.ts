@@ -43,6 +43,20 @@ export function unitNodeArgs(): string[] {
   return args
 }
 
+/**
+ * The unit's Environment= settings (its MALLOC_ARENA_MAX among them): a
+ * bench gives the agent them, so it measures the allocator as deployed.
+ */
+export function unitEnvironment(): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [, line] of fs.readFileSync(UNIT, 'utf8').matchAll(/^Environment=(.*)$/gm))
+    for (const pair of (line ?? '').trim().split(/\s+/)) {
+      const at = pair.indexOf('=')
+      if (at > 0) env[pair.slice(0, at)] = pair.slice(at + 1)
+    }
+  return env
+}
+
 /** chrt's arguments for the unit's settings, or undefined when the unit sets none. */
 function chrtArgs(): string[] | undefined {
   const { policy, priority, resetOnFork } = unitSettings()

@@ -59,6 +59,7 @@ void test('the image: /data and /deploy are volumes, the listen address is loopb
     new RegExp(`\\bUV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}\\b`),
     'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)',
   )
+  assert.match(env, /\bMALLOC_ARENA_MAX=2\b/, 'its threads share two malloc arenas (design §9)')
   const image = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(await fs.readFile(path.join(ROOT, 'Dockerfile'), 'utf8'))
   const major = Number(image?.[1])
   const engines = (

@@ -68,6 +68,7 @@ void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as n
   const port = await freePort()
   const env = sandboxEnv(sb, { CARLOS_AGENT_LISTEN: `127.0.0.1:${port}` })
   delete env.UV_THREADPOOL_SIZE
+  delete env.MALLOC_ARENA_MAX
   const bin = spawnFor(t, process.execPath, [path.join(ROOT, 'bin/layoutd'), 'serve'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -93,6 +94,7 @@ void test('bin/layoutd serve with UV_THREADPOOL_SIZE unset starts the agent as n
   })
   const environ = (await fs.readFile(`/proc/${agent.pid}/environ`, 'utf8')).split('\0')
   assert.ok(environ.includes(`UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`), 'the pool npm start gives it')
+  assert.ok(environ.includes('MALLOC_ARENA_MAX=2'), 'the arenas npm start gives it')
   const argv = (await fs.readFile(`/proc/${agent.pid}/cmdline`, 'utf8')).split('\0')
   assert.ok(argv.includes('--max-semi-space-size=4'), argv.join(' '))
   assert.ok(argv.includes('--heap-growing-percent=100'), argv.join(' '))

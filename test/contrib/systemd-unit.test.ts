@@ -42,8 +42,8 @@ void test('the unit runs node directly, hardened, writing only the data and depl
   assert.equal(one('EnvironmentFile'), '/etc/layoutd/layoutd.env')
   assert.equal(
     one('Environment'),
-    `UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY}`,
-    'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3)',
+    `UV_THREADPOOL_SIZE=${SYNC_CONCURRENCY} MALLOC_ARENA_MAX=2`,
+    'a thread pool as large as the fsyncs a converge keeps in flight (design §3.3), its threads sharing two arenas (§9)',
   )
   assert.equal(one('NoNewPrivileges'), 'yes')
   assert.equal(one('ProtectSystem'), 'strict')
