@@ -1,5 +1,5 @@
-// The status report as JSON, serialized once per version (design §6.2), a
-// slice of its rows per turn of the event loop, as run-json.ts does a run.
+// The status report as JSON, serialized once per version (design §6.2) in
+// slices of the loop's budget, as run-json.ts does a run.
 import type { FastifyReply } from 'fastify'
 import { defaultSlicer } from '../domain/loop-turns.js'
 import { LayoutReport, LegState, type RowReport } from '../domain/schemas.js'

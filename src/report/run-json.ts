@@ -1,5 +1,6 @@
-// A run of the leg as JSON for `converge?wait=1`, serialized by the schema a
-// slice per turn and written in chunks, so a large run never holds the loop.
+// A run of the leg as JSON for `converge?wait=1`, serialized by the schema in
+// slices of the loop's budget and written in chunks, so a large run never
+// holds the loop.
 import type { FastifyReply } from 'fastify'
 import { Readable } from 'node:stream'
 import { setImmediate as nextTurn } from 'node:timers/promises'
