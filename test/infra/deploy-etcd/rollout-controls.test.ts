@@ -161,7 +161,8 @@ void test('a manual gate waits after its wave for promote; promote on the last w
   assert.match(resume.err, /waits at a manual gate: `promote` opens the next wave/)
   const promoted = await f.run(['rollout', 'promote', '-m', 'canary ok'])
   assert.equal(promoted.code, 0, promoted.err)
-  assert.match(promoted.out, /wave 2\/2, 1\/2 boxes done, 0 moving; running\n/)
+  // The second box may have started before the answer was read: 0 or 1 moving.
+  assert.match(promoted.out, /wave 2\/2, 1\/2 boxes done, [01] moving; running\n/)
   const last = await f.run(['rollout', 'promote'])
   assert.equal(last.code, 1)
   assert.match(last.err, /wave 2 is the last: nothing to promote/)
