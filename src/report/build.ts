@@ -28,7 +28,10 @@ export interface ManagedReportInput extends CommonInput {
   leg: LegState
   /** For a build in slices: each row judged with its slice's pass. */
   rowsNow?: () => RowsSnapshot
-  /** The agent's build: rows with no reason of their own take the last run's, and rows an operator must act on are warned of. */
+  /**
+   * The agent's build: rows with no reason of their own take the last run's, and rows an operator must
+   * act on are warned of.
+   */
   reasons?: RunReasons
 }
 
